@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package sweep needs to build, test and run.
+# Idempotent: packages already installed are skipped, so a second run is quick.
+# Used by the README quick start, .ci/run and the Dockerfiles.
+#
+#   containers/install-deps.sh            build + test + run deps
+#   SWEEP_DEPS=runtime containers/install-deps.sh   only what sweep-train needs at run time
+set -euo pipefail
+
+runtime=(
+  libtorch1.13 libopenblas0-pthread libhdf5-103-1 libyaml-cpp0.7 libxxhash0
+  openmpi-bin
+)
+build=(
+  build-essential cmake ninja-build pkg-config git
+  libtorch-dev libopenblas-dev libhdf5-dev libyaml-cpp-dev libcli11-dev libxxhash-dev
+  libopenmpi-dev
+  googletest libgtest-dev libbenchmark-dev
+  # independent yardsticks used only by tests and benchmarks
+  python3 python3-h5py python3-torch python3-numpy
+)
+
+want=("${runtime[@]}")
+if [[ "${SWEEP_DEPS:-all}" != runtime ]]; then want+=("${build[@]}"); fi
+
+missing=()
+for p in "${want[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  sudo=""
+  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+  echo "install-deps: installing ${#missing[@]} packages: ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "install-deps: all ${#want[@]} packages already installed"
+fi
+
+# LibTorch calls the system BLAS through the alternatives system; Debian's default there
+# may be the reference BLAS, which is ~25x slower. Point libblas.so.3 at OpenBLAS.
+arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
+for lib in libblas.so.3 liblapack.so.3; do
+  cand=$(update-alternatives --list "$lib-$arch" 2>/dev/null | grep openblas-pthread | head -n1 || true)
+  if [[ -n "$cand" ]]; then
+    sudo=""; if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+    $sudo update-alternatives --set "$lib-$arch" "$cand" >/dev/null
+  fi
+done

@@ -1,0 +1,27 @@
+#include "checksum.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+
+namespace sweep {
+
+std::vector<uint64_t> block_hashes(const float* data, size_t n) {
+  std::vector<uint64_t> out;
+  out.reserve((n + kChecksumBlock - 1) / kChecksumBlock);
+  for (size_t lo = 0; lo < n; lo += kChecksumBlock) {
+    size_t len = std::min(kChecksumBlock, n - lo);
+    out.push_back(XXH3_64bits(data + lo, len * sizeof(float)));
+  }
+  return out;
+}
+
+uint64_t combine_block_hashes(const std::vector<uint64_t>& blocks) {
+  return XXH3_64bits(blocks.data(), blocks.size() * sizeof(uint64_t));
+}
+
+uint64_t flat_checksum(const float* data, size_t n) { return combine_block_hashes(block_hashes(data, n)); }
+
+uint64_t tensor_checksum(const float* data, size_t n) { return XXH3_64bits(data, n * sizeof(float)); }
+
+}  // namespace sweep

@@ -1,0 +1,26 @@
+// Parameter checksums that do not depend on how the parameters are laid out or sharded.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace sweep {
+
+/// Elements per checksum block. Fixed forever for a schema version: changing it changes
+/// every recorded checksum.
+inline constexpr size_t kChecksumBlock = 65536;
+
+/// XXH3-64 of each kChecksumBlock-element block of `data` (the last block may be short).
+std::vector<uint64_t> block_hashes(const float* data, size_t n);
+
+/// The run checksum of a flat fp32 vector: XXH3-64 of its block hashes.
+uint64_t combine_block_hashes(const std::vector<uint64_t>& blocks);
+
+/// block_hashes then combine_block_hashes.
+uint64_t flat_checksum(const float* data, size_t n);
+
+/// XXH3-64 of one tensor's bytes, used for the per-parameter table.
+uint64_t tensor_checksum(const float* data, size_t n);
+
+}  // namespace sweep

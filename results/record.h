@@ -1,0 +1,112 @@
+// The run record: one versioned HDF5 file per run (layout in results/SCHEMA.md).
+// Rank 0 writes `record.h5.partial`; only a finished run is renamed to `record.h5`,
+// and a completed record is never opened for writing again.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace sweep {
+
+/// Version of the on-disk layout; readers refuse newer files.
+inline constexpr int64_t kSchemaVersion = 1;
+
+/// One optimizer step, as recorded in /metrics.
+struct StepMetrics {
+  int64_t step = 0;          ///< 1-based optimizer step
+  double loss = 0;           ///< global token-mean loss of the step
+  double lr = 0;             ///< learning rate applied at this step
+  double grad_norm = 0;      ///< global gradient L2 norm before clipping
+  double clip_coef = 1;      ///< factor the gradient was scaled by (1 = not clipped)
+  double loss_scale = 1;     ///< fp16 loss scale in force (1 for fp32/bf16)
+  int64_t skipped = 0;       ///< 1 when the update was skipped (fp16 overflow)
+  int64_t tokens = 0;        ///< target tokens in the global batch
+  double step_time_s = 0;    ///< wall time of the step on rank 0
+  double tokens_per_s = 0;   ///< tokens / step_time_s
+};
+
+/// One parameter tensor's place in the flat parameter vector.
+struct ParamInfo {
+  std::string name;            ///< registration name, e.g. "layers.0.attn.wq"
+  std::vector<int64_t> shape;  ///< tensor shape
+  int64_t offset = 0;          ///< first element in the flat vector
+  int64_t numel = 0;           ///< element count
+};
+
+/// Parameter hashes at one step.
+struct ChecksumRow {
+  int64_t step = 0;                ///< step after whose update the hash was taken
+  uint64_t params = 0;             ///< layout-independent hash of all parameters
+  std::vector<uint64_t> tensors;   ///< one hash per ParamInfo, same order
+};
+
+/// What is known when a run starts.
+struct RecordHeader {
+  std::string run_id;
+  std::string sweep_id;                                      ///< may be empty for a lone run
+  std::string config_yaml;                                   ///< resolved config, canonical YAML
+  std::vector<std::pair<std::string, std::string>> config;   ///< dotted key -> canonical value
+  std::vector<std::pair<std::string, std::string>> environment;
+  std::vector<ParamInfo> params;
+};
+
+/// A record read back.
+struct Record {
+  std::string path;
+  int64_t schema_version = 0;
+  std::string run_id, sweep_id, status, failure;
+  std::string config_yaml;
+  std::map<std::string, std::string> config;
+  std::map<std::string, std::string> environment;
+  std::vector<StepMetrics> steps;
+  std::vector<ChecksumRow> checksums;
+  std::vector<ParamInfo> params;
+};
+
+/// A record that cannot be written or read; the message names the path and what to do.
+class RecordError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Suffix of a record still being written.
+inline constexpr const char* kPartialSuffix = ".partial";
+
+/// Writes one record. Steps and checksums are buffered and written on flush().
+class RecordWriter {
+ public:
+  /// Creates `path` + ".partial" (replacing a stale partial); refuses when `path` exists.
+  RecordWriter(const std::string& path, const RecordHeader& header);
+  /// Flushes and closes; an unfinished record stays `.partial`.
+  ~RecordWriter();
+  RecordWriter(const RecordWriter&) = delete;
+  RecordWriter& operator=(const RecordWriter&) = delete;
+
+  void append_step(const StepMetrics& m);
+  void append_checksum(const ChecksumRow& c);
+  /// Writes buffered rows and flushes the file to disk.
+  void flush();
+  /// Sets the final status ("completed", "failed", "diverged") and renames to `path`.
+  void finish(const std::string& status, const std::string& failure = "");
+  /// Marks the run failed with `failure`, flushes and closes, and leaves the file
+  /// `.partial`: a failed run never yields a completed record.
+  void abandon(const std::string& failure);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Reads a completed record; throws RecordError for a partial, truncated, unreadable
+/// or newer-version file.
+Record read_record(const std::string& path);
+
+/// Library version of HDF5 this build links, e.g. "1.10.8".
+std::string hdf5_version();
+
+}  // namespace sweep

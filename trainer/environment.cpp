@@ -1,0 +1,89 @@
+#include "environment.h"
+
+#include <dlfcn.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "build_info.h"
+#include "record.h"
+
+namespace sweep {
+namespace {
+
+using SetThreadsFn = void (*)(int);
+using GetConfigFn = char* (*)();
+using GetThreadsFn = int (*)();
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+}  // namespace
+
+std::string blas_description() {
+  std::string desc = "unknown BLAS";
+  if (auto get_config = reinterpret_cast<GetConfigFn>(dlsym(RTLD_DEFAULT, "openblas_get_config")))
+    desc = std::string("OpenBLAS ") + get_config();
+  // The library that actually provides sgemm_, whatever the alternatives system chose.
+  if (void* sgemm = dlsym(RTLD_DEFAULT, "sgemm_")) {
+    Dl_info info;
+    if (dladdr(sgemm, &info) && info.dli_fname) {
+      char resolved[4096];
+      const char* path = realpath(info.dli_fname, resolved) ? resolved : info.dli_fname;
+      std::string p = path;
+      desc += " (" + p.substr(p.rfind('/') + 1) + ")";
+    }
+  }
+  return desc;
+}
+
+void set_up_determinism(const RunConfig& cfg) {
+  const int threads = static_cast<int>(cfg.train.threads);
+  at::set_num_threads(threads);
+  at::set_num_interop_threads(1);
+  if (auto set_blas = reinterpret_cast<SetThreadsFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) set_blas(threads);
+  at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+  torch::manual_seed(static_cast<uint64_t>(cfg.train.seed));
+}
+
+std::vector<std::pair<std::string, std::string>> collect_environment(const RunConfig& cfg) {
+  std::vector<std::pair<std::string, std::string>> env;
+  env.emplace_back("sweep_version", SWEEP_VERSION);
+  env.emplace_back("git_commit", SWEEP_GIT_COMMIT);
+  env.emplace_back("git_dirty", SWEEP_GIT_DIRTY ? "1" : "0");
+  env.emplace_back("compiler", std::string("gcc ") + __VERSION__);
+  env.emplace_back("libtorch", TORCH_VERSION);
+  env.emplace_back("hdf5", hdf5_version());
+  env.emplace_back("cuda", "none");
+  env.emplace_back("device", "cpu");
+  env.emplace_back("blas", blas_description());
+  int blas_threads = -1;
+  if (auto get = reinterpret_cast<GetThreadsFn>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"))) blas_threads = get();
+  env.emplace_back("blas_threads", std::to_string(blas_threads));
+  env.emplace_back("torch_threads", std::to_string(at::get_num_threads()));
+  env.emplace_back("deterministic_algorithms", at::globalContext().deterministicAlgorithms() ? "1" : "0");
+  env.emplace_back("cpu", cpu_model());
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  env.emplace_back("hosts", host);
+  struct utsname u;
+  if (uname(&u) == 0) env.emplace_back("os", std::string(u.sysname) + " " + u.release + " " + u.machine);
+  for (const char* var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "MKL_NUM_THREADS",
+                          "CUBLAS_WORKSPACE_CONFIG", "NCCL_ALGO", "NCCL_PROTO", "CUDA_VISIBLE_DEVICES"}) {
+    const char* v = std::getenv(var);
+    env.emplace_back(std::string("env.") + var, v ? v : "");
+  }
+  return env;
+}
+
+}  // namespace sweep

@@ -1,0 +1,62 @@
+#include "optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace sweep {
+
+double sum_of_squares(const float* g, size_t n) {
+  double total = 0;
+  for (size_t lo = 0; lo < n; lo += kNormBlock) {
+    size_t hi = std::min(n, lo + kNormBlock);
+    double block = 0;
+    for (size_t i = lo; i < hi; ++i) block += double(g[i]) * double(g[i]);
+    total += block;
+  }
+  return total;
+}
+
+void scale(float* g, size_t n, float coef) {
+  for (size_t i = 0; i < n; ++i) g[i] = g[i] * coef;
+}
+
+double clip_coefficient(double norm, double clip_norm) {
+  if (clip_norm <= 0 || !(norm > clip_norm)) return 1.0;
+  return clip_norm / (norm + 1e-6);
+}
+
+double learning_rate(const TrainConfig& t, int64_t step) {
+  if (t.warmup > 0 && step <= t.warmup) return t.lr * double(step) / double(t.warmup);
+  if (t.schedule == "constant" || t.steps == t.warmup) return t.lr;
+  double progress = double(step - t.warmup) / double(t.steps - t.warmup);
+  if (t.schedule == "linear") return t.min_lr + (t.lr - t.min_lr) * (1.0 - progress);
+  return t.min_lr + 0.5 * (t.lr - t.min_lr) * (1.0 + std::cos(M_PI * progress));
+}
+
+AdamWStep AdamWStep::at(const TrainConfig& t, double lr, int64_t step) {
+  return {float(lr),
+          float(t.beta1),
+          float(t.beta2),
+          float(t.eps),
+          float(t.weight_decay),
+          float(1.0 - std::pow(t.beta1, double(step))),
+          float(1.0 - std::pow(t.beta2, double(step)))};
+}
+
+void adamw(float* p, const float* g, float* m, float* v, size_t n, const AdamWStep& s) {
+  const float decay = 1.0f - s.lr * s.weight_decay;
+  const float c1 = 1.0f - s.beta1, c2 = 1.0f - s.beta2;
+  const float step_size = s.lr / s.bias1;
+  const float sqrt_bias2 = std::sqrt(s.bias2);
+  for (size_t i = 0; i < n; ++i) {
+    float gi = g[i];
+    float mi = s.beta1 * m[i] + c1 * gi;
+    float vi = s.beta2 * v[i] + c2 * (gi * gi);
+    m[i] = mi;
+    v[i] = vi;
+    float denom = std::sqrt(vi) / sqrt_bias2 + s.eps;
+    p[i] = p[i] * decay - step_size * (mi / denom);
+  }
+}
+
+}  // namespace sweep

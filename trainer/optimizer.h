@@ -1,0 +1,37 @@
+// Elementwise optimizer kernels on flat fp32 buffers, written so that an element's
+// result never depends on its position (compiled with -ffp-contract=off): any shard
+// layout gives the same bits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "run_config.h"
+
+namespace sweep {
+
+/// Elements per block of the gradient-norm reduction; fixed so the sum order is fixed.
+inline constexpr size_t kNormBlock = 4096;
+
+/// Sum of squares of `g` as double: sequential within each kNormBlock block, then the
+double sum_of_squares(const float* g, size_t n);
+
+/// g *= coef.
+void scale(float* g, size_t n, float coef);
+
+/// Clip factor for a gradient of norm `norm` (1 when clipping is off or not needed).
+double clip_coefficient(double norm, double clip_norm);
+
+/// Learning rate at 1-based `step`: linear warmup, then constant / linear / cosine decay
+/// to min_lr at the last step.
+double learning_rate(const TrainConfig& t, int64_t step);
+
+/// One AdamW update (decoupled weight decay, bias-corrected moments) at 1-based `step`.
+struct AdamWStep {
+  float lr, beta1, beta2, eps, weight_decay;
+  float bias1, bias2;  ///< 1 - beta^step, computed once per step
+  static AdamWStep at(const TrainConfig& t, double lr, int64_t step);
+};
+void adamw(float* p, const float* g, float* m, float* v, size_t n, const AdamWStep& s);
+
+}  // namespace sweep

@@ -1,0 +1,275 @@
+#include "run_config.h"
+
+#include <xxhash.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace sweep {
+namespace {
+
+struct IntRange {
+  int64_t min, max;
+};
+struct RealRange {
+  double min, max;
+  bool min_exclusive = false;
+};
+using Choices = std::vector<std::string>;
+
+/// The one table of keys: every visitor (apply, list, flatten) walks it in this order.
+template <class Visitor>
+void visit_fields(RunConfig& c, Visitor&& v) {
+  v("model.layers", c.model.layers, IntRange{1, 256});
+  v("model.d_model", c.model.d_model, IntRange{8, 65536});
+  v("model.heads", c.model.heads, IntRange{1, 1024});
+  v("model.vocab", c.model.vocab, IntRange{2, 1 << 20});
+  v("model.seq_len", c.model.seq_len, IntRange{2, 1 << 20});
+  v("model.ffn_mult", c.model.ffn_mult, IntRange{1, 64});
+  v("data.kind", c.data.kind, Choices{"synthetic"});
+  v("data.seed", c.data.seed, IntRange{0, INT64_MAX});
+  v("data.branching", c.data.branching, IntRange{1, 1 << 20});
+  v("data.samples", c.data.samples, IntRange{1, int64_t(1) << 40});
+  v("train.steps", c.train.steps, IntRange{1, int64_t(1) << 40});
+  v("train.micro_batch", c.train.micro_batch, IntRange{1, 1 << 20});
+  v("train.accum", c.train.accum, IntRange{1, 1 << 20});
+  v("train.lr", c.train.lr, RealRange{0, 10, true});
+  v("train.schedule", c.train.schedule, Choices{"constant", "linear", "cosine"});
+  v("train.warmup", c.train.warmup, IntRange{0, int64_t(1) << 40});
+  v("train.min_lr", c.train.min_lr, RealRange{0, 10});
+  v("train.beta1", c.train.beta1, RealRange{0, 0.999999});
+  v("train.beta2", c.train.beta2, RealRange{0, 0.999999});
+  v("train.eps", c.train.eps, RealRange{0, 1, true});
+  v("train.weight_decay", c.train.weight_decay, RealRange{0, 10});
+  v("train.clip_norm", c.train.clip_norm, RealRange{0, 1e9});
+  v("train.seed", c.train.seed, IntRange{0, INT64_MAX});
+  v("train.threads", c.train.threads, IntRange{1, 1024});
+  v("train.log_every", c.train.log_every, IntRange{1, int64_t(1) << 40});
+  v("train.checksum_every", c.train.checksum_every, IntRange{1, int64_t(1) << 40});
+  v("dist.world_size", c.dist.world_size, IntRange{1, 1 << 20});
+  v("dist.reduction", c.dist.reduction, Choices{"canonical", "native"});
+}
+
+std::string format_int(int64_t x) { return std::to_string(x); }
+
+/// Shortest text that reads back as the same double: "0.001", "1e-08", "3".
+std::string format_real(double x) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, r.ptr);
+}
+
+std::string join(const Choices& c) {
+  std::string s;
+  for (size_t i = 0; i < c.size(); ++i) s += (i ? " | " : "") + c[i];
+  return s;
+}
+
+std::string at(const ConfigValue& v) { return v.where.empty() ? "" : v.where + ": "; }
+
+[[noreturn]] void bad_value(const std::string& key, const ConfigValue& v, const std::string& expected) {
+  throw ConfigError(at(v) + "key '" + key + "': expected " + expected + ", got '" + v.text + "'");
+}
+
+struct Applier {
+  const FlatConfig& values;
+  size_t used = 0;
+
+  const ConfigValue* find(const char* key) {
+    auto it = values.find(key);
+    if (it == values.end()) return nullptr;
+    ++used;
+    if (!it->second.is_scalar) bad_value(key, it->second, "a single value, not a map or list");
+    return &it->second;
+  }
+  void operator()(const char* key, int64_t& field, IntRange r) {
+    const ConfigValue* v = find(key);
+    if (!v) return;
+    const std::string& s = v->text;
+    int64_t x = 0;
+    auto res = std::from_chars(s.data(), s.data() + s.size(), x);
+    std::string range = "an integer in [" + format_int(r.min) + ", " + format_int(r.max) + "]";
+    if (s.empty() || res.ec != std::errc() || res.ptr != s.data() + s.size()) bad_value(key, *v, range);
+    if (x < r.min || x > r.max) bad_value(key, *v, range);
+    field = x;
+  }
+  void operator()(const char* key, double& field, RealRange r) {
+    const ConfigValue* v = find(key);
+    if (!v) return;
+    const std::string& s = v->text;
+    double x = 0;
+    auto res = std::from_chars(s.data(), s.data() + s.size(), x);
+    std::string range = std::string("a number in ") + (r.min_exclusive ? "(" : "[") + format_real(r.min) +
+                        ", " + format_real(r.max) + "]";
+    if (s.empty() || res.ec != std::errc() || res.ptr != s.data() + s.size() || !std::isfinite(x))
+      bad_value(key, *v, range);
+    if (x < r.min || (r.min_exclusive && x == r.min) || x > r.max) bad_value(key, *v, range);
+    field = x;
+  }
+  void operator()(const char* key, std::string& field, const Choices& choices) {
+    const ConfigValue* v = find(key);
+    if (!v) return;
+    if (std::find(choices.begin(), choices.end(), v->text) == choices.end()) bad_value(key, *v, "one of " + join(choices));
+    field = v->text;
+  }
+};
+
+struct Lister {
+  std::vector<std::string>* keys;
+  template <class T, class S>
+  void operator()(const char* key, T&, const S&) { keys->push_back(key); }
+};
+
+struct Flattener {
+  std::vector<std::pair<std::string, std::string>>* out;
+  void operator()(const char* key, int64_t& f, IntRange) { out->emplace_back(key, format_int(f)); }
+  void operator()(const char* key, double& f, RealRange) { out->emplace_back(key, format_real(f)); }
+  void operator()(const char* key, std::string& f, const Choices&) { out->emplace_back(key, f); }
+};
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+void check_constraints(const RunConfig& c) {
+  if (c.model.d_model % c.model.heads != 0)
+    throw ConfigError("key 'model.heads': must divide model.d_model (" + format_int(c.model.d_model) + "), got " +
+                      format_int(c.model.heads));
+  if ((c.model.d_model / c.model.heads) % 2 != 0)
+    throw ConfigError("key 'model.heads': model.d_model / model.heads must be even for rotary positions, got " +
+                      format_int(c.model.d_model / c.model.heads));
+  if (c.data.branching > c.model.vocab)
+    throw ConfigError("key 'data.branching': must be <= model.vocab (" + format_int(c.model.vocab) + ")");
+  if (c.train.warmup > c.train.steps)
+    throw ConfigError("key 'train.warmup': must be <= train.steps (" + format_int(c.train.steps) + ")");
+  if (c.train.min_lr > c.train.lr) throw ConfigError("key 'train.min_lr': must be <= train.lr");
+}
+
+void flatten_node(const YAML::Node& node, const std::string& prefix, const std::string& source, FlatConfig& out) {
+  for (const auto& kv : node) {
+    std::string key = kv.first.Scalar();
+    std::string full = prefix.empty() ? key : prefix + "." + key;
+    const YAML::Node& v = kv.second;
+    auto m = v.Mark();
+    std::string where = source + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+    if (v.IsMap()) {
+      flatten_node(v, full, source, out);
+    } else {
+      ConfigValue cv;
+      cv.where = where;
+      cv.is_scalar = v.IsScalar() || v.IsNull();
+      cv.text = v.IsScalar() ? v.Scalar() : "";
+      if (!cv.is_scalar) cv.text = "<list>";
+      if (!out.emplace(full, cv).second) throw ConfigError(where + ": key '" + full + "' is given twice");
+    }
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& run_config_keys() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> k;
+    RunConfig c;
+    visit_fields(c, Lister{&k});
+    return k;
+  }();
+  return keys;
+}
+
+std::string closest_key(const std::string& key, const std::vector<std::string>& known) {
+  // A bare leaf name ("lr") is matched against the last segment of each key first.
+  for (const auto& k : known) {
+    auto dot = k.rfind('.');
+    if (key.find('.') == std::string::npos && dot != std::string::npos && k.substr(dot + 1) == key) return k;
+  }
+  std::string best;
+  size_t best_d = std::max<size_t>(2, key.size() / 3) + 1;
+  for (const auto& k : known) {
+    size_t d = edit_distance(key, k);
+    if (d < best_d) best_d = d, best = k;
+  }
+  return best;
+}
+
+RunConfig apply_run_config(RunConfig base, const FlatConfig& values) {
+  const auto& keys = run_config_keys();
+  for (const auto& [key, v] : values) {
+    if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
+    std::string msg = at(v) + "unknown key '" + key + "'";
+    std::string near = closest_key(key, keys);
+    if (!near.empty()) msg += " (did you mean '" + near + "'?)";
+    throw ConfigError(msg);
+  }
+  visit_fields(base, Applier{values});
+  check_constraints(base);
+  return base;
+}
+
+FlatConfig flatten_yaml(const std::string& text, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(source + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                      ": invalid YAML: " + e.msg);
+  }
+  if (root.IsNull()) return {};
+  if (!root.IsMap()) throw ConfigError(source + ": expected a mapping of config sections at the top level");
+  return flatten_yaml_node(root, source);
+}
+
+FlatConfig flatten_yaml_node(const YAML::Node& map, const std::string& source) {
+  FlatConfig out;
+  flatten_node(map, "", source, out);
+  return out;
+}
+
+RunConfig load_run_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(path + ": cannot open the run config file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return apply_run_config(RunConfig{}, flatten_yaml(ss.str(), path));
+}
+
+std::vector<std::pair<std::string, std::string>> to_flat(const RunConfig& c) {
+  std::vector<std::pair<std::string, std::string>> out;
+  RunConfig copy = c;
+  visit_fields(copy, Flattener{&out});
+  return out;
+}
+
+std::string to_yaml(const RunConfig& c) {
+  // Keys come grouped by section in canonical order, so a plain two-level writer suffices.
+  std::string out, section;
+  for (const auto& [key, value] : to_flat(c)) {
+    auto dot = key.find('.');
+    std::string sec = key.substr(0, dot);
+    if (sec != section) out += sec + ":\n", section = sec;
+    out += "  " + key.substr(dot + 1) + ": " + value + "\n";
+  }
+  return out;
+}
+
+std::string run_id(const RunConfig& c) {
+  std::string text = to_yaml(c);
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(XXH3_64bits(text.data(), text.size())));
+  return buf;
+}
+
+}  // namespace sweep

@@ -1,0 +1,115 @@
+// The run config: every knob of one training run, its defaults, its valid ranges, and
+// its canonical text (whose hash is the run id). Free of LibTorch so the harness can
+// validate a grid without linking the trainer.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace YAML {
+class Node;
+}
+
+namespace sweep {
+
+/// Model shape: a decoder-only transformer (RMSNorm, rotary positions, SwiGLU).
+struct ModelConfig {
+  int64_t layers = 2;     ///< transformer blocks
+  int64_t d_model = 64;   ///< residual stream width
+  int64_t heads = 4;      ///< attention heads; must divide d_model
+  int64_t vocab = 256;    ///< token ids are in [0, vocab)
+  int64_t seq_len = 32;   ///< tokens per sequence (the model predicts seq_len of them)
+  int64_t ffn_mult = 4;   ///< SwiGLU hidden width = ffn_mult * d_model * 2 / 3, rounded to 8
+};
+
+/// Where tokens come from.
+struct DataConfig {
+  std::string kind = "synthetic";  ///< synthetic: a seeded sparse Markov chain
+  int64_t seed = 0;          ///< seeds the data source itself (not the training order)
+  int64_t branching = 4;     ///< synthetic: successors per token (entropy floor = ln branching)
+  int64_t samples = 65536;   ///< synthetic: sequences per epoch
+};
+
+/// Optimisation and everything that changes the math of a step.
+struct TrainConfig {
+  int64_t steps = 100;           ///< optimizer steps
+  int64_t micro_batch = 4;       ///< sequences per micro-batch
+  int64_t accum = 1;             ///< micro-batches per rank per step
+  double lr = 1e-3;              ///< peak learning rate
+  std::string schedule = "cosine";  ///< constant | linear | cosine (after warmup)
+  int64_t warmup = 0;            ///< linear warmup steps from 0 to lr
+  double min_lr = 0.0;           ///< floor of the linear/cosine decay
+  double beta1 = 0.9;            ///< AdamW first-moment decay
+  double beta2 = 0.95;           ///< AdamW second-moment decay
+  double eps = 1e-8;             ///< AdamW denominator epsilon
+  double weight_decay = 0.0;     ///< AdamW decoupled weight decay
+  double clip_norm = 0.0;        ///< global gradient-norm clip; 0 = off
+  int64_t seed = 0;              ///< seeds init, sampling order and every RNG of the run
+  int64_t threads = 1;           ///< intra-op and BLAS threads per rank
+  int64_t log_every = 10;        ///< rank-0 log line every N steps
+  int64_t checksum_every = 1;    ///< parameter checksums every N steps
+};
+
+/// How a step is spread over ranks.
+struct DistConfig {
+  int64_t world_size = 1;               ///< ranks; checked against the launched world
+  std::string reduction = "canonical";  ///< canonical (layout-invariant) | native
+};
+
+/// One training run, fully resolved.
+struct RunConfig {
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  DistConfig dist;
+};
+
+/// A bad key or value; the message names the source, the line when known, and the key.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// One scalar of a config as written: its text and where it came from (for messages).
+struct ConfigValue {
+  std::string text;    ///< the scalar as spelled in YAML
+  std::string where;   ///< "file:line:col" or a description such as "grid point 3"
+  bool is_scalar = true;  ///< false when the YAML node was a map or a list
+};
+
+/// Dotted key ("train.lr") -> value. Keys are validated by parse_run_config.
+using FlatConfig = std::map<std::string, ConfigValue>;
+
+/// Every dotted key the run config knows, in canonical order.
+const std::vector<std::string>& run_config_keys();
+
+/// Applies `values` on top of `base`; throws ConfigError naming the key for an unknown
+/// key (with a did-you-mean), a wrong type or an out-of-range value, and checks the
+/// constraints between keys.
+RunConfig apply_run_config(RunConfig base, const FlatConfig& values);
+
+/// Reads a nested YAML run config (as written by to_yaml) from a file.
+RunConfig load_run_config(const std::string& path);
+
+/// Flattens a nested YAML document's mapping into dotted keys; `source` names the file.
+FlatConfig flatten_yaml(const std::string& text, const std::string& source);
+
+/// Flattens one YAML mapping node into dotted keys.
+FlatConfig flatten_yaml_node(const YAML::Node& map, const std::string& source);
+
+/// Canonical text values of every key, in canonical order (numbers spelled one way).
+std::vector<std::pair<std::string, std::string>> to_flat(const RunConfig& c);
+
+/// Canonical nested YAML text; equal configs give equal text.
+std::string to_yaml(const RunConfig& c);
+
+/// Run id: 16 hex digits of XXH3-64 over to_yaml(c).
+std::string run_id(const RunConfig& c);
+
+/// Closest known key to `key` by edit distance, or "" when nothing is close.
+std::string closest_key(const std::string& key, const std::vector<std::string>& known);
+
+}  // namespace sweep
