@@ -2,6 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -84,12 +86,13 @@ SweepSpec parse_grid(const std::string& text, const std::string& source) {
     }
   }
   // Validate base alone and every axis value once, so errors name the exact spot even
-  // before the (possibly large) product is formed.
-  RunConfig base = apply_run_config(RunConfig{}, spec.base);
+  // before the (possibly large) product is formed. Constraints between keys (warmup <=
+  // steps, heads divide d_model) wait for expand(): an axis may fix what base alone breaks.
+  RunConfig base = apply_run_values(RunConfig{}, spec.base);
   for (const auto& axis : spec.axes)
     for (const auto& v : axis.values) {
       FlatConfig one{{axis.key, v}};
-      (void)apply_run_config(base, one);
+      (void)apply_run_values(base, one);
     }
   return spec;
 }
@@ -105,17 +108,17 @@ SweepSpec load_grid(const std::string& path) {
 std::vector<GridPoint> expand(const SweepSpec& spec) {
   std::vector<GridPoint> points;
   std::set<std::string> seen;
-  const RunConfig base = apply_run_config(RunConfig{}, spec.base);
   std::vector<size_t> idx(spec.axes.size(), 0);
   while (true) {
-    FlatConfig overrides;
+    // Base and axis values in one map, so a constraint error names whichever line set the key.
+    FlatConfig values = spec.base;
     GridPoint p;
     for (size_t a = 0; a < spec.axes.size(); ++a) {
       const ConfigValue& v = spec.axes[a].values[idx[a]];
-      overrides[spec.axes[a].key] = v;
+      values[spec.axes[a].key] = v;
       p.values.emplace_back(spec.axes[a].key, v.text);
     }
-    p.config = apply_run_config(base, overrides);
+    p.config = apply_run_config(RunConfig{}, values);
     p.id = run_id(p.config);
     if (seen.insert(p.id).second) points.push_back(std::move(p));
     // Odometer increment, last axis fastest.

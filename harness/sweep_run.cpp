@@ -33,6 +33,15 @@ std::string describe_point(const GridPoint& p) {
   return s.empty() ? "(base)" : s;
 }
 
+/// Status of an existing record, or a description of why it cannot be read.
+std::string record_status(const std::string& path) {
+  try {
+    return read_record(path).status;
+  } catch (const RecordError& e) {
+    return std::string("unreadable (") + e.what() + ")";
+  }
+}
+
 }  // namespace
 
 std::string record_path(const std::string& dir, const std::string& id) { return dir + "/runs/" + id + "/record.h5"; }
@@ -51,8 +60,16 @@ SweepSummary run_sweep(const SweepSpec& spec, const std::vector<GridPoint>& poin
     const std::string run_dir = opt.out_dir + "/runs/" + p.id;
     const std::string label = "[" + std::to_string(i + 1) + "/" + std::to_string(total) + "] " + p.id + " " + describe_point(p);
     if (fs::exists(record_path(opt.out_dir, p.id))) {
-      ++sum.skipped;
-      if (!opt.quiet) std::printf("%s: already completed, skipped\n", label.c_str());
+      // A record is never overwritten, so a diverged run is not re-run either; but it is
+      // still a failure of the sweep, not a completed point.
+      std::string status = record_status(record_path(opt.out_dir, p.id));
+      if (status == "completed") {
+        ++sum.skipped;
+        if (!opt.quiet) std::printf("%s: already completed, skipped\n", label.c_str());
+      } else {
+        ++sum.failed;
+        if (!opt.quiet) std::printf("%s: already recorded as %s, skipped\n", label.c_str(), status.c_str());
+      }
       continue;
     }
     fs::create_directories(run_dir + "/logs");
@@ -63,12 +80,25 @@ SweepSummary run_sweep(const SweepSpec& spec, const std::vector<GridPoint>& poin
     ExitStatus st = runner.run(argv, run_dir + "/logs/rank0.log");
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::string outcome;
+    Record r;
+    std::string read_error;
     if (st.ok() && fs::exists(record_path(opt.out_dir, p.id))) {
+      try {
+        r = read_record(record_path(opt.out_dir, p.id));
+      } catch (const RecordError& e) {
+        read_error = e.what();
+      }
+    }
+    if (st.ok() && r.status == "completed") {
       ++sum.completed;
-      Record r = read_record(record_path(opt.out_dir, p.id));
       char buf[64];
       std::snprintf(buf, sizeof buf, "final loss %.6g", r.steps.empty() ? 0.0 : r.steps.back().loss);
       outcome = std::string("completed, ") + buf;
+    } else if (st.ok()) {
+      ++sum.failed;
+      outcome = "FAILED (exit code 0 but " +
+                (!read_error.empty() ? read_error : r.status.empty() ? std::string("no record") : "status " + r.status) +
+                "), log: " + run_dir + "/logs/rank0.log";
     } else {
       ++sum.failed;
       outcome = "FAILED (" + st.describe() + "), log: " + run_dir + "/logs/rank0.log";

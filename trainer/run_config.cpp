@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <initializer_list>
 #include <sstream>
 
 namespace sweep {
@@ -109,7 +110,8 @@ struct Applier {
     if (s.empty() || res.ec != std::errc() || res.ptr != s.data() + s.size() || !std::isfinite(x))
       bad_value(key, *v, range);
     if (x < r.min || (r.min_exclusive && x == r.min) || x > r.max) bad_value(key, *v, range);
-    field = x;
+    // -0 and 0 are the same setting; without this "-0" would get its own run id.
+    field = x == 0 ? 0.0 : x;
   }
   void operator()(const char* key, std::string& field, const Choices& choices) {
     const ConfigValue* v = find(key);
@@ -144,18 +146,14 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
-void check_constraints(const RunConfig& c) {
-  if (c.model.d_model % c.model.heads != 0)
-    throw ConfigError("key 'model.heads': must divide model.d_model (" + format_int(c.model.d_model) + "), got " +
-                      format_int(c.model.heads));
-  if ((c.model.d_model / c.model.heads) % 2 != 0)
-    throw ConfigError("key 'model.heads': model.d_model / model.heads must be even for rotary positions, got " +
-                      format_int(c.model.d_model / c.model.heads));
-  if (c.data.branching > c.model.vocab)
-    throw ConfigError("key 'data.branching': must be <= model.vocab (" + format_int(c.model.vocab) + ")");
-  if (c.train.warmup > c.train.steps)
-    throw ConfigError("key 'train.warmup': must be <= train.steps (" + format_int(c.train.steps) + ")");
-  if (c.train.min_lr > c.train.lr) throw ConfigError("key 'train.min_lr': must be <= train.lr");
+/// "file:line:col: " of the first of `keys` given in `values`, so a message about two
+/// keys points at one of them.
+std::string at_any(const FlatConfig& values, std::initializer_list<const char*> keys) {
+  for (const char* k : keys) {
+    auto it = values.find(k);
+    if (it != values.end()) return at(it->second);
+  }
+  return "";
 }
 
 void flatten_node(const YAML::Node& node, const std::string& prefix, const std::string& source, FlatConfig& out) {
@@ -205,7 +203,7 @@ std::string closest_key(const std::string& key, const std::vector<std::string>& 
   return best;
 }
 
-RunConfig apply_run_config(RunConfig base, const FlatConfig& values) {
+RunConfig apply_run_values(RunConfig base, const FlatConfig& values) {
   const auto& keys = run_config_keys();
   for (const auto& [key, v] : values) {
     if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
@@ -215,7 +213,30 @@ RunConfig apply_run_config(RunConfig base, const FlatConfig& values) {
     throw ConfigError(msg);
   }
   visit_fields(base, Applier{values});
-  check_constraints(base);
+  return base;
+}
+
+void check_run_config(const RunConfig& c, const FlatConfig& values) {
+  if (c.model.d_model % c.model.heads != 0)
+    throw ConfigError(at_any(values, {"model.heads", "model.d_model"}) + "key 'model.heads': must divide model.d_model (" +
+                      format_int(c.model.d_model) + "), got " + format_int(c.model.heads));
+  if ((c.model.d_model / c.model.heads) % 2 != 0)
+    throw ConfigError(at_any(values, {"model.heads", "model.d_model"}) +
+                      "key 'model.heads': model.d_model / model.heads must be even for rotary positions, got " +
+                      format_int(c.model.d_model / c.model.heads));
+  if (c.data.branching > c.model.vocab)
+    throw ConfigError(at_any(values, {"data.branching", "model.vocab"}) + "key 'data.branching': must be <= model.vocab (" +
+                      format_int(c.model.vocab) + ")");
+  if (c.train.warmup > c.train.steps)
+    throw ConfigError(at_any(values, {"train.warmup", "train.steps"}) + "key 'train.warmup': must be <= train.steps (" +
+                      format_int(c.train.steps) + ")");
+  if (c.train.min_lr > c.train.lr)
+    throw ConfigError(at_any(values, {"train.min_lr", "train.lr"}) + "key 'train.min_lr': must be <= train.lr");
+}
+
+RunConfig apply_run_config(RunConfig base, const FlatConfig& values) {
+  base = apply_run_values(std::move(base), values);
+  check_run_config(base, values);
   return base;
 }
 

@@ -91,6 +91,14 @@ const std::vector<std::string>& run_config_keys();
 /// constraints between keys.
 RunConfig apply_run_config(RunConfig base, const FlatConfig& values);
 
+/// apply_run_config without the constraints between keys: a grid checks each value on
+/// its own, and the constraints only once the axes of a point are combined.
+RunConfig apply_run_values(RunConfig base, const FlatConfig& values);
+
+/// Throws ConfigError when keys contradict each other (heads must divide d_model,
+/// warmup <= steps, ...); the message takes file:line from `values` when given there.
+void check_run_config(const RunConfig& c, const FlatConfig& values = {});
+
 /// Reads a nested YAML run config (as written by to_yaml) from a file.
 RunConfig load_run_config(const std::string& path);
 

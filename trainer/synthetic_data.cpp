@@ -1,5 +1,6 @@
 #include "synthetic_data.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -18,9 +19,20 @@ uint64_t mix_keys(uint64_t seed, uint64_t a, uint64_t b, uint64_t c) {
 
 MarkovSource::MarkovSource(uint64_t seed, int64_t vocab, int64_t branching)
     : seed_(seed), vocab_(vocab), branching_(branching), successors_(vocab * branching) {
-  for (int64_t t = 0; t < vocab; ++t)
-    for (int64_t k = 0; k < branching; ++k)
-      successors_[t * branching + k] = static_cast<int32_t>(mix_keys(seed, 1, t, k) % uint64_t(vocab));
+  // Successors of a token must be distinct: a repeated one would be twice as likely and
+  // put the entropy floor below ln(branching). Redraw (attempt in the high bits) on a repeat.
+  for (int64_t t = 0; t < vocab; ++t) {
+    int32_t* succ = &successors_[t * branching];
+    for (int64_t k = 0; k < branching; ++k) {
+      for (uint64_t attempt = 0;; ++attempt) {
+        auto s = static_cast<int32_t>(mix_keys(seed, 1, t, uint64_t(k) | (attempt << 32)) % uint64_t(vocab));
+        if (std::find(succ, succ + k, s) == succ + k) {
+          succ[k] = s;
+          break;
+        }
+      }
+    }
+  }
 }
 
 void MarkovSource::sequence(uint64_t sample, int64_t len, int64_t* out) const {
