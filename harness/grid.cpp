@@ -17,7 +17,7 @@ std::string where(const std::string& source, const YAML::Node& node) {
 }
 
 const std::vector<std::string> kTopKeys = {"name", "base", "grid"};
-const std::vector<std::string> kSections = {"model", "data", "train", "dist"};
+const std::vector<std::string> kSections = {"model", "data", "train", "dist", "fault"};
 
 bool safe_name(const std::string& s) {
   if (s.empty() || s.size() > 128 || s[0] == '.' || s[0] == '-') return false;

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   app.add_option("--out", opt.out_dir, "run directory for record.h5")->required();
   app.add_option("--sweep-id", opt.sweep_id, "sweep this run belongs to (recorded)");
   app.add_flag("--quiet", opt.quiet, "no per-step log lines");
+  app.add_flag("--resume", opt.resume, "continue from the newest complete checkpoint in --out");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -11,6 +11,12 @@ int64_t ffn_hidden(const ModelConfig& cfg) {
   return (h + 7) / 8 * 8;
 }
 
+int64_t expert_hidden(const ModelConfig& cfg) {
+  if (cfg.moe_expert_hidden > 0) return cfg.moe_expert_hidden;
+  int64_t h = ffn_hidden(cfg) / (cfg.moe_top_k + cfg.moe_shared_experts);
+  return std::max<int64_t>(8, (h + 7) / 8 * 8);
+}
+
 namespace {
 
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w) {
@@ -26,26 +32,41 @@ torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& cos, const torch
 
 }  // namespace
 
-TransformerImpl::Block::Block(int64_t d, int64_t hidden, double std_dev, double out_std) {
+TransformerImpl::Mlp::Mlp(int64_t d, int64_t hidden, double std_dev, double out_std) {
+  w1 = register_parameter("w1", torch::randn({hidden, d}) * std_dev);
+  w3 = register_parameter("w3", torch::randn({hidden, d}) * std_dev);
+  w2 = register_parameter("w2", torch::randn({d, hidden}) * out_std);
+}
+
+TransformerImpl::Block::Block(const ModelConfig& cfg, double std_dev, double out_std) {
+  const int64_t d = cfg.d_model;
   attn_norm = register_parameter("attn_norm", torch::ones({d}));
   wq = register_parameter("attn_wq", torch::randn({d, d}) * std_dev);
   wk = register_parameter("attn_wk", torch::randn({d, d}) * std_dev);
   wv = register_parameter("attn_wv", torch::randn({d, d}) * std_dev);
   wo = register_parameter("attn_wo", torch::randn({d, d}) * out_std);
   mlp_norm = register_parameter("mlp_norm", torch::ones({d}));
-  w1 = register_parameter("mlp_w1", torch::randn({hidden, d}) * std_dev);
-  w3 = register_parameter("mlp_w3", torch::randn({hidden, d}) * std_dev);
-  w2 = register_parameter("mlp_w2", torch::randn({d, hidden}) * out_std);
+  if (cfg.moe_experts == 0) {
+    mlp = register_module("mlp", std::make_shared<Mlp>(d, ffn_hidden(cfg), std_dev, out_std));
+    return;
+  }
+  const int64_t eh = expert_hidden(cfg);
+  if (cfg.moe_shared_experts > 0)
+    mlp = register_module("shared", std::make_shared<Mlp>(d, eh * cfg.moe_shared_experts, std_dev, out_std));
+  router = register_parameter("router", torch::randn({cfg.moe_experts, d}) * std_dev);
+  for (int64_t e = 0; e < cfg.moe_experts; ++e)
+    experts.push_back(register_module("expert" + std::to_string(e), std::make_shared<Mlp>(d, eh, std_dev, out_std)));
 }
 
-TransformerImpl::TransformerImpl(const ModelConfig& cfg) : cfg_(cfg) {
-  // Registration order is the canonical parameter order (flat buffer, checksums).
+TransformerImpl::TransformerImpl(const ModelConfig& cfg, MatmulPrecision precision)
+    : cfg_(cfg), precision_(precision) {
+  // Construction order fixes which random numbers each tensor gets from the seed.
   const double std_dev = 0.02;
   const double out_std = std_dev / std::sqrt(2.0 * double(cfg.layers));  // residual projections
-  const int64_t d = cfg.d_model, h = ffn_hidden(cfg);
+  const int64_t d = cfg.d_model;
   embed_ = register_parameter("embed", torch::randn({cfg.vocab, d}) * std_dev);
   for (int64_t i = 0; i < cfg.layers; ++i)
-    blocks_.push_back(register_module("layer" + std::to_string(i), std::make_shared<Block>(d, h, std_dev, out_std)));
+    blocks_.push_back(register_module("layer" + std::to_string(i), std::make_shared<Block>(cfg, std_dev, out_std)));
   final_norm_ = register_parameter("final_norm", torch::ones({d}));
   head_ = register_parameter("head", torch::randn({cfg.vocab, d}) * std_dev);
 
@@ -54,22 +75,52 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg) : cfg_(cfg) {
   auto angles = torch::outer(torch::arange(0, L, torch::kDouble), inv_freq);
   rope_cos_ = register_buffer("rope_cos", torch::cos(angles).to(torch::kFloat));
   rope_sin_ = register_buffer("rope_sin", torch::sin(angles).to(torch::kFloat));
-  causal_mask_ = register_buffer(
-      "causal_mask", torch::full({L, L}, -std::numeric_limits<float>::infinity()).triu(1));
+  causal_mask_ = register_buffer("causal_mask", torch::full({L, L}, -std::numeric_limits<float>::infinity()).triu(1));
 }
 
-torch::Tensor TransformerImpl::block_forward(const Block& b, const torch::Tensor& x) {
+torch::Tensor TransformerImpl::linear(const torch::Tensor& x, const torch::Tensor& w) const {
+  if (precision_ == MatmulPrecision::fp16_emulated)
+    // Round both operands to fp16 (overflowing to inf as real fp16 would); the product
+    // accumulates in fp32. The backward of the casts rounds gradients to fp16 as well.
+    return F::linear(x.to(torch::kHalf).to(torch::kFloat), w.to(torch::kHalf).to(torch::kFloat));
+  return F::linear(x, w);
+}
+
+torch::Tensor TransformerImpl::mlp_forward(const Mlp& m, const torch::Tensor& x) const {
+  return linear(torch::silu(linear(x, m.w1)) * linear(x, m.w3), m.w2);
+}
+
+torch::Tensor TransformerImpl::moe_forward(const Block& b, const torch::Tensor& x) const {
+  // x: [T, d] tokens. Routing: softmax over experts, top-k, gate = routed probability.
+  // Experts that receive no token are not run, so their parameters get no gradient.
+  auto probs = torch::softmax(linear(x, b.router).to(torch::kFloat), -1);
+  auto top = probs.topk(cfg_.moe_top_k, -1);
+  auto gates = std::get<0>(top), chosen = std::get<1>(top);  // [T, k]
+  torch::Tensor out = b.mlp ? mlp_forward(*b.mlp, x) : torch::zeros_like(x);
+  for (int64_t e = 0; e < cfg_.moe_experts; ++e) {
+    auto hit = (chosen == e);  // [T, k]; a token picks an expert at most once
+    auto rows = hit.any(-1).nonzero().squeeze(-1);
+    if (rows.numel() == 0) continue;
+    auto gate = (gates * hit.to(gates.scalar_type())).sum(-1).index_select(0, rows).unsqueeze(-1);
+    auto y = mlp_forward(*b.experts[size_t(e)], x.index_select(0, rows)) * gate;
+    out = out.index_add(0, rows, y.to(out.scalar_type()));
+  }
+  return out;
+}
+
+torch::Tensor TransformerImpl::block_forward(const Block& b, const torch::Tensor& x) const {
   const int64_t B = x.size(0), L = x.size(1), H = cfg_.heads, hd = cfg_.d_model / H;
   auto h = rms_norm(x, b.attn_norm);
-  auto heads = [&](const torch::Tensor& w) { return F::linear(h, w).view({B, L, H, hd}).transpose(1, 2); };
+  auto heads = [&](const torch::Tensor& w) { return linear(h, w).view({B, L, H, hd}).transpose(1, 2); };
   auto cos = rope_cos_.narrow(0, 0, L), sin = rope_sin_.narrow(0, 0, L);
   auto q = rope(heads(b.wq), cos, sin), k = rope(heads(b.wk), cos, sin), v = heads(b.wv);
   auto scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(hd)));
   scores = scores + causal_mask_.narrow(0, 0, L).narrow(1, 0, L);
   auto att = torch::matmul(torch::softmax(scores, -1), v).transpose(1, 2).reshape({B, L, cfg_.d_model});
-  auto y = x + F::linear(att, b.wo);
+  auto y = x + linear(att, b.wo);
   auto m = rms_norm(y, b.mlp_norm);
-  return y + F::linear(torch::silu(F::linear(m, b.w1)) * F::linear(m, b.w3), b.w2);
+  if (b.experts.empty()) return y + mlp_forward(*b.mlp, m);
+  return y + moe_forward(b, m.reshape({B * L, cfg_.d_model})).view({B, L, cfg_.d_model});
 }
 
 torch::Tensor TransformerImpl::loss_sum(const torch::Tensor& tokens) {
@@ -77,7 +128,7 @@ torch::Tensor TransformerImpl::loss_sum(const torch::Tensor& tokens) {
   auto inputs = tokens.narrow(1, 0, L), targets = tokens.narrow(1, 1, L);
   auto x = F::embedding(inputs, embed_);
   for (const auto& b : blocks_) x = block_forward(*b, x);
-  auto logits = F::linear(rms_norm(x, final_norm_), head_);
+  auto logits = linear(rms_norm(x, final_norm_), head_).to(torch::kFloat);
   return F::cross_entropy(logits.reshape({-1, cfg_.vocab}), targets.reshape({-1}),
                           F::CrossEntropyFuncOptions().reduction(torch::kSum));
 }

@@ -1,5 +1,6 @@
 // The decoder-only transformer: token embedding, pre-norm blocks of causal attention
-// with rotary positions and a SwiGLU MLP, RMSNorm, an untied output head.
+// with rotary positions and a SwiGLU MLP (or a DeepSeekMoE-style layer: shared experts
+// plus top-k routed experts), RMSNorm, an untied output head.
 #pragma once
 
 #include <torch/torch.h>
@@ -8,23 +9,41 @@
 
 namespace sweep {
 
+/// How matrix products are computed.
+enum class MatmulPrecision {
+  fp32,           ///< plain fp32 (bf16 runs use autocast around the forward instead)
+  fp16_emulated,  ///< inputs rounded to fp16, products accumulated in fp32 (CPU fp16)
+};
+
 class TransformerImpl : public torch::nn::Module {
  public:
-  explicit TransformerImpl(const ModelConfig& cfg);
+  TransformerImpl(const ModelConfig& cfg, MatmulPrecision precision);
 
   /// Summed (not mean) next-token cross-entropy of `tokens` [B, L+1]: inputs are
   /// tokens[:, :L], targets tokens[:, 1:].
   torch::Tensor loss_sum(const torch::Tensor& tokens);
 
  private:
+  /// A SwiGLU MLP: w2(silu(w1 x) * w3 x).
+  struct Mlp : torch::nn::Module {
+    Mlp(int64_t d, int64_t hidden, double std_dev, double out_std);
+    torch::Tensor w1, w3, w2;
+  };
   /// One pre-norm block; a module so its parameters are named "layer<i>.<name>".
   struct Block : torch::nn::Module {
-    Block(int64_t d, int64_t hidden, double std_dev, double out_std);
-    torch::Tensor attn_norm, wq, wk, wv, wo, mlp_norm, w1, w3, w2;
+    Block(const ModelConfig& cfg, double std_dev, double out_std);
+    torch::Tensor attn_norm, wq, wk, wv, wo, mlp_norm;
+    std::shared_ptr<Mlp> mlp;                   // dense, or the shared experts of an MoE layer
+    torch::Tensor router;                       // [experts, d] when MoE
+    std::vector<std::shared_ptr<Mlp>> experts;  // routed experts
   };
-  torch::Tensor block_forward(const Block& b, const torch::Tensor& x);
+  torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w) const;
+  torch::Tensor mlp_forward(const Mlp& m, const torch::Tensor& x) const;
+  torch::Tensor moe_forward(const Block& b, const torch::Tensor& x) const;
+  torch::Tensor block_forward(const Block& b, const torch::Tensor& x) const;
 
   ModelConfig cfg_;
+  MatmulPrecision precision_;
   torch::Tensor embed_, final_norm_, head_;
   std::vector<std::shared_ptr<Block>> blocks_;
   torch::Tensor rope_cos_, rope_sin_, causal_mask_;  // buffers, not parameters
@@ -33,5 +52,8 @@ TORCH_MODULE(Transformer);
 
 /// SwiGLU hidden width for a config (2/3 of ffn_mult * d_model, rounded up to 8).
 int64_t ffn_hidden(const ModelConfig& cfg);
+
+/// Hidden width of one MoE expert.
+int64_t expert_hidden(const ModelConfig& cfg);
 
 }  // namespace sweep

@@ -60,3 +60,32 @@ void adamw(float* p, const float* g, float* m, float* v, size_t n, const AdamWSt
 }
 
 }  // namespace sweep
+
+namespace sweep {
+
+bool all_finite(const float* g, size_t n) {
+  // Summing x*0 keeps the loop branch-free: it is 0 for finite x and NaN for inf/NaN.
+  float acc = 0.0f;
+  for (size_t i = 0; i < n; ++i) acc += g[i] * 0.0f;
+  return acc == 0.0f;
+}
+
+LossScaler LossScaler::from(const TrainConfig& t) {
+  LossScaler s;
+  s.enabled = t.precision == "fp16";
+  s.scale = s.enabled ? t.loss_scale_init : 1.0;
+  return s;
+}
+
+void LossScaler::update(bool finite, const TrainConfig& t) {
+  if (!enabled) return;
+  if (!finite) {
+    scale *= t.loss_scale_backoff;
+    clean_steps = 0;
+  } else if (++clean_steps == t.loss_scale_interval) {
+    scale *= t.loss_scale_growth;
+    clean_steps = 0;
+  }
+}
+
+}  // namespace sweep

@@ -35,3 +35,22 @@ struct AdamWStep {
 void adamw(float* p, const float* g, float* m, float* v, size_t n, const AdamWStep& s);
 
 }  // namespace sweep
+
+namespace sweep {
+
+/// True when every element is finite.
+bool all_finite(const float* g, size_t n);
+
+/// Dynamic loss scaling with the GradScaler algorithm: on overflow skip the step and
+/// multiply the scale by `backoff`; after `interval` clean steps multiply it by `growth`.
+struct LossScaler {
+  double scale = 1.0;       ///< current scale (1 and never changed when disabled)
+  int64_t clean_steps = 0;  ///< clean steps since the last change
+  bool enabled = false;
+
+  static LossScaler from(const TrainConfig& t);
+  /// Updates after a step whose unscaled gradient was finite (`finite`) or not.
+  void update(bool finite, const TrainConfig& t);
+};
+
+}  // namespace sweep

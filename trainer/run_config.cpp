@@ -22,6 +22,9 @@ struct RealRange {
   bool min_exclusive = false;
 };
 using Choices = std::vector<std::string>;
+struct Text {
+  size_t max_len;
+};
 
 /// The one table of keys: every visitor (apply, list, flatten) walks it in this order.
 template <class Visitor>
@@ -32,10 +35,17 @@ void visit_fields(RunConfig& c, Visitor&& v) {
   v("model.vocab", c.model.vocab, IntRange{2, 1 << 20});
   v("model.seq_len", c.model.seq_len, IntRange{2, 1 << 20});
   v("model.ffn_mult", c.model.ffn_mult, IntRange{1, 64});
-  v("data.kind", c.data.kind, Choices{"synthetic"});
+  v("model.moe.experts", c.model.moe_experts, IntRange{0, 4096});
+  v("model.moe.top_k", c.model.moe_top_k, IntRange{1, 64});
+  v("model.moe.shared_experts", c.model.moe_shared_experts, IntRange{0, 64});
+  v("model.moe.expert_hidden", c.model.moe_expert_hidden, IntRange{0, 1 << 20});
+  v("data.kind", c.data.kind, Choices{"synthetic", "tokens", "text", "hdf5"});
+  v("data.path", c.data.path, Text{4096});
+  v("data.dataset", c.data.dataset, Text{1024});
   v("data.seed", c.data.seed, IntRange{0, INT64_MAX});
   v("data.branching", c.data.branching, IntRange{1, 1 << 20});
-  v("data.samples", c.data.samples, IntRange{1, int64_t(1) << 40});
+  v("data.samples", c.data.samples, IntRange{1, int64_t(1) << 32});
+  v("data.workers", c.data.workers, IntRange{0, 64});
   v("train.steps", c.train.steps, IntRange{1, int64_t(1) << 40});
   v("train.micro_batch", c.train.micro_batch, IntRange{1, 1 << 20});
   v("train.accum", c.train.accum, IntRange{1, 1 << 20});
@@ -50,10 +60,18 @@ void visit_fields(RunConfig& c, Visitor&& v) {
   v("train.clip_norm", c.train.clip_norm, RealRange{0, 1e9});
   v("train.seed", c.train.seed, IntRange{0, INT64_MAX});
   v("train.threads", c.train.threads, IntRange{1, 1024});
+  v("train.precision", c.train.precision, Choices{"fp32", "bf16", "fp16"});
+  v("train.loss_scale_init", c.train.loss_scale_init, RealRange{1, 1e30});
+  v("train.loss_scale_interval", c.train.loss_scale_interval, IntRange{1, int64_t(1) << 40});
+  v("train.loss_scale_growth", c.train.loss_scale_growth, RealRange{1, 1024});
+  v("train.loss_scale_backoff", c.train.loss_scale_backoff, RealRange{0, 1, true});
   v("train.log_every", c.train.log_every, IntRange{1, int64_t(1) << 40});
   v("train.checksum_every", c.train.checksum_every, IntRange{1, int64_t(1) << 40});
+  v("train.checkpoint_every", c.train.checkpoint_every, IntRange{0, int64_t(1) << 40});
+  v("train.keep_checkpoints", c.train.keep_checkpoints, IntRange{1, 1000000});
   v("dist.world_size", c.dist.world_size, IntRange{1, 1 << 20});
   v("dist.reduction", c.dist.reduction, Choices{"canonical", "native"});
+  v("fault.inf_grad_step", c.fault.inf_grad_step, IntRange{0, int64_t(1) << 40});
 }
 
 std::string format_int(int64_t x) { return std::to_string(x); }
@@ -119,6 +137,13 @@ struct Applier {
     if (std::find(choices.begin(), choices.end(), v->text) == choices.end()) bad_value(key, *v, "one of " + join(choices));
     field = v->text;
   }
+  void operator()(const char* key, std::string& field, Text t) {
+    const ConfigValue* v = find(key);
+    if (!v) return;
+    if (v->text.size() > t.max_len) bad_value(key, *v, "at most " + std::to_string(t.max_len) + " characters");
+    if (v->text.find('\0') != std::string::npos) bad_value(key, *v, "text without NUL characters");
+    field = v->text;
+  }
 };
 
 struct Lister {
@@ -132,7 +157,26 @@ struct Flattener {
   void operator()(const char* key, int64_t& f, IntRange) { out->emplace_back(key, format_int(f)); }
   void operator()(const char* key, double& f, RealRange) { out->emplace_back(key, format_real(f)); }
   void operator()(const char* key, std::string& f, const Choices&) { out->emplace_back(key, f); }
+  void operator()(const char* key, std::string& f, Text) { out->emplace_back(key, f); }
 };
+
+/// Double-quoted YAML scalar: any text (paths with ': ', '#', quotes) reads back unchanged.
+std::string yaml_quote(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char ch : s) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += char(ch);
+    } else if (ch < 0x20 || ch == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", ch);
+      out += buf;
+    } else {
+      out += char(ch);
+    }
+  }
+  return out + "\"";
+}
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
@@ -161,7 +205,9 @@ void flatten_node(const YAML::Node& node, const std::string& prefix, const std::
     std::string key = kv.first.Scalar();
     std::string full = prefix.empty() ? key : prefix + "." + key;
     const YAML::Node& v = kv.second;
-    auto m = v.Mark();
+    // An empty value's mark is wherever the parser went next (often the next line), so
+    // point at its key instead.
+    auto m = v.IsNull() ? kv.first.Mark() : v.Mark();
     std::string where = source + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
     if (v.IsMap()) {
       flatten_node(v, full, source, out);
@@ -232,6 +278,15 @@ void check_run_config(const RunConfig& c, const FlatConfig& values) {
                       format_int(c.train.steps) + ")");
   if (c.train.min_lr > c.train.lr)
     throw ConfigError(at_any(values, {"train.min_lr", "train.lr"}) + "key 'train.min_lr': must be <= train.lr");
+  if (c.data.kind != "synthetic" && c.data.path.empty())
+    throw ConfigError(at_any(values, {"data.path", "data.kind"}) + "key 'data.path': required when data.kind is " + c.data.kind);
+  if (c.data.kind == "text" && c.model.vocab < 256)
+    throw ConfigError(at_any(values, {"model.vocab", "data.kind"}) +
+                      "key 'model.vocab': data.kind text needs vocab >= 256 (one token per byte), got " +
+                      format_int(c.model.vocab));
+  if (c.model.moe_experts > 0 && c.model.moe_top_k > c.model.moe_experts)
+    throw ConfigError(at_any(values, {"model.moe.top_k", "model.moe.experts"}) + "key 'model.moe.top_k': must be <= model.moe.experts (" +
+                      format_int(c.model.moe_experts) + ")");
 }
 
 RunConfig apply_run_config(RunConfig base, const FlatConfig& values) {
@@ -275,13 +330,33 @@ std::vector<std::pair<std::string, std::string>> to_flat(const RunConfig& c) {
 }
 
 std::string to_yaml(const RunConfig& c) {
-  // Keys come grouped by section in canonical order, so a plain two-level writer suffices.
-  std::string out, section;
-  for (const auto& [key, value] : to_flat(c)) {
+  // Keys come grouped by section in canonical order; within a section, keys with a
+  // further dot ("moe.experts") are written as flow-free nested maps. Text fields are
+  // always double-quoted so any path reads back unchanged.
+  static const std::vector<std::string> text_keys = [] {
+    std::vector<std::string> k;
+    RunConfig probe;
+    visit_fields(probe, [&](const char* key, auto&, const auto& spec) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(spec)>, Text>) k.push_back(key);
+    });
+    return k;
+  }();
+  std::string out, section, sub;
+  for (const auto& [key, raw] : to_flat(c)) {
+    bool text = std::find(text_keys.begin(), text_keys.end(), key) != text_keys.end();
+    std::string value = text ? yaml_quote(raw) : raw;
     auto dot = key.find('.');
-    std::string sec = key.substr(0, dot);
-    if (sec != section) out += sec + ":\n", section = sec;
-    out += "  " + key.substr(dot + 1) + ": " + value + "\n";
+    std::string sec = key.substr(0, dot), rest = key.substr(dot + 1);
+    if (sec != section) out += sec + ":\n", section = sec, sub.clear();
+    auto dot2 = rest.find('.');
+    if (dot2 == std::string::npos) {
+      sub.clear();
+      out += "  " + rest + ": " + value + "\n";
+    } else {
+      std::string s = rest.substr(0, dot2);
+      if (s != sub) out += "  " + s + ":\n", sub = s;
+      out += "    " + rest.substr(dot2 + 1) + ": " + value + "\n";
+    }
   }
   return out;
 }

@@ -23,14 +23,21 @@ struct ModelConfig {
   int64_t vocab = 256;    ///< token ids are in [0, vocab)
   int64_t seq_len = 32;   ///< tokens per sequence (the model predicts seq_len of them)
   int64_t ffn_mult = 4;   ///< SwiGLU hidden width = ffn_mult * d_model * 2 / 3, rounded to 8
+  int64_t moe_experts = 0;         ///< routed experts per MoE layer; 0 = dense MLP (key model.moe.experts)
+  int64_t moe_top_k = 2;           ///< experts each token is routed to (model.moe.top_k)
+  int64_t moe_shared_experts = 1;  ///< always-on shared experts (model.moe.shared_experts)
+  int64_t moe_expert_hidden = 0;   ///< hidden width per expert; 0 = ffn width / (top_k + shared) (model.moe.expert_hidden)
 };
 
 /// Where tokens come from.
 struct DataConfig {
-  std::string kind = "synthetic";  ///< synthetic: a seeded sparse Markov chain
-  int64_t seed = 0;          ///< seeds the data source itself (not the training order)
+  std::string kind = "synthetic";  ///< synthetic (seeded Markov chain) | tokens (uint16 file) | text (bytes) | hdf5
+  std::string path;          ///< tokens/text/hdf5: the data file
+  std::string dataset = "tokens";  ///< hdf5: name of the 1-D integer dataset
+  int64_t seed = 0;          ///< seeds the synthetic source itself (not the training order)
   int64_t branching = 4;     ///< synthetic: successors per token (entropy floor = ln branching)
   int64_t samples = 65536;   ///< synthetic: sequences per epoch
+  int64_t workers = 0;       ///< background prefetch threads; results identical for any count
 };
 
 /// Optimisation and everything that changes the math of a step.
@@ -49,8 +56,20 @@ struct TrainConfig {
   double clip_norm = 0.0;        ///< global gradient-norm clip; 0 = off
   int64_t seed = 0;              ///< seeds init, sampling order and every RNG of the run
   int64_t threads = 1;           ///< intra-op and BLAS threads per rank
+  std::string precision = "fp32";  ///< fp32 | bf16 (autocast) | fp16 (CPU: emulated) with a dynamic loss scale
+  double loss_scale_init = 65536;      ///< fp16: initial loss scale
+  int64_t loss_scale_interval = 2000;  ///< fp16: clean steps before the scale grows
+  double loss_scale_growth = 2.0;      ///< fp16: growth factor
+  double loss_scale_backoff = 0.5;     ///< fp16: factor on overflow (the step is skipped)
   int64_t log_every = 10;        ///< rank-0 log line every N steps
   int64_t checksum_every = 1;    ///< parameter checksums every N steps
+  int64_t checkpoint_every = 0;  ///< checkpoint every N steps; 0 = never
+  int64_t keep_checkpoints = 2;  ///< complete checkpoints kept (older ones are deleted)
+};
+
+/// Test-only fault injection; never set these in a real sweep.
+struct FaultConfig {
+  int64_t inf_grad_step = 0;  ///< makes the gradient of this step non-finite (fp16 scaler tests); 0 = off
 };
 
 /// How a step is spread over ranks.
@@ -65,6 +84,7 @@ struct RunConfig {
   DataConfig data;
   TrainConfig train;
   DistConfig dist;
+  FaultConfig fault;
 };
 
 /// A bad key or value; the message names the source, the line when known, and the key.

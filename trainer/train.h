@@ -12,6 +12,7 @@ struct TrainOptions {
   std::string out_dir;   ///< the run directory; the record goes to out_dir/record.h5
   std::string sweep_id;  ///< recorded for grouping; empty for a lone run
   bool quiet = false;    ///< no per-step log lines
+  bool resume = false;   ///< continue from the newest complete checkpoint in out_dir, if any
 };
 
 /// How a run ended; also the record's status.

@@ -33,10 +33,11 @@ with tempfile.TemporaryDirectory() as tmp:
         expect(loss.dtype == np.float64 and loss.shape == (12,), "metrics/loss is float64, one per step")
         expect(bool(np.all(np.isfinite(loss[:]))), "losses are finite")
         params = f["checksums/params"]
-        expect(params.dtype == np.uint64 and params.shape == (12,), "checksums/params is uint64, one per step")
-        expect(len(set(params[:].tolist())) == 12, "parameters change every step")
+        expect(list(f["checksums/step"][:]) == list(range(0, 13)), "checksums/step is 0 (initial) then every step")
+        expect(params.dtype == np.uint64 and params.shape == (13,), "checksums/params is uint64, one per step")
+        expect(len(set(params[:].tolist())) == 13, "parameters change every step")
         names = [n.decode() for n in f["params/name"][:]]
-        expect(f["checksums/tensors"].shape == (12, len(names)), "one hash per parameter tensor per checksum")
+        expect(f["checksums/tensors"].shape == (13, len(names)), "one hash per parameter tensor per checksum")
         expect("blas" in f["environment"].attrs and "OpenBLAS" in f["environment"].attrs["blas"],
                "environment names the BLAS (OpenBLAS)")
     print(f"h5py: {len(checks) - len(failures)} passed, {len(failures)} failed")

@@ -82,8 +82,8 @@ TEST_F(SweepE2E, SameGridTwiceIsBitIdenticalAndSeedChangesIt) {
       EXPECT_TRUE(same_bits(ra.steps[i].loss, rb.steps[i].loss)) << "seed " << seed << " step " << i + 1;
       EXPECT_TRUE(same_bits(ra.steps[i].grad_norm, rb.steps[i].grad_norm)) << "seed " << seed << " step " << i + 1;
     }
-    ASSERT_EQ(ra.checksums.size(), 10u);
-    ASSERT_EQ(rb.checksums.size(), 10u);
+    ASSERT_EQ(ra.checksums.size(), 11u);  // step 0 (initial) and every step
+    ASSERT_EQ(rb.checksums.size(), 11u);
     for (size_t i = 0; i < ra.checksums.size(); ++i) {
       EXPECT_EQ(ra.checksums[i].params, rb.checksums[i].params) << "seed " << seed << " step " << i + 1;
       EXPECT_EQ(ra.checksums[i].tensors, rb.checksums[i].tensors) << "seed " << seed << " step " << i + 1;

@@ -1,0 +1,337 @@
+// The run record: exact round trip, never overwriting, partial and damaged files, and
+// refusing a newer schema.
+#include "record.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>  // mkdtemp
+
+// The schema-version test edits a record with the HDF5 C API. Debian keeps the header
+// under hdf5/serial/; CMake's HDF5_C_INCLUDE_DIRS puts it on the path directly.
+#if __has_include(<hdf5.h>)
+#include <hdf5.h>
+#define SWEEP_TEST_HAVE_HDF5 1
+#elif __has_include(<hdf5/serial/hdf5.h>)
+#include <hdf5/serial/hdf5.h>
+#define SWEEP_TEST_HAVE_HDF5 1
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace sweep {
+namespace {
+
+namespace fs = std::filesystem;
+
+#define EXPECT_CONTAINS(hay, needle) EXPECT_NE(std::string(hay).find(needle), std::string::npos) << "in: " << (hay)
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+std::string read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+/// The message of the RecordError read_record(path) throws ("" when it reads fine).
+std::string read_error(const fs::path& p) {
+  try {
+    read_record(p.string());
+  } catch (const RecordError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+RecordHeader header() {
+  RecordHeader h;
+  h.run_id = "0123456789abcdef";
+  h.sweep_id = "quickstart";
+  h.config_yaml = "train:\n  lr: 0.001\n  steps: 3\n";
+  h.config = {{"train.lr", "0.001"}, {"train.steps", "3"}, {"model.layers", "2"}};
+  h.environment = {{"hdf5", "1.10.8"}, {"CUBLAS_WORKSPACE_CONFIG", ":4096:8"}, {"git_dirty", ""}, {"host", "nodé-1"}};
+  h.params = {{"embed.weight", {256, 64}, 0, 16384}, {"head.scale", {}, 16384, 1}};
+  return h;
+}
+
+std::vector<StepMetrics> steps() {
+  std::vector<StepMetrics> s(3);
+  for (size_t i = 0; i < s.size(); ++i) {
+    s[i].step = int64_t(i) + 1;
+    s[i].loss = 5.545177444479562 - 0.1 * double(i);
+    s[i].lr = 1e-3 / 3.0 * double(i + 1);
+    s[i].grad_norm = 1.0 / 7.0;
+    s[i].clip_coef = 0.999999999999;
+    s[i].loss_scale = 65536.0;
+    s[i].skipped = int64_t(i == 1);
+    s[i].tokens = 4096 + int64_t(i);
+    s[i].step_time_s = 0.0123456789;
+    s[i].tokens_per_s = 4096 / 0.0123456789;
+  }
+  s[1].loss = std::numeric_limits<double>::quiet_NaN();
+  s[1].grad_norm = std::numeric_limits<double>::infinity();
+  s[2].clip_coef = std::numeric_limits<double>::denorm_min();
+  s[2].step_time_s = -0.0;
+  return s;
+}
+
+std::vector<ChecksumRow> checksums() {
+  return {{1, 0xfedcba9876543210ULL, {0x8000000000000000ULL, 1}}, {3, 42, {~0ULL, 0}}};
+}
+
+class RecordTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "record_test.XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    path_ = dir_ / "record.h5";
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  void write_completed(const fs::path& p) {
+    RecordWriter w(p.string(), header());
+    for (const auto& s : steps()) w.append_step(s);
+    for (const auto& c : checksums()) w.append_checksum(c);
+    w.finish("completed");
+  }
+
+  fs::path dir_, path_;
+};
+
+TEST_F(RecordTest, RoundTripsEveryValueBitForBit) {
+  write_completed(path_);
+  EXPECT_TRUE(fs::exists(path_));
+  EXPECT_FALSE(fs::exists(path_.string() + kPartialSuffix));
+
+  Record r = read_record(path_.string());
+  RecordHeader h = header();
+  EXPECT_EQ(r.path, path_.string());
+  EXPECT_EQ(r.schema_version, kSchemaVersion);
+  EXPECT_EQ(r.run_id, h.run_id);
+  EXPECT_EQ(r.sweep_id, h.sweep_id);
+  EXPECT_EQ(r.status, "completed");
+  EXPECT_EQ(r.failure, "");
+  EXPECT_EQ(r.config_yaml, h.config_yaml);
+  EXPECT_EQ(r.config, (std::map<std::string, std::string>(h.config.begin(), h.config.end())));
+  EXPECT_EQ(r.environment, (std::map<std::string, std::string>(h.environment.begin(), h.environment.end())));
+
+  ASSERT_EQ(r.params.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(r.params[i].name, h.params[i].name);
+    EXPECT_EQ(r.params[i].shape, h.params[i].shape);
+    EXPECT_EQ(r.params[i].offset, h.params[i].offset);
+    EXPECT_EQ(r.params[i].numel, h.params[i].numel);
+  }
+
+  auto want = steps();
+  ASSERT_EQ(r.steps.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const StepMetrics &a = r.steps[i], &b = want[i];
+    EXPECT_EQ(a.step, b.step);
+    EXPECT_TRUE(same_bits(a.loss, b.loss)) << i << ": " << a.loss;
+    EXPECT_TRUE(same_bits(a.lr, b.lr)) << i;
+    EXPECT_TRUE(same_bits(a.grad_norm, b.grad_norm)) << i;
+    EXPECT_TRUE(same_bits(a.clip_coef, b.clip_coef)) << i;
+    EXPECT_TRUE(same_bits(a.loss_scale, b.loss_scale)) << i;
+    EXPECT_EQ(a.skipped, b.skipped);
+    EXPECT_EQ(a.tokens, b.tokens);
+    EXPECT_TRUE(same_bits(a.step_time_s, b.step_time_s)) << i;
+    EXPECT_TRUE(same_bits(a.tokens_per_s, b.tokens_per_s)) << i;
+  }
+  EXPECT_TRUE(std::isnan(r.steps[1].loss));
+
+  auto ck = checksums();
+  ASSERT_EQ(r.checksums.size(), ck.size());
+  for (size_t i = 0; i < ck.size(); ++i) {
+    EXPECT_EQ(r.checksums[i].step, ck[i].step);
+    EXPECT_EQ(r.checksums[i].params, ck[i].params);
+    EXPECT_EQ(r.checksums[i].tensors, ck[i].tensors);
+  }
+}
+
+TEST_F(RecordTest, ManyRowsAcrossFlushes) {
+  RecordHeader h = header();
+  h.params.clear();  // no per-tensor table
+  {
+    RecordWriter w(path_.string(), h);
+    for (int64_t i = 1; i <= 5000; ++i) {
+      StepMetrics m;
+      m.step = i;
+      m.loss = 1.0 / double(i);
+      w.append_step(m);
+      w.append_checksum({i, uint64_t(i) * 0x9e3779b97f4a7c15ULL, {}});
+      if (i % 1234 == 0) w.flush();
+    }
+    w.finish("completed");
+  }
+  Record r = read_record(path_.string());
+  ASSERT_EQ(r.steps.size(), 5000u);
+  ASSERT_EQ(r.checksums.size(), 5000u);
+  for (int64_t i = 1; i <= 5000; ++i) {
+    ASSERT_EQ(r.steps[i - 1].step, i);
+    ASSERT_EQ(r.steps[i - 1].loss, 1.0 / double(i));
+    ASSERT_EQ(r.checksums[i - 1].params, uint64_t(i) * 0x9e3779b97f4a7c15ULL);
+    ASSERT_TRUE(r.checksums[i - 1].tensors.empty());
+  }
+  EXPECT_TRUE(r.params.empty());
+}
+
+TEST_F(RecordTest, EmptyRecordReadsBack) {
+  RecordHeader h;
+  h.run_id = "x";
+  { RecordWriter(path_.string(), h).finish("diverged", "loss is NaN at step 0"); }
+  Record r = read_record(path_.string());
+  EXPECT_EQ(r.status, "diverged");
+  EXPECT_EQ(r.failure, "loss is NaN at step 0");
+  EXPECT_TRUE(r.steps.empty());
+  EXPECT_TRUE(r.checksums.empty());
+  EXPECT_TRUE(r.config.empty());
+  EXPECT_TRUE(r.environment.empty());
+}
+
+TEST_F(RecordTest, NeverOverwritesACompletedRecord) {
+  write_completed(path_);
+  const std::string before = read_bytes(path_);
+  ASSERT_FALSE(before.empty());
+  try {
+    RecordWriter w(path_.string(), header());
+    FAIL() << "no RecordError";
+  } catch (const RecordError& e) {
+    EXPECT_CONTAINS(e.what(), path_.string());
+    EXPECT_CONTAINS(e.what(), "never overwritten");
+  }
+  EXPECT_EQ(read_bytes(path_), before);
+  EXPECT_FALSE(fs::exists(path_.string() + kPartialSuffix));
+  EXPECT_EQ(read_record(path_.string()).status, "completed");
+}
+
+TEST_F(RecordTest, FinishRefusesWhenARecordAppearedMeanwhile) {
+  RecordWriter w(path_.string(), header());
+  { std::ofstream(path_) << "someone else's record"; }
+  EXPECT_THROW(w.finish("completed"), RecordError);
+  EXPECT_EQ(read_bytes(path_), "someone else's record");
+}
+
+TEST_F(RecordTest, StalePartialIsReplaced) {
+  { std::ofstream(path_.string() + kPartialSuffix) << "garbage from a killed run"; }
+  write_completed(path_);
+  EXPECT_EQ(read_record(path_.string()).steps.size(), 3u);
+  EXPECT_FALSE(fs::exists(path_.string() + kPartialSuffix));
+}
+
+TEST_F(RecordTest, UnfinishedWriterLeavesOnlyPartial) {
+  {
+    RecordWriter w(path_.string(), header());
+    for (const auto& s : steps()) w.append_step(s);
+  }  // destroyed without finish: a crash or an exception in the trainer
+  const fs::path partial = path_.string() + kPartialSuffix;
+  EXPECT_FALSE(fs::exists(path_));
+  ASSERT_TRUE(fs::exists(partial));
+  std::string msg = read_error(path_);
+  EXPECT_CONTAINS(msg, "has not finished");
+  EXPECT_CONTAINS(msg, partial.string());
+  msg = read_error(partial);
+  EXPECT_CONTAINS(msg, "partial");
+  // The partial file itself is a valid record with the rows written so far.
+  fs::copy_file(partial, dir_ / "copy.h5");
+  Record r = read_record((dir_ / "copy.h5").string());
+  EXPECT_EQ(r.status, "running");
+  EXPECT_EQ(r.steps.size(), 3u);
+}
+
+TEST_F(RecordTest, AbandonRecordsTheFailureAndStaysPartial) {
+  {
+    RecordWriter w(path_.string(), header());
+    w.append_step(steps()[0]);
+    w.abandon("CUDA out of memory at step 2");
+  }
+  const fs::path partial = path_.string() + kPartialSuffix;
+  EXPECT_FALSE(fs::exists(path_));
+  ASSERT_TRUE(fs::exists(partial));
+  fs::copy_file(partial, dir_ / "copy.h5");
+  Record r = read_record((dir_ / "copy.h5").string());
+  EXPECT_EQ(r.status, "failed");
+  EXPECT_EQ(r.failure, "CUDA out of memory at step 2");
+  EXPECT_EQ(r.steps.size(), 1u);
+}
+
+TEST_F(RecordTest, MissingRecord) { EXPECT_CONTAINS(read_error(path_), "no such record"); }
+
+TEST_F(RecordTest, TruncatedOrGarbageFileIsRefused) {
+  write_completed(dir_ / "good.h5");
+  fs::copy_file(dir_ / "good.h5", path_);
+  fs::resize_file(path_, fs::file_size(path_) / 2);
+  std::string msg = read_error(path_);
+  EXPECT_CONTAINS(msg, path_.string());
+  EXPECT_CONTAINS(msg, "truncated or corrupt");
+
+  { std::ofstream(path_, std::ios::trunc) << "this is not HDF5\n"; }
+  EXPECT_CONTAINS(read_error(path_), "truncated or corrupt");
+  fs::resize_file(path_, 0);
+  EXPECT_CONTAINS(read_error(path_), "truncated or corrupt");
+}
+
+TEST_F(RecordTest, WrongTensorCountIsRefused) {
+  RecordWriter w(path_.string(), header());
+  EXPECT_THROW(w.append_checksum({1, 2, {3}}), RecordError);
+  w.append_checksum({1, 2, {3, 4}});
+  w.finish("completed");
+  EXPECT_EQ(read_record(path_.string()).checksums.size(), 1u);
+}
+
+#ifdef SWEEP_TEST_HAVE_HDF5
+/// Rewrites the root attribute schema_version in place.
+void set_schema_version(const fs::path& p, int64_t version) {
+  hid_t f = H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  hid_t a = H5Aopen(f, "schema_version", H5P_DEFAULT);
+  ASSERT_GE(a, 0);
+  EXPECT_GE(H5Awrite(a, H5T_NATIVE_INT64, &version), 0);
+  H5Aclose(a);
+  H5Fclose(f);
+}
+
+TEST_F(RecordTest, NewerSchemaVersionIsRefused) {
+  write_completed(path_);
+  set_schema_version(path_, 99);
+  std::string msg = read_error(path_);
+  EXPECT_CONTAINS(msg, path_.string());
+  EXPECT_CONTAINS(msg, "schema version 99 is not supported");
+  EXPECT_CONTAINS(msg, "reads version 1");
+  set_schema_version(path_, 0);
+  EXPECT_CONTAINS(read_error(path_), "schema version 0 is not supported");
+  set_schema_version(path_, kSchemaVersion);
+  EXPECT_EQ(read_error(path_), "");
+}
+
+TEST_F(RecordTest, FileWithoutSchemaVersionIsNotARecord) {
+  hid_t f = H5Fcreate(path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  H5Fclose(f);
+  EXPECT_CONTAINS(read_error(path_), "not a sweep record");
+}
+#else
+TEST_F(RecordTest, NewerSchemaVersionIsRefused) { GTEST_SKIP() << "hdf5.h not on the include path"; }
+#endif
+
+TEST(Hdf5Version, LooksLikeAVersion) {
+  std::string v = hdf5_version();
+  EXPECT_EQ(std::count(v.begin(), v.end(), '.'), 2) << v;
+#ifdef SWEEP_TEST_HAVE_HDF5
+  EXPECT_EQ(
+      v, std::to_string(H5_VERS_MAJOR) + "." + std::to_string(H5_VERS_MINOR) + "." + std::to_string(H5_VERS_RELEASE));
+#endif
+}
+
+}  // namespace
+}  // namespace sweep

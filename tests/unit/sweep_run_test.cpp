@@ -1,0 +1,289 @@
+// Running a sweep with a fake trainer: the exact argv, the files laid out, the summary,
+// and what a second `sweep run` skips. Plus the real posix_spawn runner on tiny commands.
+#include "sweep_run.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>  // mkdtemp
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "record.h"
+
+namespace sweep {
+namespace {
+
+namespace fs = std::filesystem;
+
+#define EXPECT_CONTAINS(hay, needle) EXPECT_NE(std::string(hay).find(needle), std::string::npos) << "in: " << (hay)
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string value_after(const std::vector<std::string>& argv, const std::string& flag) {
+  auto it = std::find(argv.begin(), argv.end(), flag);
+  return it == argv.end() || it + 1 == argv.end() ? "" : *(it + 1);
+}
+
+/// Stands in for sweep-train: reads --config like the real one, writes a real record
+/// into --out, and fails on request.
+class FakeTrainer : public ProcessRunner {
+ public:
+  std::vector<std::vector<std::string>> calls;
+  std::vector<std::string> logs;
+  std::set<std::string> fail;       ///< run ids that exit 1 without a record
+  std::set<std::string> diverge;    ///< run ids that record "diverged" and exit 1
+  std::set<std::string> no_record;  ///< run ids that exit 0 but write nothing
+
+  ExitStatus run(const std::vector<std::string>& argv, const std::string& log_path) override {
+    calls.push_back(argv);
+    logs.push_back(log_path);
+    const std::string out = value_after(argv, "--out");
+    const std::string id = fs::path(out).filename().string();
+    ExitStatus st;
+    st.code = 1;
+    if (fail.count(id)) return st;
+    st.code = 0;
+    if (no_record.count(id)) return st;
+    RunConfig c = load_run_config(value_after(argv, "--config"));
+    RecordHeader h;
+    h.run_id = run_id(c);
+    h.sweep_id = value_after(argv, "--sweep-id");
+    h.config_yaml = to_yaml(c);
+    h.config = to_flat(c);
+    RecordWriter w(out + "/record.h5", h);
+    StepMetrics m;
+    m.step = 1;
+    m.loss = 2.0 + c.train.lr;
+    w.append_step(m);
+    bool diverged = diverge.count(id) > 0;
+    w.finish(diverged ? "diverged" : "completed", diverged ? "loss is NaN" : "");
+    st.code = diverged ? 1 : 0;
+    return st;
+  }
+};
+
+class SweepRunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "sweep_run_test.XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    tmp_ = tmpl;
+    spec_ = parse_grid("name: lrs\nbase:\n  train:\n    steps: 3\ngrid:\n  train.lr: [0.1, 0.2, 0.3]\n", "grid.yaml");
+    points_ = expand(spec_);
+    ASSERT_EQ(points_.size(), 3u);
+    opt_.out_dir = (tmp_ / "out").string();
+    opt_.train_binary = "/opt/sweep/bin/sweep-train";
+    opt_.quiet = true;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(tmp_, ec);
+  }
+  std::string run_dir(size_t i) const { return opt_.out_dir + "/runs/" + points_[i].id; }
+
+  fs::path tmp_;
+  SweepSpec spec_;
+  std::vector<GridPoint> points_;
+  SweepRunOptions opt_;
+};
+
+TEST_F(SweepRunTest, RecordPathIsInsideTheRunDirectory) {
+  EXPECT_EQ(record_path("/s", "abc"), "/s/runs/abc/record.h5");
+}
+
+TEST_F(SweepRunTest, RunsEveryPointWithExactArgvAndConfig) {
+  FakeTrainer fake;
+  fake.fail = {points_[1].id};
+  SweepSummary s = run_sweep(spec_, points_, opt_, fake);
+
+  ASSERT_EQ(fake.calls.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const std::string dir = run_dir(i);
+    std::vector<std::string> want = {opt_.train_binary, "--config", dir + "/config.yaml", "--out", dir,
+                                     "--sweep-id",      "lrs"};
+    EXPECT_EQ(fake.calls[i], want) << i;
+    EXPECT_EQ(fake.logs[i], dir + "/logs/rank0.log") << i;
+    EXPECT_TRUE(fs::is_directory(dir + "/logs")) << i;
+    EXPECT_EQ(read_text(dir + "/config.yaml"), to_yaml(points_[i].config)) << i;
+    EXPECT_FALSE(fs::exists(dir + "/config.yaml.tmp")) << i;
+  }
+  EXPECT_EQ(s.completed, 2);
+  EXPECT_EQ(s.failed, 1);
+  EXPECT_EQ(s.skipped, 0);
+  EXPECT_TRUE(fs::exists(record_path(opt_.out_dir, points_[0].id)));
+  EXPECT_FALSE(fs::exists(record_path(opt_.out_dir, points_[1].id)));
+
+  EXPECT_EQ(s.report_path, opt_.out_dir + "/report.html");
+  std::string html = read_text(s.report_path);
+  EXPECT_CONTAINS(html, "<html");
+  EXPECT_CONTAINS(html, points_[0].id);
+  EXPECT_CONTAINS(html, points_[2].id);
+  EXPECT_CONTAINS(html, "lrs");
+
+  // The record the fake wrote is the run the harness asked for.
+  Record r = read_record(record_path(opt_.out_dir, points_[2].id));
+  EXPECT_EQ(r.run_id, points_[2].id);
+  EXPECT_EQ(r.sweep_id, "lrs");
+}
+
+TEST_F(SweepRunTest, SecondRunSkipsCompletedAndRetriesFailed) {
+  FakeTrainer first;
+  first.fail = {points_[1].id};
+  run_sweep(spec_, points_, opt_, first);
+
+  FakeTrainer second;
+  SweepSummary s = run_sweep(spec_, points_, opt_, second);
+  ASSERT_EQ(second.calls.size(), 1u);
+  EXPECT_EQ(value_after(second.calls[0], "--out"), run_dir(1));
+  EXPECT_EQ(s.completed, 1);
+  EXPECT_EQ(s.skipped, 2);
+  EXPECT_EQ(s.failed, 0);
+
+  FakeTrainer third;
+  s = run_sweep(spec_, points_, opt_, third);
+  EXPECT_TRUE(third.calls.empty());
+  EXPECT_EQ(s.completed, 0);
+  EXPECT_EQ(s.skipped, 3);
+  EXPECT_EQ(s.failed, 0);
+  EXPECT_TRUE(fs::exists(s.report_path));
+}
+
+TEST_F(SweepRunTest, DivergedRunIsAFailureNowAndLater) {
+  FakeTrainer first;
+  first.diverge = {points_[0].id};
+  SweepSummary s = run_sweep(spec_, points_, opt_, first);
+  EXPECT_EQ(s.completed, 2);
+  EXPECT_EQ(s.failed, 1);
+  EXPECT_EQ(read_record(record_path(opt_.out_dir, points_[0].id)).status, "diverged");
+
+  // Its record can never be replaced, so it is not re-run, but the sweep still failed.
+  FakeTrainer second;
+  s = run_sweep(spec_, points_, opt_, second);
+  EXPECT_TRUE(second.calls.empty());
+  EXPECT_EQ(s.skipped, 2);
+  EXPECT_EQ(s.failed, 1);
+}
+
+TEST_F(SweepRunTest, ExitZeroWithoutACompletedRecordIsAFailure) {
+  FakeTrainer fake;
+  fake.no_record = {points_[0].id};
+  SweepSummary s = run_sweep(spec_, points_, opt_, fake);
+  EXPECT_EQ(s.completed, 2);
+  EXPECT_EQ(s.failed, 1);
+}
+
+TEST_F(SweepRunTest, UnreadableRecordDoesNotStopTheSweep) {
+  FakeTrainer fake;
+  fs::create_directories(run_dir(0));
+  { std::ofstream(record_path(opt_.out_dir, points_[0].id)) << "not HDF5"; }
+  SweepSummary s = run_sweep(spec_, points_, opt_, fake);
+  EXPECT_EQ(fake.calls.size(), 2u);
+  EXPECT_EQ(s.completed, 2);
+  EXPECT_EQ(s.failed, 1);
+  EXPECT_EQ(read_text(record_path(opt_.out_dir, points_[0].id)), "not HDF5");  // never touched
+}
+
+TEST_F(SweepRunTest, ArgvElementsArePassedUnmodified) {
+  // No shell: spaces, quotes and metacharacters in paths reach the trainer as they are.
+  opt_.out_dir = (tmp_ / "out dir;$(touch pwned)'\"`x`").string();
+  opt_.train_binary = (tmp_ / "bin with space" / "sweep-train --evil").string();
+  spec_ = parse_grid("name: a-b_c.d\n", "grid.yaml");
+  points_ = expand(spec_);
+  FakeTrainer fake;
+  SweepSummary s = run_sweep(spec_, points_, opt_, fake);
+  ASSERT_EQ(fake.calls.size(), 1u);
+  const auto& argv = fake.calls[0];
+  ASSERT_EQ(argv.size(), 7u);
+  EXPECT_EQ(argv[0], opt_.train_binary);
+  EXPECT_EQ(argv[4], opt_.out_dir + "/runs/" + points_[0].id);
+  EXPECT_EQ(argv[6], "a-b_c.d");
+  EXPECT_EQ(s.completed, 1);
+  EXPECT_FALSE(fs::exists("pwned"));
+  EXPECT_FALSE(fs::exists(tmp_ / "pwned"));
+}
+
+TEST(ExitStatus, Describe) {
+  ExitStatus ok;
+  ok.code = 0;
+  EXPECT_TRUE(ok.ok());
+  EXPECT_EQ(ok.describe(), "exit code 0");
+  ExitStatus two;
+  two.code = 2;
+  EXPECT_FALSE(two.ok());
+  EXPECT_EQ(two.describe(), "exit code 2");
+  ExitStatus killed;
+  killed.signal = 9;
+  EXPECT_FALSE(killed.ok());
+  EXPECT_CONTAINS(killed.describe(), "killed by signal 9 (");
+  EXPECT_FALSE(ExitStatus{}.ok());  // never ran
+}
+
+class SpawnRunnerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "spawn_test.XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    log_ = (dir_ / "log.txt").string();
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  fs::path dir_;
+  std::string log_;
+  SpawnRunner runner_;
+};
+
+TEST_F(SpawnRunnerTest, PassesArgvVerbatimAndAppendsToTheLog) {
+  const std::string pwned = (dir_ / "pwned").string();
+  std::vector<std::string> argv = {"/usr/bin/printf", "[%s]\\n", "a b", "$(touch " + pwned + ")", "'; exit 3", "", "*"};
+  ExitStatus st = runner_.run(argv, log_);
+  EXPECT_TRUE(st.ok()) << st.describe();
+  st = runner_.run({"/usr/bin/printf", "again\\n"}, log_);
+  EXPECT_TRUE(st.ok());
+  EXPECT_EQ(read_text(log_), "[a b]\n[$(touch " + pwned + ")]\n['; exit 3]\n[]\n[*]\nagain\n");
+  EXPECT_FALSE(fs::exists(pwned));
+}
+
+TEST_F(SpawnRunnerTest, StderrGoesToTheLogToo) {
+  ExitStatus st = runner_.run({"/bin/sh", "-c", "echo out; echo err >&2; exit 3"}, log_);
+  EXPECT_EQ(st.code, 3);
+  EXPECT_EQ(st.signal, 0);
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(read_text(log_), "out\nerr\n");
+}
+
+TEST_F(SpawnRunnerTest, ReportsTheKillingSignal) {
+  ExitStatus st = runner_.run({"/bin/sh", "-c", "kill -KILL $$"}, log_);
+  EXPECT_EQ(st.signal, 9);
+  EXPECT_EQ(st.code, -1);
+  EXPECT_CONTAINS(st.describe(), "signal 9");
+}
+
+TEST_F(SpawnRunnerTest, MissingProgramThrows) {
+  try {
+    runner_.run({(dir_ / "no-such-trainer").string()}, log_);
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_CONTAINS(e.what(), "cannot start");
+    EXPECT_CONTAINS(e.what(), "no-such-trainer");
+  }
+  EXPECT_THROW(runner_.run({}, log_), std::runtime_error);
+}
+
+TEST_F(SpawnRunnerTest, UnwritableLogThrows) {
+  EXPECT_THROW(runner_.run({"/bin/true"}, (dir_ / "missing-dir" / "log.txt").string()), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace sweep

@@ -1,0 +1,203 @@
+// The trainer's knobs, each proven on the real sweep-train binary and its record:
+// fp16 loss scaling, clipping, schedule, resume, data workers, MoE, data kinds and the
+// bad-input contract (exit 2, one line naming the key or file, nothing written).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "process.h"  // SpawnRunner
+#include "record.h"   // read_record
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kBin = SWEEP_BIN_DIR;
+const std::string kTiny = "model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 16}\n";
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+class TrainerE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("sweep_trainer_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+  std::string read(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  /// Writes `config` as <name>.yaml and trains it into <name>/; returns the exit status.
+  sweep::ExitStatus train(const std::string& name, const std::string& config, std::vector<std::string> extra = {}) {
+    std::ofstream(dir_ / (name + ".yaml")) << config;
+    std::vector<std::string> argv = {kBin + "/sweep-train", "--config", (dir_ / (name + ".yaml")).string(),
+                                     "--out", (dir_ / name).string()};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return sweep::SpawnRunner().run(argv, (dir_ / (name + ".log")).string());
+  }
+  sweep::Record record(const std::string& name) { return sweep::read_record((dir_ / name / "record.h5").string()); }
+  std::string log(const std::string& name) { return read(dir_ / (name + ".log")); }
+
+  void expect_identical(const sweep::Record& a, const sweep::Record& b) {
+    ASSERT_EQ(a.steps.size(), b.steps.size());
+    for (size_t i = 0; i < a.steps.size(); ++i) {
+      EXPECT_TRUE(same_bits(a.steps[i].loss, b.steps[i].loss)) << "step " << i + 1;
+      EXPECT_TRUE(same_bits(a.steps[i].grad_norm, b.steps[i].grad_norm)) << "step " << i + 1;
+      EXPECT_TRUE(same_bits(a.steps[i].loss_scale, b.steps[i].loss_scale)) << "step " << i + 1;
+    }
+    ASSERT_EQ(a.checksums.size(), b.checksums.size());
+    for (size_t i = 0; i < a.checksums.size(); ++i) {
+      EXPECT_EQ(a.checksums[i].step, b.checksums[i].step);
+      EXPECT_EQ(a.checksums[i].params, b.checksums[i].params) << "checksum row " << i;
+    }
+  }
+  fs::path dir_;
+};
+
+TEST_F(TrainerE2E, Fp16ForcedOverflowSkipsTheStepAndBacksTheScaleOff) {
+  ASSERT_TRUE(train("fp16", kTiny + "train: {steps: 8, micro_batch: 2, accum: 2, lr: 3.0e-3, precision: fp16,"
+                                   " loss_scale_interval: 3}\nfault: {inf_grad_step: 5}\n").ok())
+      << log("fp16");
+  auto r = record("fp16");
+  ASSERT_EQ(r.steps.size(), 8u);
+  // Clean steps 1-3 grow the scale once (interval 3): 65536 x2 from step 4.
+  EXPECT_EQ(r.steps[0].loss_scale, 65536.0);
+  EXPECT_EQ(r.steps[3].loss_scale, 131072.0);
+  EXPECT_EQ(r.steps[4].skipped, 1);  // step 5 overflowed
+  EXPECT_EQ(r.steps[5].loss_scale, 65536.0);  // backed off by 0.5
+  for (size_t i = 0; i < r.steps.size(); ++i)
+    if (i != 4) EXPECT_EQ(r.steps[i].skipped, 0) << "step " << i + 1;
+  // The skipped step leaves the parameters exactly as they were.
+  ASSERT_EQ(r.checksums.size(), 9u);
+  EXPECT_EQ(r.checksums[5].params, r.checksums[4].params);
+  EXPECT_NE(r.checksums[4].params, r.checksums[3].params);
+  EXPECT_EQ(r.status, "completed");
+}
+
+TEST_F(TrainerE2E, ClippingBoundsTheNormAndTheScheduleFollowsItsFormula) {
+  ASSERT_TRUE(train("clip", kTiny + "train: {steps: 10, micro_batch: 2, accum: 1, lr: 1.0e-2, warmup: 3, min_lr: 1.0e-3,"
+                                   " schedule: cosine, clip_norm: 0.05}\n").ok())
+      << log("clip");
+  auto r = record("clip");
+  int clipped = 0;
+  for (const auto& s : r.steps) {
+    EXPECT_LE(s.grad_norm * s.clip_coef, 0.05 * (1 + 1e-9)) << "step " << s.step;
+    if (s.clip_coef < 1) ++clipped;
+  }
+  EXPECT_GT(clipped, 0) << "clip_norm 0.05 should clip some step of a fresh model";
+  EXPECT_DOUBLE_EQ(r.steps[0].lr, 1.0e-2 * 1 / 3);
+  EXPECT_DOUBLE_EQ(r.steps[2].lr, 1.0e-2);  // warmup end
+  const double p = 3.0 / 7.0;               // step 6: (6 - 3) / (10 - 3)
+  EXPECT_DOUBLE_EQ(r.steps[5].lr, 1.0e-3 + 0.5 * (1.0e-2 - 1.0e-3) * (1 + std::cos(M_PI * p)));
+  EXPECT_DOUBLE_EQ(r.steps[9].lr, 1.0e-3);  // last step: min_lr
+}
+
+// 16 sequences per epoch, 4 per step: epochs end after steps 4, 8, 12.
+const std::string kResume = kTiny +
+                            "data: {samples: 16}\n"
+                            "train: {steps: 12, micro_batch: 2, accum: 2, lr: 3.0e-3, checkpoint_every: 2,"
+                            " keep_checkpoints: 10}\n";
+
+TEST_F(TrainerE2E, ResumeInsideAnEpochAndAtAnEpochBoundaryIsBitIdentical) {
+  ASSERT_TRUE(train("full", kResume).ok()) << log("full");
+  auto full = record("full");
+  for (int from : {6, 8}) {  // 6: inside epoch 2; 8: exactly at the end of epoch 2
+    // The state of a run that died after `from` steps: its checkpoint, plus a newer one
+    // that never got its DONE marker (a crash mid-checkpoint), which resume must ignore.
+    std::string name = "from" + std::to_string(from);
+    char ck[32];
+    std::snprintf(ck, sizeof ck, "step_%010d", from);
+    fs::create_directories(dir_ / name / "checkpoints" / "step_0000000010");
+    std::ofstream(dir_ / name / "checkpoints" / "step_0000000010" / "state.bin") << "torn write";
+    fs::copy(dir_ / "full" / "checkpoints" / ck, dir_ / name / "checkpoints" / ck, fs::copy_options::recursive);
+    ASSERT_TRUE(train(name, kResume, {"--resume"}).ok()) << log(name);
+    EXPECT_NE(log(name).find("resumed from the checkpoint after step " + std::to_string(from)), std::string::npos)
+        << log(name);
+    expect_identical(full, record(name));
+  }
+}
+
+TEST_F(TrainerE2E, DataWorkersDoNotChangeTheBits) {
+  std::string cfg = kTiny + "data: {samples: 24}\ntrain: {steps: 10, micro_batch: 2, accum: 4, lr: 3.0e-3}\n";
+  ASSERT_TRUE(train("w0", cfg + "").ok()) << log("w0");
+  ASSERT_TRUE(train("w2", kTiny + "data: {samples: 24, workers: 2}\ntrain: {steps: 10, micro_batch: 2, accum: 4, lr: 3.0e-3}\n").ok())
+      << log("w2");
+  expect_identical(record("w0"), record("w2"));
+}
+
+TEST_F(TrainerE2E, MoeWithIdleExpertsTrains) {
+  ASSERT_TRUE(train("moe", "model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 8,"
+                           " moe: {experts: 16, top_k: 1, shared_experts: 1}}\n"
+                           "train: {steps: 20, micro_batch: 1, accum: 1, lr: 1.0e-2}\n").ok())
+      << log("moe");
+  auto r = record("moe");
+  EXPECT_EQ(r.status, "completed");
+  EXPECT_LT(r.steps.back().loss, r.steps.front().loss);
+  // 8 tokens over 16 experts: some expert got no token at step 1, so its weights keep
+  // their initial hash, while one that got tokens changed.
+  int idle = 0, used = 0;
+  for (size_t t = 0; t < r.params.size(); ++t) {
+    if (r.params[t].name.find("expert") == std::string::npos) continue;
+    (r.checksums[1].tensors[t] == r.checksums[0].tensors[t] ? idle : used)++;
+  }
+  EXPECT_GT(idle, 0);
+  EXPECT_GT(used, 0);
+}
+
+TEST_F(TrainerE2E, TokensAndTextFilesTrain) {
+  {
+    std::ofstream out(dir_ / "data.bin", std::ios::binary);
+    for (int i = 0; i < 4000; ++i) {
+      uint16_t t = uint16_t((i * 7) % 64);
+      out.write(reinterpret_cast<const char*>(&t), 2);
+    }
+    std::ofstream(dir_ / "data.txt") << std::string(3000, 'a') + "the quick brown fox jumps over the lazy dog\n";
+  }
+  ASSERT_TRUE(train("tok", kTiny + "data: {kind: tokens, path: \"" + (dir_ / "data.bin").string() +
+                               "\"}\ntrain: {steps: 5, micro_batch: 2}\n").ok())
+      << log("tok");
+  EXPECT_EQ(record("tok").environment.at("data.source").find("uint16 tokens file"), 0u);
+  ASSERT_TRUE(train("txt", "model: {layers: 1, d_model: 32, heads: 2, vocab: 256, seq_len: 16}\ndata: {kind: text, path: \"" +
+                               (dir_ / "data.txt").string() + "\"}\ntrain: {steps: 5, micro_batch: 2}\n").ok())
+      << log("txt");
+}
+
+struct BadCase {
+  const char* name;
+  std::string config;
+  std::string message;  // a substring of the one error line
+};
+
+TEST_F(TrainerE2E, BadInputExitsTwoNamingTheKeyAndWritesNothing) {
+  std::ofstream(dir_ / "short.bin", std::ios::binary) << std::string(10, '\0');  // 5 tokens < seq_len + 1
+  std::vector<BadCase> cases = {
+      {"unknown", "train: {stepz: 3}\n", "unknown key 'train.stepz' (did you mean 'train.steps'?)"},
+      {"type", "train: {steps: many}\n", "key 'train.steps': expected an integer"},
+      {"range", "train: {accum: 0}\n", "key 'train.accum': expected an integer in [1,"},
+      {"precision", "train: {precision: fp8}\n", "key 'train.precision': expected one of fp32 | bf16 | fp16"},
+      {"missing", "data: {kind: tokens, path: /nonexistent/data.bin}\n", "key 'data.path': cannot open '/nonexistent/data.bin'"},
+      {"short", "data: {kind: tokens, path: \"" + (dir_ / "short.bin").string() + "\"}\n", "holds 5 tokens; one sequence needs 17"},
+      {"vocab", "data: {kind: text, path: \"" + (dir_ / "short.bin").string() + "\"}\n", "key 'model.vocab'"},
+  };
+  for (const auto& c : cases) {
+    auto st = train(c.name, kTiny + c.config);
+    EXPECT_EQ(st.code, 2) << c.name << ": " << log(c.name);
+    std::string out = log(c.name);
+    EXPECT_NE(out.find(c.message), std::string::npos) << c.name << ": " << out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << c.name << ": expected one line, got: " << out;
+    EXPECT_FALSE(fs::exists(dir_ / c.name)) << c.name << ": the run directory was created";
+  }
+}
+
+}  // namespace

@@ -1,0 +1,179 @@
+#include "checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+namespace fs = std::filesystem;
+
+namespace sweep {
+namespace {
+
+constexpr char kMagic[8] = {'S', 'W', 'P', 'C', 'K', 'P', 'T', '\n'};
+
+class Writer {
+ public:
+  explicit Writer(const std::string& path) : path_(path), out_(path, std::ios::binary | std::ios::trunc) {
+    if (!out_) throw std::runtime_error(path + ": cannot write the checkpoint");
+  }
+  void raw(const void* p, size_t n) { out_.write(static_cast<const char*>(p), std::streamsize(n)); }
+  template <class T>
+  void pod(const T& x) { raw(&x, sizeof x); }
+  template <class T>
+  void vec(const std::vector<T>& v) {
+    pod(uint64_t(v.size()));
+    raw(v.data(), v.size() * sizeof(T));
+  }
+  void str(const std::string& s) {
+    pod(uint64_t(s.size()));
+    raw(s.data(), s.size());
+  }
+  void close() {
+    out_.flush();
+    if (!out_) throw std::runtime_error(path_ + ": writing the checkpoint failed");
+    out_.close();
+  }
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(const std::string& path) : path_(path), in_(path, std::ios::binary) {
+    if (!in_) throw std::runtime_error(path + ": cannot read the checkpoint");
+  }
+  void raw(void* p, size_t n) {
+    in_.read(static_cast<char*>(p), std::streamsize(n));
+    if (!in_) throw std::runtime_error(path_ + ": checkpoint is truncated");
+  }
+  template <class T>
+  T pod() {
+    T x;
+    raw(&x, sizeof x);
+    return x;
+  }
+  template <class T>
+  std::vector<T> vec() {
+    uint64_t n = pod<uint64_t>();
+    if (n > (uint64_t(1) << 40)) throw std::runtime_error(path_ + ": checkpoint is corrupt (impossible length)");
+    std::vector<T> v(n);
+    raw(v.data(), n * sizeof(T));
+    return v;
+  }
+  std::string str() {
+    auto v = vec<char>();
+    return std::string(v.begin(), v.end());
+  }
+
+ private:
+  std::string path_;
+  std::ifstream in_;
+};
+
+void fsync_path(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+/// Complete checkpoints, oldest first.
+std::vector<std::pair<int64_t, fs::path>> complete_checkpoints(const std::string& run_dir) {
+  std::vector<std::pair<int64_t, fs::path>> out;
+  fs::path root = fs::path(run_dir) / "checkpoints";
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return out;
+  for (const auto& e : fs::directory_iterator(root)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("step_", 0) != 0 || !fs::exists(e.path() / "DONE")) continue;
+    try {
+      out.emplace_back(std::stoll(name.substr(5)), e.path());
+    } catch (const std::exception&) {
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& run_dir, const TrainState& s, int keep) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step_%010lld", static_cast<long long>(s.step));
+  fs::path dir = fs::path(run_dir) / "checkpoints" / name;
+  fs::remove_all(dir);  // a leftover without DONE from a crash
+  fs::create_directories(dir);
+  const std::string state = (dir / "state.bin").string();
+  Writer w(state);
+  w.raw(kMagic, sizeof kMagic);
+  w.pod(kCheckpointVersion);
+  w.str(s.run_id);
+  w.pod(s.step);
+  w.vec(s.params);
+  w.vec(s.m);
+  w.vec(s.v);
+  w.pod(s.loss_scale);
+  w.pod(s.clean_steps);
+  w.str(s.rng);
+  w.vec(s.metrics);  // StepMetrics is plain data: int64 and double fields only
+  w.pod(uint64_t(s.checksums.size()));
+  for (const auto& c : s.checksums) {
+    w.pod(c.step);
+    w.pod(c.params);
+    w.vec(c.tensors);
+  }
+  w.close();
+  fsync_path(state);
+  // The marker goes last: a crash before this line leaves an incomplete checkpoint
+  // that every reader skips.
+  { std::ofstream(dir / "DONE") << s.step << "\n"; }
+  fsync_path((dir / "DONE").string());
+  auto all = complete_checkpoints(run_dir);
+  for (size_t i = 0; i + size_t(keep) < all.size(); ++i) fs::remove_all(all[i].second);
+}
+
+std::optional<TrainState> load_latest_checkpoint(const std::string& run_dir, const std::string& run_id) {
+  auto all = complete_checkpoints(run_dir);
+  if (all.empty()) return std::nullopt;
+  const std::string path = (all.back().second / "state.bin").string();
+  Reader r(path);
+  char magic[sizeof kMagic];
+  r.raw(magic, sizeof magic);
+  if (std::memcmp(magic, kMagic, sizeof kMagic) != 0) throw std::runtime_error(path + ": not a sweep checkpoint");
+  auto version = r.pod<uint32_t>();
+  if (version != kCheckpointVersion)
+    throw std::runtime_error(path + ": checkpoint version " + std::to_string(version) + " is not supported (this build reads " +
+                             std::to_string(kCheckpointVersion) + ")");
+  TrainState s;
+  s.run_id = r.str();
+  if (s.run_id != run_id)
+    throw std::runtime_error(path + ": checkpoint of run " + s.run_id + ", not of run " + run_id + "; refusing to resume");
+  s.step = r.pod<int64_t>();
+  s.params = r.vec<float>();
+  s.m = r.vec<float>();
+  s.v = r.vec<float>();
+  s.loss_scale = r.pod<double>();
+  s.clean_steps = r.pod<int64_t>();
+  s.rng = r.str();
+  s.metrics = r.vec<StepMetrics>();
+  auto rows = r.pod<uint64_t>();
+  for (uint64_t i = 0; i < rows; ++i) {
+    ChecksumRow c;
+    c.step = r.pod<int64_t>();
+    c.params = r.pod<uint64_t>();
+    c.tensors = r.vec<uint64_t>();
+    s.checksums.push_back(std::move(c));
+  }
+  return s;
+}
+
+}  // namespace sweep

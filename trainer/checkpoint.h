@@ -1,0 +1,37 @@
+// Checkpoints: everything a run needs to continue bit-identically. A checkpoint is
+// <run dir>/checkpoints/step_<N>/state.bin and is complete only once the DONE marker
+// beside it exists; readers ignore anything without it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "record.h"  // StepMetrics, ChecksumRow
+
+namespace sweep {
+
+/// Version of state.bin; readers refuse others.
+inline constexpr uint32_t kCheckpointVersion = 1;
+
+/// The state after `step` completed steps.
+struct TrainState {
+  std::string run_id;                  ///< refuses to resume a different run
+  int64_t step = 0;                    ///< optimizer steps completed
+  std::vector<float> params, m, v;     ///< flat parameters and AdamW moments
+  double loss_scale = 1;               ///< fp16 scaler
+  int64_t clean_steps = 0;             ///< fp16 scaler
+  std::string rng;                     ///< LibTorch CPU generator state
+  std::vector<StepMetrics> metrics;    ///< record rows so far, replayed into the new record
+  std::vector<ChecksumRow> checksums;  ///< record rows so far
+};
+
+/// Writes the checkpoint of `s` under `run_dir` and keeps only the newest `keep`.
+void save_checkpoint(const std::string& run_dir, const TrainState& s, int keep = 2);
+
+/// The newest complete checkpoint under `run_dir`, or nullopt when there is none.
+/// Throws std::runtime_error when it belongs to another run or cannot be read.
+std::optional<TrainState> load_latest_checkpoint(const std::string& run_dir, const std::string& run_id);
+
+}  // namespace sweep

@@ -1,0 +1,80 @@
+// The one place that knows which LibTorch it is built against (Debian's 1.13 CPU build,
+// or a CUDA LibTorch 2.x from an installed PyTorch). Everything else calls these.
+#pragma once
+
+#include <ATen/autocast_mode.h>
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include <cstring>
+#include <mutex>
+#include <string>
+
+namespace sweep::compat {
+
+/// Turns autocast on or off for `device` with compute dtype `dtype`; returns a guard
+/// that restores the previous state (and clears the cast cache) when it goes.
+class AutocastGuard {
+ public:
+  AutocastGuard(torch::DeviceType device, at::ScalarType dtype, bool enabled) : device_(device) {
+#if TORCH_VERSION_MAJOR >= 2 && TORCH_VERSION_MINOR >= 4
+    prev_enabled_ = at::autocast::is_autocast_enabled(device);
+    prev_dtype_ = at::autocast::get_autocast_dtype(device);
+    at::autocast::set_autocast_enabled(device, enabled);
+    at::autocast::set_autocast_dtype(device, dtype);
+#else
+    if (device == torch::kCPU) {
+      prev_enabled_ = at::autocast::is_cpu_enabled();
+      prev_dtype_ = at::autocast::get_autocast_cpu_dtype();
+      at::autocast::set_cpu_enabled(enabled);
+      at::autocast::set_autocast_cpu_dtype(dtype);
+    } else {
+      prev_enabled_ = at::autocast::is_enabled();
+      prev_dtype_ = at::autocast::get_autocast_gpu_dtype();
+      at::autocast::set_enabled(enabled);
+      at::autocast::set_autocast_gpu_dtype(dtype);
+    }
+#endif
+  }
+  ~AutocastGuard() {
+#if TORCH_VERSION_MAJOR >= 2 && TORCH_VERSION_MINOR >= 4
+    at::autocast::set_autocast_enabled(device_, prev_enabled_);
+    at::autocast::set_autocast_dtype(device_, prev_dtype_);
+#else
+    if (device_ == torch::kCPU) {
+      at::autocast::set_cpu_enabled(prev_enabled_);
+      at::autocast::set_autocast_cpu_dtype(prev_dtype_);
+    } else {
+      at::autocast::set_enabled(prev_enabled_);
+      at::autocast::set_autocast_gpu_dtype(prev_dtype_);
+    }
+#endif
+    at::autocast::clear_cache();
+  }
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  torch::DeviceType device_;
+  bool prev_enabled_ = false;
+  at::ScalarType prev_dtype_ = at::kFloat;
+};
+
+/// Serialized state of the default CPU generator (for checkpoints).
+inline std::string cpu_rng_state() {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  torch::Tensor t = gen.get_state();
+  return std::string(static_cast<const char*>(t.data_ptr()), size_t(t.numel()));
+}
+
+/// Restores a state returned by cpu_rng_state().
+inline void set_cpu_rng_state(const std::string& bytes) {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  torch::Tensor t = torch::empty({int64_t(bytes.size())}, torch::kUInt8);
+  std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+  gen.set_state(t);
+}
+
+}  // namespace sweep::compat
