@@ -3,8 +3,10 @@
 #include <hdf5.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <type_traits>
 #include <sys/stat.h>
 
 namespace sweep {
@@ -170,8 +172,8 @@ std::vector<int64_t> parse_shape(const std::string& s) {
 
 /// The double-valued metric columns, declared once for the writer and the reader.
 #define SWEEP_DOUBLE_METRICS(X) \
-  X(loss) X(lr) X(grad_norm) X(clip_coef) X(loss_scale) X(step_time_s) X(tokens_per_s)
-#define SWEEP_INT_METRICS(X) X(step) X(skipped) X(tokens)
+  X(loss) X(lr) X(grad_norm) X(clip_coef) X(loss_scale) X(step_time_s) X(tokens_per_s) X(record_time_s)
+#define SWEEP_INT_METRICS(X) X(step) X(skipped) X(tokens) X(unused_params)
 
 struct RecordWriter::Impl {
   std::string path, partial;
@@ -184,7 +186,9 @@ struct RecordWriter::Impl {
 #undef X
   std::unique_ptr<Column<int64_t>> ck_step;
   std::unique_ptr<Column<uint64_t>> ck_params, ck_tensors;
-  size_t n_tensors = 0;
+  std::unique_ptr<Column<double>> rank_times;
+  H5 ranks, summary;
+  size_t n_tensors = 0, world = 1;
   bool finished = false;
 };
 
@@ -237,6 +241,11 @@ RecordWriter::RecordWriter(const std::string& path, const RecordHeader& h) : imp
   m.ck_step = std::make_unique<Column<int64_t>>(m.checksums.get(), "step");
   m.ck_params = std::make_unique<Column<uint64_t>>(m.checksums.get(), "params");
   if (m.n_tensors) m.ck_tensors = std::make_unique<Column<uint64_t>>(m.checksums.get(), "tensors", m.n_tensors);
+  m.world = size_t(std::max<int64_t>(1, h.world_size));
+  write_i64_attr(f, "world_size", int64_t(m.world));
+  m.ranks = H5(H5Gcreate2(f, "ranks", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  m.rank_times = std::make_unique<Column<double>>(m.ranks.get(), "step_time_s", m.world);
+  m.summary = H5(H5Gcreate2(f, "summary", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
   flush();
 }
 
@@ -267,8 +276,27 @@ void RecordWriter::append_checksum(const ChecksumRow& c) {
   if (m.ck_tensors) m.ck_tensors->push_row(c.tensors);
 }
 
+void RecordWriter::append_rank_times(const std::vector<double>& seconds) {
+  Impl& m = *impl_;
+  if (seconds.size() != m.world)
+    throw RecordError(m.partial + ": " + std::to_string(seconds.size()) + " rank step times for a world of " + std::to_string(m.world));
+  m.rank_times->push_row(seconds);
+}
+
+void RecordWriter::set_memory(const RankMemory& mem) {
+  Impl& m = *impl_;
+  write_fixed_list(m.ranks.get(), "params_bytes", mem.params);
+  write_fixed_list(m.ranks.get(), "grads_bytes", mem.grads);
+  write_fixed_list(m.ranks.get(), "optimizer_bytes", mem.optimizer);
+}
+
+void RecordWriter::set_summary(const std::string& key, const std::string& value) {
+  write_str_attr(impl_->summary.get(), key.c_str(), value);
+}
+
 void RecordWriter::flush() {
   Impl& m = *impl_;
+  m.rank_times->flush();
 #define X(name) m.name->flush();
   SWEEP_DOUBLE_METRICS(X)
   SWEEP_INT_METRICS(X)
@@ -284,7 +312,8 @@ void RecordWriter::finish(const std::string& status, const std::string& failure)
   flush();
   write_str_attr(m.file.get(), "status", status);
   write_str_attr(m.file.get(), "failure", failure);
-  m.metrics.reset(), m.checksums.reset();
+  m.rank_times.reset();
+  m.metrics.reset(), m.checksums.reset(), m.ranks.reset(), m.summary.reset();
 #define X(name) m.name.reset();
   SWEEP_DOUBLE_METRICS(X)
   SWEEP_INT_METRICS(X)
@@ -439,6 +468,22 @@ Record read_record(const std::string& path) {
   SWEEP_DOUBLE_METRICS(X)
   SWEEP_INT_METRICS(X)
 #undef X
+
+  if (H5Aexists(f, "world_size") > 0) {
+    H5 a(H5Aopen(f, "world_size", H5P_DEFAULT), H5Aclose);
+    check(H5Aread(a.get(), H5T_NATIVE_INT64, &r.world_size), path, "read world_size");
+  }
+  H5 ranks = open_group(f, "ranks", path);
+  auto times = read_list<double>(ranks.get(), "step_time_s", path);
+  const size_t w = size_t(std::max<int64_t>(1, r.world_size));
+  for (size_t i = 0; i + w <= times.size(); i += w) r.rank_step_time_s.emplace_back(times.begin() + i, times.begin() + i + w);
+  if (H5Lexists(ranks.get(), "params_bytes", H5P_DEFAULT) > 0) {
+    r.memory.params = read_list<int64_t>(ranks.get(), "params_bytes", path);
+    r.memory.grads = read_list<int64_t>(ranks.get(), "grads_bytes", path);
+    r.memory.optimizer = read_list<int64_t>(ranks.get(), "optimizer_bytes", path);
+  }
+  H5 summary = open_group(f, "summary", path);
+  H5Aiterate2(summary.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_attr, &r.summary);
 
   H5 ck = open_group(f, "checksums", path);
   auto ck_step = read_list<int64_t>(ck.get(), "step", path);

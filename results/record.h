@@ -26,8 +26,10 @@ struct StepMetrics {
   double loss_scale = 1;     ///< fp16 loss scale in force (1 for fp32/bf16)
   int64_t skipped = 0;       ///< 1 when the update was skipped (fp16 overflow)
   int64_t tokens = 0;        ///< target tokens in the global batch
+  int64_t unused_params = 0; ///< parameter tensors that got no gradient on any rank this step
   double step_time_s = 0;    ///< wall time of the step on rank 0
   double tokens_per_s = 0;   ///< tokens / step_time_s
+  double record_time_s = 0;  ///< time spent on checksums and record writes after the step
 };
 
 /// One parameter tensor's place in the flat parameter vector.
@@ -53,6 +55,12 @@ struct RecordHeader {
   std::vector<std::pair<std::string, std::string>> config;   ///< dotted key -> canonical value
   std::vector<std::pair<std::string, std::string>> environment;
   std::vector<ParamInfo> params;
+  int64_t world_size = 1;                                    ///< ranks; columns of /ranks datasets
+};
+
+/// Bytes each rank holds between steps, measured from its buffers (ZeRO shards them).
+struct RankMemory {
+  std::vector<int64_t> params, grads, optimizer;  ///< one entry per rank
 };
 
 /// A record read back.
@@ -66,6 +74,10 @@ struct Record {
   std::vector<StepMetrics> steps;
   std::vector<ChecksumRow> checksums;
   std::vector<ParamInfo> params;
+  int64_t world_size = 1;
+  std::vector<std::vector<double>> rank_step_time_s;  ///< [step][rank]
+  RankMemory memory;
+  std::map<std::string, std::string> summary;  ///< /summary attributes (self-tests, flags)
 };
 
 /// A record that cannot be written or read; the message names the path and what to do.
@@ -89,6 +101,12 @@ class RecordWriter {
 
   void append_step(const StepMetrics& m);
   void append_checksum(const ChecksumRow& c);
+  /// Step time of every rank for one step (world_size values).
+  void append_rank_times(const std::vector<double>& seconds);
+  /// Per-rank memory; written once, any time before finish().
+  void set_memory(const RankMemory& m);
+  /// A run-level fact for /summary (e.g. "comm.canonical_busbw_GBps"); written at flush.
+  void set_summary(const std::string& key, const std::string& value);
   /// Writes buffered rows and flushes the file to disk.
   void flush();
   /// Sets the final status ("completed", "failed", "diverged") and renames to `path`.

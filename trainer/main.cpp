@@ -1,11 +1,14 @@
-// sweep-train: trains one run from its config file and writes its record.
+// sweep-train: trains one run from its config file and writes its record. Start it
+// directly (one rank) or under mpirun / srun (dist.world_size ranks).
 // Exit codes: 0 completed, 1 failed or diverged, 2 bad config or usage,
-// 3 refused (a completed record is already in the output directory).
+// 3 refused (a completed record is already in the output directory),
+// 4 a rank made no progress for dist.timeout_s (a peer died or hung).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <filesystem>
 
+#include "mpi_communicator.h"
 #include "record.h"
 #include "run_config.h"
 #include "train.h"
@@ -24,18 +27,23 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  sweep::MpiCommunicator comm(&argc, &argv);
+  const bool root = comm.rank() == 0;
   try {
     sweep::RunConfig cfg = sweep::load_run_config(config_path);
     if (std::filesystem::exists(opt.out_dir + "/record.h5")) {
-      std::fprintf(stderr, "sweep-train: %s/record.h5: a completed record is already there; it is never overwritten\n",
-                   opt.out_dir.c_str());
+      if (root)
+        std::fprintf(stderr, "sweep-train: %s/record.h5: a completed record is already there; it is never overwritten\n",
+                     opt.out_dir.c_str());
       return 3;
     }
-    return sweep::train(cfg, opt) == sweep::RunStatus::completed ? 0 : 1;
+    return sweep::train(cfg, opt, comm) == sweep::RunStatus::completed ? 0 : 1;
   } catch (const sweep::ConfigError& e) {
-    std::fprintf(stderr, "sweep-train: error: %s\n", e.what());
+    // Every rank reads the same config and fails the same way: one line, from rank 0.
+    if (root) std::fprintf(stderr, "sweep-train: error: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
+    if (comm.size() > 1) comm.abort(1, std::string("run failed: ") + e.what());
     std::fprintf(stderr, "sweep-train: run failed: %s\n", e.what());
     return 1;
   }

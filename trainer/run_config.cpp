@@ -71,7 +71,16 @@ void visit_fields(RunConfig& c, Visitor&& v) {
   v("train.keep_checkpoints", c.train.keep_checkpoints, IntRange{1, 1000000});
   v("dist.world_size", c.dist.world_size, IntRange{1, 1 << 20});
   v("dist.reduction", c.dist.reduction, Choices{"canonical", "native"});
+  v("dist.zero_stage", c.dist.zero_stage, IntRange{0, 3});
+  v("dist.find_unused", c.dist.find_unused, Choices{"zero", "error"});
+  v("dist.timeout_s", c.dist.timeout_s, RealRange{0, 1e7});
   v("fault.inf_grad_step", c.fault.inf_grad_step, IntRange{0, int64_t(1) << 40});
+  v("fault.desync_step", c.fault.desync_step, IntRange{0, int64_t(1) << 40});
+  v("fault.desync_rank", c.fault.desync_rank, IntRange{0, 1 << 20});
+  v("fault.kill_step", c.fault.kill_step, IntRange{0, int64_t(1) << 40});
+  v("fault.kill_rank", c.fault.kill_rank, IntRange{0, 1 << 20});
+  v("fault.hang_step", c.fault.hang_step, IntRange{0, int64_t(1) << 40});
+  v("fault.hang_rank", c.fault.hang_rank, IntRange{0, 1 << 20});
 }
 
 std::string format_int(int64_t x) { return std::to_string(x); }
@@ -278,6 +287,9 @@ void check_run_config(const RunConfig& c, const FlatConfig& values) {
                       format_int(c.train.steps) + ")");
   if (c.train.min_lr > c.train.lr)
     throw ConfigError(at_any(values, {"train.min_lr", "train.lr"}) + "key 'train.min_lr': must be <= train.lr");
+  if (c.dist.zero_stage == 3 && c.dist.world_size < 2)
+    throw ConfigError(at_any(values, {"dist.zero_stage", "dist.world_size"}) +
+                      "key 'dist.zero_stage': stage 3 shards parameters and needs dist.world_size >= 2");
   if (c.data.kind != "synthetic" && c.data.path.empty())
     throw ConfigError(at_any(values, {"data.path", "data.kind"}) + "key 'data.path': required when data.kind is " + c.data.kind);
   if (c.data.kind == "text" && c.model.vocab < 256)

@@ -70,12 +70,21 @@ struct TrainConfig {
 /// Test-only fault injection; never set these in a real sweep.
 struct FaultConfig {
   int64_t inf_grad_step = 0;  ///< makes the gradient of this step non-finite (fp16 scaler tests); 0 = off
+  int64_t desync_step = 0;    ///< perturbs one parameter on rank desync_rank after this step; 0 = off
+  int64_t desync_rank = 1;    ///< the rank desync_step perturbs
+  int64_t kill_step = 0;      ///< rank kill_rank sends itself SIGKILL at the start of this step; 0 = off
+  int64_t kill_rank = 0;      ///< the rank kill_step kills
+  int64_t hang_step = 0;      ///< rank hang_rank stops making progress at the start of this step; 0 = off
+  int64_t hang_rank = 0;      ///< the rank hang_step hangs
 };
 
 /// How a step is spread over ranks.
 struct DistConfig {
   int64_t world_size = 1;               ///< ranks; checked against the launched world
   std::string reduction = "canonical";  ///< canonical (layout-invariant) | native
+  int64_t zero_stage = 0;               ///< 0 replicate all; 1 shard optimizer state; 2 + gradients; 3 + parameters
+  std::string find_unused = "zero";     ///< parameters without a gradient: zero (count them) | error
+  double timeout_s = 300;               ///< a rank without progress for this long ends the job
 };
 
 /// One training run, fully resolved.

@@ -2,54 +2,74 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
+#include <csignal>
+#include <thread>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 
-#include "canonical_reduce.h"  // TreeAccumulator, canonical_sum
-#include "checkpoint.h"        // save_checkpoint, load_latest_checkpoint
-#include "checksum.h"          // flat_checksum, tensor_checksum
-#include "data_source.h"       // open_token_source, Sampler
-#include "environment.h"       // set_up_determinism, collect_environment
-#include "model.h"             // Transformer
-#include "optimizer.h"         // adamw, learning_rate, clipping, LossScaler
-#include "prefetcher.h"        // Prefetcher
-#include "record.h"            // RecordWriter
-#include "torch_compat.h"      // AutocastGuard, RNG state
+#include "canonical_allreduce.h"  // canonical_allreduce, shard_layout, allgather_shards
+#include "canonical_reduce.h"     // TreeAccumulator, canonical_sum
+#include "checkpoint.h"           // save_checkpoint, load_latest_checkpoint
+#include "checksum.h"             // flat_checksum, tensor_checksum
+#include "comm_selftest.h"        // comm_self_test
+#include "data_source.h"          // open_token_source, Sampler
+#include "environment.h"          // set_up_determinism, collect_environment
+#include "model.h"                // Transformer
+#include "optimizer.h"            // adamw, learning_rate, clipping, LossScaler
+#include "prefetcher.h"           // Prefetcher
+#include "record.h"               // RecordWriter
+#include "torch_compat.h"         // AutocastGuard, RNG state
+#include "watchdog.h"             // Watchdog
 
 namespace sweep {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
 /// All parameters live in one flat fp32 buffer (and gradients in another) in the
-/// model's canonical order, so reductions, optimizer and checksums see one vector.
+/// model's canonical order, so reductions, optimizer and checksums see one vector. The
+/// parameter tensors are views into the buffers; ZeRO 2/3 drop and rebind the buffers
+/// between steps.
 struct FlatParams {
-  torch::Tensor params, grads;
+  torch::Tensor params, grads;      // full-size; undefined while released (ZeRO 2/3)
   std::vector<ParamInfo> table;
+  std::vector<torch::Tensor> handles;  // the module's parameter tensors, table order
+  int64_t n = 0;
+
+  void bind_params() {
+    for (size_t i = 0; i < handles.size(); ++i)
+      handles[i].set_data(params.defined() ? params.narrow(0, table[i].offset, table[i].numel).view(table[i].shape)
+                                           : torch::empty({0}, torch::kFloat));
+  }
+  void bind_grads() {
+    // A defined grad that is a view of the flat buffer: autograd accumulates into it in
+    // place, and a parameter that gets no gradient (an idle expert) stays zero.
+    for (size_t i = 0; i < handles.size(); ++i)
+      handles[i].mutable_grad() =
+          grads.defined() ? grads.narrow(0, table[i].offset, table[i].numel).view(table[i].shape) : torch::Tensor();
+  }
 };
 
 FlatParams flatten(torch::nn::Module& model) {
   FlatParams f;
-  int64_t total = 0;
-  auto named = model.named_parameters(/*recurse=*/true);
-  for (const auto& item : named) {
-    f.table.push_back({item.key(), item.value().sizes().vec(), total, item.value().numel()});
-    total += item.value().numel();
+  for (const auto& item : model.named_parameters(/*recurse=*/true)) {
+    f.table.push_back({item.key(), item.value().sizes().vec(), f.n, item.value().numel()});
+    f.handles.push_back(item.value());
+    f.n += item.value().numel();
   }
-  f.params = torch::empty({total}, torch::kFloat);
-  f.grads = torch::zeros({total}, torch::kFloat);
-  size_t i = 0;
-  for (auto& item : named) {
-    const ParamInfo& p = f.table[i++];
-    torch::Tensor param = item.value();
-    auto view = f.params.narrow(0, p.offset, p.numel).view(p.shape);
-    view.copy_(param.detach());
-    param.set_data(view);
-    // A defined grad that is a view of the flat buffer: autograd accumulates into it in
-    // place, and a parameter that gets no gradient (an idle expert) stays zero.
-    param.mutable_grad() = f.grads.narrow(0, p.offset, p.numel).view(p.shape);
-  }
+  f.params = torch::empty({f.n}, torch::kFloat);
+  for (size_t i = 0; i < f.handles.size(); ++i)
+    f.params.narrow(0, f.table[i].offset, f.table[i].numel).copy_(f.handles[i].detach().reshape({-1}));
+  f.bind_params();
+  f.grads = torch::zeros({f.n}, torch::kFloat);
+  f.bind_grads();
   return f;
 }
 
@@ -59,167 +79,424 @@ std::string format_double(double x) {
   return buf;
 }
 
-ChecksumRow checksum_row(int64_t step, const float* params, const std::vector<ParamInfo>& table) {
-  ChecksumRow row{step, flat_checksum(params, size_t(table.empty() ? 0 : table.back().offset + table.back().numel)), {}};
-  for (const auto& p : table) row.tensors.push_back(tensor_checksum(params + p.offset, size_t(p.numel)));
+ChecksumRow checksum_row(int64_t step, const float* params, const FlatParams& flat) {
+  ChecksumRow row{step, flat_checksum(params, size_t(flat.n)), {}};
+  for (const auto& p : flat.table) row.tensors.push_back(tensor_checksum(params + p.offset, size_t(p.numel)));
   return row;
 }
 
-RunStatus train_run(const RunConfig& cfg, const TrainOptions& opt) {
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+/// Ranks whose median step time exceeds 1.2x the median of the ranks' medians.
+std::vector<int> stragglers(const std::vector<std::vector<double>>& times, int world) {
+  std::vector<double> med(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    std::vector<double> col;
+    for (const auto& row : times) col.push_back(row[size_t(r)]);
+    med[size_t(r)] = median(col);
+  }
+  const double typical = median(med);
+  std::vector<int> out;
+  for (int r = 0; r < world; ++r)
+    if (world > 1 && med[size_t(r)] > 1.2 * typical) out.push_back(r);
+  return out;
+}
+
+class Trainer {
+ public:
+  Trainer(const RunConfig& cfg, const TrainOptions& opt, Communicator& comm)
+      : cfg_(cfg), opt_(opt), comm_(comm), rank_(comm.rank()), world_(comm.size()) {}
+  RunStatus run();
+
+ private:
+  void restore(TrainState& st);
+  void step_once(int64_t step, StepMetrics& s);
+  void check_replicas(int64_t step, const ChecksumRow& mine);
+  TrainState snapshot(int64_t step);
+  RankMemory measure_memory();
+  bool is_root() const { return rank_ == 0; }
+
+  const RunConfig& cfg_;
+  const TrainOptions& opt_;
+  Communicator& comm_;
+  const int rank_, world_;
+  std::string id_;
+
+  std::unique_ptr<TokenSource> source_;
+  std::optional<Transformer> model_;
+  FlatParams flat_;
+  ShardLayout layout_;
+  size_t s0_ = 0, ns_ = 0;              // this rank's shard
+  std::vector<float> m_, v_;            // AdamW moments: whole vector (ZeRO 0) or shard
+  std::vector<float> gshard_, pshard_;  // reduced gradient shard (ZeRO 2/3), parameter shard (ZeRO 3)
+  std::vector<float> reduce_ws_;
+  std::unique_ptr<TreeAccumulator> tree_;
+  LossScaler scaler_;
+  int64_t updates_ = 0;
+  std::vector<uint8_t> used_;  // per parameter tensor: got a gradient this step
+  std::unique_ptr<Sampler> sampler_;
+  std::unique_ptr<Prefetcher> prefetch_;
+  std::optional<RecordWriter> record_;
+  std::vector<StepMetrics> rows_;
+  std::vector<ChecksumRow> checks_;
+  std::vector<std::vector<double>> rank_times_;
+};
+
+RunStatus Trainer::run() {
   // Everything that can reject the config happens before anything is written.
-  std::unique_ptr<TokenSource> source = open_token_source(cfg);
-  const std::string id = run_id(cfg);
+  if (cfg_.dist.world_size != world_)
+    throw ConfigError("key 'dist.world_size': the config says " + std::to_string(cfg_.dist.world_size) +
+                      " ranks, but the job was launched with " + std::to_string(world_));
+  source_ = open_token_source(cfg_);
+  id_ = run_id(cfg_);
   std::optional<TrainState> resumed;
-  if (opt.resume) resumed = load_latest_checkpoint(opt.out_dir, id);
+  if (opt_.resume) resumed = load_latest_checkpoint(opt_.out_dir, id_);
 
-  set_up_determinism(cfg);
+  set_up_determinism(cfg_);
   torch::NoGradGuard outer_no_grad;  // gradients only where a micro-batch asks for them
-  const bool fp16 = cfg.train.precision == "fp16", bf16 = cfg.train.precision == "bf16";
-  Transformer model(cfg.model, fp16 ? MatmulPrecision::fp16_emulated : MatmulPrecision::fp32);
-  FlatParams flat = flatten(*model);
-  const size_t n = size_t(flat.params.numel());
-  float* params = flat.params.data_ptr<float>();
-  float* grads = flat.grads.data_ptr<float>();
-  std::vector<float> m(n, 0.0f), v(n, 0.0f);
-  LossScaler scaler = LossScaler::from(cfg.train);
+  const bool fp16 = cfg_.train.precision == "fp16", bf16 = cfg_.train.precision == "bf16";
+  model_.emplace(cfg_.model, fp16 ? MatmulPrecision::fp16_emulated : MatmulPrecision::fp32);
+  flat_ = flatten(**model_);
+  const size_t n = size_t(flat_.n);
+  const int64_t stage = cfg_.dist.zero_stage;
+  layout_ = shard_layout(n, world_);
+  s0_ = layout_.begin(rank_), ns_ = layout_.size(rank_);
+  m_.assign(stage >= 1 ? ns_ : n, 0.0f);
+  v_.assign(m_.size(), 0.0f);
+  if (stage >= 2) gshard_.assign(ns_, 0.0f);
+  tree_ = std::make_unique<TreeAccumulator>(n);
+  scaler_ = LossScaler::from(cfg_.train);
+  used_.assign(flat_.handles.size(), 0);
+  for (size_t i = 0; i < flat_.handles.size(); ++i)
+    flat_.handles[i].register_hook([this, i](torch::Tensor) { used_[i] = 1; });
 
-  const int64_t world = cfg.dist.world_size, rank = 0, A = cfg.train.accum, M = world * A;
-  const int64_t B = cfg.train.micro_batch, L = cfg.model.seq_len;
-  const int64_t tokens_per_step = M * B * L;
+  auto self_test = world_ > 1 ? comm_self_test(comm_, n) : std::vector<std::pair<std::string, std::string>>{};
 
-  RecordHeader header;
-  header.run_id = id;
-  header.sweep_id = opt.sweep_id;
-  header.config_yaml = to_yaml(cfg);
-  header.config = to_flat(cfg);
-  header.environment = collect_environment(cfg);
-  header.environment.emplace_back("data.source", source->describe());
-  header.environment.emplace_back("data.entropy_floor", format_double(source->entropy_floor()));
-  header.environment.emplace_back("precision.cpu", fp16 ? "fp16 emulated: fp16-rounded matmul inputs, fp32 accumulation"
-                                                   : bf16 ? "bf16 autocast"
-                                                          : "fp32");
-  header.params = flat.table;
-  std::filesystem::create_directories(opt.out_dir);
-  RecordWriter record(opt.out_dir + "/record.h5", header);
+  const int64_t A = cfg_.train.accum, M = world_ * A, B = cfg_.train.micro_batch, L = cfg_.model.seq_len;
+  if (is_root()) {
+    RecordHeader header;
+    header.run_id = id_;
+    header.sweep_id = opt_.sweep_id;
+    header.config_yaml = to_yaml(cfg_);
+    header.config = to_flat(cfg_);
+    header.environment = collect_environment(cfg_);
+    header.environment.emplace_back("world_size", std::to_string(world_));
+    header.environment.emplace_back("data.source", source_->describe());
+    header.environment.emplace_back("data.entropy_floor", format_double(source_->entropy_floor()));
+    header.environment.emplace_back("precision.cpu", fp16 ? "fp16 emulated: fp16-rounded matmul inputs, fp32 accumulation"
+                                                     : bf16 ? "bf16 autocast"
+                                                            : "fp32");
+    header.params = flat_.table;
+    header.world_size = world_;
+    std::filesystem::create_directories(opt_.out_dir);
+    record_.emplace(opt_.out_dir + "/record.h5", header);
+    for (const auto& [k, v] : self_test) record_->set_summary(k, v);
+  }
 
-  std::vector<StepMetrics> rows;
-  std::vector<ChecksumRow> checks;
-  int64_t start = 0, updates = 0;
+  int64_t start = 0;
   if (resumed) {
-    if (resumed->params.size() != n) throw std::runtime_error("checkpoint has a different parameter count");
-    std::memcpy(params, resumed->params.data(), n * sizeof(float));
-    m = std::move(resumed->m);
-    v = std::move(resumed->v);
-    scaler.scale = resumed->loss_scale;
-    scaler.clean_steps = resumed->clean_steps;
-    compat::set_cpu_rng_state(resumed->rng);
-    rows = std::move(resumed->metrics);
-    checks = std::move(resumed->checksums);
-    for (const auto& r : rows) record.append_step(r), updates += r.skipped ? 0 : 1;
-    for (const auto& c : checks) record.append_checksum(c);
+    restore(*resumed);
     start = resumed->step;
   } else {
-    // Step 0: the initial parameters, so the first update of every tensor is visible
-    // (an expert that got no token keeps its step-0 hash).
-    checks.push_back(checksum_row(0, params, flat.table));
-    record.append_checksum(checks.back());
+    checks_.push_back(checksum_row(0, flat_.params.data_ptr<float>(), flat_));  // the initial parameters
+    if (record_) record_->append_checksum(checks_.back());
   }
-  if (!opt.quiet) {
-    std::printf("run %s: %zu parameters, %lld tokens/step, %s, %s\n", id.c_str(), n, (long long)tokens_per_step,
-                cfg.train.precision.c_str(), source->describe().c_str());
+  if (stage == 3) {  // from here on each rank keeps only its shard of the parameters
+    pshard_.assign(flat_.params.data_ptr<float>() + s0_, flat_.params.data_ptr<float>() + s0_ + ns_);
+    flat_.params = torch::Tensor();
+    flat_.bind_params();
+  }
+  if (stage >= 2) {
+    flat_.grads = torch::Tensor();
+    flat_.bind_grads();
+  }
+  if (is_root() && !opt_.quiet) {
+    std::printf("run %s: %zu parameters, %d rank(s), %lld tokens/step, %s, zero %lld, %s reduction, %s\n", id_.c_str(), n,
+                world_, (long long)(M * B * L), cfg_.train.precision.c_str(), (long long)stage,
+                cfg_.dist.reduction.c_str(), source_->describe().c_str());
     if (resumed) std::printf("resumed from the checkpoint after step %lld\n", (long long)start);
   }
 
-  Sampler sampler(cfg, *source);
-  Prefetcher prefetch(sampler, cfg.data.workers, start, cfg.train.steps, rank, A, M, size_t(B * (L + 1)));
-  TreeAccumulator tree(n);
-  std::vector<double> leaf_losses(M);
+  sampler_ = std::make_unique<Sampler>(cfg_, *source_);
+  prefetch_ = std::make_unique<Prefetcher>(*sampler_, cfg_.data.workers, start, cfg_.train.steps, rank_, A, M,
+                                           size_t(B * (L + 1)));
+  Watchdog watchdog(cfg_.dist.timeout_s, rank_);
   RunStatus status = RunStatus::completed;
   std::string failure;
-  auto last_flush = std::chrono::steady_clock::now();
-
+  auto last_flush = Clock::now();
   try {
-    for (int64_t step = start + 1; step <= cfg.train.steps; ++step) {
-      auto t0 = std::chrono::steady_clock::now();
-      const double scale_used = scaler.scale;
-      for (int64_t k = 0; k < A; ++k) {
-        const int64_t j = rank * A + k;
-        torch::Tensor batch = torch::from_blob(const_cast<int64_t*>(prefetch.next()), {B, L + 1}, torch::kLong);
-        flat.grads.zero_();
-        torch::AutoGradMode grad_on(true);
-        std::optional<compat::AutocastGuard> autocast;
-        if (bf16) autocast.emplace(torch::kCPU, at::kBFloat16, true);
-        // Token-weighted: each micro-batch's summed loss over the whole global batch's
-        // token count, so the leaves add up to the global mean.
-        torch::Tensor loss = model->loss_sum(batch) / double(tokens_per_step);
-        leaf_losses[size_t(j)] = loss.item<double>();
-        (scaler.enabled ? loss * scale_used : loss).backward();
-        tree.push(grads);
-      }
-      tree.finish(grads);
-      if (step == cfg.fault.inf_grad_step) grads[0] = std::numeric_limits<float>::infinity();
-
+    for (int64_t step = start + 1; step <= cfg_.train.steps; ++step) {
+      watchdog.beat(step);
       StepMetrics s;
-      s.step = step;
-      s.loss = canonical_sum(leaf_losses);
-      s.lr = learning_rate(cfg.train, step);
-      s.loss_scale = scale_used;
-      s.tokens = tokens_per_step;
-      const bool finite = all_finite(grads, n);
-      if (finite && scaler.enabled) scale(grads, n, float(1.0 / scale_used));  // a power of two: exact
-      s.grad_norm = std::sqrt(sum_of_squares(grads, n));
-      s.clip_coef = clip_coefficient(s.grad_norm, cfg.train.clip_norm);
-      if (!std::isfinite(s.loss) || (!finite && !scaler.enabled)) {
+      step_once(step, s);
+      if (!std::isfinite(s.loss) || (s.skipped && !scaler_.enabled)) {
         status = RunStatus::diverged;
         failure = "non-finite " + std::string(std::isfinite(s.loss) ? "gradient" : "loss") + " at step " + std::to_string(step);
-        s.skipped = 1;
-      } else if (!finite) {
-        s.skipped = 1;  // fp16 overflow: skip the update, back the scale off
-      } else {
-        if (s.clip_coef != 1.0) scale(grads, n, float(s.clip_coef));
-        adamw(params, grads, m.data(), v.data(), n, AdamWStep::at(cfg.train, s.lr, ++updates));
       }
-      scaler.update(finite, cfg.train);
-      s.step_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      s.tokens_per_s = s.step_time_s > 0 ? double(tokens_per_step) / s.step_time_s : 0;
-
-      record.append_step(s);
-      rows.push_back(s);
-      if (step % cfg.train.checksum_every == 0 || step == cfg.train.steps) {
-        checks.push_back(checksum_row(step, params, flat.table));
-        record.append_checksum(checks.back());
+      // Recording cost of this step: checksums plus any periodic flush to disk (the
+      // appends themselves only buffer in memory).
+      auto r0 = Clock::now();
+      const bool checksum_now = step % cfg_.train.checksum_every == 0 || step == cfg_.train.steps;
+      if (checksum_now) {
+        std::vector<float> gathered;
+        const float* params = flat_.params.defined() ? flat_.params.data_ptr<float>() : nullptr;
+        if (stage == 3) {  // checksums need the whole vector: gather it for the moment
+          gathered.resize(n);
+          std::copy(pshard_.begin(), pshard_.end(), gathered.begin() + long(s0_));
+          allgather_shards(comm_, gathered.data(), layout_);
+          params = gathered.data();
+        }
+        ChecksumRow row = checksum_row(step, params, flat_);
+        check_replicas(step, row);
+        checks_.push_back(std::move(row));
       }
-      if (!opt.quiet && (step % cfg.train.log_every == 0 || step == 1 || step == cfg.train.steps))
+      if (record_ && r0 - last_flush > std::chrono::seconds(2)) {
+        record_->flush();
+        last_flush = Clock::now();
+      }
+      s.record_time_s = seconds_since(r0);
+      if (record_) {
+        record_->append_step(s);
+        record_->append_rank_times(rank_times_.back());
+        if (checksum_now) record_->append_checksum(checks_.back());
+      }
+      rows_.push_back(s);
+      if (is_root() && !opt_.quiet && (step % cfg_.train.log_every == 0 || step == 1 || step == cfg_.train.steps))
         std::printf("step %6lld  loss %.6f  lr %.3e  grad_norm %.4f  scale %g%s  tok/s %.0f\n", (long long)step, s.loss,
                     s.lr, s.grad_norm, s.loss_scale, s.skipped ? " (skipped)" : "", s.tokens_per_s);
       if (status == RunStatus::diverged) break;
-      if (cfg.train.checkpoint_every > 0 && step % cfg.train.checkpoint_every == 0 && step < cfg.train.steps) {
-        TrainState st{id, step, std::vector<float>(params, params + n), m, v, scaler.scale, scaler.clean_steps,
-                      compat::cpu_rng_state(), rows, checks};
-        save_checkpoint(opt.out_dir, st, int(cfg.train.keep_checkpoints));
-      }
-      if (std::chrono::steady_clock::now() - last_flush > std::chrono::seconds(2)) {
-        record.flush();
-        last_flush = std::chrono::steady_clock::now();
+      if (cfg_.train.checkpoint_every > 0 && step % cfg_.train.checkpoint_every == 0 && step < cfg_.train.steps) {
+        TrainState st = snapshot(step);
+        if (is_root()) save_checkpoint(opt_.out_dir, st, int(cfg_.train.keep_checkpoints));
       }
     }
+    RankMemory mem = measure_memory();
+    if (record_) {
+      record_->set_memory(mem);
+      std::string list;
+      for (int r : stragglers(rank_times_, world_)) list += (list.empty() ? "" : ",") + std::to_string(r);
+      record_->set_summary("stragglers", list);
+      if (!list.empty() && !opt_.quiet) std::printf("straggler rank(s): %s (median step time > 1.2x the ranks' median)\n", list.c_str());
+    }
   } catch (const c10::Error& e) {
-    record.abandon(e.what_without_backtrace());
+    if (record_) record_->abandon(e.what_without_backtrace());
     throw;
   } catch (const std::exception& e) {
-    record.abandon(e.what());
+    if (record_) record_->abandon(e.what());
     throw;
   }
   std::fflush(stdout);
-  record.finish(status == RunStatus::completed ? "completed" : "diverged", failure);
+  if (record_) record_->finish(status == RunStatus::completed ? "completed" : "diverged", failure);
   return status;
+}
+
+void Trainer::step_once(int64_t step, StepMetrics& s) {
+  const auto t0 = Clock::now();
+  if (step == cfg_.fault.kill_step && rank_ == cfg_.fault.kill_rank) std::raise(SIGKILL);  // test-only
+  if (step == cfg_.fault.hang_step && rank_ == cfg_.fault.hang_rank)
+    while (true) std::this_thread::sleep_for(std::chrono::seconds(1));  // test-only: the watchdog ends it
+  const size_t n = size_t(flat_.n);
+  const int64_t stage = cfg_.dist.zero_stage, A = cfg_.train.accum, M = world_ * A;
+  const int64_t B = cfg_.train.micro_batch, L = cfg_.model.seq_len, tokens = M * B * L;
+  const bool bf16 = cfg_.train.precision == "bf16";
+  if (stage >= 2) {
+    flat_.grads = torch::zeros({flat_.n}, torch::kFloat);
+    flat_.bind_grads();
+  }
+  if (stage == 3) {  // gather the parameters for forward and backward
+    flat_.params = torch::empty({flat_.n}, torch::kFloat);
+    std::copy(pshard_.begin(), pshard_.end(), flat_.params.data_ptr<float>() + s0_);
+    allgather_shards(comm_, flat_.params.data_ptr<float>(), layout_);
+    flat_.bind_params();
+  }
+  float* grads = flat_.grads.data_ptr<float>();
+
+  std::fill(used_.begin(), used_.end(), 0);
+  std::vector<double> local_losses(static_cast<size_t>(A)), leaf_losses(static_cast<size_t>(M));
+  const double scale_used = scaler_.scale;
+  for (int64_t k = 0; k < A; ++k) {
+    torch::Tensor batch = torch::from_blob(const_cast<int64_t*>(prefetch_->next()), {B, L + 1}, torch::kLong);
+    flat_.grads.zero_();
+    torch::AutoGradMode grad_on(true);
+    std::optional<compat::AutocastGuard> autocast;
+    if (bf16) autocast.emplace(torch::kCPU, at::kBFloat16, true);
+    // Token-weighted: each micro-batch's summed loss over the whole global batch's token
+    // count, so the leaves add up to the global mean.
+    torch::Tensor loss = (*model_)->loss_sum(batch) / double(tokens);
+    local_losses[size_t(k)] = loss.item<double>();
+    (scaler_.enabled ? loss * scale_used : loss).backward();
+    tree_->push(grads);
+  }
+  tree_->finish(grads);
+
+  // Parameters no micro-batch on any rank reached.
+  std::vector<int64_t> used(used_.begin(), used_.end());
+  comm_.allreduce_sum_i64(used.data(), used.size());
+  std::string unused_names;
+  for (size_t i = 0; i < used.size(); ++i)
+    if (!used[i]) ++s.unused_params, unused_names += (unused_names.empty() ? "" : ", ") + flat_.table[i].name;
+  if (s.unused_params && cfg_.dist.find_unused == "error")
+    throw std::runtime_error("step " + std::to_string(step) + ": parameters without a gradient on every rank: " + unused_names +
+                             " (dist.find_unused: error; use zero to train them as zero-gradient)");
+
+  comm_.allgather(local_losses.data(), size_t(A) * sizeof(double), leaf_losses.data());
+  if (cfg_.dist.reduction == "native") {
+    comm_.allreduce_sum_native(grads, n);
+  } else {
+    canonical_allreduce(comm_, grads, grads, n, layout_, /*gather=*/stage < 2, &reduce_ws_);
+  }
+  if (step == cfg_.fault.inf_grad_step && s0_ == 0 && ns_ > 0) grads[0] = std::numeric_limits<float>::infinity();
+
+  // The gradient this rank's optimizer reads: all of it (ZeRO 0/1) or its shard (2/3).
+  float* g = grads;
+  size_t gn = n;
+  if (stage >= 2) {
+    std::copy(grads + s0_, grads + s0_ + ns_, gshard_.begin());
+    flat_.grads = torch::Tensor();
+    flat_.bind_grads();
+    g = gshard_.data(), gn = ns_;
+  }
+  int64_t bad = all_finite(g, gn) ? 0 : 1;
+  if (stage >= 2) comm_.allreduce_sum_i64(&bad, 1);
+  const bool finite = bad == 0;
+
+  s.step = step;
+  s.loss = canonical_sum(leaf_losses);
+  s.lr = learning_rate(cfg_.train, step);
+  s.loss_scale = scale_used;
+  s.tokens = tokens;
+  if (finite && scaler_.enabled) scale(g, gn, float(1.0 / scale_used));  // a power of two: exact
+  s.grad_norm = std::sqrt(stage >= 2 ? shard_sum_of_squares(comm_, g, layout_) : sum_of_squares(g, gn));
+  s.clip_coef = clip_coefficient(s.grad_norm, cfg_.train.clip_norm);
+  if (!finite || !std::isfinite(s.loss)) {
+    s.skipped = 1;  // fp16: overflow, back the scale off; otherwise the run has diverged
+  } else {
+    if (s.clip_coef != 1.0) scale(g, gn, float(s.clip_coef));
+    const AdamWStep hp = AdamWStep::at(cfg_.train, s.lr, ++updates_);
+    if (stage == 0) {
+      adamw(flat_.params.data_ptr<float>(), g, m_.data(), v_.data(), n, hp);
+    } else if (stage < 3) {
+      float* p = flat_.params.data_ptr<float>();
+      adamw(p + s0_, g + (stage == 1 ? s0_ : 0), m_.data(), v_.data(), ns_, hp);
+      allgather_shards(comm_, p, layout_);
+    } else {
+      adamw(pshard_.data(), g, m_.data(), v_.data(), ns_, hp);
+    }
+  }
+  scaler_.update(finite, cfg_.train);
+  if (step == cfg_.fault.desync_step && rank_ == cfg_.fault.desync_rank && flat_.params.defined()) {
+    float* p = flat_.params.data_ptr<float>() + flat_.n / 2;  // test-only: one bit of one replica
+    *p = std::nextafter(*p, INFINITY);
+  }
+  if (stage == 3) {
+    flat_.params = torch::Tensor();
+    flat_.bind_params();
+  }
+  double dt = seconds_since(t0);
+  std::vector<double> times(static_cast<size_t>(world_));
+  comm_.allgather(&dt, sizeof dt, times.data());
+  rank_times_.push_back(times);
+  s.step_time_s = *std::max_element(times.begin(), times.end());  // the step ends with its slowest rank
+  s.tokens_per_s = s.step_time_s > 0 ? double(tokens) / s.step_time_s : 0;
+}
+
+void Trainer::check_replicas(int64_t step, const ChecksumRow& mine) {
+  if (world_ == 1) return;
+  std::vector<uint64_t> all(static_cast<size_t>(world_));
+  comm_.allgather(&mine.params, sizeof(uint64_t), all.data());
+  int other = -1;
+  for (int r = 1; r < world_; ++r)
+    if (all[size_t(r)] != all[0]) other = r;
+  if (other < 0) return;
+  const size_t P = mine.tensors.size();
+  std::vector<uint64_t> tensors(P * size_t(world_));
+  comm_.allgather(mine.tensors.data(), P * sizeof(uint64_t), tensors.data());
+  std::string name = "?";
+  for (size_t t = 0; t < P; ++t)
+    if (tensors[t] != tensors[size_t(other) * P + t]) {
+      name = flat_.table[t].name;
+      break;
+    }
+  throw std::runtime_error("desync at step " + std::to_string(step) + ": rank 0 and rank " + std::to_string(other) +
+                           " hold different parameters; first differing parameter: " + name);
+}
+
+TrainState Trainer::snapshot(int64_t step) {
+  // Checkpoints hold whole vectors, whatever the ZeRO stage, so a run can resume on any
+  // layout. Collective: every rank helps gather, rank 0 writes.
+  const size_t n = size_t(flat_.n);
+  const int64_t stage = cfg_.dist.zero_stage;
+  TrainState st;
+  st.run_id = id_;
+  st.step = step;
+  st.params.resize(n);
+  if (stage == 3) {
+    std::copy(pshard_.begin(), pshard_.end(), st.params.begin() + long(s0_));
+    allgather_shards(comm_, st.params.data(), layout_);
+  } else {
+    std::memcpy(st.params.data(), flat_.params.data_ptr<float>(), n * sizeof(float));
+  }
+  for (auto [src, dst] : {std::pair{&m_, &st.m}, {&v_, &st.v}}) {
+    if (stage == 0) {
+      *dst = *src;
+    } else {
+      dst->assign(n, 0.0f);
+      std::copy(src->begin(), src->end(), dst->begin() + long(s0_));
+      allgather_shards(comm_, dst->data(), layout_);
+    }
+  }
+  st.loss_scale = scaler_.scale;
+  st.clean_steps = scaler_.clean_steps;
+  st.rng = compat::cpu_rng_state();
+  st.metrics = rows_;
+  st.checksums = checks_;
+  return st;
+}
+
+void Trainer::restore(TrainState& st) {
+  const size_t n = size_t(flat_.n);
+  if (st.params.size() != n || st.m.size() != n || st.v.size() != n)
+    throw std::runtime_error("checkpoint has " + std::to_string(st.params.size()) + " parameters, the model " + std::to_string(n));
+  std::memcpy(flat_.params.data_ptr<float>(), st.params.data(), n * sizeof(float));
+  const long lo = cfg_.dist.zero_stage >= 1 ? long(s0_) : 0;
+  m_.assign(st.m.begin() + lo, st.m.begin() + lo + long(m_.size()));
+  v_.assign(st.v.begin() + lo, st.v.begin() + lo + long(v_.size()));
+  scaler_.scale = st.loss_scale;
+  scaler_.clean_steps = st.clean_steps;
+  compat::set_cpu_rng_state(st.rng);
+  rows_ = std::move(st.metrics);
+  checks_ = std::move(st.checksums);
+  for (const auto& r : rows_) updates_ += r.skipped ? 0 : 1;
+  if (record_) {
+    for (const auto& r : rows_) record_->append_step(r), record_->append_rank_times(std::vector<double>(size_t(world_), r.step_time_s));
+    for (const auto& c : checks_) record_->append_checksum(c);
+  }
+}
+
+RankMemory Trainer::measure_memory() {
+  // What this rank holds between steps, from the buffers themselves.
+  auto bytes = [](const torch::Tensor& t) { return t.defined() ? int64_t(t.numel()) * 4 : 0; };
+  int64_t mine[3] = {bytes(flat_.params) + int64_t(pshard_.size()) * 4, bytes(flat_.grads) + int64_t(gshard_.size()) * 4,
+                     int64_t(m_.size() + v_.size()) * 4};
+  std::vector<int64_t> all(static_cast<size_t>(3 * world_));
+  comm_.allgather(mine, sizeof mine, all.data());
+  RankMemory m;
+  for (int r = 0; r < world_; ++r) {
+    m.params.push_back(all[size_t(3 * r)]);
+    m.grads.push_back(all[size_t(3 * r + 1)]);
+    m.optimizer.push_back(all[size_t(3 * r + 2)]);
+  }
+  return m;
 }
 
 }  // namespace
 
-RunStatus train(const RunConfig& cfg, const TrainOptions& opt) {
+RunStatus train(const RunConfig& cfg, const TrainOptions& opt, Communicator& comm) {
   try {
-    return train_run(cfg, opt);
+    return Trainer(cfg, opt, comm).run();
   } catch (const c10::Error& e) {
     // LibTorch's what() carries a C++ backtrace; the record and the user get the sentence.
     throw std::runtime_error(e.what_without_backtrace());

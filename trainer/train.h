@@ -1,15 +1,16 @@
-// The training loop: one run from its config to its record.
+// The training loop: one run from its config to its record, on every rank of a job.
 #pragma once
 
 #include <string>
 
+#include "communicator.h"
 #include "run_config.h"
 
 namespace sweep {
 
 /// Options of one training process that are not part of the run's math.
 struct TrainOptions {
-  std::string out_dir;   ///< the run directory; the record goes to out_dir/record.h5
+  std::string out_dir;   ///< the run directory; rank 0 writes out_dir/record.h5
   std::string sweep_id;  ///< recorded for grouping; empty for a lone run
   bool quiet = false;    ///< no per-step log lines
   bool resume = false;   ///< continue from the newest complete checkpoint in out_dir, if any
@@ -18,8 +19,9 @@ struct TrainOptions {
 /// How a run ended; also the record's status.
 enum class RunStatus { completed, diverged };
 
-/// Trains `cfg` and writes its record. Throws on failure (the record is then finished
-/// with status "failed" and the cause).
-RunStatus train(const RunConfig& cfg, const TrainOptions& opt);
+/// Trains `cfg` on the ranks of `comm` (its size must equal dist.world_size) and, on
+/// rank 0, writes the record. Throws ConfigError for bad config or data, before anything
+/// is written; other failures throw after the record is marked failed.
+RunStatus train(const RunConfig& cfg, const TrainOptions& opt, Communicator& comm);
 
 }  // namespace sweep

@@ -77,7 +77,9 @@ TEST_F(TrainerE2E, Fp16ForcedOverflowSkipsTheStepAndBacksTheScaleOff) {
   EXPECT_EQ(r.steps[4].skipped, 1);  // step 5 overflowed
   EXPECT_EQ(r.steps[5].loss_scale, 65536.0);  // backed off by 0.5
   for (size_t i = 0; i < r.steps.size(); ++i)
-    if (i != 4) EXPECT_EQ(r.steps[i].skipped, 0) << "step " << i + 1;
+    if (i != 4) {
+      EXPECT_EQ(r.steps[i].skipped, 0) << "step " << i + 1;
+    }
   // The skipped step leaves the parameters exactly as they were.
   ASSERT_EQ(r.checksums.size(), 9u);
   EXPECT_EQ(r.checksums[5].params, r.checksums[4].params);

@@ -1,0 +1,88 @@
+#!/usr/bin/python3
+"""A PyTorch eager reference of sweep-train's model and step (same shapes, same ops:
+RMSNorm, rotary attention, SwiGLU, untied head, AdamW, micro-batch accumulation), used
+only as a speed yardstick. Prints one JSON line: tokens/s over the timed steps.
+
+Usage: reference_trainer.py LAYERS D_MODEL HEADS VOCAB SEQ MICRO_BATCH ACCUM STEPS WARMUP THREADS
+"""
+import json
+import math
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+layers, d, heads, vocab, seq, mb, accum, steps, warm, threads = map(int, sys.argv[1:11])
+torch.set_num_threads(threads)
+torch.manual_seed(0)
+hidden = (4 * d * 2 // 3 + 7) // 8 * 8
+hd = d // heads
+
+
+def param(*shape, std=0.02):
+    return torch.nn.Parameter(torch.randn(*shape) * std)
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = param(vocab, d)
+        self.blocks = torch.nn.ModuleList()
+        for _ in range(layers):
+            b = torch.nn.Module()
+            b.attn_norm = torch.nn.Parameter(torch.ones(d))
+            b.wq, b.wk, b.wv, b.wo = param(d, d), param(d, d), param(d, d), param(d, d)
+            b.mlp_norm = torch.nn.Parameter(torch.ones(d))
+            b.w1, b.w3, b.w2 = param(hidden, d), param(hidden, d), param(d, hidden)
+            self.blocks.append(b)
+        self.final_norm = torch.nn.Parameter(torch.ones(d))
+        self.head = param(vocab, d)
+        inv = 10000.0 ** (-torch.arange(0, hd // 2, dtype=torch.float64) * 2.0 / hd)
+        ang = torch.outer(torch.arange(seq, dtype=torch.float64), inv)
+        self.register_buffer("cos", torch.cos(ang).float())
+        self.register_buffer("sin", torch.sin(ang).float())
+        self.register_buffer("mask", torch.full((seq, seq), float("-inf")).triu(1))
+
+    @staticmethod
+    def norm(x, w):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+    def rope(self, x):
+        h = x.size(-1) // 2
+        x1, x2 = x[..., :h], x[..., h:]
+        return torch.cat([x1 * self.cos - x2 * self.sin, x1 * self.sin + x2 * self.cos], -1)
+
+    def forward(self, tokens):
+        inp, tgt = tokens[:, :-1], tokens[:, 1:]
+        B, L = inp.shape
+        x = F.embedding(inp, self.embed)
+        for b in self.blocks:
+            h = self.norm(x, b.attn_norm)
+            q, k, v = (F.linear(h, w).view(B, L, heads, hd).transpose(1, 2) for w in (b.wq, b.wk, b.wv))
+            q, k = self.rope(q), self.rope(k)
+            s = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(hd)) + self.mask
+            a = torch.matmul(torch.softmax(s, -1), v).transpose(1, 2).reshape(B, L, d)
+            x = x + F.linear(a, b.wo)
+            m = self.norm(x, b.mlp_norm)
+            x = x + F.linear(F.silu(F.linear(m, b.w1)) * F.linear(m, b.w3), b.w2)
+        logits = F.linear(self.norm(x, self.final_norm), self.head)
+        return F.cross_entropy(logits.reshape(-1, vocab), tgt.reshape(-1), reduction="sum")
+
+
+model = Model()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0)
+tokens_per_step = mb * accum * seq
+data = torch.randint(0, vocab, (steps * accum, mb, seq + 1))
+t_start = None
+for step in range(steps):
+    if step == warm:
+        t_start = time.perf_counter()
+    opt.zero_grad(set_to_none=False)
+    for k in range(accum):
+        loss = model(data[step * accum + k]) / tokens_per_step
+        loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+elapsed = time.perf_counter() - t_start
+print(json.dumps({"tokens_per_s": tokens_per_step * (steps - warm) / elapsed}))

@@ -1,0 +1,72 @@
+// The cross-rank half of DESIGN.md's canonical reduction: ranks' partial sums combined
+// with the canonical pairwise tree over r, so the result has the bits of one process
+// summing all M = W*A micro-batch gradients, whatever W is. Plus the gradient norm, with
+// the bits of sum_of_squares over the whole vector.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "communicator.h"  // Communicator
+#include "optimizer.h"     // kNormBlock, sum_of_squares
+
+namespace sweep {
+
+/// How a flat vector of n elements is split over W ranks: shard s is
+/// [offsets[s], offsets[s+1]). Shards are contiguous, in rank order and cover [0, n); every
+/// boundary is a multiple of `align` except those equal to n. Shards hold whole
+/// align-blocks and differ by at most one block (the earlier ranks get the extra ones; the
+/// shard holding the last, partial block may be the smaller). When n has fewer than W
+/// blocks the trailing shards are empty.
+struct ShardLayout {
+  size_t n = 0;                 ///< elements in the whole vector
+  size_t align = kNormBlock;    ///< block size that interior boundaries are multiples of
+  std::vector<size_t> offsets;  ///< W + 1 boundaries, offsets[0] = 0, offsets[W] = n
+
+  /// Number of shards (W).
+  int world() const { return int(offsets.size()) - 1; }
+  /// First element of shard s.
+  size_t begin(int s) const { return offsets[size_t(s)]; }
+  /// One past the last element of shard s.
+  size_t end(int s) const { return offsets[size_t(s) + 1]; }
+  /// Elements in shard s (may be 0).
+  size_t size(int s) const { return end(s) - begin(s); }
+};
+
+/// Splits n elements into `world` shards as described at ShardLayout. The default align
+/// keeps every gradient-norm block inside one shard (needed by sharded_sum_of_squares).
+/// Throws std::invalid_argument when world < 1 or align == 0.
+ShardLayout shard_layout(size_t n, int world, size_t align = kNormBlock);
+
+/// Sums the ranks' `partial` vectors (n floats each) into `out` with the canonical tree over
+/// ranks, i.e. tree(lo,hi) = tree(lo,lo+P) + tree(lo+P,hi), P the largest power of two
+/// < hi-lo. When each partial is the TreeAccumulator sum of A consecutive leaves (rank r:
+/// leaves r*A .. r*A+A-1) and A is a power of two, `out` is bit-identical to one process
+/// running TreeAccumulator over all W*A leaves; W need not be a power of two.
+///
+/// Data movement: all-to-all (rank s receives shard s of every partial), a local tree over
+/// the W pieces, then — if `gather` — a ring all-gather, so every rank holds all of `out`.
+/// With gather = false only shard rank() of `out` is written (ZeRO 2/3). Each rank sends and
+/// receives about 2(W-1)/W * n floats, like a ring all-reduce.
+///
+/// `out` may be `partial` (in place) but must not otherwise overlap it. `workspace` (W times
+/// the largest shard, grown on demand) can be passed to avoid allocating on every call.
+/// Collective; `layout` must be shard_layout(n, comm.size(), ...) on every rank.
+void canonical_allreduce(Communicator& comm, const float* partial, float* out, size_t n, const ShardLayout& layout,
+                         bool gather = true, std::vector<float>* workspace = nullptr);
+
+/// In place: shard s of `data` (n floats, indexed globally) is valid on rank s on entry
+/// and everywhere on return (ZeRO 1-3 parameter gather). Collective.
+void allgather_shards(Communicator& comm, float* data, const ShardLayout& layout);
+
+/// The sum of squares of a vector sharded by `layout`, bit-identical to sum_of_squares over
+/// the whole vector on one process: each rank computes the double partials of the kNormBlock
+/// blocks in its shard (with sum_of_squares itself), the block partials are all-gathered and
+/// added in block order. `g` is indexed globally; only this rank's shard of it is read.
+/// Requires layout.align to be a multiple of kNormBlock. Collective; every rank gets the result.
+double sharded_sum_of_squares(Communicator& comm, const float* g, const ShardLayout& layout);
+
+/// The same, for a rank that holds only its shard: `shard` is element layout.begin(rank()).
+double shard_sum_of_squares(Communicator& comm, const float* shard, const ShardLayout& layout);
+
+}  // namespace sweep

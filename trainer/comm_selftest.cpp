@@ -1,0 +1,62 @@
+#include "comm_selftest.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "canonical_allreduce.h"
+
+namespace sweep {
+
+CommBandwidth allreduce_bandwidth(size_t bytes, double seconds, int world) {
+  CommBandwidth b;
+  b.seconds = seconds;
+  if (seconds <= 0) return b;
+  b.algbw_GBps = double(bytes) / seconds / 1e9;
+  b.busbw_GBps = world > 1 ? b.algbw_GBps * 2.0 * double(world - 1) / double(world) : 0.0;
+  return b;
+}
+
+namespace {
+
+template <class F>
+double median_seconds(Communicator& comm, int iters, F&& call) {
+  std::vector<double> t;
+  for (int i = 0; i < iters; ++i) {
+    comm.barrier();
+    auto t0 = std::chrono::steady_clock::now();
+    call();
+    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    comm.allreduce_max_double(&dt, 1);  // the slowest rank's time is the collective's time
+    t.push_back(dt);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+std::string fmt(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> comm_self_test(Communicator& comm, size_t n, int iters) {
+  std::vector<float> buf(n, 1.0f), out(n);
+  std::vector<float> ws;
+  const ShardLayout layout = shard_layout(n, comm.size());
+  double native = median_seconds(comm, iters, [&] { comm.allreduce_sum_native(buf.data(), n); });
+  double canonical = median_seconds(comm, iters, [&] { canonical_allreduce(comm, buf.data(), out.data(), n, layout, true, &ws); });
+  std::vector<std::pair<std::string, std::string>> kv;
+  kv.emplace_back("comm.bytes", std::to_string(n * sizeof(float)));
+  for (auto [name, secs] : {std::pair<const char*, double>{"native", native}, {"canonical", canonical}}) {
+    CommBandwidth b = allreduce_bandwidth(n * sizeof(float), secs, comm.size());
+    kv.emplace_back(std::string("comm.") + name + ".seconds", fmt(b.seconds));
+    kv.emplace_back(std::string("comm.") + name + ".algbw_GBps", fmt(b.algbw_GBps));
+    kv.emplace_back(std::string("comm.") + name + ".busbw_GBps", fmt(b.busbw_GBps));
+  }
+  return kv;
+}
+
+}  // namespace sweep
