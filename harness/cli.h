@@ -1,0 +1,19 @@
+// The subcommands of `sweep`. Each is an options struct (in its .cpp), a setup_* that
+// declares its flags on the app and returns the action to run when it was chosen.
+// main() only wires them. Actions return the exit code; see main.cpp for the codes.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace sweep {
+
+/// Runs the chosen subcommand; returns -1 when it was not the one chosen.
+using CliAction = std::function<int()>;
+
+CliAction setup_run(CLI::App& app);      // cli_sweep.cpp
+CliAction setup_plan(CLI::App& app);     // cli_sweep.cpp
+CliAction setup_report(CLI::App& app);   // cli_results.cpp
+
+}  // namespace sweep
