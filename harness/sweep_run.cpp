@@ -6,6 +6,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "launch.h"  // train_argv
 #include "record.h"  // read_record
 #include "report.h"  // load_sweep, render_html
 
@@ -74,8 +75,10 @@ SweepSummary run_sweep(const SweepSpec& spec, const std::vector<GridPoint>& poin
     }
     fs::create_directories(run_dir + "/logs");
     write_file_atomically(run_dir + "/config.yaml", to_yaml(p.config));
-    std::vector<std::string> argv = {opt.train_binary, "--config", run_dir + "/config.yaml", "--out", run_dir,
-                                     "--sweep-id",     spec.name};
+    LocalLaunch launch;
+    launch.train_binary = opt.train_binary;
+    std::vector<std::string> argv = train_argv(launch, int(p.config.dist.world_size), run_dir + "/config.yaml", run_dir,
+                                               spec.name, /*resume=*/false);
     auto t0 = std::chrono::steady_clock::now();
     ExitStatus st = runner.run(argv, run_dir + "/logs/rank0.log");
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
