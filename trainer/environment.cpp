@@ -33,15 +33,18 @@ std::string cpu_model() {
 std::string blas_description() {
   std::string desc = "unknown BLAS";
   if (auto get_config = reinterpret_cast<GetConfigFn>(dlsym(RTLD_DEFAULT, "openblas_get_config")))
-    desc = std::string("OpenBLAS ") + get_config();
+    desc = get_config();  // "OpenBLAS 0.3.21 DYNAMIC_ARCH ... Zen MAX_THREADS=64"
   // The library that actually provides sgemm_, whatever the alternatives system chose.
   if (void* sgemm = dlsym(RTLD_DEFAULT, "sgemm_")) {
     Dl_info info;
     if (dladdr(sgemm, &info) && info.dli_fname) {
       char resolved[4096];
       const char* path = realpath(info.dli_fname, resolved) ? resolved : info.dli_fname;
+      // The last two components name the variant: "openblas-pthread/libblas.so.3".
       std::string p = path;
-      desc += " (" + p.substr(p.rfind('/') + 1) + ")";
+      size_t cut = p.rfind('/');
+      if (cut != std::string::npos && cut > 0) cut = p.rfind('/', cut - 1);
+      desc += " (" + p.substr(cut == std::string::npos ? 0 : cut + 1) + ")";
     }
   }
   return desc;

@@ -52,14 +52,14 @@ def sgemm_peak(threads, n=1024, reps=20):
     return 2 * n**3 / statistics.median(times)
 
 
-def run_sweep_train(cfg, tmp, checksum_every):
+def run_sweep_train(name, cfg, tmp, checksum_every):
     layers, d, heads, vocab, seq, mb, accum, steps, warm = cfg
-    path = os.path.join(tmp, f"c{checksum_every}.yaml")
+    path = os.path.join(tmp, f"{name}{checksum_every}.yaml")
     with open(path, "w") as f:
         f.write(f"model: {{layers: {layers}, d_model: {d}, heads: {heads}, vocab: {vocab}, seq_len: {seq}}}\n")
         f.write(f"train: {{steps: {steps}, micro_batch: {mb}, accum: {accum}, lr: 1.0e-3, clip_norm: 1.0,"
                 f" threads: {THREADS}, checksum_every: {checksum_every}}}\n")
-    out = os.path.join(tmp, f"run{checksum_every}")
+    out = os.path.join(tmp, f"{name}-run{checksum_every}")
     subprocess.run([os.path.join(BIN, "sweep-train"), "--config", path, "--out", out, "--quiet"], check=True)
     with h5py.File(os.path.join(out, "record.h5"), "r") as f:
         step_t = f["metrics/step_time_s"][warm:]
@@ -82,7 +82,7 @@ peak = sgemm_peak(THREADS)
 print(f"sgemm peak ({THREADS} thread, 1024^3, PyTorch/OpenBLAS): {peak / 1e9:.1f} GFLOP/s")
 with tempfile.TemporaryDirectory() as tmp:
     for name, cfg in CONFIGS.items():
-        cpp, overhead, blas = run_sweep_train(cfg, tmp, 1)
+        cpp, overhead, blas = run_sweep_train(name, cfg, tmp, 1)
         ref = run_reference(cfg)
         fpt = model_flops_per_token(*cfg[:5])
         print(f"{name:6s} sweep-train {cpp:10.0f} tok/s  pytorch {ref:10.0f} tok/s  ratio {cpp / ref:5.2f}x  "
