@@ -1,36 +1,208 @@
-// `sweep report` (and, later, compare and reproduce): commands over records.
+// `sweep report`, `sweep compare` and `sweep reproduce`: commands over records.
 #include <cstdio>
+#include <cstdlib>  // getenv for PATH
 #include <filesystem>
+#include <fstream>
+#include <set>
 
 #include "cli.h"
-#include "run_config.h"
-#include "sweep_run.h"
+#include "sweep_dir.h"  // write_file_atomically
+#include "compare.h"     // compare_records, compare_sweeps
+#include "process.h"     // SpawnRunner, executable_dir
+#include "report.h"      // load_sweep, build_report, render_report
+#include "reproduce.h"   // reproduce
+#include "run_config.h"  // ConfigError, closest_key
+
+namespace fs = std::filesystem;
 
 namespace sweep {
 namespace {
 
-struct ReportOptions {
+
+void print_lines(const std::vector<std::string>& lines, const char* indent = "") {
+  for (const auto& l : lines) std::printf("%s%s\n", indent, l.c_str());
+}
+
+// ------------------------------------------------------------------ report
+
+struct ReportCliOptions {
   std::string dir;
-  std::string output;
+  std::string output;  // "-" = stdout
+  std::string format = "html";
+  std::string group_by;
 };
 
-int run_report(const ReportOptions& o) {
-  if (!std::filesystem::is_directory(o.dir)) throw ConfigError(o.dir + ": not a sweep directory");
-  std::string out = o.output.empty() ? o.dir + "/report.html" : o.output;
-  std::string title = std::filesystem::path(o.dir).filename().string();
-  write_report(o.dir, title.empty() ? o.dir : title, out);
+const char* extension(ReportFormat f) {
+  switch (f) {
+    case ReportFormat::markdown:
+      return "md";
+    case ReportFormat::csv:
+      return "csv";
+    case ReportFormat::json:
+      return "json";
+    case ReportFormat::html:
+      break;
+  }
+  return "html";
+}
+
+int run_report(const ReportCliOptions& o) {
+  if (!fs::is_directory(o.dir)) throw ConfigError(o.dir + ": not a sweep directory");
+  ReportFormat format;
+  if (!parse_report_format(o.format, &format))
+    throw ConfigError("--format '" + o.format + "': expected html, md, csv or json");
+  const SweepRecords sweep = load_sweep(o.dir);
+  if (!o.group_by.empty() && !sweep.runs.empty()) {
+    std::set<std::string> keys;
+    for (const auto& r : sweep.runs)
+      for (const auto& kv : r.config) keys.insert(kv.first);
+    if (!keys.count(o.group_by)) {
+      std::string near = closest_key(o.group_by, {keys.begin(), keys.end()});
+      throw ConfigError("--group-by '" + o.group_by + "': no run has this config key" +
+                        (near.empty() ? "" : " (did you mean '" + near + "'?)"));
+    }
+  }
+  std::string title = fs::path(o.dir).filename().string();
+  if (title.empty()) title = fs::path(o.dir).parent_path().filename().string();  // "dir/" has an empty last part
+  ReportOptions opt;
+  opt.group_by = o.group_by;
+  const std::string text = render_report(sweep, build_report(title.empty() ? o.dir : title, sweep, opt), format);
+  if (o.output == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+  }
+  const std::string out = o.output.empty() ? o.dir + "/report." + extension(format) : o.output;
+  write_file_atomically(out, text);
   std::printf("report: %s\n", out.c_str());
   return 0;
+}
+
+// ------------------------------------------------------------------ compare
+
+struct CompareCliOptions {
+  std::string a, b;
+  double rtol = 0;
+};
+
+enum class Kind { record, sweep };
+
+// A run directory holds record.h5; a sweep directory holds runs/.
+Kind classify(const std::string& p) {
+  std::error_code ec;
+  if (!fs::exists(p, ec)) throw ConfigError(p + ": no such file or directory");
+  if (!fs::is_directory(p, ec)) return Kind::record;
+  if (fs::is_directory(fs::path(p) / "runs", ec)) return Kind::sweep;
+  return Kind::record;  // read_record names what is missing
+}
+
+int compare_two_records(const CompareCliOptions& o) {
+  const Record a = read_record(resolve_record_path(o.a)), b = read_record(resolve_record_path(o.b));
+  const RecordComparison c = compare_records(a, b, {o.rtol});
+  std::printf("A: %s\nB: %s\n%s\n", a.path.c_str(), b.path.c_str(), verdict_line(c).c_str());
+  print_lines(detail_lines(c));
+  return c.match() ? 0 : 1;
+}
+
+int compare_two_sweeps(const CompareCliOptions& o) {
+  const SweepComparison s = compare_sweeps(load_sweep(o.a), load_sweep(o.b), {o.rtol});
+  std::printf("A: %s\nB: %s\n", o.a.c_str(), o.b.c_str());
+  size_t identical = 0, tolerant = 0, differ = 0;
+  for (const auto& p : s.pairs) {
+    const RecordComparison& c = p.result;
+    c.bitwise() ? ++identical : c.match() ? ++tolerant : ++differ;
+    std::printf("%s  %s\n", p.run_id.c_str(), verdict_line(c).c_str());
+    if (!c.match()) print_lines(detail_lines(c), "    ");
+  }
+  for (const auto& id : s.only_a) std::printf("%s  only in A\n", id.c_str());
+  for (const auto& id : s.only_b) std::printf("%s  only in B\n", id.c_str());
+  for (const auto& p : s.problems) std::printf("problem: %s\n", p.c_str());
+  std::printf("%zu pairs: %zu identical, %zu within tolerance, %zu differ; %zu only in A, %zu only in B\n",
+              s.pairs.size(), identical, tolerant, differ, s.only_a.size(), s.only_b.size());
+  return s.match() ? 0 : 1;
+}
+
+int run_compare(const CompareCliOptions& o) {
+  if (!(o.rtol >= 0)) throw ConfigError("--rtol must be >= 0");
+  const Kind ka = classify(o.a), kb = classify(o.b);
+  if (ka != kb)
+    throw ConfigError("compare needs two records or two sweep directories; got " +
+                      std::string(ka == Kind::sweep ? "a sweep directory" : "a record") + " and " +
+                      (kb == Kind::sweep ? "a sweep directory" : "a record"));
+  return ka == Kind::record ? compare_two_records(o) : compare_two_sweeps(o);
+}
+
+// ------------------------------------------------------------------ reproduce
+
+struct ReproduceCliOptions {
+  ReproduceOptions opt;
+  std::string trainer, mpiexec;
+};
+
+// posix_spawn does not search PATH, so a bare program name is resolved here.
+std::string find_in_path(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  for (size_t start = 0; start <= dirs.size();) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    const fs::path cand = fs::path(dirs.substr(start, end - start)) / name;
+    std::error_code ec;
+    if (end > start && fs::is_regular_file(cand, ec)) return cand.string();
+    start = end + 1;
+  }
+  return name;
+}
+
+int run_reproduce(ReproduceCliOptions& o) {
+  o.opt.launch.train_binary = o.trainer.empty() ? executable_dir() + "/sweep-train" : o.trainer;
+  o.opt.launch.mpiexec = find_in_path(o.mpiexec.empty() ? "mpiexec" : o.mpiexec);
+  SpawnRunner runner;
+  const ReproduceResult r = reproduce(o.opt, runner);
+  print_lines(r.lines);
+  return r.reproduced() ? 0 : 1;
 }
 
 }  // namespace
 
 CliAction setup_report(CLI::App& app) {
-  auto o = std::make_shared<ReportOptions>();
-  auto* cmd = app.add_subcommand("report", "write the HTML report of a sweep directory");
+  auto o = std::make_shared<ReportCliOptions>();
+  auto* cmd = app.add_subcommand("report", "write the report of a sweep directory (HTML, Markdown, CSV or JSON)");
   cmd->add_option("dir", o->dir, "sweep directory")->required();
-  cmd->add_option("-o,--output", o->output, "output file (default <dir>/report.html)");
+  cmd->add_option("-o,--output", o->output, "output file, - for stdout (default <dir>/report.<format>)");
+  cmd->add_option("--format", o->format, "html (default), md, csv or json");
+  cmd->add_option("--group-by", o->group_by,
+                  "config key: one loss chart per value of it (seeds are averaged unless it is train.seed)");
   return [o, cmd]() { return cmd->parsed() ? run_report(*o) : -1; };
+}
+
+CliAction setup_compare(CLI::App& app) {
+  auto o = std::make_shared<CompareCliOptions>();
+  auto* cmd = app.add_subcommand("compare",
+                                 "compare two records (or two sweep directories, runs paired by id) step by step; "
+                                 "exit 0 match, 1 differ, 2 usage");
+  cmd->add_option("a", o->a, "record.h5, run directory or sweep directory")->required();
+  cmd->add_option("b", o->b, "record.h5, run directory or sweep directory")->required();
+  cmd->add_option("--rtol", o->rtol, "relative tolerance on losses; default 0 = bit-for-bit");
+  return [o, cmd]() { return cmd->parsed() ? run_compare(*o) : -1; };
+}
+
+CliAction setup_reproduce(CLI::App& app) {
+  auto o = std::make_shared<ReproduceCliOptions>();
+  auto* cmd = app.add_subcommand("reproduce",
+                                 "re-run a recorded run into <run dir>/reproduce/<n>/ and compare it bit for bit; "
+                                 "exit 0 reproduced, 1 diverged, 2 usage");
+  cmd->add_option("source", o->opt.source, "record.h5 or a run directory (sweep-dir/runs/ID)")->required();
+  cmd->add_option("--world-size", o->opt.world_size,
+                  "ranks for the re-run (the global batch world_size x accum must hold)");
+  cmd->add_option("--accum", o->opt.accum, "accumulation steps for the re-run (a power of two)");
+  cmd->add_option("--set", o->opt.set,
+                  "test only: KEY=VALUE override of the re-run's config, repeatable (e.g. train.threads=2, or "
+                  "fault.desync_step=3 with fault.desync_rank=0 to perturb one parameter by one ulp after step 3)")
+      ->allow_extra_args(false);  // one KEY=VALUE per --set: a source after it stays the source
+  cmd->add_option("--trainer", o->trainer, "sweep-train binary (default: beside sweep)");
+  cmd->add_option("--mpiexec", o->mpiexec, "mpiexec for re-runs on more than one rank (default: from PATH)");
+  return [o, cmd]() { return cmd->parsed() ? run_reproduce(*o) : -1; };
 }
 
 }  // namespace sweep

@@ -307,7 +307,7 @@ void RecordWriter::flush() {
   check(H5Fflush(m.file.get(), H5F_SCOPE_GLOBAL), m.partial, "flush the record");
 }
 
-void RecordWriter::finish(const std::string& status, const std::string& failure) {
+void RecordWriter::finish(const std::string& status, const std::string& failure, bool test_crash_before_rename) {
   Impl& m = *impl_;
   flush();
   write_str_attr(m.file.get(), "status", status);
@@ -321,6 +321,7 @@ void RecordWriter::finish(const std::string& status, const std::string& failure)
   m.ck_step.reset(), m.ck_params.reset(), m.ck_tensors.reset();
   m.file.reset();
   m.finished = true;
+  if (test_crash_before_rename) ::_exit(1);  // a crash at the worst moment: the file is whole but still .partial
   // link() fails when the target exists, so a completed record is never replaced.
   if (::link(m.partial.c_str(), m.path.c_str()) != 0)
     throw RecordError(m.path + ": cannot complete the record (" + std::strerror(errno) + ")");
@@ -454,7 +455,18 @@ Record read_record(const std::string& path) {
   auto shapes = read_str_list(params.get(), "shape", path);
   auto offsets = read_list<int64_t>(params.get(), "offset", path);
   auto numels = read_list<int64_t>(params.get(), "numel", path);
-  for (size_t i = 0; i < names.size(); ++i) r.params.push_back({names[i], parse_shape(shapes.at(i)), offsets.at(i), numels.at(i)});
+  // A damaged table is a RecordError like any other damage, not a stray std::out_of_range.
+  if (shapes.size() != names.size() || offsets.size() != names.size() || numels.size() != names.size())
+    throw RecordError(path + ": the /params datasets differ in length; the record is damaged");
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::vector<int64_t> shape;
+    try {
+      shape = parse_shape(shapes[i]);
+    } catch (const std::logic_error&) {  // std::stoll's invalid_argument and out_of_range
+      throw RecordError(path + ": /params/shape '" + shapes[i] + "' is not a shape such as 64x256; the record is damaged");
+    }
+    r.params.push_back({names[i], shape, offsets[i], numels[i]});
+  }
 
   H5 metrics = open_group(f, "metrics", path);
   auto steps = read_list<int64_t>(metrics.get(), "step", path);
@@ -497,6 +509,22 @@ Record read_record(const std::string& path) {
     r.checksums.push_back(std::move(row));
   }
   return r;
+}
+
+RecordStatus read_record_status(const std::string& path) {
+  RecordStatus st;
+  st.partial = !exists(path) && exists(path + kPartialSuffix);
+  st.path = st.partial ? path + kPartialSuffix : path;
+  if (!exists(st.path)) throw RecordError(path + ": no such record");
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  H5 file(H5Fopen(st.path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  // A run still writing its partial holds HDF5's file lock, so this also covers "busy".
+  if (!file) throw RecordError(st.path + ": cannot be opened (truncated, corrupt, or still being written)");
+  st.run_id = read_str_attr(file.get(), "run_id");
+  st.sweep_id = read_str_attr(file.get(), "sweep_id");
+  st.status = read_str_attr(file.get(), "status");
+  st.failure = read_str_attr(file.get(), "failure");
+  return st;
 }
 
 std::string hdf5_version() {

@@ -110,7 +110,8 @@ class RecordWriter {
   /// Writes buffered rows and flushes the file to disk.
   void flush();
   /// Sets the final status ("completed", "failed", "diverged") and renames to `path`.
-  void finish(const std::string& status, const std::string& failure = "");
+  /// `test_crash_before_rename` (fault.crash_in_record, test-only) _exits just before it.
+  void finish(const std::string& status, const std::string& failure = "", bool test_crash_before_rename = false);
   /// Marks the run failed with `failure`, flushes and closes, and leaves the file
   /// `.partial`: a failed run never yields a completed record.
   void abandon(const std::string& failure);
@@ -123,6 +124,19 @@ class RecordWriter {
 /// Reads a completed record; throws RecordError for a partial, truncated, unreadable
 /// or newer-version file.
 Record read_record(const std::string& path);
+
+/// What a record's root attributes say about its run; readable from a `.partial` file,
+/// so reports can show why a run did not finish.
+struct RecordStatus {
+  std::string path;  ///< the file that was read (record.h5 or record.h5.partial)
+  std::string run_id, sweep_id, status, failure;
+  bool partial = false;  ///< true when only the `.partial` file exists
+};
+
+/// Reads the status attributes of `path`, or of `path` + ".partial" when only that
+/// exists. Throws RecordError when neither can be opened (absent, corrupt, or locked
+/// by the run still writing it).
+RecordStatus read_record_status(const std::string& path);
 
 /// Library version of HDF5 this build links, e.g. "1.10.8".
 std::string hdf5_version();

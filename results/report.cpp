@@ -1,173 +1,264 @@
-// Sweep reports: every run record of a sweep, rendered as one static HTML page.
+// Sweep reports: reading a sweep directory and computing every figure the report shows.
+// The writers (report_html.cpp, report_text.cpp) only format what build_report computed.
 #include "report.h"
 
+#include <sys/stat.h>  // file times for the wall time
+
 #include <algorithm>     // sort, min, max
-#include <cinttypes>     // PRIx64
-#include <cmath>         // isfinite
-#include <cstdio>        // snprintf
+#include <cstdlib>       // strtod
 #include <exception>     // std::exception for damaged records
 #include <filesystem>    // listing runs/
+#include <fstream>       // log tails
+#include <map>           // grouping
 #include <set>           // union of config keys
 #include <system_error>  // error_code for non-throwing listing
+
+#include "compare.h"  // compare_records for the first difference of a layout set
 
 namespace sweep {
 namespace {
 
 namespace fs = std::filesystem;
 
-// Tableau 10: tells ten curves apart on white, also for most colour-vision deficiencies.
-constexpr const char* kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
-                                    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
-constexpr size_t kPaletteSize = sizeof(kPalette) / sizeof(kPalette[0]);
+// Enough of a log to show the error and what led to it, without pasting a whole run.
+constexpr size_t kLogTailLines = 15;
+constexpr std::streamoff kLogTailBytes = 4096;
 
-// Chart geometry in SVG units; the legend extends the SVG below the plot area.
-constexpr double kWidth = 720, kHeight = 360;
-constexpr double kLeft = 70, kRight = 20, kTop = 20, kBottom = 40;
-constexpr double kLegendRow = 18;
-
-// Inline so the page stays one file that can be mailed or archived with the sweep.
-constexpr const char* kStyle =
-    "body{font-family:system-ui,sans-serif;margin:2em;color:#222}\n"
-    "table{border-collapse:collapse;margin:1em 0}\n"
-    "th,td{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}\n"
-    "th{background:#f4f4f4}\n"
-    "td.num{text-align:right;font-variant-numeric:tabular-nums}\n"
-    "td.hash{font-family:monospace}\n"
-    ".failure{color:#b00;font-size:smaller}\n"
-    ".missing{color:#999}\n"
-    "svg{display:block;margin:1em 0;font:12px sans-serif}\n"
-    "svg .axis{stroke:#444;stroke-width:1}\n"
-    "svg polyline{fill:none;stroke-width:1.5}\n";
-
-std::string g6(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
+std::string log_tail(const fs::path& log) {
+  std::ifstream in(log, std::ios::binary);
+  if (!in) return "";
+  in.seekg(0, std::ios::end);
+  const std::streamoff from = std::max<std::streamoff>(0, std::streamoff(in.tellg()) - kLogTailBytes);
+  in.seekg(from);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (from > 0) text.erase(0, text.find('\n') + 1);  // the first line was cut by the seek
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  if (text.empty()) return text;
+  size_t cut = text.size();
+  for (size_t lines = 0; lines < kLogTailLines && cut != std::string::npos && cut > 0; ++lines)
+    cut = text.rfind('\n', cut - 1);
+  return cut == std::string::npos ? text : text.substr(cut + 1);
 }
 
-// One decimal is below a pixel and keeps large charts small.
-std::string coord(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
+double mtime(const fs::path& p) {
+  struct stat st;
+  if (::stat(p.c_str(), &st) != 0) return -1;
+  return double(st.st_mtim.tv_sec) + 1e-9 * double(st.st_mtim.tv_nsec);
 }
 
-std::string hex16(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
-  return buf;
-}
-
-std::string plural(size_t n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
-
-// The legend names a run by its varying values because the colour alone says nothing.
-std::string varying_text(const Record& r, const std::vector<std::string>& keys) {
-  std::string s;
-  for (const auto& k : keys) {
-    auto it = r.config.find(k);
-    s += (s.empty() ? "" : ", ") + k + "=" + (it == r.config.end() ? "unset" : it->second);
-  }
-  return s;
-}
-
-/// The extent of the plotted values along one axis.
-struct Range {
-  double lo = INFINITY, hi = -INFINITY;
-  void add(double v) { lo = std::min(lo, v), hi = std::max(hi, v); }
-  bool empty() const { return lo > hi; }
-  // A single step or a flat loss has zero width: centre it instead of dividing by zero.
-  // Halving first keeps hi - lo finite for values near DBL_MAX.
-  double frac(double v) const {
-    double f = (v * 0.5 - lo * 0.5) / (hi * 0.5 - lo * 0.5);
-    return hi > lo && std::isfinite(f) ? f : 0.5;
-  }
-};
-
-bool plottable(const StepMetrics& s) { return std::isfinite(s.loss); }
-
-std::string runs_table(const std::vector<Record>& runs, const std::vector<std::string>& keys) {
-  std::string t = "<table>\n<thead><tr><th>run</th><th>status</th>";
-  for (const auto& k : keys) t += "<th>" + html_escape(k) + "</th>";
-  t += "<th>steps</th><th>final loss</th><th>params checksum</th></tr></thead>\n<tbody>\n";
-  for (const auto& r : runs) {
-    t += "<tr><td>" + html_escape(r.run_id) + "</td><td>" + html_escape(r.status);
-    if (!r.failure.empty()) t += "<div class=\"failure\">" + html_escape(r.failure) + "</div>";
-    t += "</td>";
-    for (const auto& k : keys) {
-      auto it = r.config.find(k);
-      t += it == r.config.end() ? "<td class=\"missing\">unset</td>" : "<td>" + html_escape(it->second) + "</td>";
+// A run dir without a completed record: what its partial record says, else why not.
+FailedRun describe_unfinished(const fs::path& run_dir, const std::string& problem) {
+  FailedRun f;
+  f.run_id = run_dir.filename().string();
+  f.problem = problem;
+  f.cause = problem;
+  const fs::path rec = run_dir / "record.h5";
+  std::error_code ec;
+  if (!fs::exists(rec, ec) && !fs::exists(rec.string() + kPartialSuffix, ec)) {
+    f.status = "missing";
+  } else {
+    try {
+      RecordStatus st = read_record_status(rec.string());
+      f.status = st.status.empty() ? "unreadable" : st.status;
+      if (!st.failure.empty()) f.cause = st.failure;
+      // A run that died between writing its final status and the rename: not complete.
+      if (st.partial && (st.status == "completed" || st.status == "diverged")) {
+        f.status = "failed";
+        f.cause = "the run ended (status " + st.status + ") but its record was never completed: only " + st.path + " exists";
+      }
+      if (!st.run_id.empty()) f.run_id = st.run_id;
+    } catch (const std::exception&) {
+      f.status = "unreadable";
     }
-    t += "<td class=\"num\">" + std::to_string(r.steps.size()) + "</td>";
-    t += "<td class=\"num\">" + (r.steps.empty() ? std::string("-") : g6(r.steps.back().loss)) + "</td>";
-    t += "<td class=\"hash\">" + (r.checksums.empty() ? std::string("-") : hex16(r.checksums.back().params)) + "</td></tr>\n";
   }
-  return t + "</tbody>\n</table>\n";
+  f.log_tail = log_tail(run_dir / "logs" / "rank0.log");
+  return f;
 }
 
-std::string svg_text(double x, double y, const char* anchor, const std::string& escaped, const std::string& extra = "") {
-  return "<text x=\"" + coord(x) + "\" y=\"" + coord(y) + "\" text-anchor=\"" + anchor + "\"" + extra + ">" + escaped + "</text>\n";
+// Numbers compare as numbers (1e-3 before 0.01), everything else as text.
+bool value_less(const std::string& a, const std::string& b) {
+  char *ea = nullptr, *eb = nullptr;
+  double x = std::strtod(a.c_str(), &ea), y = std::strtod(b.c_str(), &eb);
+  const bool na = !a.empty() && *ea == '\0', nb = !b.empty() && *eb == '\0';
+  if (na && nb && x != y) return x < y;
+  if (na != nb) return na;  // numbers first
+  return a < b;
 }
 
-std::string svg_chart(const std::vector<Record>& runs, const std::vector<std::string>& keys) {
-  Range xs, ys;
-  for (const auto& r : runs)
-    for (const auto& s : r.steps)
-      if (plottable(s)) xs.add(static_cast<double>(s.step)), ys.add(s.loss);
-  if (ys.empty()) return "<p>No finite loss values to plot.</p>\n";
-
-  const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom, base = kTop + ph;
-  auto px = [&](double x) { return kLeft + xs.frac(x) * pw; };
-  auto py = [&](double y) { return base - ys.frac(y) * ph; };
-  const double total_h = kHeight + kLegendRow * static_cast<double>(runs.size()) + 8;
-  std::string s = "<svg width=\"" + coord(kWidth) + "\" height=\"" + coord(total_h) + "\" viewBox=\"0 0 " + coord(kWidth) + " " +
-                  coord(total_h) + "\" role=\"img\" aria-label=\"loss against step for every run\">\n";
-  s += "<line class=\"axis\" x1=\"" + coord(kLeft) + "\" y1=\"" + coord(base) + "\" x2=\"" + coord(kLeft + pw) + "\" y2=\"" + coord(base) + "\"/>\n";
-  s += "<line class=\"axis\" x1=\"" + coord(kLeft) + "\" y1=\"" + coord(kTop) + "\" x2=\"" + coord(kLeft) + "\" y2=\"" + coord(base) + "\"/>\n";
-
-  // Ticks at the data's own min and max, so the labels are values that were recorded.
-  for (double x : {xs.lo, xs.hi}) {
-    s += "<line class=\"axis\" x1=\"" + coord(px(x)) + "\" y1=\"" + coord(base) + "\" x2=\"" + coord(px(x)) + "\" y2=\"" + coord(base + 4) + "\"/>\n";
-    s += svg_text(px(x), base + 16, "middle", g6(x));
-    if (xs.lo == xs.hi) break;
+bool values_less(const std::vector<std::pair<std::string, std::string>>& a,
+                 const std::vector<std::pair<std::string, std::string>>& b) {
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (value_less(a[i].second, b[i].second)) return true;
+    if (value_less(b[i].second, a[i].second)) return false;
   }
-  for (double y : {ys.lo, ys.hi}) {
-    s += "<line class=\"axis\" x1=\"" + coord(kLeft - 4) + "\" y1=\"" + coord(py(y)) + "\" x2=\"" + coord(kLeft) + "\" y2=\"" + coord(py(y)) + "\"/>\n";
-    s += svg_text(kLeft - 6, py(y) + 4, "end", g6(y));
-    if (ys.lo == ys.hi) break;
-  }
-  s += svg_text(kLeft + pw / 2, kHeight - 6, "middle", "step");
-  s += svg_text(16, kTop + ph / 2, "middle", "loss", " transform=\"rotate(-90 16 " + coord(kTop + ph / 2) + ")\"");
+  return a.size() < b.size();
+}
 
+int64_t config_int(const Record& r, const char* key, int64_t fallback) {
+  auto it = r.config.find(key);
+  if (it == r.config.end()) return fallback;
+  char* end = nullptr;
+  long long v = std::strtoll(it->second.c_str(), &end, 10);
+  return *end == '\0' ? v : fallback;
+}
+
+RunFigures run_figures(const Record& r) {
+  RunFigures f;
+  if (!r.steps.empty()) f.final_loss = r.steps.back().loss;
+  double tokens = 0, step_time = 0;
+  for (const auto& s : r.steps) {
+    if (std::isfinite(s.loss) && !(s.loss >= f.best_loss)) f.best_loss = s.loss;
+    tokens += double(s.tokens), step_time += s.step_time_s;
+    f.train_time_s += s.step_time_s + s.record_time_s;
+  }
+  if (step_time > 0) f.tokens_per_s = tokens / step_time;
+  const RankMemory& m = r.memory;
+  for (size_t i = 0; i < m.params.size(); ++i) {
+    int64_t b = m.params[i] + (i < m.grads.size() ? m.grads[i] : 0) + (i < m.optimizer.size() ? m.optimizer[i] : 0);
+    f.memory_bytes = std::max(f.memory_bytes, b);
+  }
+  return f;
+}
+
+void group_figures(const std::vector<Record>& runs, const std::vector<RunFigures>& figs, RunGroup& g) {
+  double sum = 0, tps = 0;
+  size_t tps_n = 0;
+  std::map<std::string, size_t> statuses;
+  for (size_t i : g.runs) {
+    const RunFigures& f = figs[i];
+    if (std::isfinite(f.final_loss)) sum += f.final_loss, ++g.finite_finals;
+    if (std::isfinite(f.best_loss) && !(f.best_loss >= g.best_loss)) g.best_loss = f.best_loss;
+    if (std::isfinite(f.tokens_per_s)) tps += f.tokens_per_s, ++tps_n;
+    g.memory_bytes = std::max(g.memory_bytes, f.memory_bytes);
+    ++statuses[runs[i].status];
+  }
+  if (g.finite_finals) {
+    g.final_mean = sum / double(g.finite_finals);
+    double ss = 0;
+    for (size_t i : g.runs)
+      if (std::isfinite(figs[i].final_loss))
+        ss += (figs[i].final_loss - g.final_mean) * (figs[i].final_loss - g.final_mean);
+    g.final_std = g.finite_finals > 1 ? std::sqrt(ss / double(g.finite_finals - 1)) : 0;
+  }
+  if (tps_n) g.tokens_per_s = tps / double(tps_n);
+  for (const auto& [s, n] : statuses) g.status += (g.status.empty() ? "" : ", ") + std::to_string(n) + " " + s;
+  // Mean curve: the runs of a group share their steps unless one ended early.
+  std::map<int64_t, std::pair<double, size_t>> by_step;
+  for (size_t i : g.runs)
+    for (const auto& s : runs[i].steps)
+      if (std::isfinite(s.loss)) by_step[s.step].first += s.loss, ++by_step[s.step].second;
+  for (const auto& [step, acc] : by_step)
+    g.curve_steps.push_back(step), g.curve_loss.push_back(acc.first / double(acc.second));
+}
+
+std::vector<EquivalenceClass> equivalence_classes(const std::vector<Record>& runs, std::vector<RunFigures>& figs) {
+  std::vector<EquivalenceClass> out;
+  std::map<std::vector<std::pair<int64_t, uint64_t>>, size_t> index;
   for (size_t i = 0; i < runs.size(); ++i) {
-    const Record& r = runs[i];
-    const std::string colour = kPalette[i % kPaletteSize];
-    // Past ten runs the colours repeat, so the dash pattern keeps the curves apart.
-    const std::string dash = i >= kPaletteSize ? " stroke-dasharray=\"6 3\"" : "";
-    const std::string vary = varying_text(r, keys);
-    const std::string label = html_escape(r.run_id + (vary.empty() ? "" : " (" + vary + ")"));
-    std::string points;
-    size_t n = 0;
-    double last_x = 0, last_y = 0;
-    for (const auto& st : r.steps) {
-      if (!plottable(st)) continue;  // a NaN or inf point has no place on the axis
-      last_x = px(static_cast<double>(st.step)), last_y = py(st.loss);
-      points += (n++ ? " " : "") + coord(last_x) + "," + coord(last_y);
+    std::vector<std::pair<int64_t, uint64_t>> traj;
+    for (const auto& c : runs[i].checksums) traj.emplace_back(c.step, c.params);
+    // No checksums: nothing proves it equal to anything, so it stands alone.
+    auto it = traj.empty() ? index.end() : index.find(traj);
+    if (it == index.end()) {
+      out.push_back({"C" + std::to_string(out.size() + 1), {}});
+      if (!traj.empty()) index.emplace(std::move(traj), out.size() - 1);
+      it = index.end();
     }
-    if (n >= 2) {
-      s += "<polyline stroke=\"" + colour + "\"" + dash + " points=\"" + points + "\"><title>" + label + "</title></polyline>\n";
-    } else if (n == 1) {
-      // A one-point polyline draws nothing.
-      s += "<circle fill=\"" + colour + "\" r=\"3\" cx=\"" + coord(last_x) + "\" cy=\"" + coord(last_y) + "\"><title>" + label + "</title></circle>\n";
-    }
-    const double ly = kHeight + 4 + kLegendRow * static_cast<double>(i);
-    s += "<line stroke=\"" + colour + "\" stroke-width=\"3\"" + dash + " x1=\"" + coord(kLeft) + "\" y1=\"" + coord(ly + 8) + "\" x2=\"" +
-         coord(kLeft + 24) + "\" y2=\"" + coord(ly + 8) + "\"/>\n";
-    s += svg_text(kLeft + 30, ly + 12, "start", label + (n ? "" : " &#8212; no finite loss"));
+    const size_t cls = it == index.end() ? out.size() - 1 : it->second;
+    out[cls].runs.push_back(i);
+    figs[i].equivalence = cls;
   }
-  return s + "</svg>\n";
+  return out;
+}
+
+std::vector<LayoutSet> layout_sets(const std::vector<Record>& runs, const std::vector<RunFigures>& figs) {
+  std::map<std::map<std::string, std::string>, std::vector<size_t>> sets;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::map<std::string, std::string> key = runs[i].config;
+    for (const auto& k : layout_keys()) key.erase(k);
+    const int64_t w = config_int(runs[i], "dist.world_size", 1), a = config_int(runs[i], "train.accum", 1);
+    key["(global batch)"] = std::to_string(w * a);
+    // Only a power-of-two accumulation keeps each rank's leaves a subtree of the canonical
+    // tree, and the native all-reduce is deterministic only for a fixed layout (DESIGN.md).
+    const bool invariant = a > 0 && (a & (a - 1)) == 0 && report_value(runs[i], "dist.reduction") != "native";
+    if (!invariant) key["(layout)"] = std::to_string(w) + "x" + std::to_string(a);
+    sets[key].push_back(i);
+  }
+  std::vector<LayoutSet> out;
+  for (auto& [key, members] : sets) {
+    if (members.size() < 2) continue;
+    LayoutSet s;
+    s.runs = members;
+    for (size_t i : members) {
+      if (figs[i].equivalence == figs[members[0]].equivalence) continue;
+      s.identical = false;
+      s.first_difference = runs[i].run_id + " vs " + runs[members[0]].run_id + ": " +
+                           verdict_line(compare_records(runs[members[0]], runs[i]));
+      break;
+    }
+    out.push_back(std::move(s));
+  }
+  // The flagged sets are the news; identical ones confirm the promise.
+  std::stable_partition(out.begin(), out.end(), [](const LayoutSet& s) { return !s.identical; });
+  return out;
+}
+
+std::vector<AxisEffect> axis_effects(const std::vector<Record>& runs, const std::vector<RunFigures>& figs,
+                                     const std::vector<std::string>& keys) {
+  std::vector<AxisEffect> out;
+  for (const auto& k : keys) {
+    std::map<std::string, std::pair<double, size_t>> acc;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      auto& a = acc[report_value(runs[i], k)];
+      if (std::isfinite(figs[i].final_loss)) a.first += figs[i].final_loss, ++a.second;
+    }
+    AxisEffect e;
+    e.key = k;
+    for (const auto& kv : acc) e.values.push_back(kv.first);
+    std::sort(e.values.begin(), e.values.end(), value_less);
+    double lo = INFINITY, hi = -INFINITY;
+    for (const auto& v : e.values) {
+      const auto& a = acc[v];
+      e.counts.push_back(a.second);
+      e.means.push_back(a.second ? a.first / double(a.second) : NAN);
+      if (a.second) lo = std::min(lo, e.means.back()), hi = std::max(hi, e.means.back());
+    }
+    e.spread = hi >= lo ? hi - lo : 0;
+    out.push_back(std::move(e));
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const AxisEffect& a, const AxisEffect& b) { return a.spread > b.spread; });
+  return out;
+}
+
+std::vector<EnvironmentEntry> environment_summary(const std::vector<Record>& runs) {
+  std::set<std::string> keys;
+  for (const auto& r : runs)
+    for (const auto& kv : r.environment) keys.insert(kv.first);
+  std::vector<EnvironmentEntry> out;
+  for (const auto& k : keys) {
+    std::map<std::string, size_t> counts;
+    for (const auto& r : runs) {
+      auto it = r.environment.find(k);
+      ++counts[it == r.environment.end() ? "(unset)" : it->second];
+    }
+    EnvironmentEntry e{k, {counts.begin(), counts.end()}};
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 }  // namespace
+
+std::string report_value(const Record& r, const std::string& key) {
+  auto it = r.config.find(key);
+  return it == r.config.end() ? "unset" : it->second;
+}
+
+const std::vector<std::string>& layout_keys() {
+  static const std::vector<std::string> keys = {"dist.world_size", "train.accum", "dist.zero_stage", "data.workers"};
+  return keys;
+}
 
 SweepRecords load_sweep(const std::string& dir) {
   SweepRecords out;
@@ -182,18 +273,32 @@ SweepRecords load_sweep(const std::string& dir) {
   }
   if (ec) out.problems.push_back(runs_dir.string() + ": cannot list the run directories (" + ec.message() + ").");
   std::sort(run_dirs.begin(), run_dirs.end());
+  double first = -1, last = -1;
   for (const auto& d : run_dirs) {
     const std::string path = (d / "record.h5").string();
+    std::string problem;
     try {
       out.runs.push_back(read_record(path));
     } catch (const RecordError& e) {
-      out.problems.push_back(e.what());
+      problem = e.what();
     } catch (const std::exception& e) {
       // One damaged record must not hide the rest of the sweep.
-      out.problems.push_back(path + ": damaged record (" + e.what() + "); re-run the point to replace it");
+      problem = path + ": damaged record (" + e.what() + "); re-run the point to replace it";
     }
+    if (!problem.empty()) {
+      out.problems.push_back(problem);
+      out.failed.push_back(describe_unfinished(d, problem));
+    } else if (out.runs.back().status != "completed") {
+      const Record& r = out.runs.back();
+      out.failed.push_back({r.run_id, r.status, r.failure, "", log_tail(d / "logs" / "rank0.log")});
+    }
+    const double started = mtime(d / "config.yaml"), ended = mtime(path);
+    if (started >= 0 && (first < 0 || started < first)) first = started;
+    if (ended > last) last = ended;
   }
-  std::stable_sort(out.runs.begin(), out.runs.end(), [](const Record& a, const Record& b) { return a.run_id < b.run_id; });
+  if (first >= 0 && last >= first) out.wall_time_s = last - first;
+  std::stable_sort(out.runs.begin(), out.runs.end(),
+                   [](const Record& a, const Record& b) { return a.run_id < b.run_id; });
   return out;
 }
 
@@ -222,24 +327,96 @@ std::vector<std::string> varying_keys(const std::vector<Record>& runs) {
   return out;
 }
 
-std::string render_html(const std::string& title, const SweepRecords& sweep) {
-  const auto keys = varying_keys(sweep.runs);
-  std::string h = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" + html_escape(title) + "</title>\n<style>\n";
-  h += kStyle;
-  h += "</style>\n</head>\n<body>\n<h1>" + html_escape(title) + "</h1>\n";
-  h += "<p class=\"summary\">" + plural(sweep.runs.size(), "run") + ", " + plural(sweep.problems.size(), "problem") + "</p>\n";
-  if (sweep.runs.empty()) {
-    h += "<p>no completed runs</p>\n";
+ReportModel build_report(const std::string& title, const SweepRecords& sweep, const ReportOptions& opt) {
+  ReportModel m;
+  m.title = title;
+  m.group_by = opt.group_by;
+  const auto& runs = sweep.runs;
+  m.varying = varying_keys(runs);
+  // Seeds are averaged over, unless the reader asked to see them apart.
+  for (const auto& k : m.varying)
+    if (k != "train.seed" || opt.group_by == "train.seed") m.columns.push_back(k);
+
+  for (const auto& r : runs) {
+    m.runs.push_back(run_figures(r));
+    m.train_time_s += m.runs.back().train_time_s;
+    if (r.status == "completed") ++m.completed;
+    if (r.status == "diverged") ++m.diverged;
+  }
+  for (const auto& f : sweep.failed) {
+    if (f.problem.empty()) continue;  // a readable record: counted by its status above
+    if (f.status == "failed")
+      ++m.failed;
+    else if (f.status == "running")
+      ++m.running;
+    else
+      ++m.missing;
+  }
+  m.wall_time_s = sweep.wall_time_s;
+
+  std::map<std::vector<std::pair<std::string, std::string>>, size_t> group_of;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::vector<std::pair<std::string, std::string>> values;
+    for (const auto& k : m.columns) values.emplace_back(k, report_value(runs[i], k));
+    auto [it, fresh] = group_of.emplace(values, m.groups.size());
+    if (fresh) {
+      m.groups.emplace_back();
+      m.groups.back().values = values;
+    }
+    m.groups[it->second].runs.push_back(i);
+  }
+  std::sort(m.groups.begin(), m.groups.end(),
+            [](const RunGroup& a, const RunGroup& b) { return values_less(a.values, b.values); });
+  for (auto& g : m.groups) group_figures(runs, m.runs, g);
+
+  m.classes = equivalence_classes(runs, m.runs);
+  m.layout_sets = layout_sets(runs, m.runs);
+  m.effects = axis_effects(runs, m.runs, m.varying);
+  m.environment = environment_summary(runs);
+
+  if (opt.group_by.empty()) {
+    Chart c{"all runs", {}};
+    for (size_t g = 0; g < m.groups.size(); ++g) c.groups.push_back(g);
+    if (!c.groups.empty()) m.charts.push_back(std::move(c));
   } else {
-    h += runs_table(sweep.runs, keys);
-    h += svg_chart(sweep.runs, keys);
+    std::map<std::string, std::vector<size_t>> by_value;
+    for (size_t g = 0; g < m.groups.size(); ++g)
+      by_value[report_value(runs[m.groups[g].runs[0]], opt.group_by)].push_back(g);
+    std::vector<std::string> values;
+    for (const auto& kv : by_value) values.push_back(kv.first);
+    std::sort(values.begin(), values.end(), value_less);
+    for (const auto& v : values) m.charts.push_back({opt.group_by + " = " + v, by_value[v]});
   }
-  if (!sweep.problems.empty()) {
-    h += "<h2>Problems</h2>\n<ul>\n";
-    for (const auto& p : sweep.problems) h += "<li>" + html_escape(p) + "</li>\n";
-    h += "</ul>\n";
+  return m;
+}
+
+bool parse_report_format(const std::string& name, ReportFormat* out) {
+  static const std::pair<const char*, ReportFormat> kNames[] = {{"html", ReportFormat::html},
+                                                                {"md", ReportFormat::markdown},
+                                                                {"markdown", ReportFormat::markdown},
+                                                                {"csv", ReportFormat::csv},
+                                                                {"json", ReportFormat::json}};
+  for (const auto& [n, f] : kNames)
+    if (name == n) return *out = f, true;
+  return false;
+}
+
+std::string render_report(const SweepRecords& sweep, const ReportModel& model, ReportFormat format) {
+  switch (format) {
+    case ReportFormat::markdown:
+      return render_markdown(sweep, model);
+    case ReportFormat::csv:
+      return render_csv(sweep, model);
+    case ReportFormat::json:
+      return render_json(sweep, model);
+    case ReportFormat::html:
+      break;
   }
-  return h + "</body>\n</html>\n";
+  return render_html(sweep, model);
+}
+
+std::string render_html(const std::string& title, const SweepRecords& sweep) {
+  return render_html(sweep, build_report(title, sweep));
 }
 
 std::string html_escape(const std::string& s) {
@@ -247,12 +424,23 @@ std::string html_escape(const std::string& s) {
   out.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;

@@ -1,29 +1,149 @@
-// Reports over the runs of a sweep: which values vary, final losses, loss curves.
+// Reports over the runs of a sweep: loading a sweep directory, the figures the report
+// shows (computed once, in build_report), and rendering them as HTML, Markdown, CSV or JSON.
 #pragma once
 
+#include <cmath>  // NAN
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "record.h"
 
 namespace sweep {
 
-/// The completed records of a sweep directory and what could not be read.
-struct SweepRecords {
-  std::vector<Record> runs;           ///< completed records, ordered by run id
-  std::vector<std::string> problems;  ///< one sentence per run dir without a readable record
+/// A run directory without a completed record, or whose record says it did not complete.
+struct FailedRun {
+  std::string run_id;    ///< the run directory's name
+  std::string status;    ///< diverged | failed | running | missing | unreadable
+  std::string cause;     ///< the record's failure attribute, else the reader's sentence
+  std::string problem;   ///< the matching entry of SweepRecords::problems ("" for diverged)
+  std::string log_tail;  ///< last lines of runs/<id>/logs/rank0.log ("" when there is none)
 };
 
-/// Reads `<dir>/runs/*/record.h5`. Missing or partial records become problems.
+/// The records of a sweep directory and what could not be read.
+struct SweepRecords {
+  std::vector<Record> runs;           ///< completed (or diverged) records, ordered by run id
+  std::vector<std::string> problems;  ///< one sentence per run dir without a readable record
+  std::vector<FailedRun> failed;      ///< every run that did not complete, diverged ones included
+  double wall_time_s = -1;            ///< first config.yaml written to last record written; -1 unknown
+};
+
+/// Reads `<dir>/runs/*/record.h5`. Missing or partial records become problems and
+/// failed runs (with the status a partial record holds and the tail of the run's log).
 SweepRecords load_sweep(const std::string& dir);
 
 /// Config keys whose canonical value differs between at least two runs, in key order.
 std::vector<std::string> varying_keys(const std::vector<Record>& runs);
 
-/// A self-contained HTML page (inline CSS and SVG, nothing fetched, every user string
-/// escaped): a table of the runs with the varying values and the final loss, and one
-/// SVG chart of all loss curves.
+/// The canonical value of `key` in the run's config, or "unset".
+std::string report_value(const Record& r, const std::string& key);
+
+/// Settings of one report.
+struct ReportOptions {
+  std::string group_by;  ///< config key: one loss chart per value of it; "" = one chart
+};
+
+/// Keys that only say how a step is laid out: runs differing only in these (with the same
+/// global batch, world_size x accum) must be bit-identical.
+const std::vector<std::string>& layout_keys();
+
+/// Per-run figures.
+struct RunFigures {
+  double final_loss = NAN;    ///< loss of the last step; NaN without steps
+  double best_loss = NAN;     ///< smallest finite loss of any step
+  double tokens_per_s = NAN;  ///< all tokens / all step time
+  double train_time_s = 0;    ///< step time plus recording time, summed
+  int64_t memory_bytes = -1;  ///< largest per-rank params + grads + optimizer bytes; -1 unknown
+  size_t equivalence = 0;     ///< index into ReportModel::classes
+};
+
+/// Runs whose configs differ only in train.seed: one row of the report's table.
+struct RunGroup {
+  std::vector<std::pair<std::string, std::string>> values;  ///< varying keys other than train.seed
+  std::vector<size_t> runs;                                 ///< indexes into SweepRecords::runs
+  size_t finite_finals = 0;                                 ///< runs whose final loss is finite (the mean's sample)
+  double final_mean = NAN, final_std = NAN;                 ///< over those runs; std is the sample std (0 for one run)
+  double best_loss = NAN;                                   ///< best of the runs' best losses
+  double tokens_per_s = NAN;                                ///< mean over runs
+  int64_t memory_bytes = -1;                                ///< largest over runs and ranks
+  std::string status;                                       ///< e.g. "2 completed" or "1 completed, 1 diverged"
+  std::vector<int64_t> curve_steps;                         ///< steps of the mean loss curve
+  std::vector<double> curve_loss;                           ///< mean over the runs with a finite loss at that step
+};
+
+/// Runs with identical checksum trajectories (every recorded step and hash).
+struct EquivalenceClass {
+  std::string name;          ///< "C1", "C2", ... in order of the first run
+  std::vector<size_t> runs;  ///< indexes into SweepRecords::runs
+};
+
+/// Runs that differ only in layout keys with the same global batch.
+struct LayoutSet {
+  std::vector<size_t> runs;      ///< indexes into SweepRecords::runs
+  bool identical = true;         ///< every run in the same equivalence class
+  std::string first_difference;  ///< verdict of the first run against the first that differs
+};
+
+/// Effect of one grid axis: mean final loss at each of its values.
+struct AxisEffect {
+  std::string key;
+  std::vector<std::string> values;  ///< in natural order (numbers numerically)
+  std::vector<size_t> counts;       ///< runs with a finite final loss at each value
+  std::vector<double> means;        ///< their mean final loss
+  double spread = 0;                ///< largest mean minus smallest mean
+};
+
+/// One environment attribute across the runs.
+struct EnvironmentEntry {
+  std::string key;
+  std::vector<std::pair<std::string, size_t>> values;  ///< value -> runs that have it; more than one = differs
+};
+
+/// One loss chart: the mean curve of each group whose `group_by` value is `value`.
+struct Chart {
+  std::string title;           ///< "all runs" or "train.lr = 0.01"
+  std::vector<size_t> groups;  ///< indexes into ReportModel::groups
+};
+
+/// Everything a report shows, computed once so every format carries the same figures.
+struct ReportModel {
+  std::string title;
+  std::vector<std::string> varying;  ///< varying config keys (train.seed included)
+  std::vector<std::string> columns;  ///< varying keys without train.seed: the table's columns
+  size_t completed = 0, diverged = 0, failed = 0, running = 0, missing = 0;
+  double wall_time_s = -1, train_time_s = 0;
+  std::vector<RunFigures> runs;  ///< parallel to SweepRecords::runs
+  std::vector<RunGroup> groups;
+  std::vector<EquivalenceClass> classes;
+  std::vector<LayoutSet> layout_sets;  ///< only sets of two or more runs
+  std::vector<AxisEffect> effects;     ///< largest spread first
+  std::vector<EnvironmentEntry> environment;
+  std::string group_by;
+  std::vector<Chart> charts;
+};
+
+/// Computes every figure of the report.
+ReportModel build_report(const std::string& title, const SweepRecords& sweep, const ReportOptions& opt = {});
+
+/// Output formats of `sweep report`.
+enum class ReportFormat { html, markdown, csv, json };
+
+/// "html", "md" (or "markdown"), "csv", "json"; false for anything else.
+bool parse_report_format(const std::string& name, ReportFormat* out);
+
+/// Renders the report. HTML is one self-contained page (inline CSS and SVG, nothing
+/// fetched, every user string escaped); Markdown and JSON carry every section; CSV has
+/// one row per run with every per-run and per-group figure.
+std::string render_report(const SweepRecords& sweep, const ReportModel& model, ReportFormat format);
+
+/// The HTML report with default options.
 std::string render_html(const std::string& title, const SweepRecords& sweep);
+
+std::string render_html(const SweepRecords& sweep, const ReportModel& model);
+std::string render_markdown(const SweepRecords& sweep, const ReportModel& model);
+std::string render_csv(const SweepRecords& sweep, const ReportModel& model);
+std::string render_json(const SweepRecords& sweep, const ReportModel& model);
 
 /// Escapes &, <, >, " and ' for HTML text and attribute values.
 std::string html_escape(const std::string& s);

@@ -2,12 +2,51 @@
 """A record is readable without any project code: Debian's h5py finds every dataset
 the skeleton documents. Usage: h5py_reads_record.py BIN_DIR RUN_CONFIG"""
 import os
+import re
 import subprocess
 import sys
 import tempfile
 
 import h5py
 import numpy as np
+
+SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "results", "SCHEMA.md")
+TYPES = {"int64": np.int64, "uint64": np.uint64, "float64": np.float64}
+
+
+def check_schema_doc(f, expect):
+    """Every attribute and dataset results/SCHEMA.md documents is in the file, with the
+    documented type: the document and the writer cannot drift apart unnoticed."""
+    sections = re.split(r"^## ", open(SCHEMA, encoding="utf-8").read(), flags=re.M)[1:]
+    found = 0
+    for sec in sections:
+        title, body = sec.split("\n", 1)
+        group = re.match(r"`(/\w+)`", title)
+        rows = re.findall(r"^\| `([\w.]+)` \| ([\w ]+?)(?: \[.*?\])? \|", body, flags=re.M)
+        for attr in re.findall(r"root attribute `(\w+)`", title + body):
+            expect(attr in f.attrs, f"SCHEMA.md: root attribute {attr}")
+            found += 1
+        if title.startswith("Root attributes"):
+            for name, _ in rows:
+                expect(name in f.attrs, f"SCHEMA.md: root attribute {name}")
+                found += 1
+        elif group and "attributes" in title:
+            expect(group.group(1)[1:] in f, f"SCHEMA.md: group {group.group(1)}")
+            attrs = f[group.group(1)].attrs
+            for tok in re.findall(r"`([^`]+)`", body):
+                if " " in tok or "<" in tok or tok.startswith("comm."):
+                    continue  # an example value, a pattern, or only written for multi-rank runs
+                key = "env." + tok if tok.isupper() else tok
+                expect(key in attrs, f"SCHEMA.md: {group.group(1)} attribute {key}")
+                found += 1
+        elif group:
+            for name, typ in rows:
+                path = group.group(1) + "/" + name
+                ok = path in f and (typ not in TYPES or f[path].dtype == TYPES[typ])
+                expect(ok, f"SCHEMA.md: dataset {path} ({typ})")
+                found += 1
+    expect(found > 40, f"SCHEMA.md documents {found} names (the parser found the tables)")
+
 
 bin_dir, config = sys.argv[1], sys.argv[2]
 with tempfile.TemporaryDirectory() as tmp:
@@ -40,5 +79,6 @@ with tempfile.TemporaryDirectory() as tmp:
         expect(f["checksums/tensors"].shape == (13, len(names)), "one hash per parameter tensor per checksum")
         expect("blas" in f["environment"].attrs and "OpenBLAS" in f["environment"].attrs["blas"],
                "environment names the BLAS (OpenBLAS)")
+        check_schema_doc(f, expect)
     print(f"h5py: {len(checks) - len(failures)} passed, {len(failures)} failed")
     sys.exit(1 if failures else 0)

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -62,7 +64,8 @@ class ReportTest : public ::testing::Test {
   fs::path dir_;
 };
 
-Record make_record(const std::string& id, std::map<std::string, std::string> config, const std::vector<double>& losses) {
+Record make_record(const std::string& id, std::map<std::string, std::string> config,
+                   const std::vector<double>& losses) {
   Record r;
   r.run_id = id;
   r.status = "completed";
@@ -152,7 +155,8 @@ TEST(RenderHtml, ZeroRunsSaysSoAndListsProblems) {
   s.problems.push_back("runs/x/record.h5: the run has not finished & <never> will");
   html = render_html("empty", s);
   EXPECT_NE(html.find("1 problem"), std::string::npos);
-  EXPECT_NE(html.find("<li>runs/x/record.h5: the run has not finished &amp; &lt;never&gt; will</li>"), std::string::npos);
+  EXPECT_NE(html.find("<li>runs/x/record.h5: the run has not finished &amp; &lt;never&gt; will</li>"),
+            std::string::npos);
 }
 
 TEST(RenderHtml, ChartSurvivesDegenerateRuns) {
@@ -189,7 +193,8 @@ TEST(RenderHtml, ChartSurvivesDegenerateRuns) {
 
 TEST(RenderHtml, ManyRunsCycleThePaletteWithDashes) {
   SweepRecords s;
-  for (int i = 0; i < 12; ++i) s.runs.push_back(make_record("r" + std::to_string(i), {{"seed", std::to_string(i)}}, {1.0 + i, 0.5}));
+  for (int i = 0; i < 12; ++i)
+    s.runs.push_back(make_record("r" + std::to_string(i), {{"seed", std::to_string(i)}}, {1.0 + i, 0.5}));
   std::string svg = svg_part(render_html("many", s));
   EXPECT_EQ(count(svg, "<polyline"), 12u);
   EXPECT_EQ(count(svg, "stroke-dasharray"), 4u);  // two curves and their two legend swatches
@@ -200,6 +205,247 @@ TEST(HtmlEscape, EscapesAllFiveCharacters) {
   EXPECT_EQ(html_escape("a & b < c > d \"e\" 'f'"), "a &amp; b &lt; c &gt; d &quot;e&quot; &#39;f&#39;");
   EXPECT_EQ(html_escape("plain text, ünïcode"), "plain text, ünïcode");
   EXPECT_EQ(html_escape(""), "");
+}
+
+// ---------------------------------------------------------------- the full report
+
+Record with_trajectory(Record r, uint64_t salt) {
+  for (int64_t s = 0; s <= int64_t(r.steps.size()); ++s) r.checksums.push_back({s, salt * 1000 + uint64_t(s), {}});
+  return r;
+}
+
+std::map<std::string, std::string> layout(const std::string& lr, int world, int accum,
+                                          const std::string& reduction = "canonical") {
+  return {{"train.lr", lr},
+          {"dist.world_size", std::to_string(world)},
+          {"train.accum", std::to_string(accum)},
+          {"dist.reduction", reduction}};
+}
+
+TEST(BuildReport, GroupsSeedsAndComputesTheirFigures) {
+  SweepRecords s;
+  s.runs.push_back(make_record("a", {{"train.lr", "0.1"}, {"train.seed", "0"}}, {3.0, 1.0, 2.0}));
+  s.runs.push_back(make_record("b", {{"train.lr", "0.1"}, {"train.seed", "1"}}, {3.0, 2.5, 4.0}));
+  s.runs.push_back(make_record("c", {{"train.lr", "0.02"}, {"train.seed", "0"}}, {3.0, 0.5}));
+  s.runs[0].steps[0].tokens = 100, s.runs[0].steps[0].step_time_s = 0.5;
+  s.runs[0].memory = {{10, 20}, {1, 2}, {100, 200}};
+  ReportModel m = build_report("t", s);
+  EXPECT_EQ(m.varying, (std::vector<std::string>{"train.lr", "train.seed"}));
+  EXPECT_EQ(m.columns, (std::vector<std::string>{"train.lr"}));  // seeds are averaged over
+  ASSERT_EQ(m.groups.size(), 2u);
+  // Numbers sort as numbers: 0.02 before 0.1.
+  EXPECT_EQ(m.groups[0].values[0].second, "0.02");
+  const RunGroup& g = m.groups[1];
+  EXPECT_EQ(g.runs.size(), 2u);
+  EXPECT_DOUBLE_EQ(g.final_mean, 3.0);
+  EXPECT_DOUBLE_EQ(g.final_std, std::sqrt(2.0));  // sample std of {2, 4}
+  EXPECT_DOUBLE_EQ(g.best_loss, 1.0);
+  EXPECT_DOUBLE_EQ(g.tokens_per_s, 200.0);  // only run a has timings
+  EXPECT_EQ(g.memory_bytes, 222);           // rank 1 of run a: 20 + 2 + 200
+  EXPECT_EQ(g.status, "2 completed");
+  EXPECT_EQ(g.curve_steps, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_DOUBLE_EQ(g.curve_loss[2], 3.0);
+  EXPECT_EQ(m.completed, 3u);
+
+  // Grouped by seed, the seeds are no longer averaged.
+  ReportOptions by_seed;
+  by_seed.group_by = "train.seed";
+  ReportModel ms = build_report("t", s, by_seed);
+  EXPECT_EQ(ms.groups.size(), 3u);
+  ASSERT_EQ(ms.charts.size(), 2u);
+  EXPECT_EQ(ms.charts[0].title, "train.seed = 0");
+  EXPECT_EQ(ms.charts[0].groups.size(), 2u);
+  const std::string html = render_html(s, ms);
+  EXPECT_EQ(count(html, "<svg"), 2u);
+  EXPECT_NE(html.find("<h3>train.seed = 1</h3>"), std::string::npos);
+}
+
+TEST(BuildReport, AxisEffectsRankTheAxes) {
+  SweepRecords s;
+  s.runs.push_back(make_record("a", {{"train.lr", "0.1"}, {"train.seed", "0"}}, {1.0}));
+  s.runs.push_back(make_record("b", {{"train.lr", "0.1"}, {"train.seed", "1"}}, {1.2}));
+  s.runs.push_back(make_record("c", {{"train.lr", "0.2"}, {"train.seed", "0"}}, {3.0}));
+  s.runs.push_back(make_record("d", {{"train.lr", "0.2"}, {"train.seed", "1"}}, {3.2}));
+  ReportModel m = build_report("t", s);
+  ASSERT_EQ(m.effects.size(), 2u);
+  EXPECT_EQ(m.effects[0].key, "train.lr");  // largest spread first
+  EXPECT_DOUBLE_EQ(m.effects[0].means[0], 1.1);
+  EXPECT_DOUBLE_EQ(m.effects[0].means[1], 3.1);
+  EXPECT_DOUBLE_EQ(m.effects[0].spread, 2.0);
+  EXPECT_EQ(m.effects[1].key, "train.seed");
+  EXPECT_NEAR(m.effects[1].spread, 0.2, 1e-12);
+}
+
+TEST(BuildReport, EquivalenceClassesAndRunsThatShouldBeIdentical) {
+  SweepRecords s;
+  s.runs.push_back(with_trajectory(make_record("r1", layout("0.1", 1, 2), {2, 1}), 1));
+  s.runs.push_back(with_trajectory(make_record("r2", layout("0.1", 2, 1), {2, 1}), 1));  // same bits: fine
+  s.runs.push_back(with_trajectory(make_record("r3", layout("0.1", 2, 2), {2, 1}), 1));  // other global batch
+  s.runs.push_back(with_trajectory(make_record("r4", layout("0.2", 1, 2), {2, 1}), 4));
+  s.runs.push_back(with_trajectory(make_record("r5", layout("0.2", 2, 1), {2, 0.5}), 5));  // should match r4, does not
+  s.runs.push_back(with_trajectory(make_record("r6", layout("0.3", 1, 2, "native"), {2, 1}), 6));
+  s.runs.push_back(
+      with_trajectory(make_record("r7", layout("0.3", 2, 1, "native"), {2, 1}), 7));  // native: not expected
+  s.runs.push_back(make_record("r8", layout("0.4", 1, 1), {2}));  // no checksums: a class of its own
+  s.runs.push_back(make_record("r9", layout("0.5", 1, 1), {2}));
+  ReportModel m = build_report("t", s);
+  ASSERT_EQ(m.classes.size(), 7u);
+  EXPECT_EQ(m.classes[0].runs, (std::vector<size_t>{0, 1, 2}));  // identical trajectories, whatever the config
+  EXPECT_EQ(m.classes[0].name, "C1");
+  EXPECT_EQ(m.runs[7].equivalence, 5u);
+  EXPECT_EQ(m.runs[8].equivalence, 6u);
+
+  ASSERT_EQ(m.layout_sets.size(), 2u);
+  // The flagged set comes first.
+  EXPECT_EQ(m.layout_sets[0].runs, (std::vector<size_t>{3, 4}));
+  EXPECT_FALSE(m.layout_sets[0].identical);
+  EXPECT_NE(m.layout_sets[0].first_difference.find("r5 vs r4: diverged at step 0"), std::string::npos)
+      << m.layout_sets[0].first_difference;
+  EXPECT_EQ(m.layout_sets[1].runs, (std::vector<size_t>{0, 1}));
+  EXPECT_TRUE(m.layout_sets[1].identical);
+
+  const std::string html = render_html(s, m);
+  EXPECT_EQ(count(html, "NOT IDENTICAL"), 1u);
+  EXPECT_NE(html.find("<td>C1</td><td class=\"num\">3</td>"), std::string::npos);
+}
+
+TEST(BuildReport, EnvironmentSummaryFlagsDifferences) {
+  SweepRecords s;
+  s.runs.push_back(make_record("a", {{"k", "1"}}, {1}));
+  s.runs.push_back(make_record("b", {{"k", "2"}}, {1}));
+  s.runs[0].environment = {{"blas", "OpenBLAS"}, {"hosts", "n1"}};
+  s.runs[1].environment = {{"blas", "OpenBLAS"}, {"hosts", "n2"}};
+  ReportModel m = build_report("t", s);
+  ASSERT_EQ(m.environment.size(), 2u);
+  EXPECT_EQ(m.environment[0].values.size(), 1u);
+  EXPECT_EQ(m.environment[1].key, "hosts");
+  EXPECT_EQ(m.environment[1].values.size(), 2u);
+  EXPECT_EQ(count(render_html(s, m), "differs</span>"), 1u);
+}
+
+TEST_F(ReportTest, FailedRunsShowStatusCauseAndTheEndOfTheirLog) {
+  write_run("ok", {{"train.lr", "0.1"}}, {2.0, 1.0});
+  {
+    fs::create_directories(dir_ / "runs" / "bad" / "logs");
+    std::ofstream log(dir_ / "runs" / "bad" / "logs" / "rank0.log");
+    for (int i = 1; i <= 40; ++i) log << "line " << i << (i == 40 ? " <boom> & \"out\"" : "") << "\n";
+    RecordHeader h;
+    h.run_id = "bad";
+    h.config = {{"train.lr", "0.2"}};
+    RecordWriter w((dir_ / "runs" / "bad" / "record.h5").string(), h);
+    w.abandon("step 3: <rank 1> died");
+  }
+  {
+    fs::create_directories(dir_ / "runs" / "nan");
+    RecordHeader h;
+    h.run_id = "nan";
+    h.config = {{"train.lr", "0.3"}};
+    RecordWriter w((dir_ / "runs" / "nan" / "record.h5").string(), h);
+    StepMetrics m;
+    m.step = 1, m.loss = NAN;
+    w.append_step(m);
+    w.finish("diverged", "non-finite loss at step 1");
+  }
+  SweepRecords s = load_sweep(dir_.string());
+  ASSERT_EQ(s.runs.size(), 2u);  // ok and nan
+  ASSERT_EQ(s.failed.size(), 2u);
+  const FailedRun& bad = s.failed[0];
+  EXPECT_EQ(bad.run_id, "bad");
+  EXPECT_EQ(bad.status, "failed");
+  EXPECT_EQ(bad.cause, "step 3: <rank 1> died");
+  EXPECT_EQ(bad.log_tail.rfind("line 26\n", 0), 0u) << bad.log_tail;  // the last 15 lines
+  EXPECT_EQ(count(bad.log_tail, "\n"), 14u);
+  EXPECT_EQ(s.failed[1].status, "diverged");
+  EXPECT_EQ(s.failed[1].cause, "non-finite loss at step 1");
+  EXPECT_GE(s.wall_time_s, -1.0);
+
+  ReportModel m = build_report("t", s);
+  EXPECT_EQ(m.completed, 1u);
+  EXPECT_EQ(m.diverged, 1u);
+  EXPECT_EQ(m.failed, 1u);
+  const std::string html = render_html(s, m);
+  EXPECT_NE(html.find("<h2>Failed runs</h2>"), std::string::npos);
+  EXPECT_NE(html.find("step 3: &lt;rank 1&gt; died"), std::string::npos);
+  EXPECT_NE(html.find("line 40 &lt;boom&gt; &amp; &quot;out&quot;"), std::string::npos);
+  EXPECT_EQ(html.find("line 25\n"), std::string::npos);
+  EXPECT_EQ(html.find("<h2>Problems</h2>"), std::string::npos);  // the partial is shown once, as a failed run
+  EXPECT_NE(html.find("1 completed, 1 diverged, 1 failed, 0 unfinished, 0 without a record"), std::string::npos);
+}
+
+TEST_F(ReportTest, UnfinishedRecordsAreNamedByWhatTheyHold) {
+  write_run("crashed", {{"train.lr", "0.1"}}, {2.0});
+  // Died between the final status and the rename: whole, but never completed.
+  fs::rename(dir_ / "runs" / "crashed" / "record.h5", dir_ / "runs" / "crashed" / "record.h5.partial");
+  write_run("running", {{"train.lr", "0.2"}}, {2.0}, /*finished=*/false);
+  fs::create_directories(dir_ / "runs" / "empty");
+  SweepRecords s = load_sweep(dir_.string());
+  ASSERT_EQ(s.failed.size(), 3u);
+  EXPECT_EQ(s.failed[0].status, "failed");
+  EXPECT_NE(s.failed[0].cause.find("never completed"), std::string::npos) << s.failed[0].cause;
+  EXPECT_EQ(s.failed[1].status, "missing");
+  EXPECT_EQ(s.failed[2].status, "running");
+  ReportModel m = build_report("t", s);
+  EXPECT_EQ(m.failed, 1u);
+  EXPECT_EQ(m.running, 1u);
+  EXPECT_EQ(m.missing, 1u);
+}
+
+SweepRecords hostile_sweep() {
+  SweepRecords s;
+  s.runs.push_back(make_record("a", {{"data.path", "<script>alert(1)</script>|x"}, {"train.seed", "0"}}, {2.0, NAN}));
+  s.runs.push_back(make_record("b", {{"data.path", "a,\"b\"\nc"}, {"train.seed", "0"}}, {2.0, 1.5}));
+  s.failed.push_back({"gone", "missing", "runs/gone/record.h5: no such \x01 record",
+                      "runs/gone/record.h5: no such \x01 record", "tail ``` here"});
+  s.problems.push_back("runs/gone/record.h5: no such \x01 record");
+  return s;
+}
+
+TEST(RenderFormats, MarkdownEscapesCellsAndFencesLogs) {
+  SweepRecords s = hostile_sweep();
+  const std::string md = render_report(s, build_report("t|<b>", s), ReportFormat::markdown);
+  EXPECT_EQ(md.rfind("# t\\|&lt;b&gt;\n", 0), 0u) << md.substr(0, 40);
+  EXPECT_EQ(md.find("<script"), std::string::npos);
+  EXPECT_NE(md.find("&lt;script&gt;alert(1)&lt;/script&gt;\\|x"), std::string::npos);
+  EXPECT_NE(md.find("a,\"b\" c"), std::string::npos);  // a line break would end the table row
+  EXPECT_NE(md.find("````\ntail ``` here\n````"), std::string::npos);
+  for (const char* section : {"## Results", "## Loss curves", "## Effect of each axis", "## Reproducibility", "## Runs",
+                              "## Environment", "## Failed runs"})
+    EXPECT_NE(md.find(section), std::string::npos) << section;
+}
+
+TEST(RenderFormats, CsvQuotesFieldsAndHasOneRowPerRun) {
+  SweepRecords s = hostile_sweep();
+  const std::string csv = render_report(s, build_report("t", s), ReportFormat::csv);
+  EXPECT_EQ(csv.rfind("run_id,status,data.path,steps,final_loss,", 0), 0u) << csv.substr(0, 80);
+  EXPECT_NE(csv.find("\"a,\"\"b\"\"\nc\""), std::string::npos);
+  EXPECT_EQ(count(csv, "\r\n"), 4u);  // header, two runs, one run without a record
+  EXPECT_NE(csv.find("\r\ngone,missing,"), std::string::npos);
+  EXPECT_NE(csv.find(",1.5,"), std::string::npos);  // exact final loss of b
+}
+
+TEST(RenderFormats, JsonEscapesStringsAndWritesNullForNan) {
+  SweepRecords s = hostile_sweep();
+  const std::string json = render_report(s, build_report("t\"\\", s), ReportFormat::json);
+  EXPECT_EQ(json.rfind("{\"format\":\"sweep-report\",\"version\":1,\"title\":\"t\\\"\\\\\"", 0), 0u)
+      << json.substr(0, 80);
+  EXPECT_NE(json.find("\"final_loss\":null"), std::string::npos);  // NaN is not JSON
+  EXPECT_EQ(json.find("nan"), std::string::npos);
+  EXPECT_NE(json.find("no such \\u0001 record"), std::string::npos);
+  EXPECT_NE(json.find("\"a,\\\"b\\\"\\nc\""), std::string::npos);
+  EXPECT_NE(json.find("\"curve\":{\"step\":[1,2],\"mean_loss\":[2,1.5]}"), std::string::npos);
+  // JSON is UTF-8: a stray byte in a log becomes U+FFFD, valid sequences stay.
+  s.failed[0].log_tail = "bad \xff byte, good \xc3\xbc";
+  const std::string bytes = render_report(s, build_report("t", s), ReportFormat::json);
+  EXPECT_NE(bytes.find("bad \\ufffd byte, good \xc3\xbc"), std::string::npos);
+}
+
+TEST(RenderFormats, ParsesFormatNames) {
+  ReportFormat f;
+  ASSERT_TRUE(parse_report_format("md", &f));
+  EXPECT_EQ(f, ReportFormat::markdown);
+  ASSERT_TRUE(parse_report_format("json", &f));
+  EXPECT_EQ(f, ReportFormat::json);
+  EXPECT_FALSE(parse_report_format("pdf", &f));
 }
 
 }  // namespace

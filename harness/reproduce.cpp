@@ -1,0 +1,141 @@
+#include "reproduce.h"
+
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+
+#include "record.h"  // read_record
+
+namespace fs = std::filesystem;
+
+namespace sweep {
+namespace {
+
+bool power_of_two(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+std::string layout_text(int64_t world, int64_t accum) {
+  return "world " + std::to_string(world) + " x accum " + std::to_string(accum);
+}
+
+// The canonical tree makes the bits independent of the layout only while the global
+// batch is the same and each rank's leaves form a subtree (DESIGN.md).
+void change_layout(RunConfig& c, int64_t world, int64_t accum) {
+  const int64_t w0 = c.dist.world_size, a0 = c.train.accum, m = w0 * a0;
+  const std::string recorded =
+      "the recorded global batch is " + std::to_string(m) + " micro-batches (" + layout_text(w0, a0) + ")";
+  if (world < 0 || accum < 0) throw ConfigError("--world-size and --accum must be positive");
+  if (world && accum && world * accum != m)
+    throw ConfigError("cannot reproduce with " + layout_text(world, accum) + " = " + std::to_string(world * accum) +
+                      " micro-batches: " + recorded + ", and only the same global batch can give the same bits");
+  if (world && !accum) {
+    if (m % world != 0)
+      throw ConfigError("cannot reproduce on " + std::to_string(world) + " ranks: " + recorded + ", which " +
+                        std::to_string(world) + " ranks cannot split evenly");
+    accum = m / world;
+  }
+  if (accum && !world) {
+    if (m % accum != 0)
+      throw ConfigError("cannot reproduce with accum " + std::to_string(accum) + ": " + recorded +
+                        ", which is not a multiple of " + std::to_string(accum));
+    world = m / accum;
+  }
+  if (!world) return;  // layout unchanged
+  if (!power_of_two(accum))
+    throw ConfigError(
+        "cannot reproduce with " + layout_text(world, accum) + ": accum " + std::to_string(accum) +
+        " is not a power of two, so each rank's micro-batches would not form one subtree of the canonical "
+        "reduction tree and the sum would be taken in another order");
+  c.dist.world_size = world;
+  c.train.accum = accum;
+}
+
+std::string read_tail(const std::string& path, size_t max_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return text.size() > max_bytes ? text.substr(text.size() - max_bytes) : text;
+}
+
+}  // namespace
+
+std::string resolve_record_path(const std::string& source) {
+  std::error_code ec;
+  if (fs::is_directory(source, ec)) return (fs::path(source) / "record.h5").string();
+  return source;
+}
+
+RunConfig reproduce_config(const Record& original, int64_t world_size, int64_t accum,
+                           const std::vector<std::string>& set) {
+  RunConfig c = apply_run_config(RunConfig{}, flatten_yaml(original.config_yaml, original.path + " (/config/yaml)"));
+  change_layout(c, world_size, accum);
+  FlatConfig overrides;
+  for (const auto& item : set) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw ConfigError("--set '" + item + "': expected KEY=VALUE, e.g. --set train.threads=2");
+    overrides[item.substr(0, eq)] = ConfigValue{item.substr(eq + 1), "--set " + item};
+  }
+  return overrides.empty() ? c : apply_run_config(c, overrides);
+}
+
+std::string next_reproduce_dir(const std::string& run_dir) {
+  const fs::path base = fs::path(run_dir) / "reproduce";
+  fs::create_directories(base);
+  // create_directory is atomic: two reproductions started together get different n.
+  for (int n = 1;; ++n) {
+    const fs::path dir = base / std::to_string(n);
+    if (fs::create_directory(dir)) return dir.string();
+  }
+}
+
+ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
+  const std::string original_path = resolve_record_path(opt.source);
+  const Record original = read_record(original_path);
+  const RunConfig config = reproduce_config(original, opt.world_size, opt.accum, opt.set);
+  if (!fs::exists(opt.launch.train_binary))
+    throw ConfigError("trainer '" + opt.launch.train_binary + "' not found (build it, or pass --trainer)");
+  if (config.dist.world_size > 1 && !fs::exists(opt.launch.mpiexec))
+    throw ConfigError("mpiexec '" + opt.launch.mpiexec + "' not found; a re-run on " +
+                      std::to_string(config.dist.world_size) + " ranks needs it (pass --mpiexec)");
+
+  ReproduceResult res;
+  res.out_dir = next_reproduce_dir(fs::path(original_path).parent_path().string());
+  fs::create_directories(res.out_dir + "/logs");
+  const std::string config_path = res.out_dir + "/config.yaml";
+  {
+    std::ofstream out(config_path, std::ios::binary);
+    out << to_yaml(config);
+    if (!out.flush()) throw std::runtime_error(config_path + ": cannot write");
+  }
+  const std::string log = res.out_dir + "/logs/rank0.log";
+  const auto argv = train_argv(opt.launch, int(config.dist.world_size), config_path, res.out_dir, original.sweep_id,
+                               /*resume=*/false);
+  const ExitStatus st = runner.run(argv, log);
+
+  const std::string new_path = res.out_dir + "/record.h5";
+  if (!fs::exists(new_path)) {
+    // No record: nothing to compare, and the log says why.
+    res.lines.push_back("re-run failed (" + st.describe() + ") without a record; log: " + log);
+    std::string tail = read_tail(log, 2000);
+    if (!tail.empty()) res.lines.push_back(tail);
+    return res;
+  }
+  const Record again = read_record(new_path);
+  res.ran = true;
+  res.comparison = compare_records(original, again);
+  const RecordComparison& c = res.comparison;
+  if (c.bitwise())
+    res.lines.push_back("reproduced bit-for-bit: " + std::to_string(c.steps_compared) + " steps, " +
+                        std::to_string(c.checksums_compared) + " checksums");
+  else
+    res.lines.push_back(verdict_line(c));
+  // Config and environment differences matter even when the bits agree: they are what held.
+  const auto details = detail_lines(c);
+  res.lines.insert(res.lines.end(), details.begin(), details.end());
+  if (again.status != "completed")
+    res.lines.push_back("re-run status: " + again.status + (again.failure.empty() ? "" : " (" + again.failure + ")"));
+  res.lines.push_back("original: " + original_path);
+  res.lines.push_back("re-run:   " + new_path);
+  return res;
+}
+
+}  // namespace sweep

@@ -1,0 +1,50 @@
+// `sweep reproduce`: re-run a recorded run from the config in its record, beside the
+// original (never over it), and say bit for bit whether it came out the same.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compare.h"     // RecordComparison
+#include "launch.h"      // LocalLaunch
+#include "process.h"     // ProcessRunner
+#include "run_config.h"  // RunConfig
+
+namespace sweep {
+
+/// What to re-run and how.
+struct ReproduceOptions {
+  std::string source;            ///< record.h5, or a run directory holding one
+  int64_t world_size = 0;        ///< ranks for the re-run; 0 = as recorded (or derived from accum)
+  int64_t accum = 0;             ///< accumulation for the re-run; 0 = as recorded (or derived from world_size)
+  std::vector<std::string> set;  ///< test-only KEY=VALUE overrides of the re-run's config, applied last
+  LocalLaunch launch;            ///< sweep-train binary and mpiexec (an absolute path when world > 1)
+};
+
+/// The record a source names: the file itself, or `<dir>/record.h5` for a run directory.
+std::string resolve_record_path(const std::string& source);
+
+/// The re-run's config: the recorded one, on a new layout only when the global batch
+/// (world_size x accum) holds and accum stays a power of two, then the `set` overrides.
+/// Throws ConfigError with a sentence that says why a change is refused.
+RunConfig reproduce_config(const Record& original, int64_t world_size, int64_t accum,
+                           const std::vector<std::string>& set);
+
+/// Creates the first unused `<run_dir>/reproduce/<n>` (n = 1, 2, ...) and returns it.
+std::string next_reproduce_dir(const std::string& run_dir);
+
+/// What a re-run gave.
+struct ReproduceResult {
+  std::string out_dir;             ///< <run dir>/reproduce/<n>
+  bool ran = false;                ///< the re-run left a record to compare
+  RecordComparison comparison;     ///< original (A) against the re-run (B), bitwise
+  std::vector<std::string> lines;  ///< verdict first, then the details; the CLI prints them
+  bool reproduced() const { return ran && comparison.bitwise(); }
+};
+
+/// Reads the original (RecordError when partial, damaged or newer), plans the re-run,
+/// starts it through `runner` and compares the records step by step.
+ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner);
+
+}  // namespace sweep

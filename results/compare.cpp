@@ -1,0 +1,205 @@
+// Comparing records: a merge over step numbers, so records with different lengths or
+// checksum intervals still compare on what they share.
+#include "compare.h"
+
+#include <algorithm>  // min
+#include <cmath>      // fabs, isfinite
+#include <cstdio>     // snprintf
+#include <cstring>    // memcmp
+#include <map>        // run id -> record
+#include <set>        // union of keys
+
+namespace sweep {
+namespace {
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+std::vector<ValueDiff> diff_maps(const std::map<std::string, std::string>& a,
+                                 const std::map<std::string, std::string>& b) {
+  std::set<std::string> keys;
+  for (const auto& kv : a) keys.insert(kv.first);
+  for (const auto& kv : b) keys.insert(kv.first);
+  std::vector<ValueDiff> out;
+  for (const auto& k : keys) {
+    auto ia = a.find(k), ib = b.find(k);
+    const std::string va = ia == a.end() ? "" : ia->second, vb = ib == b.end() ? "" : ib->second;
+    if (ia == a.end() || ib == b.end() || va != vb) out.push_back({k, va, vb});
+  }
+  return out;
+}
+
+// The first tensor whose hash differs names the parameter; when the parameter tables
+// themselves differ, a name from either side would mislead.
+std::string first_differing_param(const Record& a, const Record& b, const ChecksumRow& ra, const ChecksumRow& rb) {
+  const bool same_table =
+      a.params.size() == b.params.size() &&
+      std::equal(a.params.begin(), a.params.end(), b.params.begin(),
+                 [](const ParamInfo& x, const ParamInfo& y) { return x.name == y.name && x.shape == y.shape; });
+  if (!same_table) return "(the parameter tables differ)";
+  const size_t n = std::min({ra.tensors.size(), rb.tensors.size(), a.params.size()});
+  for (size_t i = 0; i < n; ++i)
+    if (ra.tensors[i] != rb.tensors[i]) return a.params[i].name;
+  return "";  // no per-tensor hashes recorded, or only the run hash differs
+}
+
+void compare_losses(const Record& a, const Record& b, const CompareOptions& opt, RecordComparison& c) {
+  size_t i = 0, j = 0;
+  while (i < a.steps.size() || j < b.steps.size()) {
+    const bool has_a = i < a.steps.size(), has_b = j < b.steps.size();
+    if (!has_b || (has_a && a.steps[i].step < b.steps[j].step)) {
+      if (c.missing_step == kNoStep) c.missing_step = a.steps[i].step, c.missing_in_b = true;
+      ++i;
+      continue;
+    }
+    if (!has_a || b.steps[j].step < a.steps[i].step) {
+      if (c.missing_step == kNoStep) c.missing_step = b.steps[j].step, c.missing_in_b = false;
+      ++j;
+      continue;
+    }
+    const StepMetrics &sa = a.steps[i++], &sb = b.steps[j++];
+    ++c.steps_compared;
+    if (same_bits(sa.loss, sb.loss)) continue;
+    if (c.loss_step == kNoStep) c.loss_step = sa.step, c.loss_a = sa.loss, c.loss_b = sb.loss;
+    // A NaN on one side is infinitely far from any number, whatever the tolerance.
+    const bool finite = std::isfinite(sa.loss) && std::isfinite(sb.loss);
+    const double abs = finite ? std::fabs(sa.loss - sb.loss) : INFINITY;
+    const double scale = std::max(std::fabs(sa.loss), std::fabs(sb.loss));
+    const double rel = !finite ? INFINITY : scale > 0 ? abs / scale : 0;
+    if (abs > c.max_abs || c.max_abs_step == kNoStep) c.max_abs = abs, c.max_abs_step = sa.step;
+    if (rel > c.max_rel || c.max_rel_step == kNoStep) c.max_rel = rel, c.max_rel_step = sa.step;
+    if (!(rel <= opt.rtol)) c.losses_within_rtol = false;
+  }
+}
+
+void compare_checksums(const Record& a, const Record& b, RecordComparison& c) {
+  size_t i = 0, j = 0;
+  while (i < a.checksums.size() && j < b.checksums.size()) {
+    const ChecksumRow &ra = a.checksums[i], &rb = b.checksums[j];
+    if (ra.step < rb.step) {
+      ++i;
+      continue;
+    }
+    if (rb.step < ra.step) {
+      ++j;
+      continue;
+    }
+    ++c.checksums_compared, ++i, ++j;
+    if (c.checksum_step == kNoStep && (ra.params != rb.params || ra.tensors != rb.tensors)) {
+      c.checksum_step = ra.step;
+      c.first_param = first_differing_param(a, b, ra, rb);
+    }
+  }
+}
+
+// Steps are recorded in increasing order, so a binary search finds one.
+const StepMetrics* find_step(const Record& r, int64_t step) {
+  auto it = std::lower_bound(r.steps.begin(), r.steps.end(), step,
+                             [](const StepMetrics& s, int64_t v) { return s.step < v; });
+  return it != r.steps.end() && it->step == step ? &*it : nullptr;
+}
+
+std::string g6(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+}  // namespace
+
+int64_t RecordComparison::divergent_step() const {
+  int64_t s = kNoStep;
+  for (int64_t x : {loss_step, checksum_step, missing_step})
+    if (x != kNoStep && (s == kNoStep || x < s)) s = x;
+  return s;
+}
+
+RecordComparison compare_records(const Record& a, const Record& b, const CompareOptions& opt) {
+  RecordComparison c;
+  c.rtol = opt.rtol;
+  compare_losses(a, b, opt, c);
+  compare_checksums(a, b, c);
+  if (const int64_t s = c.divergent_step(); s != kNoStep) {
+    const StepMetrics *sa = find_step(a, s), *sb = find_step(b, s);
+    c.step_in_a = sa != nullptr, c.step_in_b = sb != nullptr;
+    if (sa) c.step_loss_a = sa->loss;
+    if (sb) c.step_loss_b = sb->loss;
+  }
+  c.config = diff_maps(a.config, b.config);
+  c.environment = diff_maps(a.environment, b.environment);
+  return c;
+}
+
+std::string exact_number(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+std::string verdict_line(const RecordComparison& c) {
+  const std::string counts =
+      std::to_string(c.steps_compared) + " steps, " + std::to_string(c.checksums_compared) + " checksums";
+  if (c.bitwise()) return "identical bit-for-bit: " + counts;
+  if (c.match())
+    return "within tolerance (rtol " + g6(c.rtol) + "): " + counts + "; max abs loss difference " + g6(c.max_abs) +
+           ", max rel " + g6(c.max_rel) + "; not bitwise from step " + std::to_string(c.divergent_step());
+  const int64_t s = c.divergent_step();
+  const std::string line = "diverged at step " + std::to_string(s) + ": ";
+  if (s == 0) return line + "the initial parameters differ";
+  const std::string a = c.step_in_a ? exact_number(c.step_loss_a) : "(no such step)";
+  const std::string b = c.step_in_b ? exact_number(c.step_loss_b) : "(no such step)";
+  // Equal losses with differing checksums: the update of this step is what differs.
+  const bool same = c.step_in_a && c.step_in_b && same_bits(c.step_loss_a, c.step_loss_b);
+  return line + "loss " + a + " vs " + b + (same ? " (equal; the parameters differ after the update)" : "");
+}
+
+std::vector<std::string> detail_lines(const RecordComparison& c) {
+  std::vector<std::string> out;
+  if (c.checksum_step != kNoStep)
+    out.push_back("first differing parameter: " +
+                  (c.first_param.empty() ? std::string("(no per-tensor hashes)") : c.first_param) +
+                  " (checksums at step " + std::to_string(c.checksum_step) + ")");
+  if (c.loss_step != kNoStep && c.loss_step != c.divergent_step())
+    out.push_back("first loss difference at step " + std::to_string(c.loss_step) + ": " + exact_number(c.loss_a) +
+                  " vs " + exact_number(c.loss_b));
+  if (c.loss_step != kNoStep)
+    out.push_back("max loss difference: abs " + g6(c.max_abs) + " at step " + std::to_string(c.max_abs_step) +
+                  ", rel " + g6(c.max_rel) + " at step " + std::to_string(c.max_rel_step));
+  if (c.missing_step != kNoStep)
+    out.push_back(std::string("steps differ: ") + (c.missing_in_b ? "B" : "A") + " has no step " +
+                  std::to_string(c.missing_step));
+  auto show = [](const std::string& v) { return v.empty() ? std::string("(unset)") : v; };
+  for (const auto& d : c.config) out.push_back("config " + d.key + ": " + show(d.a) + " -> " + show(d.b));
+  for (const auto& d : c.environment) out.push_back("environment " + d.key + ": " + show(d.a) + " -> " + show(d.b));
+  if (c.environment.empty()) out.push_back("environment: identical");
+  return out;
+}
+
+bool SweepComparison::match() const {
+  if (!only_a.empty() || !only_b.empty()) return false;
+  for (const auto& p : pairs)
+    if (!p.result.match()) return false;
+  return true;
+}
+
+SweepComparison compare_sweeps(const SweepRecords& a, const SweepRecords& b, const CompareOptions& opt) {
+  SweepComparison out;
+  std::map<std::string, const Record*> by_id;
+  for (const auto& r : b.runs) by_id[r.run_id] = &r;
+  std::set<std::string> seen;
+  for (const auto& r : a.runs) {
+    auto it = by_id.find(r.run_id);
+    if (it == by_id.end()) {
+      out.only_a.push_back(r.run_id);
+      continue;
+    }
+    seen.insert(r.run_id);
+    out.pairs.push_back({r.run_id, compare_records(r, *it->second, opt)});
+  }
+  for (const auto& r : b.runs)
+    if (!seen.count(r.run_id)) out.only_b.push_back(r.run_id);
+  for (const auto& p : a.problems) out.problems.push_back("A: " + p);
+  for (const auto& p : b.problems) out.problems.push_back("B: " + p);
+  return out;
+}
+
+}  // namespace sweep

@@ -1,0 +1,72 @@
+// The report as CSV (RFC 4180), for spreadsheets: one row per run with every per-run and
+// per-group figure, and one row per run directory without a readable record.
+#include "report.h"
+#include "report_format.h"
+
+namespace sweep {
+namespace {
+
+using namespace report_fmt;
+
+// RFC 4180: quote a field holding a separator, quote or line break; double the quotes.
+std::string csv(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string csv_num(double v) { return std::isfinite(v) ? g17(v) : ""; }
+
+std::string csv_row(const std::vector<std::string>& cells) {
+  std::string s;
+  for (size_t i = 0; i < cells.size(); ++i) s += (i ? "," : "") + csv(cells[i]);
+  return s + "\r\n";
+}
+
+}  // namespace
+
+std::string render_csv(const SweepRecords& sweep, const ReportModel& m) {
+  const RunIndex x = index_runs(sweep, m);
+  std::vector<std::string> head = {"run_id", "status"};
+  for (const auto& k : m.varying) head.push_back(k);
+  for (const char* h : {"steps", "final_loss", "best_loss", "tokens_per_s", "train_time_s", "memory_bytes_per_rank_max",
+                        "final_params_checksum", "class", "class_size", "group", "group_runs", "group_final_loss_mean",
+                        "group_final_loss_std", "layout_set", "layout_set_identical", "cause", "log_tail"})
+    head.push_back(h);
+  std::string s = csv_row(head);
+  auto tail_of = [&](const std::string& id) {
+    for (const auto& f : sweep.failed)
+      if (f.run_id == id) return f.log_tail;
+    return std::string();
+  };
+  for (size_t i = 0; i < sweep.runs.size(); ++i) {
+    const Record& r = sweep.runs[i];
+    const RunFigures& f = m.runs[i];
+    const RunGroup& g = m.groups[x.group[i]];
+    const EquivalenceClass& c = m.classes[f.equivalence];
+    std::vector<std::string> row = {r.run_id, r.status};
+    for (const auto& k : m.varying) row.push_back(report_value(r, k));
+    const bool in_set = x.layout_set[i] != SIZE_MAX;
+    for (const std::string& v :
+         {std::to_string(r.steps.size()), csv_num(f.final_loss), csv_num(f.best_loss), csv_num(f.tokens_per_s),
+          csv_num(f.train_time_s), f.memory_bytes < 0 ? std::string() : std::to_string(f.memory_bytes),
+          final_checksum(r), c.name, std::to_string(c.runs.size()), std::to_string(x.group[i]),
+          std::to_string(g.runs.size()), csv_num(g.final_mean), csv_num(g.final_std),
+          in_set ? std::to_string(x.layout_set[i]) : std::string(),
+          std::string(in_set ? (m.layout_sets[x.layout_set[i]].identical ? "yes" : "no") : ""), r.failure,
+          r.status == "completed" ? std::string() : tail_of(r.run_id)})
+      row.push_back(v);
+    s += csv_row(row);
+  }
+  // Runs without a readable record still get a row, so the CSV counts every run dir.
+  for (const auto& fr : sweep.failed) {
+    if (fr.problem.empty()) continue;  // its record was readable: already a row above
+    std::vector<std::string> row(head.size());
+    row[0] = fr.run_id, row[1] = fr.status, row[head.size() - 2] = fr.cause, row[head.size() - 1] = fr.log_tail;
+    s += csv_row(row);
+  }
+  return s;
+}
+
+}  // namespace sweep

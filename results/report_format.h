@@ -1,0 +1,105 @@
+// How the report spells its figures, shared by the HTML, Markdown, CSV and JSON writers
+// so that every format prints a number the same way. Internal to sweep_results.
+#pragma once
+
+#include <cinttypes>  // PRIx64
+#include <cmath>      // isfinite
+#include <cstdint>    // SIZE_MAX
+#include <cstdio>     // snprintf
+#include <string>
+#include <vector>
+
+#include "report.h"
+
+namespace sweep::report_fmt {
+
+/// Six significant digits: what a reader compares by eye; "-" for a missing figure.
+inline std::string g6(double v) {
+  if (std::isnan(v)) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+/// 17 significant digits: reads back as the same double (JSON, CSV).
+inline std::string g17(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+inline std::string hex16(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
+  return buf;
+}
+
+inline std::string plural(size_t n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
+
+/// "1.234 ± 0.005 (n=3)", just the mean for one run, "-" for none.
+inline std::string mean_std(const RunGroup& g) {
+  if (g.finite_finals == 0) return "-";
+  if (g.finite_finals == 1) return g6(g.final_mean);
+  return g6(g.final_mean) + " \u00b1 " + g6(g.final_std) + " (n=" + std::to_string(g.finite_finals) + ")";
+}
+
+/// Bytes as MiB with three significant digits; "-" when not recorded.
+inline std::string mib(int64_t bytes) {
+  if (bytes < 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g MiB", double(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+inline std::string seconds(double s) {
+  if (s < 0) return "unknown";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", s);
+  return buf;
+}
+
+/// "k1=v1, k2=v2" for a group's varying values.
+inline std::string values_text(const RunGroup& g) {
+  std::string s;
+  for (const auto& [k, v] : g.values) s += (s.empty() ? "" : ", ") + k + "=" + v;
+  return s;
+}
+
+/// "N completed, M diverged, ..." for the summary line.
+inline std::string counts_text(const ReportModel& m) {
+  std::string s = std::to_string(m.completed) + " completed, " + std::to_string(m.diverged) + " diverged, " +
+                  std::to_string(m.failed) + " failed, " + std::to_string(m.running) + " unfinished, " +
+                  std::to_string(m.missing) + " without a record";
+  return s;
+}
+
+/// Sample steps of a curve for formats that cannot draw: first, quartiles, last.
+inline std::vector<size_t> curve_samples(size_t n) {
+  std::vector<size_t> out;
+  if (n == 0) return out;
+  for (size_t q = 0; q <= 4; ++q) {
+    size_t i = (n - 1) * q / 4;
+    if (out.empty() || out.back() != i) out.push_back(i);
+  }
+  return out;
+}
+
+/// Where each run sits in the model: its group and its layout set.
+struct RunIndex {
+  std::vector<size_t> group, layout_set;  // per run; layout_set is SIZE_MAX when in none
+};
+
+inline RunIndex index_runs(const SweepRecords& sweep, const ReportModel& m) {
+  RunIndex x{std::vector<size_t>(sweep.runs.size()), std::vector<size_t>(sweep.runs.size(), SIZE_MAX)};
+  for (size_t g = 0; g < m.groups.size(); ++g)
+    for (size_t i : m.groups[g].runs) x.group[i] = g;
+  for (size_t s = 0; s < m.layout_sets.size(); ++s)
+    for (size_t i : m.layout_sets[s].runs) x.layout_set[i] = s;
+  return x;
+}
+
+inline std::string final_checksum(const Record& r) {
+  return r.checksums.empty() ? "" : hex16(r.checksums.back().params);
+}
+
+}  // namespace sweep::report_fmt

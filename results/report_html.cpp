@@ -1,0 +1,328 @@
+// The HTML report: one static page, inline CSS and SVG, no script, nothing fetched, so it
+// can be mailed or archived with the sweep and opened offline. Every string that came
+// from a record goes through html_escape.
+#include <algorithm>  // min, max
+
+#include "report.h"
+#include "report_format.h"
+
+namespace sweep {
+namespace {
+
+using namespace report_fmt;
+
+// Tableau 10: tells ten curves apart on white, also for most colour-vision deficiencies.
+constexpr const char* kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                                    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+constexpr size_t kPaletteSize = sizeof(kPalette) / sizeof(kPalette[0]);
+
+// Chart geometry in SVG units; the legend extends the SVG below the plot area.
+constexpr double kWidth = 720, kHeight = 360;
+constexpr double kLeft = 70, kRight = 20, kTop = 20, kBottom = 40;
+constexpr double kLegendRow = 18;
+// Past this many curves a legend stops helping; the table names every group anyway.
+constexpr size_t kLegendMax = 40;
+
+constexpr const char* kStyle =
+    "body{font-family:system-ui,sans-serif;margin:2em;color:#222}\n"
+    "table{border-collapse:collapse;margin:1em 0}\n"
+    "th,td{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}\n"
+    "th{background:#f4f4f4}\n"
+    "td.num{text-align:right;font-variant-numeric:tabular-nums}\n"
+    "td.hash{font-family:monospace}\n"
+    ".failure{color:#b00;font-size:smaller}\n"
+    ".flag{color:#b00;font-weight:bold}\n"
+    ".ok{color:#2a7}\n"
+    ".missing{color:#999}\n"
+    ".bar{display:inline-block;height:0.8em;background:#4e79a7}\n"
+    "pre{background:#f7f7f7;padding:6px;max-width:100em;overflow-x:auto;font-size:smaller}\n"
+    "svg{display:block;margin:1em 0;font:12px sans-serif}\n"
+    "svg .axis{stroke:#444;stroke-width:1}\n"
+    "svg polyline{fill:none;stroke-width:1.5}\n";
+
+// One decimal is below a pixel and keeps large charts small.
+std::string coord(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+std::string td(const std::string& escaped, const char* cls = nullptr) {
+  return cls ? "<td class=\"" + std::string(cls) + "\">" + escaped + "</td>" : "<td>" + escaped + "</td>";
+}
+
+/// The extent of the plotted values along one axis.
+struct Range {
+  double lo = INFINITY, hi = -INFINITY;
+  void add(double v) { lo = std::min(lo, v), hi = std::max(hi, v); }
+  bool empty() const { return lo > hi; }
+  // A single step or a flat loss has zero width: centre it instead of dividing by zero.
+  // Halving first keeps hi - lo finite for values near DBL_MAX.
+  double frac(double v) const {
+    double f = (v * 0.5 - lo * 0.5) / (hi * 0.5 - lo * 0.5);
+    return hi > lo && std::isfinite(f) ? f : 0.5;
+  }
+};
+
+std::string svg_text(double x, double y, const char* anchor, const std::string& escaped,
+                     const std::string& extra = "") {
+  return "<text x=\"" + coord(x) + "\" y=\"" + coord(y) + "\" text-anchor=\"" + anchor + "\"" + extra + ">" + escaped +
+         "</text>\n";
+}
+
+// A config value as a cell: "unset" and "" are shown as such, not as a blank.
+std::string value_cell(const std::string& v) {
+  if (v == "unset") return td("unset", "missing");
+  return v.empty() ? td("(empty)", "missing") : td(html_escape(v));
+}
+
+// A legend line past the chart's width is cut; the curve's tooltip keeps the whole name.
+std::string legend_text(const std::string& label) {
+  constexpr size_t kMax = 100;
+  if (label.size() <= kMax) return html_escape(label);
+  size_t cut = kMax;
+  while (cut > 0 && (static_cast<unsigned char>(label[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 sequence
+  return html_escape(label.substr(0, cut)) + "&#8230;";
+}
+
+// A group of one run is named by its run id; a group of seeds by its values.
+std::string curve_label(const SweepRecords& sweep, const RunGroup& g) {
+  const std::string vary = values_text(g);
+  if (g.runs.size() == 1) return sweep.runs[g.runs[0]].run_id + (vary.empty() ? "" : " (" + vary + ")");
+  return (vary.empty() ? std::string("all") : vary) + " (mean of " + std::to_string(g.runs.size()) + " runs)";
+}
+
+std::string svg_chart(const SweepRecords& sweep, const ReportModel& m, const Chart& chart) {
+  Range xs, ys;
+  for (size_t g : chart.groups)
+    for (size_t i = 0; i < m.groups[g].curve_steps.size(); ++i)
+      xs.add(double(m.groups[g].curve_steps[i])), ys.add(m.groups[g].curve_loss[i]);
+  if (ys.empty()) return "<p>No finite loss values to plot.</p>\n";
+
+  const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom, base = kTop + ph;
+  auto px = [&](double x) { return kLeft + xs.frac(x) * pw; };
+  auto py = [&](double y) { return base - ys.frac(y) * ph; };
+  const size_t legend = std::min(chart.groups.size(), kLegendMax) + (chart.groups.size() > kLegendMax ? 1 : 0);
+  const double total_h = kHeight + kLegendRow * double(legend) + 8;
+  std::string s = "<svg width=\"" + coord(kWidth) + "\" height=\"" + coord(total_h) + "\" viewBox=\"0 0 " +
+                  coord(kWidth) + " " + coord(total_h) +
+                  "\" role=\"img\" aria-label=\"loss against step: " + html_escape(chart.title) + "\">\n";
+  s += "<line class=\"axis\" x1=\"" + coord(kLeft) + "\" y1=\"" + coord(base) + "\" x2=\"" + coord(kLeft + pw) +
+       "\" y2=\"" + coord(base) + "\"/>\n";
+  s += "<line class=\"axis\" x1=\"" + coord(kLeft) + "\" y1=\"" + coord(kTop) + "\" x2=\"" + coord(kLeft) + "\" y2=\"" +
+       coord(base) + "\"/>\n";
+  // Ticks at the data's own min and max, so the labels are values that were recorded.
+  for (double x : {xs.lo, xs.hi}) {
+    s += "<line class=\"axis\" x1=\"" + coord(px(x)) + "\" y1=\"" + coord(base) + "\" x2=\"" + coord(px(x)) +
+         "\" y2=\"" + coord(base + 4) + "\"/>\n";
+    s += svg_text(px(x), base + 16, "middle", g6(x));
+    if (xs.lo == xs.hi) break;
+  }
+  for (double y : {ys.lo, ys.hi}) {
+    s += "<line class=\"axis\" x1=\"" + coord(kLeft - 4) + "\" y1=\"" + coord(py(y)) + "\" x2=\"" + coord(kLeft) +
+         "\" y2=\"" + coord(py(y)) + "\"/>\n";
+    s += svg_text(kLeft - 6, py(y) + 4, "end", g6(y));
+    if (ys.lo == ys.hi) break;
+  }
+  s += svg_text(kLeft + pw / 2, kHeight - 6, "middle", "step");
+  s += svg_text(16, kTop + ph / 2, "middle", "loss", " transform=\"rotate(-90 16 " + coord(kTop + ph / 2) + ")\"");
+
+  for (size_t i = 0; i < chart.groups.size(); ++i) {
+    const RunGroup& g = m.groups[chart.groups[i]];
+    const std::string colour = kPalette[i % kPaletteSize];
+    // Past ten curves the colours repeat, so the dash pattern keeps them apart.
+    const std::string dash = i >= kPaletteSize ? " stroke-dasharray=\"6 3\"" : "";
+    const std::string name = curve_label(sweep, g), label = html_escape(name);
+    const size_t n = g.curve_steps.size();
+    std::string points;
+    for (size_t k = 0; k < n; ++k)
+      points += (k ? " " : "") + coord(px(double(g.curve_steps[k]))) + "," + coord(py(g.curve_loss[k]));
+    if (n >= 2) {
+      s += "<polyline stroke=\"" + colour + "\"" + dash + " points=\"" + points + "\"><title>" + label +
+           "</title></polyline>\n";
+    } else if (n == 1) {  // a one-point polyline draws nothing
+      s += "<circle fill=\"" + colour + "\" r=\"3\" cx=\"" + coord(px(double(g.curve_steps[0]))) + "\" cy=\"" +
+           coord(py(g.curve_loss[0])) + "\"><title>" + label + "</title></circle>\n";
+    }
+    if (i >= kLegendMax) continue;
+    const double ly = kHeight + 4 + kLegendRow * double(i);
+    s += "<line stroke=\"" + colour + "\" stroke-width=\"3\"" + dash + " x1=\"" + coord(kLeft) + "\" y1=\"" +
+         coord(ly + 8) + "\" x2=\"" + coord(kLeft + 24) + "\" y2=\"" + coord(ly + 8) + "\"/>\n";
+    s += svg_text(kLeft + 30, ly + 12, "start", legend_text(name) + (n ? "" : " &#8212; no finite loss"));
+  }
+  if (chart.groups.size() > kLegendMax)
+    s += svg_text(kLeft, kHeight + 4 + kLegendRow * double(kLegendMax) + 12, "start",
+                  "&#8230; and " + std::to_string(chart.groups.size() - kLegendMax) +
+                      " more curves (hover a curve for its name)");
+  return s + "</svg>\n";
+}
+
+std::string summary(const SweepRecords& sweep, const ReportModel& m) {
+  std::string h = "<p class=\"summary\">" + plural(sweep.runs.size(), "run") + ", " +
+                  plural(sweep.problems.size(), "problem") + "</p>\n";
+  h += "<table>\n<tbody>\n<tr><th>runs</th><td>" + html_escape(counts_text(m)) + "</td></tr>\n";
+  h +=
+      "<tr><th>wall time</th><td>" + seconds(m.wall_time_s) + " (first run started to last record written)</td></tr>\n";
+  h += "<tr><th>training time</th><td>" + seconds(m.train_time_s) +
+       " (step and recording time, summed over runs)</td></tr>\n";
+  return h + "</tbody>\n</table>\n";
+}
+
+std::string groups_table(const SweepRecords& sweep, const ReportModel& m) {
+  std::string t = "<h2>Results</h2>\n<table>\n<thead><tr>";
+  for (const auto& k : m.columns) t += "<th>" + html_escape(k) + "</th>";
+  t += "<th>runs</th><th>final loss (mean &#177; std over seeds)</th><th>best loss</th><th>tokens/s</th>"
+       "<th>memory per rank</th><th>status</th><th>reproducibility class</th></tr></thead>\n<tbody>\n";
+  for (const auto& g : m.groups) {
+    t += "<tr>";
+    for (const auto& kv : g.values) t += value_cell(kv.second);
+    std::string classes;
+    for (size_t i : g.runs) {
+      const EquivalenceClass& c = m.classes[m.runs[i].equivalence];
+      classes += (classes.empty() ? "" : " ") + c.name + (c.runs.size() > 1 ? "" : "&#185;");
+    }
+    t += td(std::to_string(g.runs.size()), "num") + td(html_escape(mean_std(g)), "num") + td(g6(g.best_loss), "num") +
+         td(g6(g.tokens_per_s), "num") + td(mib(g.memory_bytes), "num") + td(html_escape(g.status)) + td(classes) +
+         "</tr>\n";
+  }
+  return t + "</tbody>\n</table>\n<p>&#185; a class of one run: no other run has its checksum trajectory.</p>\n";
+}
+
+std::string effects_table(const ReportModel& m) {
+  if (m.effects.empty()) return "";
+  std::string t =
+      "<h2>Effect of each axis on final loss</h2>\n<table>\n<thead><tr><th>axis</th><th>spread of means</th>"
+      "<th>value</th><th>runs</th><th>mean final loss</th></tr></thead>\n<tbody>\n";
+  double widest = 0;
+  for (const auto& e : m.effects) widest = std::max(widest, e.spread);
+  for (const auto& e : m.effects) {
+    for (size_t i = 0; i < e.values.size(); ++i) {
+      t += "<tr>";
+      if (i == 0) {
+        const double w = widest > 0 ? 120 * e.spread / widest : 0;
+        t += "<td rowspan=\"" + std::to_string(e.values.size()) + "\">" + html_escape(e.key) + "</td><td rowspan=\"" +
+             std::to_string(e.values.size()) + "\" class=\"num\">" + g6(e.spread) +
+             " <span class=\"bar\" style=\"width:" + coord(w) + "px\"></span></td>";
+      }
+      t +=
+          td(html_escape(e.values[i])) + td(std::to_string(e.counts[i]), "num") + td(g6(e.means[i]), "num") + "</tr>\n";
+    }
+  }
+  return t + "</tbody>\n</table>\n";
+}
+
+std::string run_list(const SweepRecords& sweep, const std::vector<size_t>& runs) {
+  std::string s;
+  for (size_t i : runs) s += (s.empty() ? "" : ", ") + html_escape(sweep.runs[i].run_id);
+  return s;
+}
+
+std::string reproducibility(const SweepRecords& sweep, const ReportModel& m) {
+  std::string h = "<h2>Reproducibility</h2>\n";
+  size_t shared = 0;
+  std::string rows;
+  for (const auto& c : m.classes) {
+    if (c.runs.size() < 2) continue;
+    ++shared;
+    const Record& r = sweep.runs[c.runs[0]];
+    rows += "<tr>" + td(c.name) + td(std::to_string(c.runs.size()), "num") +
+            td(r.checksums.empty() ? "-" : hex16(r.checksums.back().params), "hash") + td(run_list(sweep, c.runs)) +
+            "</tr>\n";
+  }
+  h += "<p>" + std::to_string(m.classes.size()) + (m.classes.size() == 1 ? " class" : " classes") +
+       " of identical checksum trajectories; " + std::to_string(shared) + " shared by two or more runs.</p>\n";
+  if (!rows.empty())
+    h += "<table>\n<thead><tr><th>class</th><th>runs</th><th>final params checksum</th><th>run "
+         "ids</th></tr></thead>\n<tbody>\n" +
+         rows + "</tbody>\n</table>\n";
+  if (m.layout_sets.empty())
+    return h + "<p>No runs differ only in layout (world size, accumulation, ZeRO stage, data workers).</p>\n";
+  h += "<h3>Runs that should be identical</h3>\n<p>They differ only in layout keys with the same global "
+       "batch.</p>\n<table>\n"
+       "<thead><tr><th>verdict</th><th>runs</th><th>first difference</th></tr></thead>\n<tbody>\n";
+  for (const auto& s : m.layout_sets)
+    h += "<tr>" + (s.identical ? td("identical", "ok") : td("NOT IDENTICAL", "flag")) + td(run_list(sweep, s.runs)) +
+         td(html_escape(s.first_difference)) + "</tr>\n";
+  return h + "</tbody>\n</table>\n";
+}
+
+std::string runs_table(const SweepRecords& sweep, const ReportModel& m) {
+  std::string t = "<h2>Runs</h2>\n<table>\n<thead><tr><th>run</th><th>status</th>";
+  for (const auto& k : m.varying) t += "<th>" + html_escape(k) + "</th>";
+  t += "<th>steps</th><th>final loss</th><th>params checksum</th><th>class</th></tr></thead>\n<tbody>\n";
+  for (size_t i = 0; i < sweep.runs.size(); ++i) {
+    const Record& r = sweep.runs[i];
+    t += "<tr>" + td(html_escape(r.run_id)) + "<td>" + html_escape(r.status);
+    if (!r.failure.empty()) t += "<div class=\"failure\">" + html_escape(r.failure) + "</div>";
+    t += "</td>";
+    for (const auto& k : m.varying) t += value_cell(report_value(r, k));
+    t += td(std::to_string(r.steps.size()), "num") + td(g6(m.runs[i].final_loss), "num") +
+         td(r.checksums.empty() ? "-" : hex16(r.checksums.back().params), "hash") +
+         td(m.classes[m.runs[i].equivalence].name) + "</tr>\n";
+  }
+  return t + "</tbody>\n</table>\n";
+}
+
+std::string environment(const ReportModel& m) {
+  if (m.environment.empty()) return "";
+  std::string t = "<h2>Environment</h2>\n<table>\n<thead><tr><th>key</th><th>value (runs)</th></tr></thead>\n<tbody>\n";
+  for (const auto& e : m.environment) {
+    const bool differs = e.values.size() > 1;
+    std::string v;
+    for (const auto& [value, n] : e.values)
+      v += (v.empty() ? "" : "<br>") + html_escape(value.empty() ? "(empty)" : value) +
+           (differs ? " (" + std::to_string(n) + ")" : "");
+    t += "<tr>" + (differs ? td(html_escape(e.key) + " <span class=\"flag\">differs</span>") : td(html_escape(e.key))) +
+         td(v) + "</tr>\n";
+  }
+  return t + "</tbody>\n</table>\n";
+}
+
+std::string failed_runs(const SweepRecords& sweep) {
+  if (sweep.failed.empty()) return "";
+  std::string h =
+      "<h2>Failed runs</h2>\n<table>\n<thead><tr><th>run</th><th>status</th><th>cause</th><th>end of "
+      "log</th></tr></thead>\n<tbody>\n";
+  for (const auto& f : sweep.failed)
+    h += "<tr>" + td(html_escape(f.run_id)) + td(html_escape(f.status)) + td(html_escape(f.cause), "failure") +
+         td(f.log_tail.empty() ? "<span class=\"missing\">no log</span>"
+                               : "<pre>" + html_escape(f.log_tail) + "</pre>") +
+         "</tr>\n";
+  return h + "</tbody>\n</table>\n";
+}
+
+}  // namespace
+
+std::string render_html(const SweepRecords& sweep, const ReportModel& m) {
+  std::string h = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" +
+                  html_escape(m.title) + "</title>\n<style>\n";
+  h += kStyle;
+  h += "</style>\n</head>\n<body>\n<h1>" + html_escape(m.title) + "</h1>\n";
+  h += summary(sweep, m);
+  if (sweep.runs.empty()) {
+    h += "<p>no completed runs</p>\n";
+  } else {
+    h += groups_table(sweep, m);
+    h += "<h2>Loss curves</h2>\n";
+    for (const auto& c : m.charts) {
+      if (m.charts.size() > 1 || !m.group_by.empty()) h += "<h3>" + html_escape(c.title) + "</h3>\n";
+      h += svg_chart(sweep, m, c);
+    }
+    h += effects_table(m);
+    h += reproducibility(sweep, m);
+    h += runs_table(sweep, m);
+    h += environment(m);
+  }
+  h += failed_runs(sweep);
+  // Problems already shown as a failed run are not repeated.
+  std::string problems;
+  for (const auto& p : sweep.problems) {
+    bool shown =
+        std::any_of(sweep.failed.begin(), sweep.failed.end(), [&](const FailedRun& f) { return f.problem == p; });
+    if (!shown) problems += "<li>" + html_escape(p) + "</li>\n";
+  }
+  if (!problems.empty()) h += "<h2>Problems</h2>\n<ul>\n" + problems + "</ul>\n";
+  return h + "</body>\n</html>\n";
+}
+
+}  // namespace sweep

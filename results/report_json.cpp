@@ -1,0 +1,176 @@
+// The report as JSON, for scripts: every section of the HTML page, from the same
+// ReportModel; numbers with 17 significant digits, null where a figure is missing.
+#include "report.h"
+#include "report_format.h"
+
+namespace sweep {
+namespace {
+
+using namespace report_fmt;
+
+// Length of the valid UTF-8 sequence at s[i], 0 when the bytes there are not one.
+size_t utf8_length(const std::string& s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  const size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k)
+    if ((b(i + k) & 0xC0) != 0x80) return 0;
+  return n;
+}
+
+// A log tail or a config value may hold any bytes; JSON must be UTF-8, so a byte that
+// starts no valid sequence becomes U+FFFD.
+std::string jstr(const std::string& s) {
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {
+      const size_t n = utf8_length(s, i);
+      out += n ? s.substr(i, n) : "\\ufffd";
+      i += n ? n : 1;
+      continue;
+    }
+    ++i;
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += char(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+// JSON has no NaN or infinity: a missing or non-finite figure is null.
+std::string jnum(double v) { return std::isfinite(v) ? g17(v) : "null"; }
+std::string jint(int64_t v) { return std::to_string(v); }
+
+std::string jlist(const std::vector<std::string>& items) {
+  std::string s = "[";
+  for (size_t i = 0; i < items.size(); ++i) s += (i ? "," : "") + items[i];
+  return s + "]";
+}
+
+std::string jrun_ids(const SweepRecords& sweep, const std::vector<size_t>& runs) {
+  std::vector<std::string> ids;
+  for (size_t i : runs) ids.push_back(jstr(sweep.runs[i].run_id));
+  return jlist(ids);
+}
+
+std::string jints(const std::vector<int64_t>& v) {
+  std::vector<std::string> s;
+  for (int64_t x : v) s.push_back(jint(x));
+  return jlist(s);
+}
+
+std::string json_group(const SweepRecords& sweep, const ReportModel& m, const RunGroup& g) {
+  std::string values = "{";
+  for (size_t i = 0; i < g.values.size(); ++i)
+    values += (i ? "," : "") + jstr(g.values[i].first) + ":" + jstr(g.values[i].second);
+  std::vector<std::string> classes, steps, losses;
+  for (size_t i : g.runs) classes.push_back(jstr(m.classes[m.runs[i].equivalence].name));
+  for (int64_t s : g.curve_steps) steps.push_back(jint(s));
+  for (double l : g.curve_loss) losses.push_back(jnum(l));
+  return "{\"values\":" + values + "},\"runs\":" + jrun_ids(sweep, g.runs) +
+         ",\"finite_finals\":" + jint(int64_t(g.finite_finals)) + ",\"final_loss_mean\":" + jnum(g.final_mean) +
+         ",\"final_loss_std\":" + jnum(g.final_std) + ",\"best_loss\":" + jnum(g.best_loss) +
+         ",\"tokens_per_s\":" + jnum(g.tokens_per_s) +
+         ",\"memory_bytes_per_rank_max\":" + (g.memory_bytes < 0 ? "null" : jint(g.memory_bytes)) +
+         ",\"status\":" + jstr(g.status) + ",\"classes\":" + jlist(classes) + ",\"curve\":{\"step\":" + jlist(steps) +
+         ",\"mean_loss\":" + jlist(losses) + "}}";
+}
+
+std::string json_run(const SweepRecords& sweep, const ReportModel& m, const RunIndex& x, size_t i) {
+  const Record& r = sweep.runs[i];
+  const RunFigures& f = m.runs[i];
+  std::string varying = "{";
+  for (size_t k = 0; k < m.varying.size(); ++k)
+    varying += (k ? "," : "") + jstr(m.varying[k]) + ":" + jstr(report_value(r, m.varying[k]));
+  return "{\"run_id\":" + jstr(r.run_id) + ",\"status\":" + jstr(r.status) + ",\"failure\":" + jstr(r.failure) +
+         ",\"values\":" + varying + "},\"group\":" + jint(int64_t(x.group[i])) +
+         ",\"steps\":" + jint(int64_t(r.steps.size())) + ",\"final_loss\":" + jnum(f.final_loss) +
+         ",\"best_loss\":" + jnum(f.best_loss) + ",\"tokens_per_s\":" + jnum(f.tokens_per_s) +
+         ",\"train_time_s\":" + jnum(f.train_time_s) + ",\"memory_bytes\":{\"params\":" + jints(r.memory.params) +
+         ",\"grads\":" + jints(r.memory.grads) + ",\"optimizer\":" + jints(r.memory.optimizer) +
+         "},\"final_params_checksum\":" + jstr(final_checksum(r)) +
+         ",\"class\":" + jstr(m.classes[f.equivalence].name) + "}";
+}
+
+}  // namespace
+
+std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
+  const RunIndex x = index_runs(sweep, m);
+  std::vector<std::string> strs, groups, runs, effects, classes, sets, charts, env, failed, problems;
+  std::string j = "{\"format\":\"sweep-report\",\"version\":1,\"title\":" + jstr(m.title);
+  j += ",\"summary\":{\"runs\":" + jint(int64_t(sweep.runs.size())) + ",\"completed\":" + jint(int64_t(m.completed)) +
+       ",\"diverged\":" + jint(int64_t(m.diverged)) + ",\"failed\":" + jint(int64_t(m.failed)) +
+       ",\"unfinished\":" + jint(int64_t(m.running)) + ",\"without_record\":" + jint(int64_t(m.missing)) +
+       ",\"problems\":" + jint(int64_t(sweep.problems.size())) +
+       ",\"wall_time_s\":" + (m.wall_time_s < 0 ? "null" : jnum(m.wall_time_s)) +
+       ",\"train_time_s\":" + jnum(m.train_time_s) + "}";
+  for (const auto& k : m.varying) strs.push_back(jstr(k));
+  j += ",\"varying\":" + jlist(strs);
+  strs.clear();
+  for (const auto& k : m.columns) strs.push_back(jstr(k));
+  j += ",\"columns\":" + jlist(strs) + ",\"group_by\":" + jstr(m.group_by);
+  for (const auto& g : m.groups) groups.push_back(json_group(sweep, m, g));
+  j += ",\"groups\":" + jlist(groups);
+  for (size_t i = 0; i < sweep.runs.size(); ++i) runs.push_back(json_run(sweep, m, x, i));
+  j += ",\"runs\":" + jlist(runs);
+  for (const auto& e : m.effects) {
+    std::vector<std::string> levels;
+    for (size_t i = 0; i < e.values.size(); ++i)
+      levels.push_back("{\"value\":" + jstr(e.values[i]) + ",\"runs\":" + jint(int64_t(e.counts[i])) +
+                       ",\"mean_final_loss\":" + jnum(e.means[i]) + "}");
+    effects.push_back("{\"key\":" + jstr(e.key) + ",\"spread\":" + jnum(e.spread) + ",\"levels\":" + jlist(levels) +
+                      "}");
+  }
+  j += ",\"effects\":" + jlist(effects);
+  for (const auto& c : m.classes)
+    classes.push_back("{\"name\":" + jstr(c.name) + ",\"runs\":" + jrun_ids(sweep, c.runs) + "}");
+  j += ",\"classes\":" + jlist(classes);
+  for (const auto& s : m.layout_sets)
+    sets.push_back("{\"identical\":" + std::string(s.identical ? "true" : "false") +
+                   ",\"runs\":" + jrun_ids(sweep, s.runs) + ",\"first_difference\":" + jstr(s.first_difference) + "}");
+  j += ",\"layout_sets\":" + jlist(sets);
+  for (const auto& c : m.charts) {
+    std::vector<std::string> gs;
+    for (size_t g : c.groups) gs.push_back(jint(int64_t(g)));
+    charts.push_back("{\"title\":" + jstr(c.title) + ",\"groups\":" + jlist(gs) + "}");
+  }
+  j += ",\"charts\":" + jlist(charts);
+  for (const auto& e : m.environment) {
+    std::vector<std::string> vs;
+    for (const auto& [v, n] : e.values) vs.push_back("{\"value\":" + jstr(v) + ",\"runs\":" + jint(int64_t(n)) + "}");
+    env.push_back("{\"key\":" + jstr(e.key) + ",\"values\":" + jlist(vs) + "}");
+  }
+  j += ",\"environment\":" + jlist(env);
+  for (const auto& f : sweep.failed)
+    failed.push_back("{\"run_id\":" + jstr(f.run_id) + ",\"status\":" + jstr(f.status) + ",\"cause\":" + jstr(f.cause) +
+                     ",\"log_tail\":" + jstr(f.log_tail) + "}");
+  j += ",\"failed\":" + jlist(failed);
+  for (const auto& p : sweep.problems) problems.push_back(jstr(p));
+  return j + ",\"problems\":" + jlist(problems) + "}\n";
+}
+
+}  // namespace sweep

@@ -1,0 +1,169 @@
+// The report as Markdown, for reviews and diffs: the HTML page's sections as tables, the
+// loss curves sampled at the first, quartile and last steps.
+#include <algorithm>  // max, none_of
+
+#include "report.h"
+#include "report_format.h"
+
+namespace sweep {
+namespace {
+
+using namespace report_fmt;
+
+// Cells must not break the table, and raw HTML in Markdown would be rendered.
+std::string md(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '|':
+        out += "\\|";
+        break;
+      case '\\':
+      case '`':
+      case '*':
+      case '_':
+      case '[':
+      case ']':
+      case '#':
+        out += '\\', out += c;
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '\n':
+      case '\r':
+        out += ' ';
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string md_row(const std::vector<std::string>& cells) {
+  std::string s = "|";
+  for (const auto& c : cells) s += " " + c + " |";
+  return s + "\n";
+}
+
+std::string md_header(const std::vector<std::string>& cells) {
+  std::string s = md_row(cells) + "|";
+  for (size_t i = 0; i < cells.size(); ++i) s += "---|";
+  return s + "\n";
+}
+
+// A fence longer than any run of backticks in the text keeps a log inside its block.
+std::string md_code(const std::string& text) {
+  size_t longest = 0, run = 0;
+  for (char c : text) run = c == '`' ? run + 1 : 0, longest = std::max(longest, run);
+  const std::string fence(std::max<size_t>(3, longest + 1), '`');
+  return fence + "\n" + text + "\n" + fence + "\n";
+}
+
+std::string md_ids(const SweepRecords& sweep, const std::vector<size_t>& runs) {
+  std::string s;
+  for (size_t i : runs) s += (s.empty() ? "" : ", ") + md(sweep.runs[i].run_id);
+  return s;
+}
+
+}  // namespace
+
+std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
+  std::string s = "# " + md(m.title) + "\n\n";
+  s += plural(sweep.runs.size(), "run") + ", " + plural(sweep.problems.size(), "problem") + ": " + counts_text(m) +
+       ".\n";
+  s += "Wall time " + seconds(m.wall_time_s) + " (first run started to last record written); training time " +
+       seconds(m.train_time_s) + " (summed over runs).\n\n";
+  if (!sweep.runs.empty()) {
+    s += "## Results\n\n";
+    std::vector<std::string> head;
+    for (const auto& k : m.columns) head.push_back(md(k));
+    for (const char* h : {"runs", "final loss (mean ± std over seeds)", "best loss", "tokens/s", "memory per rank",
+                          "status", "reproducibility class"})
+      head.push_back(h);
+    s += md_header(head);
+    for (const auto& g : m.groups) {
+      std::vector<std::string> row;
+      for (const auto& kv : g.values) row.push_back(md(kv.second));
+      std::string classes;
+      for (size_t i : g.runs) classes += (classes.empty() ? "" : " ") + m.classes[m.runs[i].equivalence].name;
+      for (const std::string& c : {std::to_string(g.runs.size()), md(mean_std(g)), g6(g.best_loss), g6(g.tokens_per_s),
+                                   mib(g.memory_bytes), md(g.status), classes})
+        row.push_back(c);
+      s += md_row(row);
+    }
+    s += "\n## Loss curves\n\nMean loss over the runs of each group at the first, quartile and last steps.\n\n";
+    for (const auto& c : m.charts) {
+      s += "### " + md(c.title) + "\n\n" + md_header({"group", "step: loss"});
+      for (size_t gi : c.groups) {
+        const RunGroup& g = m.groups[gi];
+        std::string pts;
+        for (size_t k : curve_samples(g.curve_steps.size()))
+          pts += (pts.empty() ? "" : ", ") + std::to_string(g.curve_steps[k]) + ": " + g6(g.curve_loss[k]);
+        s += md_row({md(values_text(g).empty() ? "all" : values_text(g)), pts.empty() ? "no finite loss" : pts});
+      }
+      s += "\n";
+    }
+    s += "## Effect of each axis on final loss\n\n" +
+         md_header({"axis", "spread of means", "value", "runs", "mean final loss"});
+    for (const auto& e : m.effects)
+      for (size_t i = 0; i < e.values.size(); ++i)
+        s += md_row(
+            {i ? "" : md(e.key), i ? "" : g6(e.spread), md(e.values[i]), std::to_string(e.counts[i]), g6(e.means[i])});
+    s += "\n## Reproducibility\n\nClasses of runs with identical checksum trajectories (classes of one run are not "
+         "listed).\n\n";
+    s += md_header({"class", "runs", "final params checksum", "run ids"});
+    for (const auto& c : m.classes)
+      if (c.runs.size() > 1)
+        s += md_row(
+            {c.name, std::to_string(c.runs.size()), final_checksum(sweep.runs[c.runs[0]]), md_ids(sweep, c.runs)});
+    s += "\nRuns that should be identical (they differ only in layout keys with the same global batch):\n\n";
+    s += md_header({"verdict", "runs", "first difference"});
+    for (const auto& ls : m.layout_sets)
+      s += md_row({ls.identical ? "identical" : "**NOT IDENTICAL**", md_ids(sweep, ls.runs), md(ls.first_difference)});
+    s += "\n## Runs\n\n";
+    head = {"run", "status"};
+    for (const auto& k : m.varying) head.push_back(md(k));
+    for (const char* h : {"steps", "final loss", "params checksum", "class"}) head.push_back(h);
+    s += md_header(head);
+    for (size_t i = 0; i < sweep.runs.size(); ++i) {
+      const Record& r = sweep.runs[i];
+      std::vector<std::string> row = {md(r.run_id), md(r.status)};
+      for (const auto& k : m.varying) row.push_back(md(report_value(r, k)));
+      for (const std::string& c : {std::to_string(r.steps.size()), g6(m.runs[i].final_loss), final_checksum(r),
+                                   m.classes[m.runs[i].equivalence].name})
+        row.push_back(c);
+      s += md_row(row);
+    }
+    s += "\n## Environment\n\n" + md_header({"key", "value (runs)"});
+    for (const auto& e : m.environment) {
+      std::string v;
+      for (const auto& [value, n] : e.values)
+        v += (v.empty() ? "" : "; ") + md(value.empty() ? "(empty)" : value) + " (" + std::to_string(n) + ")";
+      s += md_row({md(e.key) + (e.values.size() > 1 ? " **differs**" : ""), v});
+    }
+    s += "\n";
+  }
+  if (!sweep.failed.empty()) {
+    s += "## Failed runs\n\n";
+    for (const auto& f : sweep.failed) {
+      s += "### " + md(f.run_id) + ": " + md(f.status) + "\n\n" + md(f.cause) + "\n\n";
+      if (!f.log_tail.empty()) s += md_code(f.log_tail) + "\n";
+    }
+  }
+  std::string problems;
+  for (const auto& p : sweep.problems)
+    if (std::none_of(sweep.failed.begin(), sweep.failed.end(), [&](const FailedRun& f) { return f.problem == p; }))
+      problems += "- " + md(p) + "\n";
+  if (!problems.empty()) s += "## Problems\n\n" + problems;
+  return s;
+}
+
+}  // namespace sweep

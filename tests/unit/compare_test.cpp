@@ -1,0 +1,202 @@
+// Comparing records: the first divergent step and parameter, loss differences,
+// tolerance, environment and config differences, and pairing the runs of two sweeps.
+#include "compare.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace sweep {
+namespace {
+
+// A record of `steps` steps with a checksum row at 0 and every step, two tensors.
+Record make_record(int64_t steps, double base = 2.0) {
+  Record r;
+  r.run_id = "r";
+  r.status = "completed";
+  r.params = {{"embed", {4, 4}, 0, 16}, {"head", {4, 4}, 16, 16}};
+  r.config = {{"train.lr", "0.001"}};
+  r.environment = {{"hosts", "a"}, {"blas", "OpenBLAS"}};
+  r.checksums.push_back({0, 100, {1000, 2000}});
+  for (int64_t s = 1; s <= steps; ++s) {
+    StepMetrics m;
+    m.step = s;
+    m.loss = base / double(s);
+    r.steps.push_back(m);
+    r.checksums.push_back({s, 100 + uint64_t(s), {1000 + uint64_t(s), 2000 + uint64_t(s)}});
+  }
+  return r;
+}
+
+bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string s;
+  for (const auto& l : lines) s += l + "\n";
+  return s;
+}
+
+TEST(CompareRecords, IdenticalRecordsAreBitwise) {
+  Record a = make_record(5), b = make_record(5);
+  b.run_id = "other";  // the id is not part of the comparison
+  RecordComparison c = compare_records(a, b);
+  EXPECT_TRUE(c.bitwise());
+  EXPECT_TRUE(c.match());
+  EXPECT_EQ(c.steps_compared, 5u);
+  EXPECT_EQ(c.checksums_compared, 6u);
+  EXPECT_EQ(c.divergent_step(), kNoStep);
+  EXPECT_EQ(verdict_line(c), "identical bit-for-bit: 5 steps, 6 checksums");
+  EXPECT_TRUE(c.environment.empty());
+  EXPECT_EQ(joined(detail_lines(c)), "environment: identical\n");
+}
+
+TEST(CompareRecords, OneUlpLossDifferenceIsTheDivergentStep) {
+  Record a = make_record(6), b = make_record(6);
+  b.steps[2].loss = std::nextafter(a.steps[2].loss, 10.0);  // step 3
+  b.steps[4].loss += 0.5;                                   // step 5: the largest difference
+  RecordComparison c = compare_records(a, b);
+  EXPECT_FALSE(c.bitwise());
+  EXPECT_FALSE(c.match());
+  EXPECT_EQ(c.loss_step, 3);
+  EXPECT_EQ(c.divergent_step(), 3);
+  EXPECT_EQ(c.checksum_step, kNoStep);
+  // 17 significant digits tell the two doubles apart.
+  EXPECT_EQ(verdict_line(c),
+            "diverged at step 3: loss " + exact_number(a.steps[2].loss) + " vs " + exact_number(b.steps[2].loss));
+  EXPECT_NE(exact_number(a.steps[2].loss), exact_number(b.steps[2].loss));
+  EXPECT_DOUBLE_EQ(c.max_abs, 0.5);
+  EXPECT_EQ(c.max_abs_step, 5);
+  EXPECT_DOUBLE_EQ(c.max_rel, 0.5 / (2.0 / 5 + 0.5));
+  EXPECT_TRUE(contains(joined(detail_lines(c)), "max loss difference: abs 0.5 at step 5"));
+}
+
+TEST(CompareRecords, ChecksumNamesTheFirstDifferingParameter) {
+  Record a = make_record(5), b = make_record(5);
+  b.checksums[2].tensors[1] ^= 1;  // step 2, tensor "head"; losses stay equal
+  b.checksums[2].params ^= 1;
+  b.checksums[4].tensors[0] ^= 1;  // a later difference in "embed" must not be the one named
+  RecordComparison c = compare_records(a, b);
+  EXPECT_EQ(c.checksum_step, 2);
+  EXPECT_EQ(c.first_param, "head");
+  EXPECT_EQ(c.loss_step, kNoStep);
+  EXPECT_EQ(c.divergent_step(), 2);
+  const std::string v = verdict_line(c);
+  EXPECT_TRUE(contains(v, "diverged at step 2: loss 1 vs 1 (equal; the parameters differ after the update)")) << v;
+  EXPECT_TRUE(contains(joined(detail_lines(c)), "first differing parameter: head (checksums at step 2)"));
+  // Bitwise, differing checksums are a divergence; a tolerance is about losses only.
+  EXPECT_FALSE(c.match());
+  EXPECT_TRUE(compare_records(a, b, {1e-12}).match());
+}
+
+TEST(CompareRecords, InitialParametersAndParameterTables) {
+  Record a = make_record(3), b = make_record(3);
+  b.checksums[0].tensors[0] = 7;
+  RecordComparison c = compare_records(a, b);
+  EXPECT_EQ(c.divergent_step(), 0);
+  EXPECT_EQ(verdict_line(c), "diverged at step 0: the initial parameters differ");
+  EXPECT_EQ(c.first_param, "embed");
+
+  b.params[1].name = "lm_head";  // another model: a name from either side would mislead
+  EXPECT_EQ(compare_records(a, b).first_param, "(the parameter tables differ)");
+}
+
+TEST(CompareRecords, MissingStepsAreADifference) {
+  Record a = make_record(5), b = make_record(3);
+  RecordComparison c = compare_records(a, b);
+  EXPECT_EQ(c.steps_compared, 3u);
+  EXPECT_EQ(c.missing_step, 4);
+  EXPECT_TRUE(c.missing_in_b);
+  EXPECT_EQ(c.divergent_step(), 4);
+  EXPECT_EQ(verdict_line(c), "diverged at step 4: loss " + exact_number(a.steps[3].loss) + " vs (no such step)");
+  EXPECT_FALSE(compare_records(a, b, {0.5}).match());  // no tolerance covers a missing step
+  RecordComparison r = compare_records(b, a);
+  EXPECT_FALSE(r.missing_in_b);
+  EXPECT_TRUE(contains(joined(detail_lines(r)), "A has no step 4"));
+}
+
+TEST(CompareRecords, ChecksumRowsAreMatchedByStep) {
+  Record a = make_record(6), b = make_record(6);
+  // B recorded checksums only every second step: the common rows still compare equal.
+  std::vector<ChecksumRow> even;
+  for (const auto& row : b.checksums)
+    if (row.step % 2 == 0) even.push_back(row);
+  b.checksums = even;
+  RecordComparison c = compare_records(a, b);
+  EXPECT_TRUE(c.bitwise());
+  EXPECT_EQ(c.checksums_compared, 4u);  // steps 0, 2, 4, 6
+}
+
+TEST(CompareRecords, RelativeTolerance) {
+  Record a = make_record(4), b = make_record(4);
+  for (auto& s : b.steps) s.loss *= 1 + 1e-9;
+  for (auto& row : b.checksums) row.params ^= 0xff;  // different bits, as a changed layout of native reduce would give
+  EXPECT_FALSE(compare_records(a, b).match());
+  RecordComparison loose = compare_records(a, b, {1e-6});
+  EXPECT_TRUE(loose.match());
+  EXPECT_FALSE(loose.bitwise());
+  EXPECT_TRUE(contains(verdict_line(loose), "within tolerance (rtol 1e-06): 4 steps, 5 checksums"))
+      << verdict_line(loose);
+  EXPECT_NEAR(loose.max_rel, 1e-9, 1e-12);
+  EXPECT_FALSE(compare_records(a, b, {1e-10}).match());
+}
+
+TEST(CompareRecords, NanMatchesOnlyItself) {
+  Record a = make_record(3), b = make_record(3);
+  a.steps[1].loss = NAN, b.steps[1].loss = NAN;
+  EXPECT_TRUE(compare_records(a, b).bitwise());  // same bits: the same divergence reproduced
+  b.steps[1].loss = 1.0;
+  RecordComparison c = compare_records(a, b, {1e9});
+  EXPECT_FALSE(c.match());
+  EXPECT_TRUE(std::isinf(c.max_abs));
+}
+
+TEST(CompareRecords, ListsConfigAndEnvironmentDifferences) {
+  Record a = make_record(2), b = make_record(2);
+  b.environment["hosts"] = "b";
+  b.environment["env.OMP_NUM_THREADS"] = "4";
+  b.config["train.threads"] = "2";
+  RecordComparison c = compare_records(a, b);
+  EXPECT_TRUE(c.bitwise());  // differences in the environment alone do not make a divergence
+  const std::string d = joined(detail_lines(c));
+  EXPECT_TRUE(contains(d, "environment hosts: a -> b\n")) << d;
+  EXPECT_TRUE(contains(d, "environment env.OMP_NUM_THREADS: (unset) -> 4\n")) << d;
+  EXPECT_TRUE(contains(d, "config train.threads: (unset) -> 2\n")) << d;
+  EXPECT_FALSE(contains(d, "environment: identical"));
+}
+
+TEST(CompareRecords, HundredThousandStepsCompareInOnePass) {
+  Record a = make_record(100000), b = a;
+  b.steps[99998].loss += 1e-3;
+  RecordComparison c = compare_records(a, b);
+  EXPECT_EQ(c.steps_compared, 100000u);
+  EXPECT_EQ(c.loss_step, 99999);
+}
+
+TEST(CompareSweeps, PairsRunsByIdAndListsTheRest) {
+  SweepRecords a, b;
+  Record r1 = make_record(3), r2 = make_record(3), r3 = make_record(3);
+  r1.run_id = "aaaa", r2.run_id = "bbbb", r3.run_id = "cccc";
+  a.runs = {r1, r2};
+  Record r2b = r2;
+  r2b.steps[0].loss = 9;
+  b.runs = {r2b, r3};
+  b.problems = {"runs/dddd/record.h5: no such record"};
+  SweepComparison s = compare_sweeps(a, b);
+  ASSERT_EQ(s.pairs.size(), 1u);
+  EXPECT_EQ(s.pairs[0].run_id, "bbbb");
+  EXPECT_EQ(s.pairs[0].result.loss_step, 1);
+  EXPECT_EQ(s.only_a, std::vector<std::string>{"aaaa"});
+  EXPECT_EQ(s.only_b, std::vector<std::string>{"cccc"});
+  EXPECT_EQ(s.problems, std::vector<std::string>{"B: runs/dddd/record.h5: no such record"});
+  EXPECT_FALSE(s.match());
+
+  b.runs = {r2, r1};
+  SweepComparison same = compare_sweeps(a, b);
+  EXPECT_EQ(same.pairs.size(), 2u);
+  EXPECT_TRUE(same.match());
+}
+
+}  // namespace
+}  // namespace sweep

@@ -1,0 +1,184 @@
+// Planning `sweep reproduce`: which layouts keep the bits, --set overrides, where the
+// re-run goes, and the verdict, with a fake runner standing in for sweep-train.
+#include "reproduce.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>  // mkdtemp
+
+#include <filesystem>
+#include <fstream>
+
+#include "record.h"
+
+namespace sweep {
+namespace {
+
+namespace fs = std::filesystem;
+
+Record recorded(int64_t world, int64_t accum) {
+  RunConfig c;
+  c.dist.world_size = world;
+  c.train.accum = accum;
+  Record r;
+  r.path = "runs/x/record.h5";
+  r.config_yaml = to_yaml(c);
+  return r;
+}
+
+std::string refusal(const Record& r, int64_t world, int64_t accum, const std::vector<std::string>& set = {}) {
+  try {
+    reproduce_config(r, world, accum, set);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ReproduceConfig, KeepsTheRecordedConfigByDefault) {
+  RunConfig c = reproduce_config(recorded(1, 2), 0, 0, {});
+  EXPECT_EQ(c.dist.world_size, 1);
+  EXPECT_EQ(c.train.accum, 2);
+  EXPECT_EQ(to_yaml(c), recorded(1, 2).config_yaml);
+}
+
+TEST(ReproduceConfig, ChangesTheLayoutWhenTheGlobalBatchHolds) {
+  RunConfig c = reproduce_config(recorded(1, 4), 2, 0, {});  // accum derived: 4 / 2
+  EXPECT_EQ(c.dist.world_size, 2);
+  EXPECT_EQ(c.train.accum, 2);
+  c = reproduce_config(recorded(1, 4), 0, 1, {});  // world derived: 4 / 1
+  EXPECT_EQ(c.dist.world_size, 4);
+  EXPECT_EQ(c.train.accum, 1);
+  c = reproduce_config(recorded(2, 2), 4, 1, {});
+  EXPECT_EQ(c.dist.world_size, 4);
+}
+
+TEST(ReproduceConfig, RefusesLayoutsThatChangeTheBits) {
+  EXPECT_NE(refusal(recorded(1, 4), 3, 0)
+                .find("cannot reproduce on 3 ranks: the recorded global batch is 4 micro-batches (world 1 x accum 4)"),
+            std::string::npos)
+      << refusal(recorded(1, 4), 3, 0);
+  EXPECT_NE(refusal(recorded(1, 4), 2, 4).find("world 2 x accum 4 = 8 micro-batches"), std::string::npos);
+  EXPECT_NE(refusal(recorded(1, 4), 0, 3).find("not a multiple of 3"), std::string::npos);
+  // 6 micro-batches on 2 ranks would need accum 3: not a power of two.
+  EXPECT_NE(refusal(recorded(1, 6), 2, 0).find("accum 3 is not a power of two"), std::string::npos)
+      << refusal(recorded(1, 6), 2, 0);
+  EXPECT_EQ(refusal(recorded(1, 6), 6, 0), "");  // accum 1 is a power of two
+}
+
+TEST(ReproduceConfig, SetOverridesAreValidated) {
+  RunConfig c = reproduce_config(recorded(1, 2), 0, 0, {"train.threads=2", "fault.desync_step=3"});
+  EXPECT_EQ(c.train.threads, 2);
+  EXPECT_EQ(c.fault.desync_step, 3);
+  EXPECT_NE(refusal(recorded(1, 2), 0, 0, {"train.thread=2"}).find("did you mean 'train.threads'"), std::string::npos);
+  EXPECT_NE(refusal(recorded(1, 2), 0, 0, {"train.threads"}).find("expected KEY=VALUE"), std::string::npos);
+  EXPECT_NE(refusal(recorded(1, 2), 0, 0, {"train.threads=0"}).find("--set train.threads=0"), std::string::npos)
+      << refusal(recorded(1, 2), 0, 0, {"train.threads=0"});
+}
+
+class ReproduceDir : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "reproduce_test.XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // A completed record of 3 steps in <dir>/run/record.h5.
+  std::string write_record() {
+    RunConfig c;
+    c.train.steps = 3;
+    RecordHeader h;
+    h.run_id = run_id(c);
+    h.config_yaml = to_yaml(c);
+    h.config = to_flat(c);
+    h.environment = {{"hosts", "here"}};
+    h.params = {{"w", {2}, 0, 2}};
+    fs::create_directories(dir_ / "run");
+    const std::string path = (dir_ / "run" / "record.h5").string();
+    RecordWriter w(path, h);
+    w.append_checksum({0, 1, {11}});
+    for (int64_t s = 1; s <= 3; ++s) {
+      StepMetrics m;
+      m.step = s, m.loss = 3.0 / double(s);
+      w.append_step(m);
+      w.append_rank_times({0.1});
+      w.append_checksum({s, 1 + uint64_t(s), {11 + uint64_t(s)}});
+    }
+    w.finish("completed");
+    return path;
+  }
+
+  fs::path dir_;
+};
+
+// Stands in for sweep-train: copies a record (or nothing) into the --out directory.
+class CopyRunner : public ProcessRunner {
+ public:
+  explicit CopyRunner(std::string from) : from_(std::move(from)) {}
+  ExitStatus run(const std::vector<std::string>& argv, const std::string& log_path) override {
+    argv_ = argv;
+    std::ofstream(log_path) << "fake run\n";
+    for (size_t i = 0; i + 1 < argv.size(); ++i)
+      if (argv[i] == "--out" && !from_.empty()) fs::copy_file(from_, argv[i + 1] + "/record.h5");
+    ExitStatus st;
+    st.code = from_.empty() ? 1 : 0;
+    return st;
+  }
+  std::vector<std::string> argv_;
+
+ private:
+  std::string from_;
+};
+
+TEST_F(ReproduceDir, NumbersReRunsAndNeverTouchesTheOriginal) {
+  EXPECT_EQ(next_reproduce_dir((dir_ / "run").string()), (dir_ / "run" / "reproduce" / "1").string());
+  EXPECT_EQ(next_reproduce_dir((dir_ / "run").string()), (dir_ / "run" / "reproduce" / "2").string());
+  EXPECT_EQ(resolve_record_path((dir_ / "run").string()), (dir_ / "run" / "record.h5").string());
+  EXPECT_EQ(resolve_record_path("x/record.h5"), "x/record.h5");
+}
+
+TEST_F(ReproduceDir, SameRecordIsReproducedAndADifferentOneDiverges) {
+  const std::string original = write_record();
+  ReproduceOptions opt;
+  opt.source = (dir_ / "run").string();
+  opt.launch.train_binary = original;  // must exist; the fake runner never starts it
+  CopyRunner same(original);
+  ReproduceResult r = reproduce(opt, same);
+  EXPECT_TRUE(r.reproduced());
+  ASSERT_FALSE(r.lines.empty());
+  EXPECT_EQ(r.lines[0], "reproduced bit-for-bit: 3 steps, 4 checksums");
+  EXPECT_EQ(r.out_dir, (dir_ / "run" / "reproduce" / "1").string());
+  EXPECT_TRUE(fs::exists(r.out_dir + "/config.yaml"));
+  EXPECT_EQ(same.argv_.at(0), original);
+  EXPECT_EQ(same.argv_.at(2), r.out_dir + "/config.yaml");
+
+  // A re-run that leaves no record is not a reproduction; the log is named.
+  CopyRunner none("");
+  r = reproduce(opt, none);
+  EXPECT_FALSE(r.reproduced());
+  EXPECT_NE(r.lines.at(0).find("re-run failed (exit code 1) without a record; log: "), std::string::npos)
+      << r.lines.at(0);
+  EXPECT_EQ(r.out_dir, (dir_ / "run" / "reproduce" / "2").string());
+}
+
+TEST_F(ReproduceDir, RefusesPartialRecordsAndMissingTrainer) {
+  write_record();
+  fs::rename(dir_ / "run" / "record.h5", dir_ / "run" / "record.h5.partial");
+  ReproduceOptions opt;
+  opt.source = (dir_ / "run").string();
+  opt.launch.train_binary = "/nonexistent/sweep-train";
+  CopyRunner runner("");
+  try {
+    reproduce(opt, runner);
+    ADD_FAILURE() << "a partial record was accepted";
+  } catch (const RecordError& e) {
+    EXPECT_NE(std::string(e.what()).find("has not finished"), std::string::npos) << e.what();
+  }
+  fs::rename(dir_ / "run" / "record.h5.partial", dir_ / "run" / "record.h5");
+  EXPECT_THROW(reproduce(opt, runner), ConfigError);
+  EXPECT_FALSE(fs::exists(dir_ / "run" / "reproduce"));  // refused before anything was created
+}
+
+}  // namespace
+}  // namespace sweep
