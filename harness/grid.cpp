@@ -1,29 +1,166 @@
+// Parsing a grid file into a SweepSpec. Expansion is in grid_expand.cpp.
 #include "grid.h"
 
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <fstream>
-#include <set>
 #include <sstream>
+
+#include "grid_values.h"  // axis_values
+#include "yaml_read.h"    // yaml_where, YamlMap
 
 namespace sweep {
 namespace {
 
-std::string where(const std::string& source, const YAML::Node& node) {
-  auto m = node.Mark();
-  return source + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
-}
-
-const std::vector<std::string> kTopKeys = {"name", "base", "grid"};
+const std::vector<std::string> kTopKeys = {"name",    "base",  "grid",        "zip",   "exclude",
+                                           "include", "seeds", "constraints", "launch"};
 const std::vector<std::string> kSections = {"model", "data", "train", "dist", "fault"};
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s;
+}
 
 bool safe_name(const std::string& s) {
   if (s.empty() || s.size() > 128 || s[0] == '.' || s[0] == '-') return false;
   for (char c : s)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) return false;
   return true;
+}
+
+/// Checks each value alone against the base, so a bad value is named at its own line
+/// before the (possibly large) product is formed. Constraints between keys wait for
+/// expansion: an axis may fix what the base alone breaks.
+void check_values(const RunConfig& base, const GridAxis& axis) {
+  for (const auto& v : axis.values) (void)apply_run_values(base, FlatConfig{{axis.key, v}});
+}
+
+/// Remembers which section sweeps each key, so no key is swept twice.
+class KeyOwners {
+ public:
+  void claim(const std::string& key, const std::string& where, const std::string& section) {
+    for (const auto& [k, w] : owners_)
+      if (k == key)
+        throw ConfigError(where + ": key '" + key + "' is swept twice (" + section + " here, and at " + w + ")");
+    owners_.emplace_back(key, where);
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> owners_;
+};
+
+std::vector<GridAxis> parse_axes(const YAML::Node& map, const std::string& source, const std::string& context) {
+  std::vector<GridAxis> axes;
+  for (const auto& kv : map) {
+    GridAxis axis;
+    axis.key = kv.first.Scalar();
+    axis.where = yaml_where(source, kv.first);
+    for (const auto& other : axes)
+      if (other.key == axis.key)
+        throw ConfigError(axis.where + ": key '" + context + "." + axis.key + "' is given twice");
+    axis.values = axis_values(kv.second, source, context + "." + axis.key);
+    axes.push_back(std::move(axis));
+  }
+  return axes;
+}
+
+std::vector<ZipGroup> parse_zips(const YAML::Node& node, const std::string& source) {
+  std::vector<ZipGroup> zips;
+  std::vector<YAML::Node> groups;
+  if (node.IsMap()) {
+    groups.push_back(node);  // one group may be written without the list
+  } else if (node.IsSequence()) {
+    for (const auto& g : node) groups.push_back(g);
+  } else {
+    throw ConfigError(yaml_where(source, node) +
+                      ": key 'zip': expected a list of mappings of keys to equally long lists");
+  }
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const YAML::Node& g = groups[i];
+    std::string context = "zip[" + std::to_string(i) + "]";
+    if (!g.IsMap() || g.size() == 0)
+      throw ConfigError(yaml_where(source, g) + ": key '" + context +
+                        "': expected a mapping of keys to equally long lists");
+    ZipGroup z;
+    z.where = yaml_where(source, g);
+    z.axes = parse_axes(g, source, context);
+    for (const auto& a : z.axes)
+      if (a.values.size() != z.axes[0].values.size())
+        throw ConfigError(a.where + ": key '" + context + "." + a.key + "': has " + std::to_string(a.values.size()) +
+                          " values but '" + z.axes[0].key + "' has " + std::to_string(z.axes[0].values.size()) +
+                          "; zipped lists advance together and must be equally long");
+    zips.push_back(std::move(z));
+  }
+  return zips;
+}
+
+/// `exclude:` / `include:` entries: a list of mappings. Exclude values may be lists
+/// (match any of them); include values are single values.
+std::vector<PointPattern> parse_patterns(const YAML::Node& node, const std::string& source,
+                                         const std::string& section) {
+  if (!node.IsSequence())
+    throw ConfigError(yaml_where(source, node) + ": key '" + section +
+                      "': expected a list of mappings of keys to values");
+  std::vector<PointPattern> out;
+  for (size_t i = 0; i < node.size(); ++i) {
+    const YAML::Node& e = node[i];
+    std::string context = section + "[" + std::to_string(i) + "]";
+    if (!e.IsMap() || e.size() == 0)
+      throw ConfigError(yaml_where(source, e) + ": key '" + context + "': expected a mapping of keys to values");
+    PointPattern p;
+    p.where = yaml_where(source, e);
+    for (const auto& kv : e) {
+      if (section == "include" && !kv.second.IsScalar())
+        throw ConfigError(yaml_where(source, kv.second) + ": key '" + context + "." + kv.first.Scalar() +
+                          "': expected a single value (an include entry is one point)");
+      GridAxis a;
+      a.key = kv.first.Scalar();
+      a.where = yaml_where(source, kv.first);
+      if (kv.second.IsScalar())
+        a.values = {{kv.second.Scalar(), yaml_where(source, kv.second), true}};
+      else
+        a.values = axis_values(kv.second, source, context + "." + a.key);
+      p.keys.push_back(std::move(a));
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+/// `seeds: [0, 1]`, `seeds: {range: [0, 5]}` or `seeds: N` (= 0 .. N-1).
+GridAxis parse_seeds(const YAML::Node& node, const std::string& source) {
+  GridAxis a;
+  a.key = "train.seed";
+  a.where = yaml_where(source, node);
+  if (node.IsScalar()) {
+    const std::string& s = node.Scalar();
+    long long n = 0;
+    auto r = std::from_chars(s.data(), s.data() + s.size(), n);
+    if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size() || n < 1 || n > 100000)
+      throw ConfigError(
+          a.where + ": key 'seeds': expected a count in [1, 100000], a list of seeds or a generator, got '" + s + "'");
+    for (long long i = 0; i < n; ++i) a.values.push_back({std::to_string(i), a.where, true});
+    return a;
+  }
+  a.values = axis_values(node, source, "seeds");
+  return a;
+}
+
+Constraints parse_constraints(const YAML::Node& node, const std::string& source) {
+  YamlMap m(node, source, "constraints", {"global_batch", "derive", "on_mismatch"});
+  Constraints c;
+  c.where = m.where("global_batch");
+  c.global_batch = m.integer("global_batch", 0, 1, int64_t(1) << 40);
+  if (!m.has("global_batch"))
+    throw ConfigError(yaml_where(source, node) +
+                      ": key 'constraints.global_batch': required (sequences per optimizer step)");
+  if (m.has("derive")) c.derive = m.choice("derive", "", {"train.micro_batch", "train.accum"});
+  c.skip_mismatch = m.choice("on_mismatch", "error", {"error", "skip"}) == "skip";
+  return c;
 }
 
 }  // namespace
@@ -36,64 +173,62 @@ SweepSpec parse_grid(const std::string& text, const std::string& source) {
     throw ConfigError(source + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
                       ": invalid YAML: " + e.msg);
   }
-  if (!root.IsMap()) throw ConfigError(source + ": expected a mapping with keys name, base, grid");
+  if (!root.IsMap()) throw ConfigError(source + ": expected a mapping with keys " + join(kTopKeys));
   SweepSpec spec;
   spec.source = source;
   for (const auto& kv : root) {
     const std::string key = kv.first.Scalar();
     if (std::find(kTopKeys.begin(), kTopKeys.end(), key) == kTopKeys.end()) {
-      std::string msg = where(source, kv.first) + ": unknown top-level key '" + key + "'";
+      std::string msg = yaml_where(source, kv.first) + ": unknown top-level key '" + key + "'";
       std::string near = closest_key(key, kTopKeys);
-      throw ConfigError(msg + (near.empty() ? "" : " (did you mean '" + near + "'?)") + "; expected name, base, grid");
+      throw ConfigError(msg + (near.empty() ? "" : " (did you mean '" + near + "'?)") + "; expected " + join(kTopKeys));
     }
   }
   const YAML::Node name = root["name"];
-  if (!name || !name.IsScalar()) throw ConfigError(source + ": key 'name': required, a sweep name such as 'quickstart'");
+  if (!name || !name.IsScalar())
+    throw ConfigError(source + ": key 'name': required, a sweep name such as 'quickstart'");
   spec.name = name.Scalar();
   if (!safe_name(spec.name))
-    throw ConfigError(where(source, name) + ": key 'name': expected letters, digits, '-', '_' or '.' (not leading), got '" +
-                      spec.name + "'");
+    throw ConfigError(yaml_where(source, name) +
+                      ": key 'name': expected letters, digits, '-', '_' or '.' (not leading), got '" + spec.name + "'");
 
   if (const YAML::Node base = root["base"]) {
-    if (!base.IsMap()) throw ConfigError(where(source, base) + ": key 'base': expected a mapping of sections");
+    if (!base.IsMap()) throw ConfigError(yaml_where(source, base) + ": key 'base': expected a mapping of sections");
     for (const auto& kv : base) {
       const std::string sec = kv.first.Scalar();
       if (std::find(kSections.begin(), kSections.end(), sec) == kSections.end()) {
         std::string near = closest_key(sec, kSections);
-        throw ConfigError(where(source, kv.first) + ": unknown section 'base." + sec + "'" +
+        throw ConfigError(yaml_where(source, kv.first) + ": unknown section 'base." + sec + "'" +
                           (near.empty() ? "" : " (did you mean 'base." + near + "'?)"));
       }
     }
     spec.base = flatten_yaml_node(base, source);
   }
-
   if (const YAML::Node grid = root["grid"]) {
-    if (!grid.IsMap()) throw ConfigError(where(source, grid) + ": key 'grid': expected a mapping of dotted keys to lists");
-    for (const auto& kv : grid) {
-      GridAxis axis;
-      axis.key = kv.first.Scalar();
-      const YAML::Node& list = kv.second;
-      if (!list.IsSequence() || list.size() == 0)
-        throw ConfigError(where(source, list) + ": key 'grid." + axis.key + "': expected a non-empty list of values");
-      for (const auto& item : list) {
-        if (!item.IsScalar())
-          throw ConfigError(where(source, item) + ": key 'grid." + axis.key + "': expected a scalar value, not a map or list");
-        axis.values.push_back({item.Scalar(), where(source, item), true});
-      }
-      for (const auto& other : spec.axes)
-        if (other.key == axis.key) throw ConfigError(where(source, kv.first) + ": key 'grid." + axis.key + "' is given twice");
-      spec.axes.push_back(std::move(axis));
-    }
+    if (!grid.IsMap())
+      throw ConfigError(yaml_where(source, grid) + ": key 'grid': expected a mapping of dotted keys to lists");
+    spec.axes = parse_axes(grid, source, "grid");
   }
-  // Validate base alone and every axis value once, so errors name the exact spot even
-  // before the (possibly large) product is formed. Constraints between keys (warmup <=
-  // steps, heads divide d_model) wait for expand(): an axis may fix what base alone breaks.
+  if (const YAML::Node zip = root["zip"]) spec.zips = parse_zips(zip, source);
+  if (const YAML::Node ex = root["exclude"]) spec.excludes = parse_patterns(ex, source, "exclude");
+  if (const YAML::Node in = root["include"]) spec.includes = parse_patterns(in, source, "include");
+  if (const YAML::Node seeds = root["seeds"]) spec.seeds = parse_seeds(seeds, source);
+  if (const YAML::Node c = root["constraints"]) spec.constraints = parse_constraints(c, source);
+  if (const YAML::Node l = root["launch"]) spec.launch = parse_launch(l, source);
+
+  // Every key and value on its own, at its own line, before any point is formed.
   RunConfig base = apply_run_values(RunConfig{}, spec.base);
-  for (const auto& axis : spec.axes)
-    for (const auto& v : axis.values) {
-      FlatConfig one{{axis.key, v}};
-      (void)apply_run_values(base, one);
-    }
+  KeyOwners owners;
+  for (const auto& a : spec.axes) owners.claim(a.key, a.where, "grid"), check_values(base, a);
+  for (const auto& z : spec.zips)
+    for (const auto& a : z.axes) owners.claim(a.key, a.where, "zip"), check_values(base, a);
+  if (!spec.seeds.values.empty()) owners.claim("train.seed", spec.seeds.where, "seeds"), check_values(base, spec.seeds);
+  if (!spec.constraints.derive.empty())
+    owners.claim(spec.constraints.derive, spec.constraints.where, "constraints.derive");
+  for (const auto& p : spec.excludes)
+    for (const auto& a : p.keys) check_values(base, a);
+  for (const auto& p : spec.includes)
+    for (const auto& a : p.keys) check_values(base, a);
   return spec;
 }
 
@@ -102,35 +237,15 @@ SweepSpec load_grid(const std::string& path) {
   if (!in) throw ConfigError(path + ": cannot open the grid file");
   std::stringstream ss;
   ss << in.rdbuf();
-  return parse_grid(ss.str(), path);
+  SweepSpec spec = parse_grid(ss.str(), path);
+  // A relative hostfile means "next to the grid file", wherever sweep was started.
+  if (!spec.launch.hostfile.empty() && spec.launch.hostfile.front() != '/') {
+    std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+    spec.launch.hostfile = dir + "/" + spec.launch.hostfile;
+  }
+  return spec;
 }
 
-std::vector<GridPoint> expand(const SweepSpec& spec) {
-  std::vector<GridPoint> points;
-  std::set<std::string> seen;
-  std::vector<size_t> idx(spec.axes.size(), 0);
-  while (true) {
-    // Base and axis values in one map, so a constraint error names whichever line set the key.
-    FlatConfig values = spec.base;
-    GridPoint p;
-    for (size_t a = 0; a < spec.axes.size(); ++a) {
-      const ConfigValue& v = spec.axes[a].values[idx[a]];
-      values[spec.axes[a].key] = v;
-      p.values.emplace_back(spec.axes[a].key, v.text);
-    }
-    p.config = apply_run_config(RunConfig{}, values);
-    p.id = run_id(p.config);
-    if (seen.insert(p.id).second) points.push_back(std::move(p));
-    // Odometer increment, last axis fastest.
-    size_t a = spec.axes.size();
-    while (a > 0) {
-      --a;
-      if (++idx[a] < spec.axes[a].values.size()) break;
-      idx[a] = 0;
-      if (a == 0) return points;
-    }
-    if (spec.axes.empty()) return points;
-  }
-}
+std::vector<GridPoint> expand(const SweepSpec& spec) { return expand_grid(spec).points; }
 
 }  // namespace sweep

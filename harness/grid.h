@@ -1,45 +1,92 @@
-// The grid language: a base run config plus axes whose cartesian product gives the
-// points of a sweep. Everything is validated before anything runs.
+// The grid language: a base run config plus axes, zipped groups, seeds, filters and
+// constraints whose expansion gives the points of a sweep; and a `launch:` section that
+// says how to run them (not part of any run's config or id). Everything is validated
+// before anything runs. docs/grid.md documents the language with examples.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "launch_config.h"  // LaunchSpec
 #include "run_config.h"
 
 namespace sweep {
 
-/// One swept key and its values, in the order written.
+/// One swept key and its values, in the order written (generators already expanded).
 struct GridAxis {
   std::string key;                  ///< dotted run-config key, e.g. "train.lr"
   std::vector<ConfigValue> values;  ///< scalars, each with its file:line:col
+  std::string where;                ///< file:line:col of the key
+};
+
+/// Keys advanced together: point i takes value i of every axis (all the same length).
+struct ZipGroup {
+  std::vector<GridAxis> axes;
+  std::string where;
+};
+
+/// A partial point: each key with the values it matches (exclude) or takes (include).
+struct PointPattern {
+  std::vector<GridAxis> keys;
+  std::string where;
+};
+
+/// Checks and derivations applied to every point.
+struct Constraints {
+  int64_t global_batch = 0;    ///< micro_batch x accum x world_size must equal this; 0 = unchecked
+  std::string derive;          ///< "", "train.micro_batch" or "train.accum": computed so the product holds
+  bool skip_mismatch = false;  ///< drop points whose product differs instead of failing
+  std::string where;           ///< file:line:col of `global_batch`
 };
 
 /// A parsed grid file.
 struct SweepSpec {
-  std::string name;             ///< sweep name; safe as a directory name
-  std::string source;           ///< the grid file, for messages
-  FlatConfig base;              ///< `base:` flattened to dotted keys
-  std::vector<GridAxis> axes;   ///< `grid:` in file order
+  std::string name;                    ///< sweep name; safe as a directory name
+  std::string source;                  ///< the grid file, for messages
+  FlatConfig base;                     ///< `base:` flattened to dotted keys
+  std::vector<GridAxis> axes;          ///< `grid:` in file order (cartesian product)
+  std::vector<ZipGroup> zips;          ///< `zip:` groups, each one more dimension
+  std::vector<PointPattern> excludes;  ///< `exclude:` points matching every key are dropped
+  std::vector<PointPattern> includes;  ///< `include:` extra points (base + these values)
+  GridAxis seeds;                      ///< `seeds:` replicate every point over train.seed (empty = no)
+  Constraints constraints;             ///< `constraints:`
+  LaunchSpec launch;                   ///< `launch:`; never part of a run id
 };
 
 /// One point of the expanded grid.
 struct GridPoint {
-  RunConfig config;                                          ///< fully resolved
-  std::string id;                                            ///< run_id(config)
-  std::vector<std::pair<std::string, std::string>> values;   ///< the axis values of this point
+  RunConfig config;                                         ///< fully resolved
+  std::string id;                                           ///< run_id(config)
+  std::vector<std::pair<std::string, std::string>> values;  ///< the swept values of this point, as written
+  /// Cores the run occupies on one machine: world_size x train.threads.
+  int64_t cores() const { return config.dist.world_size * config.train.threads; }
+};
+
+/// What expanding a grid gave.
+struct Expansion {
+  std::vector<GridPoint> points;      ///< in expansion order, duplicates removed
+  size_t excluded = 0;                ///< points dropped by `exclude:`
+  size_t mismatched = 0;              ///< points dropped by constraints.on_mismatch: skip
+  size_t duplicates = 0;              ///< points equal to an earlier one
+  std::vector<std::string> warnings;  ///< "file:line:col: warning: ..." once each
 };
 
 /// Parses and validates `text` (read from `source`); throws ConfigError naming the
-/// file, line and key.
+/// file, line, column and key.
 SweepSpec parse_grid(const std::string& text, const std::string& source);
 
 /// Reads and parses a grid file.
 SweepSpec load_grid(const std::string& path);
 
-/// Cartesian product of the axes (last axis varies fastest), each point resolved and
-/// validated. Points that resolve to the same run config appear once.
+/// All points: the product of the grid axes, zip groups and seeds (file order, last
+/// dimension fastest, seeds last), minus excluded points, then the included points; each
+/// resolved, checked against the constraints and validated. Throws ConfigError naming
+/// the line of the offending key and the point's values.
+Expansion expand_grid(const SweepSpec& spec);
+
+/// expand_grid(spec).points.
 std::vector<GridPoint> expand(const SweepSpec& spec);
 
 }  // namespace sweep

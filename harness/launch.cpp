@@ -4,22 +4,80 @@
 
 #include <thread>
 
+#include "container.h"  // wrap_in_container
+#include "process.h"    // executable_dir
+
 namespace sweep {
+namespace {
+
+std::vector<std::string> mpiexec_prefix(const std::string& mpiexec, const std::vector<std::string>& mpi_args, int world,
+                                        bool local_only) {
+  std::vector<std::string> argv = {mpiexec};
+  if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
+  if (local_only && unsigned(world) > std::thread::hardware_concurrency()) argv.push_back("--oversubscribe");
+  argv.insert(argv.end(), mpi_args.begin(), mpi_args.end());
+  return argv;
+}
+
+}  // namespace
+
+std::vector<std::string> trainer_args(const std::string& trainer, const std::string& run_dir,
+                                      const std::string& sweep_id, bool resume) {
+  std::vector<std::string> argv = {trainer, "--config", run_dir + "/config.yaml", "--out", run_dir};
+  if (!sweep_id.empty()) argv.insert(argv.end(), {"--sweep-id", sweep_id});
+  if (resume) argv.push_back("--resume");
+  return argv;
+}
 
 std::vector<std::string> train_argv(const LocalLaunch& launch, int world, const std::string& config_path,
                                     const std::string& out_dir, const std::string& sweep_id, bool resume) {
   std::vector<std::string> argv;
   if (world > 1) {
-    argv = {launch.mpiexec};
-    if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
-    if (unsigned(world) > std::thread::hardware_concurrency()) argv.push_back("--oversubscribe");
-    argv.insert(argv.end(), launch.mpi_args.begin(), launch.mpi_args.end());
+    argv = mpiexec_prefix(launch.mpiexec, launch.mpi_args, world, true);
     argv.insert(argv.end(), {"-n", std::to_string(world)});
   }
   argv.insert(argv.end(), {launch.train_binary, "--config", config_path, "--out", out_dir});
   if (!sweep_id.empty()) argv.insert(argv.end(), {"--sweep-id", sweep_id});
   if (resume) argv.push_back("--resume");
   return argv;
+}
+
+std::vector<std::string> rank_command(const LaunchSpec& spec, const LocalLaunch& local, const std::string& sweep_dir,
+                                      const std::string& run_dir, const std::string& sweep_id, bool resume) {
+  const bool boxed = !spec.container.runtime.empty();
+  std::string wrapper = local.rank_wrapper.empty() ? executable_dir() + "/sweep-rank" : local.rank_wrapper;
+  std::vector<std::string> argv = {wrapper, "--log-dir", run_dir + "/logs", "--"};
+  auto inner = trainer_args(boxed ? spec.container.trainer : local.train_binary, run_dir, sweep_id, resume);
+  auto boxed_argv = wrap_in_container(spec.container, sweep_dir, inner);
+  argv.insert(argv.end(), boxed_argv.begin(), boxed_argv.end());
+  return argv;
+}
+
+RunCommand local_run_command(const LaunchSpec& spec, const LocalLaunch& local, int world, const std::string& sweep_dir,
+                             const std::string& run_dir, const std::string& sweep_id, bool resume) {
+  RunCommand c;
+  if (world == 1 && spec.container.runtime.empty() && spec.launcher == "local") {
+    c.argv = trainer_args(local.train_binary, run_dir, sweep_id, resume);
+    c.log = run_dir + "/logs/rank0.log";
+    return c;
+  }
+  c.log = run_dir + "/logs/launcher.log";
+  std::vector<std::string> mpi_args = local.mpi_args;
+  mpi_args.insert(mpi_args.end(), spec.mpi_args.begin(), spec.mpi_args.end());
+  if (world > 1 || spec.launcher == "mpirun") {
+    const bool remote = spec.launcher == "mpirun" && (!spec.hosts.empty() || !spec.hostfile.empty());
+    c.argv = mpiexec_prefix(local.mpiexec, mpi_args, world, !remote);
+    if (!spec.hosts.empty()) {
+      std::string hosts;
+      for (const auto& h : spec.hosts) hosts += (hosts.empty() ? "" : ",") + h;
+      c.argv.insert(c.argv.end(), {"--host", hosts});
+    }
+    if (!spec.hostfile.empty()) c.argv.insert(c.argv.end(), {"--hostfile", spec.hostfile});
+    c.argv.insert(c.argv.end(), {"-n", std::to_string(world)});
+  }
+  auto ranks = rank_command(spec, local, sweep_dir, run_dir, sweep_id, resume);
+  c.argv.insert(c.argv.end(), ranks.begin(), ranks.end());
+  return c;
 }
 
 }  // namespace sweep

@@ -1,6 +1,7 @@
 // sweep: the command line. Each subcommand is an options struct, a setup_* that
 // declares its flags and a run_* that does the work; main only wires them.
-// Exit codes: 0 success, 1 some runs failed, 2 bad input or usage.
+// Exit codes: 0 success, 1 some runs failed, 2 bad input or usage (or the sweep dir is
+// locked by another driver), 128+signal when `sweep run` was stopped by SIGINT/SIGTERM.
 #include <cstdio>
 
 #include "cli.h"
@@ -10,7 +11,9 @@
 int main(int argc, char** argv) {
   CLI::App app{"sweep: reproducible, sweepable distributed training runs"};
   app.require_subcommand(1);
-  std::vector<sweep::CliAction> actions = {sweep::setup_run(app), sweep::setup_plan(app), sweep::setup_report(app)};
+  std::vector<sweep::CliAction> actions = {sweep::setup_run(app), sweep::setup_plan(app), sweep::setup_status(app),
+                                           sweep::setup_report(app),
+                                           sweep::setup_compare(app), sweep::setup_reproduce(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,33 +1,100 @@
-// Running a sweep: lay out the sweep directory, run every point not yet completed,
-// write the report.
+// Running a sweep: lay out the sweep directory, run every point not yet completed
+// (in parallel within the launch's slots, with retries, time limits and Ctrl-C
+// handling), record each run's state, write the report. The Slurm executor is in
+// slurm_exec.h; both share SweepSession.
 #pragma once
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "grid.h"
 #include "process.h"
+#include "progress.h"
+#include "sweep_dir.h"  // record_path, RunState
+#include "sweep_lock.h"
 
 namespace sweep {
 
-/// Settings of one `sweep run`.
+/// Settings of one `sweep run` that do not come from the grid.
 struct SweepRunOptions {
-  std::string out_dir;        ///< sweep directory; default sweep-out/<name>
-  std::string train_binary;   ///< path of sweep-train
-  bool quiet = false;         ///< no per-run progress lines
+  std::string out_dir;       ///< sweep directory; default sweep-out/<name>
+  std::string train_binary;  ///< path of sweep-train
+  std::string rank_wrapper;  ///< path of sweep-rank; empty = beside this program
+  std::string mpiexec = "mpiexec";
+  bool quiet = false;            ///< no per-run lines (the summary still prints)
+  bool tty = false;              ///< draw a live progress bar
+  double progress_every_s = 30;  ///< without a tty: a progress line this often
+  double poll_s = 0.2;           ///< how often the local executor looks at its runs
 };
 
 /// What happened to the points of a sweep.
 struct SweepSummary {
-  int completed = 0;  ///< ran now and completed
-  int skipped = 0;    ///< already had a completed record
-  int failed = 0;     ///< ended without a completed record, or diverged
+  int completed = 0;    ///< ran now and completed
+  int skipped = 0;      ///< already had a completed record
+  int failed = 0;       ///< ended without a completed record after its retries, or diverged
+  int interrupted = 0;  ///< stopped by Ctrl-C / SIGTERM; run again by the next `sweep run`
+  int not_started = 0;  ///< still pending when the sweep was stopped
+  int retries = 0;      ///< extra attempts made
+  int stop_signal = 0;  ///< the signal that stopped the sweep, or 0
   std::string report_path;
 };
 
-/// Path of the record of run `id` in sweep directory `dir`.
-std::string record_path(const std::string& dir, const std::string& id);
+/// A run this invocation has to do.
+struct RunTask {
+  const GridPoint* point = nullptr;
+  std::string dir;        ///< runs/<id>
+  RunState state;         ///< as on disk, updated as attempts go
+  int retries_used = 0;   ///< retries made in this invocation
+  double started_at = 0;  ///< steady-clock seconds of the current attempt
+  /// Earlier attempts may have left checkpoints: continue from them.
+  bool resume() const { return state.attempts > 0; }
+};
 
-/// Runs every point of `spec` through `runner`, then writes <out>/report.html.
+/// Class of an ended attempt from its exit status and what it left in `run_dir`
+/// (a completed or diverged record decides over the exit status); `detail` says why.
+FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, std::string* detail);
+
+/// The bookkeeping every executor shares: lock, directories, configs, state files,
+/// progress lines, retries, summary and report.
+class SweepSession {
+ public:
+  /// Takes the sweep dir's lock (throws ConfigError when another driver holds it),
+  /// writes points.tsv, and sorts the points into already-done and to-do.
+  SweepSession(const SweepSpec& spec, const std::vector<GridPoint>& points, const SweepRunOptions& opt);
+
+  std::vector<RunTask>& tasks() { return tasks_; }
+  const SweepSpec& spec() const { return spec_; }
+  const SweepRunOptions& options() const { return opt_; }
+  Progress& progress() { return *progress_; }
+  SweepSummary& summary() { return sum_; }
+
+  /// Writes the run's directories and config.yaml; call before its command can start.
+  /// Done per attempt, not up front, so a 100,000-point sweep does not write 100,000
+  /// files before its first run starts.
+  void prepare(RunTask& t);
+  /// An attempt is starting: attempts+1, state "running", a header line in `log`.
+  void attempt_started(RunTask& t, const std::string& log);
+  /// An attempt ended with `c` (none = completed). Records the state and prints the
+  /// line; returns true when the run should be started again (a retry).
+  bool attempt_ended(RunTask& t, FailureClass c, const std::string& detail, const std::string& log);
+  /// Writes the report and returns the summary.
+  SweepSummary finish();
+
+ private:
+  std::string label(const RunTask& t) const;
+
+  const SweepSpec& spec_;
+  SweepRunOptions opt_;
+  std::unique_ptr<SweepLock> lock_;
+  std::vector<RunTask> tasks_;
+  std::unique_ptr<Progress> progress_;
+  SweepSummary sum_;
+  size_t total_ = 0;
+};
+
+/// Runs every point of `spec` not yet completed through `runner` with the local or
+/// mpirun launcher, then writes <out>/report.html.
 SweepSummary run_sweep(const SweepSpec& spec, const std::vector<GridPoint>& points, const SweepRunOptions& opt,
                        ProcessRunner& runner);
 

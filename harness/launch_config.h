@@ -1,0 +1,81 @@
+// The `launch:` section of a grid: how the runs of a sweep are started (launcher,
+// parallelism, retries, time limits, Slurm, containers). None of it is part of a run's
+// config or id: the same point launched another way is the same run.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace YAML {
+class Node;
+}
+
+namespace sweep {
+
+/// Why an attempt at a run did not complete. Decides whether it is retried.
+enum class FailureClass {
+  none,         ///< completed
+  config,       ///< sweep-train exit 2: bad config or data; never retried
+  diverged,     ///< the run recorded status "diverged"; never retried (the math is the same next time)
+  crashed,      ///< non-zero exit or killed by a signal, without a record
+  hang,         ///< sweep-train exit 4: a rank made no progress for dist.timeout_s
+  timeout,      ///< over launch.timeout_s, or Slurm TIMEOUT
+  oom,          ///< Slurm OUT_OF_MEMORY
+  node_fail,    ///< Slurm NODE_FAIL
+  preempted,    ///< Slurm PREEMPTED
+  cancelled,    ///< Slurm CANCELLED by someone else than this driver; not retried
+  lost,         ///< ended "successfully" without a completed record
+  interrupted,  ///< stopped by this driver (Ctrl-C / SIGTERM); run again by the next `sweep run`
+};
+
+/// "crashed", "timeout", ... as used in grids, state files and messages.
+const char* failure_class_name(FailureClass c);
+/// Inverse of failure_class_name; FailureClass::none when unknown.
+FailureClass failure_class_from(const std::string& name);
+/// Classes a grid may ask to retry (everything but config, diverged, cancelled, interrupted).
+const std::vector<FailureClass>& retryable_classes();
+
+/// `launch.slurm`.
+struct SlurmSpec {
+  std::string partition;     ///< --partition; empty = the cluster default
+  std::string time;          ///< --time (e.g. "10", "0:30:00"); empty = from timeout_s, else the partition default
+  int gpus = 0;              ///< GPUs per run (--gpus); 0 = none
+  std::string mpi = "pmix";  ///< srun --mpi=; `srun --mpi=list` shows what the cluster has
+  std::vector<std::string> extra_args;  ///< more sbatch arguments, each one argv element
+  double poll_s = 5;                    ///< seconds between squeue/sacct polls
+};
+
+/// `launch.container`.
+struct ContainerSpec {
+  std::string runtime;                  ///< apptainer | singularity | docker | podman; empty = no container
+  std::string command;                  ///< program to run as the runtime; default: the runtime's name
+  std::string image;                    ///< image file (.sif) or name (docker/podman)
+  std::vector<std::string> binds;       ///< "host[:container[:opts]]" mounts; the sweep dir is always bound
+  bool gpus = false;                    ///< expose GPUs (--nv / --gpus all / CDI)
+  std::string trainer = "sweep-train";  ///< sweep-train's path inside the image
+};
+
+/// The whole `launch:` section with its defaults.
+struct LaunchSpec {
+  std::string launcher = "local";       ///< local | mpirun | slurm
+  int parallel = 1;                     ///< runs at once (slurm: the job array's %throttle)
+  int slots = 0;                        ///< cores the driver may fill (local/mpirun); 0 = this machine's cores
+  std::vector<std::string> hosts;       ///< mpirun: "host" or "host:slots", passed as --host
+  std::string hostfile;                 ///< mpirun: --hostfile (relative paths: to the grid file)
+  std::vector<std::string> mpi_args;    ///< extra mpiexec arguments
+  std::map<FailureClass, int> retries;  ///< extra attempts per failure class (absent = 0)
+  double timeout_s = 0;                 ///< wall-clock limit per attempt; 0 = none
+  double grace_s = 10;                  ///< SIGTERM -> SIGKILL delay when stopping runs
+  SlurmSpec slurm;
+  ContainerSpec container;
+};
+
+/// Parses the `launch:` node; `source` names the grid file for file:line:col messages.
+/// Throws ConfigError for unknown keys (with a did-you-mean), wrong types and ranges.
+LaunchSpec parse_launch(const YAML::Node& node, const std::string& source);
+
+/// The retries allowed for class `c`.
+int retries_for(const LaunchSpec& l, FailureClass c);
+
+}  // namespace sweep

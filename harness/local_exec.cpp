@@ -1,0 +1,152 @@
+// The local and mpirun executor: starts runs within launch.parallel and launch.slots,
+// enforces launch.timeout_s, retries by failure class, and on Ctrl-C / SIGTERM stops
+// every run (SIGTERM to its process group, grace period, SIGKILL).
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <thread>
+
+#include "launch.h"        // local_run_command
+#include "stop_signals.h"  // StopSignals
+#include "sweep_run.h"
+
+namespace sweep {
+namespace {
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+struct Running {
+  RunTask* task;
+  std::string log;
+  double term_at = 0;                        ///< when SIGTERM was sent (0 = not yet)
+  bool killed = false;                       ///< SIGKILL sent
+  FailureClass reason = FailureClass::none;  ///< timeout / interrupted when we stopped it
+};
+
+/// launch.slots when unset: the hosts' slots for mpirun over `hosts` ("node:4", a bare
+/// name counts 1), else this machine's cores.
+int64_t default_slots(const LaunchSpec& L) {
+  if (L.launcher == "mpirun" && !L.hosts.empty()) {
+    int64_t n = 0;
+    for (const auto& h : L.hosts) {
+      auto colon = h.rfind(':');
+      n += colon == std::string::npos ? 1 : std::max(1, std::atoi(h.c_str() + colon + 1));
+    }
+    return n;
+  }
+  return std::max<int64_t>(1, std::thread::hardware_concurrency());
+}
+
+}  // namespace
+
+SweepSummary run_sweep(const SweepSpec& spec, const std::vector<GridPoint>& points, const SweepRunOptions& opt,
+                       ProcessRunner& runner) {
+  StopSignals stop_signals;
+  SweepSession session(spec, points, opt);
+  const LaunchSpec& L = spec.launch;
+  const int64_t slots = L.slots > 0 ? L.slots : default_slots(L);
+  LocalLaunch local;
+  local.train_binary = opt.train_binary;
+  local.mpiexec = opt.mpiexec;
+  local.rank_wrapper = opt.rank_wrapper;
+
+  std::deque<RunTask*> queue;
+  for (auto& t : session.tasks()) queue.push_back(&t);
+  std::map<int, Running> running;
+  int64_t used = 0;
+  bool stopping = false;
+  int stop_count = 0;
+
+  auto stop_run = [&](int id, Running& r, FailureClass why) {
+    if (r.term_at > 0) return;
+    r.term_at = now_s();
+    r.reason = why;
+    runner.signal_group(id, SIGTERM);
+  };
+
+  while (true) {
+    // Ctrl-C / SIGTERM: stop starting, stop everything running; a second one kills now.
+    if (StopSignals::received() && !stopping) {
+      stopping = true;
+      session.summary().stop_signal = StopSignals::received();
+      session.progress().line("sweep: " + std::string(StopSignals::received() == SIGINT ? "SIGINT" : "SIGTERM") +
+                              ": stopping " + std::to_string(running.size()) +
+                              " running runs (SIGTERM, then SIGKILL after " + std::to_string(int(L.grace_s)) + " s)");
+      for (auto& [id, r] : running) stop_run(id, r, FailureClass::interrupted);
+    }
+    if (stopping && StopSignals::count() > 1 && stop_count != StopSignals::count()) {
+      stop_count = StopSignals::count();
+      for (auto& [id, r] : running)
+        if (!r.killed) runner.signal_group(id, SIGKILL), r.killed = true;
+    }
+    // Start what fits: at most `parallel` runs and `slots` cores; a run bigger than the
+    // slots runs alone rather than never.
+    while (!stopping && !queue.empty() && int(running.size()) < L.parallel) {
+      RunTask* t = queue.front();
+      int64_t cores = std::min(t->point->cores(), slots);
+      if (!running.empty() && used + cores > slots) break;
+      queue.pop_front();
+      session.prepare(*t);
+      RunCommand cmd = local_run_command(L, local, int(t->point->config.dist.world_size), opt.out_dir, t->dir,
+                                         spec.name, t->resume());
+      session.attempt_started(*t, cmd.log);
+      t->started_at = now_s();
+      int id = 0;
+      try {
+        id = runner.start(cmd.argv, cmd.log);
+      } catch (const std::exception& e) {
+        if (session.attempt_ended(*t, FailureClass::crashed, e.what(), cmd.log)) queue.push_back(t);
+        continue;
+      }
+      running[id] = Running{t, cmd.log};
+      used += cores;
+    }
+    if (running.empty() && (queue.empty() || stopping)) break;
+
+    for (auto& [id, st] : runner.wait_some(opt.poll_s)) {
+      auto it = running.find(id);
+      if (it == running.end()) continue;
+      Running r = it->second;
+      running.erase(it);
+      used -= std::min(r.task->point->cores(), slots);
+      std::string detail;
+      FailureClass c = classify_attempt(st, r.task->dir, &detail);
+      // What we stopped it for decides, unless it finished its record anyway.
+      if (r.reason != FailureClass::none && c != FailureClass::none && c != FailureClass::diverged) {
+        c = r.reason;
+        detail = (c == FailureClass::timeout ? "over launch.timeout_s = " + std::to_string(int(L.timeout_s)) + " s, "
+                                             : std::string("stopped by the driver, ")) +
+                 st.describe();
+      }
+      if (r.reason == FailureClass::interrupted || r.killed) runner.signal_group(id, SIGKILL);  // stragglers
+      if (c == FailureClass::none) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, " in %.1fs", now_s() - r.task->started_at);
+        detail += buf;
+      }
+      if (session.attempt_ended(*r.task, c, detail, r.log)) {
+        if (stopping) {
+          session.attempt_ended(*r.task, FailureClass::interrupted, "stopped before its retry", r.log);
+        } else {
+          queue.push_back(r.task);
+        }
+      }
+    }
+    const double now = now_s();
+    for (auto& [id, r] : running) {
+      if (L.timeout_s > 0 && r.term_at == 0 && now - r.task->started_at > L.timeout_s)
+        stop_run(id, r, FailureClass::timeout);
+      if (r.term_at > 0 && !r.killed && now - r.term_at > L.grace_s) runner.signal_group(id, SIGKILL), r.killed = true;
+    }
+    session.progress().tick();
+  }
+  session.summary().not_started = int(queue.size());
+  return session.finish();
+}
+
+}  // namespace sweep

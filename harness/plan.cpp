@@ -1,0 +1,122 @@
+#include "plan.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "sweep_dir.h"  // scan_runs
+
+namespace sweep {
+namespace {
+
+/// Value of `key` at point `p`: as written when swept there, else the base's canonical value.
+const std::string& value_at(const GridPoint& p, const std::string& key,
+                            const std::map<std::string, std::string>& base) {
+  for (const auto& [k, v] : p.values)
+    if (k == key) return v;
+  static const std::string none = "-";
+  auto it = base.find(key);
+  return it == base.end() ? none : it->second;
+}
+
+}  // namespace
+
+std::vector<std::string> varying_columns(const std::vector<GridPoint>& points, const RunConfig& base_config) {
+  std::vector<std::string> keys;
+  for (const auto& p : points)
+    for (const auto& [k, v] : p.values)
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  std::map<std::string, std::string> base;
+  for (const auto& [k, v] : to_flat(base_config)) base[k] = v;
+  std::vector<std::string> out;
+  for (const auto& k : keys) {
+    const std::string& first = value_at(points[0], k, base);
+    for (const auto& p : points)
+      if (value_at(p, k, base) != first) {
+        out.push_back(k);
+        break;
+      }
+  }
+  return out;
+}
+
+std::string render_plan(const SweepSpec& spec, const Expansion& e, const std::string& dir, PlanCounts* counts) {
+  PlanCounts c;
+  c.total = e.points.size();
+  const auto runs = scan_runs(dir);  // one listing; a missing dir is an empty one
+  RunConfig base_config = apply_run_values(RunConfig{}, spec.base);
+  std::map<std::string, std::string> base;
+  for (const auto& [k, v] : to_flat(base_config)) base[k] = v;
+  std::vector<std::string> cols =
+      e.points.empty() ? std::vector<std::string>{} : varying_columns(e.points, base_config);
+
+  std::vector<const char*> state(e.points.size());
+  std::vector<size_t> width(cols.size());
+  for (size_t j = 0; j < cols.size(); ++j) width[j] = cols[j].size();
+  for (size_t i = 0; i < e.points.size(); ++i) {
+    const GridPoint& p = e.points[i];
+    auto it = runs.find(p.id);
+    const std::string s = it == runs.end() ? "pending" : it->second.state;
+    if (s == "completed")
+      state[i] = "done", ++c.done;
+    else if (s == "diverged")
+      state[i] = "diverged", ++c.diverged;
+    else if (s == "unreadable")
+      state[i] = "unreadable", ++c.diverged;
+    else if (s == "failed")
+      state[i] = "failed", ++c.pending;
+    else if (s == "interrupted")
+      state[i] = "interrupted", ++c.pending;
+    else if (s == "running")
+      state[i] = "running", ++c.pending;
+    else
+      state[i] = "pending", ++c.pending;
+    c.max_cores = std::max(c.max_cores, p.cores());
+    for (size_t j = 0; j < cols.size(); ++j) width[j] = std::max(width[j], value_at(p, cols[j], base).size());
+  }
+
+  std::string out = "sweep " + spec.name + ": " + std::to_string(c.total) + " runs in " + dir + " (" +
+                    std::to_string(c.done) + " done, " + std::to_string(c.pending) + " to run" +
+                    (c.diverged ? ", " + std::to_string(c.diverged) + " recorded as diverged or unreadable" : "") +
+                    ")\n";
+  std::string notes;
+  if (e.excluded) notes += std::to_string(e.excluded) + " excluded";
+  if (e.mismatched) notes += (notes.empty() ? "" : ", ") + std::to_string(e.mismatched) + " skipped by constraints";
+  if (e.duplicates) notes += (notes.empty() ? "" : ", ") + std::to_string(e.duplicates) + " duplicates";
+  if (!notes.empty()) out += "points dropped: " + notes + "\n";
+  out += "launcher " + spec.launch.launcher + ", parallel " + std::to_string(spec.launch.parallel) + ", largest run " +
+         std::to_string(c.max_cores) + " cores\n";
+
+  auto pad = [](std::string& line, const std::string& s, size_t w) {
+    line += s;
+    line.append(w > s.size() ? w - s.size() : 0, ' ');
+    line += "  ";
+  };
+  std::string line;
+  pad(line, "id", 16);
+  pad(line, "state", 11);
+  pad(line, "cores", 5);
+  for (size_t j = 0; j < cols.size(); ++j) pad(line, cols[j], width[j]);
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  out += line + "\n";
+  out.reserve(out.size() + e.points.size() * (40 + cols.size() * 10));
+  char cores[16];
+  for (size_t i = 0; i < e.points.size(); ++i) {
+    const GridPoint& p = e.points[i];
+    line.clear();
+    pad(line, p.id, 16);
+    pad(line, state[i], 11);
+    std::snprintf(cores, sizeof cores, "%lld", static_cast<long long>(p.cores()));
+    pad(line, cores, 5);
+    for (size_t j = 0; j < cols.size(); ++j) pad(line, value_at(p, cols[j], base), width[j]);
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line;
+    out += '\n';
+  }
+  if (counts) *counts = c;
+  return out;
+}
+
+}  // namespace sweep

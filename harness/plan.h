@@ -1,0 +1,29 @@
+// `sweep plan`: the expanded grid as a table (only the columns that vary), each run's id,
+// whether it is already done, and the cores it needs. Reads the sweep directory; never
+// writes anything.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "grid.h"
+
+namespace sweep {
+
+/// Counts over the points of a plan.
+struct PlanCounts {
+  size_t total = 0;
+  size_t done = 0;        ///< completed record present
+  size_t diverged = 0;    ///< recorded as diverged, or an unreadable record (never re-run)
+  size_t pending = 0;     ///< will be started by `sweep run` (includes failed and interrupted)
+  int64_t max_cores = 0;  ///< the largest run
+};
+
+/// Swept keys whose value is not the same at every point, in first-seen order.
+std::vector<std::string> varying_columns(const std::vector<GridPoint>& points, const RunConfig& base);
+
+/// The plan table of `e` against sweep directory `dir` (which may not exist).
+std::string render_plan(const SweepSpec& spec, const Expansion& e, const std::string& dir,
+                        PlanCounts* counts = nullptr);
+
+}  // namespace sweep

@@ -1,0 +1,95 @@
+// sweep-rank: runs one rank's command with its stdout and stderr in <log-dir>/rank<R>.log,
+// R taken from the launcher's environment (Open MPI, PMIx, Slurm). It is what gives every
+// launcher (mpiexec, srun, containers) the same per-rank log files, without a shell and
+// without the launchers' own %-patterns in file names.
+//
+//   sweep-rank --log-dir DIR -- COMMAND [ARGS...]
+//
+// An argument equal to @SWEEP_RANK_ENV@ (docker/podman wrapping) becomes `-e NAME` for
+// every launcher variable set for this rank, so the containerised rank finds its peers.
+// Exits 127 when the command cannot be started, 2 on bad usage; otherwise it becomes
+// the command (exec), so its exit status and signals are the rank's own.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+const char* kPlaceholder = "@SWEEP_RANK_ENV@";
+const char* kPrefixes[] = {
+    "OMPI_", "PMIX_", "PMI_", "SLURM_", "OPAL_", "HWLOC_", "NCCL_", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "UCX_"};
+
+std::string rank_of_env() {
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    const char* r = std::getenv(v);
+    if (r && *r) return r;
+  }
+  return "0";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string log_dir;
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--log-dir" && i + 1 < argc) {
+      log_dir = argv[++i];
+    } else if (a == "--") {
+      ++i;
+      break;
+    } else {
+      std::fprintf(stderr, "sweep-rank: unknown argument '%s'\nusage: sweep-rank --log-dir DIR -- COMMAND [ARGS...]\n",
+                   argv[i]);
+      return 2;
+    }
+  }
+  if (log_dir.empty() || i >= argc) {
+    std::fprintf(stderr, "usage: sweep-rank --log-dir DIR -- COMMAND [ARGS...]\n");
+    return 2;
+  }
+  std::string rank = rank_of_env();
+  for (char c : rank)
+    if (c < '0' || c > '9') rank = "x";  // never let the environment pick a path
+  const std::string log = log_dir + "/rank" + rank + ".log";
+  int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd < 0) {
+    std::fprintf(stderr, "sweep-rank: %s: %s\n", log.c_str(), std::strerror(errno));
+    return 127;
+  }
+  ::dup2(fd, STDOUT_FILENO);
+  ::dup2(fd, STDERR_FILENO);
+  ::close(fd);
+
+  std::vector<std::string> args;
+  for (; i < argc; ++i) {
+    if (std::strcmp(argv[i], kPlaceholder) != 0) {
+      args.push_back(argv[i]);
+      continue;
+    }
+    for (char** e = environ; *e; ++e) {
+      std::string kv = *e;
+      std::string name = kv.substr(0, kv.find('='));
+      for (const char* p : kPrefixes)
+        if (name.rfind(p, 0) == 0) {
+          args.insert(args.end(), {"-e", name});  // the value comes from our environment
+          break;
+        }
+    }
+  }
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  ::execvp(cargs[0], cargs.data());
+  std::fprintf(stderr, "sweep-rank: cannot start %s: %s\n", cargs[0], std::strerror(errno));
+  return 127;
+}

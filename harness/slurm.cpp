@@ -1,0 +1,169 @@
+#include "slurm.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace sweep {
+namespace {
+
+/// Stands for the task's run directory in argv built once for all tasks.
+const std::string kDirMark = "\x01SWEEP_RUN_DIR\x01";
+
+/// Quotes `arg`, turning each kDirMark into "$dir" (the task's directory at run time).
+std::string quote_with_dir(const std::string& arg) {
+  std::string out;
+  size_t start = 0;
+  while (true) {
+    size_t at = arg.find(kDirMark, start);
+    std::string piece = arg.substr(start, at == std::string::npos ? std::string::npos : at - start);
+    if (!piece.empty() || (at == std::string::npos && out.empty())) out += shell_quote(piece);
+    if (at == std::string::npos) break;
+    out += "\"$dir\"";
+    start = at + kDirMark.size();
+  }
+  return out;
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\r' || s.back() == '\t')) s.pop_back();
+  size_t i = 0;
+  while (i < s.size() && s[i] == ' ') ++i;
+  return s.substr(i);
+}
+
+/// Adds "J_T" for every task of `id`, which is "J_T", "J_[a-b,c%p]" or a plain "J".
+void add_ids(const std::string& id, const std::string& state, std::map<std::string, std::string>& out) {
+  auto us = id.find('_');
+  if (us == std::string::npos) return void(out[id] = state);
+  std::string job = id.substr(0, us), rest = id.substr(us + 1);
+  if (rest.empty() || rest[0] != '[') return void(out[id] = state);
+  rest = rest.substr(1, rest.find_first_of("%]") - 1);
+  std::stringstream ss(rest);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    auto dash = part.find('-');
+    long a = std::atol(part.c_str()), b = dash == std::string::npos ? a : std::atol(part.c_str() + dash + 1);
+    for (long t = a; t <= b && t - a < 100000; ++t) out[job + "_" + std::to_string(t)] = state;
+  }
+}
+
+}  // namespace
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
+  }
+  return out + "'";
+}
+
+std::string slurm_minutes(double seconds) {
+  return std::to_string((long long)std::max(1.0, std::ceil(seconds / 60.0)));
+}
+
+std::string sbatch_script(const SlurmArray& a, const LaunchSpec& spec, const LocalLaunch& local) {
+  std::string s = "#!/bin/bash\n";
+  s += "# Written by `sweep run` for sweep " + a.sweep_name + ": task i of this job array is run i below.\n";
+  s += "# Every value is a single-quoted literal; nothing from the grid is expanded by the shell.\n";
+  s += "set -u\n";
+  s += "runs=(\n";
+  for (const auto& d : a.dirs) s += "  " + shell_quote(d) + "\n";
+  s += ")\nresume=(";
+  for (size_t i = 0; i < a.resume.size(); ++i) s += std::string(i ? " " : "") + (a.resume[i] ? "1" : "0");
+  s += ")\n";
+  s += "i=${SLURM_ARRAY_TASK_ID:?not a job array task}\n";
+  s += "dir=${runs[$i]}\n";
+  s += "args=()\n";
+  s += "if [ \"${resume[$i]}\" = 1 ]; then args+=(--resume); fi\n";
+  s += "exec >>\"$dir/logs/launcher.log\" 2>&1\n";
+  s += "echo \"=== sweep: slurm job ${SLURM_ARRAY_JOB_ID:-?}_$i on $(hostname) at $(date -u +%FT%TZ) ===\"\n";
+  s += "rm -f \"$dir/slurm-exit\"\n";
+  // --kill-on-bad-exit: one rank dying ends its peers instead of leaving them in a collective.
+  std::vector<std::string> srun = {"srun", "--mpi=" + spec.slurm.mpi, "-n", std::to_string(a.world),
+                                   "--kill-on-bad-exit=1"};
+  auto ranks = rank_command(spec, local, a.sweep_dir, kDirMark, a.sweep_name, /*resume=*/false);
+  srun.insert(srun.end(), ranks.begin(), ranks.end());
+  for (size_t i = 0; i < srun.size(); ++i) s += (i ? " " : "") + quote_with_dir(srun[i]);
+  s += " \"${args[@]}\"\n";  // --resume goes last: sweep-train's own arguments end the command
+  s += "rc=$?\n";
+  s += "echo \"$rc\" >\"$dir/slurm-exit\"\n";
+  s += "exit \"$rc\"\n";
+  return s;
+}
+
+std::vector<std::string> sbatch_argv(const SlurmArray& a, const LaunchSpec& spec, const std::string& script_path) {
+  std::vector<std::string> argv = {
+      "sbatch",
+      "--parsable",
+      "--job-name=sweep-" + a.sweep_name,
+      "--array=0-" + std::to_string(a.dirs.size() - 1) + "%" + std::to_string(spec.parallel),
+      "--ntasks=" + std::to_string(a.world),
+      "--cpus-per-task=" + std::to_string(a.threads),
+      "--chdir=" + a.sweep_dir};
+  // sbatch expands %A, %a, ... in --output; a directory with '%' or '\' in its name gets
+  // no batch output file rather than a wrong one (each rank still logs under logs/).
+  if (a.sweep_dir.find_first_of("%\\") == std::string::npos)
+    argv.push_back("--output=" + a.sweep_dir + "/slurm/%A_%a.out");
+  else
+    argv.push_back("--output=/dev/null");
+  if (!spec.slurm.partition.empty()) argv.push_back("--partition=" + spec.slurm.partition);
+  if (!spec.slurm.time.empty())
+    argv.push_back("--time=" + spec.slurm.time);
+  else if (spec.timeout_s > 0)
+    argv.push_back("--time=" + slurm_minutes(spec.timeout_s));
+  if (spec.slurm.gpus > 0) argv.push_back("--gpus=" + std::to_string(spec.slurm.gpus));
+  argv.insert(argv.end(), spec.slurm.extra_args.begin(), spec.slurm.extra_args.end());
+  argv.push_back(script_path);
+  return argv;
+}
+
+std::map<std::string, std::string> parse_squeue(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::stringstream ss(text);
+  std::string line;
+  while (std::getline(ss, line)) {
+    auto bar = line.find('|');
+    if (bar == std::string::npos) continue;
+    add_ids(trim(line.substr(0, bar)), trim(line.substr(bar + 1)), out);
+  }
+  return out;
+}
+
+std::map<std::string, std::string> parse_sacct(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::stringstream ss(text);
+  std::string line;
+  while (std::getline(ss, line)) {
+    auto bar = line.find('|');
+    if (bar == std::string::npos) continue;
+    std::string id = trim(line.substr(0, bar)), state = trim(line.substr(bar + 1));
+    state = state.substr(0, state.find_first_of(" |+"));  // "CANCELLED by 0", "RUNNING|..."
+    if (id.find('.') != std::string::npos) continue;      // job steps (12_3.batch)
+    add_ids(id, state, out);
+  }
+  return out;
+}
+
+bool slurm_state_final(const std::string& s) {
+  static const char* active[] = {"PENDING",       "RUNNING",     "CONFIGURING",  "COMPLETING",  "SUSPENDED",
+                                 "REQUEUED",      "RESIZING",    "SIGNALING",    "STAGE_OUT",   "STOPPED",
+                                 "RESV_DEL_HOLD", "REQUEUE_FED", "REQUEUE_HOLD", "SPECIAL_EXIT"};
+  for (const char* a : active)
+    if (s == a) return false;
+  return true;
+}
+
+FailureClass slurm_failure_class(const std::string& s) {
+  if (s == "COMPLETED") return FailureClass::none;
+  if (s == "TIMEOUT" || s == "DEADLINE") return FailureClass::timeout;
+  if (s == "OUT_OF_MEMORY") return FailureClass::oom;
+  if (s == "NODE_FAIL" || s == "BOOT_FAIL") return FailureClass::node_fail;
+  if (s == "PREEMPTED") return FailureClass::preempted;
+  if (s == "CANCELLED" || s == "REVOKED") return FailureClass::cancelled;
+  return FailureClass::crashed;  // FAILED and whatever a newer Slurm adds
+}
+
+}  // namespace sweep

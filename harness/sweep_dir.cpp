@@ -1,0 +1,140 @@
+#include "sweep_dir.h"
+
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "record.h"  // read_record, RecordError
+
+namespace fs = std::filesystem;
+
+namespace sweep {
+namespace {
+const char* kStateMagic = "sweep-run-state";
+const char* kPointsMagic = "sweep-points";
+}  // namespace
+
+std::string run_dir(const std::string& dir, const std::string& id) { return dir + "/runs/" + id; }
+std::string record_path(const std::string& dir, const std::string& id) { return run_dir(dir, id) + "/record.h5"; }
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  // Only a regular file is replaced by a rename: renaming onto /dev/null, a FIFO or a
+  // terminal (`-o /dev/stdout`) would replace the device node itself (as root: for everyone).
+  std::error_code ec;
+  auto st = fs::status(path, ec);
+  if (!ec && fs::exists(st) && !fs::is_regular_file(st)) {
+    std::ofstream out(path, std::ios::binary);
+    if (!(out << text) || !out.flush()) throw std::runtime_error(path + ": write failed");
+    return;
+  }
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error(tmp + ": cannot write");
+    out << text;
+    if (!out.flush()) throw std::runtime_error(tmp + ": write failed");
+  }
+  fs::rename(tmp, path);
+}
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+void write_run_state(const std::string& dir, RunState s) {
+  if (s.updated.empty()) s.updated = utc_now();
+  std::string detail = s.detail;
+  for (char& c : detail)
+    if (c == '\n' || c == '\r') c = ' ';
+  std::ostringstream o;
+  o << kStateMagic << " " << kStateVersion << "\n"
+    << "state: " << s.state << "\n"
+    << "failure: " << failure_class_name(s.failure) << "\n"
+    << "attempts: " << s.attempts << "\n"
+    << "updated: " << s.updated << "\n"
+    << "detail: " << detail << "\n";
+  write_file_atomically(dir + "/state", o.str());
+}
+
+RunState read_run_state(const std::string& dir) {
+  RunState s;
+  std::ifstream in(dir + "/state");
+  std::string line;
+  if (in && std::getline(in, line) && line == std::string(kStateMagic) + " " + std::to_string(kStateVersion)) {
+    while (std::getline(in, line)) {
+      auto colon = line.find(": ");
+      if (colon == std::string::npos) continue;
+      std::string k = line.substr(0, colon), v = line.substr(colon + 2);
+      if (k == "state")
+        s.state = v;
+      else if (k == "failure")
+        s.failure = failure_class_from(v);
+      else if (k == "attempts")
+        s.attempts = std::atoi(v.c_str());
+      else if (k == "updated")
+        s.updated = v;
+      else if (k == "detail")
+        s.detail = v;
+    }
+  }
+  // The record is the truth: a driver killed between the rename and its state write
+  // leaves a stale "running".
+  std::error_code ec;
+  if (fs::exists(dir + "/record.h5", ec) && !s.done()) {
+    try {
+      Record r = read_record(dir + "/record.h5");
+      s.state = r.status == "completed" ? "completed" : r.status == "diverged" ? "diverged" : "failed";
+      if (s.state == "diverged") s.failure = FailureClass::diverged;
+    } catch (const RecordError& e) {
+      s.state = "unreadable";
+      s.detail = std::string("unreadable record: ") + e.what();
+    }
+  }
+  return s;
+}
+
+std::unordered_map<std::string, RunState> scan_runs(const std::string& dir) {
+  std::unordered_map<std::string, RunState> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir + "/runs", ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_directory(ec)) out.emplace(it->path().filename().string(), read_run_state(it->path().string()));
+  return out;
+}
+
+void write_points_file(const std::string& dir, const std::vector<GridPoint>& points) {
+  std::string text = std::string(kPointsMagic) + " " + std::to_string(kStateVersion) + "\n";
+  for (const auto& p : points) {
+    text += p.id;
+    text += '\t';
+    for (size_t i = 0; i < p.values.size(); ++i) {
+      std::string v = p.values[i].second;
+      for (char& c : v)
+        if (c == '\t' || c == '\n') c = ' ';
+      text += (i ? " " : "") + p.values[i].first + "=" + v;
+    }
+    text += '\n';
+  }
+  write_file_atomically(dir + "/points.tsv", text);
+}
+
+std::vector<std::pair<std::string, std::string>> read_points_file(const std::string& dir) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::ifstream in(dir + "/points.tsv");
+  std::string line;
+  if (!in || !std::getline(in, line) || line != std::string(kPointsMagic) + " " + std::to_string(kStateVersion))
+    return out;
+  while (std::getline(in, line)) {
+    auto tab = line.find('\t');
+    if (tab != std::string::npos) out.emplace_back(line.substr(0, tab), line.substr(tab + 1));
+  }
+  return out;
+}
+
+}  // namespace sweep

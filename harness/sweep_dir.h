@@ -1,0 +1,60 @@
+// The layout of a sweep directory and the small text files the driver keeps in it:
+//   <dir>/points.tsv            the points of the grid last run (for `sweep status`)
+//   <dir>/sweep.lock            held by the running driver (sweep_lock.h)
+//   <dir>/runs/<id>/config.yaml the run's resolved config
+//   <dir>/runs/<id>/state       what the driver last knew about the run (versioned)
+//   <dir>/runs/<id>/record.h5   the record (.partial while unfinished)
+//   <dir>/runs/<id>/logs/       rank<r>.log per rank, launcher.log for mpiexec/srun
+#pragma once
+
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "grid.h"
+#include "launch_config.h"  // FailureClass
+
+namespace sweep {
+
+/// Version of the state and points files; readers ignore files of another version.
+inline constexpr int kStateVersion = 1;
+
+std::string run_dir(const std::string& dir, const std::string& id);
+/// Path of the record of run `id` in sweep directory `dir`.
+std::string record_path(const std::string& dir, const std::string& id);
+
+/// What the driver knows about one run.
+struct RunState {
+  /// pending | running | completed | diverged | failed | interrupted | unreadable (a
+  /// record.h5 that cannot be read: never overwritten, so never re-run)
+  std::string state = "pending";
+  FailureClass failure = FailureClass::none;  ///< why the last attempt failed
+  int attempts = 0;                           ///< attempts started, over all invocations
+  std::string detail;                         ///< e.g. "killed by signal 9 (Killed)", "Slurm TIMEOUT"
+  std::string updated;                        ///< UTC time of the last change, ISO 8601
+  /// A record.h5 is there: the run is never started again.
+  bool done() const { return state == "completed" || state == "diverged" || state == "unreadable"; }
+};
+
+/// Writes runs/<id>/state atomically.
+void write_run_state(const std::string& run_dir, RunState s);
+/// Reads runs/<id>/state; a missing or unreadable file gives "pending". When record.h5
+/// is there, the record's own status wins over a stale state file.
+RunState read_run_state(const std::string& run_dir);
+
+/// Every run directory under <dir>/runs with its state, by run id. One directory listing.
+std::unordered_map<std::string, RunState> scan_runs(const std::string& dir);
+
+/// Writes <dir>/points.tsv: every point's id and swept values.
+void write_points_file(const std::string& dir, const std::vector<GridPoint>& points);
+/// Reads it back: (id, "k=v k=v"); empty when absent.
+std::vector<std::pair<std::string, std::string>> read_points_file(const std::string& dir);
+
+/// `text` to `path` through a temporary file and a rename, so no reader sees half a file.
+void write_file_atomically(const std::string& path, const std::string& text);
+
+/// The current UTC time as 2024-01-31T12:00:00Z.
+std::string utc_now();
+
+}  // namespace sweep

@@ -1,0 +1,112 @@
+#include "yaml_read.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+#include "run_config.h"  // ConfigError, closest_key
+
+namespace sweep {
+
+std::string yaml_where(const std::string& source, const YAML::Node& node) {
+  auto m = node.Mark();
+  return source + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+}
+
+namespace {
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s;
+}
+}  // namespace
+
+YamlMap::YamlMap(const YAML::Node& node, const std::string& source, const std::string& context,
+                 const std::vector<std::string>& known)
+    : node_(node), source_(source), context_(context) {
+  if (!node.IsMap())
+    throw ConfigError(yaml_where(source, node) + ": key '" + context + "': expected a mapping with keys " +
+                      join(known));
+  for (const auto& kv : node) {
+    const std::string key = kv.first.Scalar();
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    std::string near = closest_key(key, known);
+    throw ConfigError(yaml_where(source, kv.first) + ": unknown key '" + context + "." + key + "'" +
+                      (near.empty() ? "" : " (did you mean '" + context + "." + near + "'?)") + "; expected one of " +
+                      join(known));
+  }
+}
+
+std::string YamlMap::where(const std::string& key) const {
+  YAML::Node n = node_[key];
+  return n ? yaml_where(source_, n) : source_;
+}
+
+std::string YamlMap::at(const std::string& key) const { return where(key) + ": key '" + context_ + "." + key + "': "; }
+
+std::string YamlMap::text(const std::string& key, const std::string& def) const {
+  YAML::Node n = node_[key];
+  if (!n || n.IsNull()) return def;
+  if (!n.IsScalar()) throw ConfigError(at(key) + "expected a single value, not a map or list");
+  return n.Scalar();
+}
+
+long long YamlMap::integer(const std::string& key, long long def, long long min, long long max) const {
+  if (!has(key)) return def;
+  std::string s = text(key, "");
+  long long x = 0;
+  auto r = std::from_chars(s.data(), s.data() + s.size(), x);
+  if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size() || x < min || x > max)
+    throw ConfigError(at(key) + "expected an integer in [" + std::to_string(min) + ", " + std::to_string(max) +
+                      "], got '" + s + "'");
+  return x;
+}
+
+double YamlMap::number(const std::string& key, double def, double min, double max) const {
+  if (!has(key)) return def;
+  std::string s = text(key, "");
+  double x = 0;
+  auto r = std::from_chars(s.data(), s.data() + s.size(), x);
+  if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size() || !std::isfinite(x) || x < min || x > max) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "expected a number in [%g, %g], got '", min, max);
+    throw ConfigError(at(key) + buf + s + "'");
+  }
+  return x;
+}
+
+bool YamlMap::boolean(const std::string& key, bool def) const {
+  if (!has(key)) return def;
+  std::string s = text(key, "");
+  if (s == "true" || s == "yes" || s == "on") return true;
+  if (s == "false" || s == "no" || s == "off") return false;
+  throw ConfigError(at(key) + "expected true or false, got '" + s + "'");
+}
+
+std::vector<std::string> YamlMap::texts(const std::string& key) const {
+  YAML::Node n = node_[key];
+  std::vector<std::string> out;
+  if (!n || n.IsNull()) return out;
+  if (n.IsScalar()) return {n.Scalar()};
+  if (!n.IsSequence()) throw ConfigError(at(key) + "expected a list of values");
+  for (const auto& item : n) {
+    if (!item.IsScalar())
+      throw ConfigError(yaml_where(source_, item) + ": key '" + context_ + "." + key +
+                        "': expected a list of plain values");
+    out.push_back(item.Scalar());
+  }
+  return out;
+}
+
+std::string YamlMap::choice(const std::string& key, const std::string& def,
+                            const std::vector<std::string>& choices) const {
+  std::string s = text(key, def);
+  if (std::find(choices.begin(), choices.end(), s) == choices.end()) {
+    std::string near = closest_key(s, choices);
+    throw ConfigError(at(key) + "expected one of " + join(choices) + ", got '" + s + "'" +
+                      (near.empty() ? "" : " (did you mean '" + near + "'?)"));
+  }
+  return s;
+}
+
+}  // namespace sweep

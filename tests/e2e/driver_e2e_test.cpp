@@ -1,0 +1,270 @@
+// The sweep driver end to end with the real `sweep` and `sweep-train`: parallel local
+// runs, Ctrl-C then resume (counting launches through a wrapper trainer), retries of a
+// killed run, the lock, `sweep status`, and container wrapping through a stand-in runtime.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "process.h"    // SpawnRunner
+#include "record.h"     // read_record
+#include "sweep_dir.h"  // read_run_state
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kBin = SWEEP_BIN_DIR;
+
+#define EXPECT_CONTAINS(hay, needle) EXPECT_NE(std::string(hay).find(needle), std::string::npos) << "in: " << (hay)
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> lines(const fs::path& p) {
+  std::vector<std::string> out;
+  std::ifstream in(p);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+/// The run id in a launch line: the directory after --out.
+std::string out_id(const std::string& launch) {
+  auto at = launch.find("--out ");
+  std::string dir = launch.substr(at + 6, launch.find(' ', at + 6) - at - 6);
+  return fs::path(dir).filename().string();
+}
+
+class DriverE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("driver_e2e_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    // A trainer that records each launch, then becomes the real one.
+    wrapper_ = (dir_ / "count-train").string();
+    std::ofstream(wrapper_) << "#!/bin/sh\necho \"$*\" >> '" << (dir_ / "launches").string() << "'\nexec '" << kBin
+                            << "/sweep-train' \"$@\"\n";
+    fs::permissions(wrapper_, fs::perms::owner_all);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+  std::string write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+    return (dir_ / name).string();
+  }
+  std::vector<std::string> cli(std::vector<std::string> args) {
+    args.insert(args.begin(), kBin + "/sweep");
+    return args;
+  }
+  sweep::ExitStatus sweep_cli(const std::vector<std::string>& args, const std::string& log) {
+    return sweep::SpawnRunner().run(cli(args), (dir_ / log).string());
+  }
+  std::map<std::string, sweep::Record> completed(const fs::path& sweep_dir) {
+    std::map<std::string, sweep::Record> out;
+    for (const auto& e : fs::directory_iterator(sweep_dir / "runs"))
+      if (fs::exists(e.path() / "record.h5"))
+        out[e.path().filename().string()] = sweep::read_record((e.path() / "record.h5").string());
+    return out;
+  }
+  fs::path dir_;
+  std::string wrapper_;
+};
+
+/// Six small runs; `steps` sets how long each takes.
+std::string six_runs(int steps, const std::string& extra = "") {
+  return "name: six\n"
+         "base:\n"
+         "  model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 16}\n"
+         "  train: {steps: " +
+         std::to_string(steps) +
+         ", micro_batch: 2, lr: 3.0e-3, checkpoint_every: 20, log_every: 50}\n"
+         "grid:\n"
+         "  train.lr: [1.0e-3, 3.0e-3]\n"
+         "seeds: 3\n"
+         "launch: {parallel: 2, slots: 2, grace_s: 5" +
+         extra + "}\n";
+}
+
+TEST_F(DriverE2E, SixRunsTwoAtATimeLocally) {
+  std::string grid = write("six.yaml", six_runs(10));
+  const fs::path out = dir_ / "out";
+  auto st = sweep_cli({"run", grid, "--out", out.string(), "--trainer", wrapper_}, "run.log");
+  ASSERT_TRUE(st.ok()) << read(dir_ / "run.log");
+  EXPECT_CONTAINS(read(dir_ / "run.log"), "sweep six: 6 completed, 0 already done, 0 failed; report: ");
+  auto recs = completed(out);
+  ASSERT_EQ(recs.size(), 6u);
+  for (const auto& [id, r] : recs) {
+    EXPECT_EQ(r.status, "completed");
+    EXPECT_EQ(r.run_id, id);
+    EXPECT_EQ(r.steps.size(), 10u);
+    EXPECT_TRUE(fs::exists(out / "runs" / id / "logs" / "rank0.log"));
+    EXPECT_EQ(sweep::read_run_state((out / "runs" / id).string()).state, "completed");
+  }
+  EXPECT_EQ(lines(dir_ / "launches").size(), 6u);
+  EXPECT_TRUE(fs::exists(out / "report.html"));
+
+  // `sweep status` and `sweep plan` see the same.
+  ASSERT_TRUE(sweep_cli({"status", out.string()}, "status.log").ok());
+  EXPECT_CONTAINS(read(dir_ / "status.log"), "no driver running");
+  EXPECT_CONTAINS(read(dir_ / "status.log"), "6 runs: 6 completed");
+  ASSERT_TRUE(sweep_cli({"plan", grid, "--out", out.string()}, "plan.log").ok());
+  EXPECT_CONTAINS(read(dir_ / "plan.log"), "(6 done, 0 to run)");
+}
+
+TEST_F(DriverE2E, CtrlCStopsEveryRunAndTheRerunStartsOnlyUnfinishedOnes) {
+  std::string grid = write("six.yaml", six_runs(400));
+  const fs::path out = dir_ / "out";
+  sweep::SpawnRunner runner;
+  int driver =
+      runner.start(cli({"run", grid, "--out", out.string(), "--trainer", wrapper_}), (dir_ / "first.log").string());
+  // Wait until the first pair is done and the second pair is running.
+  auto t0 = std::chrono::steady_clock::now();
+  while (lines(dir_ / "launches").size() < 4 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120))
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_GE(lines(dir_ / "launches").size(), 4u) << read(dir_ / "first.log");
+
+  // A second driver on the same directory is refused while the first runs.
+  auto second = sweep_cli({"run", grid, "--out", out.string(), "--trainer", wrapper_}, "second.log");
+  EXPECT_EQ(second.code, 2);
+  EXPECT_CONTAINS(read(dir_ / "second.log"), "another sweep driver is running on this directory (pid ");
+  ASSERT_TRUE(sweep_cli({"status", out.string()}, "status.log").ok());
+  EXPECT_CONTAINS(read(dir_ / "status.log"), "driver running (pid ");
+  EXPECT_CONTAINS(read(dir_ / "status.log"), "running");
+
+  ::kill(driver, SIGINT);
+  sweep::ExitStatus st;
+  for (bool ended = false; !ended;)
+    for (auto& [id, s] : runner.wait_some(1.0))
+      if (id == driver) st = s, ended = true;
+  EXPECT_EQ(st.code, 128 + SIGINT) << read(dir_ / "first.log");
+  EXPECT_CONTAINS(read(dir_ / "first.log"), "interrupted");
+  // Every run was stopped: nothing of this sweep is still alive.
+  // ("[/]" keeps pgrep's own shell, whose command line holds the pattern, from matching.)
+  EXPECT_NE(std::system(("pgrep -f '[/]" + out.string().substr(1) + "' >/dev/null").c_str()), 0);
+
+  auto done_first = completed(out);
+  std::set<std::string> launched_first;
+  for (const auto& l : lines(dir_ / "launches")) launched_first.insert(out_id(l));
+  std::set<std::string> interrupted;
+  for (const auto& id : launched_first)
+    if (sweep::read_run_state((out / "runs" / id).string()).state == "interrupted") interrupted.insert(id);
+  EXPECT_FALSE(interrupted.empty());
+  EXPECT_EQ(done_first.size() + interrupted.size(), launched_first.size());
+
+  // Again: exactly the unfinished runs start, the interrupted ones with --resume.
+  const size_t before = lines(dir_ / "launches").size();
+  ASSERT_TRUE(sweep_cli({"run", grid, "--out", out.string(), "--trainer", wrapper_}, "again.log").ok())
+      << read(dir_ / "again.log");
+  auto all = lines(dir_ / "launches");
+  std::vector<std::string> again(all.begin() + long(before), all.end());
+  EXPECT_EQ(again.size(), 6 - done_first.size());
+  for (const auto& l : again) {
+    std::string id = out_id(l);
+    EXPECT_EQ(done_first.count(id), 0u) << "completed run started again: " << id;
+    EXPECT_EQ(l.find("--resume") != std::string::npos, interrupted.count(id) > 0) << l;
+  }
+  EXPECT_EQ(completed(out).size(), 6u);
+  EXPECT_CONTAINS(read(dir_ / "again.log"), "already done");
+}
+
+TEST_F(DriverE2E, AKilledRunIsRetriedThenMarkedFailedWhileTheOthersFinish) {
+  std::string grid = write("kill.yaml",
+                           "name: kill\n"
+                           "base:\n"
+                           "  model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 16}\n"
+                           "  train: {steps: 6, micro_batch: 2, checkpoint_every: 2}\n"
+                           "grid:\n"
+                           "  fault.kill_step: [0, 4]\n"
+                           "  train.seed: [0, 1]\n"
+                           "launch: {parallel: 2, retries: {crashed: 1}}\n");
+  const fs::path out = dir_ / "out";
+  auto st = sweep_cli({"run", grid, "--out", out.string(), "--trainer", wrapper_}, "run.log");
+  EXPECT_EQ(st.code, 1) << read(dir_ / "run.log");
+  const std::string log = read(dir_ / "run.log");
+  EXPECT_CONTAINS(log, "sweep kill: 2 completed, 0 already done, 2 failed (2 retries)");
+  EXPECT_CONTAINS(log, "retrying ");
+  EXPECT_CONTAINS(log, "crashed (killed by signal 9");
+  std::map<std::string, int> launches;
+  for (const auto& l : lines(dir_ / "launches")) ++launches[out_id(l)];
+  int failed = 0;
+  for (const auto& [id, n] : launches) {
+    auto s = sweep::read_run_state((out / "runs" / id).string());
+    if (s.state == "failed") {
+      ++failed;
+      EXPECT_EQ(n, 2) << id;
+      EXPECT_EQ(s.failure, sweep::FailureClass::crashed);
+      EXPECT_EQ(s.attempts, 2);
+    } else {
+      EXPECT_EQ(s.state, "completed");
+      EXPECT_EQ(n, 1) << id;
+    }
+  }
+  EXPECT_EQ(failed, 2);
+  EXPECT_EQ(completed(out).size(), 2u);
+}
+
+TEST_F(DriverE2E, ContainerRuntimeWrapsEveryRank) {
+  // Stands in for apptainer/docker: records its argv, then runs what follows the image.
+  const std::string standin = (dir_ / "fake-runtime").string();
+  std::ofstream(standin) << "#!/bin/bash\n"
+                            "printf '%s\\n' \"$*\" >> '"
+                         << (dir_ / "runtime-argv").string()
+                         << "'\n"
+                            "while [ $# -gt 0 ] && [ \"$1\" != test-image ]; do shift; done\n"
+                            "shift\nexec \"$@\"\n";
+  fs::permissions(standin, fs::perms::owner_all);
+  for (std::string runtime : {"apptainer", "docker"}) {
+    std::string grid = write(runtime + ".yaml",
+                             "name: boxed\n"
+                             "base:\n"
+                             "  model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 16}\n"
+                             "  train: {steps: 3, micro_batch: 2}\n"
+                             "grid:\n"
+                             "  dist.world_size: [1, 2]\n"
+                             "launch:\n"
+                             "  slots: 2\n"
+                             "  container: {runtime: " +
+                                 runtime + ", command: '" + standin +
+                                 "', image: test-image, binds: [/tmp], trainer: '" + kBin + "/sweep-train'}\n");
+    const fs::path out = dir_ / ("out-" + runtime);
+    auto st = sweep_cli({"run", grid, "--out", out.string()}, runtime + ".log");
+    ASSERT_TRUE(st.ok()) << read(dir_ / (runtime + ".log"));
+    auto recs = completed(out);
+    ASSERT_EQ(recs.size(), 2u);
+    for (const auto& [id, r] : recs) {
+      EXPECT_EQ(r.status, "completed");
+      EXPECT_TRUE(fs::exists(out / "runs" / id / "logs" / "rank0.log")) << id;
+      if (r.world_size == 2) {
+        EXPECT_TRUE(fs::exists(out / "runs" / id / "logs" / "rank1.log")) << "per-rank logs";
+      }
+    }
+  }
+  auto argv = lines(dir_ / "runtime-argv");
+  ASSERT_EQ(argv.size(), 6u) << "one container per rank: 1 + 2 ranks, two runtimes";
+  const std::string sweep_dir = (dir_ / "out-apptainer").string();
+  EXPECT_CONTAINS(argv[0], "exec --bind " + sweep_dir + ":" + sweep_dir + " --bind /tmp --pwd " + sweep_dir +
+                               " test-image " + kBin + "/sweep-train --config ");
+  bool docker_env = false;
+  for (const auto& a : argv) {
+    EXPECT_EQ(a.find("@SWEEP_RANK_ENV@"), std::string::npos) << a;
+    if (a.rfind("run --rm --network=host", 0) == 0 && a.find("-e OMPI_COMM_WORLD_RANK") != std::string::npos)
+      docker_env = true;
+  }
+  EXPECT_TRUE(docker_env) << "docker ranks get the launcher's variables";
+}
+
+}  // namespace

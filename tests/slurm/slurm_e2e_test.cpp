@@ -1,0 +1,146 @@
+// The Slurm launcher against a real one-node cluster (label slurm; start it with
+// tests/slurm/start-cluster.sh, which scripts/test does). One job array of six runs:
+// five finish with valid records although four data.path values are shell syntax
+// (which must arrive literally), and one that hangs past its one-minute time limit is
+// classified TIMEOUT. Then a two-rank run under srun --mpi=pmix.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "process.h"    // SpawnRunner, capture
+#include "record.h"     // read_record
+#include "sweep_dir.h"  // read_run_state, read_points_file
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kBin = SWEEP_BIN_DIR;
+
+#define EXPECT_CONTAINS(hay, needle) EXPECT_NE(std::string(hay).find(needle), std::string::npos) << "in: " << (hay)
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class SlurmE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    sweep::Captured c = sweep::capture({"/bin/sh", "-c", "sinfo -h -o %T"}, 30);
+    ASSERT_TRUE(c.status.ok() &&
+                (c.output.find("idle") != std::string::npos || c.output.find("mix") != std::string::npos))
+        << "no idle Slurm node; start one with tests/slurm/start-cluster.sh (as root). sinfo said: " << c.output;
+    // A directory name full of shell syntax: the batch script must pass it as text.
+    dir_ = fs::temp_directory_path() / ("slurm e2e $(touch pwned) '" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "x");  // what `'; rm -rf x` would remove
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+  std::string write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+    return (dir_ / name).string();
+  }
+  sweep::ExitStatus sweep_cli(std::vector<std::string> args, const std::string& log) {
+    args.insert(args.begin(), kBin + "/sweep");
+    return sweep::SpawnRunner().run(args, (dir_ / log).string());
+  }
+  fs::path dir_;
+};
+
+TEST_F(SlurmE2E, ArrayOfSixFiveCompleteLiterallyOneTimesOut) {
+  // The base point, then the includes; the hang early, so it holds one CPU while the
+  // others go through the other one.
+  std::string grid = write("slurm.yaml",
+                           "name: slurm-e2e\n"
+                           "base:\n"
+                           "  model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 16}\n"
+                           "  train: {steps: 5, micro_batch: 2}\n"
+                           "  dist: {timeout_s: 0}\n"  // no watchdog: let Slurm's limit end the hang
+                           "include:\n"
+                           "  - {fault.hang_step: 2, data.path: hang}\n"
+                           "  - {data.path: '$(touch pwned)'}\n"
+                           "  - {data.path: \"'; rm -rf x\"}\n"
+                           "  - {data.path: '`touch pwned2` \"$HOME\" \\ ; exit 7'}\n"
+                           "  - {data.path: plain}\n"
+                           "launch:\n"
+                           "  launcher: slurm\n"
+                           "  parallel: 2\n"
+                           "  slurm: {time: '1', mpi: pmix, poll_s: 1}\n");
+  const fs::path out = dir_ / "out";
+  // cwd = the test dir, so a relative `rm -rf x` or `touch pwned` would land here.
+  sweep::ExitStatus st = sweep::SpawnRunner().run({"/bin/sh", "-c", "cd \"$1\" && exec \"$2\" run \"$3\" --out \"$4\"",
+                                                   "sh", dir_.string(), kBin + "/sweep", grid, out.string()},
+                                                  (dir_ / "run.log").string());
+  const std::string log = read(dir_ / "run.log");
+  EXPECT_EQ(st.code, 1) << log;
+  EXPECT_CONTAINS(log, "submitted job array ");
+  EXPECT_CONTAINS(log, "sweep slurm-e2e: 5 completed, 0 already done, 1 failed");
+
+  int completed = 0, timeouts = 0;
+  std::set<std::string> paths;
+  for (const auto& [id, values] : sweep::read_points_file(out.string())) {
+    const std::string rd = (out / "runs" / id).string();
+    sweep::RunState s = sweep::read_run_state(rd);
+    if (s.state == "completed") {
+      ++completed;
+      sweep::Record r = sweep::read_record(rd + "/record.h5");
+      EXPECT_EQ(r.status, "completed");
+      EXPECT_EQ(r.run_id, id);
+      EXPECT_EQ(r.steps.size(), 5u);
+      paths.insert(r.config.at("data.path"));
+      EXPECT_TRUE(fs::exists(rd + "/logs/rank0.log")) << rd;
+    } else {
+      ++timeouts;
+      EXPECT_EQ(s.failure, sweep::FailureClass::timeout) << s.detail;
+      EXPECT_CONTAINS(s.detail, "Slurm TIMEOUT");
+    }
+  }
+  EXPECT_EQ(completed, 5);
+  EXPECT_EQ(timeouts, 1);
+  EXPECT_EQ(paths, (std::set<std::string>{"", "$(touch pwned)", "'; rm -rf x", "`touch pwned2` \"$HOME\" \\ ; exit 7",
+                                          "plain"}));
+  EXPECT_TRUE(fs::is_directory(dir_ / "x"));
+  for (const char* f : {"pwned", "pwned2"}) {
+    EXPECT_FALSE(fs::exists(dir_ / f));
+    EXPECT_FALSE(fs::exists(out / f));
+    EXPECT_FALSE(fs::exists(fs::path("/tmp") / f));
+  }
+
+  // `sweep status` reads the same states back.
+  ASSERT_TRUE(sweep_cli({"status", out.string()}, "status.log").ok());
+  EXPECT_CONTAINS(read(dir_ / "status.log"), "6 runs: 5 completed, 1 failed");
+  EXPECT_CONTAINS(read(dir_ / "status.log"), "timeout");
+}
+
+TEST_F(SlurmE2E, TwoRanksUnderSrunPmix) {
+  std::string grid = write("mpi.yaml",
+                           "name: slurm-mpi\n"
+                           "base:\n"
+                           "  model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 16}\n"
+                           "  train: {steps: 4, micro_batch: 2}\n"
+                           "  dist: {world_size: 2}\n"
+                           "launch: {launcher: slurm, slurm: {mpi: pmix, poll_s: 1}}\n");
+  const fs::path out = dir_ / "out";
+  sweep::ExitStatus st = sweep_cli({"run", grid, "--out", out.string()}, "run.log");
+  ASSERT_TRUE(st.ok()) << read(dir_ / "run.log");
+  auto points = sweep::read_points_file(out.string());
+  ASSERT_EQ(points.size(), 1u);
+  const fs::path rd = out / "runs" / points[0].first;
+  sweep::Record r = sweep::read_record((rd / "record.h5").string());
+  EXPECT_EQ(r.status, "completed");
+  EXPECT_EQ(r.world_size, 2);
+  EXPECT_TRUE(fs::exists(rd / "logs" / "rank0.log"));
+  EXPECT_TRUE(fs::exists(rd / "logs" / "rank1.log"));
+}
+
+}  // namespace

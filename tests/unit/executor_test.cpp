@@ -1,0 +1,365 @@
+// The local executor with real child processes standing in for sweep-train: parallel
+// slots, retries by failure class (with --resume), launch.timeout_s, Ctrl-C, the lock,
+// state files, `sweep plan` and `sweep status` data.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>  // mkdtemp
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <thread>
+
+#include "plan.h"
+#include "record.h"
+#include "stop_signals.h"
+#include "sweep_run.h"
+
+namespace sweep {
+namespace {
+
+namespace fs = std::filesystem;
+
+#define EXPECT_CONTAINS(hay, needle) EXPECT_NE(std::string(hay).find(needle), std::string::npos) << "in: " << (hay)
+
+std::string value_after(const std::vector<std::string>& argv, const std::string& flag) {
+  auto it = std::find(argv.begin(), argv.end(), flag);
+  return it == argv.end() || it + 1 == argv.end() ? "" : *(it + 1);
+}
+
+void write_record(const std::string& out, const std::string& status) {
+  RunConfig c = load_run_config(out + "/config.yaml");
+  RecordHeader h;
+  h.run_id = run_id(c);
+  h.config_yaml = to_yaml(c);
+  h.config = to_flat(c);
+  RecordWriter w(out + "/record.h5", h);
+  StepMetrics m;
+  m.step = 1;
+  m.loss = 1.0;
+  w.append_step(m);
+  w.finish(status, status == "diverged" ? "loss is NaN" : "");
+}
+
+/// Real processes (so signals, groups and timing are real) that behave per run and attempt:
+///   ok / slow-ok   write a completed record, exit 0 (slow: after 0.4 s)
+///   diverge        write a diverged record, exit 1
+///   exit1 / exit2 / exit4   exit with that code, no record
+///   kill9          killed by SIGKILL
+///   hang           sleep; ignores SIGTERM when "hang-hard"
+class ScriptedRunner : public ProcessRunner {
+ public:
+  std::map<std::string, std::vector<std::string>> plan;  ///< run id -> behaviour per attempt (last repeats)
+  std::vector<std::vector<std::string>> calls;
+  int live = 0, max_live = 0;
+
+  int start(const std::vector<std::string>& argv, const std::string& log) override {
+    calls.push_back(argv);
+    const std::string out = value_after(argv, "--out");
+    const std::string id = fs::path(out).filename().string();
+    int attempt = attempts_[id]++;
+    const auto& list = plan[id];
+    std::string b = list.empty() ? "ok" : list[std::min<size_t>(attempt, list.size() - 1)];
+    std::string sh = "exit 0";
+    if (b == "ok" || b == "slow-ok") write_record(out, "completed"), sh = b == "ok" ? "exit 0" : "sleep 0.4";
+    if (b == "diverge") write_record(out, "diverged"), sh = "exit 1";
+    if (b == "exit1") sh = "exit 1";
+    if (b == "exit2") sh = "echo bad config; exit 2";
+    if (b == "exit4") sh = "exit 4";
+    if (b == "kill9") sh = "kill -9 $$";
+    if (b == "hang") sh = "sleep 30";
+    if (b == "hang-hard") sh = "trap '' TERM; sleep 30";
+    int pid = real_.start({"/bin/sh", "-c", sh}, log);
+    max_live = std::max(max_live, ++live);
+    return pid;
+  }
+  std::vector<std::pair<int, ExitStatus>> wait_some(double wait_s) override {
+    auto out = real_.wait_some(wait_s);
+    live -= int(out.size());
+    return out;
+  }
+  void signal_group(int id, int sig) override { real_.signal_group(id, sig); }
+  int launches(const std::string& id) const {
+    auto it = attempts_.find(id);
+    return it == attempts_.end() ? 0 : it->second;
+  }
+
+ private:
+  SpawnRunner real_;
+  std::map<std::string, int> attempts_;
+};
+
+class Executor : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "executor_test.XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    tmp_ = tmpl;
+    opt_.out_dir = (tmp_ / "out").string();
+    opt_.train_binary = "/bin/false";
+    opt_.quiet = true;
+    opt_.poll_s = 0.02;
+    StopSignals::reset();
+  }
+  void TearDown() override { fs::remove_all(tmp_); }
+  void grid(const std::string& launch, int points = 4) {
+    std::string seeds;
+    for (int i = 0; i < points; ++i) seeds += (i ? ", " : "") + std::to_string(i);
+    spec_ = parse_grid(
+        "name: ex\nbase: {train: {steps: 3}}\ngrid:\n  train.seed: [" + seeds + "]\nlaunch: " + launch + "\n",
+        "g.yaml");
+    points_ = expand(spec_);
+  }
+  std::string id(int i) const { return points_[i].id; }
+  RunState state(int i) const { return read_run_state(run_dir(opt_.out_dir, id(i))); }
+
+  fs::path tmp_;
+  SweepSpec spec_;
+  std::vector<GridPoint> points_;
+  SweepRunOptions opt_;
+};
+
+TEST_F(Executor, RunsAtMostParallelAtOnce) {
+  grid("{parallel: 2, slots: 8}", 5);
+  ScriptedRunner r;
+  for (int i = 0; i < 5; ++i) r.plan[id(i)] = {"slow-ok"};
+  auto t0 = std::chrono::steady_clock::now();
+  SweepSummary s = run_sweep(spec_, points_, opt_, r);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(s.completed, 5);
+  EXPECT_EQ(r.max_live, 2);
+  EXPECT_LT(secs, 5 * 0.4);  // not one after another
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(state(i).state, "completed");
+}
+
+TEST_F(Executor, SlotsLimitCoresNotJustRuns) {
+  // Two ranks each (behind mpiexec in real life) on 2 slots: one run at a time.
+  spec_ = parse_grid(
+      "name: ex\nbase: {dist: {world_size: 2}}\ngrid:\n  train.seed: [0, 1, 2]\nlaunch: {parallel: 3, slots: 2}\n",
+      "g.yaml");
+  points_ = expand(spec_);
+  opt_.mpiexec = "/usr/bin/mpiexec";
+  opt_.rank_wrapper = "/opt/sweep-rank";
+  ScriptedRunner r;
+  for (auto& p : points_) r.plan[p.id] = {"slow-ok"};
+  SweepSummary s = run_sweep(spec_, points_, opt_, r);
+  EXPECT_EQ(s.completed, 3);
+  EXPECT_EQ(r.max_live, 1);
+  ASSERT_FALSE(r.calls.empty());
+  EXPECT_EQ(r.calls[0][0], "/usr/bin/mpiexec");
+  EXPECT_NE(std::find(r.calls[0].begin(), r.calls[0].end(), "/opt/sweep-rank"), r.calls[0].end());
+}
+
+TEST_F(Executor, RetriesByClassWithResumeAndGivesUp) {
+  grid("{retries: {crashed: 2, hang: 1}}", 5);
+  ScriptedRunner r;
+  r.plan[id(0)] = {"kill9", "ok"};     // retried once, then completes
+  r.plan[id(1)] = {"exit1"};           // crashed every time: 1 + 2 attempts, failed
+  r.plan[id(2)] = {"exit2"};           // bad config: never retried
+  r.plan[id(3)] = {"diverge"};         // diverged: never retried
+  r.plan[id(4)] = {"exit4", "exit4"};  // hang: 1 retry allowed
+  SweepSummary s = run_sweep(spec_, points_, opt_, r);
+  EXPECT_EQ(r.launches(id(0)), 2);
+  EXPECT_EQ(r.launches(id(1)), 3);
+  EXPECT_EQ(r.launches(id(2)), 1);
+  EXPECT_EQ(r.launches(id(3)), 1);
+  EXPECT_EQ(r.launches(id(4)), 2);
+  EXPECT_EQ(s.completed, 1);
+  EXPECT_EQ(s.failed, 4);
+  EXPECT_EQ(s.retries, 1 + 2 + 1);
+  // The retry continues from checkpoints.
+  for (const auto& c : r.calls) {
+    if (value_after(c, "--out") == run_dir(opt_.out_dir, id(0))) {
+      EXPECT_EQ(std::count(c.begin(), c.end(), "--resume"), c == r.calls[0] ? 0 : 1);
+    }
+  }
+  EXPECT_EQ(state(0).state, "completed");
+  EXPECT_EQ(state(0).attempts, 2);
+  EXPECT_EQ(state(1).state, "failed");
+  EXPECT_EQ(state(1).failure, FailureClass::crashed);
+  EXPECT_EQ(state(1).attempts, 3);
+  EXPECT_EQ(state(2).failure, FailureClass::config);
+  EXPECT_EQ(state(3).state, "diverged");
+  EXPECT_EQ(state(4).failure, FailureClass::hang);
+  // The failed run's log names each attempt.
+  std::ifstream log(run_dir(opt_.out_dir, id(1)) + "/logs/rank0.log");
+  std::string text((std::istreambuf_iterator<char>(log)), {});
+  EXPECT_CONTAINS(text, "=== sweep: attempt 3 of run " + id(1) + " (--resume)");
+}
+
+TEST_F(Executor, TimeoutStopsARunWithTermThenKill) {
+  grid("{timeout_s: 0.3, grace_s: 0.3, parallel: 2, retries: {timeout: 1}}", 3);
+  ScriptedRunner r;
+  r.plan[id(0)] = {"hang"};       // ends on SIGTERM
+  r.plan[id(1)] = {"hang-hard"};  // ignores SIGTERM: needs the SIGKILL
+  auto t0 = std::chrono::steady_clock::now();
+  SweepSummary s = run_sweep(spec_, points_, opt_, r);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(secs, 10);
+  EXPECT_EQ(s.completed, 1);
+  EXPECT_EQ(s.failed, 2);
+  EXPECT_EQ(r.launches(id(0)), 2);  // retried once for timeout
+  EXPECT_EQ(state(0).failure, FailureClass::timeout);
+  EXPECT_EQ(state(1).failure, FailureClass::timeout);
+  EXPECT_CONTAINS(state(1).detail, "signal 9");
+  EXPECT_CONTAINS(state(0).detail, "signal 15");
+}
+
+TEST_F(Executor, InterruptStopsEveryRunAndTheNextRunStartsOnlyThose) {
+  grid("{parallel: 2, grace_s: 0.5}", 5);
+  ScriptedRunner r;
+  r.plan[id(0)] = {"ok"};
+  for (int i = 1; i < 5; ++i) r.plan[id(i)] = {"hang-hard", "ok"};
+  std::thread ctrl_c([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    ::kill(::getpid(), SIGINT);
+  });
+  SweepSummary s = run_sweep(spec_, points_, opt_, r);
+  ctrl_c.join();
+  EXPECT_EQ(s.stop_signal, SIGINT);
+  EXPECT_EQ(s.completed, 1);
+  EXPECT_EQ(s.interrupted, 2);
+  EXPECT_EQ(s.not_started, 2);
+  EXPECT_EQ(state(1).state, "interrupted");
+  EXPECT_EQ(state(2).state, "interrupted");
+  EXPECT_EQ(state(3).state, "pending");
+  EXPECT_EQ(r.live, 0) << "every run ended before the driver returned";
+
+  // Again: the completed run is skipped, the interrupted ones resume, the others start.
+  StopSignals::reset();
+  ScriptedRunner again;
+  s = run_sweep(spec_, points_, opt_, again);
+  EXPECT_EQ(again.calls.size(), 4u);
+  EXPECT_EQ(again.launches(id(0)), 0);
+  EXPECT_EQ(s.skipped, 1);
+  EXPECT_EQ(s.completed, 4);
+  for (const auto& c : again.calls) {
+    bool was_interrupted = value_after(c, "--out") == run_dir(opt_.out_dir, id(1)) ||
+                           value_after(c, "--out") == run_dir(opt_.out_dir, id(2));
+    EXPECT_EQ(std::count(c.begin(), c.end(), "--resume"), was_interrupted ? 1 : 0);
+  }
+}
+
+TEST_F(Executor, SecondDriverOnTheSameDirIsRefused) {
+  grid("{}", 1);
+  SweepSession first(spec_, points_, opt_);
+  try {
+    SweepSession second(spec_, points_, opt_);
+    FAIL() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_CONTAINS(e.what(), "another sweep driver is running on this directory (pid " + std::to_string(::getpid()));
+  }
+  EXPECT_CONTAINS(SweepLock::holder(opt_.out_dir), "pid " + std::to_string(::getpid()));
+}
+
+TEST_F(Executor, LockIsFreeAfterTheDriver) {
+  grid("{}", 1);
+  { SweepSession s(spec_, points_, opt_); }
+  EXPECT_EQ(SweepLock::holder(opt_.out_dir), "");
+  SweepSession again(spec_, points_, opt_);  // no throw
+}
+
+TEST_F(Executor, PlanShowsVaryingColumnsStateAndCoresWithoutWriting) {
+  spec_ = parse_grid(
+      "name: p\nbase: {train: {steps: 3}}\ngrid:\n  train.lr: [0.1, 0.2]\n  dist.world_size: [1, 2]\n"
+      "  train.steps: [3]\n",
+      "g.yaml");
+  Expansion e = expand_grid(spec_);
+  points_ = e.points;
+  std::string text = render_plan(spec_, e, opt_.out_dir);
+  EXPECT_FALSE(fs::exists(opt_.out_dir));
+  EXPECT_CONTAINS(text, "sweep p: 4 runs in " + opt_.out_dir + " (0 done, 4 to run)");
+  EXPECT_CONTAINS(text, "id                state        cores  train.lr  dist.world_size\n");
+  EXPECT_EQ(text.find("train.steps"), std::string::npos) << "a column that never varies is left out";
+  EXPECT_CONTAINS(text, points_[1].id + "  pending      2      0.1       2\n");
+  EXPECT_CONTAINS(text, "largest run 2 cores");
+
+  ScriptedRunner r;
+  r.plan[points_[1].id] = {"exit1"};
+  run_sweep(spec_, points_, opt_, r);
+  PlanCounts c;
+  text = render_plan(spec_, e, opt_.out_dir, &c);
+  EXPECT_EQ(c.done, 3u);
+  EXPECT_EQ(c.pending, 1u);
+  EXPECT_CONTAINS(text, points_[0].id + "  done ");
+  EXPECT_CONTAINS(text, points_[1].id + "  failed ");
+}
+
+TEST_F(Executor, PointsFileAndStatesAreReadBack) {
+  grid("{}", 2);
+  ScriptedRunner r;
+  r.plan[id(1)] = {"exit1"};
+  run_sweep(spec_, points_, opt_, r);
+  auto pts = read_points_file(opt_.out_dir);
+  ASSERT_EQ(pts.size(), 2u);
+  EXPECT_EQ(pts[0].first, id(0));
+  EXPECT_EQ(pts[0].second, "train.seed=0");
+  auto runs = scan_runs(opt_.out_dir);
+  EXPECT_EQ(runs.at(id(0)).state, "completed");
+  EXPECT_EQ(runs.at(id(1)).state, "failed");
+  EXPECT_EQ(runs.at(id(1)).detail, "exit code 1");
+  EXPECT_FALSE(runs.at(id(1)).updated.empty());
+}
+
+TEST_F(Executor, AtomicWritesNeverReplaceADevice) {
+  // `sweep report -o /dev/null` as root must not turn /dev/null into a file. Through a
+  // symlink, so a regression replaces only the link.
+  fs::create_directories(tmp_);
+  const fs::path link = tmp_ / "null";
+  fs::create_symlink("/dev/null", link);
+  write_file_atomically(link.string(), "report");
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  write_file_atomically((tmp_ / "plain").string(), "text");
+  EXPECT_TRUE(fs::is_regular_file(tmp_ / "plain"));
+}
+
+TEST(ClassifyAttempt, ExitCodesAndRecords) {
+  std::string d;
+  ExitStatus st;
+  st.code = 2;
+  EXPECT_EQ(classify_attempt(st, "/nonexistent", &d), FailureClass::config);
+  st.code = 4;
+  EXPECT_EQ(classify_attempt(st, "/nonexistent", &d), FailureClass::hang);
+  st.code = 1;
+  EXPECT_EQ(classify_attempt(st, "/nonexistent", &d), FailureClass::crashed);
+  st.code = 0;
+  EXPECT_EQ(classify_attempt(st, "/nonexistent", &d), FailureClass::lost);
+  EXPECT_EQ(d, "exit code 0 but no record");
+  st.code = -1;
+  st.signal = 9;
+  EXPECT_EQ(classify_attempt(st, "/nonexistent", &d), FailureClass::crashed);
+  EXPECT_CONTAINS(d, "signal 9");
+}
+
+TEST(ProgressBar, CountsAndEta) {
+  char* buf = nullptr;
+  size_t len = 0;
+  std::FILE* f = open_memstream(&buf, &len);
+  {
+    Progress p(6, 1, 0, /*tty=*/false, f, /*every_s=*/0);
+    p.started();
+    p.started();
+    EXPECT_EQ(p.status(), "[####....................] 1/6 done, 2 running, 0 failed");
+    p.ended(true);
+    p.ended(false);
+    EXPECT_CONTAINS(p.status(), "2/6 done, 0 running, 1 failed, ETA ");
+    p.line("a run line");
+    p.tick();
+  }
+  std::fclose(f);
+  std::string out(buf, len);
+  free(buf);
+  EXPECT_EQ(out.find('\r'), std::string::npos) << "no carriage returns without a terminal";
+  EXPECT_CONTAINS(out, "a run line\n");
+  EXPECT_CONTAINS(out, "progress: 2/6 done, 0 running, 1 failed");
+  EXPECT_EQ(format_duration(65), "1m05s");
+  EXPECT_EQ(format_duration(7300), "2h01m");
+}
+
+}  // namespace
+}  // namespace sweep

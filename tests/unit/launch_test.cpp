@@ -1,0 +1,295 @@
+// The `launch:` section, the argv of each launcher, container wrapping, and the Slurm
+// batch script (quoting!) and squeue/sacct parsing, all without a cluster.
+#include "launch.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>  // mkdtemp
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "container.h"
+#include "grid.h"
+#include "process.h"  // capture
+#include "slurm.h"
+
+namespace sweep {
+namespace {
+
+namespace fs = std::filesystem;
+using V = std::vector<std::string>;
+
+#define EXPECT_CONTAINS(hay, needle) EXPECT_NE(std::string(hay).find(needle), std::string::npos) << "in: " << (hay)
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_grid(text, "l.yaml");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+LaunchSpec launch_of(const std::string& body) { return parse_grid("name: l\nlaunch:\n" + body, "l.yaml").launch; }
+
+TEST(LaunchConfig, DefaultsAndEveryKey) {
+  LaunchSpec d = parse_grid("name: l\n", "l.yaml").launch;
+  EXPECT_EQ(d.launcher, "local");
+  EXPECT_EQ(d.parallel, 1);
+  EXPECT_EQ(d.timeout_s, 0);
+  EXPECT_EQ(retries_for(d, FailureClass::crashed), 0);
+  EXPECT_TRUE(d.container.runtime.empty());
+
+  LaunchSpec l = launch_of(
+      "  launcher: slurm\n  parallel: 3\n  retries: 2\n  timeout_s: 90\n  grace_s: 1.5\n"
+      "  slurm: {partition: gpu, time: '0:30:00', gpus: 1, mpi: pmi2, extra_args: [--qos=low, --exclusive], poll_s: "
+      "2}\n"
+      "  container: {runtime: apptainer, image: /img/sweep.sif, binds: [/data, '/a:/b:ro'], gpus: true}\n");
+  EXPECT_EQ(l.launcher, "slurm");
+  EXPECT_EQ(l.parallel, 3);
+  EXPECT_EQ(l.timeout_s, 90);
+  EXPECT_EQ(l.grace_s, 1.5);
+  for (FailureClass c : retryable_classes()) EXPECT_EQ(retries_for(l, c), 2) << failure_class_name(c);
+  EXPECT_EQ(retries_for(l, FailureClass::config), 0);
+  EXPECT_EQ(retries_for(l, FailureClass::diverged), 0);
+  EXPECT_EQ(l.slurm.partition, "gpu");
+  EXPECT_EQ(l.slurm.time, "0:30:00");
+  EXPECT_EQ(l.slurm.gpus, 1);
+  EXPECT_EQ(l.slurm.mpi, "pmi2");
+  EXPECT_EQ(l.slurm.extra_args, (V{"--qos=low", "--exclusive"}));
+  EXPECT_EQ(l.slurm.poll_s, 2);
+  EXPECT_EQ(l.container.runtime, "apptainer");
+  EXPECT_EQ(l.container.command, "apptainer");
+  EXPECT_EQ(l.container.binds, (V{"/data", "/a:/b:ro"}));
+  EXPECT_TRUE(l.container.gpus);
+
+  LaunchSpec m = launch_of("  launcher: mpirun\n  hosts: [n1:4, n2:4]\n  retries: {crashed: 3, timeout: 1}\n");
+  EXPECT_EQ(m.hosts, (V{"n1:4", "n2:4"}));
+  EXPECT_EQ(retries_for(m, FailureClass::crashed), 3);
+  EXPECT_EQ(retries_for(m, FailureClass::timeout), 1);
+  EXPECT_EQ(retries_for(m, FailureClass::hang), 0);
+}
+
+TEST(LaunchConfig, IsNotPartOfTheRunId) {
+  auto a = expand(parse_grid("name: a\ngrid: {train.seed: [1]}\n", "l.yaml"));
+  auto b = expand(
+      parse_grid("name: b\ngrid: {train.seed: [1]}\nlaunch: {parallel: 4, retries: 2, timeout_s: 5}\n", "l.yaml"));
+  EXPECT_EQ(a[0].id, b[0].id);
+}
+
+TEST(LaunchConfig, Errors) {
+  EXPECT_CONTAINS(
+      error_of("name: l\nlaunch: {launcher: slrum}\n"),
+      "l.yaml:2:20: key 'launch.launcher': expected one of local, mpirun, slurm, got 'slrum' (did you mean 'slurm'?)");
+  EXPECT_CONTAINS(error_of("name: l\nlaunch: {paralel: 2}\n"),
+                  "l.yaml:2:10: unknown key 'launch.paralel' (did you mean 'launch.parallel'?)");
+  EXPECT_CONTAINS(error_of("name: l\nlaunch: {parallel: 0}\n"),
+                  "l.yaml:2:20: key 'launch.parallel': expected an integer in [1, 100000], got '0'");
+  EXPECT_CONTAINS(error_of("name: l\nlaunch: {timeout_s: -1}\n"), "key 'launch.timeout_s': expected a number in [0, ");
+  EXPECT_CONTAINS(error_of("name: l\nlaunch: {retries: {config: 1}}\n"),
+                  "l.yaml:2:20: key 'launch.retries.config': config runs are never retried");
+  EXPECT_CONTAINS(error_of("name: l\nlaunch: {retries: {diverged: 1}}\n"), "diverged runs are never retried");
+  EXPECT_CONTAINS(error_of("name: l\nlaunch: {retries: {crashd: 1}}\n"), "(did you mean 'launch.retries.crashed'?)");
+  EXPECT_CONTAINS(error_of("name: l\nlaunch: {retries: lots}\n"),
+                  "key 'launch.retries': expected an integer in [0, 100]");
+  EXPECT_CONTAINS(error_of("name: l\nlaunch: {hosts: [a]}\n"), "key 'launch.hosts': only used with launcher: mpirun");
+  EXPECT_CONTAINS(error_of("name: l\nlaunch: {slurm: {time: 5}}\n"),
+                  "key 'launch.slurm': only used with launcher: slurm");
+  EXPECT_CONTAINS(error_of("name: l\nlaunch: {launcher: slurm, slurm: {gpu: 1}}\n"),
+                  "(did you mean 'launch.slurm.gpus'?)");
+  EXPECT_CONTAINS(error_of("name: l\nlaunch: {container: {runtime: lxc, image: x}}\n"),
+                  "key 'launch.container.runtime': expected one of apptainer, singularity, docker, podman");
+  EXPECT_CONTAINS(error_of("name: l\nlaunch: {container: {runtime: docker}}\n"),
+                  "key 'launch.container.image': required");
+  EXPECT_CONTAINS(error_of("name: l\nlaunch: {container: {runtime: docker, image: i, gpus: maybe}}\n"),
+                  "key 'launch.container.gpus': expected true or false");
+  EXPECT_CONTAINS(error_of("name: l\nlaunch: 3\n"), "l.yaml:2:9: key 'launch': expected a mapping");
+}
+
+TEST(LocalCommand, OneRankIsTheTrainerItselfOtherwiseSweepRankPerRank) {
+  LaunchSpec spec;
+  LocalLaunch local;
+  local.train_binary = "/b/sweep-train";
+  local.rank_wrapper = "/b/sweep-rank";
+  RunCommand c = local_run_command(spec, local, 1, "/s", "/s/runs/x", "sw", false);
+  EXPECT_EQ(c.argv,
+            (V{"/b/sweep-train", "--config", "/s/runs/x/config.yaml", "--out", "/s/runs/x", "--sweep-id", "sw"}));
+  EXPECT_EQ(c.log, "/s/runs/x/logs/rank0.log");
+
+  c = local_run_command(spec, local, 2, "/s", "/s/runs/x", "sw", true);
+  EXPECT_EQ(c.log, "/s/runs/x/logs/launcher.log");
+  auto n = std::find(c.argv.begin(), c.argv.end(), "-n");
+  ASSERT_NE(n, c.argv.end());
+  EXPECT_EQ(*(n + 1), "2");
+  V tail(n + 2, c.argv.end());
+  EXPECT_EQ(tail, (V{"/b/sweep-rank", "--log-dir", "/s/runs/x/logs", "--", "/b/sweep-train", "--config",
+                     "/s/runs/x/config.yaml", "--out", "/s/runs/x", "--sweep-id", "sw", "--resume"}));
+
+  spec.launcher = "mpirun";
+  spec.hosts = {"n1:2", "n2:2"};
+  spec.mpi_args = {"--bind-to", "none"};
+  c = local_run_command(spec, local, 4, "/s", "/s/runs/x", "sw", false);
+  EXPECT_CONTAINS(c.argv.size() > 3 ? c.argv[0] : "", "mpiexec");
+  auto h = std::find(c.argv.begin(), c.argv.end(), "--host");
+  ASSERT_NE(h, c.argv.end());
+  EXPECT_EQ(*(h + 1), "n1:2,n2:2");
+  EXPECT_NE(std::find(c.argv.begin(), c.argv.end(), "--bind-to"), c.argv.end());
+  EXPECT_EQ(std::find(c.argv.begin(), c.argv.end(), "--oversubscribe"),
+            c.argv.end());  // remote hosts have their own cores
+  spec.hosts.clear();
+  spec.hostfile = "/etc/hosts.mpi";
+  c = local_run_command(spec, local, 4, "/s", "/s/runs/x", "sw", false);
+  h = std::find(c.argv.begin(), c.argv.end(), "--hostfile");
+  ASSERT_NE(h, c.argv.end());
+  EXPECT_EQ(*(h + 1), "/etc/hosts.mpi");
+}
+
+TEST(Container, ApptainerAndDockerWrapEachRank) {
+  ContainerSpec a;
+  a.runtime = "apptainer";
+  a.command = "apptainer";
+  a.image = "/img/s.sif";
+  a.binds = {"/data"};
+  a.gpus = true;
+  V cmd = {"sweep-train", "--out", "/s/runs/x"};
+  EXPECT_EQ(wrap_in_container(a, "/s", cmd), (V{"apptainer", "exec", "--bind", "/s:/s", "--bind", "/data", "--nv",
+                                                "--pwd", "/s", "/img/s.sif", "sweep-train", "--out", "/s/runs/x"}));
+  ContainerSpec d;
+  d.runtime = "docker";
+  d.command = "docker";
+  d.image = "sweep:cpu";
+  V w = wrap_in_container(d, "/s", cmd);
+  EXPECT_EQ(w[0], "docker");
+  EXPECT_EQ(w[1], "run");
+  EXPECT_NE(std::find(w.begin(), w.end(), "--network=host"), w.end());
+  EXPECT_NE(std::find(w.begin(), w.end(), "/s:/s"), w.end());
+  auto img = std::find(w.begin(), w.end(), "sweep:cpu");
+  ASSERT_NE(img, w.end());
+  EXPECT_EQ(*(img - 1), kRankEnvPlaceholder);
+  EXPECT_EQ(V(img + 1, w.end()), cmd);
+  EXPECT_EQ(wrap_in_container(ContainerSpec{}, "/s", cmd), cmd);
+
+  // In a launch, the trainer path is the image's.
+  LaunchSpec spec;
+  spec.container = a;
+  spec.container.trainer = "/opt/sweep/bin/sweep-train";
+  LocalLaunch local;
+  local.train_binary = "/host/sweep-train";
+  local.rank_wrapper = "/b/sweep-rank";
+  RunCommand c = local_run_command(spec, local, 1, "/s", "/s/runs/x", "", false);
+  EXPECT_EQ(c.argv[0], "/b/sweep-rank");
+  EXPECT_NE(std::find(c.argv.begin(), c.argv.end(), "/opt/sweep/bin/sweep-train"), c.argv.end());
+  EXPECT_EQ(std::find(c.argv.begin(), c.argv.end(), "/host/sweep-train"), c.argv.end());
+}
+
+class SlurmScript : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "slurm_script.XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(SlurmScript, EveryValueArrivesLiterally) {
+  // A sweep dir and run dirs full of shell syntax; the script must hand them over as text.
+  const std::string evil = (dir_ / "s $(touch pwned) '; rm -rf x; ` \" \\ $HOME").string();
+  SlurmArray a;
+  a.sweep_name = "n";
+  a.sweep_dir = evil;
+  a.world = 2;
+  a.dirs = {evil + "/runs/a", evil + "/runs/b'c"};
+  a.resume = {false, true};
+  LaunchSpec spec;
+  spec.launcher = "slurm";
+  spec.slurm.mpi = "pmix";
+  LocalLaunch local;
+  // Stand-ins that print their argv: srun -> shows what the task would run.
+  const std::string bin = (dir_ / "bin").string();
+  fs::create_directories(bin);
+  std::ofstream(bin + "/srun") << "#!/bin/sh\nfor a in \"$@\"; do printf '[%s]\\n' \"$a\"; done\n";
+  fs::permissions(bin + "/srun", fs::perms::owner_all);
+  local.train_binary = "/b/sweep train";
+  local.rank_wrapper = "/b/sweep-rank";
+  const std::string script = sbatch_script(a, spec, local);
+  std::ofstream(dir_ / "batch.sh") << script;
+  for (const auto& d : a.dirs) fs::create_directories(d + "/logs");
+  for (int task : {0, 1}) {
+    Captured c = capture({"/usr/bin/env", "PATH=" + bin + ":/usr/bin:/bin",
+                          "SLURM_ARRAY_TASK_ID=" + std::to_string(task), "/bin/bash", (dir_ / "batch.sh").string()});
+    EXPECT_EQ(c.status.code, 0) << c.output;
+    std::ifstream in(a.dirs[task] + "/logs/launcher.log");
+    std::string log((std::istreambuf_iterator<char>(in)), {});
+    EXPECT_CONTAINS(log, "[--mpi=pmix]\n[-n]\n[2]\n[--kill-on-bad-exit=1]\n[/b/sweep-rank]\n[--log-dir]\n[" +
+                             a.dirs[task] + "/logs]\n[--]\n[/b/sweep train]\n[--config]\n[" + a.dirs[task] +
+                             "/config.yaml]\n[--out]\n[" + a.dirs[task] + "]\n[--sweep-id]\n[n]\n");
+    EXPECT_EQ(log.find("--resume") != std::string::npos, task == 1) << log;
+    std::ifstream ex(a.dirs[task] + "/slurm-exit");
+    int rc = -1;
+    ex >> rc;
+    EXPECT_EQ(rc, 0);
+  }
+  EXPECT_FALSE(fs::exists("pwned"));
+  EXPECT_FALSE(fs::exists(dir_ / "pwned"));
+  EXPECT_FALSE(fs::exists(dir_ / "s $(touch pwned) '; rm -rf x; ` \" \\ $HOME" / "pwned"));
+}
+
+TEST_F(SlurmScript, SbatchArgvCarriesShapeThrottleAndLimits) {
+  SlurmArray a;
+  a.sweep_name = "n";
+  a.sweep_dir = "/s";
+  a.world = 4;
+  a.threads = 2;
+  a.dirs = {"/s/runs/a", "/s/runs/b", "/s/runs/c"};
+  a.resume = {false, false, false};
+  LaunchSpec spec;
+  spec.parallel = 2;
+  spec.slurm.partition = "p";
+  spec.slurm.gpus = 1;
+  spec.slurm.extra_args = {"--qos=x y"};
+  spec.timeout_s = 61;
+  V argv = sbatch_argv(a, spec, "/s/slurm/batch-1.sh");
+  EXPECT_EQ(argv, (V{"sbatch", "--parsable", "--job-name=sweep-n", "--array=0-2%2", "--ntasks=4", "--cpus-per-task=2",
+                     "--chdir=/s", "--output=/s/slurm/%A_%a.out", "--partition=p", "--time=2", "--gpus=1", "--qos=x y",
+                     "/s/slurm/batch-1.sh"}));
+  spec.slurm.time = "0:20";
+  a.sweep_dir = "/s/100%";
+  argv = sbatch_argv(a, spec, "x.sh");
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "--time=0:20"), argv.end());
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "--output=/dev/null"), argv.end());
+}
+
+TEST(SlurmParse, SqueueSacctAndStates) {
+  auto q = parse_squeue("12_0|COMPLETED\n12_1|RUNNING\n12_[2-4,7%2]|PENDING\n13|TIMEOUT\n  \n");
+  EXPECT_EQ(q.at("12_0"), "COMPLETED");
+  EXPECT_EQ(q.at("12_1"), "RUNNING");
+  EXPECT_EQ(q.at("12_3"), "PENDING");
+  EXPECT_EQ(q.at("12_7"), "PENDING");
+  EXPECT_EQ(q.count("12_5"), 0u);
+  EXPECT_EQ(q.at("13"), "TIMEOUT");
+  auto s = parse_sacct("20_0|TIMEOUT\n20_0.batch|CANCELLED\n20_1|CANCELLED by 0\n20_2|OUT_OF_MEMORY\n");
+  EXPECT_EQ(s.at("20_0"), "TIMEOUT");
+  EXPECT_EQ(s.at("20_1"), "CANCELLED");
+  EXPECT_EQ(s.at("20_2"), "OUT_OF_MEMORY");
+  EXPECT_FALSE(slurm_state_final("PENDING"));
+  EXPECT_FALSE(slurm_state_final("RUNNING"));
+  EXPECT_FALSE(slurm_state_final("COMPLETING"));
+  EXPECT_TRUE(slurm_state_final("COMPLETED"));
+  EXPECT_TRUE(slurm_state_final("TIMEOUT"));
+  EXPECT_EQ(slurm_failure_class("COMPLETED"), FailureClass::none);
+  EXPECT_EQ(slurm_failure_class("TIMEOUT"), FailureClass::timeout);
+  EXPECT_EQ(slurm_failure_class("OUT_OF_MEMORY"), FailureClass::oom);
+  EXPECT_EQ(slurm_failure_class("NODE_FAIL"), FailureClass::node_fail);
+  EXPECT_EQ(slurm_failure_class("PREEMPTED"), FailureClass::preempted);
+  EXPECT_EQ(slurm_failure_class("CANCELLED"), FailureClass::cancelled);
+  EXPECT_EQ(slurm_failure_class("FAILED"), FailureClass::crashed);
+  EXPECT_EQ(slurm_minutes(61), "2");
+  EXPECT_EQ(slurm_minutes(1), "1");
+  EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
+}
+
+}  // namespace
+}  // namespace sweep
