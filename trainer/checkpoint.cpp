@@ -106,7 +106,7 @@ std::vector<std::pair<int64_t, fs::path>> complete_checkpoints(const std::string
 
 }  // namespace
 
-void save_checkpoint(const std::string& run_dir, const TrainState& s, int keep) {
+void save_checkpoint(const std::string& run_dir, const TrainState& s, int keep, bool test_crash_midway) {
   char name[32];
   std::snprintf(name, sizeof name, "step_%010lld", static_cast<long long>(s.step));
   fs::path dir = fs::path(run_dir) / "checkpoints" / name;
@@ -119,6 +119,10 @@ void save_checkpoint(const std::string& run_dir, const TrainState& s, int keep) 
   w.str(s.run_id);
   w.pod(s.step);
   w.vec(s.params);
+  if (test_crash_midway) {  // test-only: a torn state.bin without DONE, as a crash leaves it
+    w.close();
+    ::_exit(1);
+  }
   w.vec(s.m);
   w.vec(s.v);
   w.pod(s.loss_scale);

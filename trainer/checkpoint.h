@@ -28,7 +28,9 @@ struct TrainState {
 };
 
 /// Writes the checkpoint of `s` under `run_dir` and keeps only the newest `keep`.
-void save_checkpoint(const std::string& run_dir, const TrainState& s, int keep = 2);
+/// `test_crash_midway` (fault.crash_in_checkpoint_step, test-only) _exits after part of
+/// state.bin is on disk, before DONE.
+void save_checkpoint(const std::string& run_dir, const TrainState& s, int keep = 2, bool test_crash_midway = false);
 
 /// The newest complete checkpoint under `run_dir`, or nullopt when there is none.
 /// Throws std::runtime_error when it belongs to another run or cannot be read.

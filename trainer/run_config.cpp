@@ -44,7 +44,8 @@ void visit_fields(RunConfig& c, Visitor&& v) {
   v("data.dataset", c.data.dataset, Text{1024});
   v("data.seed", c.data.seed, IntRange{0, INT64_MAX});
   v("data.branching", c.data.branching, IntRange{1, 1 << 20});
-  v("data.samples", c.data.samples, IntRange{1, int64_t(1) << 32});
+  // Each epoch's order is an int64 permutation of all samples: 2^28 of them is 2 GiB.
+  v("data.samples", c.data.samples, IntRange{1, int64_t(1) << 28});
   v("data.workers", c.data.workers, IntRange{0, 64});
   v("train.steps", c.train.steps, IntRange{1, int64_t(1) << 40});
   v("train.micro_batch", c.train.micro_batch, IntRange{1, 1 << 20});
@@ -58,6 +59,7 @@ void visit_fields(RunConfig& c, Visitor&& v) {
   v("train.eps", c.train.eps, RealRange{0, 1, true});
   v("train.weight_decay", c.train.weight_decay, RealRange{0, 10});
   v("train.clip_norm", c.train.clip_norm, RealRange{0, 1e9});
+  v("train.on_nan", c.train.on_nan, Choices{"stop", "skip_step"});
   v("train.seed", c.train.seed, IntRange{0, INT64_MAX});
   v("train.threads", c.train.threads, IntRange{1, 1024});
   v("train.precision", c.train.precision, Choices{"fp32", "bf16", "fp16"});
@@ -81,6 +83,12 @@ void visit_fields(RunConfig& c, Visitor&& v) {
   v("fault.kill_rank", c.fault.kill_rank, IntRange{0, 1 << 20});
   v("fault.hang_step", c.fault.hang_step, IntRange{0, int64_t(1) << 40});
   v("fault.hang_rank", c.fault.hang_rank, IntRange{0, 1 << 20});
+  // Test-only, like every fault.* key: see FaultConfig.
+  v("fault.nan_step", c.fault.nan_step, IntRange{0, int64_t(1) << 40});
+  v("fault.slow_ms", c.fault.slow_ms, IntRange{0, 600000});
+  v("fault.slow_rank", c.fault.slow_rank, IntRange{0, 1 << 20});
+  v("fault.crash_in_checkpoint_step", c.fault.crash_in_checkpoint_step, IntRange{0, int64_t(1) << 40});
+  v("fault.crash_in_record", c.fault.crash_in_record, IntRange{0, 1});
 }
 
 std::string format_int(int64_t x) { return std::to_string(x); }
@@ -100,8 +108,49 @@ std::string join(const Choices& c) {
 
 std::string at(const ConfigValue& v) { return v.where.empty() ? "" : v.where + ": "; }
 
+/// Length of the valid UTF-8 sequence at s[i], or 0 when the bytes there are not one.
+size_t utf8_length(const std::string& s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k)
+    if ((b(i + k) & 0xc0) != 0x80) return 0;
+  // Overlong forms, UTF-16 surrogates and code points past U+10FFFF are not UTF-8 either.
+  if ((n == 2 && c < 0xc2) || (n == 3 && c == 0xe0 && b(i + 1) < 0xa0) || (n == 3 && c == 0xed && b(i + 1) >= 0xa0) ||
+      (n == 4 && c == 0xf0 && b(i + 1) < 0x90) || (n == 4 && (c > 0xf4 || (c == 0xf4 && b(i + 1) >= 0x90))))
+    return 0;
+  return n;
+}
+
+bool valid_utf8(const std::string& s) {
+  for (size_t i = 0, n = 0; i < s.size(); i += n)
+    if ((n = utf8_length(s, i)) == 0) return false;
+  return true;
+}
+
+/// `s` as it may appear in a one-line message: control characters and bytes that are not
+/// UTF-8 become \xNN, and long text is cut, so that an error stays one readable line.
+std::string printable(const std::string& s) {
+  std::string out;
+  size_t i = 0;
+  for (size_t n = 0; i < s.size() && out.size() < 200; i += n) {
+    n = utf8_length(s, i);
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (n == 0 || c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+      n = 1;
+    } else {
+      out.append(s, i, n);
+    }
+  }
+  return i < s.size() ? out + "..." : out;
+}
+
 [[noreturn]] void bad_value(const std::string& key, const ConfigValue& v, const std::string& expected) {
-  throw ConfigError(at(v) + "key '" + key + "': expected " + expected + ", got '" + v.text + "'");
+  throw ConfigError(at(v) + "key '" + printable(key) + "': expected " + expected + ", got '" + printable(v.text) + "'");
 }
 
 struct Applier {
@@ -151,6 +200,7 @@ struct Applier {
     if (!v) return;
     if (v->text.size() > t.max_len) bad_value(key, *v, "at most " + std::to_string(t.max_len) + " characters");
     if (v->text.find('\0') != std::string::npos) bad_value(key, *v, "text without NUL characters");
+    if (!valid_utf8(v->text)) bad_value(key, *v, "valid UTF-8 text");  // records store UTF-8 strings
     field = v->text;
   }
 };
@@ -209,24 +259,43 @@ std::string at_any(const FlatConfig& values, std::initializer_list<const char*> 
   return "";
 }
 
-void flatten_node(const YAML::Node& node, const std::string& prefix, const std::string& source, FlatConfig& out) {
+std::string where_of(const std::string& source, const YAML::Node& n) {
+  return source + ":" + std::to_string(n.Mark().line + 1) + ":" + std::to_string(n.Mark().column + 1);
+}
+
+/// Nodes flatten_node may visit: far more than any real config has keys, but a bound,
+/// because YAML aliases can nest one small mapping into exponentially many paths.
+constexpr size_t kMaxConfigNodes = 10000;
+/// Parts of the longest dotted key flattened; deeper mappings become one (unknown) key.
+/// Run-config keys have at most 3 ("model.moe.experts"), and an alias can make a
+/// mapping contain itself, which would otherwise recurse forever.
+constexpr int kMaxKeyParts = 4;
+
+void flatten_node(const YAML::Node& node, const std::string& prefix, const std::string& source, FlatConfig& out,
+                  size_t& visited, int parts = 1) {
   for (const auto& kv : node) {
     std::string key = kv.first.Scalar();
     std::string full = prefix.empty() ? key : prefix + "." + key;
     const YAML::Node& v = kv.second;
+    if (++visited > kMaxConfigNodes)
+      throw ConfigError(where_of(source, kv.first) + ": more than " + std::to_string(kMaxConfigNodes) +
+                        " keys and values; a run config has " + std::to_string(run_config_keys().size()) +
+                        " (does a YAML alias repeat a mapping?)");
     // An empty value's mark is wherever the parser went next (often the next line), so
     // point at its key instead.
     auto m = v.IsNull() ? kv.first.Mark() : v.Mark();
     std::string where = source + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
-    if (v.IsMap()) {
-      flatten_node(v, full, source, out);
+    if (v.IsMap() && parts < kMaxKeyParts) {
+      flatten_node(v, full, source, out, visited, parts + 1);
     } else {
       ConfigValue cv;
       cv.where = where;
       cv.is_scalar = v.IsScalar() || v.IsNull();
       cv.text = v.IsScalar() ? v.Scalar() : "";
-      if (!cv.is_scalar) cv.text = "<list>";
-      if (!out.emplace(full, cv).second) throw ConfigError(where + ": key '" + full + "' is given twice");
+      if (!cv.is_scalar) cv.text = v.IsMap() ? "<map>" : "<list>";
+      // yaml-cpp 0.7 keeps a mapping's repeated keys without a word: a repeated section
+      // merges, a repeated key is an error here.
+      if (!out.emplace(full, cv).second) throw ConfigError(where + ": key '" + printable(full) + "' is given twice");
     }
   }
 }
@@ -262,7 +331,7 @@ RunConfig apply_run_values(RunConfig base, const FlatConfig& values) {
   const auto& keys = run_config_keys();
   for (const auto& [key, v] : values) {
     if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
-    std::string msg = at(v) + "unknown key '" + key + "'";
+    std::string msg = at(v) + "unknown key '" + printable(key) + "'";
     std::string near = closest_key(key, keys);
     if (!near.empty()) msg += " (did you mean '" + near + "'?)";
     throw ConfigError(msg);
@@ -270,6 +339,43 @@ RunConfig apply_run_values(RunConfig base, const FlatConfig& values) {
   visit_fields(base, Applier{values});
   return base;
 }
+
+namespace {
+
+/// Each rank holds the whole fp32 parameter vector and its gradient, and a micro-batch its
+/// logits and attention scores: past 2^34 elements (64 GiB) any of them is not a run
+/// this trainer can hold, however the ranges of the single keys allow it.
+void check_sizes(const RunConfig& c, const FlatConfig& values) {
+  const double limit = double(int64_t(1) << 34), d = double(c.model.d_model);
+  const double ffn = double(c.model.ffn_mult) * d * 2 / 3;
+  const double eh = c.model.moe_expert_hidden > 0 ? double(c.model.moe_expert_hidden)
+                                                   : ffn / double(c.model.moe_top_k + c.model.moe_shared_experts);
+  const double mlp = c.model.moe_experts > 0
+                         ? 3 * d * eh * double(c.model.moe_experts + c.model.moe_shared_experts) + d * double(c.model.moe_experts)
+                         : 3 * d * ffn;
+  const double params = 2 * double(c.model.vocab) * d + double(c.model.layers) * (4 * d * d + mlp);
+  const double B = double(c.train.micro_batch), L = double(c.model.seq_len);
+  const auto fail = [&](std::initializer_list<const char*> keys, const std::string& what, double n) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3g", n);
+    throw ConfigError(at_any(values, keys) + "key '" + *keys.begin() + "': " + what + " would be " + buf +
+                      ", more than 2^34; this is not a run one rank can hold");
+  };
+  if (params > limit) fail({"model.d_model", "model.layers", "model.vocab", "model.moe.experts"}, "the parameter count", params);
+  if (B * L * double(c.model.vocab) > limit)
+    fail({"train.micro_batch", "model.seq_len", "model.vocab"}, "one micro-batch's logits (micro_batch x seq_len x vocab)",
+         B * L * double(c.model.vocab));
+  if (B * double(c.model.heads) * L * L > limit)
+    fail({"model.seq_len", "train.micro_batch", "model.heads"},
+         "one micro-batch's attention scores (micro_batch x heads x seq_len^2)", B * double(c.model.heads) * L * L);
+  // Token counts are int64 products in the trainer; 2^40 per step also keeps them exact.
+  const double tokens = double(c.dist.world_size) * double(c.train.accum) * B * L;
+  if (tokens > double(int64_t(1) << 40))
+    throw ConfigError(at_any(values, {"train.accum", "dist.world_size", "train.micro_batch"}) +
+                      "key 'train.accum': a step of world_size x accum x micro_batch x seq_len tokens would be more than 2^40");
+}
+
+}  // namespace
 
 void check_run_config(const RunConfig& c, const FlatConfig& values) {
   if (c.model.d_model % c.model.heads != 0)
@@ -299,6 +405,12 @@ void check_run_config(const RunConfig& c, const FlatConfig& values) {
   if (c.model.moe_experts > 0 && c.model.moe_top_k > c.model.moe_experts)
     throw ConfigError(at_any(values, {"model.moe.top_k", "model.moe.experts"}) + "key 'model.moe.top_k': must be <= model.moe.experts (" +
                       format_int(c.model.moe_experts) + ")");
+  check_sizes(c, values);
+  const int64_t crash = c.fault.crash_in_checkpoint_step;
+  if (crash > 0 && (c.train.checkpoint_every == 0 || crash % c.train.checkpoint_every != 0 || crash >= c.train.steps))
+    throw ConfigError(at_any(values, {"fault.crash_in_checkpoint_step"}) +
+                      "key 'fault.crash_in_checkpoint_step': must be a step that writes a checkpoint (a multiple of "
+                      "train.checkpoint_every, before train.steps)");
 }
 
 RunConfig apply_run_config(RunConfig base, const FlatConfig& values) {
@@ -322,7 +434,8 @@ FlatConfig flatten_yaml(const std::string& text, const std::string& source) {
 
 FlatConfig flatten_yaml_node(const YAML::Node& map, const std::string& source) {
   FlatConfig out;
-  flatten_node(map, "", source, out);
+  size_t visited = 0;
+  flatten_node(map, "", source, out, visited);
   return out;
 }
 

@@ -54,6 +54,7 @@ struct TrainConfig {
   double eps = 1e-8;             ///< AdamW denominator epsilon
   double weight_decay = 0.0;     ///< AdamW decoupled weight decay
   double clip_norm = 0.0;        ///< global gradient-norm clip; 0 = off
+  std::string on_nan = "stop";   ///< non-finite loss or gradient (not an fp16 overflow): stop (status diverged) | skip_step (no update; counted)
   int64_t seed = 0;              ///< seeds init, sampling order and every RNG of the run
   int64_t threads = 1;           ///< intra-op and BLAS threads per rank
   std::string precision = "fp32";  ///< fp32 | bf16 (autocast) | fp16 (CPU: emulated) with a dynamic loss scale
@@ -67,7 +68,8 @@ struct TrainConfig {
   int64_t keep_checkpoints = 2;  ///< complete checkpoints kept (older ones are deleted)
 };
 
-/// Test-only fault injection; never set these in a real sweep.
+/// Test-only fault injection; never set these in a real sweep. Every field is off at its
+/// default; tests/e2e/{mpi,fault}_e2e_test.cpp show what each one must lead to.
 struct FaultConfig {
   int64_t inf_grad_step = 0;  ///< makes the gradient of this step non-finite (fp16 scaler tests); 0 = off
   int64_t desync_step = 0;    ///< perturbs one parameter on rank desync_rank after this step; 0 = off
@@ -76,6 +78,11 @@ struct FaultConfig {
   int64_t kill_rank = 0;      ///< the rank kill_step kills
   int64_t hang_step = 0;      ///< rank hang_rank stops making progress at the start of this step; 0 = off
   int64_t hang_rank = 0;      ///< the rank hang_step hangs
+  int64_t nan_step = 0;       ///< rank 0's first micro-batch loss becomes NaN at this step (train.on_nan tests); 0 = off
+  int64_t slow_ms = 0;        ///< rank slow_rank sleeps this long inside every step's compute (straggler tests); 0 = off
+  int64_t slow_rank = 0;      ///< the rank slow_ms slows
+  int64_t crash_in_checkpoint_step = 0;  ///< _exit while writing this step's checkpoint, before DONE; skipped under --resume; 0 = off
+  int64_t crash_in_record = 0;  ///< 1: _exit just before the finished record.h5.partial is renamed to record.h5
 };
 
 /// How a step is spread over ranks.

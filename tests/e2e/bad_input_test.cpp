@@ -1,0 +1,253 @@
+// The bad-input contract, over the whole corpus in tests/data/bad/ (MANIFEST.tsv says
+// what each file must give): the documented exit code, nothing on stdout, exactly one
+// line on stderr naming the file and its line or key, and no file or directory created.
+//
+// `bad_input_test --write-record-cases DIR` regenerates the corpus's r_*.h5 files.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#if __has_include(<hdf5.h>)
+#include <hdf5.h>
+#else
+#include <hdf5/serial/hdf5.h>
+#endif
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "record.h"  // RecordWriter
+
+extern char** environ;
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kBin = SWEEP_BIN_DIR;
+const fs::path kCorpus = fs::path(SWEEP_SOURCE_DIR) / "tests" / "data" / "bad";
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct Outcome {
+  int code = -1;  ///< exit code, -1 when killed by a signal
+  std::string out, err;
+};
+
+/// Runs argv in `cwd` with stdout and stderr captured apart (the harness's SpawnRunner
+/// merges them); `logs` is a directory outside `cwd` for the two captures.
+Outcome run_in(const std::vector<std::string>& argv, const fs::path& cwd, const fs::path& logs) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const std::string out = (logs / "stdout").string(), err = (logs / "stderr").string();
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
+  pid_t pid = 0;
+  Outcome o;
+  if (posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ) == 0) {
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFEXITED(status)) o.code = WEXITSTATUS(status);
+  }
+  posix_spawn_file_actions_destroy(&fa);
+  o.out = read_text(out), o.err = read_text(err);
+  return o;
+}
+
+/// One row of MANIFEST.tsv.
+struct Case {
+  std::string file, kind;  ///< kind: grid | config | record
+  int exit = 0;
+  std::string names;    ///< what the line must name besides `message`: file, line, key (joined by +)
+  std::string message;  ///< a substring of the one error line
+  int row = 0;
+};
+
+std::vector<Case> load_manifest() {
+  std::vector<Case> out;
+  std::ifstream in(kCorpus / "MANIFEST.tsv");
+  std::string line;
+  for (int row = 1; std::getline(in, line); ++row) {
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, '\t');) f.push_back(x);
+    if (f.size() != 5) {
+      ADD_FAILURE() << "MANIFEST.tsv:" << row << ": expected 5 tab-separated fields, got " << f.size();
+      continue;
+    }
+    out.push_back({f[0], f[1], std::stoi(f[2]), f[3], f[4], row});
+  }
+  return out;
+}
+
+std::set<std::string> listing(const fs::path& dir) {
+  std::set<std::string> names;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) names.insert(fs::relative(e.path(), dir).string());
+  return names;
+}
+
+class BadInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("sweep_bad_input_" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(root_);
+  }
+
+  /// Runs one command of case `c` on a private copy of its file and checks the contract.
+  void check(const Case& c, const std::vector<std::string>& argv, const std::string& what) {
+    SCOPED_TRACE("MANIFEST.tsv:" + std::to_string(c.row) + ": " + c.file + " (" + what + ")");
+    const fs::path work = root_ / ("case" + std::to_string(c.row) + "_" + what), logs = work.string() + ".logs";
+    fs::create_directories(work);
+    fs::create_directories(logs);
+    fs::copy_file(kCorpus / c.file, work / c.file);
+    const auto before = listing(work);
+    const Outcome o = run_in(argv, work, logs);
+    EXPECT_EQ(o.code, c.exit) << "stderr: " << o.err << "stdout: " << o.out;
+    EXPECT_EQ(o.out, "") << "expected nothing on stdout";
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << "expected exactly one line on stderr, got: " << o.err;
+    EXPECT_FALSE(o.err.empty() || o.err.back() != '\n') << "stderr does not end its line: " << o.err;
+    EXPECT_NE(o.err.find(c.message), std::string::npos) << "expected '" << c.message << "' in: " << o.err;
+    std::stringstream names(c.names);
+    for (std::string n; std::getline(names, n, '+');) {
+      if (n == "file") {
+        EXPECT_NE(o.err.find(c.file), std::string::npos) << "the line does not name the file: " << o.err;
+      } else if (n == "line") {
+        EXPECT_TRUE(std::regex_search(
+            o.err, std::regex(std::regex_replace(c.file, std::regex(R"([.+])"), R"(\$&)") + ":[0-9]+:")))
+            << "the line does not name file:line: " << o.err;
+      } else if (n == "key") {
+        EXPECT_NE(o.err.find("key '"), std::string::npos) << "the line does not name a key: " << o.err;
+      } else {
+        ADD_FAILURE() << "unknown names token '" << n << "'";
+      }
+    }
+    EXPECT_EQ(listing(work), before) << "the command created files in its working directory";
+  }
+  fs::path root_;
+};
+
+TEST_F(BadInput, EveryCaseInTheCorpusFailsCleanly) {
+  const std::vector<Case> cases = load_manifest();
+  EXPECT_GE(cases.size(), 30u);
+  std::set<std::string> listed;
+  for (const Case& c : cases) {
+    listed.insert(c.file);
+    ASSERT_TRUE(fs::exists(kCorpus / c.file)) << "MANIFEST.tsv:" << c.row << ": no such file " << c.file;
+    if (c.kind == "grid") {
+      check(c, {kBin + "/sweep", "plan", c.file, "--out", "out"}, "plan");
+      check(c, {kBin + "/sweep", "run", c.file, "--out", "out", "--quiet"}, "run");
+    } else if (c.kind == "config") {
+      check(c, {kBin + "/sweep-train", "--config", c.file, "--out", "out"}, "train");
+    } else if (c.kind == "record") {
+      check(c, {kBin + "/sweep", "compare", c.file, c.file}, "compare");
+    } else {
+      ADD_FAILURE() << "MANIFEST.tsv:" << c.row << ": unknown kind '" << c.kind << "'";
+    }
+  }
+  // Every case file is in the manifest, so none is silently skipped.
+  for (const auto& e : fs::directory_iterator(kCorpus)) {
+    const std::string name = e.path().filename().string();
+    if (name != "MANIFEST.tsv" && name != ".gitignore") {
+      EXPECT_TRUE(listed.count(name)) << name << " is not in MANIFEST.tsv";
+    }
+  }
+}
+
+// ----------------------------------------------------------------- helper modes
+
+/// Opens `path` read-write, lets `edit` change it with the HDF5 C API, closes it.
+template <class Edit>
+void edit_h5(const fs::path& path, Edit edit) {
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  if (f < 0) throw std::runtime_error(path.string() + ": cannot open");
+  edit(f);
+  H5Fclose(f);
+}
+
+void set_i64_attr(hid_t obj, const char* name, int64_t v) {
+  hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+  H5Awrite(a, H5T_NATIVE_INT64, &v);
+  H5Aclose(a);
+}
+
+/// Replaces string dataset `name` under `group` with `values`.
+void set_strings(hid_t f, const char* group, const char* name, const std::vector<const char*>& values) {
+  hid_t g = H5Gopen2(f, group, H5P_DEFAULT);
+  H5Ldelete(g, name, H5P_DEFAULT);
+  hid_t t = H5Tcopy(H5T_C_S1);
+  H5Tset_size(t, H5T_VARIABLE);
+  H5Tset_cset(t, H5T_CSET_UTF8);
+  hsize_t n = values.size();
+  hid_t s = H5Screate_simple(1, &n, nullptr);
+  hid_t d = H5Dcreate2(g, name, t, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data());
+  H5Dclose(d), H5Sclose(s), H5Tclose(t), H5Gclose(g);
+}
+
+/// The corpus's damaged records, each a small valid record changed in one way.
+int write_record_cases(const fs::path& dir) {
+  const fs::path good = dir / "good.tmp.h5";
+  fs::remove(good);
+  {
+    sweep::RecordHeader h;
+    h.run_id = "0123456789abcdef";
+    h.config_yaml = "train:\n  steps: 1\n";
+    h.config = {{"train.steps", "1"}};
+    h.params = {{"w", {2, 3}, 0, 6}, {"b", {3}, 6, 3}};
+    // No rows: each appended row would allocate whole chunks, and the files are committed.
+    sweep::RecordWriter w(good.string(), h);
+    w.finish("completed");
+  }
+  auto variant = [&](const char* name, auto edit) {
+    fs::copy_file(good, dir / name, fs::copy_options::overwrite_existing);
+    edit_h5(dir / name, edit);
+  };
+  variant("r_future_version.h5", [](hid_t f) { set_i64_attr(f, "schema_version", sweep::kSchemaVersion + 1); });
+  variant("r_version_zero.h5", [](hid_t f) { set_i64_attr(f, "schema_version", 0); });
+  variant("r_missing_config.h5", [](hid_t f) { H5Ldelete(f, "config", H5P_DEFAULT); });
+  variant("r_missing_metric.h5", [](hid_t f) { H5Ldelete(f, "metrics/loss", H5P_DEFAULT); });
+  variant("r_bad_param_shape.h5", [](hid_t f) { set_strings(f, "params", "shape", {"2x3", "3xQ"}); });
+  variant("r_short_param_table.h5", [](hid_t f) { set_strings(f, "params", "shape", {"2x3"}); });
+  // Cut in half: the superblock is there, the objects it points to are not.
+  const std::string bytes = read_text(good);
+  std::ofstream(dir / "r_truncated.h5", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  std::ofstream(dir / "r_not_hdf5.h5") << "this is a text file, not HDF5\n";
+  std::ofstream(dir / "r_empty.h5", std::ios::binary);
+  // HDF5 but not a record; and a partial, refused by its name whatever it holds.
+  H5Fclose(H5Fcreate((dir / "r_no_schema_version.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  fs::copy_file(dir / "r_no_schema_version.h5", dir / "r_unfinished.h5.partial", fs::copy_options::overwrite_existing);
+  fs::remove(good);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--write-record-cases") return write_record_cases(argv[2]);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

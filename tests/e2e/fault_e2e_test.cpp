@@ -1,0 +1,216 @@
+// Injected faults (the test-only fault.* keys) and what each must leave behind: a NaN
+// loss stops the run as diverged or skips one update (train.on_nan); a crash while
+// writing a checkpoint resumes from the previous one, bit-identically; a crash while
+// finishing the record leaves no completed record; a slow rank is named a straggler.
+// FaultE2E runs one process (label e2e); FaultMpi runs under mpiexec (label mpi).
+#include <gtest/gtest.h>
+
+#if __has_include(<hdf5.h>)
+#include <hdf5.h>
+#else
+#include <hdf5/serial/hdf5.h>
+#endif
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "process.h"  // SpawnRunner
+#include "record.h"   // read_record
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kBin = SWEEP_BIN_DIR;
+const std::string kMpiexec = SWEEP_MPIEXEC;
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+/// The `status` attribute of any record file, .partial included (read_record refuses those).
+std::string status_attr(const fs::path& file) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) return "<unreadable>";
+  std::string s = "<none>";
+  if (H5Aexists(f, "status") > 0) {
+    hid_t a = H5Aopen(f, "status", H5P_DEFAULT), t = H5Aget_type(a);
+    char* p = nullptr;
+    if (H5Aread(a, t, &p) >= 0 && p) s = p, H5free_memory(p);
+    H5Tclose(t), H5Aclose(a);
+  }
+  H5Fclose(f);
+  return s;
+}
+
+class Faults : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("sweep_fault_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+  /// Trains `config` into <name>/ on `world` ranks (1: no mpiexec); output to <name>.log.
+  sweep::ExitStatus train(const std::string& name, const std::string& config, int world = 1,
+                          std::vector<std::string> extra = {}) {
+    std::ofstream(dir_ / (name + ".yaml")) << config;
+    std::vector<std::string> argv;
+    if (world > 1) argv = {kMpiexec, "--allow-run-as-root", "--oversubscribe", "-n", std::to_string(world)};
+    for (std::string a : {kBin + "/sweep-train", std::string("--config"), (dir_ / (name + ".yaml")).string(),
+                          std::string("--out"), (dir_ / name).string()})
+      argv.push_back(a);
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return sweep::SpawnRunner().run(argv, (dir_ / (name + ".log")).string());
+  }
+  sweep::Record record(const std::string& name) { return sweep::read_record((dir_ / name / "record.h5").string()); }
+  std::string log(const std::string& name) {
+    std::ifstream in(dir_ / (name + ".log"));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  fs::path dir_;
+};
+
+using FaultE2E = Faults;
+using FaultMpi = Faults;
+
+const std::string kTiny =
+    "model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 16}\n"
+    "train: {steps: 8, micro_batch: 2, accum: 2, lr: 3.0e-3";
+
+TEST_F(FaultE2E, NanLossWithOnNanStopEndsTheRunDivergedAtThatStep) {
+  auto st = train("stop", kTiny + "}\nfault: {nan_step: 4}\n");
+  EXPECT_EQ(st.code, 1) << log("stop");
+  // A diverged run is finished: its record is complete, with the status and the step.
+  auto r = record("stop");
+  EXPECT_EQ(r.status, "diverged");
+  EXPECT_EQ(r.failure, "non-finite loss at step 4");
+  ASSERT_EQ(r.steps.size(), 4u);
+  EXPECT_TRUE(std::isnan(r.steps[3].loss));
+  EXPECT_EQ(r.steps[3].skipped, 1);
+  ASSERT_EQ(r.checksums.size(), 5u);  // steps 0..4; the NaN step did not touch the parameters
+  EXPECT_EQ(r.checksums[4].params, r.checksums[3].params);
+}
+
+TEST_F(FaultE2E, NanLossWithOnNanSkipStepSkipsOneUpdateAndTrainsOn) {
+  ASSERT_TRUE(train("skip", kTiny + ", on_nan: skip_step}\nfault: {nan_step: 4}\n").ok()) << log("skip");
+  auto r = record("skip");
+  EXPECT_EQ(r.status, "completed");
+  EXPECT_EQ(r.failure, "");
+  ASSERT_EQ(r.steps.size(), 8u);
+  for (size_t i = 0; i < r.steps.size(); ++i) {
+    EXPECT_EQ(r.steps[i].skipped, i == 3 ? 1 : 0) << "step " << i + 1;
+    EXPECT_EQ(std::isfinite(r.steps[i].loss), i != 3) << "step " << i + 1;
+  }
+  EXPECT_EQ(r.summary.at("nonfinite_steps_skipped"), "1");
+  ASSERT_EQ(r.checksums.size(), 9u);
+  EXPECT_EQ(r.checksums[4].params, r.checksums[3].params);  // no update at step 4
+  EXPECT_NE(r.checksums[5].params, r.checksums[4].params);  // training went on
+  EXPECT_NE(log("skip").find("step 4: non-finite loss or gradient; update skipped"), std::string::npos) << log("skip");
+}
+
+// Checkpoints after steps 2, 4, 6, 8, 10; the crash tears the one of step 6.
+const std::string kCheckpointed =
+    "model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 16}\n"
+    "data: {samples: 16}\n"
+    "train: {steps: 12, micro_batch: 2, accum: 2, lr: 3.0e-3, checkpoint_every: 2, keep_checkpoints: 10}\n";
+
+TEST_F(FaultE2E, CrashWhileWritingACheckpointResumesFromThePreviousOneBitIdentically) {
+  ASSERT_TRUE(train("full", kCheckpointed).ok()) << log("full");
+  const std::string crashing = kCheckpointed + "fault: {crash_in_checkpoint_step: 6}\n";
+  auto st = train("run", crashing);
+  EXPECT_EQ(st.code, 1) << log("run");
+  const fs::path ck = dir_ / "run" / "checkpoints";
+  EXPECT_TRUE(fs::exists(ck / "step_0000000004" / "DONE"));
+  EXPECT_TRUE(fs::exists(ck / "step_0000000006" / "state.bin")) << "the crash came before state.bin was started";
+  EXPECT_FALSE(fs::exists(ck / "step_0000000006" / "DONE"));
+  EXPECT_FALSE(fs::exists(dir_ / "run" / "record.h5"));
+  EXPECT_EQ(status_attr(dir_ / "run" / "record.h5.partial"), "running");
+
+  // Same config (same run id), so the checkpoint is accepted; --resume skips the fault.
+  ASSERT_TRUE(train("run", crashing, 1, {"--resume"}).ok()) << log("run");
+  EXPECT_NE(log("run").find("resumed from the checkpoint after step 4"), std::string::npos) << log("run");
+  EXPECT_TRUE(fs::exists(ck / "step_0000000006" / "DONE"));
+  auto full = record("full"), resumed = record("run");
+  EXPECT_EQ(resumed.status, "completed");
+  ASSERT_EQ(full.steps.size(), resumed.steps.size());
+  for (size_t i = 0; i < full.steps.size(); ++i) {
+    EXPECT_TRUE(same_bits(full.steps[i].loss, resumed.steps[i].loss)) << "step " << i + 1;
+    EXPECT_TRUE(same_bits(full.steps[i].grad_norm, resumed.steps[i].grad_norm)) << "step " << i + 1;
+  }
+  ASSERT_EQ(full.checksums.size(), resumed.checksums.size());
+  for (size_t i = 0; i < full.checksums.size(); ++i)
+    EXPECT_EQ(full.checksums[i].params, resumed.checksums[i].params) << "checksum row " << i;
+}
+
+TEST_F(FaultE2E, CrashWhileFinishingTheRecordLeavesNoCompletedRecord) {
+  auto st = train("crash", kTiny + "}\nfault: {crash_in_record: 1}\n");
+  EXPECT_EQ(st.code, 1) << log("crash");
+  EXPECT_FALSE(fs::exists(dir_ / "crash" / "record.h5"));
+  // The file is whole and already says completed, but it is still .partial, which no
+  // reader accepts: the point counts as not run.
+  EXPECT_EQ(status_attr(dir_ / "crash" / "record.h5.partial"), "completed");
+  try {
+    sweep::read_record((dir_ / "crash" / "record.h5").string());
+    ADD_FAILURE() << "read_record accepted an unfinished run";
+  } catch (const sweep::RecordError& e) {
+    EXPECT_NE(std::string(e.what()).find("the run has not finished"), std::string::npos) << e.what();
+  }
+  // Running the point again (no fault this time) replaces the stale partial and completes.
+  ASSERT_TRUE(train("crash", kTiny + "}\n").ok()) << log("crash");
+  EXPECT_EQ(record("crash").status, "completed");
+  EXPECT_FALSE(fs::exists(dir_ / "crash" / "record.h5.partial"));
+}
+
+TEST_F(FaultMpi, SlowRankIsFlaggedAsAStraggler) {
+  // Rank 0 waits for rank 1 in every collective, so both have the same wall step time;
+  // only the compute before the first collective tells them apart.
+  ASSERT_TRUE(train("slow", kTiny + "}\ndist: {world_size: 2}\nfault: {slow_rank: 1, slow_ms: 150}\n", 2).ok())
+      << log("slow");
+  auto r = record("slow");
+  EXPECT_EQ(r.summary.at("stragglers"), "1");
+  ASSERT_EQ(r.rank_step_time_s.size(), 8u);
+  EXPECT_GE(r.steps[0].step_time_s, 0.15);
+}
+
+// What a dead or stuck rank leaves behind (mpi_e2e_test checks the time it takes). Rank 0
+// is ended from outside -- by mpirun after the kill, by its own watchdog's _Exit on the
+// hang -- so it never marks the record: the partial keeps status "running" and the rows
+// of its last flush. The cause and the rank are in the log, which the sweep driver keeps.
+TEST_F(FaultMpi, AKilledRankIsNamedInTheLogAndLeavesOnlyAPartialRecord) {
+  auto st = train(
+      "kill", kTiny + ", log_every: 1}\ndist: {world_size: 2, timeout_s: 5}\nfault: {kill_step: 3, kill_rank: 1}\n", 2);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(log("kill").find("rank 1"), std::string::npos) << log("kill");
+  EXPECT_NE(log("kill").find("signal 9"), std::string::npos) << log("kill");
+  EXPECT_FALSE(fs::exists(dir_ / "kill" / "record.h5"));
+  EXPECT_EQ(status_attr(dir_ / "kill" / "record.h5.partial"), "running");
+}
+
+TEST_F(FaultMpi, AHungRankIsNamedInTheLogAndLeavesOnlyAPartialRecord) {
+  auto st = train("hang", kTiny + "}\ndist: {world_size: 2, timeout_s: 3}\nfault: {hang_step: 3, hang_rank: 1}\n", 2);
+  EXPECT_FALSE(st.ok());
+  // Each rank's watchdog fires; whichever exits first ends the job.
+  EXPECT_TRUE(log("hang").find("rank 0: no progress for 3 s (dist.timeout_s) at step 3") != std::string::npos ||
+              log("hang").find("rank 1: no progress for 3 s (dist.timeout_s) at step 3") != std::string::npos)
+      << log("hang");
+  EXPECT_FALSE(fs::exists(dir_ / "hang" / "record.h5"));
+  EXPECT_EQ(status_attr(dir_ / "hang" / "record.h5.partial"), "running");
+}
+
+TEST_F(FaultMpi, NanLossStopsEveryRank) {
+  auto st = train("stop", kTiny + "}\ndist: {world_size: 2}\nfault: {nan_step: 3}\n", 2);
+  EXPECT_EQ(st.code, 1) << log("stop");
+  auto r = record("stop");
+  EXPECT_EQ(r.status, "diverged");
+  EXPECT_EQ(r.failure, "non-finite loss at step 3");
+}
+
+}  // namespace
