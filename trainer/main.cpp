@@ -40,7 +40,10 @@ int main(int argc, char** argv) {
     return sweep::train(cfg, opt, comm) == sweep::RunStatus::completed ? 0 : 1;
   } catch (const sweep::ConfigError& e) {
     // Every rank reads the same config and fails the same way: one line, from rank 0.
-    if (root) std::fprintf(stderr, "sweep-train: error: %s\n", e.what());
+    // Errors found while parsing already start with the file; the rest get it here.
+    const std::string msg = e.what();
+    const bool named = msg.rfind(config_path, 0) == 0;
+    if (root) std::fprintf(stderr, "sweep-train: error: %s%s\n", named ? "" : (config_path + ": ").c_str(), msg.c_str());
     return 2;
   } catch (const std::exception& e) {
     if (comm.size() > 1) comm.abort(1, std::string("run failed: ") + e.what());

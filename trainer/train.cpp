@@ -85,23 +85,32 @@ ChecksumRow checksum_row(int64_t step, const float* params, const FlatParams& fl
   return row;
 }
 
+/// The lower median: of two ranks the typical one is the faster, or no rank of two
+/// could ever exceed it.
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
+  return v.empty() ? 0 : v[(v.size() - 1) / 2];
 }
 
-/// Ranks whose median step time exceeds 1.2x the median of the ranks' medians.
-std::vector<int> stragglers(const std::vector<std::vector<double>>& times, int world) {
+/// Each rank's median over the steps of `times` ([step][rank]).
+std::vector<double> rank_medians(const std::vector<std::vector<double>>& times, int world) {
   std::vector<double> med(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) {
     std::vector<double> col;
     for (const auto& row : times) col.push_back(row[size_t(r)]);
     med[size_t(r)] = median(col);
   }
+  return med;
+}
+
+/// Ranks whose median exceeds the typical rank's by 20% and by kStragglerMinS: below
+/// that, scheduling noise on a busy host flags a rank of a small model at random.
+constexpr double kStragglerMinS = 0.01;
+std::vector<int> stragglers(const std::vector<double>& med) {
   const double typical = median(med);
   std::vector<int> out;
-  for (int r = 0; r < world; ++r)
-    if (world > 1 && med[size_t(r)] > 1.2 * typical) out.push_back(r);
+  for (size_t r = 0; r < med.size(); ++r)
+    if (med.size() > 1 && med[r] > 1.2 * typical && med[r] - typical > kStragglerMinS) out.push_back(int(r));
   return out;
 }
 
@@ -143,6 +152,7 @@ class Trainer {
   std::vector<StepMetrics> rows_;
   std::vector<ChecksumRow> checks_;
   std::vector<std::vector<double>> rank_times_;
+  std::vector<std::vector<double>> compute_times_;  // [step][rank]: forward+backward only, for stragglers
 };
 
 RunStatus Trainer::run() {
@@ -223,7 +233,11 @@ RunStatus Trainer::run() {
   sampler_ = std::make_unique<Sampler>(cfg_, *source_);
   prefetch_ = std::make_unique<Prefetcher>(*sampler_, cfg_.data.workers, start, cfg_.train.steps, rank_, A, M,
                                            size_t(B * (L + 1)));
-  Watchdog watchdog(cfg_.dist.timeout_s, rank_);
+  // The main thread is blocked in a collective when this fires, so writing the record's
+  // failure from the watchdog thread does not race with other HDF5 calls.
+  Watchdog watchdog(cfg_.dist.timeout_s, rank_, [this](const std::string& why) {
+    if (record_) record_->abandon(why);
+  });
   RunStatus status = RunStatus::completed;
   std::string failure;
   auto last_flush = Clock::now();
@@ -232,9 +246,14 @@ RunStatus Trainer::run() {
       watchdog.beat(step);
       StepMetrics s;
       step_once(step, s);
-      if (!std::isfinite(s.loss) || (s.skipped && !scaler_.enabled)) {
+      // fp16 overflow is the scaler's business; anything else non-finite is train.on_nan's.
+      const bool nonfinite = !std::isfinite(s.loss) || (s.skipped && !scaler_.enabled);
+      if (nonfinite && cfg_.train.on_nan == "stop") {
         status = RunStatus::diverged;
         failure = "non-finite " + std::string(std::isfinite(s.loss) ? "gradient" : "loss") + " at step " + std::to_string(step);
+        if (is_root()) std::printf("diverged: %s (train.on_nan: stop)\n", failure.c_str());
+      } else if (nonfinite && is_root()) {
+        std::printf("step %lld: non-finite loss or gradient; update skipped (train.on_nan: skip_step)\n", (long long)step);
       }
       // Recording cost of this step: checksums plus any periodic flush to disk (the
       // appends themselves only buffer in memory).
@@ -270,16 +289,31 @@ RunStatus Trainer::run() {
       if (status == RunStatus::diverged) break;
       if (cfg_.train.checkpoint_every > 0 && step % cfg_.train.checkpoint_every == 0 && step < cfg_.train.steps) {
         TrainState st = snapshot(step);
-        if (is_root()) save_checkpoint(opt_.out_dir, st, int(cfg_.train.keep_checkpoints));
+        // Test-only fault; a resumed process skips it, or it would crash at the same step again.
+        const bool crash = step == cfg_.fault.crash_in_checkpoint_step && !opt_.resume;
+        if (is_root()) save_checkpoint(opt_.out_dir, st, int(cfg_.train.keep_checkpoints), crash);
       }
     }
     RankMemory mem = measure_memory();
     if (record_) {
       record_->set_memory(mem);
       std::string list;
-      for (int r : stragglers(rank_times_, world_)) list += (list.empty() ? "" : ",") + std::to_string(r);
+      // Wall step times are equal on every rank (each waits for the slowest in the
+      // collectives), so stragglers show only in the time before the first collective.
+      const std::vector<double> med = rank_medians(compute_times_, world_);
+      std::string medians;
+      for (double m : med) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.4g", m);
+        medians += (medians.empty() ? "" : ",") + std::string(buf);
+      }
+      for (int r : stragglers(med)) list += (list.empty() ? "" : ",") + std::to_string(r);
       record_->set_summary("stragglers", list);
-      if (!list.empty() && !opt_.quiet) std::printf("straggler rank(s): %s (median step time > 1.2x the ranks' median)\n", list.c_str());
+      record_->set_summary("rank_compute_median_s", medians);
+      if (!list.empty() && !opt_.quiet) std::printf("straggler rank(s): %s (median compute time per rank: %s s)\n", list.c_str(), medians.c_str());
+      int64_t nan_skipped = 0;  // from the rows, so a resumed run counts the steps before it too
+      for (const auto& r : rows_) nan_skipped += r.skipped && (!std::isfinite(r.loss) || !scaler_.enabled);
+      record_->set_summary("nonfinite_steps_skipped", std::to_string(nan_skipped));
     }
   } catch (const c10::Error& e) {
     if (record_) record_->abandon(e.what_without_backtrace());
@@ -289,7 +323,7 @@ RunStatus Trainer::run() {
     throw;
   }
   std::fflush(stdout);
-  if (record_) record_->finish(status == RunStatus::completed ? "completed" : "diverged", failure);
+  if (record_) record_->finish(status == RunStatus::completed ? "completed" : "diverged", failure, cfg_.fault.crash_in_record != 0);
   return status;
 }
 
@@ -317,6 +351,9 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   std::fill(used_.begin(), used_.end(), 0);
   std::vector<double> local_losses(static_cast<size_t>(A)), leaf_losses(static_cast<size_t>(M));
   const double scale_used = scaler_.scale;
+  const auto c0 = Clock::now();
+  if (rank_ == cfg_.fault.slow_rank && cfg_.fault.slow_ms > 0)  // test-only: a slow device or host
+    std::this_thread::sleep_for(std::chrono::milliseconds(cfg_.fault.slow_ms));
   for (int64_t k = 0; k < A; ++k) {
     torch::Tensor batch = torch::from_blob(const_cast<int64_t*>(prefetch_->next()), {B, L + 1}, torch::kLong);
     flat_.grads.zero_();
@@ -326,11 +363,14 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
     // Token-weighted: each micro-batch's summed loss over the whole global batch's token
     // count, so the leaves add up to the global mean.
     torch::Tensor loss = (*model_)->loss_sum(batch) / double(tokens);
+    if (step == cfg_.fault.nan_step && rank_ == 0 && k == 0)  // test-only: NaN loss, hence NaN gradients
+      loss = loss * std::numeric_limits<double>::quiet_NaN();
     local_losses[size_t(k)] = loss.item<double>();
     (scaler_.enabled ? loss * scale_used : loss).backward();
     tree_->push(grads);
   }
   tree_->finish(grads);
+  const double compute_s = seconds_since(c0);
 
   // Parameters no micro-batch on any rank reached.
   std::vector<int64_t> used(used_.begin(), used_.end());
@@ -395,10 +435,12 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
     flat_.params = torch::Tensor();
     flat_.bind_params();
   }
-  double dt = seconds_since(t0);
-  std::vector<double> times(static_cast<size_t>(world_));
-  comm_.allgather(&dt, sizeof dt, times.data());
+  const double mine[2] = {seconds_since(t0), compute_s};
+  std::vector<double> both(2 * static_cast<size_t>(world_)), times, compute;
+  comm_.allgather(mine, sizeof mine, both.data());
+  for (size_t r = 0; r < both.size(); r += 2) times.push_back(both[r]), compute.push_back(both[r + 1]);
   rank_times_.push_back(times);
+  compute_times_.push_back(compute);
   s.step_time_s = *std::max_element(times.begin(), times.end());  // the step ends with its slowest rank
   s.tokens_per_s = s.step_time_s > 0 ? double(tokens) / s.step_time_s : 0;
 }

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -15,8 +16,10 @@ namespace sweep {
 
 class Watchdog {
  public:
-  /// `timeout_s` <= 0 disables it.
-  Watchdog(double timeout_s, int rank) : timeout_s_(timeout_s), rank_(rank) {
+  /// `timeout_s` <= 0 disables it. `on_timeout` runs (on the watchdog thread, while the
+  /// main thread is stuck) with the cause, just before the process exits.
+  Watchdog(double timeout_s, int rank, std::function<void(const std::string&)> on_timeout = {})
+      : timeout_s_(timeout_s), rank_(rank), on_timeout_(std::move(on_timeout)) {
     if (timeout_s_ > 0) thread_ = std::thread([this] { watch(); });
   }
   ~Watchdog() {
@@ -47,17 +50,20 @@ class Watchdog {
       if (now_s() - last_.load() > timeout_s_) {
         // Exiting (not MPI_Abort from this thread, which MPI_THREAD_FUNNELED forbids) makes
         // mpirun / srun kill the remaining ranks.
-        std::fprintf(stderr,
-                     "sweep-train: rank %d: no progress for %.0f s (dist.timeout_s) at step %lld; a peer rank died or "
-                     "hung; aborting\n",
-                     rank_, timeout_s_, step_.load());
+        char why[256];
+        std::snprintf(why, sizeof why,
+                      "rank %d: no progress for %.0f s (dist.timeout_s) at step %lld; a peer rank died or hung", rank_,
+                      timeout_s_, step_.load());
+        std::fprintf(stderr, "sweep-train: %s; aborting\n", why);
         std::fflush(stderr);
+        if (on_timeout_) on_timeout_(why);
         std::_Exit(4);
       }
     }
   }
   double timeout_s_;
   int rank_;
+  std::function<void(const std::string&)> on_timeout_;
   std::atomic<double> last_{0};
   std::atomic<long long> step_{0};
   bool stop_ = false;

@@ -175,6 +175,24 @@ TEST_F(TrainerE2E, TokensAndTextFilesTrain) {
       << log("txt");
 }
 
+TEST_F(TrainerE2E, QuickstartLearnsWellBelowLnVocab) {
+  // The quickstart's own grid and step budget: every run must get below 60% of ln(vocab)
+  // (the synthetic chain's floor is ln 4 = 1.39 nats, ln 256 = 5.55).
+  const std::string grid = std::string(SWEEP_SOURCE_DIR) + "/sweeps/quickstart.yaml";
+  auto st = sweep::SpawnRunner().run({kBin + "/sweep", "run", grid, "--out", (dir_ / "qs").string()},
+                                     (dir_ / "qs.log").string());
+  ASSERT_TRUE(st.ok()) << log("qs");
+  int runs = 0;
+  for (const auto& e : fs::directory_iterator(dir_ / "qs" / "runs")) {
+    auto r = sweep::read_record((e.path() / "record.h5").string());
+    const double limit = 0.6 * std::log(std::stod(r.config.at("model.vocab")));
+    EXPECT_LT(r.steps.back().loss, limit) << r.run_id << " (" << r.config.at("train.lr") << ")";
+    EXPECT_GT(r.steps.back().loss, std::stod(r.environment.at("data.entropy_floor"))) << r.run_id;
+    ++runs;
+  }
+  EXPECT_GE(runs, 4);
+}
+
 struct BadCase {
   const char* name;
   std::string config;
