@@ -469,8 +469,8 @@ Record read_record(const std::string& path) {
   }
 
   H5 metrics = open_group(f, "metrics", path);
-  auto steps = read_list<int64_t>(metrics.get(), "step", path);
-  r.steps.resize(steps.size());
+  // Every column has the length of "step"; the X loop below reads "step" itself.
+  r.steps.resize(size_t(extent(open_dataset(metrics.get(), "step", path).get())));
 #define X(name)                                                                  \
   {                                                                              \
     auto col = read_list<std::remove_reference_t<decltype(r.steps[0].name)>>(metrics.get(), #name, path); \
