@@ -120,30 +120,33 @@ std::vector<std::string> sbatch_argv(const SlurmArray& a, const LaunchSpec& spec
   return argv;
 }
 
-std::map<std::string, std::string> parse_squeue(const std::string& text) {
-  std::map<std::string, std::string> out;
+namespace {
+
+/// Calls f(id, state) for each "id|state..." line of squeue / sacct output.
+template <class F>
+void for_each_id_state(const std::string& text, F&& f) {
   std::stringstream ss(text);
   std::string line;
   while (std::getline(ss, line)) {
     auto bar = line.find('|');
-    if (bar == std::string::npos) continue;
-    add_ids(trim(line.substr(0, bar)), trim(line.substr(bar + 1)), out);
+    if (bar != std::string::npos) f(trim(line.substr(0, bar)), trim(line.substr(bar + 1)));
   }
+}
+
+}  // namespace
+
+std::map<std::string, std::string> parse_squeue(const std::string& text) {
+  std::map<std::string, std::string> out;
+  for_each_id_state(text, [&](const std::string& id, const std::string& state) { add_ids(id, state, out); });
   return out;
 }
 
 std::map<std::string, std::string> parse_sacct(const std::string& text) {
   std::map<std::string, std::string> out;
-  std::stringstream ss(text);
-  std::string line;
-  while (std::getline(ss, line)) {
-    auto bar = line.find('|');
-    if (bar == std::string::npos) continue;
-    std::string id = trim(line.substr(0, bar)), state = trim(line.substr(bar + 1));
+  for_each_id_state(text, [&](const std::string& id, std::string state) {
     state = state.substr(0, state.find_first_of(" |+"));  // "CANCELLED by 0", "RUNNING|..."
-    if (id.find('.') != std::string::npos) continue;      // job steps (12_3.batch)
-    add_ids(id, state, out);
-  }
+    if (id.find('.') == std::string::npos) add_ids(id, state, out);  // skip job steps (12_3.batch)
+  });
   return out;
 }
 
