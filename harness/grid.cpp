@@ -176,10 +176,15 @@ SweepSpec parse_grid(const std::string& text, const std::string& source) {
   if (!root.IsMap()) throw ConfigError(source + ": expected a mapping with keys " + join(kTopKeys));
   SweepSpec spec;
   spec.source = source;
+  std::vector<std::string> seen;
   for (const auto& kv : root) {
     const std::string key = kv.first.Scalar();
+    // YAML leaves a repeated key to the reader; here the second would be lost silently.
+    if (std::find(seen.begin(), seen.end(), key) != seen.end())
+      throw ConfigError(yaml_where(source, kv.first) + ": top-level key '" + printable(key) + "' is given twice");
+    seen.push_back(key);
     if (std::find(kTopKeys.begin(), kTopKeys.end(), key) == kTopKeys.end()) {
-      std::string msg = yaml_where(source, kv.first) + ": unknown top-level key '" + key + "'";
+      std::string msg = yaml_where(source, kv.first) + ": unknown top-level key '" + printable(key) + "'";
       std::string near = closest_key(key, kTopKeys);
       throw ConfigError(msg + (near.empty() ? "" : " (did you mean '" + near + "'?)") + "; expected " + join(kTopKeys));
     }
@@ -190,7 +195,7 @@ SweepSpec parse_grid(const std::string& text, const std::string& source) {
   spec.name = name.Scalar();
   if (!safe_name(spec.name))
     throw ConfigError(yaml_where(source, name) +
-                      ": key 'name': expected letters, digits, '-', '_' or '.' (not leading), got '" + spec.name + "'");
+                      ": key 'name': expected letters, digits, '-', '_' or '.' (not leading), got '" + printable(spec.name) + "'");
 
   if (const YAML::Node base = root["base"]) {
     if (!base.IsMap()) throw ConfigError(yaml_where(source, base) + ": key 'base': expected a mapping of sections");

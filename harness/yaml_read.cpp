@@ -27,11 +27,15 @@ YamlMap::YamlMap(const YAML::Node& node, const std::string& source, const std::s
   if (!node.IsMap())
     throw ConfigError(yaml_where(source, node) + ": key '" + context + "': expected a mapping with keys " +
                       join(known));
+  std::vector<std::string> seen;
   for (const auto& kv : node) {
     const std::string key = kv.first.Scalar();
+    if (std::find(seen.begin(), seen.end(), key) != seen.end())
+      throw ConfigError(yaml_where(source, kv.first) + ": key '" + context + "." + printable(key) + "' is given twice");
+    seen.push_back(key);
     if (std::find(known.begin(), known.end(), key) != known.end()) continue;
     std::string near = closest_key(key, known);
-    throw ConfigError(yaml_where(source, kv.first) + ": unknown key '" + context + "." + key + "'" +
+    throw ConfigError(yaml_where(source, kv.first) + ": unknown key '" + context + "." + printable(key) + "'" +
                       (near.empty() ? "" : " (did you mean '" + context + "." + near + "'?)") + "; expected one of " +
                       join(known));
   }

@@ -129,8 +129,9 @@ bool valid_utf8(const std::string& s) {
   return true;
 }
 
-/// `s` as it may appear in a one-line message: control characters and bytes that are not
-/// UTF-8 become \xNN, and long text is cut, so that an error stays one readable line.
+}  // namespace
+
+// Cut and escaped so that an error stays one readable line.
 std::string printable(const std::string& s) {
   std::string out;
   size_t i = 0;
@@ -148,6 +149,8 @@ std::string printable(const std::string& s) {
   }
   return i < s.size() ? out + "..." : out;
 }
+
+namespace {
 
 [[noreturn]] void bad_value(const std::string& key, const ConfigValue& v, const std::string& expected) {
   throw ConfigError(at(v) + "key '" + printable(key) + "': expected " + expected + ", got '" + printable(v.text) + "'");

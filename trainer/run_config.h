@@ -153,6 +153,10 @@ std::string to_yaml(const RunConfig& c);
 /// Run id: 16 hex digits of XXH3-64 over to_yaml(c).
 std::string run_id(const RunConfig& c);
 
+/// `s` as it may appear in a one-line message: control characters and bytes that are not
+/// UTF-8 become \xNN, and long text is cut.
+std::string printable(const std::string& s);
+
 /// Closest known key to `key` by edit distance, or "" when nothing is close.
 std::string closest_key(const std::string& key, const std::vector<std::string>& known);
 
