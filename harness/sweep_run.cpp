@@ -5,7 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "record.h"  // read_record
+#include "launcher_log.h"  // launcher_finding
+#include "record.h"        // read_record, mark_partial_failed
 #include "report.h"  // load_sweep, render_html
 
 namespace fs = std::filesystem;
@@ -50,7 +51,25 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
     return FailureClass::lost;
   }
   if (st.signal == 0 && st.code == 2) return *detail += " (bad config)", FailureClass::config;
-  if (st.signal == 0 && st.code == 4) return *detail += " (a rank made no progress)", FailureClass::hang;
+  // Post-mortem: the launcher names a rank that died outright (it wrote nothing itself);
+  // the partial record has rank 0's view, with any note a stuck rank left. Both go into
+  // the run's state and, for a later reader of the file, into the partial record.
+  const std::string finding = launcher_finding(latest_attempt_output(run_dir + "/logs/launcher.log"));
+  std::string recorded;
+  try {
+    RecordStatus rs = read_record_status(rec);
+    if (rs.partial && rs.status == "failed") recorded = rs.failure;
+  } catch (const RecordError&) {
+    // No partial record (the run died before writing one) or an unreadable one.
+  }
+  std::string cause = recorded;
+  if (!finding.empty() && recorded.find(finding) == std::string::npos)
+    cause = finding + (recorded.empty() ? "" : "; " + recorded);
+  if (cause.empty()) cause = "the run ended (" + st.describe() + ") before finishing its record";
+  if (cause != recorded) mark_partial_failed(rec, cause);  // a no-op without a partial
+  if (!finding.empty() || !recorded.empty()) *detail += "; " + cause;
+  const bool hang = (st.signal == 0 && st.code == 4) || cause.find("(dist.timeout_s)") != std::string::npos;
+  if (hang) return *detail += " (a rank made no progress)", FailureClass::hang;
   return FailureClass::crashed;
 }
 

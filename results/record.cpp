@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <type_traits>
 #include <sys/stat.h>
 
@@ -189,7 +190,10 @@ struct RecordWriter::Impl {
   std::unique_ptr<Column<double>> rank_times;
   H5 ranks, summary;
   size_t n_tensors = 0, world = 1;
-  bool finished = false;
+  bool finished = false;  // completed, or abandoned: no further writes
+  // The trainer's watchdog thread may abandon the record while the main thread writes it.
+  std::mutex mu;
+  void flush();
 };
 
 RecordWriter::RecordWriter(const std::string& path, const RecordHeader& h) : impl_(new Impl) {
@@ -246,13 +250,15 @@ RecordWriter::RecordWriter(const std::string& path, const RecordHeader& h) : imp
   m.ranks = H5(H5Gcreate2(f, "ranks", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
   m.rank_times = std::make_unique<Column<double>>(m.ranks.get(), "step_time_s", m.world);
   m.summary = H5(H5Gcreate2(f, "summary", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
-  flush();
+  m.flush();
 }
 
 RecordWriter::~RecordWriter() {
-  if (impl_ && !impl_->finished && impl_->file) {
+  if (!impl_) return;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (!impl_->finished && impl_->file) {
     try {
-      flush();
+      impl_->flush();
     } catch (...) {
     }
   }
@@ -260,6 +266,7 @@ RecordWriter::~RecordWriter() {
 
 void RecordWriter::append_step(const StepMetrics& s) {
   Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
 #define X(name) m.name->push(s.name);
   SWEEP_DOUBLE_METRICS(X)
   SWEEP_INT_METRICS(X)
@@ -268,6 +275,7 @@ void RecordWriter::append_step(const StepMetrics& s) {
 
 void RecordWriter::append_checksum(const ChecksumRow& c) {
   Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
   if (c.tensors.size() != m.n_tensors)
     throw RecordError(m.partial + ": checksum row has " + std::to_string(c.tensors.size()) + " tensor hashes, the parameter table has " +
                       std::to_string(m.n_tensors));
@@ -278,6 +286,7 @@ void RecordWriter::append_checksum(const ChecksumRow& c) {
 
 void RecordWriter::append_rank_times(const std::vector<double>& seconds) {
   Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
   if (seconds.size() != m.world)
     throw RecordError(m.partial + ": " + std::to_string(seconds.size()) + " rank step times for a world of " + std::to_string(m.world));
   m.rank_times->push_row(seconds);
@@ -285,17 +294,24 @@ void RecordWriter::append_rank_times(const std::vector<double>& seconds) {
 
 void RecordWriter::set_memory(const RankMemory& mem) {
   Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
   write_fixed_list(m.ranks.get(), "params_bytes", mem.params);
   write_fixed_list(m.ranks.get(), "grads_bytes", mem.grads);
   write_fixed_list(m.ranks.get(), "optimizer_bytes", mem.optimizer);
 }
 
 void RecordWriter::set_summary(const std::string& key, const std::string& value) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
   write_str_attr(impl_->summary.get(), key.c_str(), value);
 }
 
 void RecordWriter::flush() {
-  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (!impl_->finished) impl_->flush();
+}
+
+void RecordWriter::Impl::flush() {
+  Impl& m = *this;
   m.rank_times->flush();
 #define X(name) m.name->flush();
   SWEEP_DOUBLE_METRICS(X)
@@ -309,7 +325,9 @@ void RecordWriter::flush() {
 
 void RecordWriter::finish(const std::string& status, const std::string& failure, bool test_crash_before_rename) {
   Impl& m = *impl_;
-  flush();
+  std::lock_guard<std::mutex> lock(m.mu);
+  if (m.finished) throw RecordError(m.partial + ": the record was already marked failed; it is not completed");
+  m.flush();
   write_str_attr(m.file.get(), "status", status);
   write_str_attr(m.file.get(), "failure", failure);
   m.rank_times.reset();
@@ -330,9 +348,10 @@ void RecordWriter::finish(const std::string& status, const std::string& failure,
 
 void RecordWriter::abandon(const std::string& failure) {
   Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
   if (m.finished || !m.file) return;
   try {
-    flush();
+    m.flush();
   } catch (const RecordError&) {
     // Keep going: recording the cause matters more than the last buffered rows.
   }
@@ -525,6 +544,19 @@ RecordStatus read_record_status(const std::string& path) {
   st.status = read_str_attr(file.get(), "status");
   st.failure = read_str_attr(file.get(), "failure");
   return st;
+}
+
+bool mark_partial_failed(const std::string& path, const std::string& failure) {
+  const std::string partial = path + kPartialSuffix;
+  if (exists(path) || !exists(partial)) return false;
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  H5 file(H5Fopen(partial.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+  if (!file) return false;
+  const std::string status = read_str_attr(file.get(), "status");
+  if (status != "running" && status != "failed") return false;
+  write_str_attr(file.get(), "status", "failed");
+  write_str_attr(file.get(), "failure", failure);
+  return H5Fflush(file.get(), H5F_SCOPE_GLOBAL) >= 0;
 }
 
 std::string hdf5_version() {

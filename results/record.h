@@ -138,6 +138,12 @@ struct RecordStatus {
 /// by the run still writing it).
 RecordStatus read_record_status(const std::string& path);
 
+/// The sweep driver's post-mortem, once every process of the run is gone: marks the
+/// partial record of `path` failed with `failure` (which should keep what the run wrote,
+/// e.g. the launcher's finding followed by the old cause). A completed record, or a
+/// partial whose run already finished writing, is left alone. Returns whether it wrote.
+bool mark_partial_failed(const std::string& path, const std::string& failure);
+
 /// Library version of HDF5 this build links, e.g. "1.10.8".
 std::string hdf5_version();
 

@@ -4,6 +4,7 @@
 find_package(MPI REQUIRED COMPONENTS CXX)
 
 add_library(sweep_comm ${CMAKE_CURRENT_LIST_DIR}/mpi_communicator.cpp ${CMAKE_CURRENT_LIST_DIR}/comm_selftest.cpp
+                       ${CMAKE_CURRENT_LIST_DIR}/watchdog.cpp
                        ${CMAKE_CURRENT_LIST_DIR}/canonical_allreduce.cpp)
 target_include_directories(sweep_comm PUBLIC ${CMAKE_CURRENT_LIST_DIR})
 # -O3 so the tree's elementwise adds vectorize; -ffp-contract=off comes from sweep_warnings.

@@ -24,7 +24,7 @@
 #include "prefetcher.h"           // Prefetcher
 #include "record.h"               // RecordWriter
 #include "torch_compat.h"         // AutocastGuard, RNG state
-#include "watchdog.h"             // Watchdog
+#include "watchdog.h"             // Watchdog, WatchedCommunicator
 
 namespace sweep {
 namespace {
@@ -116,8 +116,9 @@ std::vector<int> stragglers(const std::vector<double>& med) {
 
 class Trainer {
  public:
-  Trainer(const RunConfig& cfg, const TrainOptions& opt, Communicator& comm)
-      : cfg_(cfg), opt_(opt), comm_(comm), rank_(comm.rank()), world_(comm.size()) {}
+  Trainer(const RunConfig& cfg, const TrainOptions& opt, Communicator& comm, Watchdog& dog)
+      : cfg_(cfg), opt_(opt), comm_(comm), dog_(dog), rank_(comm.rank()), world_(comm.size()) {}
+  ~Trainer() { dog_.on_stop(nullptr); }  // the hook reaches into this object
   RunStatus run();
 
  private:
@@ -131,6 +132,7 @@ class Trainer {
   const RunConfig& cfg_;
   const TrainOptions& opt_;
   Communicator& comm_;
+  Watchdog& dog_;
   const int rank_, world_;
   std::string id_;
 
@@ -233,17 +235,18 @@ RunStatus Trainer::run() {
   sampler_ = std::make_unique<Sampler>(cfg_, *source_);
   prefetch_ = std::make_unique<Prefetcher>(*sampler_, cfg_.data.workers, start, cfg_.train.steps, rank_, A, M,
                                            size_t(B * (L + 1)));
-  // The main thread is blocked in a collective when this fires, so writing the record's
-  // failure from the watchdog thread does not race with other HDF5 calls.
-  Watchdog watchdog(cfg_.dist.timeout_s, rank_, [this](const std::string& why) {
+  // A timeout or the launcher's SIGTERM ends the process from the watchdog thread;
+  // before it does, the record says why (RecordWriter serialises with this thread).
+  dog_.on_stop([this](const std::string& why) {
     if (record_) record_->abandon(why);
   });
+  dog_.arm();
   RunStatus status = RunStatus::completed;
   std::string failure;
   auto last_flush = Clock::now();
   try {
     for (int64_t step = start + 1; step <= cfg_.train.steps; ++step) {
-      watchdog.beat(step);
+      dog_.beat(step);
       StepMetrics s;
       step_once(step, s);
       // fp16 overflow is the scaler's business; anything else non-finite is train.on_nan's.
@@ -537,11 +540,20 @@ RankMemory Trainer::measure_memory() {
 }  // namespace
 
 RunStatus train(const RunConfig& cfg, const TrainOptions& opt, Communicator& comm) {
+  Watchdog dog(cfg.dist.timeout_s, comm.rank(), opt.out_dir);
+  WatchedCommunicator watched(comm, dog);
   try {
-    return Trainer(cfg, opt, comm).run();
+    return Trainer(cfg, opt, watched, dog).run();
+  } catch (const ConfigError&) {
+    throw;
   } catch (const c10::Error& e) {
     // LibTorch's what() carries a C++ backtrace; the record and the user get the sentence.
+    if (comm.rank() != 0) dog.leave_note("rank " + std::to_string(comm.rank()) + ": " + e.what_without_backtrace());
     throw std::runtime_error(e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    // Rank 0 writes the record; it reads this when the launcher stops it.
+    if (comm.rank() != 0) dog.leave_note("rank " + std::to_string(comm.rank()) + ": " + e.what());
+    throw;
   }
 }
 

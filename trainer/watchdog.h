@@ -1,75 +1,119 @@
-// Ends this process when the run stops making progress (a peer rank died or hung inside
-// a collective), so that the launcher tears the job down instead of hanging forever.
+// What a rank does when the run stops making progress or the launcher stops it, so that
+// a dead or stuck rank ends the job with its cause written down instead of hanging it.
+//
+// - No progress for dist.timeout_s (a peer died or hung inside a collective, or this rank
+//   is stuck computing): exit 4, and say which of the two it was.
+// - SIGTERM / SIGINT (mpirun tears the job down after a peer's death; scancel; Ctrl-C):
+//   exit 128 + signal.
+// Either way the `on_stop` hook runs first (rank 0 marks its record failed with the
+// cause). A rank that times out also leaves a note, <note_dir>/rank<R>.failure, which
+// rank 0 folds into its cause: that is how the record names a hung rank that is not 0.
+// A rank killed outright (SIGKILL, out of memory) leaves no note; the launcher names it.
 #pragma once
 
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
-#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
 
+#include "communicator.h"  // Communicator
+
 namespace sweep {
 
 class Watchdog {
  public:
-  /// `timeout_s` <= 0 disables it. `on_timeout` runs (on the watchdog thread, while the
-  /// main thread is stuck) with the cause, just before the process exits.
-  Watchdog(double timeout_s, int rank, std::function<void(const std::string&)> on_timeout = {})
-      : timeout_s_(timeout_s), rank_(rank), on_timeout_(std::move(on_timeout)) {
-    if (timeout_s_ > 0) thread_ = std::thread([this] { watch(); });
-  }
-  ~Watchdog() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
+  /// `timeout_s` <= 0 disables the progress check (signals are still handled). Installs
+  /// the SIGTERM and SIGINT handlers; one Watchdog per process.
+  Watchdog(double timeout_s, int rank, std::string note_dir);
+  /// Restores the previous signal handlers.
+  ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  /// Marks progress: step `step` has started (or finished a phase).
-  void beat(long long step) {
-    step_.store(step);
-    last_.store(now_s());
+  /// Runs on the watchdog thread with the cause, just before the process exits. The
+  /// main thread may be anywhere, so the hook must lock whatever it touches.
+  void on_stop(std::function<void(const std::string&)> hook);
+  /// Starts the progress check: from now on `beat` must come every timeout_s.
+  void arm();
+  /// Marks progress: step `step` has started.
+  void beat(long long step);
+  /// Writes this rank's note (a failure the other ranks cannot see), read by rank 0.
+  void leave_note(const std::string& why) const;
+  /// The notes other ranks left, one per line, or "" when there are none.
+  std::string peer_notes() const;
+
+  /// Marks the time this rank waits for its peers (see WatchedCommunicator).
+  class Waiting {
+   public:
+    Waiting(Watchdog& dog, const char* op) : dog_(dog) { dog_.waiting_in_.store(op); }
+    ~Waiting() { dog_.waiting_in_.store(nullptr); }
+    Waiting(const Waiting&) = delete;
+    Waiting& operator=(const Waiting&) = delete;
+
+   private:
+    Watchdog& dog_;
+  };
+
+ private:
+  void watch();
+  std::string where() const;  // "at step S while ..."
+  [[noreturn]] void stop(const std::string& why, int code);
+
+  double timeout_s_;
+  int rank_;
+  std::string note_dir_;
+  std::function<void(const std::string&)> hook_;
+  std::mutex hook_mu_;
+  std::atomic<bool> armed_{false};
+  std::atomic<double> last_{0};
+  std::atomic<long long> step_{0};
+  std::atomic<const char*> waiting_in_{nullptr};
+  int wake_[2] = {-1, -1};  // self-pipe: the signal handler and the destructor write to it
+  std::thread thread_;
+};
+
+/// A Communicator that tells the watchdog when this rank waits on its peers, so a
+/// timeout can say "waiting in allgather" (a peer is at fault) or "computing" (this
+/// rank is). Forwards every call to `inner`.
+class WatchedCommunicator : public Communicator {
+ public:
+  WatchedCommunicator(Communicator& inner, Watchdog& dog) : inner_(inner), dog_(dog) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  void barrier() override {
+    Watchdog::Waiting w(dog_, "barrier");
+    inner_.barrier();
+  }
+  void allgather(const void* send, size_t bytes_per_rank, void* recv) override {
+    Watchdog::Waiting w(dog_, "allgather");
+    inner_.allgather(send, bytes_per_rank, recv);
+  }
+  void sendrecv(const void* send, size_t send_bytes, int dst, void* recv, size_t recv_bytes, int src) override {
+    Watchdog::Waiting w(dog_, "the gradient exchange (sendrecv)");
+    inner_.sendrecv(send, send_bytes, dst, recv, recv_bytes, src);
+  }
+  void allreduce_sum_native(float* data, size_t n) override {
+    Watchdog::Waiting w(dog_, "allreduce");
+    inner_.allreduce_sum_native(data, n);
+  }
+  void allreduce_sum_i64(int64_t* data, size_t n) override {
+    Watchdog::Waiting w(dog_, "allreduce");
+    inner_.allreduce_sum_i64(data, n);
+  }
+  void allreduce_max_double(double* data, size_t n) override {
+    Watchdog::Waiting w(dog_, "allreduce");
+    inner_.allreduce_max_double(data, n);
+  }
+  [[noreturn]] void abort(int code, const std::string& why) override {
+    inner_.abort(code, why);
+    std::_Exit(code);  // not reached; GCC does not carry [[noreturn]] through a virtual call
   }
 
  private:
-  static double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  }
-  void watch() {
-    last_.store(now_s());
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stop_; })) {
-      if (now_s() - last_.load() > timeout_s_) {
-        // Exiting (not MPI_Abort from this thread, which MPI_THREAD_FUNNELED forbids) makes
-        // mpirun / srun kill the remaining ranks.
-        char why[256];
-        std::snprintf(why, sizeof why,
-                      "rank %d: no progress for %.0f s (dist.timeout_s) at step %lld; a peer rank died or hung", rank_,
-                      timeout_s_, step_.load());
-        std::fprintf(stderr, "sweep-train: %s; aborting\n", why);
-        std::fflush(stderr);
-        if (on_timeout_) on_timeout_(why);
-        std::_Exit(4);
-      }
-    }
-  }
-  double timeout_s_;
-  int rank_;
-  std::function<void(const std::string&)> on_timeout_;
-  std::atomic<double> last_{0};
-  std::atomic<long long> step_{0};
-  bool stop_ = false;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::thread thread_;
+  Communicator& inner_;
+  Watchdog& dog_;
 };
 
 }  // namespace sweep

@@ -217,6 +217,54 @@ TEST_F(DriverE2E, AKilledRunIsRetriedThenMarkedFailedWhileTheOthersFinish) {
   EXPECT_EQ(completed(out).size(), 2u);
 }
 
+using DriverMpi = DriverE2E;
+
+// A rank killed outright leaves no word of its own: the driver takes it from mpirun's
+// output. A stuck rank's watchdog leaves a note that rank 0 folds into the record. Either
+// way the run's state and its partial record say failed, with the rank and the cause.
+TEST_F(DriverMpi, ADeadOrStuckRankIsNamedInTheRunStateAndThePartialRecord) {
+  std::string grid = write("faults.yaml",
+                           "name: faults\n"
+                           "base:\n"
+                           "  model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 16}\n"
+                           "  train: {steps: 6, micro_batch: 2}\n"
+                           "  dist: {world_size: 2, timeout_s: 3}\n"
+                           "  fault: {kill_rank: 1, hang_rank: 1}\n"
+                           "zip:\n"
+                           "  fault.kill_step: [3, 0]\n"
+                           "  fault.hang_step: [0, 3]\n"
+                           "launch: {parallel: 1, slots: 2}\n");
+  const fs::path out = dir_ / "out";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto st = sweep_cli({"run", grid, "--out", out.string()}, "run.log");
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(st.code, 1) << read(dir_ / "run.log");
+  EXPECT_LT(took, 2 * (3 + 15)) << "each run ends within dist.timeout_s plus start-up";
+  EXPECT_TRUE(completed(out).empty());
+  int killed = 0, hung = 0;
+  for (const auto& e : fs::directory_iterator(out / "runs")) {
+    auto s = sweep::read_run_state(e.path().string());
+    EXPECT_EQ(s.state, "failed") << e.path();
+    auto rs = sweep::read_record_status((e.path() / "record.h5").string());
+    EXPECT_TRUE(rs.partial);
+    EXPECT_EQ(rs.status, "failed");
+    if (s.failure == sweep::FailureClass::hang) {
+      ++hung;
+      const std::string stuck = "rank 1: no progress for 3 s (dist.timeout_s) at step 3 while computing";
+      EXPECT_CONTAINS(s.detail, stuck);
+      EXPECT_CONTAINS(rs.failure, stuck);
+    } else {
+      ++killed;
+      EXPECT_EQ(s.failure, sweep::FailureClass::crashed);
+      EXPECT_CONTAINS(s.detail, "rank 1 exited on signal 9 (Killed)");
+      EXPECT_CONTAINS(rs.failure, "rank 1 exited on signal 9 (Killed); rank 0: stopped by SIGTERM at step 3");
+    }
+  }
+  EXPECT_EQ(killed, 1);
+  EXPECT_EQ(hung, 1);
+  EXPECT_CONTAINS(read(dir_ / "run.log"), "rank 1 exited on signal 9 (Killed)");
+}
+
 TEST_F(DriverE2E, ContainerRuntimeWrapsEveryRank) {
   // Stands in for apptainer/docker: records its argv, then runs what follows the image.
   const std::string standin = (dir_ / "fake-runtime").string();

@@ -157,17 +157,8 @@ TEST_F(MpiE2E, AKilledOrHungRankEndsTheJobWithinTheTimeout) {
     EXPECT_FALSE(st.ok()) << fault;
     EXPECT_LT(secs, 5 + 15) << fault << ": took " << secs << " s";
     EXPECT_FALSE(fs::exists(dir_ / fault / "record.h5")) << fault;
-    if (std::string(fault) == "hang") {
-      EXPECT_NE(log(fault).find("no progress for 5 s (dist.timeout_s) at step 3"), std::string::npos) << log(fault);
-      // Rank 0's watchdog marks the record failed with the cause, unless mpirun tore rank 0
-      // down first (both watchdogs start together): then the partial still says running.
-      auto st0 = sweep::read_record_status((dir_ / fault / "record.h5.partial").string());
-      std::printf("hung rank: partial record status '%s', failure '%s'\n", st0.status.c_str(), st0.failure.c_str());
-      if (st0.status != "running") {
-        EXPECT_EQ(st0.status, "failed");
-        EXPECT_NE(st0.failure.find("no progress for 5 s"), std::string::npos) << st0.failure;
-      }
-    }
+    // fault_e2e_test and driver_e2e_test check the causes; here: marked, and in time.
+    EXPECT_EQ(sweep::read_record_status((dir_ / fault / "record.h5").string()).status, "failed") << fault;
   }
 }
 

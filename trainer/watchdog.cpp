@@ -1,0 +1,161 @@
+#include "watchdog.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace sweep {
+namespace {
+
+// The handler may only touch these: one watchdog per process.
+int g_wake_fd = -1;
+volatile std::sig_atomic_t g_signal = 0;
+struct sigaction g_old_term, g_old_int;
+
+void on_signal(int sig) {
+  if (g_signal == 0) g_signal = sig;
+  if (g_wake_fd >= 0) {
+    const char c = 's';
+    [[maybe_unused]] ssize_t r = ::write(g_wake_fd, &c, 1);
+  }
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Rank 0 gives the other ranks a moment longer, so that a rank stuck computing times
+// out first and leaves the note that names it before rank 0 writes the record's cause.
+constexpr double kRootGraceS = 1.0;
+
+std::string note_path(const std::string& dir, int rank) { return dir + "/rank" + std::to_string(rank) + ".failure"; }
+
+}  // namespace
+
+Watchdog::Watchdog(double timeout_s, int rank, std::string note_dir)
+    : timeout_s_(timeout_s), rank_(rank), note_dir_(std::move(note_dir)) {
+  std::error_code ec;
+  fs::remove(note_path(note_dir_, rank_), ec);  // a note from an earlier attempt is stale
+  if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0)
+    throw std::runtime_error(std::string("watchdog: pipe: ") + std::strerror(errno));
+  g_signal = 0;
+  g_wake_fd = wake_[1];
+  struct sigaction sa = {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, &g_old_term);
+  ::sigaction(SIGINT, &sa, &g_old_int);
+  thread_ = std::thread([this] { watch(); });
+}
+
+Watchdog::~Watchdog() {
+  ::sigaction(SIGTERM, &g_old_term, nullptr);
+  ::sigaction(SIGINT, &g_old_int, nullptr);
+  g_wake_fd = -1;
+  const char c = 'q';
+  [[maybe_unused]] ssize_t r = ::write(wake_[1], &c, 1);
+  thread_.join();
+  ::close(wake_[0]);
+  ::close(wake_[1]);
+  // A signal that came while the run was finishing still ends the process as asked.
+  if (g_signal != 0) std::_Exit(128 + g_signal);
+}
+
+void Watchdog::on_stop(std::function<void(const std::string&)> hook) {
+  std::lock_guard<std::mutex> lock(hook_mu_);
+  hook_ = std::move(hook);
+}
+
+void Watchdog::arm() {
+  last_.store(now_s());
+  armed_.store(true);
+}
+
+void Watchdog::beat(long long step) {
+  step_.store(step);
+  last_.store(now_s());
+}
+
+void Watchdog::leave_note(const std::string& why) const {
+  // Best effort: the directory may be on another node's disk.
+  std::ofstream(note_path(note_dir_, rank_)) << why << "\n";
+}
+
+std::string Watchdog::peer_notes() const {
+  std::string out;
+  std::error_code ec;
+  for (fs::directory_iterator it(note_dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("rank", 0) != 0 || it->path().extension() != ".failure" || name == "rank" + std::to_string(rank_) + ".failure")
+      continue;
+    std::ifstream in(it->path());
+    std::string line;
+    if (std::getline(in, line) && !line.empty()) out += (out.empty() ? "" : "; ") + line;
+  }
+  return out;
+}
+
+std::string Watchdog::where() const {
+  const char* op = waiting_in_.load();
+  return "at step " + std::to_string(step_.load()) +
+         (op ? std::string(" while waiting for the other ranks in ") + op
+             : std::string(" while computing, outside any collective (this rank is stuck)"));
+}
+
+void Watchdog::stop(const std::string& why, int code) {
+  // The rank that is at fault first: a peer's note says "this rank is stuck".
+  const std::string notes = rank_ == 0 ? peer_notes() : "";
+  const std::string cause = notes.empty() ? why : notes + "; " + why;
+  std::fprintf(stderr, "sweep-train: %s; exiting (%d)\n", cause.c_str(), code);
+  std::fflush(stderr);
+  {
+    std::lock_guard<std::mutex> lock(hook_mu_);
+    if (hook_) hook_(cause);
+  }
+  // Not MPI_Abort: MPI_THREAD_FUNNELED forbids MPI calls from this thread. The launcher
+  // sees the exit and ends the remaining ranks.
+  std::_Exit(code);
+}
+
+void Watchdog::watch() {
+  while (true) {
+    pollfd p = {wake_[0], POLLIN, 0};
+    ::poll(&p, 1, 100);
+    char buf[16];
+    bool quit = false;
+    while (true) {
+      ssize_t got = ::read(wake_[0], buf, sizeof buf);
+      if (got <= 0) break;
+      for (ssize_t i = 0; i < got; ++i) quit |= buf[i] == 'q';
+    }
+    if (const int sig = g_signal; sig != 0) {
+      if (quit) return;  // the destructor exits with the signal's status
+      stop("rank " + std::to_string(rank_) + ": stopped by " + (sig == SIGTERM ? "SIGTERM" : "SIGINT") + " " + where() +
+               (waiting_in_.load() ? " (the launcher ends every rank once one has exited)" : ""),
+           128 + sig);
+    }
+    if (quit) return;
+    const double limit = timeout_s_ + (rank_ == 0 ? kRootGraceS : 0.0);
+    if (timeout_s_ > 0 && armed_.load() && now_s() - last_.load() > limit) {
+      char head[96];
+      std::snprintf(head, sizeof head, "rank %d: no progress for %.0f s (dist.timeout_s) ", rank_, timeout_s_);
+      const std::string why = head + where();
+      if (rank_ != 0) leave_note(why);
+      stop(why, 4);
+    }
+  }
+}
+
+}  // namespace sweep
