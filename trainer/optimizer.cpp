@@ -2,21 +2,28 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+
+#include "vector_clones.h"  // SWEEP_VECTOR_CLONES
 
 namespace sweep {
 
-double sum_of_squares(const float* g, size_t n) {
+SWEEP_VECTOR_CLONES double sum_of_squares(const float* g, size_t n) {
   double total = 0;
   for (size_t lo = 0; lo < n; lo += kNormBlock) {
-    size_t hi = std::min(n, lo + kNormBlock);
-    double block = 0;
-    for (size_t i = lo; i < hi; ++i) block += double(g[i]) * double(g[i]);
+    const size_t hi = std::min(n, lo + kNormBlock);
+    double lane[kNormLanes] = {};
+    size_t i = lo;
+    for (; i + kNormLanes <= hi; i += kNormLanes)
+      for (size_t k = 0; k < kNormLanes; ++k) lane[k] += double(g[i + k]) * double(g[i + k]);
+    double block = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    for (; i < hi; ++i) block += double(g[i]) * double(g[i]);
     total += block;
   }
   return total;
 }
 
-void scale(float* g, size_t n, float coef) {
+SWEEP_VECTOR_CLONES void scale(float* g, size_t n, float coef) {
   for (size_t i = 0; i < n; ++i) g[i] = g[i] * coef;
 }
 
@@ -43,18 +50,20 @@ AdamWStep AdamWStep::at(const TrainConfig& t, double lr, int64_t step) {
           float(1.0 - std::pow(t.beta2, double(step)))};
 }
 
-void adamw(float* p, const float* g, float* m, float* v, size_t n, const AdamWStep& s) {
+SWEEP_VECTOR_CLONES void adamw(float* __restrict p, const float* __restrict g, float* __restrict m,
+                               float* __restrict v, size_t n, const AdamWStep& s) {
   const float decay = 1.0f - s.lr * s.weight_decay;
   const float c1 = 1.0f - s.beta1, c2 = 1.0f - s.beta2;
   const float step_size = s.lr / s.bias1;
   const float sqrt_bias2 = std::sqrt(s.bias2);
+  const float gscale = s.grad_scale, beta1 = s.beta1, beta2 = s.beta2, eps = s.eps;
   for (size_t i = 0; i < n; ++i) {
-    float gi = g[i];
-    float mi = s.beta1 * m[i] + c1 * gi;
-    float vi = s.beta2 * v[i] + c2 * (gi * gi);
+    float gi = g[i] * gscale;  // the clip factor, as `scale` would have applied it
+    float mi = beta1 * m[i] + c1 * gi;
+    float vi = beta2 * v[i] + c2 * (gi * gi);
     m[i] = mi;
     v[i] = vi;
-    float denom = std::sqrt(vi) / sqrt_bias2 + s.eps;
+    float denom = std::sqrt(vi) / sqrt_bias2 + eps;
     p[i] = p[i] * decay - step_size * (mi / denom);
   }
 }
@@ -63,11 +72,17 @@ void adamw(float* p, const float* g, float* m, float* v, size_t n, const AdamWSt
 
 namespace sweep {
 
-bool all_finite(const float* g, size_t n) {
-  // Summing x*0 keeps the loop branch-free: it is 0 for finite x and NaN for inf/NaN.
-  float acc = 0.0f;
-  for (size_t i = 0; i < n; ++i) acc += g[i] * 0.0f;
-  return acc == 0.0f;
+SWEEP_VECTOR_CLONES bool all_finite(const float* g, size_t n) {
+  // Inf and NaN are the floats whose exponent bits are all ones. An integer OR over the
+  // elements keeps the loop branch-free and vectorizable (a float sum would not be).
+  constexpr uint32_t kExp = 0x7f800000u;
+  uint32_t seen = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, g + i, sizeof bits);
+    seen |= uint32_t((bits & kExp) == kExp);
+  }
+  return seen == 0;
 }
 
 LossScaler LossScaler::from(const TrainConfig& t) {

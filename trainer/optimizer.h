@@ -13,7 +13,14 @@ namespace sweep {
 /// Elements per block of the gradient-norm reduction; fixed so the sum order is fixed.
 inline constexpr size_t kNormBlock = 4096;
 
-/// Sum of squares of `g` as double: sequential within each kNormBlock block, then the
+/// Lanes inside a block: element i of a block goes to lane i % kNormLanes.
+inline constexpr size_t kNormLanes = 8;
+
+/// Sum of squares of `g` as double. Within each kNormBlock block, kNormLanes lanes each
+/// sum their elements in order, the lanes are added as ((0+1)+(2+3))+((4+5)+(6+7)), and
+/// the elements past the last whole group of lanes (only in a short last block) are
+/// added in order; the block sums are added in block order. Every piece of that order is
+/// fixed, so a shard that starts on a block boundary gives the same block sums.
 double sum_of_squares(const float* g, size_t n);
 
 /// g *= coef.
@@ -29,7 +36,8 @@ double learning_rate(const TrainConfig& t, int64_t step);
 /// One AdamW update (decoupled weight decay, bias-corrected moments) at 1-based `step`.
 struct AdamWStep {
   float lr, beta1, beta2, eps, weight_decay;
-  float bias1, bias2;  ///< 1 - beta^step, computed once per step
+  float bias1, bias2;       ///< 1 - beta^step, computed once per step
+  float grad_scale = 1.0f;  ///< multiplies each gradient first (the clip factor)
   static AdamWStep at(const TrainConfig& t, double lr, int64_t step);
 };
 void adamw(float* p, const float* g, float* m, float* v, size_t n, const AdamWStep& s);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <iomanip>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -130,18 +131,55 @@ TEST(Norm, SumOfSquaresByHand) {
   EXPECT_DOUBLE_EQ(sum_of_squares(&big, 1), double(big) * double(big));
 }
 
-TEST(Norm, BlocksAreSummedSequentiallyThenCombinedInBlockOrder) {
+TEST(Norm, LanesThenBlocksInTheirDocumentedOrder) {
   std::mt19937 rng(2);
   std::uniform_real_distribution<double> e(-6, 6);
   std::vector<float> g(3 * kNormBlock + 17);
   for (auto& x : g) x = float(std::pow(10.0, e(rng)));
+  // The order written out plainly, one element at a time.
   double want = 0;
   for (size_t lo = 0; lo < g.size(); lo += kNormBlock) {
-    double block = 0;
-    for (size_t i = lo; i < std::min(g.size(), lo + kNormBlock); ++i) block += double(g[i]) * double(g[i]);
+    const size_t hi = std::min(g.size(), lo + kNormBlock), whole = lo + (hi - lo) / 8 * 8;
+    double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (size_t i = lo; i < whole; ++i) lane[(i - lo) % 8] += double(g[i]) * double(g[i]);
+    double block = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    for (size_t i = whole; i < hi; ++i) block += double(g[i]) * double(g[i]);
     want += block;
   }
   EXPECT_EQ(sum_of_squares(g.data(), g.size()), want);
+}
+
+TEST(Norm, AllFiniteSeesEveryInfAndNaN) {
+  std::vector<float> g(1000, 1.5f);
+  EXPECT_TRUE(all_finite(g.data(), g.size()));
+  for (float bad : {INFINITY, -INFINITY, NAN}) {
+    for (size_t at : {size_t(0), size_t(7), size_t(999)}) {
+      auto h = g;
+      h[at] = bad;
+      EXPECT_FALSE(all_finite(h.data(), h.size())) << bad << " at " << at;
+    }
+  }
+  g[3] = std::numeric_limits<float>::max(), g[4] = std::numeric_limits<float>::denorm_min();
+  EXPECT_TRUE(all_finite(g.data(), g.size()));
+}
+
+TEST(AdamW, GradScaleEqualsScalingTheGradientFirst) {
+  TrainConfig t;
+  t.weight_decay = 0.1;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d(0, 1);
+  const size_t n = 1031;
+  std::vector<float> p(n), g(n), m(n), v(n);
+  for (size_t i = 0; i < n; ++i) p[i] = d(rng), g[i] = d(rng), m[i] = 0.1f * d(rng), v[i] = std::abs(d(rng));
+  auto p2 = p, m2 = m, v2 = v, g2 = g;
+  AdamWStep s = AdamWStep::at(t, 1e-3, 3);
+  scale(g2.data(), n, 0.37f);
+  adamw(p2.data(), g2.data(), m2.data(), v2.data(), n, s);
+  s.grad_scale = 0.37f;
+  adamw(p.data(), g.data(), m.data(), v.data(), n, s);
+  EXPECT_EQ(0, std::memcmp(p.data(), p2.data(), n * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(m.data(), m2.data(), n * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(v.data(), v2.data(), n * sizeof(float)));
 }
 
 TEST(Scale, MultipliesEveryElement) {
