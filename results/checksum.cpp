@@ -1,6 +1,11 @@
 #include "checksum.h"
 
 #include <xxhash.h>
+// XXH3_64bits -> XXH3_64bits_dispatch: the AVX2 code path where the CPU has it. Same
+// hashes, about twice the speed of the baseline SSE2 path on parameter checksums.
+#if defined(__x86_64__)
+#include <xxh_x86dispatch.h>
+#endif
 
 #include <algorithm>
 
