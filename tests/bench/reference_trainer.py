@@ -7,13 +7,18 @@ Usage: reference_trainer.py LAYERS D_MODEL HEADS VOCAB SEQ MICRO_BATCH ACCUM STE
 """
 import json
 import math
+import os
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
-
 layers, d, heads, vocab, seq, mb, accum, steps, warm, threads = map(int, sys.argv[1:11])
+# Debian's PyTorch calls the system OpenBLAS, whose own thread pool torch.set_num_threads
+# does not limit: without these it uses every core and the comparison is not like for like.
+os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = str(threads)
+
+import torch  # noqa: E402  (after the thread settings, which OpenBLAS reads at load time)
+import torch.nn.functional as F  # noqa: E402
+
 torch.set_num_threads(threads)
 torch.manual_seed(0)
 hidden = (4 * d * 2 // 3 + 7) // 8 * 8
