@@ -402,8 +402,17 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
     flat_.bind_grads();
     g = gshard_.data(), gn = ns_;
   }
-  int64_t bad = all_finite(g, gn) ? 0 : 1;
-  if (stage >= 2) comm_.allreduce_sum_i64(&bad, 1);
+  // Without a loss scale, the squared norm also tells whether every element is finite
+  // (squares of floats summed in double cannot overflow): one pass instead of two.
+  double sumsq = -1;
+  int64_t bad = 0;
+  if (!scaler_.enabled && stage < 2) {
+    sumsq = sum_of_squares(g, gn);
+    bad = std::isfinite(sumsq) ? 0 : 1;
+  } else {
+    bad = all_finite(g, gn) ? 0 : 1;
+    if (stage >= 2) comm_.allreduce_sum_i64(&bad, 1);
+  }
   const bool finite = bad == 0;
 
   s.step = step;
@@ -412,13 +421,14 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   s.loss_scale = scale_used;
   s.tokens = tokens;
   if (finite && scaler_.enabled) scale(g, gn, float(1.0 / scale_used));  // a power of two: exact
-  s.grad_norm = std::sqrt(stage >= 2 ? shard_sum_of_squares(comm_, g, layout_) : sum_of_squares(g, gn));
+  if (sumsq < 0) sumsq = stage >= 2 ? shard_sum_of_squares(comm_, g, layout_) : sum_of_squares(g, gn);
+  s.grad_norm = std::sqrt(sumsq);
   s.clip_coef = clip_coefficient(s.grad_norm, cfg_.train.clip_norm);
   if (!finite || !std::isfinite(s.loss)) {
     s.skipped = 1;  // fp16: overflow, back the scale off; otherwise the run has diverged
   } else {
-    if (s.clip_coef != 1.0) scale(g, gn, float(s.clip_coef));
-    const AdamWStep hp = AdamWStep::at(cfg_.train, s.lr, ++updates_);
+    AdamWStep hp = AdamWStep::at(cfg_.train, s.lr, ++updates_);
+    hp.grad_scale = float(s.clip_coef);  // clipping inside the update: no pass of its own
     if (stage == 0) {
       adamw(flat_.params.data_ptr<float>(), g, m_.data(), v_.data(), n, hp);
     } else if (stage < 3) {
