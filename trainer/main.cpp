@@ -8,6 +8,7 @@
 #include <malloc.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "mpi_communicator.h"
@@ -29,11 +30,19 @@ int main(int argc, char** argv) {
   app.add_option("--sweep-id", opt.sweep_id, "sweep this run belongs to (recorded)");
   app.add_flag("--quiet", opt.quiet, "no per-step log lines");
   app.add_flag("--resume", opt.resume, "continue from the newest complete checkpoint in --out");
+  app.add_option("--device", opt.device, "where forward and backward run (recorded; not part of the run id)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  // The launchers' names for this rank's index on its node (Open MPI, Slurm, MPICH).
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"})
+    if (const char* r = std::getenv(v); r && *r) {
+      opt.local_rank = std::atoi(r);
+      break;
+    }
   sweep::MpiCommunicator comm(&argc, &argv);
   const bool root = comm.rank() == 0;
   try {

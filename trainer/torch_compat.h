@@ -60,6 +60,17 @@ class AutocastGuard {
   at::ScalarType prev_dtype_ = at::kFloat;
 };
 
+/// Deterministic CUDA math: cuDNN deterministic and not autotuned, no TF32 in matmuls or
+/// convolutions. (cuBLAS's workspace setting is an environment variable, set before
+/// CUDA starts.) The calls exist, as no-ops, in a CPU-only LibTorch.
+inline void set_cuda_determinism() {
+  auto& ctx = at::globalContext();
+  ctx.setDeterministicCuDNN(true);
+  ctx.setBenchmarkCuDNN(false);
+  ctx.setAllowTF32CuBLAS(false);
+  ctx.setAllowTF32CuDNN(false);
+}
+
 /// Serialized state of the default CPU generator (for checkpoints).
 inline std::string cpu_rng_state() {
   auto gen = at::detail::getDefaultCPUGenerator();

@@ -38,27 +38,45 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 /// parameter tensors are views into the buffers; ZeRO 2/3 drop and rebind the buffers
 /// between steps.
 struct FlatParams {
-  torch::Tensor params, grads;      // full-size; undefined while released (ZeRO 2/3)
+  torch::Tensor params, grads;      // full-size, on the host; undefined while released (ZeRO 2/3)
   std::vector<ParamInfo> table;
   std::vector<torch::Tensor> handles;  // the module's parameter tensors, table order
   int64_t n = 0;
+  // Off the CPU, the module's tensors are views of these device buffers instead; each
+  // step copies the host parameters in, and each micro-batch's gradient out.
+  torch::Device device{torch::kCPU};
+  torch::Tensor dev_params, dev_grads;
 
+  bool on_host() const { return device.is_cpu(); }
   void bind_params() {
+    const torch::Tensor& src = on_host() ? params : dev_params;
     for (size_t i = 0; i < handles.size(); ++i)
-      handles[i].set_data(params.defined() ? params.narrow(0, table[i].offset, table[i].numel).view(table[i].shape)
-                                           : torch::empty({0}, torch::kFloat));
+      handles[i].set_data(src.defined() ? src.narrow(0, table[i].offset, table[i].numel).view(table[i].shape)
+                                        : torch::empty({0}, torch::kFloat));
   }
   void bind_grads() {
     // A defined grad that is a view of the flat buffer: autograd accumulates into it in
     // place, and a parameter that gets no gradient (an idle expert) stays zero.
+    const torch::Tensor& dst = on_host() ? grads : dev_grads;
     for (size_t i = 0; i < handles.size(); ++i)
       handles[i].mutable_grad() =
-          grads.defined() ? grads.narrow(0, table[i].offset, table[i].numel).view(table[i].shape) : torch::Tensor();
+          dst.defined() ? dst.narrow(0, table[i].offset, table[i].numel).view(table[i].shape) : torch::Tensor();
+  }
+  /// Before forward: the device gets the host parameters (a no-op on the CPU).
+  void push_params() {
+    if (!on_host()) dev_params.copy_(params);
+  }
+  /// Before a micro-batch's backward: the gradient buffer it accumulates into is zero.
+  void zero_grads() { (on_host() ? grads : dev_grads).zero_(); }
+  /// After it: the host buffer holds that gradient (a no-op on the CPU).
+  void pull_grads() {
+    if (!on_host()) grads.copy_(dev_grads);
   }
 };
 
-FlatParams flatten(torch::nn::Module& model) {
+FlatParams flatten(torch::nn::Module& model, torch::Device device) {
   FlatParams f;
+  f.device = device;
   for (const auto& item : model.named_parameters(/*recurse=*/true)) {
     f.table.push_back({item.key(), item.value().sizes().vec(), f.n, item.value().numel()});
     f.handles.push_back(item.value());
@@ -67,10 +85,26 @@ FlatParams flatten(torch::nn::Module& model) {
   f.params = torch::empty({f.n}, torch::kFloat);
   for (size_t i = 0; i < f.handles.size(); ++i)
     f.params.narrow(0, f.table[i].offset, f.table[i].numel).copy_(f.handles[i].detach().reshape({-1}));
-  f.bind_params();
   f.grads = torch::zeros({f.n}, torch::kFloat);
+  if (!f.on_host()) {
+    f.dev_params = f.params.to(device);
+    f.dev_grads = torch::zeros({f.n}, torch::TensorOptions().dtype(torch::kFloat).device(device));
+  }
+  f.bind_params();
   f.bind_grads();
   return f;
+}
+
+/// The device forward and backward run on. CUDA: GPU local_rank modulo the GPU count,
+/// with deterministic math; cuBLAS reads its workspace setting when it starts.
+torch::Device compute_device(const TrainOptions& opt) {
+  if (opt.device == "cpu") return torch::Device(torch::kCPU);
+  if (opt.device != "cuda") throw ConfigError("--device: expected cpu or cuda, got '" + opt.device + "'");
+  if (!torch::cuda::is_available())
+    throw ConfigError("--device cuda: no CUDA device is visible, or this LibTorch is built without CUDA");
+  ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+  compat::set_cuda_determinism();
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(opt.local_rank % int(torch::cuda::device_count())));
 }
 
 std::string format_double(double x) {
@@ -148,6 +182,8 @@ class Trainer {
   LossScaler scaler_;
   int64_t updates_ = 0;
   std::vector<uint8_t> used_;  // per parameter tensor: got a gradient this step
+  torch::Device device_{torch::kCPU};
+  torch::Tensor pinned_batch_;  // host staging for the device's batches
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<Prefetcher> prefetch_;
   std::optional<RecordWriter> record_;
@@ -167,11 +203,14 @@ RunStatus Trainer::run() {
   std::optional<TrainState> resumed;
   if (opt_.resume) resumed = load_latest_checkpoint(opt_.out_dir, id_);
 
+  device_ = compute_device(opt_);
   set_up_determinism(cfg_);
   torch::NoGradGuard outer_no_grad;  // gradients only where a micro-batch asks for them
   const bool fp16 = cfg_.train.precision == "fp16", bf16 = cfg_.train.precision == "bf16";
-  model_.emplace(cfg_.model, fp16 ? MatmulPrecision::fp16_emulated : MatmulPrecision::fp32);
-  flat_ = flatten(**model_);
+  // fp16 on the CPU is emulated in the model; on CUDA it is autocast, like bf16.
+  model_.emplace(cfg_.model, fp16 && device_.is_cpu() ? MatmulPrecision::fp16_emulated : MatmulPrecision::fp32);
+  (*model_)->to(device_);  // the same initial values: they were drawn on the CPU
+  flat_ = flatten(**model_, device_);
   const size_t n = size_t(flat_.n);
   const int64_t stage = cfg_.dist.zero_stage;
   layout_ = shard_layout(n, world_);
@@ -188,6 +227,7 @@ RunStatus Trainer::run() {
   auto self_test = world_ > 1 ? comm_self_test(comm_, n) : std::vector<std::pair<std::string, std::string>>{};
 
   const int64_t A = cfg_.train.accum, M = world_ * A, B = cfg_.train.micro_batch, L = cfg_.model.seq_len;
+  if (!device_.is_cpu()) pinned_batch_ = torch::empty({B, L + 1}, torch::kLong).pin_memory();
   if (is_root()) {
     RecordHeader header;
     header.run_id = id_;
@@ -196,11 +236,22 @@ RunStatus Trainer::run() {
     header.config = to_flat(cfg_);
     header.environment = collect_environment(cfg_);
     header.environment.emplace_back("world_size", std::to_string(world_));
+    if (!device_.is_cpu()) {
+      for (auto& [k, v] : header.environment)
+        if (k == "device")
+          v = device_.str() + " (of " + std::to_string(torch::cuda::device_count()) +
+              "; cuDNN deterministic, TF32 off, CUBLAS_WORKSPACE_CONFIG " + std::getenv("CUBLAS_WORKSPACE_CONFIG") + ")";
+        else if (k == "cuda")
+          v = "available";
+    }
     header.environment.emplace_back("data.source", source_->describe());
     header.environment.emplace_back("data.entropy_floor", format_double(source_->entropy_floor()));
-    header.environment.emplace_back("precision.cpu", fp16 ? "fp16 emulated: fp16-rounded matmul inputs, fp32 accumulation"
-                                                     : bf16 ? "bf16 autocast"
-                                                            : "fp32");
+    if (device_.is_cpu())
+      header.environment.emplace_back("precision.cpu", fp16 ? "fp16 emulated: fp16-rounded matmul inputs, fp32 accumulation"
+                                                       : bf16 ? "bf16 autocast"
+                                                              : "fp32");
+    else
+      header.environment.emplace_back("precision.cuda", fp16 ? "fp16 autocast" : bf16 ? "bf16 autocast" : "fp32, TF32 off");
     header.params = flat_.table;
     header.world_size = world_;
     std::filesystem::create_directories(opt_.out_dir);
@@ -338,7 +389,7 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   const size_t n = size_t(flat_.n);
   const int64_t stage = cfg_.dist.zero_stage, A = cfg_.train.accum, M = world_ * A;
   const int64_t B = cfg_.train.micro_batch, L = cfg_.model.seq_len, tokens = M * B * L;
-  const bool bf16 = cfg_.train.precision == "bf16";
+  const bool bf16 = cfg_.train.precision == "bf16", fp16 = cfg_.train.precision == "fp16";
   if (stage >= 2) {
     flat_.grads = torch::zeros({flat_.n}, torch::kFloat);
     flat_.bind_grads();
@@ -349,6 +400,7 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
     allgather_shards(comm_, flat_.params.data_ptr<float>(), layout_);
     flat_.bind_params();
   }
+  flat_.push_params();
   float* grads = flat_.grads.data_ptr<float>();
 
   std::fill(used_.begin(), used_.end(), 0);
@@ -359,10 +411,16 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
     std::this_thread::sleep_for(std::chrono::milliseconds(cfg_.fault.slow_ms));
   for (int64_t k = 0; k < A; ++k) {
     torch::Tensor batch = torch::from_blob(const_cast<int64_t*>(prefetch_->next()), {B, L + 1}, torch::kLong);
-    flat_.grads.zero_();
+    if (!device_.is_cpu()) {
+      // Through a pinned buffer, so the copy can overlap; the loss's item() waits for it.
+      pinned_batch_.copy_(batch);
+      batch = pinned_batch_.to(device_, /*non_blocking=*/true);
+    }
+    flat_.zero_grads();
     torch::AutoGradMode grad_on(true);
     std::optional<compat::AutocastGuard> autocast;
-    if (bf16) autocast.emplace(torch::kCPU, at::kBFloat16, true);
+    if (bf16) autocast.emplace(device_.type(), at::kBFloat16, true);
+    if (fp16 && !device_.is_cpu()) autocast.emplace(device_.type(), at::kHalf, true);
     // Token-weighted: each micro-batch's summed loss over the whole global batch's token
     // count, so the leaves add up to the global mean.
     torch::Tensor loss = (*model_)->loss_sum(batch) / double(tokens);
@@ -370,6 +428,7 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
       loss = loss * std::numeric_limits<double>::quiet_NaN();
     local_losses[size_t(k)] = loss.item<double>();
     (scaler_.enabled ? loss * scale_used : loss).backward();
+    flat_.pull_grads();
     tree_->push(grads);
   }
   tree_->finish(grads);

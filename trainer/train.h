@@ -14,6 +14,11 @@ struct TrainOptions {
   std::string sweep_id;  ///< recorded for grouping; empty for a lone run
   bool quiet = false;    ///< no per-step log lines
   bool resume = false;   ///< continue from the newest complete checkpoint in out_dir, if any
+  /// Where forward and backward run: "cpu", or "cuda" (GPU local_rank % GPU count). The
+  /// flat parameter and gradient buffers, reduction and optimizer stay on the host. It
+  /// changes the bits, so the record's environment names it; it is not in the run id.
+  std::string device = "cpu";
+  int local_rank = 0;  ///< this rank's index on its node (from the launcher)
 };
 
 /// How a run ended; also the record's status.
