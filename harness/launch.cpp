@@ -22,10 +22,11 @@ std::vector<std::string> mpiexec_prefix(const std::string& mpiexec, const std::v
 }  // namespace
 
 std::vector<std::string> trainer_args(const std::string& trainer, const std::string& run_dir,
-                                      const std::string& sweep_id, bool resume) {
+                                      const std::string& sweep_id, bool resume, const std::string& device) {
   std::vector<std::string> argv = {trainer, "--config", run_dir + "/config.yaml", "--out", run_dir};
   if (!sweep_id.empty()) argv.insert(argv.end(), {"--sweep-id", sweep_id});
   if (resume) argv.push_back("--resume");
+  if (device != "cpu") argv.insert(argv.end(), {"--device", device});
   return argv;
 }
 
@@ -39,6 +40,7 @@ std::vector<std::string> train_argv(const LocalLaunch& launch, int world, const 
   argv.insert(argv.end(), {launch.train_binary, "--config", config_path, "--out", out_dir});
   if (!sweep_id.empty()) argv.insert(argv.end(), {"--sweep-id", sweep_id});
   if (resume) argv.push_back("--resume");
+  if (launch.device != "cpu") argv.insert(argv.end(), {"--device", launch.device});
   return argv;
 }
 
@@ -47,7 +49,7 @@ std::vector<std::string> rank_command(const LaunchSpec& spec, const LocalLaunch&
   const bool boxed = !spec.container.runtime.empty();
   std::string wrapper = local.rank_wrapper.empty() ? executable_dir() + "/sweep-rank" : local.rank_wrapper;
   std::vector<std::string> argv = {wrapper, "--log-dir", run_dir + "/logs", "--"};
-  auto inner = trainer_args(boxed ? spec.container.trainer : local.train_binary, run_dir, sweep_id, resume);
+  auto inner = trainer_args(boxed ? spec.container.trainer : local.train_binary, run_dir, sweep_id, resume, spec.device);
   auto boxed_argv = wrap_in_container(spec.container, sweep_dir, inner);
   argv.insert(argv.end(), boxed_argv.begin(), boxed_argv.end());
   return argv;
@@ -57,7 +59,7 @@ RunCommand local_run_command(const LaunchSpec& spec, const LocalLaunch& local, i
                              const std::string& run_dir, const std::string& sweep_id, bool resume) {
   RunCommand c;
   if (world == 1 && spec.container.runtime.empty() && spec.launcher == "local") {
-    c.argv = trainer_args(local.train_binary, run_dir, sweep_id, resume);
+    c.argv = trainer_args(local.train_binary, run_dir, sweep_id, resume, spec.device);
     c.log = run_dir + "/logs/rank0.log";
     return c;
   }

@@ -15,6 +15,7 @@ struct LocalLaunch {
   std::string mpiexec = "mpiexec";    ///< used when world > 1
   std::vector<std::string> mpi_args;  ///< extra mpiexec arguments (e.g. --bind-to none)
   std::string rank_wrapper;           ///< path of sweep-rank (per-rank logs); empty = beside this program
+  std::string device = "cpu";         ///< sweep-train --device for train_argv
 };
 
 /// The argv of one run: `sweep-train --config C --out D [--sweep-id S] [--resume]`, behind
@@ -23,9 +24,9 @@ struct LocalLaunch {
 std::vector<std::string> train_argv(const LocalLaunch& launch, int world, const std::string& config_path,
                                     const std::string& out_dir, const std::string& sweep_id, bool resume);
 
-/// sweep-train's own arguments for run directory `run_dir`.
+/// sweep-train's own arguments for run directory `run_dir` (`--device` only when not cpu).
 std::vector<std::string> trainer_args(const std::string& trainer, const std::string& run_dir,
-                                      const std::string& sweep_id, bool resume);
+                                      const std::string& sweep_id, bool resume, const std::string& device = "cpu");
 
 /// One attempt of a run: its argv and the file that gets the launcher's output.
 struct RunCommand {

@@ -67,6 +67,7 @@ struct LaunchSpec {
   std::map<FailureClass, int> retries;  ///< extra attempts per failure class (absent = 0)
   double timeout_s = 0;                 ///< wall-clock limit per attempt; 0 = none
   double grace_s = 10;                  ///< SIGTERM -> SIGKILL delay when stopping runs
+  std::string device = "cpu";           ///< cpu | cuda: sweep-train --device (recorded in each record, not in run ids)
   SlurmSpec slurm;
   ContainerSpec container;
 };

@@ -107,7 +107,11 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
     if (!out.flush()) throw std::runtime_error(config_path + ": cannot write");
   }
   const std::string log = res.out_dir + "/logs/rank0.log";
-  const auto argv = train_argv(opt.launch, int(config.dist.world_size), config_path, res.out_dir, original.sweep_id,
+  // On the kind of device the original ran on (the environment says which).
+  LocalLaunch launch = opt.launch;
+  const auto dev = original.environment.find("device");
+  if (dev != original.environment.end() && dev->second.rfind("cuda", 0) == 0) launch.device = "cuda";
+  const auto argv = train_argv(launch, int(config.dist.world_size), config_path, res.out_dir, original.sweep_id,
                                /*resume=*/false);
   const ExitStatus st = runner.run(argv, log);
 

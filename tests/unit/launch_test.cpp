@@ -40,9 +40,10 @@ TEST(LaunchConfig, DefaultsAndEveryKey) {
   EXPECT_EQ(d.timeout_s, 0);
   EXPECT_EQ(retries_for(d, FailureClass::crashed), 0);
   EXPECT_TRUE(d.container.runtime.empty());
+  EXPECT_EQ(d.device, "cpu");
 
   LaunchSpec l = launch_of(
-      "  launcher: slurm\n  parallel: 3\n  retries: 2\n  timeout_s: 90\n  grace_s: 1.5\n"
+      "  launcher: slurm\n  parallel: 3\n  retries: 2\n  timeout_s: 90\n  grace_s: 1.5\n  device: cuda\n"
       "  slurm: {partition: gpu, time: '0:30:00', gpus: 1, mpi: pmi2, extra_args: [--qos=low, --exclusive], poll_s: "
       "2}\n"
       "  container: {runtime: apptainer, image: /img/sweep.sif, binds: [/data, '/a:/b:ro'], gpus: true}\n");
@@ -50,6 +51,7 @@ TEST(LaunchConfig, DefaultsAndEveryKey) {
   EXPECT_EQ(l.parallel, 3);
   EXPECT_EQ(l.timeout_s, 90);
   EXPECT_EQ(l.grace_s, 1.5);
+  EXPECT_EQ(l.device, "cuda");
   for (FailureClass c : retryable_classes()) EXPECT_EQ(retries_for(l, c), 2) << failure_class_name(c);
   EXPECT_EQ(retries_for(l, FailureClass::config), 0);
   EXPECT_EQ(retries_for(l, FailureClass::diverged), 0);
@@ -87,6 +89,8 @@ TEST(LaunchConfig, Errors) {
   EXPECT_CONTAINS(error_of("name: l\nlaunch: {parallel: 0}\n"),
                   "l.yaml:2:20: key 'launch.parallel': expected an integer in [1, 100000], got '0'");
   EXPECT_CONTAINS(error_of("name: l\nlaunch: {timeout_s: -1}\n"), "key 'launch.timeout_s': expected a number in [0, ");
+  EXPECT_CONTAINS(error_of("name: l\nlaunch: {device: gpu}\n"),
+                  "l.yaml:2:18: key 'launch.device': expected one of cpu, cuda, got 'gpu'");
   EXPECT_CONTAINS(error_of("name: l\nlaunch: {retries: {config: 1}}\n"),
                   "l.yaml:2:20: key 'launch.retries.config': config runs are never retried");
   EXPECT_CONTAINS(error_of("name: l\nlaunch: {retries: {diverged: 1}}\n"), "diverged runs are never retried");
@@ -143,6 +147,15 @@ TEST(LocalCommand, OneRankIsTheTrainerItselfOtherwiseSweepRankPerRank) {
   h = std::find(c.argv.begin(), c.argv.end(), "--hostfile");
   ASSERT_NE(h, c.argv.end());
   EXPECT_EQ(*(h + 1), "/etc/hosts.mpi");
+
+  // launch.device reaches every rank's sweep-train, and only when it is not cpu.
+  spec.device = "cuda";
+  c = local_run_command(spec, local, 4, "/s", "/s/runs/x", "sw", false);
+  EXPECT_EQ(V(c.argv.end() - 2, c.argv.end()), (V{"--device", "cuda"}));
+  spec = LaunchSpec{};
+  spec.device = "cuda";
+  c = local_run_command(spec, local, 1, "/s", "/s/runs/x", "", false);
+  EXPECT_EQ(c.argv, (V{"/b/sweep-train", "--config", "/s/runs/x/config.yaml", "--out", "/s/runs/x", "--device", "cuda"}));
 }
 
 TEST(Container, ApptainerAndDockerWrapEachRank) {
