@@ -3,7 +3,8 @@
 RMSNorm, rotary attention, SwiGLU, untied head, AdamW, micro-batch accumulation), used
 only as a speed yardstick. Prints one JSON line: tokens/s over the timed steps.
 
-Usage: reference_trainer.py LAYERS D_MODEL HEADS VOCAB SEQ MICRO_BATCH ACCUM STEPS WARMUP THREADS
+Usage: reference_trainer.py LAYERS D_MODEL HEADS VOCAB SEQ MICRO_BATCH ACCUM STEPS WARMUP THREADS [DEVICE]
+DEVICE: cpu (default) or cuda (TF32 off, as sweep-train runs it).
 """
 import json
 import math
@@ -12,6 +13,7 @@ import sys
 import time
 
 layers, d, heads, vocab, seq, mb, accum, steps, warm, threads = map(int, sys.argv[1:11])
+device = sys.argv[11] if len(sys.argv) > 11 else "cpu"
 # Debian's PyTorch calls the system OpenBLAS, whose own thread pool torch.set_num_threads
 # does not limit: without these it uses every core and the comparison is not like for like.
 os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = str(threads)
@@ -20,6 +22,8 @@ import torch  # noqa: E402  (after the thread settings, which OpenBLAS reads at 
 import torch.nn.functional as F  # noqa: E402
 
 torch.set_num_threads(threads)
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
 torch.manual_seed(0)
 hidden = (4 * d * 2 // 3 + 7) // 8 * 8
 hd = d // heads
@@ -75,13 +79,19 @@ class Model(torch.nn.Module):
         return F.cross_entropy(logits.reshape(-1, vocab), tgt.reshape(-1), reduction="sum")
 
 
-model = Model()
+def sync():
+    if device != "cpu":
+        torch.cuda.synchronize()
+
+
+model = Model().to(device)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0)
 tokens_per_step = mb * accum * seq
-data = torch.randint(0, vocab, (steps * accum, mb, seq + 1))
+data = torch.randint(0, vocab, (steps * accum, mb, seq + 1)).to(device)
 t_start = None
 for step in range(steps):
     if step == warm:
+        sync()
         t_start = time.perf_counter()
     opt.zero_grad(set_to_none=False)
     for k in range(accum):
@@ -89,5 +99,6 @@ for step in range(steps):
         loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
+sync()
 elapsed = time.perf_counter() - t_start
 print(json.dumps({"tokens_per_s": tokens_per_step * (steps - warm) / elapsed}))
