@@ -87,6 +87,7 @@ gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 with_cuda=OFF
 [ "$device" = cuda ] && command -v nvcc >/dev/null && with_cuda=ON
+rm -f "$build/CMakeCache.txt"  # a cache from another set-up would keep its library paths
 check configure cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DSWEEP_TORCH_FROM_PYTHON=ON \
   -DSWEEP_PYTHON="$(command -v "$python")" -DSWEEP_WITH_CUDA=$with_cuda "${cmake_args[@]}"
 check build cmake --build "$build" -j"$(nproc)" --target sweep sweep-train sweep-rank trainer_test
