@@ -44,6 +44,16 @@ void TreeAccumulator::finish(float* out) {
   count_ = 0;
 }
 
+void TreeAccumulator::finish_with_last(float* inout) {
+  for (size_t k = stack_.size(); k-- > 0;) {
+    const float* l = stack_[k].sum.data();
+    for (size_t i = 0; i < n_; ++i) inout[i] = l[i] + inout[i];
+  }
+  for (auto& node : stack_) spare_.push_back(std::move(node.sum));
+  stack_.clear();
+  count_ = 0;
+}
+
 namespace {
 double tree(const double* v, size_t n) {
   if (n == 1) return v[0];

@@ -19,6 +19,10 @@ class TreeAccumulator {
   size_t count() const { return count_; }
   /// Canonical tree sum of all leaves into `out` (n elements); the accumulator is reset.
   void finish(float* out);
+  /// The same bits as push(inout) then finish(inout), without copying that last leaf:
+  /// pushing merges it as (left + it) with the subtrees above, and finishing folds the
+  /// rest as (left + sum), so either way the sum is s_1 + (s_2 + (... + (s_m + last))).
+  void finish_with_last(float* inout);
 
  private:
   struct Node {

@@ -77,6 +77,18 @@ TEST(CanonicalReduce, MatchesRecursiveDefinitionBitForBit) {
   }
 }
 
+TEST(CanonicalReduce, FinishWithLastLeafInPlaceMatchesTheDefinition) {
+  for (size_t m = 1; m <= 17; ++m) {
+    auto leaves = make_leaves(m, kN, uint32_t(50 + m));
+    TreeAccumulator acc(kN);
+    for (size_t j = 0; j + 1 < m; ++j) acc.push(leaves[j].data());
+    Vec inout = leaves[m - 1];
+    acc.finish_with_last(inout.data());
+    EXPECT_TRUE(same_bits(inout, reference_tree(leaves, 0, m))) << "M = " << m;
+    EXPECT_EQ(acc.count(), 0u);
+  }
+}
+
 TEST(CanonicalReduce, IsNotTheLeftToRightSum) {
   // For M <= 3 the tree and the sequential sum coincide; from 4 on they must not, or a
   // sequential implementation would pass the test above.
