@@ -78,6 +78,54 @@ struct RmsNormFn : torch::autograd::Function<RmsNormFn> {
   }
 };
 
+// ------------------------------------------------------------------------ SwiGLU
+
+// out = a s b with s = sigmoid(a) (from ATen's vectorized kernel), a and b the halves of
+// each row of gu.
+SWEEP_VECTOR_CLONES void swiglu_forward(const float* gu, const float* s, float* out, int64_t rows, int64_t h) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *a = gu + r * 2 * h, *b = a + h, *sr = s + r * h;
+    float* o = out + r * h;
+    for (int64_t j = 0; j < h; ++j) o[j] = (a[j] * sr[j]) * b[j];
+  }
+}
+
+// d/da = g b s (1 + a (1 - s)), d/db = g a s, written into the two halves of dgu's rows.
+SWEEP_VECTOR_CLONES void swiglu_backward(const float* g, const float* gu, const float* s, float* dgu, int64_t rows,
+                                         int64_t h) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *a = gu + r * 2 * h, *b = a + h, *sr = s + r * h, *gr = g + r * h;
+    float *da = dgu + r * 2 * h, *db = da + h;
+    for (int64_t j = 0; j < h; ++j) {
+      da[j] = (gr[j] * b[j]) * (sr[j] * (1.0f + a[j] * (1.0f - sr[j])));
+      db[j] = gr[j] * (a[j] * sr[j]);
+    }
+  }
+}
+
+struct SwigluFn : torch::autograd::Function<SwigluFn> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& gate_up) {
+    auto gu = gate_up.contiguous();
+    const int64_t h = gu.size(-1) / 2, rows = gu.numel() / (2 * h);
+    auto s = torch::sigmoid(gu.narrow(-1, 0, h)).contiguous();
+    auto sizes = gu.sizes().vec();
+    sizes.back() = h;
+    auto out = torch::empty(sizes, gu.options());
+    swiglu_forward(gu.data_ptr<float>(), s.data_ptr<float>(), out.data_ptr<float>(), rows, h);
+    ctx->save_for_backward({gu, s});
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &gu = saved[0], &s = saved[1];
+    auto g = grads[0].contiguous();
+    const int64_t h = gu.size(-1) / 2, rows = gu.numel() / (2 * h);
+    auto dgu = torch::empty_like(gu);
+    swiglu_backward(g.data_ptr<float>(), gu.data_ptr<float>(), s.data_ptr<float>(), dgu.data_ptr<float>(), rows, h);
+    return {dgu};
+  }
+};
+
 // ------------------------------------------------------------- heads and rotary
 
 struct Shape {
@@ -187,6 +235,16 @@ torch::Tensor rms_norm_reference(const torch::Tensor& x, const torch::Tensor& w,
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps) {
   if (!fusable({x, w})) return rms_norm_reference(x, w, eps);
   return RmsNormFn::apply(x, w, eps);
+}
+
+torch::Tensor swiglu_reference(const torch::Tensor& gate_up) {
+  auto halves = gate_up.chunk(2, -1);
+  return torch::silu(halves[0]) * halves[1];
+}
+
+torch::Tensor swiglu(const torch::Tensor& gate_up) {
+  if (!fusable({gate_up}) || gate_up.size(-1) % 2 != 0) return swiglu_reference(gate_up);
+  return SwigluFn::apply(gate_up);
 }
 
 std::array<torch::Tensor, 3> split_heads_rope_reference(const torch::Tensor& qkv, int64_t heads,

@@ -1,6 +1,6 @@
 // Fused CPU kernels for the elementwise parts of a block, each one pass forward and one
-// backward instead of a chain of ATen ops (and their temporaries): RMSNorm, and the
-// split of the fused q/k/v projection into heads with rotary positions. Used for fp32
+// backward instead of a chain of ATen ops (and their temporaries): RMSNorm, the SwiGLU
+// gate, and the split of the fused q/k/v projection into heads with rotary positions. Used for fp32
 // tensors; anything else (bf16 under autocast) takes the composite ATen path, which is
 // also the reference the tests hold the kernels to.
 #pragma once
@@ -14,6 +14,10 @@ namespace sweep {
 /// x * rsqrt(mean(x^2 over the last dim) + eps) * w.
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps);
 torch::Tensor rms_norm_reference(const torch::Tensor& x, const torch::Tensor& w, double eps);
+
+/// silu(a) * b for gate_up = [a | b] (the two halves of the last dimension).
+torch::Tensor swiglu(const torch::Tensor& gate_up);
+torch::Tensor swiglu_reference(const torch::Tensor& gate_up);
 
 /// From qkv [B, L, 3 * H * hd] (q, k, v side by side, each H heads of hd): q, k and v
 /// as contiguous [B, H, L, hd], with q and k rotated: for i < hd/2,

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "fused_ops.h"  // rms_norm, split_heads_rope
+#include "fused_ops.h"  // rms_norm, swiglu, split_heads_rope
 
 namespace sweep {
 
@@ -82,8 +82,7 @@ torch::Tensor TransformerImpl::linear(const torch::Tensor& x, const torch::Tenso
 torch::Tensor TransformerImpl::mlp_forward(const Mlp& m, const torch::Tensor& x) const {
   // w1 and w3 as one [2 hidden, d] matrix: one wider matmul instead of two (and one
   // instead of two in the backward for x).
-  auto gate_up = linear(x, torch::cat({m.w1, m.w3}, 0)).chunk(2, -1);
-  return linear(torch::silu(gate_up[0]) * gate_up[1], m.w2);
+  return linear(swiglu(linear(x, torch::cat({m.w1, m.w3}, 0))), m.w2);
 }
 
 torch::Tensor TransformerImpl::moe_forward(const Block& b, const torch::Tensor& x) const {

@@ -429,9 +429,9 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
     local_losses[size_t(k)] = loss.item<double>();
     (scaler_.enabled ? loss * scale_used : loss).backward();
     flat_.pull_grads();
-    tree_->push(grads);
+    if (k + 1 < A) tree_->push(grads);  // the last leaf stays where it is
   }
-  tree_->finish(grads);
+  tree_->finish_with_last(grads);
   const double compute_s = seconds_since(c0);
 
   // Parameters no micro-batch on any rank reached.

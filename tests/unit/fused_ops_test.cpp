@@ -38,6 +38,20 @@ TEST(FusedRmsNorm, ValuesAndGradientsMatchTheCompositeOps) {
   EXPECT_TRUE(same_bits(rms_norm(xb, w.detach(), 1e-6), rms_norm_reference(xb, w.detach(), 1e-6)));
 }
 
+TEST(FusedSwiglu, ValuesAndGradientsMatchTheCompositeOps) {
+  torch::manual_seed(4);
+  auto gu = (3 * torch::randn({3, 7, 2 * 13})).requires_grad_(true);  // 13: a tail after 8 lanes
+  auto gud = gu.detach().to(torch::kDouble).requires_grad_(true);
+  auto r = torch::randn({3, 7, 13});
+  auto y = swiglu(gu);
+  auto yd = swiglu_reference(gud);
+  expect_close(y, yd, 1e-5, 1e-6, "forward");
+  (y * r).sum().backward();
+  (yd * r.to(torch::kDouble)).sum().backward();
+  expect_close(gu.grad(), gud.grad(), 1e-5, 1e-6, "d/dgate_up");
+  EXPECT_TRUE(same_bits(swiglu(gu), y));
+}
+
 struct Rope {
   torch::Tensor cos, sin;
   explicit Rope(int64_t L, int64_t half) {
