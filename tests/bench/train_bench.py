@@ -125,7 +125,10 @@ for name, cfg in CONFIGS.items():
     cpp, ref, overhead = (statistics.median(r[k]) for k in ("cpp", "ref", "overhead"))
     fpt = model_flops_per_token(*cfg[:5])
     rounds = ", ".join(f"{c / f:.2f}" for c, f in zip(r["cpp"], r["ref"]))
+    # MFU per round, against the peak measured in that round; then the median.
+    mfu_cpp = statistics.median(c * fpt / p for c, p in zip(r["cpp"], peaks))
+    mfu_ref = statistics.median(f * fpt / p for f, p in zip(r["ref"], peaks))
     print(f"{name:6s} sweep-train {cpp:10.0f} tok/s  pytorch {ref:10.0f} tok/s  ratio {cpp / ref:5.2f}x "
-          f"(per round: {rounds})  MFU sweep-train {cpp * fpt / peak:6.1%}  pytorch {ref * fpt / peak:6.1%}  "
+          f"(per round: {rounds})  MFU sweep-train {mfu_cpp:6.1%}  pytorch {mfu_ref:6.1%}  "
           f"recording overhead {overhead:6.2%} (checksum_every 1)")
 print(f"BLAS: {blas}")
