@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "lane_sum.h"       // lane_dot
 #include "vector_clones.h"  // SWEEP_VECTOR_CLONES
 
 namespace sweep {
@@ -13,25 +14,12 @@ using torch::autograd::variable_list;
 
 // ------------------------------------------------------------------------ RMSNorm
 
-constexpr int64_t kLanes = 8;
-
-/// Sum of a[i] * b[i] in kLanes float lanes, combined in a fixed order.
-inline float dot_lanes(const float* a, const float* b, int64_t n) {
-  float lane[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t k = 0; k < kLanes; ++k) lane[k] += a[i + k] * b[i + k];
-  float s = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
 SWEEP_VECTOR_CLONES void rms_forward(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t d,
                                      float eps) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * d;
     float* yr = y + r * d;
-    const float inv = 1.0f / std::sqrt(dot_lanes(xr, xr, d) / float(d) + eps);
+    const float inv = 1.0f / std::sqrt(lane_dot<float>(xr, xr, size_t(d)) / float(d) + eps);
     rstd[r] = inv;
     for (int64_t j = 0; j < d; ++j) yr[j] = (xr[j] * inv) * w[j];
   }
@@ -46,7 +34,7 @@ SWEEP_VECTOR_CLONES void rms_backward(const float* g, const float* x, const floa
     float* dxr = dx + r * d;
     const float inv = rstd[r];
     for (int64_t j = 0; j < d; ++j) dxr[j] = gr[j] * w[j];
-    const float c = dot_lanes(dxr, xr, d) * (inv * inv * inv) / float(d);
+    const float c = lane_dot<float>(dxr, xr, size_t(d)) * (inv * inv * inv) / float(d);
     for (int64_t j = 0; j < d; ++j) {
       dw[j] += gr[j] * (xr[j] * inv);
       dxr[j] = dxr[j] * inv - xr[j] * c;

@@ -4,22 +4,14 @@
 #include <cmath>
 #include <cstring>
 
+#include "lane_sum.h"       // lane_dot
 #include "vector_clones.h"  // SWEEP_VECTOR_CLONES
 
 namespace sweep {
 
 SWEEP_VECTOR_CLONES double sum_of_squares(const float* g, size_t n) {
   double total = 0;
-  for (size_t lo = 0; lo < n; lo += kNormBlock) {
-    const size_t hi = std::min(n, lo + kNormBlock);
-    double lane[kNormLanes] = {};
-    size_t i = lo;
-    for (; i + kNormLanes <= hi; i += kNormLanes)
-      for (size_t k = 0; k < kNormLanes; ++k) lane[k] += double(g[i + k]) * double(g[i + k]);
-    double block = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-    for (; i < hi; ++i) block += double(g[i]) * double(g[i]);
-    total += block;
-  }
+  for (size_t lo = 0; lo < n; lo += kNormBlock) total += lane_dot<double>(g + lo, g + lo, std::min(n - lo, kNormBlock));
   return total;
 }
 

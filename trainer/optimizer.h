@@ -13,14 +13,10 @@ namespace sweep {
 /// Elements per block of the gradient-norm reduction; fixed so the sum order is fixed.
 inline constexpr size_t kNormBlock = 4096;
 
-/// Lanes inside a block: element i of a block goes to lane i % kNormLanes.
-inline constexpr size_t kNormLanes = 8;
-
-/// Sum of squares of `g` as double. Within each kNormBlock block, kNormLanes lanes each
-/// sum their elements in order, the lanes are added as ((0+1)+(2+3))+((4+5)+(6+7)), and
-/// the elements past the last whole group of lanes (only in a short last block) are
-/// added in order; the block sums are added in block order. Every piece of that order is
-/// fixed, so a shard that starts on a block boundary gives the same block sums.
+/// Sum of squares of `g` as double: each kNormBlock block summed by lane_dot<double>
+/// (lane_sum.h: 8 lanes in a fixed order, then the tail), the block sums added in block
+/// order. Every piece of that order is fixed, so a shard that starts on a block boundary
+/// gives the same block sums.
 double sum_of_squares(const float* g, size_t n);
 
 /// g *= coef.
