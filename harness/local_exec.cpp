@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "launch.h"        // local_run_command
+#include "run_files.h"     // RunLock::holder
 #include "stop_signals.h"  // StopSignals
 #include "sweep_run.h"
 
@@ -58,6 +59,9 @@ SweepSummary run_sweep(const SweepSpec& spec, const std::vector<GridPoint>& poin
   std::deque<RunTask*> queue;
   for (auto& t : session.tasks()) queue.push_back(&t);
   std::map<int, Running> running;
+  // Runs whose directory another process still writes (an earlier driver's run, dying
+  // of its parent-death signal, or a sweep-train started by hand): never started twice.
+  std::map<RunTask*, std::string> busy;
   int64_t used = 0;
   bool stopping = false;
   int stop_count = 0;
@@ -68,84 +72,153 @@ SweepSummary run_sweep(const SweepSpec& spec, const std::vector<GridPoint>& poin
     r.reason = why;
     runner.signal_group(id, SIGTERM);
   };
+  // One run's I/O failure (its state file, its directory) fails that run, with the
+  // errno text, and the sweep goes on.
+  auto io_failed = [&](RunTask* t, const std::string& log, const std::exception& e) {
+    try {
+      session.attempt_ended(*t, FailureClass::config, std::string("I/O error: ") + e.what(), log);
+    } catch (const std::exception&) {
+      // Its state file cannot be written either: the summary and the line still say so.
+    }
+  };
 
-  while (true) {
-    // Ctrl-C / SIGTERM: stop starting, stop everything running; a second one kills now.
-    if (StopSignals::received() && !stopping) {
-      stopping = true;
-      session.summary().stop_signal = StopSignals::received();
-      session.progress().line("sweep: " + std::string(StopSignals::received() == SIGINT ? "SIGINT" : "SIGTERM") +
-                              ": stopping " + std::to_string(running.size()) +
-                              " running runs (SIGTERM, then SIGKILL after " + std::to_string(int(L.grace_s)) + " s)");
-      for (auto& [id, r] : running) stop_run(id, r, FailureClass::interrupted);
-    }
-    if (stopping && StopSignals::count() > 1 && stop_count != StopSignals::count()) {
-      stop_count = StopSignals::count();
-      for (auto& [id, r] : running)
-        if (!r.killed) runner.signal_group(id, SIGKILL), r.killed = true;
-    }
-    // Start what fits: at most `parallel` runs and `slots` cores; a run bigger than the
-    // slots runs alone rather than never.
-    while (!stopping && !queue.empty() && int(running.size()) < L.parallel) {
-      RunTask* t = queue.front();
-      int64_t cores = std::min(t->point->cores(), slots);
-      if (!running.empty() && used + cores > slots) break;
-      queue.pop_front();
-      session.prepare(*t);
-      RunCommand cmd = local_run_command(L, local, int(t->point->config.dist.world_size), opt.out_dir, t->dir,
-                                         spec.name, t->resume());
-      session.attempt_started(*t, cmd.log);
-      t->started_at = now_s();
-      int id = 0;
-      try {
-        id = runner.start(cmd.argv, cmd.log);
-      } catch (const std::exception& e) {
-        if (session.attempt_ended(*t, FailureClass::crashed, e.what(), cmd.log)) queue.push_back(t);
-        continue;
+  try {
+    while (true) {
+      // Ctrl-C / SIGTERM / SIGHUP: stop starting, stop everything running; a second one kills now.
+      if (StopSignals::received() && !stopping) {
+        stopping = true;
+        session.summary().stop_signal = StopSignals::received();
+        session.progress().line("sweep: " + std::string(StopSignals::name(StopSignals::received())) + ": stopping " +
+                                std::to_string(running.size()) + " running runs (SIGTERM, then SIGKILL after " +
+                                std::to_string(int(L.grace_s)) + " s)");
+        for (auto& [id, r] : running) stop_run(id, r, FailureClass::interrupted);
       }
-      running[id] = Running{t, cmd.log};
-      used += cores;
-    }
-    if (running.empty() && (queue.empty() || stopping)) break;
-
-    for (auto& [id, st] : runner.wait_some(opt.poll_s)) {
-      auto it = running.find(id);
-      if (it == running.end()) continue;
-      Running r = it->second;
-      running.erase(it);
-      used -= std::min(r.task->point->cores(), slots);
-      std::string detail;
-      FailureClass c = classify_attempt(st, r.task->dir, &detail);
-      // What we stopped it for decides, unless it finished its record anyway.
-      if (r.reason != FailureClass::none && c != FailureClass::none && c != FailureClass::diverged) {
-        c = r.reason;
-        detail = (c == FailureClass::timeout ? "over launch.timeout_s = " + std::to_string(int(L.timeout_s)) + " s, "
-                                             : std::string("stopped by the driver, ")) +
-                 st.describe();
+      if (stopping && StopSignals::count() > 1 && stop_count != StopSignals::count()) {
+        stop_count = StopSignals::count();
+        for (auto& [id, r] : running)
+          if (!r.killed) runner.signal_group(id, SIGKILL), r.killed = true;
       }
-      if (r.reason == FailureClass::interrupted || r.killed) runner.signal_group(id, SIGKILL);  // stragglers
-      if (c == FailureClass::none) {
-        char buf[32];
-        std::snprintf(buf, sizeof buf, " in %.1fs", now_s() - r.task->started_at);
-        detail += buf;
-      }
-      if (session.attempt_ended(*r.task, c, detail, r.log)) {
-        if (stopping) {
-          session.attempt_ended(*r.task, FailureClass::interrupted, "stopped before its retry", r.log);
+      // Busy runs whose writer has gone: back to the front of the queue, with the state
+      // that writer left (it may have completed the run).
+      for (auto it = busy.begin(); it != busy.end();) {
+        if (!RunLock::holder(it->first->dir).empty()) {
+          ++it;
+          continue;
+        }
+        RunTask* t = it->first;
+        it = busy.erase(it);
+        const int attempts = t->state.attempts;
+        t->state = read_run_state(t->dir);
+        t->state.attempts = std::max({t->state.attempts, attempts, 1});
+        if (t->state.done()) {
+          try {
+            session.attempt_ended(*t, t->state.state == "completed" ? FailureClass::none : FailureClass::diverged,
+                                  "finished by the process that held it", t->dir + "/logs/rank0.log");
+          } catch (const std::exception& e) {
+            io_failed(t, t->dir + "/logs/rank0.log", e);
+          }
         } else {
-          queue.push_back(r.task);
+          queue.push_front(t);
         }
       }
+      // Start what fits: at most `parallel` runs and `slots` cores; a run bigger than the
+      // slots runs alone rather than never.
+      while (!stopping && !queue.empty() && int(running.size()) < L.parallel) {
+        RunTask* t = queue.front();
+        int64_t cores = std::min(t->point->cores(), slots);
+        if (!running.empty() && used + cores > slots) break;
+        queue.pop_front();
+        if (std::string who = RunLock::holder(t->dir); !who.empty()) {
+          session.progress().line("waiting   " + t->point->id + ": its directory is still being written by " + who +
+                                  " (an earlier attempt); it is not started twice");
+          busy[t] = who;
+          continue;
+        }
+        std::string log = t->dir + "/logs/rank0.log";
+        RunCommand cmd;
+        try {
+          session.prepare(*t);
+          cmd = local_run_command(L, local, int(t->point->config.dist.world_size), opt.out_dir, t->dir, spec.name,
+                                  t->resume());
+          log = cmd.log;
+          session.attempt_started(*t, cmd.log);
+        } catch (const std::exception& e) {
+          io_failed(t, log, e);
+          continue;
+        }
+        t->started_at = now_s();
+        int id = 0;
+        try {
+          id = runner.start(cmd.argv, cmd.log);
+        } catch (const std::exception& e) {
+          try {
+            if (session.attempt_ended(*t, FailureClass::crashed, e.what(), cmd.log)) queue.push_back(t);
+          } catch (const std::exception& e2) {
+            io_failed(t, cmd.log, e2);
+          }
+          continue;
+        }
+        running[id] = Running{t, cmd.log};
+        used += cores;
+      }
+      if (running.empty() && (queue.empty() || stopping)) {
+        if (busy.empty() || stopping) break;
+        struct timespec ts = {0, long(opt.poll_s * 1e9)};  // only busy runs left: wait for their writers
+        nanosleep(&ts, nullptr);
+      }
+
+      for (auto& [id, st] : runner.wait_some(opt.poll_s)) {
+        auto it = running.find(id);
+        if (it == running.end()) continue;
+        Running r = it->second;
+        running.erase(it);
+        used -= std::min(r.task->point->cores(), slots);
+        try {
+          std::string detail;
+          FailureClass c = classify_attempt(st, r.task->dir, &detail);
+          // What we stopped it for decides, unless it finished its record anyway.
+          if (r.reason != FailureClass::none && c != FailureClass::none && c != FailureClass::diverged) {
+            c = r.reason;
+            detail = (c == FailureClass::timeout ? "over launch.timeout_s = " + std::to_string(int(L.timeout_s)) + " s, "
+                                                 : std::string("stopped by the driver, ")) +
+                     st.describe();
+          }
+          if (r.reason == FailureClass::interrupted || r.killed) runner.signal_group(id, SIGKILL);  // stragglers
+          if (c == FailureClass::none) {
+            char buf[32];
+            std::snprintf(buf, sizeof buf, " in %.1fs", now_s() - r.task->started_at);
+            detail += buf;
+          }
+          if (session.attempt_ended(*r.task, c, detail, r.log)) {
+            if (stopping) {
+              session.attempt_ended(*r.task, FailureClass::interrupted, "stopped before its retry", r.log);
+            } else {
+              queue.push_back(r.task);
+            }
+          }
+        } catch (const std::exception& e) {
+          io_failed(r.task, r.log, e);
+        }
+      }
+      const double now = now_s();
+      for (auto& [id, r] : running) {
+        if (L.timeout_s > 0 && r.term_at == 0 && now - r.task->started_at > L.timeout_s)
+          stop_run(id, r, FailureClass::timeout);
+        if (r.term_at > 0 && !r.killed && now - r.term_at > L.grace_s) runner.signal_group(id, SIGKILL), r.killed = true;
+      }
+      session.progress().tick();
     }
-    const double now = now_s();
-    for (auto& [id, r] : running) {
-      if (L.timeout_s > 0 && r.term_at == 0 && now - r.task->started_at > L.timeout_s)
-        stop_run(id, r, FailureClass::timeout);
-      if (r.term_at > 0 && !r.killed && now - r.term_at > L.grace_s) runner.signal_group(id, SIGKILL), r.killed = true;
-    }
-    session.progress().tick();
+  } catch (...) {
+    // A fatal driver error (out of memory, a bug): stop every run it started before the
+    // error ends the driver, so none is left unsupervised.
+    for (auto& [id, r] : running) runner.signal_group(id, SIGTERM);
+    const double deadline = now_s() + L.grace_s;
+    while (!running.empty() && now_s() < deadline)
+      for (auto& [id, st] : runner.wait_some(0.2)) running.erase(id);
+    for (auto& [id, r] : running) runner.signal_group(id, SIGKILL);
+    throw;
   }
-  session.summary().not_started = int(queue.size());
+  session.summary().not_started = int(queue.size() + busy.size());
   return session.finish();
 }
 

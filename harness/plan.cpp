@@ -63,8 +63,8 @@ std::string render_plan(const SweepSpec& spec, const Expansion& e, const std::st
       state[i] = "done", ++c.done;
     else if (s == "diverged")
       state[i] = "diverged", ++c.diverged;
-    else if (s == "unreadable")
-      state[i] = "unreadable", ++c.diverged;
+    else if (s == "damaged")
+      state[i] = "damaged", ++c.pending;  // moved aside and re-run by the next `sweep run`
     else if (s == "failed")
       state[i] = "failed", ++c.pending;
     else if (s == "interrupted")
@@ -79,7 +79,7 @@ std::string render_plan(const SweepSpec& spec, const Expansion& e, const std::st
 
   std::string out = "sweep " + spec.name + ": " + std::to_string(c.total) + " runs in " + dir + " (" +
                     std::to_string(c.done) + " done, " + std::to_string(c.pending) + " to run" +
-                    (c.diverged ? ", " + std::to_string(c.diverged) + " recorded as diverged or unreadable" : "") +
+                    (c.diverged ? ", " + std::to_string(c.diverged) + " recorded as diverged" : "") +
                     ")\n";
   std::string notes;
   if (e.excluded) notes += std::to_string(e.excluded) + " excluded";

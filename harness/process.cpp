@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <pthread.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -11,11 +13,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
 
-extern char** environ;
 
 namespace sweep {
 namespace {
@@ -29,37 +31,96 @@ ExitStatus decode(int status) {
   return out;
 }
 
-/// posix_spawn with a new process group; `out_fd` (or `log_path`) becomes stdout+stderr.
+/// `name` as execvp would find it: as given when it holds a '/', else the first
+/// executable file of that name on PATH; "" when there is none.
+std::string resolve_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path && *path ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t pos = 0;
+  while (pos <= dirs.size()) {
+    size_t colon = dirs.find(':', pos);
+    if (colon == std::string::npos) colon = dirs.size();
+    std::string dir = dirs.substr(pos, colon - pos);
+    std::string cand = (dir.empty() ? "." : dir) + "/" + name;
+    struct stat st;
+    if (::stat(cand.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(cand.c_str(), X_OK) == 0) return cand;
+    pos = colon + 1;
+  }
+  return "";
+}
+
+/// fork + exec in a new process group, `out_fd` (or `log_path`) as stdout and stderr,
+/// stdin from /dev/null, default signal handling. The child also gets the parent-death
+/// signal: if the driver dies, even by SIGKILL, its direct child (sweep-train, mpiexec,
+/// sweep-rank) gets SIGTERM and stops its run, instead of living on unsupervised and
+/// racing the next driver for the run directory.
 pid_t spawn(const std::vector<std::string>& argv, const std::string& log_path, int out_fd) {
   if (argv.empty()) throw std::runtime_error("cannot start an empty command");
+  const std::string prog = resolve_program(argv[0]);
+  if (prog.empty()) throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(ENOENT));
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  if (out_fd >= 0)
-    posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
-  else
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  // Own process group: a terminal's SIGINT reaches the driver only, and the driver can
-  // signal a run's every process at once. Default signal handling and mask in the child.
-  sigset_t none, all;
-  sigemptyset(&none);
+  int own_fd = -1;
+  if (out_fd < 0) {
+    own_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (own_fd < 0) throw std::runtime_error("cannot start " + argv[0] + ": log " + log_path + ": " + std::strerror(errno));
+    out_fd = own_fd;
+  }
+  int err_pipe[2];
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    if (own_fd >= 0) ::close(own_fd);
+    throw std::runtime_error("cannot start " + argv[0] + ": pipe: " + std::strerror(errno));
+  }
+  const pid_t parent = ::getpid();
+  // Block every signal across fork, so the child never runs the driver's handlers.
+  sigset_t all, old;
   sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&attr, 0);
-  pid_t pid = 0;
-  // spawnp: a bare name such as "mpiexec" or "srun" is looked up on PATH.
-  int rc = posix_spawnp(&pid, args[0], &actions, &attr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  const pid_t pid = ::fork();
+  if (pid == 0) {  // child: async-signal-safe calls only
+    ::setpgid(0, 0);
+    struct sigaction dfl = {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(127);  // the driver died before prctl took effect
+    int null_fd = ::open("/dev/null", O_RDONLY);
+    if (null_fd < 0 || ::dup2(null_fd, STDIN_FILENO) < 0 || ::dup2(out_fd, STDOUT_FILENO) < 0 ||
+        ::dup2(STDOUT_FILENO, STDERR_FILENO) < 0) {
+      int e = errno;
+      (void)!::write(err_pipe[1], &e, sizeof e);
+      ::_exit(127);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execv(prog.c_str(), args.data());
+    int e = errno;
+    (void)!::write(err_pipe[1], &e, sizeof e);
+    ::_exit(127);
+  }
+  const int fork_errno = errno;
+  if (pid > 0) ::setpgid(pid, pid);  // also here: no window in which the group does not exist
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  ::close(err_pipe[1]);
+  if (own_fd >= 0) ::close(own_fd);
+  if (pid < 0) {
+    ::close(err_pipe[0]);
+    throw std::runtime_error("cannot start " + argv[0] + ": fork: " + std::strerror(fork_errno));
+  }
+  int child_errno = 0;
+  ssize_t n;
+  while ((n = ::read(err_pipe[0], &child_errno, sizeof child_errno)) < 0 && errno == EINTR) {
+  }
+  ::close(err_pipe[0]);
+  if (n == sizeof child_errno) {  // exec failed: reap the child, say why
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(child_errno));
+  }
   return pid;
 }
 
@@ -97,8 +158,8 @@ ExitStatus ProcessRunner::run(const std::vector<std::string>& argv, const std::s
 }
 
 int SpawnRunner::start(const std::vector<std::string>& argv, const std::string& log_path) {
-  // posix_spawn reports a log it cannot open only as exit 127; check here for a message.
-  int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  // Open the log here, so a failure is a message, not a child's exit 127.
+  int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0)
     throw std::runtime_error("cannot start " + argv.at(0) + ": log " + log_path + ": " + std::strerror(errno));
   pid_t pid;

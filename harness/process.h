@@ -42,7 +42,7 @@ class ProcessRunner {
   int next_id_ = 1;
 };
 
-/// posix_spawn-based runner.
+/// fork/exec runner; each child gets SIGTERM when the driver dies (PR_SET_PDEATHSIG).
 class SpawnRunner : public ProcessRunner {
  public:
   int start(const std::vector<std::string>& argv, const std::string& log_path) override;

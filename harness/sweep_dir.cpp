@@ -1,5 +1,11 @@
 #include "sweep_dir.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -29,14 +35,35 @@ void write_file_atomically(const std::string& path, const std::string& text) {
     if (!(out << text) || !out.flush()) throw std::runtime_error(path + ": write failed");
     return;
   }
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error(tmp + ": cannot write");
-    out << text;
-    if (!out.flush()) throw std::runtime_error(tmp + ": write failed");
+  // A fresh temporary name created exclusively (mkstemp: O_EXCL), so a link planted at
+  // a predictable name is never written through; every failure names the errno text.
+  std::string tmp = path + ".XXXXXX";
+  int fd = ::mkstemp(tmp.data());
+  if (fd < 0) throw std::runtime_error(path + ": cannot write: " + std::strerror(errno));
+  const char* p = text.data();
+  size_t n = text.size();
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      const int err = w < 0 ? errno : ENOSPC;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw std::runtime_error(path + ": write failed: " + std::strerror(err));
+    }
+    p += w, n -= size_t(w);
   }
-  fs::rename(tmp, path);
+  ::fchmod(fd, 0644);
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(path + ": write failed: " + std::strerror(err));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(path + ": cannot replace: " + std::strerror(err));
+  }
 }
 
 std::string utc_now() {
@@ -85,19 +112,43 @@ RunState read_run_state(const std::string& dir) {
     }
   }
   // The record is the truth: a driver killed between the rename and its state write
-  // leaves a stale "running".
-  std::error_code ec;
-  if (fs::exists(dir + "/record.h5", ec) && !s.done()) {
+  // leaves a stale "running"; a record deleted, truncated or changed after completion
+  // leaves a stale "completed".
+  struct stat st;
+  if (::lstat((dir + "/record.h5").c_str(), &st) == 0) {
     try {
       Record r = read_record(dir + "/record.h5");
-      s.state = r.status == "completed" ? "completed" : r.status == "diverged" ? "diverged" : "failed";
+      s.state = r.status == "completed" ? "completed" : r.status == "diverged" ? "diverged" : "damaged";
       if (s.state == "diverged") s.failure = FailureClass::diverged;
+      if (s.state == "damaged") s.detail = "record.h5 has status '" + r.status + "'";
     } catch (const RecordError& e) {
-      s.state = "unreadable";
-      s.detail = std::string("unreadable record: ") + e.what();
+      s.state = "damaged";
+      s.detail = e.what();
     }
+  } else if (s.done()) {
+    s.detail = "recorded as " + s.state + " but record.h5 is gone";
+    s.state = "damaged";
   }
   return s;
+}
+
+std::string move_record_aside(const std::string& dir) {
+  const std::string rec = dir + "/record.h5";
+  struct stat st;
+  if (::lstat(rec.c_str(), &st) != 0) return "";
+  const std::string base = rec + ".damaged-" + utc_now();
+  for (int n = 0; n < 1000; ++n) {
+    const std::string to = n ? base + "-" + std::to_string(n) : base;
+    // link + unlink, not rename: rename would replace an existing file of that name.
+    if (::link(rec.c_str(), to.c_str()) == 0) {
+      if (::unlink(rec.c_str()) != 0)
+        throw std::runtime_error(rec + ": cannot move the damaged record aside: " + std::strerror(errno));
+      return to;
+    }
+    if (errno != EEXIST)
+      throw std::runtime_error(rec + ": cannot move the damaged record aside: " + std::strerror(errno));
+  }
+  throw std::runtime_error(rec + ": cannot move the damaged record aside: too many earlier copies");
 }
 
 std::unordered_map<std::string, RunState> scan_runs(const std::string& dir) {

@@ -27,22 +27,29 @@ std::string record_path(const std::string& dir, const std::string& id);
 
 /// What the driver knows about one run.
 struct RunState {
-  /// pending | running | completed | diverged | failed | interrupted | unreadable (a
-  /// record.h5 that cannot be read: never overwritten, so never re-run)
+  /// pending | running | completed | diverged | failed | interrupted | damaged (a
+  /// completed record that is missing, unreadable or fails its digest: the next
+  /// `sweep run` moves it aside, never deleting it, and runs the point again)
   std::string state = "pending";
   FailureClass failure = FailureClass::none;  ///< why the last attempt failed
   int attempts = 0;                           ///< attempts started, over all invocations
   std::string detail;                         ///< e.g. "killed by signal 9 (Killed)", "Slurm TIMEOUT"
   std::string updated;                        ///< UTC time of the last change, ISO 8601
-  /// A record.h5 is there: the run is never started again.
-  bool done() const { return state == "completed" || state == "diverged" || state == "unreadable"; }
+  /// A verified record.h5 is there: the run is never started again.
+  bool done() const { return state == "completed" || state == "diverged"; }
 };
 
 /// Writes runs/<id>/state atomically.
 void write_run_state(const std::string& run_dir, RunState s);
-/// Reads runs/<id>/state; a missing or unreadable file gives "pending". When record.h5
-/// is there, the record's own status wins over a stale state file.
+/// Reads runs/<id>/state; a missing or unreadable file gives "pending". The record is
+/// the truth: when record.h5 is there it is read and verified (its digest), and its own
+/// status wins over a stale state file; a state that says done without a verified
+/// record becomes "damaged".
 RunState read_run_state(const std::string& run_dir);
+
+/// Moves a damaged run's record.h5 aside to record.h5.damaged-<UTC time>[-n] (never
+/// deleting it) and returns the new path, or "" when there was no record.h5.
+std::string move_record_aside(const std::string& run_dir);
 
 /// Every run directory under <dir>/runs with its state, by run id. One directory listing.
 std::unordered_map<std::string, RunState> scan_runs(const std::string& dir);

@@ -7,12 +7,23 @@
 
 #include "launcher_log.h"  // launcher_finding
 #include "record.h"        // read_record, mark_partial_failed
-#include "report.h"  // load_sweep, render_html
+#include "run_files.h"     // check_run_entries
+#include "report.h"        // load_sweep, render_html
+#include "stop_signals.h"  // StopSignals::release
 
 namespace fs = std::filesystem;
 
 namespace sweep {
 namespace {
+
+/// The last non-empty line of a text file, or "".
+std::string last_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return last;
+}
 
 std::string describe_point(const GridPoint& p) {
   std::string s;
@@ -51,6 +62,12 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
     return FailureClass::lost;
   }
   if (st.signal == 0 && st.code == 2) return *detail += " (bad config)", FailureClass::config;
+  // 3: the trainer refused the run directory (another writer, a planted link): retrying
+  // cannot help, and the trainer's one line says why.
+  if (st.signal == 0 && st.code == 3) {
+    const std::string why = last_line(run_dir + "/logs/rank0.log");
+    return *detail += " (refused" + (why.empty() ? std::string() : ": " + why) + ")", FailureClass::config;
+  }
   // Post-mortem: the launcher names a rank that died outright (it wrote nothing itself);
   // the partial record has rank 0's view, with any note a stuck rank left. Both go into
   // the run's state and, for a later reader of the file, into the partial record.
@@ -65,9 +82,14 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
   std::string cause = recorded;
   if (!finding.empty() && recorded.find(finding) == std::string::npos)
     cause = finding + (recorded.empty() ? "" : "; " + recorded);
-  if (cause.empty()) cause = "the run ended (" + st.describe() + ") before finishing its record";
+  if (cause.empty()) {
+    // Nothing recorded (the disk may be full): the trainer's own last line says why.
+    const std::string said = last_line(run_dir + "/logs/rank0.log");
+    cause = "the run ended (" + st.describe() + ") before finishing its record" +
+            (said.rfind("sweep-train:", 0) == 0 ? ": " + said : std::string());
+  }
   if (cause != recorded) mark_partial_failed(rec, cause);  // a no-op without a partial
-  if (!finding.empty() || !recorded.empty()) *detail += "; " + cause;
+  if (!finding.empty() || !recorded.empty() || cause.find("sweep-train:") != std::string::npos) *detail += "; " + cause;
   const bool hang = (st.signal == 0 && st.code == 4) || cause.find("(dist.timeout_s)") != std::string::npos;
   if (hang) return *detail += " (a rank made no progress)", FailureClass::hang;
   return FailureClass::crashed;
@@ -88,6 +110,26 @@ SweepSession::SweepSession(const SweepSpec& spec, const std::vector<GridPoint>& 
     t.dir = run_dir(opt_.out_dir, p.id);
     auto it = known.find(p.id);
     if (it != known.end()) t.state = it->second;
+    if (t.state.state == "damaged") {
+      // A completed record that is gone, unreadable or fails its digest: keep the file
+      // (moved aside, never deleted) and run the point again.
+      std::string note = "its completed record is damaged (" + t.state.detail + ")";
+      try {
+        const std::string aside = move_record_aside(t.dir);
+        if (!aside.empty()) note += "; moved aside to " + aside;
+        t.state.state = "pending";
+        t.state.detail = note;
+        write_run_state(t.dir, t.state);
+      } catch (const std::exception& e) {
+        // Cannot move it (read-only directory, ...): report it and leave the file as it is.
+        ++sum_.failed;
+        skipped_lines.push_back(label(t) + ": " + note + "; cannot move it aside: " + e.what());
+        continue;
+      }
+      skipped_lines.push_back(label(t) + ": " + note + "; running it again");
+      tasks_.push_back(std::move(t));
+      continue;
+    }
     if (t.state.done()) {
       // A record is never overwritten, so a diverged run is not re-run either; but it is
       // still a failure of the sweep, not a completed point.
@@ -113,7 +155,10 @@ SweepSession::SweepSession(const SweepSpec& spec, const std::vector<GridPoint>& 
 std::string SweepSession::label(const RunTask& t) const { return t.point->id + " " + describe_point(*t.point); }
 
 void SweepSession::prepare(RunTask& t) {
-  fs::create_directories(t.dir + "/logs");
+  check_run_entries(t.dir);  // no link or special file where the run's files go
+  std::error_code ec;
+  fs::create_directories(t.dir + "/logs", ec);
+  if (ec) throw std::runtime_error(t.dir + "/logs: cannot create: " + ec.message());
   write_file_atomically(t.dir + "/config.yaml", to_yaml(t.point->config));
 }
 
@@ -131,12 +176,23 @@ void SweepSession::attempt_started(RunTask& t, const std::string& log) {
                     (t.state.attempts > 1 ? " (attempt " + std::to_string(t.state.attempts) + ")" : ""));
 }
 
+void SweepSession::save_state(RunTask& t) {
+  // The record is the truth and the run has ended: a state file that cannot be written
+  // (full disk, read-only directory) is reported, and the sweep goes on.
+  try {
+    write_run_state(t.dir, t.state);
+  } catch (const std::exception& e) {
+    progress_->line("sweep: warning: run " + t.point->id + ": its state (" + t.state.state +
+                    ") was not saved: " + e.what());
+  }
+}
+
 bool SweepSession::attempt_ended(RunTask& t, FailureClass c, const std::string& detail, const std::string& log) {
   t.state.failure = c;
   t.state.detail = detail;
   if (c == FailureClass::none) {
     t.state.state = "completed";
-    write_run_state(t.dir, t.state);
+    save_state(t);
     ++sum_.completed;
     progress_->ended(true);
     if (!opt_.quiet) progress_->line("completed " + label(t) + (detail.empty() ? "" : ", " + detail));
@@ -144,7 +200,7 @@ bool SweepSession::attempt_ended(RunTask& t, FailureClass c, const std::string& 
   }
   if (c == FailureClass::interrupted) {
     t.state.state = "interrupted";
-    write_run_state(t.dir, t.state);
+    save_state(t);
     ++sum_.interrupted;
     progress_->retried();
     if (!opt_.quiet) progress_->line("stopped   " + label(t) + " (interrupted; the next `sweep run` starts it again)");
@@ -155,7 +211,7 @@ bool SweepSession::attempt_ended(RunTask& t, FailureClass c, const std::string& 
     ++t.retries_used;
     ++sum_.retries;
     t.state.state = "failed";
-    write_run_state(t.dir, t.state);
+    save_state(t);
     progress_->retried();
     if (!opt_.quiet)
       progress_->line("retrying  " + label(t) + ": " + failure_class_name(c) + " (" + detail + "), retry " +
@@ -163,7 +219,7 @@ bool SweepSession::attempt_ended(RunTask& t, FailureClass c, const std::string& 
     return true;
   }
   t.state.state = c == FailureClass::diverged ? "diverged" : "failed";
-  write_run_state(t.dir, t.state);
+  save_state(t);
   ++sum_.failed;
   progress_->ended(false);
   if (!opt_.quiet)
@@ -172,6 +228,9 @@ bool SweepSession::attempt_ended(RunTask& t, FailureClass c, const std::string& 
 }
 
 SweepSummary SweepSession::finish() {
+  // Every run has ended and its state is written: from here a signal may end the
+  // driver at once (the report is written atomically, so it is whole or absent).
+  StopSignals::release();
   progress_->finish();
   sum_.report_path = opt_.out_dir + "/report.html";
   // The runs and their states stand whatever happens to the report; a report that

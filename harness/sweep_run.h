@@ -83,6 +83,8 @@ class SweepSession {
 
  private:
   std::string label(const RunTask& t) const;
+  /// write_run_state, reporting (not throwing) an I/O error.
+  void save_state(RunTask& t);
 
   const SweepSpec& spec_;
   SweepRunOptions opt_;

@@ -4,9 +4,13 @@
 
 #include <stdexcept>
 
+#include "run_files.h"  // regular_file_problem
+
 namespace sweep {
 
 std::vector<int32_t> read_hdf5_tokens(const std::string& path, const std::string& name) {
+  // HDF5 would block forever opening a FIFO: look before opening.
+  if (std::string why = regular_file_problem(path); !why.empty()) throw std::runtime_error(path + ": " + why);
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (f < 0) throw std::runtime_error(path + ": not a readable HDF5 file");

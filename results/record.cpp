@@ -1,6 +1,7 @@
 #include "record.h"
 
 #include <hdf5.h>
+#include <xxhash.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,10 +9,26 @@
 #include <cstring>
 #include <mutex>
 #include <type_traits>
+#include <fcntl.h>
 #include <sys/stat.h>
+
+#include "run_files.h"  // create_exclusive, regular_file_problem, sync_path
 
 namespace sweep {
 namespace {
+
+// HDF5 1.10 closes every file still open when the process exits; a file whose close
+// failed (a full disk) is still open, and that pass then crashes inside H5F__close_cb,
+// turning a clean "No space left on device" into a segfault. Every file here is closed
+// explicitly, so the pass is not needed. It must be turned off before HDF5 starts up,
+// hence a static initializer.
+/// The ballast of a record being written (RecordWriter::Impl::reserve).
+constexpr off_t kReserveBytes = 256 << 10;
+
+const bool kNoHdf5AtExit = [] {
+  H5dont_atexit();
+  return true;
+}();
 
 /// Owns one HDF5 identifier and closes it with the matching function.
 class H5 {
@@ -31,6 +48,12 @@ class H5 {
     id_ = -1;
   }
   hid_t get() const { return id_; }
+  /// Gives up ownership without closing (the caller closes and checks the result).
+  hid_t release() {
+    hid_t id = id_;
+    id_ = -1;
+    return id;
+  }
   explicit operator bool() const { return id_ >= 0; }
 
  private:
@@ -38,13 +61,17 @@ class H5 {
   Closer close_ = nullptr;
 };
 
+/// Anything at `p`, a dangling symbolic link included.
 bool exists(const std::string& p) {
   struct stat st;
-  return ::stat(p.c_str(), &st) == 0;
+  return ::lstat(p.c_str(), &st) == 0;
 }
 
+/// Throws when `rc` says an HDF5 call failed, with the errno text of the I/O error
+/// behind it when there is one (callers clear errno first).
 void check(herr_t rc, const std::string& path, const char* what) {
-  if (rc < 0) throw RecordError(path + ": HDF5 failed to " + what);
+  if (rc < 0)
+    throw RecordError(path + ": HDF5 failed to " + what + (errno ? std::string(" (") + std::strerror(errno) + ")" : ""));
 }
 
 H5 str_type() {
@@ -178,6 +205,12 @@ std::vector<int64_t> parse_shape(const std::string& s) {
 
 struct RecordWriter::Impl {
   std::string path, partial;
+  // Ballast: space taken at the start and given back when the disk fills up, so that
+  // the record can still say it failed, and why.
+  std::string reserve;
+  void release_reserve() {
+    if (!reserve.empty()) ::unlink(reserve.c_str()), reserve.clear();
+  }
   H5 file, metrics, checksums;
 #define X(name) std::unique_ptr<Column<double>> name;
   SWEEP_DOUBLE_METRICS(X)
@@ -194,6 +227,7 @@ struct RecordWriter::Impl {
   // The trainer's watchdog thread may abandon the record while the main thread writes it.
   std::mutex mu;
   void flush();
+  void mark_failed_fresh(const std::string& failure);
 };
 
 RecordWriter::RecordWriter(const std::string& path, const RecordHeader& h) : impl_(new Impl) {
@@ -201,9 +235,31 @@ RecordWriter::RecordWriter(const std::string& path, const RecordHeader& h) : imp
   m.path = path;
   m.partial = path + kPartialSuffix;
   if (exists(path)) throw RecordError(path + ": a completed record is already there; it is never overwritten");
+  // The caller holds the run's lock (run_files.h), so a partial here is a dead attempt's.
+  // It is removed (a link is removed, never followed) and the new file created
+  // exclusively: a link planted in between makes the create fail, not write through it.
+  struct stat st;
+  if (::lstat(m.partial.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode))
+      throw RecordError(m.partial + ": is not a regular file (a link or special file); refusing to write through it");
+    if (::unlink(m.partial.c_str()) != 0)
+      throw RecordError(m.partial + ": cannot remove the stale partial record: " + std::strerror(errno));
+  }
+  {
+    const std::string reserve = path + ".reserve";
+    if (::lstat(reserve.c_str(), &st) == 0 && S_ISREG(st.st_mode)) ::unlink(reserve.c_str());
+    int fd = ::open(reserve.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      if (::posix_fallocate(fd, 0, kReserveBytes) == 0) m.reserve = reserve;
+      ::close(fd);
+      if (m.reserve.empty()) ::unlink(reserve.c_str());  // the disk is already too full: go on without
+    }
+  }
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  m.file = H5(H5Fcreate(m.partial.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-  if (!m.file) throw RecordError(m.partial + ": cannot create the record file (" + std::strerror(errno) + ")");
+  errno = 0;
+  m.file = H5(H5Fcreate(m.partial.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  if (!m.file)
+    throw RecordError(m.partial + ": cannot create the record file (" + (errno ? std::strerror(errno) : "HDF5 error") + ")");
   hid_t f = m.file.get();
   write_i64_attr(f, "schema_version", kSchemaVersion);
   write_str_attr(f, "run_id", h.run_id);
@@ -256,6 +312,7 @@ RecordWriter::RecordWriter(const std::string& path, const RecordHeader& h) : imp
 RecordWriter::~RecordWriter() {
   if (!impl_) return;
   std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->release_reserve();
   if (!impl_->finished && impl_->file) {
     try {
       impl_->flush();
@@ -320,6 +377,7 @@ void RecordWriter::Impl::flush() {
   m.ck_step->flush();
   m.ck_params->flush();
   if (m.ck_tensors) m.ck_tensors->flush();
+  errno = 0;
   check(H5Fflush(m.file.get(), H5F_SCOPE_GLOBAL), m.partial, "flush the record");
 }
 
@@ -327,7 +385,16 @@ void RecordWriter::finish(const std::string& status, const std::string& failure,
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mu);
   if (m.finished) throw RecordError(m.partial + ": the record was already marked failed; it is not completed");
-  m.flush();
+  try {
+    m.flush();
+  } catch (const RecordError& e) {
+    // A full disk at the end: the record stays partial and says why, in the space the
+    // ballast gives back.
+    m.release_reserve();
+    m.finished = true;
+    m.mark_failed_fresh(e.what());
+    throw;
+  }
   write_str_attr(m.file.get(), "status", status);
   write_str_attr(m.file.get(), "failure", failure);
   m.rank_times.reset();
@@ -337,28 +404,74 @@ void RecordWriter::finish(const std::string& status, const std::string& failure,
   SWEEP_INT_METRICS(X)
 #undef X
   m.ck_step.reset(), m.ck_params.reset(), m.ck_tensors.reset();
-  m.file.reset();
-  m.finished = true;
+  m.finished = true;  // from here on nothing else is written, whatever happens
+  m.release_reserve();
+  if (H5Fclose(m.file.release()) < 0)
+    throw RecordError(m.partial + ": closing the record failed (" + std::strerror(errno) + ")");
+  // Integrity: read back what is on disk (so an unreadable file is never completed), hash
+  // it as every reader will, and store the digest.
+  const std::string digest = read_record_unverified(m.partial).computed_digest;
+  {
+    H5 f(H5Fopen(m.partial.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    if (!f) throw RecordError(m.partial + ": cannot reopen the record to store its digest");
+    write_str_attr(f.get(), "digest", digest);
+    if (H5Fflush(f.get(), H5F_SCOPE_GLOBAL) < 0 || H5Fclose(f.release()) < 0)
+      throw RecordError(m.partial + ": storing the record's digest failed (" + std::strerror(errno) + ")");
+  }
+  if (read_record_digest(m.partial) != digest)
+    throw RecordError(m.partial + ": the digest did not reach the disk; the record stays partial");
+  sync_path(m.partial);
   if (test_crash_before_rename) ::_exit(1);  // a crash at the worst moment: the file is whole but still .partial
   // link() fails when the target exists, so a completed record is never replaced.
   if (::link(m.partial.c_str(), m.path.c_str()) != 0)
     throw RecordError(m.path + ": cannot complete the record (" + std::strerror(errno) + ")");
   ::unlink(m.partial.c_str());
+  const auto slash = m.path.rfind('/');
+  try {
+    sync_path(slash == std::string::npos ? "." : m.path.substr(0, slash));
+  } catch (const RecordError&) {
+    // The record is complete and whole; only the directory entry's durability is less sure.
+  }
+}
+
+/// After a failed write (a full disk) HDF5's handle of the file cannot be trusted to
+/// write anything more: drop it, reopen what is on disk (the state of the last good
+/// flush) and mark that failed, in the space the ballast gave back.
+void RecordWriter::Impl::mark_failed_fresh(const std::string& failure) {
+  Impl& m = *this;
+  m.rank_times.reset();
+  m.metrics.reset(), m.checksums.reset(), m.ranks.reset(), m.summary.reset();
+#define X(name) m.name.reset();
+  SWEEP_DOUBLE_METRICS(X)
+  SWEEP_INT_METRICS(X)
+#undef X
+  m.ck_step.reset(), m.ck_params.reset(), m.ck_tensors.reset();
+  H5Fclose(m.file.release());  // may fail again; the exit pass that would crash on it is off
+  H5 f(H5Fopen(m.partial.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+  if (!f) return;  // the file on disk is not readable: the driver's post-mortem says why
+  write_str_attr(f.get(), "status", "failed");
+  write_str_attr(f.get(), "failure", failure);
+  H5Fflush(f.get(), H5F_SCOPE_GLOBAL);
 }
 
 void RecordWriter::abandon(const std::string& failure) {
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mu);
   if (m.finished || !m.file) return;
+  m.release_reserve();
+  m.finished = true;
+  bool flushed = true;
   try {
     m.flush();
   } catch (const RecordError&) {
-    // Keep going: recording the cause matters more than the last buffered rows.
+    flushed = false;  // keep going: recording the cause matters more than the last buffered rows
   }
-  write_str_attr(m.file.get(), "status", "failed");
-  write_str_attr(m.file.get(), "failure", failure);
-  H5Fflush(m.file.get(), H5F_SCOPE_GLOBAL);
-  m.finished = true;
+  if (flushed) {
+    write_str_attr(m.file.get(), "status", "failed");
+    write_str_attr(m.file.get(), "failure", failure);
+    if (H5Fflush(m.file.get(), H5F_SCOPE_GLOBAL) >= 0) return;
+  }
+  m.mark_failed_fresh(failure);
 }
 
 // ---------------------------------------------------------------------------- reading
@@ -432,15 +545,49 @@ herr_t collect_attr(hid_t loc, const char* name, const H5A_info_t*, void* out) {
 
 }  // namespace
 
-Record read_record(const std::string& path) {
-  const std::string suffix = kPartialSuffix;
-  if (path.size() >= suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0)
-    throw RecordError(path + ": this record is partial (its run never finished); re-run it or read a completed record.h5");
-  if (!exists(path)) {
-    if (exists(path + suffix))
-      throw RecordError(path + ": the run has not finished; only " + path + suffix + " exists (re-run the point to complete it)");
-    throw RecordError(path + ": no such record");
+namespace {
+
+/// XXH64 over the record's contents in the order results/SCHEMA.md ("Integrity") gives:
+/// each item is its name, a NUL, then its payload (numbers little-endian as stored,
+/// strings as UTF-8 each followed by a NUL).
+class Digest {
+ public:
+  Digest() : st_(XXH64_createState()) { XXH64_reset(st_, 0); }
+  ~Digest() { XXH64_freeState(st_); }
+  Digest(const Digest&) = delete;
+  Digest& operator=(const Digest&) = delete;
+  void name(const std::string& n) { XXH64_update(st_, n.c_str(), n.size() + 1); }
+  void str(const std::string& n, const std::string& v) { name(n), bytes(v.c_str(), v.size() + 1); }
+  void strs(const std::string& n, const std::vector<std::string>& v) {
+    name(n);
+    for (const auto& x : v) bytes(x.c_str(), x.size() + 1);
   }
+  void attrs(const std::string& n, const std::map<std::string, std::string>& m) {
+    name(n);
+    for (const auto& [k, v] : m) bytes(k.c_str(), k.size() + 1), bytes(v.c_str(), v.size() + 1);
+  }
+  template <class T>
+  void nums(const std::string& n, const std::vector<T>& v) {
+    static_assert(std::is_arithmetic_v<T> && sizeof(T) == 8, "64-bit numbers only");
+    name(n);
+    bytes(v.data(), v.size() * sizeof(T));  // x86-64 and aarch64 are little-endian, as the file is
+  }
+  std::string text() const {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "xxh64:%016llx", static_cast<unsigned long long>(XXH64_digest(st_)));
+    return buf;
+  }
+
+ private:
+  void bytes(const void* p, size_t n) {
+    if (n) XXH64_update(st_, p, n);
+  }
+  XXH64_state_t* st_;
+};
+
+/// Reads the record at `path` whatever its name; `digest` gets its contents' digest.
+Record read_record_file(const std::string& path, std::string* digest) {
+  if (std::string why = regular_file_problem(path); !why.empty()) throw RecordError(path + ": " + why);
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   H5 file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!file) throw RecordError(path + ": not a readable HDF5 file (truncated or corrupt); re-run the point to replace it");
@@ -455,25 +602,37 @@ Record read_record(const std::string& path) {
   if (r.schema_version > kSchemaVersion || r.schema_version < 1)
     throw RecordError(path + ": record schema version " + std::to_string(r.schema_version) + " is not supported (this sweep reads version " +
                       std::to_string(kSchemaVersion) + "); use the sweep release that wrote it");
+  Digest d;
   r.run_id = read_str_attr(f, "run_id");
   r.sweep_id = read_str_attr(f, "sweep_id");
   r.status = read_str_attr(f, "status");
   r.failure = read_str_attr(f, "failure");
+  r.digest = read_str_attr(f, "digest");
+  if (H5Aexists(f, "world_size") > 0) {
+    H5 a(H5Aopen(f, "world_size", H5P_DEFAULT), H5Aclose);
+    check(H5Aread(a.get(), H5T_NATIVE_INT64, &r.world_size), path, "read world_size");
+  }
+  d.nums("schema_version", std::vector<int64_t>{r.schema_version});
+  d.str("run_id", r.run_id), d.str("sweep_id", r.sweep_id), d.str("status", r.status), d.str("failure", r.failure);
+  d.nums("world_size", std::vector<int64_t>{r.world_size});
 
   H5 cfg = open_group(f, "config", path);
   r.config_yaml = read_str_scalar(cfg.get(), "yaml", path);
   auto keys = read_str_list(cfg.get(), "keys", path);
   auto values = read_str_list(cfg.get(), "values", path);
   for (size_t i = 0; i < keys.size() && i < values.size(); ++i) r.config[keys[i]] = values[i];
+  d.str("config/yaml", r.config_yaml), d.strs("config/keys", keys), d.strs("config/values", values);
 
   H5 env = open_group(f, "environment", path);
   H5Aiterate2(env.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_attr, &r.environment);
+  d.attrs("environment", r.environment);
 
   H5 params = open_group(f, "params", path);
   auto names = read_str_list(params.get(), "name", path);
   auto shapes = read_str_list(params.get(), "shape", path);
   auto offsets = read_list<int64_t>(params.get(), "offset", path);
   auto numels = read_list<int64_t>(params.get(), "numel", path);
+  d.strs("params/name", names), d.strs("params/shape", shapes), d.nums("params/offset", offsets), d.nums("params/numel", numels);
   // A damaged table is a RecordError like any other damage, not a stray std::out_of_range.
   if (shapes.size() != names.size() || offsets.size() != names.size() || numels.size() != names.size())
     throw RecordError(path + ": the /params datasets differ in length; the record is damaged");
@@ -494,38 +653,79 @@ Record read_record(const std::string& path) {
   {                                                                              \
     auto col = read_list<std::remove_reference_t<decltype(r.steps[0].name)>>(metrics.get(), #name, path); \
     if (col.size() != r.steps.size()) throw RecordError(path + ": metric '" #name "' has a different length than 'step'"); \
+    d.nums("metrics/" #name, col);                                               \
     for (size_t i = 0; i < col.size(); ++i) r.steps[i].name = col[i];          \
   }
   SWEEP_DOUBLE_METRICS(X)
   SWEEP_INT_METRICS(X)
 #undef X
 
-  if (H5Aexists(f, "world_size") > 0) {
-    H5 a(H5Aopen(f, "world_size", H5P_DEFAULT), H5Aclose);
-    check(H5Aread(a.get(), H5T_NATIVE_INT64, &r.world_size), path, "read world_size");
-  }
   H5 ranks = open_group(f, "ranks", path);
   auto times = read_list<double>(ranks.get(), "step_time_s", path);
+  d.nums("ranks/step_time_s", times);
   const size_t w = size_t(std::max<int64_t>(1, r.world_size));
   for (size_t i = 0; i + w <= times.size(); i += w) r.rank_step_time_s.emplace_back(times.begin() + i, times.begin() + i + w);
   if (H5Lexists(ranks.get(), "params_bytes", H5P_DEFAULT) > 0) {
     r.memory.params = read_list<int64_t>(ranks.get(), "params_bytes", path);
     r.memory.grads = read_list<int64_t>(ranks.get(), "grads_bytes", path);
     r.memory.optimizer = read_list<int64_t>(ranks.get(), "optimizer_bytes", path);
+    d.nums("ranks/params_bytes", r.memory.params), d.nums("ranks/grads_bytes", r.memory.grads);
+    d.nums("ranks/optimizer_bytes", r.memory.optimizer);
   }
   H5 summary = open_group(f, "summary", path);
   H5Aiterate2(summary.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_attr, &r.summary);
+  d.attrs("summary", r.summary);
 
   H5 ck = open_group(f, "checksums", path);
   auto ck_step = read_list<int64_t>(ck.get(), "step", path);
   auto ck_params = read_list<uint64_t>(ck.get(), "params", path);
   std::vector<uint64_t> ck_tensors;
   if (!r.params.empty()) ck_tensors = read_list<uint64_t>(ck.get(), "tensors", path);
+  d.nums("checksums/step", ck_step), d.nums("checksums/params", ck_params), d.nums("checksums/tensors", ck_tensors);
   size_t nt = r.params.size();
   for (size_t i = 0; i < ck_step.size() && i < ck_params.size(); ++i) {
     ChecksumRow row{ck_step[i], ck_params[i], {}};
     if (nt && ck_tensors.size() >= (i + 1) * nt) row.tensors.assign(ck_tensors.begin() + i * nt, ck_tensors.begin() + (i + 1) * nt);
     r.checksums.push_back(std::move(row));
+  }
+  *digest = d.text();
+  return r;
+}
+
+}  // namespace
+
+Record read_record_unverified(const std::string& path) {
+  std::string digest;
+  Record r = read_record_file(path, &digest);
+  r.computed_digest = digest;
+  return r;
+}
+
+std::string read_record_digest(const std::string& path) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  H5 file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  return file ? read_str_attr(file.get(), "digest") : "";
+}
+
+Record read_record(const std::string& path) {
+  const std::string suffix = kPartialSuffix;
+  if (path.size() >= suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0)
+    throw RecordError(path + ": this record is partial (its run never finished); re-run it or read a completed record.h5");
+  if (!exists(path)) {
+    if (exists(path + suffix))
+      throw RecordError(path + ": the run has not finished; only " + path + suffix + " exists (re-run the point to complete it)");
+    throw RecordError(path + ": no such record");
+  }
+  Record r = read_record_unverified(path);
+  // Version 1 records predate the digest: they are read as they are, marked unverified.
+  if (r.schema_version >= 2) {
+    if (r.digest.empty())
+      throw RecordError(path + ": the record has no digest (damaged, or not completed by sweep); move it aside and re-run the point");
+    if (r.digest != r.computed_digest)
+      throw RecordError(path + ": integrity check failed: the contents no longer match the digest written at completion (" +
+                        r.digest + ", now " + r.computed_digest + "); the file was damaged after it was written; move it aside "
+                        "and re-run the point");
+    r.verified = true;
   }
   return r;
 }
@@ -535,6 +735,7 @@ RecordStatus read_record_status(const std::string& path) {
   st.partial = !exists(path) && exists(path + kPartialSuffix);
   st.path = st.partial ? path + kPartialSuffix : path;
   if (!exists(st.path)) throw RecordError(path + ": no such record");
+  if (std::string why = regular_file_problem(st.path); !why.empty()) throw RecordError(st.path + ": " + why);
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   H5 file(H5Fopen(st.path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   // A run still writing its partial holds HDF5's file lock, so this also covers "busy".
@@ -548,7 +749,9 @@ RecordStatus read_record_status(const std::string& path) {
 
 bool mark_partial_failed(const std::string& path, const std::string& failure) {
   const std::string partial = path + kPartialSuffix;
-  if (exists(path) || !exists(partial)) return false;
+  if (exists(path) || !exists(partial) || !regular_file_problem(partial).empty()) return false;
+  struct stat st;
+  if (::lstat(partial.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;  // never through a link
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   H5 file(H5Fopen(partial.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
   if (!file) return false;

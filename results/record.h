@@ -13,8 +13,10 @@
 
 namespace sweep {
 
-/// Version of the on-disk layout; readers refuse newer files.
-inline constexpr int64_t kSchemaVersion = 1;
+/// Version of the on-disk layout; readers refuse newer files. Version 2 added the
+/// root attribute `digest` (results/SCHEMA.md, "Integrity"); version 1 records are still
+/// read, unverified.
+inline constexpr int64_t kSchemaVersion = 2;
 
 /// One optimizer step, as recorded in /metrics.
 struct StepMetrics {
@@ -78,6 +80,9 @@ struct Record {
   std::vector<std::vector<double>> rank_step_time_s;  ///< [step][rank]
   RankMemory memory;
   std::map<std::string, std::string> summary;  ///< /summary attributes (self-tests, flags)
+  std::string digest;           ///< the `digest` attribute written at completion ("" in version 1)
+  std::string computed_digest;  ///< the digest of the contents as read now
+  bool verified = false;        ///< the two agree (read_record checks it for version >= 2)
 };
 
 /// A record that cannot be written or read; the message names the path and what to do.
@@ -121,9 +126,17 @@ class RecordWriter {
   std::unique_ptr<Impl> impl_;
 };
 
-/// Reads a completed record; throws RecordError for a partial, truncated, unreadable
-/// or newer-version file.
+/// Reads a completed record and verifies its digest; throws RecordError for a partial,
+/// truncated, unreadable, damaged (digest mismatch), special or newer-version file.
 Record read_record(const std::string& path);
+
+/// Reads the record at `path` whatever its name and status, without checking the digest
+/// (Record::computed_digest holds what it should be). For the writer and for tools that
+/// look at a damaged file.
+Record read_record_unverified(const std::string& path);
+
+/// The stored `digest` attribute of the record at `path`, or "" when it has none.
+std::string read_record_digest(const std::string& path);
 
 /// What a record's root attributes say about its run; readable from a `.partial` file,
 /// so reports can show why a run did not finish.

@@ -56,6 +56,10 @@ FailedRun describe_unfinished(const fs::path& run_dir, const std::string& proble
   std::error_code ec;
   if (!fs::exists(rec, ec) && !fs::exists(rec.string() + kPartialSuffix, ec)) {
     f.status = "missing";
+  } else if (fs::exists(rec, ec)) {
+    // A completed record that no longer reads or verifies: `sweep run` moves it aside
+    // and runs the point again.
+    f.status = "damaged";
   } else {
     try {
       RecordStatus st = read_record_status(rec.string());
@@ -399,6 +403,30 @@ bool parse_report_format(const std::string& name, ReportFormat* out) {
   for (const auto& [n, f] : kNames)
     if (name == n) return *out = f, true;
   return false;
+}
+
+bool looks_like_report(const std::string& head, ReportFormat format) {
+  const auto starts = [&](const std::string& p) { return head.compare(0, p.size(), p) == 0; };
+  const size_t eol = head.find('\n');
+  const std::string first = head.substr(0, eol);
+  switch (format) {
+    case ReportFormat::markdown: {
+      if (!starts("# ") || eol == std::string::npos) return false;
+      const size_t eol2 = head.find('\n', eol + 1);
+      return eol2 != std::string::npos && head.substr(eol + 1, eol2 - eol - 1) == kMarkdownReportMark;
+    }
+    case ReportFormat::csv: {
+      // The header row: the fixed first columns, the varying keys, the fixed last ones.
+      static const std::string kTail = ",layout_set,layout_set_identical,cause,log_tail\r";
+      return starts("run_id,status,") && eol != std::string::npos && first.size() >= kTail.size() &&
+             first.compare(first.size() - kTail.size(), kTail.size(), kTail) == 0;
+    }
+    case ReportFormat::json:
+      return starts(kJsonReportStart);
+    case ReportFormat::html:
+      break;
+  }
+  return starts(kHtmlReportStart);
 }
 
 std::string render_report(const SweepRecords& sweep, const ReportModel& model, ReportFormat format) {

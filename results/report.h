@@ -15,7 +15,7 @@ namespace sweep {
 /// A run directory without a completed record, or whose record says it did not complete.
 struct FailedRun {
   std::string run_id;    ///< the run directory's name
-  std::string status;    ///< diverged | failed | running | missing | unreadable
+  std::string status;    ///< diverged | failed | running | missing | unreadable | damaged
   std::string cause;     ///< the record's failure attribute, else the reader's sentence
   std::string problem;   ///< the matching entry of SweepRecords::problems ("" for diverged)
   std::string log_tail;  ///< last lines of runs/<id>/logs/rank0.log ("" when there is none)
@@ -128,6 +128,21 @@ ReportModel build_report(const std::string& title, const SweepRecords& sweep, co
 
 /// Output formats of `sweep report`.
 enum class ReportFormat { html, markdown, csv, json };
+
+/// What each format carries near its start so that `sweep report -o FILE` can tell a
+/// report it wrote (and may replace) from anyone else's file: HTML a generator <meta>,
+/// Markdown this comment as its second line (the title is the first), JSON a "generator"
+/// member (and it starts with "format":"sweep-report"); CSV is recognised by its header.
+inline constexpr const char* kReportGenerator = "sweep report";
+inline constexpr const char* kHtmlReportStart =
+    "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+    "<meta name=\"generator\" content=\"sweep report\">\n";
+inline constexpr const char* kMarkdownReportMark = "<!-- generator: sweep report -->";
+inline constexpr const char* kJsonReportStart = "{\"format\":\"sweep-report\",";
+
+/// Whether `head` (the first bytes of a file, 64 KiB are plenty) begins like a report of
+/// `format` rendered by render_report.
+bool looks_like_report(const std::string& head, ReportFormat format);
 
 /// "html", "md" (or "markdown"), "csv", "json"; false for anything else.
 bool parse_report_format(const std::string& name, ReportFormat* out);

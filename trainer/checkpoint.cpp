@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -17,12 +18,23 @@ namespace {
 
 constexpr char kMagic[8] = {'S', 'W', 'P', 'C', 'K', 'P', 'T', '\n'};
 
+/// Writes a new file: created exclusively, never through a symbolic link; every error
+/// (ENOSPC above all) names the file and the errno text.
 class Writer {
  public:
-  explicit Writer(const std::string& path) : path_(path), out_(path, std::ios::binary | std::ios::trunc) {
-    if (!out_) throw std::runtime_error(path + ": cannot write the checkpoint");
+  explicit Writer(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw std::runtime_error(path + ": cannot create the checkpoint file: " + std::strerror(errno));
   }
-  void raw(const void* p, size_t n) { out_.write(static_cast<const char*>(p), std::streamsize(n)); }
+  ~Writer() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+  void raw(const void* p, size_t n) {
+    buf_.append(static_cast<const char*>(p), n);
+    if (buf_.size() >= (size_t(1) << 20)) drain();
+  }
   template <class T>
   void pod(const T& x) { raw(&x, sizeof x); }
   template <class T>
@@ -34,15 +46,31 @@ class Writer {
     pod(uint64_t(s.size()));
     raw(s.data(), s.size());
   }
+  /// Writes what is buffered, syncs and closes.
   void close() {
-    out_.flush();
-    if (!out_) throw std::runtime_error(path_ + ": writing the checkpoint failed");
-    out_.close();
+    drain();
+    if (::fsync(fd_) != 0) throw std::runtime_error(path_ + ": writing the checkpoint failed: " + std::strerror(errno));
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    if (rc != 0) throw std::runtime_error(path_ + ": writing the checkpoint failed: " + std::strerror(errno));
   }
 
  private:
+  void drain() {
+    const char* p = buf_.data();
+    size_t n = buf_.size();
+    while (n > 0) {
+      ssize_t w = ::write(fd_, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0)
+        throw std::runtime_error(path_ + ": writing the checkpoint failed: " + std::strerror(w < 0 ? errno : ENOSPC));
+      p += w, n -= size_t(w);
+    }
+    buf_.clear();
+  }
   std::string path_;
-  std::ofstream out_;
+  int fd_ = -1;
+  std::string buf_;
 };
 
 class Reader {
@@ -136,11 +164,15 @@ void save_checkpoint(const std::string& run_dir, const TrainState& s, int keep, 
     w.vec(c.tensors);
   }
   w.close();
-  fsync_path(state);
   // The marker goes last: a crash before this line leaves an incomplete checkpoint
   // that every reader skips.
-  { std::ofstream(dir / "DONE") << s.step << "\n"; }
-  fsync_path((dir / "DONE").string());
+  {
+    Writer done((dir / "DONE").string());
+    const std::string text = std::to_string(s.step) + "\n";
+    done.raw(text.data(), text.size());
+    done.close();
+  }
+  fsync_path(dir.string());
   auto all = complete_checkpoints(run_dir);
   for (size_t i = 0; i + size_t(keep) < all.size(); ++i) fs::remove_all(all[i].second);
 }

@@ -36,7 +36,8 @@ class SyntheticSource : public TokenSource {
 class MappedFile {
  public:
   explicit MappedFile(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY);
+    // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below).
+    int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) throw ConfigError("key 'data.path': cannot open '" + path + "': " + std::strerror(errno));
     struct stat st;
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -1,18 +1,22 @@
 // sweep-train: trains one run from its config file and writes its record. Start it
 // directly (one rank) or under mpirun / srun (dist.world_size ranks).
 // Exit codes: 0 completed, 1 failed or diverged, 2 bad config or usage,
-// 3 refused (a completed record is already in the output directory),
+// 3 refused (a completed record is already in the output directory, another process is
+//   writing it, or one of its entries is a symbolic link or special file),
 // 4 a rank made no progress for dist.timeout_s (a peer died or hung).
 #include <CLI/CLI.hpp>
 
 #include <malloc.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include "mpi_communicator.h"
 #include "record.h"
+#include "run_files.h"  // RunLock
 #include "run_config.h"
 #include "train.h"
 
@@ -47,11 +51,30 @@ int main(int argc, char** argv) {
   const bool root = comm.rank() == 0;
   try {
     sweep::RunConfig cfg = sweep::load_run_config(config_path);
-    if (std::filesystem::exists(opt.out_dir + "/record.h5")) {
-      if (root)
-        std::fprintf(stderr, "sweep-train: %s/record.h5: a completed record is already there; it is never overwritten\n",
-                     opt.out_dir.c_str());
-      return 3;
+    // One writer per run directory: rank 0, the only rank that writes the record and
+    // checkpoints, holds the run's lock from before it opens any file of the run until it
+    // exits; every rank learns whether it got it.
+    std::optional<sweep::RunLock> lock;
+    std::string refused;
+    int64_t code = 0;
+    if (root) {
+      try {
+        const auto parent = std::filesystem::path(opt.out_dir).parent_path();
+        if (!parent.empty()) std::filesystem::create_directories(parent);
+        lock.emplace(opt.out_dir);
+        struct stat st;
+        if (::lstat((opt.out_dir + "/record.h5").c_str(), &st) == 0)
+          refused = opt.out_dir + "/record.h5: a completed record is already there; it is never overwritten", code = 3;
+      } catch (const sweep::RunRefused& e) {
+        refused = e.what(), code = 3;
+      } catch (const std::exception& e) {  // RecordError, filesystem_error: ENOSPC, EACCES, ...
+        refused = e.what(), code = 1;
+      }
+    }
+    if (comm.size() > 1) comm.allreduce_sum_i64(&code, 1);
+    if (code != 0) {
+      if (root) std::fprintf(stderr, "sweep-train: %s\n", refused.c_str());
+      return int(code);
     }
     return sweep::train(cfg, opt, comm) == sweep::RunStatus::completed ? 0 : 1;
   } catch (const sweep::ConfigError& e) {

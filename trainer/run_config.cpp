@@ -1,12 +1,15 @@
 #include "run_config.h"
 
+#include <sys/stat.h>
 #include <xxhash.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <charconv>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <initializer_list>
 #include <sstream>
@@ -131,18 +134,42 @@ bool valid_utf8(const std::string& s) {
 
 }  // namespace
 
-// Cut and escaped so that an error stays one readable line.
+namespace {
+
+/// Code point of the valid UTF-8 sequence of `n` bytes at s[i].
+char32_t code_point(const std::string& s, size_t i, size_t n) {
+  const auto b = [&](size_t k) { return char32_t(static_cast<unsigned char>(s[i + k])); };
+  if (n == 1) return b(0);
+  char32_t cp = b(0) & (0x7f >> n);
+  for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (b(k) & 0x3f);
+  return cp;
+}
+
+/// Characters a terminal shows as nothing (or that reorder the text around them), so a
+/// quoted key holding one would look like a known key: C1 controls, soft hyphen,
+/// zero-width and bidi marks, word joiners, the byte-order mark.
+bool invisible(char32_t cp) {
+  return (cp >= 0x80 && cp <= 0x9f) || cp == 0xad || (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x202a && cp <= 0x202e) ||
+         (cp >= 0x2060 && cp <= 0x2064) || (cp >= 0x2066 && cp <= 0x2069) || cp == 0xfeff;
+}
+
+}  // namespace
+
+// Cut and escaped so that an error stays one readable line in which every character shows.
 std::string printable(const std::string& s) {
   std::string out;
   size_t i = 0;
   for (size_t n = 0; i < s.size() && out.size() < 200; i += n) {
     n = utf8_length(s, i);
     const auto c = static_cast<unsigned char>(s[i]);
+    char buf[16];
     if (n == 0 || c < 0x20 || c == 0x7f) {
-      char buf[8];
       std::snprintf(buf, sizeof buf, "\\x%02x", c);
       out += buf;
       n = 1;
+    } else if (n > 1 && invisible(code_point(s, i, n))) {
+      std::snprintf(buf, sizeof buf, "\\u{%x}", unsigned(code_point(s, i, n)));
+      out += buf;
     } else {
       out.append(s, i, n);
     }
@@ -443,10 +470,29 @@ FlatConfig flatten_yaml_node(const YAML::Node& map, const std::string& source) {
 }
 
 RunConfig load_run_config(const std::string& path) {
+  // Look before opening: a FIFO would block the open, a directory would read as empty.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    throw ConfigError(path + ": cannot open the run config file: " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) throw ConfigError(path + ": is a directory, expected a run config file (YAML)");
+  if (!S_ISREG(st.st_mode)) throw ConfigError(path + ": not a regular file, expected a run config file (YAML)");
   std::ifstream in(path);
-  if (!in) throw ConfigError(path + ": cannot open the run config file");
+  if (!in) throw ConfigError(path + ": cannot open the run config file: " + std::strerror(errno));
   std::stringstream ss;
   ss << in.rdbuf();
+  if (!in.good() && !in.eof()) throw ConfigError(path + ": cannot read the run config file");
+  // An empty file is a mistake (a truncated copy, the wrong path), not "all defaults":
+  // an explicit `{}` asks for those.
+  if (YAML::Node root = [&] {
+        try {
+          return YAML::Load(ss.str());
+        } catch (const YAML::Exception&) {
+          return YAML::Node(YAML::NodeType::Map);  // flatten_yaml reports the syntax error with its line
+        }
+      }();
+      root.IsNull())
+    throw ConfigError(path + ": the run config is empty; expected a mapping with sections model, data, train, dist "
+                             "(write {} for all defaults)");
   return apply_run_config(RunConfig{}, flatten_yaml(ss.str(), path));
 }
 

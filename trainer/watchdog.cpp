@@ -89,7 +89,14 @@ void Watchdog::beat(long long step) {
 
 void Watchdog::leave_note(const std::string& why) const {
   // Best effort: the directory may be on another node's disk.
-  std::ofstream(note_path(note_dir_, rank_)) << why << "\n";
+  // Never through a link planted at the note's name.
+  int fd = ::open(note_path(note_dir_, rank_).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  const std::string line = why + "\n";
+  if (::write(fd, line.data(), line.size()) < 0) {
+    // Best effort, as above.
+  }
+  ::close(fd);
 }
 
 std::string Watchdog::peer_notes() const {

@@ -181,15 +181,20 @@ TEST_F(SweepRunTest, ExitZeroWithoutACompletedRecordIsAFailure) {
   EXPECT_EQ(s.failed, 1);
 }
 
-TEST_F(SweepRunTest, UnreadableRecordDoesNotStopTheSweep) {
+TEST_F(SweepRunTest, ADamagedRecordIsMovedAsideNeverDeletedAndItsPointRunsAgain) {
   FakeTrainer fake;
   fs::create_directories(run_dir(0));
   { std::ofstream(record_path(opt_.out_dir, points_[0].id)) << "not HDF5"; }
   SweepSummary s = run_sweep(spec_, points_, opt_, fake);
-  EXPECT_EQ(fake.calls.size(), 2u);
-  EXPECT_EQ(s.completed, 2);
-  EXPECT_EQ(s.failed, 1);
-  EXPECT_EQ(read_text(record_path(opt_.out_dir, points_[0].id)), "not HDF5");  // never touched
+  EXPECT_EQ(fake.calls.size(), 3u);
+  EXPECT_EQ(s.completed, 3);
+  EXPECT_EQ(s.failed, 0);
+  // The damaged file is kept, byte for byte, beside the new record.
+  std::vector<std::string> aside;
+  for (const auto& e : fs::directory_iterator(run_dir(0)))
+    if (e.path().filename().string().rfind("record.h5.damaged-", 0) == 0) aside.push_back(e.path().string());
+  ASSERT_EQ(aside.size(), 1u);
+  EXPECT_EQ(read_text(aside[0]), "not HDF5");
 }
 
 TEST_F(SweepRunTest, ArgvElementsArePassedUnmodified) {

@@ -1,0 +1,159 @@
+#include "run_files.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+namespace sweep {
+namespace {
+
+const char* kLockName = "run.lock";
+
+std::string kind_of(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISLNK(m)) return "a symbolic link";
+  if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  return "not a regular file";
+}
+
+std::string read_fd(int fd) {
+  std::string s;
+  char buf[256];
+  ssize_t n;
+  off_t off = 0;
+  while ((n = ::pread(fd, buf, sizeof buf, off)) > 0) s.append(buf, size_t(n)), off += n;
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+std::string now_utc() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+/// Names sweep writes in a run directory, and whether each is a directory.
+bool is_run_entry(const std::string& name, bool* dir) {
+  *dir = name == "checkpoints" || name == "logs" || name == "reproduce";
+  if (*dir) return true;
+  if (name == "record.h5" || name == "record.h5.partial" || name == "record.h5.reserve" || name == kLockName || name == "state" ||
+      name == "config.yaml")
+    return true;
+  const std::string suffix = ".failure";
+  return name.rfind("rank", 0) == 0 && name.size() > suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+std::string regular_file_problem(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return std::strerror(errno);
+  if (S_ISREG(st.st_mode)) return "";
+  return "is " + kind_of(st.st_mode) + ", not a regular file";
+}
+
+void check_run_entries(const std::string& run_dir) {
+  struct stat st;
+  if (::lstat(run_dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+    throw RunRefused(run_dir + ": the run directory is " + kind_of(st.st_mode) + "; refusing to write through it");
+  DIR* d = ::opendir(run_dir.c_str());
+  if (!d) return;  // not there yet
+  std::string bad;
+  while (dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    bool want_dir = false;
+    if (!is_run_entry(name, &want_dir)) continue;
+    const std::string p = run_dir + "/" + name;
+    if (::lstat(p.c_str(), &st) != 0) continue;
+    if (S_ISLNK(st.st_mode) || (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))) {
+      bad = p + " is " + kind_of(st.st_mode) + "; sweep writes only regular files and directories it made there, "
+                                                  "never through links (remove it, then run again)";
+      break;
+    }
+  }
+  ::closedir(d);
+  if (!bad.empty()) throw RunRefused(bad);
+}
+
+RunLock::RunLock(const std::string& run_dir) {
+  if (::mkdir(run_dir.c_str(), 0755) != 0 && errno != EEXIST)
+    throw RecordError(run_dir + ": cannot create the run directory: " + std::strerror(errno));
+  check_run_entries(run_dir);
+  const std::string path = run_dir + "/" + kLockName;
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
+  if (fd_ < 0) {
+    if (errno == ELOOP) throw RunRefused(path + " is a symbolic link; refusing to write through it (remove it, then run again)");
+    throw RecordError(path + ": cannot open the run's lock file: " + std::strerror(errno));
+  }
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    std::string who = read_fd(fd_);
+    ::close(fd_);
+    fd_ = -1;
+    if (err != EWOULDBLOCK) throw RecordError(path + ": cannot lock: " + std::strerror(err));
+    throw RunBusy(run_dir + ": another process is writing this run (" + (who.empty() ? "unknown process" : who) +
+                  "); a run directory has one writer at a time");
+  }
+  char host[256] = "?";
+  ::gethostname(host, sizeof host - 1);
+  const std::string who = "pid " + std::to_string(::getpid()) + " on " + host + ", since " + now_utc() + "\n";
+  if (::ftruncate(fd_, 0) == 0 && ::pwrite(fd_, who.data(), who.size(), 0) < 0) {
+    // The lock holds without the note; only the message to a second writer gets vaguer.
+  }
+}
+
+RunLock::~RunLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the flock
+}
+
+std::string RunLock::holder(const std::string& run_dir) {
+  const std::string path = run_dir + "/" + kLockName;
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return "";
+  std::string who;
+  if (::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+    who = read_fd(fd);
+    if (who.empty()) who = "unknown process";
+  }
+  ::close(fd);
+  return who;
+}
+
+int create_exclusive(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) throw RecordError(path + ": cannot create: " + std::strerror(errno));
+  return fd;
+}
+
+void write_all(int fd, const void* data, size_t n, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) throw RecordError(path + ": write failed: " + std::strerror(w < 0 ? errno : ENOSPC));
+    p += w, n -= size_t(w);
+  }
+}
+
+void sync_path(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw RecordError(path + ": cannot open to sync: " + std::strerror(errno));
+  const int rc = ::fsync(fd), err = errno;
+  ::close(fd);
+  if (rc != 0 && err != EINVAL) throw RecordError(path + ": sync failed: " + std::strerror(err));
+}
+
+}  // namespace sweep

@@ -1,0 +1,70 @@
+// Who may write a run directory, and how its files are opened, so that no crash, kill,
+// second process or planted link can damage a record:
+// - one writer per run directory: `RunLock`, an flock on <run>/run.lock held by the
+//   process that writes the run (sweep-train's rank 0), taken before any file of the run
+//   is opened; it goes away with that process however it ends;
+// - a run directory entry that is a symbolic link or a special file is refused;
+// - files are created exclusively and never through a symbolic link.
+#pragma once
+
+#include <string>
+
+#include "record.h"  // RecordError
+
+namespace sweep {
+
+/// Writing the run directory is refused: an unsafe entry, or another writer.
+class RunRefused : public RecordError {
+ public:
+  using RecordError::RecordError;
+};
+
+/// Another live process holds the run directory's lock.
+class RunBusy : public RunRefused {
+ public:
+  using RunRefused::RunRefused;
+};
+
+/// The lock of one run directory (<run_dir>/run.lock).
+class RunLock {
+ public:
+  /// Creates `run_dir` if needed, refuses unsafe entries (check_run_entries) and takes
+  /// the lock. Throws RunBusy naming the holder (pid, host, start time) when another
+  /// process has it, RecordError when the lock file cannot be opened safely.
+  explicit RunLock(const std::string& run_dir);
+  ~RunLock();
+  RunLock(const RunLock&) = delete;
+  RunLock& operator=(const RunLock&) = delete;
+
+  /// "pid 123 on host, since 2024-...Z" of the process writing `run_dir`, or "" when
+  /// nobody does. Never blocks and never creates the lock file.
+  static std::string holder(const std::string& run_dir);
+
+ private:
+  int fd_ = -1;
+};
+
+/// Throws RunRefused when an entry of `run_dir` that sweep writes (record.h5 and its
+/// .partial, run.lock, state, config.yaml, checkpoints/, logs/) is a symbolic link or a
+/// special file (FIFO, device, socket), or has the wrong kind (a directory where a file
+/// belongs). Missing entries are fine.
+void check_run_entries(const std::string& run_dir);
+
+/// "" when `path` is a regular file (following links, as opening it would); otherwise
+/// why not: "no such file", "is a directory", "is a FIFO (named pipe)", ... Never opens
+/// the path, so a FIFO cannot block the caller.
+std::string regular_file_problem(const std::string& path);
+
+/// Opens `path` for writing, created exclusively (O_EXCL: fails when anything, even a
+/// dangling symbolic link, is there) with mode 0644. Returns the fd; throws RecordError
+/// with the errno text.
+int create_exclusive(const std::string& path);
+
+/// Writes all of `n` bytes to `fd`; throws RecordError naming `path` and the errno
+/// text (ENOSPC: "No space left on device").
+void write_all(int fd, const void* data, size_t n, const std::string& path);
+
+/// fsync of a file or directory; errors are reported like write_all's.
+void sync_path(const std::string& path);
+
+}  // namespace sweep

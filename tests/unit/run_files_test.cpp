@@ -1,0 +1,217 @@
+// One writer per run directory, no writing through planted links, and records whose
+// damage is detected: results/run_files.h and the record digest (results/SCHEMA.md).
+#include <gtest/gtest.h>
+#include <stdlib.h>  // mkdtemp
+#include <sys/stat.h>
+#include <unistd.h>
+
+#if __has_include(<hdf5.h>)
+#include <hdf5.h>
+#else
+#include <hdf5/serial/hdf5.h>
+#endif
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "record.h"
+#include "run_files.h"
+
+namespace sweep {
+namespace {
+
+namespace fs = std::filesystem;
+
+#define EXPECT_CONTAINS(hay, needle) EXPECT_NE(std::string(hay).find(needle), std::string::npos) << "in: " << (hay)
+
+std::string read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string read_error(const fs::path& p) {
+  try {
+    read_record(p.string());
+  } catch (const RecordError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+RecordHeader small_header() {
+  RecordHeader h;
+  h.run_id = "00000000000000aa";
+  h.config_yaml = "train:\n  steps: 2\n";
+  h.config = {{"train.steps", "2"}};
+  h.params = {{"w", {2, 2}, 0, 4}};
+  return h;
+}
+
+void write_completed(const fs::path& path) {
+  RecordWriter w(path.string(), small_header());
+  for (int i = 1; i <= 2; ++i) {
+    StepMetrics m;
+    m.step = i;
+    m.loss = 3.0 - 0.25 * i;
+    w.append_step(m);
+    w.append_checksum({i, uint64_t(i) * 77, {uint64_t(i)}});
+  }
+  w.finish("completed");
+}
+
+/// Opens `path` read-write with the HDF5 C API, lets `edit` change it, closes it.
+template <class Edit>
+void edit_h5(const fs::path& path, Edit edit) {
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  edit(f);
+  H5Fclose(f);
+}
+
+class RunFilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/run_files_test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    run_ = dir_ / "run";
+    fs::create_directories(run_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_, run_;
+};
+
+TEST_F(RunFilesTest, ASecondWriterIsRefusedWhileTheFirstHoldsTheRun) {
+  EXPECT_EQ(RunLock::holder(run_.string()), "");
+  {
+    RunLock first(run_.string());
+    EXPECT_CONTAINS(RunLock::holder(run_.string()), "pid " + std::to_string(::getpid()));
+    try {
+      RunLock second(run_.string());
+      ADD_FAILURE() << "a second lock on the same run directory was granted";
+    } catch (const RunBusy& e) {
+      EXPECT_CONTAINS(e.what(), "another process is writing this run");
+      EXPECT_CONTAINS(e.what(), "pid " + std::to_string(::getpid()));
+    }
+  }
+  EXPECT_EQ(RunLock::holder(run_.string()), "");
+  RunLock again(run_.string());  // released with its holder
+}
+
+TEST_F(RunFilesTest, LinksAndSpecialFilesInTheRunDirectoryAreRefused) {
+  const fs::path outside = dir_ / "outside.txt";
+  std::ofstream(outside) << "precious";
+  fs::create_symlink(outside, run_ / "record.h5.partial");
+  try {
+    RunLock lock(run_.string());
+    ADD_FAILURE() << "a run directory with a planted link was accepted";
+  } catch (const RunRefused& e) {
+    EXPECT_CONTAINS(e.what(), "record.h5.partial is a symbolic link");
+  }
+  fs::remove(run_ / "record.h5.partial");
+  ASSERT_EQ(::mkfifo((run_ / "state").c_str(), 0644), 0);
+  EXPECT_THROW(check_run_entries(run_.string()), RunRefused);
+  fs::remove(run_ / "state");
+  fs::create_symlink(outside, run_ / "run.lock");
+  EXPECT_THROW(RunLock lock(run_.string()), RunRefused);
+  EXPECT_EQ(read_bytes(outside), "precious");
+}
+
+TEST_F(RunFilesTest, TheRecordWriterNeverWritesThroughAPlantedPartial) {
+  const fs::path outside = dir_ / "outside.txt";
+  std::ofstream(outside) << "precious";
+  fs::create_symlink(outside, run_ / "record.h5.partial");
+  EXPECT_THROW(RecordWriter((run_ / "record.h5").string(), small_header()), RecordError);
+  EXPECT_EQ(read_bytes(outside), "precious");
+  EXPECT_TRUE(fs::is_symlink(run_ / "record.h5.partial"));
+}
+
+TEST_F(RunFilesTest, AStalePartialIsReplacedNotAppendedTo) {
+  std::ofstream(run_ / "record.h5.partial") << "a dead attempt's bytes";
+  write_completed(run_ / "record.h5");
+  EXPECT_FALSE(fs::exists(run_ / "record.h5.partial"));
+  Record r = read_record((run_ / "record.h5").string());
+  EXPECT_EQ(r.steps.size(), 2u);
+}
+
+TEST_F(RunFilesTest, ACompletedRecordCarriesADigestThatEveryReaderChecks) {
+  const fs::path rec = run_ / "record.h5";
+  write_completed(rec);
+  Record r = read_record(rec.string());
+  EXPECT_TRUE(r.verified);
+  EXPECT_EQ(r.schema_version, kSchemaVersion);
+  EXPECT_EQ(r.digest.rfind("xxh64:", 0), 0u) << r.digest;
+  EXPECT_EQ(r.digest, r.computed_digest);
+
+  // One metric value changed after completion: the reader says so.
+  const fs::path flipped = dir_ / "flipped.h5";
+  fs::copy_file(rec, flipped);
+  edit_h5(flipped, [](hid_t f) {
+    hid_t d = H5Dopen2(f, "metrics/loss", H5P_DEFAULT);
+    hid_t space = H5Dget_space(d);
+    hsize_t start = 1, count = 1;
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, &start, nullptr, &count, nullptr);
+    hid_t mem = H5Screate_simple(1, &count, nullptr);
+    double v = 2.5000000000000004;  // one ulp away from the recorded 2.5
+    H5Dwrite(d, H5T_NATIVE_DOUBLE, mem, space, H5P_DEFAULT, &v);
+    H5Sclose(mem), H5Sclose(space), H5Dclose(d);
+  });
+  EXPECT_CONTAINS(read_error(flipped), "integrity check failed");
+
+  // A status attribute rewritten by hand: refused too.
+  const fs::path restatus = dir_ / "restatus.h5";
+  fs::copy_file(rec, restatus);
+  edit_h5(restatus, [](hid_t f) { H5Adelete(f, "digest"); });
+  EXPECT_CONTAINS(read_error(restatus), "has no digest");
+
+  // One byte of the file flipped where step 1's loss (2.75) is stored, as a bad disk
+  // or a stray write would: found by the digest, not by HDF5.
+  std::string bytes = read_bytes(rec);
+  const double loss = 2.75;
+  const std::string pattern(reinterpret_cast<const char*>(&loss), sizeof loss);
+  const size_t at = bytes.find(pattern);
+  ASSERT_NE(at, std::string::npos);
+  bytes[at] = char(bytes[at] ^ 0x01);
+  std::ofstream(dir_ / "byte.h5", std::ios::binary | std::ios::trunc) << bytes;
+  EXPECT_CONTAINS(read_error(dir_ / "byte.h5"), "integrity check failed");
+}
+
+TEST_F(RunFilesTest, VersionOneRecordsAreStillReadUnverified) {
+  const fs::path rec = run_ / "record.h5";
+  write_completed(rec);
+  edit_h5(rec, [](hid_t f) {
+    H5Adelete(f, "digest");
+    int64_t one = 1;
+    hid_t a = H5Aopen(f, "schema_version", H5P_DEFAULT);
+    H5Awrite(a, H5T_NATIVE_INT64, &one);
+    H5Aclose(a);
+  });
+  Record r = read_record(rec.string());
+  EXPECT_EQ(r.schema_version, 1);
+  EXPECT_FALSE(r.verified);
+  EXPECT_EQ(r.steps.size(), 2u);
+}
+
+TEST_F(RunFilesTest, AFifoIsRefusedWithoutBlocking) {
+  const fs::path fifo = dir_ / "record.h5";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  EXPECT_CONTAINS(regular_file_problem(fifo.string()), "FIFO");
+  EXPECT_CONTAINS(read_error(fifo), "FIFO");  // returns: HDF5 never opened it
+  EXPECT_THROW(read_record_status(fifo.string()), RecordError);
+}
+
+TEST_F(RunFilesTest, ExclusiveCreateNeverFollowsALink) {
+  const fs::path outside = dir_ / "outside.txt";
+  std::ofstream(outside) << "precious";
+  fs::create_symlink(outside, run_ / "new");
+  EXPECT_THROW(create_exclusive((run_ / "new").string()), RecordError);
+  fs::create_symlink(dir_ / "nowhere", run_ / "dangling");
+  EXPECT_THROW(create_exclusive((run_ / "dangling").string()), RecordError);
+  EXPECT_FALSE(fs::exists(dir_ / "nowhere"));
+  EXPECT_EQ(read_bytes(outside), "precious");
+}
+
+}  // namespace
+}  // namespace sweep
