@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
 
 namespace sweep {
 
@@ -18,5 +19,11 @@ CliAction setup_status(CLI::App& app);   // cli_sweep.cpp
 CliAction setup_report(CLI::App& app);   // cli_results.cpp
 CliAction setup_compare(CLI::App& app);  // cli_results.cpp
 CliAction setup_reproduce(CLI::App& app);  // cli_results.cpp
+
+/// Throws ConfigError (exit 2) when `dir` exists but is a file, or a directory that holds
+/// something yet no points.tsv, runs/ or sweep.lock: a sweep must not write into someone
+/// else's directory. A missing or empty directory passes. `option` prefixes the message
+/// ("--out " or ""). In cli_sweep.cpp.
+void check_sweep_dir_target(const std::string& dir, const std::string& option);
 
 }  // namespace sweep

@@ -1,4 +1,5 @@
 // `sweep report`, `sweep compare` and `sweep reproduce`: commands over records.
+#include <cctype>  // tolower
 #include <cstdio>
 #include <cstdlib>  // getenv for PATH
 #include <filesystem>
@@ -46,11 +47,57 @@ const char* extension(ReportFormat f) {
   return "html";
 }
 
+const char* format_name(ReportFormat f) {
+  switch (f) {
+    case ReportFormat::markdown:
+      return "Markdown";
+    case ReportFormat::csv:
+      return "CSV";
+    case ReportFormat::json:
+      return "JSON";
+    case ReportFormat::html:
+      break;
+  }
+  return "HTML";
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// `-o FILE` may replace only a report of the same format that sweep wrote: a typo such
+// as `-o runs/<id>/record.h5` must not turn a completed record into HTML. Special files
+// (/dev/null, a FIFO, a terminal) are written in place, as before.
+void check_report_output(const std::string& path, ReportFormat format) {
+  const std::string name = "-o " + printable(path);
+  std::string lower = path;
+  for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+  if (ends_with(lower, ".h5") || ends_with(lower, ".h5.partial"))
+    throw ConfigError(name + ": refusing to write a report to a record's name (.h5, .h5.partial); expected a ." +
+                      extension(format) + " file, or - for stdout");
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) return;
+  if (fs::is_directory(st)) throw ConfigError(name + ": is a directory; expected a report file name, or - for stdout");
+  if (!fs::is_regular_file(st)) return;
+  std::ifstream in(path, std::ios::binary);
+  std::string head(64 * 1024, '\0');
+  in.read(head.data(), std::streamsize(head.size()));
+  head.resize(size_t(in.gcount()));
+  if (!looks_like_report(head, format))
+    throw ConfigError(name + ": exists and is not a sweep report (" + format_name(format) +
+                      "); refusing to replace it (remove it first, or choose another name)");
+}
+
 int run_report(const ReportCliOptions& o) {
   if (!fs::is_directory(o.dir)) throw ConfigError(o.dir + ": not a sweep directory");
   ReportFormat format;
   if (!parse_report_format(o.format, &format))
-    throw ConfigError("--format '" + o.format + "': expected html, md, csv or json");
+    throw ConfigError("--format '" + printable(o.format) + "': expected html, md, csv or json");
+  if (o.output.empty())
+    check_sweep_dir_target(o.dir, "");
+  else if (o.output != "-")
+    check_report_output(o.output, format);
   const SweepRecords sweep = load_sweep(o.dir);
   if (!o.group_by.empty() && !sweep.runs.empty()) {
     std::set<std::string> keys;
@@ -58,7 +105,7 @@ int run_report(const ReportCliOptions& o) {
       for (const auto& kv : r.config) keys.insert(kv.first);
     if (!keys.count(o.group_by)) {
       std::string near = closest_key(o.group_by, {keys.begin(), keys.end()});
-      throw ConfigError("--group-by '" + o.group_by + "': no run has this config key" +
+      throw ConfigError("--group-by '" + printable(o.group_by) + "': no run has this config key" +
                         (near.empty() ? "" : " (did you mean '" + near + "'?)"));
     }
   }
@@ -136,6 +183,7 @@ int run_compare(const CompareCliOptions& o) {
 struct ReproduceCliOptions {
   ReproduceOptions opt;
   std::string trainer, mpiexec;
+  bool world_size_given = false, accum_given = false;
 };
 
 // posix_spawn does not search PATH, so a bare program name is resolved here.
@@ -155,6 +203,13 @@ std::string find_in_path(const std::string& name) {
 }
 
 int run_reproduce(ReproduceCliOptions& o) {
+  // 0 inside ReproduceOptions means "as recorded"; given on the command line it is a mistake.
+  if (o.world_size_given && o.opt.world_size < 1)
+    throw ConfigError("--world-size " + std::to_string(o.opt.world_size) +
+                      ": expected a positive number of ranks (leave it out to keep the recorded one)");
+  if (o.accum_given && o.opt.accum < 1)
+    throw ConfigError("--accum " + std::to_string(o.opt.accum) +
+                      ": expected a positive number of accumulation steps (leave it out to keep the recorded one)");
   o.opt.launch.train_binary = o.trainer.empty() ? executable_dir() + "/sweep-train" : o.trainer;
   o.opt.launch.mpiexec = find_in_path(o.mpiexec.empty() ? "mpiexec" : o.mpiexec);
   SpawnRunner runner;
@@ -193,16 +248,21 @@ CliAction setup_reproduce(CLI::App& app) {
                                  "re-run a recorded run into <run dir>/reproduce/<n>/ and compare it bit for bit; "
                                  "exit 0 reproduced, 1 diverged, 2 usage");
   cmd->add_option("source", o->opt.source, "record.h5 or a run directory (sweep-dir/runs/ID)")->required();
-  cmd->add_option("--world-size", o->opt.world_size,
-                  "ranks for the re-run (the global batch world_size x accum must hold)");
-  cmd->add_option("--accum", o->opt.accum, "accumulation steps for the re-run (a power of two)");
+  auto* world = cmd->add_option("--world-size", o->opt.world_size,
+                                "ranks for the re-run (the global batch world_size x accum must hold)");
+  auto* accum = cmd->add_option("--accum", o->opt.accum, "accumulation steps for the re-run (a power of two)");
   cmd->add_option("--set", o->opt.set,
                   "test only: KEY=VALUE override of the re-run's config, repeatable (e.g. train.threads=2, or "
                   "fault.desync_step=3 with fault.desync_rank=0 to perturb one parameter by one ulp after step 3)")
       ->allow_extra_args(false);  // one KEY=VALUE per --set: a source after it stays the source
   cmd->add_option("--trainer", o->trainer, "sweep-train binary (default: beside sweep)");
   cmd->add_option("--mpiexec", o->mpiexec, "mpiexec for re-runs on more than one rank (default: from PATH)");
-  return [o, cmd]() { return cmd->parsed() ? run_reproduce(*o) : -1; };
+  return [o, cmd, world, accum]() {
+    if (!cmd->parsed()) return -1;
+    o->world_size_given = world->count() > 0;
+    o->accum_given = accum->count() > 0;
+    return run_reproduce(*o);
+  };
 }
 
 }  // namespace sweep

@@ -1,6 +1,7 @@
 // `sweep run`, `sweep plan` and `sweep status`.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -20,6 +21,29 @@ void print_warnings(const Expansion& e) {
   for (const auto& w : e.warnings) std::fprintf(stderr, "%s\n", w.c_str());
 }
 
+// Absolute, so that every launcher (a container bind, a Slurm compute node, a rank's
+// working directory) sees the directory the driver means; no trailing '/'.
+std::string absolute_dir(const std::string& dir) {
+  fs::path p = fs::absolute(dir).lexically_normal();
+  if (p.filename().empty() && p.has_parent_path() && p != p.root_path()) p = p.parent_path();
+  return p.string();
+}
+
+// Text from disk (run directory names, points.tsv, state files, the lock) shown on a
+// terminal: escaped with printable()'s rules, so no escape sequence reaches the terminal.
+// Fed in pieces because printable() cuts its result near 200 characters; a piece never
+// ends inside a UTF-8 sequence and is short enough never to be cut.
+std::string terminal_text(const std::string& s) {
+  std::string out;
+  for (size_t at = 0; at < s.size();) {
+    size_t n = std::min<size_t>(40, s.size() - at);
+    while (at + n < s.size() && n > 1 && (static_cast<unsigned char>(s[at + n]) & 0xc0) == 0x80) --n;
+    out += printable(s.substr(at, n));
+    at += n;
+  }
+  return out;
+}
+
 struct RunOptions {
   std::string grid;
   std::string out;
@@ -35,7 +59,9 @@ int run_run(const RunOptions& o) {
   print_warnings(e);
   if (o.parallel > 0) spec.launch.parallel = o.parallel;
   SweepRunOptions opt;
-  opt.out_dir = o.out.empty() ? "sweep-out/" + spec.name : o.out;
+  const std::string out = o.out.empty() ? "sweep-out/" + spec.name : o.out;
+  check_sweep_dir_target(out, o.out.empty() ? "" : "--out ");
+  opt.out_dir = absolute_dir(out);
   opt.train_binary = o.trainer.empty() ? executable_dir() + "/sweep-train" : o.trainer;
   opt.quiet = o.quiet;
   opt.tty = ::isatty(STDOUT_FILENO) == 1;
@@ -47,8 +73,7 @@ int run_run(const RunOptions& o) {
   std::fflush(stdout);
   SweepSummary s;
   if (spec.launch.launcher == "slurm") {
-    // Compute nodes see paths as given: make them absolute.
-    opt.out_dir = fs::absolute(opt.out_dir).lexically_normal().string();
+    // Compute nodes see paths as given: make them absolute (out_dir already is).
     opt.train_binary = fs::absolute(opt.train_binary).lexically_normal().string();
     SlurmCli slurm;
     s = run_sweep_slurm(spec, e.points, opt, slurm);
@@ -103,13 +128,19 @@ int run_status(const StatusOptions& o) {
     // "running" with no driver holding the lock: the driver died without cleaning up.
     if (st.state == "running" && holder.empty()) st.state = "stale";
     ++counts[st.state];
-    char line[256];
-    std::snprintf(line, sizeof line, "  %-16s  %-11s  %8d  %-11s  ", id.c_str(), st.state.c_str(), st.attempts,
+    // Escaped text may be longer than its column: padded, never cut.
+    auto column = [](const std::string& s, size_t width) {
+      std::string t = terminal_text(s);
+      return t.size() < width ? t + std::string(width - t.size(), ' ') : t;
+    };
+    char rest[64];
+    std::snprintf(rest, sizeof rest, "  %8d  %-11s  ", st.attempts,
                   st.failure == FailureClass::none ? "-" : failure_class_name(st.failure));
-    table += line + values + (st.detail.empty() ? "" : "  [" + st.detail + "]") + "\n";
+    table += "  " + column(id, 16) + "  " + column(st.state, 11) + rest + terminal_text(values) +
+             (st.detail.empty() ? "" : "  [" + terminal_text(st.detail) + "]") + "\n";
   }
-  std::printf("sweep dir %s: %s\n", o.dir.c_str(),
-              holder.empty() ? "no driver running" : ("driver running (" + holder + ")").c_str());
+  std::printf("sweep dir %s: %s\n", terminal_text(o.dir).c_str(),
+              holder.empty() ? "no driver running" : ("driver running (" + terminal_text(holder) + ")").c_str());
   std::string summary;
   for (const char* s : {"completed", "running", "failed", "interrupted", "diverged", "stale", "pending"})
     if (counts[s]) summary += (summary.empty() ? "" : ", ") + std::to_string(counts[s]) + " " + s;
@@ -120,6 +151,21 @@ int run_status(const StatusOptions& o) {
 }
 
 }  // namespace
+
+void check_sweep_dir_target(const std::string& dir, const std::string& option) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  if (ec || !fs::exists(st)) return;  // a new directory: created when the first run starts
+  const std::string name = option + terminal_text(dir);
+  if (!fs::is_directory(st))
+    throw ConfigError(name + ": exists and is not a directory; expected a sweep directory (new, empty or earlier)");
+  for (const char* mark : {"points.tsv", "runs", "sweep.lock"})
+    if (fs::exists(fs::path(dir) / mark, ec)) return;
+  if (fs::is_empty(dir, ec) || ec) return;  // unreadable: the write itself says why
+  throw ConfigError(name +
+                    ": not a sweep directory (no points.tsv, runs/ or sweep.lock in it, but other files); "
+                    "expected a new or empty directory, or one an earlier sweep wrote");
+}
 
 CliAction setup_run(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();

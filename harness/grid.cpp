@@ -3,11 +3,15 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
-#include <fstream>
-#include <sstream>
+#include <cstring>
 
 #include "grid_values.h"  // axis_values
 #include "yaml_read.h"    // yaml_where, YamlMap
@@ -26,7 +30,7 @@ std::string join(const std::vector<std::string>& v) {
 }
 
 bool safe_name(const std::string& s) {
-  if (s.empty() || s.size() > 128 || s[0] == '.' || s[0] == '-') return false;
+  if (s.empty() || s.size() > kMaxSweepName || s[0] == '.' || s[0] == '-') return false;
   for (char c : s)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) return false;
   return true;
@@ -45,7 +49,8 @@ class KeyOwners {
   void claim(const std::string& key, const std::string& where, const std::string& section) {
     for (const auto& [k, w] : owners_)
       if (k == key)
-        throw ConfigError(where + ": key '" + key + "' is swept twice (" + section + " here, and at " + w + ")");
+        throw ConfigError(where + ": key '" + printable(key) + "' is swept twice (" + section + " here, and at " + w +
+                          ")");
     owners_.emplace_back(key, where);
   }
 
@@ -61,8 +66,8 @@ std::vector<GridAxis> parse_axes(const YAML::Node& map, const std::string& sourc
     axis.where = yaml_where(source, kv.first);
     for (const auto& other : axes)
       if (other.key == axis.key)
-        throw ConfigError(axis.where + ": key '" + context + "." + axis.key + "' is given twice");
-    axis.values = axis_values(kv.second, source, context + "." + axis.key);
+        throw ConfigError(axis.where + ": key '" + context + "." + printable(axis.key) + "' is given twice");
+    axis.values = axis_values(kv.second, source, context + "." + printable(axis.key));
     axes.push_back(std::move(axis));
   }
   return axes;
@@ -90,8 +95,9 @@ std::vector<ZipGroup> parse_zips(const YAML::Node& node, const std::string& sour
     z.axes = parse_axes(g, source, context);
     for (const auto& a : z.axes)
       if (a.values.size() != z.axes[0].values.size())
-        throw ConfigError(a.where + ": key '" + context + "." + a.key + "': has " + std::to_string(a.values.size()) +
-                          " values but '" + z.axes[0].key + "' has " + std::to_string(z.axes[0].values.size()) +
+        throw ConfigError(a.where + ": key '" + context + "." + printable(a.key) + "': has " +
+                          std::to_string(a.values.size()) + " values but '" + printable(z.axes[0].key) + "' has " +
+                          std::to_string(z.axes[0].values.size()) +
                           "; zipped lists advance together and must be equally long");
     zips.push_back(std::move(z));
   }
@@ -115,7 +121,7 @@ std::vector<PointPattern> parse_patterns(const YAML::Node& node, const std::stri
     p.where = yaml_where(source, e);
     for (const auto& kv : e) {
       if (section == "include" && !kv.second.IsScalar())
-        throw ConfigError(yaml_where(source, kv.second) + ": key '" + context + "." + kv.first.Scalar() +
+        throw ConfigError(yaml_where(source, kv.second) + ": key '" + context + "." + printable(kv.first.Scalar()) +
                           "': expected a single value (an include entry is one point)");
       GridAxis a;
       a.key = kv.first.Scalar();
@@ -123,7 +129,7 @@ std::vector<PointPattern> parse_patterns(const YAML::Node& node, const std::stri
       if (kv.second.IsScalar())
         a.values = {{kv.second.Scalar(), yaml_where(source, kv.second), true}};
       else
-        a.values = axis_values(kv.second, source, context + "." + a.key);
+        a.values = axis_values(kv.second, source, context + "." + printable(a.key));
       p.keys.push_back(std::move(a));
     }
     out.push_back(std::move(p));
@@ -163,16 +169,51 @@ Constraints parse_constraints(const YAML::Node& node, const std::string& source)
   return c;
 }
 
-}  // namespace
+/// 1-based line where the second YAML document of `text` starts: a `---` line always
+/// starts one; other content starts one only when none is open (at the top, or after
+/// `...`). Falls back to where yaml-cpp put the document's first node.
+int second_document_line(const std::string& text, const YAML::Node& second) {
+  bool open = false;
+  int starts = 0, line = 1;
+  for (size_t at = 0; at < text.size(); ++line) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string l = text.substr(at, end - at);
+    at = end + 1;
+    auto is_marker = [&](const char* m) {
+      return l.rfind(m, 0) == 0 && (l.size() == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\r');
+    };
+    const size_t first = l.find_first_not_of(" \t\r");
+    const bool content = first != std::string::npos && l[first] != '#' && l[0] != '%';
+    if (is_marker("...")) {
+      open = false;
+    } else if (is_marker("---") || (content && !open)) {
+      open = true;
+      if (++starts == 2) return line;
+    }
+  }
+  return second.Mark().line >= 0 ? second.Mark().line + 1 : line - 1;
+}
 
-SweepSpec parse_grid(const std::string& text, const std::string& source) {
-  YAML::Node root;
+/// The one document of a grid file; YAML::Load would drop any after the first silently.
+YAML::Node load_one_document(const std::string& text, const std::string& source) {
+  std::vector<YAML::Node> docs;
   try {
-    root = YAML::Load(text);
+    docs = YAML::LoadAll(text);
   } catch (const YAML::Exception& e) {
     throw ConfigError(source + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
                       ": invalid YAML: " + e.msg);
   }
+  if (docs.size() > 1)
+    throw ConfigError(source + ":" + std::to_string(second_document_line(text, docs[1])) + ": holds " +
+                      std::to_string(docs.size()) + " YAML documents; a grid is one (the second starts on this line)");
+  return docs.empty() ? YAML::Node() : docs[0];
+}
+
+}  // namespace
+
+SweepSpec parse_grid(const std::string& text, const std::string& source) {
+  const YAML::Node root = load_one_document(text, source);
   if (!root.IsMap()) throw ConfigError(source + ": expected a mapping with keys " + join(kTopKeys));
   SweepSpec spec;
   spec.source = source;
@@ -195,7 +236,9 @@ SweepSpec parse_grid(const std::string& text, const std::string& source) {
   spec.name = name.Scalar();
   if (!safe_name(spec.name))
     throw ConfigError(yaml_where(source, name) +
-                      ": key 'name': expected letters, digits, '-', '_' or '.' (not leading), got '" + printable(spec.name) + "'");
+                      ": key 'name': expected letters, digits, '-', '_' or '.' (not leading), got '" +
+                      printable(spec.name) + "'; a name is 1 to " + std::to_string(kMaxSweepName) + " characters" +
+                      (spec.name.size() > kMaxSweepName ? ", this one " + std::to_string(spec.name.size()) : ""));
 
   if (const YAML::Node base = root["base"]) {
     if (!base.IsMap()) throw ConfigError(yaml_where(source, base) + ": key 'base': expected a mapping of sections");
@@ -203,7 +246,7 @@ SweepSpec parse_grid(const std::string& text, const std::string& source) {
       const std::string sec = kv.first.Scalar();
       if (std::find(kSections.begin(), kSections.end(), sec) == kSections.end()) {
         std::string near = closest_key(sec, kSections);
-        throw ConfigError(yaml_where(source, kv.first) + ": unknown section 'base." + sec + "'" +
+        throw ConfigError(yaml_where(source, kv.first) + ": unknown section 'base." + printable(sec) + "'" +
                           (near.empty() ? "" : " (did you mean 'base." + near + "'?)"));
       }
     }
@@ -237,12 +280,38 @@ SweepSpec parse_grid(const std::string& text, const std::string& source) {
   return spec;
 }
 
+std::string read_grid_file(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer; fstat then
+  // refuses it (and any other special file) before a single read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw ConfigError(path + ": cannot open the grid file");
+  struct stat st {};
+  const bool stat_ok = ::fstat(fd, &st) == 0;
+  if (!stat_ok || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    if (stat_ok && S_ISDIR(st.st_mode)) throw ConfigError(path + ": is a directory, expected a grid file");
+    throw ConfigError(path + ": not a regular file, expected a grid file");
+  }
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      text.append(buf, size_t(n));
+    } else if (n == 0) {
+      break;
+    } else if (errno != EINTR) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      throw ConfigError(path + ": cannot read the grid file (" + why + ")");
+    }
+  }
+  ::close(fd);
+  return text;
+}
+
 SweepSpec load_grid(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError(path + ": cannot open the grid file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  SweepSpec spec = parse_grid(ss.str(), path);
+  SweepSpec spec = parse_grid(read_grid_file(path), path);
   // A relative hostfile means "next to the grid file", wherever sweep was started.
   if (!spec.launch.hostfile.empty() && spec.launch.hostfile.front() != '/') {
     std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));

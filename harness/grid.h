@@ -41,6 +41,9 @@ struct Constraints {
   std::string where;           ///< file:line:col of `global_batch`
 };
 
+/// Longest sweep name, in characters (it names the default sweep directory).
+inline constexpr size_t kMaxSweepName = 128;
+
 /// A parsed grid file.
 struct SweepSpec {
   std::string name;                    ///< sweep name; safe as a directory name
@@ -74,8 +77,12 @@ struct Expansion {
 };
 
 /// Parses and validates `text` (read from `source`); throws ConfigError naming the
-/// file, line, column and key.
+/// file, line, column and key, or the line where a second YAML document starts.
 SweepSpec parse_grid(const std::string& text, const std::string& source);
+
+/// The text of grid file `path`. Throws ConfigError for a missing file, a directory or a
+/// special file (a FIFO is refused without waiting for a writer).
+std::string read_grid_file(const std::string& path);
 
 /// Reads and parses a grid file.
 SweepSpec load_grid(const std::string& path);

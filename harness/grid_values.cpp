@@ -66,10 +66,10 @@ std::vector<ConfigValue> axis_values(const YAML::Node& node, const std::string& 
                       "{linspace: [start, stop, count]}, {logspace: [start, stop, count]}");
   const std::string gen = node.begin()->first.Scalar();
   const YAML::Node args = node.begin()->second;
-  const std::string gat = where + ": key '" + context + "." + gen + "': ";
+  const std::string gat = where + ": key '" + context + "." + printable(gen) + "': ";
   if (gen != "range" && gen != "linspace" && gen != "logspace") {
     std::string near = closest_key(gen, {"range", "linspace", "logspace"});
-    throw ConfigError(where + ": key '" + context + "': unknown generator '" + gen + "'" +
+    throw ConfigError(where + ": key '" + context + "': unknown generator '" + printable(gen) + "'" +
                       (near.empty() ? "" : " (did you mean '" + near + "'?)") +
                       "; expected range, linspace or logspace");
   }

@@ -18,7 +18,7 @@ std::string layout_text(int64_t world, int64_t accum) {
 }
 
 // The canonical tree makes the bits independent of the layout only while the global
-// batch is the same and each rank's leaves form a subtree (DESIGN.md).
+// batch is the same and each rank's leaves form a subtree (docs/design.md).
 void change_layout(RunConfig& c, int64_t world, int64_t accum) {
   const int64_t w0 = c.dist.world_size, a0 = c.train.accum, m = w0 * a0;
   const std::string recorded =

@@ -62,7 +62,7 @@ long long YamlMap::integer(const std::string& key, long long def, long long min,
   auto r = std::from_chars(s.data(), s.data() + s.size(), x);
   if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size() || x < min || x > max)
     throw ConfigError(at(key) + "expected an integer in [" + std::to_string(min) + ", " + std::to_string(max) +
-                      "], got '" + s + "'");
+                      "], got '" + printable(s) + "'");
   return x;
 }
 
@@ -74,7 +74,7 @@ double YamlMap::number(const std::string& key, double def, double min, double ma
   if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size() || !std::isfinite(x) || x < min || x > max) {
     char buf[96];
     std::snprintf(buf, sizeof buf, "expected a number in [%g, %g], got '", min, max);
-    throw ConfigError(at(key) + buf + s + "'");
+    throw ConfigError(at(key) + buf + printable(s) + "'");
   }
   return x;
 }
@@ -84,7 +84,7 @@ bool YamlMap::boolean(const std::string& key, bool def) const {
   std::string s = text(key, "");
   if (s == "true" || s == "yes" || s == "on") return true;
   if (s == "false" || s == "no" || s == "off") return false;
-  throw ConfigError(at(key) + "expected true or false, got '" + s + "'");
+  throw ConfigError(at(key) + "expected true or false, got '" + printable(s) + "'");
 }
 
 std::vector<std::string> YamlMap::texts(const std::string& key) const {
@@ -107,7 +107,7 @@ std::string YamlMap::choice(const std::string& key, const std::string& def,
   std::string s = text(key, def);
   if (std::find(choices.begin(), choices.end(), s) == choices.end()) {
     std::string near = closest_key(s, choices);
-    throw ConfigError(at(key) + "expected one of " + join(choices) + ", got '" + s + "'" +
+    throw ConfigError(at(key) + "expected one of " + join(choices) + ", got '" + printable(s) + "'" +
                       (near.empty() ? "" : " (did you mean '" + near + "'?)"));
   }
   return s;

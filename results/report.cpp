@@ -183,7 +183,7 @@ std::vector<LayoutSet> layout_sets(const std::vector<Record>& runs, const std::v
     const int64_t w = config_int(runs[i], "dist.world_size", 1), a = config_int(runs[i], "train.accum", 1);
     key["(global batch)"] = std::to_string(w * a);
     // Only a power-of-two accumulation keeps each rank's leaves a subtree of the canonical
-    // tree, and the native all-reduce is deterministic only for a fixed layout (DESIGN.md).
+    // tree, and the native all-reduce is deterministic only for a fixed layout (docs/design.md).
     const bool invariant = a > 0 && (a & (a - 1)) == 0 && report_value(runs[i], "dist.reduction") != "native";
     if (!invariant) key["(layout)"] = std::to_string(w) + "x" + std::to_string(a);
     sets[key].push_back(i);

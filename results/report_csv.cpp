@@ -34,7 +34,7 @@ std::string render_csv(const SweepRecords& sweep, const ReportModel& m) {
                         "final_params_checksum", "class", "class_size", "group", "group_runs", "group_final_loss_mean",
                         "group_final_loss_std", "layout_set", "layout_set_identical", "cause", "log_tail"})
     head.push_back(h);
-  std::string s = csv_row(head);
+  std::string s = csv_row(head);  // looks_like_report() knows it by its first and last columns
   auto tail_of = [&](const std::string& id) {
     for (const auto& f : sweep.failed)
       if (f.run_id == id) return f.log_tail;

@@ -294,8 +294,7 @@ std::string failed_runs(const SweepRecords& sweep) {
 }  // namespace
 
 std::string render_html(const SweepRecords& sweep, const ReportModel& m) {
-  std::string h = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" +
-                  html_escape(m.title) + "</title>\n<style>\n";
+  std::string h = kHtmlReportStart + ("<title>" + html_escape(m.title) + "</title>\n<style>\n");
   h += kStyle;
   h += "</style>\n</head>\n<body>\n<h1>" + html_escape(m.title) + "</h1>\n";
   h += summary(sweep, m);

@@ -121,7 +121,7 @@ std::string json_run(const SweepRecords& sweep, const ReportModel& m, const RunI
 std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
   const RunIndex x = index_runs(sweep, m);
   std::vector<std::string> strs, groups, runs, effects, classes, sets, charts, env, failed, problems;
-  std::string j = "{\"format\":\"sweep-report\",\"version\":1,\"title\":" + jstr(m.title);
+  std::string j = kJsonReportStart + ("\"version\":1,\"title\":" + jstr(m.title));
   j += ",\"summary\":{\"runs\":" + jint(int64_t(sweep.runs.size())) + ",\"completed\":" + jint(int64_t(m.completed)) +
        ",\"diverged\":" + jint(int64_t(m.diverged)) + ",\"failed\":" + jint(int64_t(m.failed)) +
        ",\"unfinished\":" + jint(int64_t(m.running)) + ",\"without_record\":" + jint(int64_t(m.missing)) +
@@ -170,7 +170,7 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
                      ",\"log_tail\":" + jstr(f.log_tail) + "}");
   j += ",\"failed\":" + jlist(failed);
   for (const auto& p : sweep.problems) problems.push_back(jstr(p));
-  return j + ",\"problems\":" + jlist(problems) + "}\n";
+  return j + ",\"problems\":" + jlist(problems) + ",\"generator\":" + jstr(kReportGenerator) + "}\n";
 }
 
 }  // namespace sweep

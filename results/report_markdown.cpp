@@ -76,7 +76,7 @@ std::string md_ids(const SweepRecords& sweep, const std::vector<size_t>& runs) {
 }  // namespace
 
 std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
-  std::string s = "# " + md(m.title) + "\n\n";
+  std::string s = "# " + md(m.title) + "\n" + kMarkdownReportMark + "\n\n";
   s += plural(sweep.runs.size(), "run") + ", " + plural(sweep.problems.size(), "problem") + ": " + counts_text(m) +
        ".\n";
   s += "Wall time " + seconds(m.wall_time_s) + " (first run started to last record written); training time " +

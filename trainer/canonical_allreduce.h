@@ -1,4 +1,4 @@
-// The cross-rank half of DESIGN.md's canonical reduction: ranks' partial sums combined
+// The cross-rank half of docs/design.md's canonical reduction: ranks' partial sums combined
 // with the canonical pairwise tree over r, so the result has the bits of one process
 // summing all M = W*A micro-batch gradients, whatever W is. Plus the gradient norm, with
 // the bits of sum_of_squares over the whole vector.

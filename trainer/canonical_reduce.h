@@ -1,4 +1,4 @@
-// The canonical pairwise tree of DESIGN.md: the sum of M leaves is
+// The canonical pairwise tree of docs/design.md: the sum of M leaves is
 // tree(lo,hi) = tree(lo, lo+P) + tree(lo+P, hi), P the largest power of two < hi-lo.
 // Its result depends only on the leaves and M, never on how they were produced.
 #pragma once

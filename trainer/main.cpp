@@ -8,6 +8,7 @@
 
 #include <malloc.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
     }
   sweep::MpiCommunicator comm(&argc, &argv);
   const bool root = comm.rank() == 0;
+  bool out_created = false;  // this process made --out: a bad config leaves nothing behind
   try {
     sweep::RunConfig cfg = sweep::load_run_config(config_path);
     // One writer per run directory: rank 0, the only rank that writes the record and
@@ -57,6 +59,8 @@ int main(int argc, char** argv) {
     std::optional<sweep::RunLock> lock;
     std::string refused;
     int64_t code = 0;
+    struct stat before;
+    out_created = ::lstat(opt.out_dir.c_str(), &before) != 0;
     if (root) {
       try {
         const auto parent = std::filesystem::path(opt.out_dir).parent_path();
@@ -83,6 +87,12 @@ int main(int argc, char** argv) {
     const std::string msg = e.what();
     const bool named = msg.rfind(config_path, 0) == 0;
     if (root) std::fprintf(stderr, "sweep-train: error: %s%s\n", named ? "" : (config_path + ": ").c_str(), msg.c_str());
+    // Found after the run's lock was taken (the data file, the world size): bad input
+    // writes nothing, so take back the lock file and the directory made for it.
+    if (root && out_created) {
+      ::unlink((opt.out_dir + "/run.lock").c_str());
+      ::rmdir(opt.out_dir.c_str());  // only when empty
+    }
     return 2;
   } catch (const std::exception& e) {
     if (comm.size() > 1) comm.abort(1, std::string("run failed: ") + e.what());

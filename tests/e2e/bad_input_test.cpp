@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -123,7 +124,24 @@ class BadInput : public ::testing::Test {
     const fs::path work = root_ / ("case" + std::to_string(c.row) + "_" + what), logs = work.string() + ".logs";
     fs::create_directories(work);
     fs::create_directories(logs);
-    fs::copy_file(kCorpus / c.file, work / c.file);
+    // Kinds with a suffix make a special file that git cannot hold: -dir a directory
+    // named FILE, -fifo a FIFO (data.fifo beside the committed config, or FILE itself),
+    // -symlink an `out/record.h5.partial` link to a file outside `out` that must stay
+    // untouched.
+    const std::string special = c.kind.find('-') == std::string::npos ? "" : c.kind.substr(c.kind.find('-') + 1);
+    if (special == "dir") {
+      fs::create_directories(work / c.file);
+    } else if (special == "fifo" && c.kind.rfind("record", 0) == 0) {
+      ASSERT_EQ(::mkfifo((work / c.file).c_str(), 0644), 0);
+    } else {
+      fs::copy_file(kCorpus / c.file, work / c.file);
+    }
+    if (special == "fifo" && c.kind.rfind("config", 0) == 0) ASSERT_EQ(::mkfifo((work / "data.fifo").c_str(), 0644), 0);
+    if (special == "symlink") {
+      fs::create_directories(work / "out");
+      std::ofstream(work / "victim") << "precious";
+      fs::create_symlink("../victim", work / "out" / "record.h5.partial");
+    }
     const auto before = listing(work);
     const Outcome o = run_in(argv, work, logs);
     EXPECT_EQ(o.code, c.exit) << "stderr: " << o.err << "stdout: " << o.out;
@@ -146,6 +164,7 @@ class BadInput : public ::testing::Test {
       }
     }
     EXPECT_EQ(listing(work), before) << "the command created files in its working directory";
+    if (special == "symlink") EXPECT_EQ(read_text(work / "victim"), "precious") << "written through the planted link";
   }
   fs::path root_;
 };
@@ -156,13 +175,14 @@ TEST_F(BadInput, EveryCaseInTheCorpusFailsCleanly) {
   std::set<std::string> listed;
   for (const Case& c : cases) {
     listed.insert(c.file);
-    ASSERT_TRUE(fs::exists(kCorpus / c.file)) << "MANIFEST.tsv:" << c.row << ": no such file " << c.file;
-    if (c.kind == "grid") {
+    const bool made = c.kind == "config-dir" || c.kind == "grid-dir" || c.kind == "record-fifo";
+    if (!made) ASSERT_TRUE(fs::exists(kCorpus / c.file)) << "MANIFEST.tsv:" << c.row << ": no such file " << c.file;
+    if (c.kind.rfind("grid", 0) == 0) {
       check(c, {kBin + "/sweep", "plan", c.file, "--out", "out"}, "plan");
       check(c, {kBin + "/sweep", "run", c.file, "--out", "out", "--quiet"}, "run");
-    } else if (c.kind == "config") {
+    } else if (c.kind.rfind("config", 0) == 0) {
       check(c, {kBin + "/sweep-train", "--config", c.file, "--out", "out"}, "train");
-    } else if (c.kind == "record") {
+    } else if (c.kind.rfind("record", 0) == 0) {
       check(c, {kBin + "/sweep", "compare", c.file, c.file}, "compare");
     } else {
       ADD_FAILURE() << "MANIFEST.tsv:" << c.row << ": unknown kind '" << c.kind << "'";

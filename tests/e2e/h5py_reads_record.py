@@ -9,6 +9,7 @@ import tempfile
 
 import h5py
 import numpy as np
+import xxhash
 
 SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "results", "SCHEMA.md")
 TYPES = {"int64": np.int64, "uint64": np.uint64, "float64": np.float64}
@@ -48,6 +49,54 @@ def check_schema_doc(f, expect):
     expect(found > 40, f"SCHEMA.md documents {found} names (the parser found the tables)")
 
 
+def as_text(v):
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def record_digest(f):
+    """The digest of results/SCHEMA.md's "Integrity" section, from h5py and xxhash alone."""
+    h = xxhash.xxh64(seed=0)
+
+    def item(name, payload=b""):
+        h.update(name.encode() + b"\0" + payload)
+
+    def text(v):
+        return as_text(v).encode() + b"\0"
+
+    def nums(name, arr, dtype):
+        item(name, np.ascontiguousarray(np.asarray(arr, dtype=dtype)).astype(np.dtype(dtype).newbyteorder("<")).tobytes())
+
+    def attrs(name, group):
+        item(name, b"".join(k.encode() + b"\0" + text(group.attrs[k]) for k in sorted(group.attrs, key=str.encode)))
+
+    nums("schema_version", [f.attrs["schema_version"]], np.int64)
+    for a in ("run_id", "sweep_id", "status", "failure"):
+        item(a, text(f.attrs.get(a, "")))
+    nums("world_size", [f.attrs.get("world_size", 1)], np.int64)
+    item("config/yaml", text(f["config/yaml"][()]))
+    for d in ("keys", "values"):
+        item("config/" + d, b"".join(text(v) for v in f["config/" + d][:]))
+    attrs("environment", f["environment"])
+    for d in ("name", "shape"):
+        item("params/" + d, b"".join(text(v) for v in f["params/" + d][:]))
+    for d in ("offset", "numel"):
+        nums("params/" + d, f["params/" + d][:], np.int64)
+    for d in ("loss", "lr", "grad_norm", "clip_coef", "loss_scale", "step_time_s", "tokens_per_s", "record_time_s"):
+        nums("metrics/" + d, f["metrics/" + d][:], np.float64)
+    for d in ("step", "skipped", "tokens", "unused_params"):
+        nums("metrics/" + d, f["metrics/" + d][:], np.int64)
+    nums("ranks/step_time_s", f["ranks/step_time_s"][:].ravel(), np.float64)
+    if "params_bytes" in f["ranks"]:
+        for d in ("params_bytes", "grads_bytes", "optimizer_bytes"):
+            nums("ranks/" + d, f["ranks/" + d][:], np.int64)
+    attrs("summary", f["summary"])
+    nums("checksums/step", f["checksums/step"][:], np.int64)
+    nums("checksums/params", f["checksums/params"][:], np.uint64)
+    tensors = f["checksums/tensors"][:].ravel() if len(f["params/name"]) else []
+    nums("checksums/tensors", tensors, np.uint64)
+    return "xxh64:%016x" % h.intdigest()
+
+
 bin_dir, config = sys.argv[1], sys.argv[2]
 with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "run")
@@ -61,7 +110,10 @@ with tempfile.TemporaryDirectory() as tmp:
             failures.append(what)
 
     with h5py.File(os.path.join(out, "record.h5"), "r") as f:
-        expect(int(f.attrs["schema_version"]) == 1, "schema_version == 1")
+        expect(int(f.attrs["schema_version"]) == 2, "schema_version == 2")
+        digest = record_digest(f)
+        expect(as_text(f.attrs["digest"]) == digest,
+               f"digest recomputed from SCHEMA.md's Integrity section ({digest}) equals the stored one")
         expect(len(f.attrs["run_id"]) == 16, "run_id is 16 hex digits")
         expect(f.attrs["status"] == "completed", "status == completed")
         yaml_text = f["config/yaml"][()].decode()

@@ -24,7 +24,7 @@ std::vector<T> mixed(size_t n, uint32_t seed) {
   return v;
 }
 
-/// DESIGN.md, literally: tree(lo,hi) = tree(lo,lo+P) + tree(lo+P,hi), P the largest
+/// docs/design.md, literally: tree(lo,hi) = tree(lo,lo+P) + tree(lo+P,hi), P the largest
 /// power of two < hi-lo.
 Vec reference_tree(const std::vector<Vec>& leaves, size_t lo, size_t hi) {
   if (hi - lo == 1) return leaves[lo];
@@ -117,7 +117,7 @@ TEST(CanonicalReduce, PowerOfTwoSplits) {
 }
 
 TEST(CanonicalReduce, RankPartialsCombineToTheGlobalTree) {
-  // DESIGN.md: with A a power of two, each rank's block of A leaves is a subtree, so
+  // docs/design.md: with A a power of two, each rank's block of A leaves is a subtree, so
   // summing per rank and then over ranks (same tree shape over r) gives the global tree,
   // for any world size W.
   for (size_t a : {1, 2, 4, 8}) {

@@ -1,0 +1,233 @@
+// The real `sweep` binary against bad input and mistaken output paths: `report -o` never
+// replaces a record or anyone else's file, `report` and `run --out` write only into sweep
+// directories, `run --out` hands every launcher an absolute path, `status` escapes what it
+// reads from disk, and `reproduce` refuses a layout of 0 or less. Each refusal is one
+// stderr line, exit 2, and nothing written. Needs only `sweep` (no trainer runs).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+extern char** environ;
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kSweep = std::string(SWEEP_BIN_DIR) + "/sweep";
+
+#define EXPECT_CONTAINS(hay, needle) EXPECT_NE(std::string(hay).find(needle), std::string::npos) << "in: " << (hay)
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
+
+std::set<std::string> listing(const fs::path& dir) {
+  std::set<std::string> names;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) names.insert(fs::relative(e.path(), dir).string());
+  return names;
+}
+
+struct Outcome {
+  int code = -1;
+  std::string out, err;
+};
+
+class CliGuards : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("cli_guards_e2e_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "logs");
+    fs::create_directories(dir_ / "work");
+    work_ = dir_ / "work";
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  /// `sweep ARGS` in `work_`, stdout and stderr kept apart.
+  Outcome sweep(std::vector<std::string> args) {
+    args.insert(args.begin(), kSweep);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const std::string out = (dir_ / "logs" / "stdout").string(), err = (dir_ / "logs" / "stderr").string();
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addchdir_np(&fa, work_.c_str());
+    Outcome o;
+    pid_t pid = 0;
+    if (posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ) == 0) {
+      int status = 0;
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      if (WIFEXITED(status)) o.code = WEXITSTATUS(status);
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    o.out = read(out), o.err = read(err);
+    return o;
+  }
+
+  /// The refusal contract: exit 2, nothing on stdout, one stderr line naming `names`.
+  void expect_refusal(const Outcome& o, const std::string& names, const std::string& message) {
+    EXPECT_EQ(o.code, 2) << "stderr: " << o.err << "stdout: " << o.out;
+    EXPECT_EQ(o.out, "");
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << "expected one line on stderr, got: " << o.err;
+    EXPECT_CONTAINS(o.err, names);
+    EXPECT_CONTAINS(o.err, message);
+  }
+
+  /// A sweep directory with one run directory and its (stand-in) record.
+  fs::path make_sweep_dir(const std::string& name) {
+    const fs::path d = work_ / name;
+    fs::create_directories(d / "runs" / "0123456789abcdef");
+    write(d / "runs" / "0123456789abcdef" / "record.h5", kRecordBytes);
+    return d;
+  }
+
+  std::string grid(const std::string& launch = "") {
+    write(work_ / "g.yaml",
+          "name: guards\n"
+          "base:\n"
+          "  model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 16}\n"
+          "  train: {steps: 3, micro_batch: 2}\n" +
+              launch);
+    return (work_ / "g.yaml").string();
+  }
+
+  const std::string kRecordBytes = std::string("\x89HDF\r\n\x1a\n", 8) + "a completed record";
+  fs::path dir_, work_;
+};
+
+TEST_F(CliGuards, ReportOutputNeverReplacesARecord) {
+  const fs::path sweep_dir = make_sweep_dir("s");
+  const fs::path rec = sweep_dir / "runs" / "0123456789abcdef" / "record.h5";
+  const auto before = listing(work_);
+  for (const std::string& target : {rec.string(), rec.string() + ".partial", (work_ / "new.h5").string()}) {
+    SCOPED_TRACE(target);
+    expect_refusal(sweep({"report", sweep_dir.string(), "-o", target}), "-o " + target,
+                   "refusing to write a report to a record's name (.h5, .h5.partial)");
+  }
+  EXPECT_EQ(read(rec), kRecordBytes);
+  EXPECT_EQ(listing(work_), before);
+}
+
+TEST_F(CliGuards, ReportOutputReplacesOnlyAReportOfTheSameFormat) {
+  const fs::path sweep_dir = make_sweep_dir("s");
+  write(work_ / "notes.html", "<!DOCTYPE html>\n<p>my notes</p>\n");
+  write(work_ / "notes.md", "# notes\n\nkeep me\n");
+  const auto before = listing(work_);
+  expect_refusal(sweep({"report", sweep_dir.string(), "-o", "notes.html"}), "-o notes.html",
+                 "exists and is not a sweep report (HTML); refusing to replace it");
+  expect_refusal(sweep({"report", sweep_dir.string(), "--format", "md", "-o", "notes.md"}), "-o notes.md",
+                 "exists and is not a sweep report (Markdown)");
+  EXPECT_EQ(read(work_ / "notes.html"), "<!DOCTYPE html>\n<p>my notes</p>\n");
+  EXPECT_EQ(read(work_ / "notes.md"), "# notes\n\nkeep me\n");
+  expect_refusal(sweep({"report", sweep_dir.string(), "-o", sweep_dir.string()}), "-o " + sweep_dir.string(),
+                 "is a directory");
+  EXPECT_EQ(listing(work_), before);
+
+  // Its own reports are replaced, each format by itself only; stdout and /dev/null work.
+  for (const char* fmt : {"html", "md", "csv", "json"}) {
+    SCOPED_TRACE(fmt);
+    const std::string out = std::string("r.") + fmt;
+    EXPECT_EQ(sweep({"report", sweep_dir.string(), "--format", fmt, "-o", out}).code, 0);
+    const Outcome again = sweep({"report", sweep_dir.string(), "--format", fmt, "-o", out});
+    EXPECT_EQ(again.code, 0) << again.err;
+    EXPECT_EQ(
+        sweep({"report", sweep_dir.string(), "--format", std::string(fmt) == "json" ? "csv" : "json", "-o", out}).code,
+        2);
+  }
+  EXPECT_CONTAINS(read(work_ / "r.html"), "<meta name=\"generator\" content=\"sweep report\">");
+  EXPECT_CONTAINS(read(work_ / "r.json"), "\"generator\":\"sweep report\"");
+  const Outcome to_stdout = sweep({"report", sweep_dir.string(), "-o", "-"});
+  EXPECT_EQ(to_stdout.code, 0);
+  EXPECT_EQ(to_stdout.out.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_EQ(sweep({"report", sweep_dir.string(), "-o", "/dev/null"}).code, 0);
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+}
+
+TEST_F(CliGuards, ReportIntoADirectoryThatIsNotASweepIsRefused) {
+  fs::create_directories(work_ / "home");
+  write(work_ / "home" / "thesis.tex", "keep me");
+  const auto before = listing(work_);
+  expect_refusal(sweep({"report", "home"}), "home: not a sweep directory", "no points.tsv, runs/ or sweep.lock in it");
+  EXPECT_EQ(listing(work_), before);
+}
+
+TEST_F(CliGuards, RunOutMustBeASweepDirectory) {
+  const std::string g = grid();
+  fs::create_directories(work_ / "home");
+  write(work_ / "home" / "thesis.tex", "keep me");
+  write(work_ / "a-file", "keep me");
+  const auto before = listing(work_);
+  expect_refusal(sweep({"run", g, "--out", "home", "--trainer", "/bin/true"}), "--out home: not a sweep directory",
+                 "expected a new or empty directory, or one an earlier sweep wrote");
+  expect_refusal(sweep({"run", g, "--out", "a-file", "--trainer", "/bin/true"}),
+                 "--out a-file: exists and is not a directory", "expected a sweep directory");
+  EXPECT_EQ(listing(work_), before);
+}
+
+TEST_F(CliGuards, RunOutIsAbsoluteForEveryLauncher) {
+  // A stand-in container runtime that records its argv and runs nothing.
+  const fs::path standin = dir_ / "fake-runtime", argv_log = dir_ / "runtime-argv";
+  write(standin, "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '" + argv_log.string() + "'\n");
+  fs::permissions(standin, fs::perms::owner_all);
+  const std::string g = grid("launch:\n  retries: 0\n  container: {runtime: docker, command: '" + standin.string() +
+                             "', image: test-image}\n");
+  const Outcome o = sweep({"run", g, "--out", "./x/../rel/out/", "--trainer", "/bin/true", "--quiet"});
+  ASSERT_NE(o.code, 2) << o.err;
+  const std::string want = (work_ / "rel" / "out").string();
+  const std::string argv = read(argv_log);
+  EXPECT_CONTAINS(argv, " -w " + want + " -v " + want + ":" + want + " ");
+  EXPECT_EQ(argv.find(" rel/"), std::string::npos) << argv;
+  EXPECT_EQ(argv.find("x/.."), std::string::npos) << argv;
+  EXPECT_CONTAINS(o.out, "-> " + want + " ");
+}
+
+TEST_F(CliGuards, StatusEscapesWhatItReadsFromDisk) {
+  const fs::path d = work_ / "s";
+  const std::string id = "ab\x1b]0;pwned\x07\x1b[2Jc\nd";
+  fs::create_directories(d / "runs" / id);
+  fs::create_directories(d / "runs" / "0123456789abcdef");
+  write(d / "points.tsv", "sweep-points 1\n0123456789abcdef\ttrain.lr=\x1b[31mred\xe2\x80\xae\n");
+  const Outcome o = sweep({"status", d.string()});
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(o.out.find('\x1b'), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find('\x07'), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find("\xe2\x80\xae"), std::string::npos) << o.out;
+  EXPECT_CONTAINS(o.out, "ab\\x1b]0;pwned\\x07\\x1b[2Jc\\x0ad");
+  EXPECT_CONTAINS(o.out, "train.lr=\\x1b[31mred\\u{202e}");
+}
+
+TEST_F(CliGuards, ReproduceRefusesALayoutOfZeroOrLess) {
+  const fs::path run = make_sweep_dir("s") / "runs" / "0123456789abcdef";
+  const auto before = listing(work_);
+  expect_refusal(sweep({"reproduce", run.string(), "--world-size", "0"}), "--world-size 0",
+                 "expected a positive number of ranks");
+  expect_refusal(sweep({"reproduce", run.string(), "--accum", "0"}), "--accum 0",
+                 "expected a positive number of accumulation steps");
+  expect_refusal(sweep({"reproduce", run.string(), "--world-size=-2"}), "--world-size -2", "expected a positive");
+  expect_refusal(sweep({"reproduce", run.string(), "--accum=-1"}), "--accum -1", "expected a positive");
+  EXPECT_EQ(listing(work_), before);
+}
+
+}  // namespace

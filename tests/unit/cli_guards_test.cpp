@@ -1,0 +1,129 @@
+// Library-level guards behind `sweep`'s bad-input checks: one YAML document per grid
+// file, grid paths that are directories or FIFOs, the stated name limit, invisible
+// characters escaped in quoted keys, and the signature each report format carries so
+// that `sweep report -o` replaces only its own files. tests/e2e/cli_guards_e2e_test.cpp
+// drives the same guards through the real binary.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "grid.h"    // parse_grid, load_grid
+#include "report.h"  // render_report, looks_like_report
+
+namespace fs = std::filesystem;
+
+namespace {
+
+#define EXPECT_CONTAINS(hay, needle) EXPECT_NE(std::string(hay).find(needle), std::string::npos) << "in: " << (hay)
+
+std::string parse_error(const std::string& text) {
+  try {
+    sweep::parse_grid(text, "g.yaml");
+  } catch (const sweep::ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string load_error(const std::string& path) {
+  try {
+    sweep::load_grid(path);
+  } catch (const sweep::ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+class GridFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("cli_guards_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST(GridDocuments, ASecondYamlDocumentIsAnErrorAtItsLine) {
+  EXPECT_EQ(parse_error("name: a\ngrid:\n  train.lr: [0.1]\n---\nname: b\n"),
+            "g.yaml:4: holds 2 YAML documents; a grid is one (the second starts on this line)");
+  // An explicit start of the first document is one document; its second `---` is not.
+  EXPECT_CONTAINS(parse_error("---\nname: a\n---\n"), "g.yaml:3: holds 2 YAML documents");
+  EXPECT_CONTAINS(parse_error("# c\nname: a\n...\nname: b\n"), "g.yaml:4: holds 2 YAML documents");
+  EXPECT_CONTAINS(parse_error("name: a\n---\nname: b\n---\nname: c\n"), "g.yaml:2: holds 3 YAML documents");
+  EXPECT_EQ(parse_error("---\nname: a\n...\n"), "(no error)");
+}
+
+TEST_F(GridFile, ADirectoryIsNamedAsOneAndAMissingFileKeepsItsMessage) {
+  EXPECT_EQ(load_error(dir_.string()), dir_.string() + ": is a directory, expected a grid file");
+  EXPECT_EQ(load_error((dir_ / "nope.yaml").string()), (dir_ / "nope.yaml").string() + ": cannot open the grid file");
+}
+
+TEST_F(GridFile, AFifoIsRefusedWithoutWaitingForAWriter) {
+  const std::string fifo = (dir_ / "grid.yaml").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // In a child: opening a FIFO for reading blocks until a writer comes, which would hang
+  // this test; the parent gives up after 10 s.
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) _exit(load_error(fifo) == fifo + ": not a regular file, expected a grid file" ? 0 : 1);
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      FAIL() << "load_grid on a FIFO blocked for 10 s";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wrong or no error for a FIFO";
+}
+
+TEST(GridName, TheLengthLimitIsInTheMessage) {
+  const std::string long_name(129, 'a');
+  EXPECT_CONTAINS(parse_error("name: " + long_name + "\n"), "a name is 1 to 128 characters, this one 129");
+  EXPECT_CONTAINS(parse_error("name: a/b\n"), "got 'a/b'; a name is 1 to 128 characters");
+  EXPECT_EQ(parse_error("name: " + std::string(128, 'a') + "\n"), "(no error)");
+}
+
+TEST(InvisibleCharacters, AreEscapedWhereKeysAreQuoted) {
+  // U+200B ZERO WIDTH SPACE after the key: it would print as 'train.lr' twice.
+  EXPECT_CONTAINS(parse_error("name: a\ngrid:\n  train.lr\u200b: [0.1]\n"),
+                  "unknown key 'train.lr\\u{200b}' (did you mean 'train.lr'?)");
+  EXPECT_CONTAINS(parse_error("name: a\nbase:\n  train: {\u2066lr: 0.1}\n"), "unknown key 'train.\\u{2066}lr'");
+  EXPECT_CONTAINS(parse_error("name: a\nconstr\ufeffaints: {}\n"),
+                  "unknown top-level key 'constr\\u{feff}aints' (did you mean 'constraints'?)");
+  EXPECT_CONTAINS(parse_error("name: a\nlaunch: {par\u00adallel: 2}\n"), "unknown key 'launch.par\\u{ad}allel'");
+  EXPECT_CONTAINS(parse_error("name: a\nbase:\n  tr\u202eain: {}\n"), "unknown section 'base.tr\\u{202e}ain'");
+  EXPECT_EQ(sweep::printable("a\u2060b\u200fc\u0085d\x1b"), "a\\u{2060}b\\u{200f}c\\u{85}d\\x1b");
+  EXPECT_EQ(sweep::printable("caf\u00e9 \u4e2d"), "caf\u00e9 \u4e2d");  // visible text stays as it is
+}
+
+TEST(ReportSignature, EachFormatIsRecognisedOnlyAsItself) {
+  sweep::SweepRecords none;
+  const sweep::ReportModel m = sweep::build_report("t", none);
+  using F = sweep::ReportFormat;
+  for (F f : {F::html, F::markdown, F::csv, F::json}) {
+    const std::string text = sweep::render_report(none, m, f);
+    for (F g : {F::html, F::markdown, F::csv, F::json})
+      EXPECT_EQ(sweep::looks_like_report(text, g), f == g) << int(f) << " read as " << int(g) << ":\n" << text;
+  }
+  EXPECT_FALSE(sweep::looks_like_report(std::string("\x89HDF\r\n\x1a\n", 8), F::html));
+  EXPECT_FALSE(sweep::looks_like_report("# my notes\n\nkeep this\n", F::markdown));
+  EXPECT_FALSE(sweep::looks_like_report("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n", F::html));
+  EXPECT_FALSE(sweep::looks_like_report("run_id,status,mine\r\n", F::csv));
+  EXPECT_FALSE(sweep::looks_like_report("{\"format\":\"other\"}", F::json));
+  EXPECT_FALSE(sweep::looks_like_report("", F::html));
+}
+
+}  // namespace
