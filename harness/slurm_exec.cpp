@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "run_files.h"     // RunLock::holder
 #include "slurm.h"         // sbatch_script, sbatch_argv, parse_squeue, parse_sacct
 #include "stop_signals.h"  // StopSignals
 
@@ -95,7 +96,30 @@ SweepSummary run_sweep_slurm(const SweepSpec& spec, const std::vector<GridPoint>
       a.sweep_dir = opt.out_dir;
       a.world = int(shape.first);
       a.threads = int(shape.second);
-      for (RunTask* t : group) session.prepare(*t), a.dirs.push_back(t->dir), a.resume.push_back(t->resume());
+      std::vector<RunTask*> ready;
+      for (RunTask* t : group) {
+        // A run still written by another process (a job of an earlier driver) is not
+        // submitted twice; one whose directory is unusable fails alone, with the reason.
+        if (std::string who = RunLock::holder(t->dir); !who.empty()) {
+          session.progress().line("skipped   " + t->point->id + ": its directory is still being written by " + who +
+                                  "; run `sweep run` again once it has finished");
+          ++session.summary().not_started;
+          continue;
+        }
+        try {
+          session.prepare(*t);
+        } catch (const std::exception& e) {
+          try {
+            session.attempt_ended(*t, FailureClass::config, std::string("I/O error: ") + e.what(),
+                                  t->dir + "/logs/launcher.log");
+          } catch (const std::exception&) {
+          }
+          continue;
+        }
+        ready.push_back(t), a.dirs.push_back(t->dir), a.resume.push_back(t->resume());
+      }
+      if (ready.empty()) continue;
+      group = ready;
       const std::string script = opt.out_dir + "/slurm/batch-" + std::to_string(++batches) + ".sh";
       write_file_atomically(script, sbatch_script(a, spec.launch, local));
       fs::permissions(script, fs::perms::owner_all, fs::perm_options::add);
