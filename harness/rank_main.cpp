@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   for (char c : rank)
     if (c < '0' || c > '9') rank = "x";  // never let the environment pick a path
   const std::string log = log_dir + "/rank" + rank + ".log";
-  int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0644);  // never through a link
   if (fd < 0) {
     std::fprintf(stderr, "sweep-rank: %s: %s\n", log.c_str(), std::strerror(errno));
     return 127;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -29,8 +30,17 @@ std::string read_all(const std::string& path) {
 
 SweepLock::SweepLock(const std::string& dir) {
   std::filesystem::create_directories(dir);
-  fd_ = ::open(lock_path(dir).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // Never through a link: a planted sweep.lock -> some file would be truncated below.
+  fd_ = ::open(lock_path(dir).c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  if (fd_ < 0 && errno == ELOOP)
+    throw ConfigError(lock_path(dir) + " is a symbolic link; refusing to write through it (remove it, then run again)");
   if (fd_ < 0) throw ConfigError(lock_path(dir) + ": cannot open the lock file: " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    fd_ = -1;
+    throw ConfigError(lock_path(dir) + " is not a regular file; refusing to use it as the lock (remove it, then run again)");
+  }
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     std::string who = read_all(lock_path(dir));
     ::close(fd_);
@@ -52,7 +62,7 @@ SweepLock::~SweepLock() {
 }
 
 std::string SweepLock::holder(const std::string& dir) {
-  int fd = ::open(lock_path(dir).c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(lock_path(dir).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return "";
   std::string who;
   if (::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {

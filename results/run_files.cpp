@@ -85,6 +85,20 @@ void check_run_entries(const std::string& run_dir) {
     }
   }
   ::closedir(d);
+  // The per-rank logs are appended to by the launcher and sweep-rank: same rule.
+  if (bad.empty() && (d = ::opendir((run_dir + "/logs").c_str()))) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name == "." || name == "..") continue;
+      const std::string p = run_dir + "/logs/" + name;
+      if (::lstat(p.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+        bad = p + " is " + kind_of(st.st_mode) + "; sweep appends only to regular files it made there (remove it, "
+                                                 "then run again)";
+        break;
+      }
+    }
+    ::closedir(d);
+  }
   if (!bad.empty()) throw RunRefused(bad);
 }
 

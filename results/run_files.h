@@ -45,9 +45,9 @@ class RunLock {
 };
 
 /// Throws RunRefused when an entry of `run_dir` that sweep writes (record.h5 and its
-/// .partial, run.lock, state, config.yaml, checkpoints/, logs/) is a symbolic link or a
-/// special file (FIFO, device, socket), or has the wrong kind (a directory where a file
-/// belongs). Missing entries are fine.
+/// .partial, run.lock, state, config.yaml, checkpoints/, logs/ and every file in it) is
+/// a symbolic link or a special file (FIFO, device, socket), or has the wrong kind (a
+/// directory where a file belongs). Missing entries are fine.
 void check_run_entries(const std::string& run_dir);
 
 /// "" when `path` is a regular file (following links, as opening it would); otherwise

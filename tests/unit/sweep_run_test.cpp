@@ -181,6 +181,31 @@ TEST_F(SweepRunTest, ExitZeroWithoutACompletedRecordIsAFailure) {
   EXPECT_EQ(s.failed, 1);
 }
 
+TEST_F(SweepRunTest, APlantedSweepLockLinkIsRefusedAndItsTargetKeptWhole) {
+  const fs::path victim = tmp_ / "victim.txt";
+  std::ofstream(victim) << "precious";
+  fs::create_directories(opt_.out_dir);
+  fs::create_symlink(victim, opt_.out_dir + "/sweep.lock");
+  FakeTrainer fake;
+  EXPECT_THROW(run_sweep(spec_, points_, opt_, fake), ConfigError);
+  EXPECT_TRUE(fake.calls.empty());
+  EXPECT_EQ(read_text(victim), "precious");
+}
+
+TEST_F(SweepRunTest, APlantedLogLinkFailsOnlyThatRunAndIsNeverWrittenThrough) {
+  const fs::path victim = tmp_ / "victim.txt";
+  std::ofstream(victim) << "precious";
+  fs::create_directories(run_dir(1) + "/logs");
+  fs::create_symlink(victim, run_dir(1) + "/logs/rank0.log");
+  FakeTrainer fake;
+  SweepSummary s = run_sweep(spec_, points_, opt_, fake);
+  EXPECT_EQ(fake.calls.size(), 2u);
+  EXPECT_EQ(s.completed, 2);
+  EXPECT_EQ(s.failed, 1);
+  EXPECT_EQ(read_text(victim), "precious");
+  EXPECT_CONTAINS(read_run_state(run_dir(1)).detail, "rank0.log is a symbolic link");
+}
+
 TEST_F(SweepRunTest, ADamagedRecordIsMovedAsideNeverDeletedAndItsPointRunsAgain) {
   FakeTrainer fake;
   fs::create_directories(run_dir(0));
