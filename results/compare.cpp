@@ -139,6 +139,9 @@ std::string verdict_line(const RecordComparison& c) {
   const std::string counts =
       std::to_string(c.steps_compared) + " steps, " + std::to_string(c.checksums_compared) + " checksums";
   if (c.bitwise()) return "identical bit-for-bit: " + counts;
+  if (c.checksums_compared == 0 && c.loss_step == kNoStep && c.missing_step == kNoStep && !c.match())
+    return "not shown identical: no checksum row at a common step, so the parameters were never compared (" + counts +
+           "; the losses are identical)";
   if (c.match())
     return "within tolerance (rtol " + g6(c.rtol) + "): " + counts + "; max abs loss difference " + g6(c.max_abs) +
            ", max rel " + g6(c.max_rel) + "; not bitwise from step " + std::to_string(c.divergent_step());

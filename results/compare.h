@@ -43,8 +43,12 @@ struct RecordComparison {
   std::vector<ValueDiff> config;       ///< differing /config values
   std::vector<ValueDiff> environment;  ///< differing /environment attributes
 
-  /// Same steps, bit-identical losses and identical checksum rows.
-  bool bitwise() const { return loss_step == kNoStep && checksum_step == kNoStep && missing_step == kNoStep; }
+  /// Same steps, bit-identical losses and identical checksum rows, at least one of them:
+  /// without a common checksum row the parameters were never compared, so it is not
+  /// called bit-for-bit.
+  bool bitwise() const {
+    return loss_step == kNoStep && checksum_step == kNoStep && missing_step == kNoStep && checksums_compared > 0;
+  }
   /// bitwise(), or with rtol > 0: same steps and every loss within the tolerance.
   bool match() const { return bitwise() || (rtol > 0 && missing_step == kNoStep && losses_within_rtol); }
   /// First step at which the records part (loss, parameters or a missing step); kNoStep if none.

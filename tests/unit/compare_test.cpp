@@ -52,6 +52,23 @@ TEST(CompareRecords, IdenticalRecordsAreBitwise) {
   EXPECT_EQ(joined(detail_lines(c)), "environment: identical\n");
 }
 
+TEST(CompareRecords, WithoutACommonChecksumRowItIsNeverCalledBitForBit) {
+  // Equal losses say nothing about the parameters: no checksum row, no "bit-for-bit".
+  Record a = make_record(5), b = make_record(5);
+  a.checksums.clear(), b.checksums.clear();
+  RecordComparison c = compare_records(a, b);
+  EXPECT_EQ(c.checksums_compared, 0u);
+  EXPECT_FALSE(c.bitwise());
+  EXPECT_FALSE(c.match());
+  EXPECT_EQ(verdict_line(c).find("bit-for-bit:"), std::string::npos) << verdict_line(c);
+  EXPECT_NE(verdict_line(c).find("the parameters were never compared"), std::string::npos) << verdict_line(c);
+  // Rows only at different steps compare nothing either.
+  Record d = make_record(5), e = make_record(5);
+  d.checksums.resize(1);
+  e.checksums.erase(e.checksums.begin());
+  EXPECT_FALSE(compare_records(d, e).bitwise());
+}
+
 TEST(CompareRecords, OneUlpLossDifferenceIsTheDivergentStep) {
   Record a = make_record(6), b = make_record(6);
   b.steps[2].loss = std::nextafter(a.steps[2].loss, 10.0);  // step 3
