@@ -316,3 +316,31 @@ TEST_F(DriverE2E, ContainerRuntimeWrapsEveryRank) {
 }
 
 }  // namespace
+
+// The README's promise as users meet it: sweeps/invariance.yaml, run as shipped (world
+// size 1, 2, 4 x ZeRO 0-3 at one global batch), gives a report with exactly one
+// bit-identical class holding all 11 runs.
+TEST_F(DriverMpi, TheShippedInvarianceSweepFormsExactlyOneBitIdenticalClass) {
+  const std::string grid = std::string(SWEEP_SOURCE_DIR) + "/sweeps/invariance.yaml";
+  const fs::path out = dir_ / "out";
+  auto st = sweep_cli({"run", grid, "--out", out.string(), "--quiet"}, "run.log");
+  ASSERT_TRUE(st.ok()) << read(dir_ / "run.log");
+  EXPECT_CONTAINS(read(dir_ / "run.log"), "11 completed, 0 already done, 0 failed");
+  st = sweep_cli({"report", out.string(), "--format", "json", "-o", (dir_ / "report.json").string()}, "report.log");
+  ASSERT_TRUE(st.ok()) << read(dir_ / "report.log");
+  const std::string json = read(dir_ / "report.json");
+  const auto classes = json.find("\"classes\":[{");  // the list of classes (runs also name theirs)
+  ASSERT_NE(classes, std::string::npos) << json.substr(0, 400);
+  const std::string section = json.substr(classes, json.find(']', json.find("\"runs\"", classes)) - classes);
+  // One class: one "name", and its runs list names every run.
+  size_t names = 0;
+  for (size_t at = section.find("\"name\""); at != std::string::npos; at = section.find("\"name\"", at + 1)) ++names;
+  EXPECT_EQ(names, 1u) << section;
+  EXPECT_EQ(json.find("\"C2\""), std::string::npos) << "a second equivalence class";
+  size_t runs = 0;
+  for (const auto& e : fs::directory_iterator(out / "runs")) {
+    ++runs;
+    EXPECT_NE(section.find(e.path().filename().string()), std::string::npos) << e.path().filename() << " not in C1";
+  }
+  EXPECT_EQ(runs, 11u);
+}
