@@ -251,6 +251,10 @@ CliAction setup_reproduce(CLI::App& app) {
   auto* world = cmd->add_option("--world-size", o->opt.world_size,
                                 "ranks for the re-run (the global batch world_size x accum must hold)");
   auto* accum = cmd->add_option("--accum", o->opt.accum, "accumulation steps for the re-run (a power of two)");
+  cmd->add_option("--from-step", o->opt.from_step,
+                  "resume the re-run from the original's checkpoint after step S (on any layout: checkpoints are "
+                  "layout-free); the steps after S are recomputed and compared")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--set", o->opt.set,
                   "test only: KEY=VALUE override of the re-run's config, repeatable (e.g. train.threads=2, or "
                   "fault.desync_step=3 with fault.desync_rank=0 to perturb one parameter by one ulp after step 3)")

@@ -1,5 +1,6 @@
 #include "reproduce.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
@@ -97,6 +98,23 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
     throw ConfigError("mpiexec '" + opt.launch.mpiexec + "' not found; a re-run on " +
                       std::to_string(config.dist.world_size) + " ranks needs it (pass --mpiexec)");
 
+  // --from-step: the original's checkpoint after that step, complete; checked before
+  // anything is created.
+  std::string checkpoint;
+  if (opt.from_step > 0) {
+    char name[32];
+    std::snprintf(name, sizeof name, "step_%010lld", static_cast<long long>(opt.from_step));
+    checkpoint = (fs::path(original_path).parent_path() / "checkpoints" / name).string();
+    if (!fs::exists(checkpoint + "/DONE")) {
+      std::string kept;
+      std::error_code ec;
+      for (fs::directory_iterator it(fs::path(original_path).parent_path() / "checkpoints", ec), e; !ec && it != e;
+           it.increment(ec))
+        if (fs::exists(it->path() / "DONE")) kept += (kept.empty() ? "" : ", ") + it->path().filename().string();
+      throw ConfigError("--from-step " + std::to_string(opt.from_step) + ": " + checkpoint +
+                        " is not a complete checkpoint (complete ones kept: " + (kept.empty() ? "none" : kept) + ")");
+    }
+  }
   ReproduceResult res;
   res.out_dir = next_reproduce_dir(fs::path(original_path).parent_path().string());
   fs::create_directories(res.out_dir + "/logs");
@@ -111,8 +129,9 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   LocalLaunch launch = opt.launch;
   const auto dev = original.environment.find("device");
   if (dev != original.environment.end() && dev->second.rfind("cuda", 0) == 0) launch.device = "cuda";
-  const auto argv = train_argv(launch, int(config.dist.world_size), config_path, res.out_dir, original.sweep_id,
-                               /*resume=*/false);
+  auto argv = train_argv(launch, int(config.dist.world_size), config_path, res.out_dir, original.sweep_id,
+                         /*resume=*/false);
+  if (opt.from_step > 0) argv.insert(argv.end(), {"--resume-from", checkpoint});
   const ExitStatus st = runner.run(argv, log);
 
   const std::string new_path = res.out_dir + "/record.h5";
@@ -132,6 +151,11 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
                         std::to_string(c.checksums_compared) + " checksums");
   else
     res.lines.push_back(verdict_line(c));
+  if (opt.from_step > 0)
+    res.lines.push_back("resumed from the original's checkpoint after step " + std::to_string(opt.from_step) +
+                        " on " + std::to_string(config.dist.world_size) + " rank(s), ZeRO " +
+                        std::to_string(config.dist.zero_stage) + ": steps 1-" + std::to_string(opt.from_step) +
+                        " are the checkpoint's rows, the rest were recomputed");
   // Config and environment differences matter even when the bits agree: they are what held.
   const auto details = detail_lines(c);
   res.lines.insert(res.lines.end(), details.begin(), details.end());

@@ -19,6 +19,8 @@ struct ReproduceOptions {
   int64_t world_size = 0;        ///< ranks for the re-run; 0 = as recorded (or derived from accum)
   int64_t accum = 0;             ///< accumulation for the re-run; 0 = as recorded (or derived from world_size)
   std::vector<std::string> set;  ///< test-only KEY=VALUE overrides of the re-run's config, applied last
+  int64_t from_step = 0;         ///< > 0: resume the re-run from the original's checkpoint after this step
+                                 ///< (any layout: checkpoints are layout-free); steps after it are recomputed
   LocalLaunch launch;            ///< sweep-train binary and mpiexec (an absolute path when world > 1)
 };
 

@@ -145,6 +145,7 @@ void save_checkpoint(const std::string& run_dir, const TrainState& s, int keep, 
   w.raw(kMagic, sizeof kMagic);
   w.pod(kCheckpointVersion);
   w.str(s.run_id);
+  w.str(s.math_id);
   w.pod(s.step);
   w.vec(s.params);
   if (test_crash_midway) {  // test-only: a torn state.bin without DONE, as a crash leaves it
@@ -177,22 +178,25 @@ void save_checkpoint(const std::string& run_dir, const TrainState& s, int keep, 
   for (size_t i = 0; i + size_t(keep) < all.size(); ++i) fs::remove_all(all[i].second);
 }
 
-std::optional<TrainState> load_latest_checkpoint(const std::string& run_dir, const std::string& run_id) {
-  auto all = complete_checkpoints(run_dir);
-  if (all.empty()) return std::nullopt;
-  const std::string path = (all.back().second / "state.bin").string();
+namespace {
+
+TrainState read_state(const std::string& path, const std::string& run_id, const std::string& math_id) {
   Reader r(path);
   char magic[sizeof kMagic];
   r.raw(magic, sizeof magic);
   if (std::memcmp(magic, kMagic, sizeof kMagic) != 0) throw std::runtime_error(path + ": not a sweep checkpoint");
   auto version = r.pod<uint32_t>();
-  if (version != kCheckpointVersion)
+  if (version != kCheckpointVersion && version != 1)
     throw std::runtime_error(path + ": checkpoint version " + std::to_string(version) + " is not supported (this build reads " +
-                             std::to_string(kCheckpointVersion) + ")");
+                             std::to_string(kCheckpointVersion) + " and 1)");
   TrainState s;
   s.run_id = r.str();
-  if (s.run_id != run_id)
-    throw std::runtime_error(path + ": checkpoint of run " + s.run_id + ", not of run " + run_id + "; refusing to resume");
+  if (version >= 2) s.math_id = r.str();
+  const bool same_run = s.run_id == run_id, same_math = !s.math_id.empty() && s.math_id == math_id;
+  if (!same_run && !same_math)
+    throw std::runtime_error(path + ": checkpoint of run " + s.run_id + ", whose math differs from run " + run_id +
+                             "'s (only the layout may change: world size and accum at the same global batch, ZeRO "
+                             "stage, workers); refusing to resume");
   s.step = r.pod<int64_t>();
   s.params = r.vec<float>();
   s.m = r.vec<float>();
@@ -210,6 +214,33 @@ std::optional<TrainState> load_latest_checkpoint(const std::string& run_dir, con
     s.checksums.push_back(std::move(c));
   }
   return s;
+}
+
+}  // namespace
+
+std::optional<TrainState> load_latest_checkpoint(const std::string& run_dir, const std::string& run_id,
+                                                 const std::string& math_id) {
+  auto all = complete_checkpoints(run_dir);
+  if (all.empty()) return std::nullopt;
+  return read_state((all.back().second / "state.bin").string(), run_id, math_id);
+}
+
+TrainState load_checkpoint_at(const std::string& path, const std::string& run_id, const std::string& math_id) {
+  std::error_code ec;
+  if (fs::exists(fs::path(path) / "state.bin", ec)) {
+    if (!fs::exists(fs::path(path) / "DONE", ec))
+      throw std::runtime_error(path + ": the checkpoint is incomplete (no DONE marker)");
+    return read_state((fs::path(path) / "state.bin").string(), run_id, math_id);
+  }
+  // A run directory, or its checkpoints/ directory.
+  fs::path run = fs::path(path).lexically_normal();
+  if (run.filename().empty()) run = run.parent_path();  // a trailing '/'
+  if (run.filename() == "checkpoints") run = run.parent_path();
+  auto all = complete_checkpoints(run.string());
+  if (all.empty())
+    throw std::runtime_error(path + ": no complete checkpoint there (expected a run directory, its checkpoints/, or "
+                                    "checkpoints/step_N)");
+  return read_state((all.back().second / "state.bin").string(), run_id, math_id);
 }
 
 }  // namespace sweep

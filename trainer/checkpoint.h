@@ -12,12 +12,16 @@
 
 namespace sweep {
 
-/// Version of state.bin; readers refuse others.
-inline constexpr uint32_t kCheckpointVersion = 1;
+/// Version of state.bin; readers take this one and 1. Version 2 adds the math id, so a
+/// checkpoint resumes any layout of the same math (elastic resume). The state itself has
+/// always been layout-free: parameters and both AdamW moments in the canonical flat order
+/// (gathered from the shards), the scaler, the RNG, the record rows.
+inline constexpr uint32_t kCheckpointVersion = 2;
 
 /// The state after `step` completed steps.
 struct TrainState {
-  std::string run_id;                  ///< refuses to resume a different run
+  std::string run_id;                  ///< the run that wrote it
+  std::string math_id;                 ///< run_config.h math_id: which runs may resume it ("" in version 1)
   int64_t step = 0;                    ///< optimizer steps completed
   std::vector<float> params, m, v;     ///< flat parameters and AdamW moments
   double loss_scale = 1;               ///< fp16 scaler
@@ -33,7 +37,14 @@ struct TrainState {
 void save_checkpoint(const std::string& run_dir, const TrainState& s, int keep = 2, bool test_crash_midway = false);
 
 /// The newest complete checkpoint under `run_dir`, or nullopt when there is none.
-/// Throws std::runtime_error when it belongs to another run or cannot be read.
-std::optional<TrainState> load_latest_checkpoint(const std::string& run_dir, const std::string& run_id);
+/// Throws std::runtime_error when it belongs to another math (neither `run_id` nor
+/// `math_id` matches) or cannot be read.
+std::optional<TrainState> load_latest_checkpoint(const std::string& run_dir, const std::string& run_id,
+                                                 const std::string& math_id = "");
+
+/// The checkpoint at `path`: a checkpoint directory (.../checkpoints/step_N), or the
+/// newest complete one of a run directory or its checkpoints/ directory. For resuming on another layout: it must
+/// hold the same math (`math_id`), and be complete. Throws std::runtime_error otherwise.
+TrainState load_checkpoint_at(const std::string& path, const std::string& run_id, const std::string& math_id);
 
 }  // namespace sweep

@@ -35,6 +35,9 @@ int main(int argc, char** argv) {
   app.add_option("--sweep-id", opt.sweep_id, "sweep this run belongs to (recorded)");
   app.add_flag("--quiet", opt.quiet, "no per-step log lines");
   app.add_flag("--resume", opt.resume, "continue from the newest complete checkpoint in --out");
+  app.add_option("--resume-from", opt.resume_from,
+                 "continue from this checkpoint (a run directory or its checkpoints/step_N), written by any layout "
+                 "of the same math: world size and accum at the same global batch, ZeRO stage, workers");
   app.add_option("--device", opt.device, "where forward and backward run (recorded; not part of the run id)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   try {

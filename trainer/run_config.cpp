@@ -535,6 +535,23 @@ std::string to_yaml(const RunConfig& c) {
   return out;
 }
 
+std::string math_id(const RunConfig& c) {
+  RunConfig m = c;
+  const RunConfig defaults;
+  m.train.accum = c.dist.world_size * c.train.accum;
+  m.dist.world_size = 1;
+  m.dist.zero_stage = 0;
+  m.dist.timeout_s = defaults.dist.timeout_s;
+  m.data.workers = 0;
+  m.train.log_every = defaults.train.log_every;
+  m.train.checksum_every = defaults.train.checksum_every;
+  m.train.checkpoint_every = defaults.train.checkpoint_every;
+  m.train.keep_checkpoints = defaults.train.keep_checkpoints;
+  m.fault.kill_step = 0, m.fault.kill_rank = 0, m.fault.hang_step = 0, m.fault.hang_rank = 0;
+  m.fault.slow_ms = 0, m.fault.slow_rank = 0, m.fault.crash_in_checkpoint_step = 0, m.fault.crash_in_record = 0;
+  return run_id(m);
+}
+
 std::string run_id(const RunConfig& c) {
   std::string text = to_yaml(c);
   char buf[17];

@@ -153,6 +153,13 @@ std::string to_yaml(const RunConfig& c);
 /// Run id: 16 hex digits of XXH3-64 over to_yaml(c).
 std::string run_id(const RunConfig& c);
 
+/// The id of a run's math alone: run_id of `c` with its layout set to one canonical
+/// form: one rank with accum = world_size x accum (the same global batch), ZeRO 0, no
+/// data workers, and default logging, checkpoint and watchdog settings; the fault keys
+/// that only stop a process (kill, hang, slow, crash) off. Two configs with the same
+/// math id train the same bits, so a checkpoint of one resumes the other.
+std::string math_id(const RunConfig& c);
+
 /// `s` as it may appear in a one-line message: control characters and bytes that are not
 /// UTF-8 become \xNN, and long text is cut.
 std::string printable(const std::string& s);

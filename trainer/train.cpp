@@ -201,7 +201,10 @@ RunStatus Trainer::run() {
   source_ = open_token_source(cfg_);
   id_ = run_id(cfg_);
   std::optional<TrainState> resumed;
-  if (opt_.resume) resumed = load_latest_checkpoint(opt_.out_dir, id_);
+  if (!opt_.resume_from.empty())
+    resumed = load_checkpoint_at(opt_.resume_from, id_, math_id(cfg_));  // elastic: any layout of the same math
+  else if (opt_.resume)
+    resumed = load_latest_checkpoint(opt_.out_dir, id_, math_id(cfg_));
 
   device_ = compute_device(opt_);
   set_up_determinism(cfg_);
@@ -545,6 +548,7 @@ TrainState Trainer::snapshot(int64_t step) {
   const int64_t stage = cfg_.dist.zero_stage;
   TrainState st;
   st.run_id = id_;
+  st.math_id = math_id(cfg_);
   st.step = step;
   st.params.resize(n);
   if (stage == 3) {

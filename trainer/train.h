@@ -14,6 +14,9 @@ struct TrainOptions {
   std::string sweep_id;  ///< recorded for grouping; empty for a lone run
   bool quiet = false;    ///< no per-step log lines
   bool resume = false;   ///< continue from the newest complete checkpoint in out_dir, if any
+  /// Continue from this checkpoint (a run directory or .../checkpoints/step_N), which may
+  /// come from another layout of the same math (elastic resume); "" = none.
+  std::string resume_from;
   /// Where forward and backward run: "cpu", or "cuda" (GPU local_rank % GPU count). The
   /// flat parameter and gradient buffers, reduction and optimizer stay on the host. It
   /// changes the bits, so the record's environment names it; it is not in the run id.

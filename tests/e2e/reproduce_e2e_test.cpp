@@ -23,7 +23,8 @@ const std::string kMpiexec = SWEEP_MPIEXEC;
 const char* kGrid = R"(name: tiny
 base:
   model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 16}
-  train: {steps: 10, micro_batch: 2, accum: 2, lr: 3.0e-3, warmup: 2, clip_norm: 1.0}
+  train: {steps: 10, micro_batch: 2, accum: 2, lr: 3.0e-3, warmup: 2, clip_norm: 1.0, checkpoint_every: 4,
+          keep_checkpoints: 5}
 grid:
   train.seed: [0]
 )";
@@ -135,6 +136,25 @@ TEST_F(ReproduceE2E, NewLayoutWithTheSameGlobalBatchReproduces) {
   const std::string text = out("w2.log");
   EXPECT_EQ(st.code, 0) << text;
   EXPECT_NE(text.find("reproduced bit-for-bit: 10 steps, 11 checksums"), std::string::npos) << text;
+}
+
+TEST_F(ReproduceE2E, FromACheckpointOnAnotherLayoutTheStepsAfterItReproduce) {
+  if (kMpiexec.empty() || !fs::exists(kMpiexec)) GTEST_SKIP() << "no mpiexec found at configure time";
+  // Recorded on one rank; resumed from its checkpoint after step 4 on two ranks.
+  auto st = cli({"reproduce", run_dir_.string(), "--from-step", "4", "--world-size", "2", "--mpiexec", kMpiexec},
+                "from4.log");
+  const std::string text = out("from4.log");
+  EXPECT_EQ(st.code, 0) << text;
+  EXPECT_NE(text.find("reproduced bit-for-bit: 10 steps, 11 checksums"), std::string::npos) << text;
+  EXPECT_NE(text.find("resumed from the original's checkpoint after step 4 on 2 rank(s)"), std::string::npos) << text;
+  // A step without a complete checkpoint: usage error, nothing created.
+  const auto before = std::distance(fs::directory_iterator(run_dir_ / "reproduce"), fs::directory_iterator());
+  st = cli({"reproduce", run_dir_.string(), "--from-step", "5"}, "from5.log");
+  EXPECT_EQ(st.code, 2) << out("from5.log");
+  EXPECT_NE(out("from5.log").find("is not a complete checkpoint (complete ones kept: step_0000000004, step_0000000008)"),
+            std::string::npos)
+      << out("from5.log");
+  EXPECT_EQ(std::distance(fs::directory_iterator(run_dir_ / "reproduce"), fs::directory_iterator()), before);
 }
 
 TEST_F(ReproduceE2E, RefusesALayoutThatChangesTheGlobalBatch) {
