@@ -2,13 +2,17 @@
 // records whatever the world size, accumulation split and ZeRO stage; plus the failure
 // detectors (desync, unused parameters, a killed or hung rank).
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <iterator>
 #include <sstream>
+#include <thread>
 
 #include "process.h"  // SpawnRunner
 #include "record.h"   // read_record
@@ -21,6 +25,22 @@ const std::string kBin = SWEEP_BIN_DIR;
 const std::string kMpiexec = SWEEP_MPIEXEC;
 
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+/// SIGKILL to every process whose command line mentions `needle` (mpiexec and each of
+/// its ranks: Open MPI puts the ranks in process groups of their own). Returns how many.
+int kill_all_mentioning(const std::string& needle) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos || std::stoi(name) == ::getpid()) continue;
+    std::ifstream in(e.path() / "cmdline", std::ios::binary);
+    std::string cmd((std::istreambuf_iterator<char>(in)), {});
+    for (char& ch : cmd)
+      if (ch == '\0') ch = ' ';
+    if (cmd.find(needle) != std::string::npos) n += ::kill(std::stoi(name), SIGKILL) == 0;
+  }
+  return n;
+}
 
 class MpiE2E : public ::testing::Test {
  protected:
@@ -146,6 +166,65 @@ TEST_F(MpiE2E, ACheckpointResumesOnAnyLayoutOfTheSameGlobalBatch) {
   // A different global batch is another math too.
   st = train("batch", 2, config(2, 2, "", ""), {"--resume-from", (dir_ / "dense_w2z3" / "checkpoints").string()});
   EXPECT_FALSE(st.ok());
+}
+
+// Resume after a real kill: each run is SIGKILLed (the whole mpiexec group) once its
+// checkpoint after step 4 is complete, resumed in place with --resume, and must equal the
+// uninterrupted run on every step, the steps after the checkpoint recomputed. The cases
+// cover W = 1 and 2, ZeRO 0-3, fp32 / bf16 / fp16 (its loss scale growing every 3 clean
+// steps, so the scaler state is in flight at the kill), dense and MoE.
+TEST_F(MpiE2E, ARunKilledAfterACheckpointResumesToTheUninterruptedBits) {
+  struct Case {
+    int world, zero;
+    std::string precision, model;
+  };
+  const std::string moe = ", moe: {experts: 4, top_k: 2}";
+  const std::vector<Case> cases = {{1, 0, "fp32", ""},   {1, 0, "fp16", moe},  {1, 0, "bf16", ""},
+                                   {2, 0, "bf16", moe},  {2, 1, "fp16", ""},   {2, 2, "fp32", moe},
+                                   {2, 3, "bf16", ""},   {2, 3, "fp16", moe}};
+  for (const Case& c : cases) {
+    const std::string tag = "w" + std::to_string(c.world) + "z" + std::to_string(c.zero) + c.precision +
+                            (c.model.empty() ? "dense" : "moe");
+    SCOPED_TRACE(tag);
+    const std::string cfg =
+        "model: {layers: 2, d_model: 32, heads: 2, vocab: 64, seq_len: 16" + c.model +
+        "}\n"
+        "train: {steps: 12, micro_batch: 2, accum: " +
+        std::to_string(4 / c.world) + ", lr: 3.0e-3, clip_norm: 0.3, precision: " + c.precision +
+        ", loss_scale_interval: 3, checkpoint_every: 4, keep_checkpoints: 5}\n"
+        "dist: {world_size: " +
+        std::to_string(c.world) + ", zero_stage: " + std::to_string(c.zero) +
+        "}\n"
+        "fault: {slow_ms: 40}\n";  // ~0.5 s a run: time to kill it between checkpoints (bits unchanged)
+    ASSERT_TRUE(train(tag + "_ref", c.world, cfg).ok()) << log(tag + "_ref");
+    // The same run, killed hard after its first checkpoint.
+    std::ofstream(dir_ / (tag + ".yaml")) << cfg;
+    sweep::SpawnRunner runner;
+    const int id = runner.start({kMpiexec, "--allow-run-as-root", "--oversubscribe", "-n", std::to_string(c.world),
+                                 kBin + "/sweep-train", "--config", (dir_ / (tag + ".yaml")).string(), "--out",
+                                 (dir_ / tag).string(), "--quiet"},
+                                (dir_ / (tag + ".log")).string());
+    const fs::path done = dir_ / tag / "checkpoints" / "step_0000000004" / "DONE";
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!fs::exists(done) && std::chrono::steady_clock::now() < end)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_GT(kill_all_mentioning((dir_ / tag).string() + " "), 0);
+    for (bool ended = false; !ended;)
+      for (auto& [pid, st] : runner.wait_some(1.0)) ended = ended || pid == id;
+    ASSERT_TRUE(fs::exists(done)) << log(tag);
+    ASSERT_FALSE(fs::exists(dir_ / tag / "record.h5")) << "the run finished before the kill: nothing was resumed";
+    // Resumed in place.
+    ASSERT_TRUE(train(tag, c.world, cfg, {"--resume"}).ok()) << log(tag);
+    const auto ref = record(tag + "_ref"), resumed = record(tag);
+    EXPECT_EQ(first_difference(ref, resumed), 0);
+    if (c.precision == "fp16") {
+      EXPECT_GT(ref.steps.back().loss_scale, ref.steps.front().loss_scale) << "the loss scale did not move";
+      // A power-of-two scale leaves the bits alone, so the scaler's state is checked
+      // itself: the scale in force at every step.
+      for (size_t i = 0; i < ref.steps.size() && i < resumed.steps.size(); ++i)
+        EXPECT_EQ(ref.steps[i].loss_scale, resumed.steps[i].loss_scale) << "step " << i + 1;
+    }
+  }
 }
 
 TEST_F(MpiE2E, NativeReductionRunsAndReportsWhetherItMatched) {
