@@ -103,6 +103,7 @@ TEST_F(MpiE2E, WorldSizeAndAccumulationSplitsAreBitIdentical) {
     std::string model, train;
   };
   for (const Variant& v : {Variant{"fp32", "", ""}, Variant{"bf16", "", ", precision: bf16"},
+                           Variant{"fp16", "", ", precision: fp16, loss_scale_interval: 2"},
                            Variant{"moe", ", moe: {experts: 8, top_k: 2}", ""},
                            Variant{"moe_bf16", ", moe: {experts: 8, top_k: 2}", ", precision: bf16"}}) {
     std::map<int, sweep::Record> runs;
@@ -119,20 +120,29 @@ TEST_F(MpiE2E, WorldSizeAndAccumulationSplitsAreBitIdentical) {
 }
 
 TEST_F(MpiE2E, ZeroStagesAreBitIdenticalAndShrinkMemory) {
-  ASSERT_TRUE(train("w1", 1, config(1, 4, "", "")).ok()) << log("w1");
-  auto base = record("w1");
-  std::vector<int64_t> prev_total;
-  for (int z = 0; z <= 3; ++z) {
-    std::string name = "zero" + std::to_string(z);
-    ASSERT_TRUE(train(name, 2, config(2, 2, "", "", ", zero_stage: " + std::to_string(z))).ok()) << log(name);
-    auto r = record(name);
-    EXPECT_EQ(first_difference(base, r), 0) << "ZeRO " << z << " vs W=1";
-    ASSERT_EQ(r.memory.params.size(), 2u);
-    std::vector<int64_t> total;
-    for (size_t k = 0; k < 2; ++k) total.push_back(r.memory.params[k] + r.memory.grads[k] + r.memory.optimizer[k]);
-    for (size_t k = 0; k < prev_total.size(); ++k)
-      EXPECT_LT(total[k], prev_total[k]) << "rank " << k << ": ZeRO " << z << " holds no less than ZeRO " << z - 1;
-    prev_total = total;
+  // At W = 2 and 4, dense fp32 and MoE bf16: every stage equals W = 1, and each stage
+  // holds less on every rank than the one before.
+  for (const std::string variant : {"fp32", "moe_bf16"}) {
+    const std::string model = variant == "fp32" ? "" : ", moe: {experts: 4, top_k: 2}";
+    const std::string train_extra = variant == "fp32" ? "" : ", precision: bf16";
+    ASSERT_TRUE(train(variant + "_w1", 1, config(1, 4, model, train_extra)).ok()) << log(variant + "_w1");
+    auto base = record(variant + "_w1");
+    for (int w : {2, 4}) {
+      std::vector<int64_t> prev_total;
+      for (int z = 0; z <= 3; ++z) {
+        const std::string name = variant + "_w" + std::to_string(w) + "_zero" + std::to_string(z);
+        ASSERT_TRUE(train(name, w, config(w, 4 / w, model, train_extra, ", zero_stage: " + std::to_string(z))).ok())
+            << log(name);
+        auto r = record(name);
+        EXPECT_EQ(first_difference(base, r), 0) << name << " vs W=1";
+        ASSERT_EQ(r.memory.params.size(), size_t(w));
+        std::vector<int64_t> total;
+        for (int k = 0; k < w; ++k) total.push_back(r.memory.params[k] + r.memory.grads[k] + r.memory.optimizer[k]);
+        for (size_t k = 0; k < prev_total.size(); ++k)
+          EXPECT_LT(total[k], prev_total[k]) << name << ", rank " << k << ": holds no less than ZeRO " << z - 1;
+        prev_total = total;
+      }
+    }
   }
 }
 
