@@ -247,6 +247,9 @@ TEST_F(MpiE2E, NativeReductionRunsAndReportsWhetherItMatched) {
               diff == 0 ? "bit-identical this time" : ("first differs at step " + std::to_string(diff)).c_str());
   EXPECT_LT(std::abs(c.steps.back().loss - n.steps.back().loss), 1e-3);
   EXPECT_FALSE(n.summary.at("comm.native.busbw_GBps").empty());
+  // What native does promise: the same layout twice gives the same bits.
+  ASSERT_TRUE(train("native2", 2, config(2, 2, "", "", ", reduction: native")).ok()) << log("native2");
+  EXPECT_EQ(first_difference(n, record("native2")), 0) << "native reduction, same layout, twice";
 }
 
 TEST_F(MpiE2E, DesyncIsDetectedNamingStepRankAndParameter) {
@@ -279,6 +282,8 @@ TEST_F(MpiE2E, AKilledOrHungRankEndsTheJobWithinTheTimeout) {
     auto st = train(fault, 2, config(2, 2, "", "", ", timeout_s: 5") + "fault: {" + fault + "_step: 3, " + fault + "_rank: 1}\n");
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_FALSE(st.ok()) << fault;
+    // A hung rank: its watchdog ends it with sweep-train's documented 4, which mpirun passes on.
+    if (std::string(fault) == "hang") EXPECT_EQ(st.code, 4) << st.describe() << "\n" << log(fault);
     EXPECT_LT(secs, 5 + 15) << fault << ": took " << secs << " s";
     EXPECT_FALSE(fs::exists(dir_ / fault / "record.h5")) << fault;
     // fault_e2e_test and driver_e2e_test check the causes; here: marked, and in time.

@@ -3,6 +3,12 @@
 // bad-input contract (exit 2, one line naming the key or file, nothing written).
 #include <gtest/gtest.h>
 
+#if __has_include(<hdf5.h>)
+#include <hdf5.h>
+#else
+#include <hdf5/serial/hdf5.h>
+#endif
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -157,7 +163,7 @@ TEST_F(TrainerE2E, MoeWithIdleExpertsTrains) {
   EXPECT_GT(used, 0);
 }
 
-TEST_F(TrainerE2E, TokensAndTextFilesTrain) {
+TEST_F(TrainerE2E, TokensTextAndHdf5FilesTrainAndTheirRecordsReadBack) {
   {
     std::ofstream out(dir_ / "data.bin", std::ios::binary);
     for (int i = 0; i < 4000; ++i) {
@@ -173,6 +179,32 @@ TEST_F(TrainerE2E, TokensAndTextFilesTrain) {
   ASSERT_TRUE(train("txt", "model: {layers: 1, d_model: 32, heads: 2, vocab: 256, seq_len: 16}\ndata: {kind: text, path: \"" +
                                (dir_ / "data.txt").string() + "\"}\ntrain: {steps: 5, micro_batch: 2}\n").ok())
       << log("txt");
+  const auto txt = record("txt");
+  EXPECT_EQ(txt.status, "completed");
+  EXPECT_EQ(txt.steps.size(), 5u);
+  EXPECT_NE(txt.environment.at("data.source").find("text"), std::string::npos) << txt.environment.at("data.source");
+  // An HDF5 file with a 1-D integer dataset, as a tokenizer pipeline would leave it.
+  {
+    std::vector<int32_t> tokens(4000);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t((i * 5 + i / 7) % 64);
+    hid_t f = H5Fcreate((dir_ / "data.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hsize_t n = tokens.size();
+    hid_t space = H5Screate_simple(1, &n, nullptr);
+    hid_t d = H5Dcreate2(f, "ids", H5T_STD_I32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dwrite(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, tokens.data());
+    H5Dclose(d), H5Sclose(space), H5Fclose(f);
+  }
+  ASSERT_TRUE(train("h5", kTiny + "data: {kind: hdf5, path: \"" + (dir_ / "data.h5").string() +
+                              "\", dataset: ids}\ntrain: {steps: 5, micro_batch: 2}\n")
+                  .ok())
+      << log("h5");
+  const auto h5 = record("h5");
+  EXPECT_EQ(h5.status, "completed");
+  EXPECT_EQ(h5.steps.size(), 5u);
+  EXPECT_TRUE(h5.verified);
+  EXPECT_NE(h5.environment.at("data.source").find("hdf5 " + (dir_ / "data.h5").string() + ":ids"), std::string::npos)
+      << h5.environment.at("data.source");
+  for (const auto& s : h5.steps) EXPECT_TRUE(std::isfinite(s.loss));
 }
 
 TEST_F(TrainerE2E, QuickstartLearnsWellBelowLnVocab) {
