@@ -57,6 +57,7 @@ int run_run(const RunOptions& o) {
   SweepSpec spec = load_grid(o.grid);
   Expansion e = expand_grid(spec);  // validates every point first: nothing is created for a bad grid
   print_warnings(e);
+  for (const auto& note : check_data_files(spec, e.points)) std::fprintf(stderr, "%s\n", note.c_str());
   if (o.parallel > 0) spec.launch.parallel = o.parallel;
   SweepRunOptions opt;
   const std::string out = o.out.empty() ? "sweep-out/" + spec.name : o.out;
@@ -100,6 +101,7 @@ int run_plan(const PlanOptions& o) {
   SweepSpec spec = load_grid(o.grid);
   Expansion e = expand_grid(spec);
   print_warnings(e);
+  for (const auto& note : check_data_files(spec, e.points)) std::fprintf(stderr, "%s\n", note.c_str());
   std::string dir = o.out.empty() ? "sweep-out/" + spec.name : o.out;
   std::string text = render_plan(spec, e, dir);
   std::fwrite(text.data(), 1, text.size(), stdout);

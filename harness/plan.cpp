@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "run_files.h"  // regular_file_problem
 #include "sweep_dir.h"  // scan_runs
 
 namespace sweep {
@@ -117,6 +118,28 @@ std::string render_plan(const SweepSpec& spec, const Expansion& e, const std::st
   }
   if (counts) *counts = c;
   return out;
+}
+
+std::vector<std::string> check_data_files(const SweepSpec& spec, const std::vector<GridPoint>& points) {
+  const bool elsewhere = spec.launch.launcher == "slurm" || (spec.launch.launcher == "mpirun" && !spec.launch.hosts.empty());
+  std::vector<std::string> notes;
+  std::map<std::string, std::string> seen;  // path -> problem ("" = fine), one look per path
+  for (size_t i = 0; i < points.size(); ++i) {
+    const RunConfig& c = points[i].config;
+    if (c.data.kind == "synthetic") continue;
+    auto it = seen.find(c.data.path);
+    if (it == seen.end()) it = seen.emplace(c.data.path, regular_file_problem(c.data.path)).first;
+    if (it->second.empty()) continue;
+    std::string values;
+    for (const auto& [k, v] : points[i].values) values += (values.empty() ? "" : " ") + k + "=" + v;
+    const std::string what = "key 'data.path' of point " + std::to_string(i + 1) + " of " +
+                             std::to_string(points.size()) + (values.empty() ? "" : " (" + values + ")") + ": '" +
+                             printable(c.data.path) + "': " + it->second;
+    if (!elsewhere) throw ConfigError(spec.source + ": " + what + "; nothing was started");
+    notes.push_back(spec.source + ": note: " + what + " on this machine; the run's node checks it when it starts");
+    it->second.clear();  // one note per path
+  }
+  return notes;
 }
 
 }  // namespace sweep

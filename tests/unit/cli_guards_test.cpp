@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "grid.h"    // parse_grid, load_grid
+#include "plan.h"    // check_data_files
 #include "report.h"  // render_report, looks_like_report
 
 namespace fs = std::filesystem;
@@ -124,6 +125,41 @@ TEST(ReportSignature, EachFormatIsRecognisedOnlyAsItself) {
   EXPECT_FALSE(sweep::looks_like_report("run_id,status,mine\r\n", F::csv));
   EXPECT_FALSE(sweep::looks_like_report("{\"format\":\"other\"}", F::json));
   EXPECT_FALSE(sweep::looks_like_report("", F::html));
+}
+
+}  // namespace
+
+namespace {
+
+TEST(DataFiles, AMissingFileStopsALocalSweepAndIsANoteWhereRunsStartElsewhere) {
+  const std::string grid =
+      "name: d\n"
+      "base:\n"
+      "  data: {kind: text, path: /nonexistent/sweep-test-data.txt}\n"
+      "grid:\n"
+      "  train.seed: [0, 1]\n";
+  sweep::SweepSpec local = sweep::parse_grid(grid, "d.yaml");
+  auto points = sweep::expand_grid(local).points;
+  try {
+    sweep::check_data_files(local, points);
+    ADD_FAILURE() << "a missing data file passed";
+  } catch (const sweep::ConfigError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("d.yaml: key 'data.path' of point 1 of 2 (train.seed=0): '/nonexistent/sweep-test-data.txt': "
+                       "No such file or directory"),
+              std::string::npos)
+        << msg;
+  }
+  sweep::SweepSpec slurm = sweep::parse_grid(grid + "launch: {launcher: slurm}\n", "d.yaml");
+  const auto notes = sweep::check_data_files(slurm, sweep::expand_grid(slurm).points);
+  ASSERT_EQ(notes.size(), 1u);  // one note per path, not per point
+  EXPECT_NE(notes[0].find("on this machine; the run's node checks it when it starts"), std::string::npos) << notes[0];
+  // Synthetic data names no file; a directory is not a data file.
+  EXPECT_TRUE(sweep::check_data_files(sweep::parse_grid("name: s\n", "s.yaml"),
+                                      sweep::expand_grid(sweep::parse_grid("name: s\n", "s.yaml")).points)
+                  .empty());
+  sweep::SweepSpec dir = sweep::parse_grid("name: d\nbase:\n  data: {kind: tokens, path: /}\n", "d.yaml");
+  EXPECT_THROW(sweep::check_data_files(dir, sweep::expand_grid(dir).points), sweep::ConfigError);
 }
 
 }  // namespace
