@@ -3,6 +3,7 @@
 // Exit codes: 0 success, 1 some runs failed, 2 bad input or usage (or the sweep dir is
 // locked by another driver), 128+signal when `sweep run` was stopped by SIGINT/SIGTERM.
 #include <cstdio>
+#include <new>
 
 #include "cli.h"
 #include "record.h"
@@ -31,6 +32,9 @@ int main(int argc, char** argv) {
   } catch (const sweep::RecordError& e) {
     std::fprintf(stderr, "sweep: error: %s\n", e.what());
     return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "sweep: error: out of memory (a very large grid or sweep directory?)\n");
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sweep: error: %s\n", e.what());
     return 1;

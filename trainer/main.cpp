@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <new>
 #include <optional>
 
 #include "mpi_communicator.h"
@@ -97,6 +98,12 @@ int main(int argc, char** argv) {
       ::rmdir(opt.out_dir.c_str());  // only when empty
     }
     return 2;
+  } catch (const std::bad_alloc&) {
+    const std::string why = "out of memory on rank " + std::to_string(comm.rank()) +
+                            " (a smaller micro_batch, or ZeRO 2-3 to shard the state)";
+    if (comm.size() > 1) comm.abort(1, "run failed: " + why);
+    std::fprintf(stderr, "sweep-train: run failed: %s\n", why.c_str());
+    return 1;
   } catch (const std::exception& e) {
     if (comm.size() > 1) comm.abort(1, std::string("run failed: ") + e.what());
     std::fprintf(stderr, "sweep-train: run failed: %s\n", e.what());
