@@ -66,15 +66,6 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   }
 }
 
-std::string utc_now() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 void write_run_state(const std::string& dir, RunState s) {
   if (s.updated.empty()) s.updated = utc_now();
   std::string detail = s.detail;

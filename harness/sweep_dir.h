@@ -15,6 +15,7 @@
 
 #include "grid.h"
 #include "launch_config.h"  // FailureClass
+#include "run_files.h"      // utc_now
 
 namespace sweep {
 
@@ -62,7 +63,5 @@ std::vector<std::pair<std::string, std::string>> read_points_file(const std::str
 /// `text` to `path` through a temporary file and a rename, so no reader sees half a file.
 void write_file_atomically(const std::string& path, const std::string& text);
 
-/// The current UTC time as 2024-01-31T12:00:00Z.
-std::string utc_now();
 
 }  // namespace sweep

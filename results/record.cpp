@@ -228,6 +228,8 @@ struct RecordWriter::Impl {
   std::mutex mu;
   void flush();
   void mark_failed_fresh(const std::string& failure);
+  /// Closes every dataset and group (the file stays open).
+  void close_datasets();
 };
 
 RecordWriter::RecordWriter(const std::string& path, const RecordHeader& h) : impl_(new Impl) {
@@ -397,13 +399,7 @@ void RecordWriter::finish(const std::string& status, const std::string& failure,
   }
   write_str_attr(m.file.get(), "status", status);
   write_str_attr(m.file.get(), "failure", failure);
-  m.rank_times.reset();
-  m.metrics.reset(), m.checksums.reset(), m.ranks.reset(), m.summary.reset();
-#define X(name) m.name.reset();
-  SWEEP_DOUBLE_METRICS(X)
-  SWEEP_INT_METRICS(X)
-#undef X
-  m.ck_step.reset(), m.ck_params.reset(), m.ck_tensors.reset();
+  m.close_datasets();
   m.finished = true;  // from here on nothing else is written, whatever happens
   m.release_reserve();
   if (H5Fclose(m.file.release()) < 0)
@@ -434,10 +430,7 @@ void RecordWriter::finish(const std::string& status, const std::string& failure,
   }
 }
 
-/// After a failed write (a full disk) HDF5's handle of the file cannot be trusted to
-/// write anything more: drop it, reopen what is on disk (the state of the last good
-/// flush) and mark that failed, in the space the ballast gave back.
-void RecordWriter::Impl::mark_failed_fresh(const std::string& failure) {
+void RecordWriter::Impl::close_datasets() {
   Impl& m = *this;
   m.rank_times.reset();
   m.metrics.reset(), m.checksums.reset(), m.ranks.reset(), m.summary.reset();
@@ -446,6 +439,14 @@ void RecordWriter::Impl::mark_failed_fresh(const std::string& failure) {
   SWEEP_INT_METRICS(X)
 #undef X
   m.ck_step.reset(), m.ck_params.reset(), m.ck_tensors.reset();
+}
+
+/// After a failed write (a full disk) HDF5's handle of the file cannot be trusted to
+/// write anything more: drop it, reopen what is on disk (the state of the last good
+/// flush) and mark that failed, in the space the ballast gave back.
+void RecordWriter::Impl::mark_failed_fresh(const std::string& failure) {
+  Impl& m = *this;
+  m.close_datasets();
   H5Fclose(m.file.release());  // may fail again; the exit pass that would crash on it is off
   H5 f(H5Fopen(m.partial.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
   if (!f) return;  // the file on disk is not readable: the driver's post-mortem says why

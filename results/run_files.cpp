@@ -35,7 +35,9 @@ std::string read_fd(int fd) {
   return s;
 }
 
-std::string now_utc() {
+}  // namespace
+
+std::string utc_now() {
   std::time_t t = std::time(nullptr);
   std::tm tm{};
   gmtime_r(&t, &tm);
@@ -43,6 +45,8 @@ std::string now_utc() {
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
 }
+
+namespace {
 
 /// Names sweep writes in a run directory, and whether each is a directory.
 bool is_run_entry(const std::string& name, bool* dir) {
@@ -123,7 +127,7 @@ RunLock::RunLock(const std::string& run_dir) {
   }
   char host[256] = "?";
   ::gethostname(host, sizeof host - 1);
-  const std::string who = "pid " + std::to_string(::getpid()) + " on " + host + ", since " + now_utc() + "\n";
+  const std::string who = "pid " + std::to_string(::getpid()) + " on " + host + ", since " + utc_now() + "\n";
   if (::ftruncate(fd_, 0) == 0 && ::pwrite(fd_, who.data(), who.size(), 0) < 0) {
     // The lock holds without the note; only the message to a second writer gets vaguer.
   }

@@ -67,4 +67,7 @@ void write_all(int fd, const void* data, size_t n, const std::string& path);
 /// fsync of a file or directory; errors are reported like write_all's.
 void sync_path(const std::string& path);
 
+/// The current UTC time as 2024-01-31T12:00:00Z.
+std::string utc_now();
+
 }  // namespace sweep
