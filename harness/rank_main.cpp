@@ -8,8 +8,11 @@
 // An argument equal to @SWEEP_RANK_ENV@ (docker/podman wrapping) becomes `-e NAME` for
 // every launcher variable set for this rank, so the containerised rank finds its peers.
 // Exits 127 when the command cannot be started, 2 on bad usage; otherwise it becomes
-// the command (exec), so its exit status and signals are the rank's own.
+// the command (exec), so its exit status and signals are the rank's own. The rank is
+// killed when its launcher dies (parent-death signal), so none outlives its job.
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -38,6 +41,13 @@ std::string rank_of_env() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Open MPI gives each rank a process group of its own, so a launcher killed outright
+  // (SIGKILL to its group, out of memory) would leave its ranks running unsupervised: the
+  // rank dies with its launcher instead. The launcher's orderly stop (SIGTERM, which it
+  // forwards to the ranks) comes first and lets the rank record why.
+  const pid_t launcher = ::getppid();
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != launcher) return 127;  // it died before the line above took effect
   std::string log_dir;
   int i = 1;
   for (; i < argc; ++i) {

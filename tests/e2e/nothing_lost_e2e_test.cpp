@@ -224,6 +224,40 @@ TEST_F(NothingLost, WithTheSweepLockDeletedASecondDriverWaitsForTheRunsWriter) {
   EXPECT_EQ(log.find("=== sweep: attempt 2"), std::string::npos) << log;
 }
 
+/// Pids of live sweep-train processes (argv[0] is sweep-train) whose command line mentions `needle`.
+std::vector<int> trainers_mentioning(const std::string& needle) {
+  std::vector<int> out;
+  for (int pid : processes_mentioning(needle)) {
+    const std::string cmd = read(fs::path("/proc") / std::to_string(pid) / "cmdline");
+    const std::string argv0 = cmd.substr(0, cmd.find('\0'));
+    if (argv0.size() >= 11 && argv0.compare(argv0.size() - 11, 11, "sweep-train") == 0) out.push_back(pid);
+  }
+  return out;
+}
+
+// The launcher of a W=2 run killed outright (SIGKILL, as the out-of-memory killer would):
+// Open MPI gives each rank a process group of its own, so before, the ranks trained on
+// with nobody to stop them. Now each rank dies with its launcher.
+TEST_F(NothingLost, ALauncherKilledHardTakesItsRanksWithIt) {
+  const std::string g = write("g.yaml", grid("mpi", 3000, 1, ", retries: 0", "  dist.world_size: [2]\n"));
+  const fs::path out = dir_ / "out";
+  const int driver = start_sweep({"run", g, "--out", out.string()}, "run.log");
+  ASSERT_TRUE(wait_mid_run(out, 60)) << read(dir_ / "run.log");
+  ASSERT_EQ(trainers_mentioning(out.string()).size(), 2u);
+  int killed = 0;
+  for (int pid : processes_mentioning(out.string()))
+    if (read(fs::path("/proc") / std::to_string(pid) / "cmdline").rfind("mpiexec", 0) == 0) killed += ::kill(pid, SIGKILL) == 0;
+  ASSERT_EQ(killed, 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!trainers_mentioning(out.string()).empty() && std::chrono::steady_clock::now() < t0 + std::chrono::seconds(10))
+    sleep_s(0.01);
+  const double lived = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("ranks gone %.2f s after their launcher\n", lived);
+  EXPECT_LT(lived, 0.5) << "ranks outlived their launcher";
+  wait_for(driver);
+  EXPECT_FALSE(fs::exists(run_dirs(g, out)[0] / "record.h5"));
+}
+
 // Finding 2: SIGHUP (a closed terminal) stops the runs first, like Ctrl-C.
 TEST_F(NothingLost, SighupStopsEveryRunBeforeTheDriverEnds) {
   const std::string g = write("g.yaml", grid("hup", 3000, 2));
