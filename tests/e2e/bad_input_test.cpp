@@ -26,6 +26,7 @@
 #include <sstream>
 
 #include "record.h"  // RecordWriter
+#include "test_util.h"  // read_file
 
 extern char** environ;
 
@@ -33,15 +34,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using sweep_test::read_file;
+
 const std::string kBin = SWEEP_BIN_DIR;
 const fs::path kCorpus = fs::path(SWEEP_SOURCE_DIR) / "tests" / "data" / "bad";
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 struct Outcome {
   int code = -1;  ///< exit code, -1 when killed by a signal
@@ -70,7 +66,7 @@ Outcome run_in(const std::vector<std::string>& argv, const fs::path& cwd, const 
     if (WIFEXITED(status)) o.code = WEXITSTATUS(status);
   }
   posix_spawn_file_actions_destroy(&fa);
-  o.out = read_text(out), o.err = read_text(err);
+  o.out = read_file(out), o.err = read_file(err);
   return o;
 }
 
@@ -164,7 +160,7 @@ class BadInput : public ::testing::Test {
       }
     }
     EXPECT_EQ(listing(work), before) << "the command created files in its working directory";
-    if (special == "symlink") EXPECT_EQ(read_text(work / "victim"), "precious") << "written through the planted link";
+    if (special == "symlink") EXPECT_EQ(read_file(work / "victim"), "precious") << "written through the planted link";
   }
   fs::path root_;
 };
@@ -253,7 +249,7 @@ int write_record_cases(const fs::path& dir) {
   variant("r_bad_param_shape.h5", [](hid_t f) { set_strings(f, "params", "shape", {"2x3", "3xQ"}); });
   variant("r_short_param_table.h5", [](hid_t f) { set_strings(f, "params", "shape", {"2x3"}); });
   // Cut in half: the superblock is there, the objects it points to are not.
-  const std::string bytes = read_text(good);
+  const std::string bytes = read_file(good);
   std::ofstream(dir / "r_truncated.h5", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
   std::ofstream(dir / "r_not_hdf5.h5") << "this is a text file, not HDF5\n";
   std::ofstream(dir / "r_empty.h5", std::ios::binary);

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include "test_util.h"  // EXPECT_CONTAINS, read_file
 
 extern char** environ;
 
@@ -22,16 +23,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using sweep_test::read_file;
+
 const std::string kSweep = std::string(SWEEP_BIN_DIR) + "/sweep";
 
-#define EXPECT_CONTAINS(hay, needle) EXPECT_NE(std::string(hay).find(needle), std::string::npos) << "in: " << (hay)
 
-std::string read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
 
@@ -82,7 +78,7 @@ class CliGuards : public ::testing::Test {
       if (WIFEXITED(status)) o.code = WEXITSTATUS(status);
     }
     posix_spawn_file_actions_destroy(&fa);
-    o.out = read(out), o.err = read(err);
+    o.out = read_file(out), o.err = read_file(err);
     return o;
   }
 
@@ -126,7 +122,7 @@ TEST_F(CliGuards, ReportOutputNeverReplacesARecord) {
     expect_refusal(sweep({"report", sweep_dir.string(), "-o", target}), "-o " + target,
                    "refusing to write a report to a record's name (.h5, .h5.partial)");
   }
-  EXPECT_EQ(read(rec), kRecordBytes);
+  EXPECT_EQ(read_file(rec), kRecordBytes);
   EXPECT_EQ(listing(work_), before);
 }
 
@@ -139,8 +135,8 @@ TEST_F(CliGuards, ReportOutputReplacesOnlyAReportOfTheSameFormat) {
                  "exists and is not a sweep report (HTML); refusing to replace it");
   expect_refusal(sweep({"report", sweep_dir.string(), "--format", "md", "-o", "notes.md"}), "-o notes.md",
                  "exists and is not a sweep report (Markdown)");
-  EXPECT_EQ(read(work_ / "notes.html"), "<!DOCTYPE html>\n<p>my notes</p>\n");
-  EXPECT_EQ(read(work_ / "notes.md"), "# notes\n\nkeep me\n");
+  EXPECT_EQ(read_file(work_ / "notes.html"), "<!DOCTYPE html>\n<p>my notes</p>\n");
+  EXPECT_EQ(read_file(work_ / "notes.md"), "# notes\n\nkeep me\n");
   expect_refusal(sweep({"report", sweep_dir.string(), "-o", sweep_dir.string()}), "-o " + sweep_dir.string(),
                  "is a directory");
   EXPECT_EQ(listing(work_), before);
@@ -156,8 +152,8 @@ TEST_F(CliGuards, ReportOutputReplacesOnlyAReportOfTheSameFormat) {
         sweep({"report", sweep_dir.string(), "--format", std::string(fmt) == "json" ? "csv" : "json", "-o", out}).code,
         2);
   }
-  EXPECT_CONTAINS(read(work_ / "r.html"), "<meta name=\"generator\" content=\"sweep report\">");
-  EXPECT_CONTAINS(read(work_ / "r.json"), "\"generator\":\"sweep report\"");
+  EXPECT_CONTAINS(read_file(work_ / "r.html"), "<meta name=\"generator\" content=\"sweep report\">");
+  EXPECT_CONTAINS(read_file(work_ / "r.json"), "\"generator\":\"sweep report\"");
   const Outcome to_stdout = sweep({"report", sweep_dir.string(), "-o", "-"});
   EXPECT_EQ(to_stdout.code, 0);
   EXPECT_EQ(to_stdout.out.rfind("<!DOCTYPE html>", 0), 0u);
@@ -196,7 +192,7 @@ TEST_F(CliGuards, RunOutIsAbsoluteForEveryLauncher) {
   const Outcome o = sweep({"run", g, "--out", "./x/../rel/out/", "--trainer", "/bin/true", "--quiet"});
   ASSERT_NE(o.code, 2) << o.err;
   const std::string want = (work_ / "rel" / "out").string();
-  const std::string argv = read(argv_log);
+  const std::string argv = read_file(argv_log);
   EXPECT_CONTAINS(argv, " -w " + want + " -v " + want + ":" + want + " ");
   EXPECT_EQ(argv.find(" rel/"), std::string::npos) << argv;
   EXPECT_EQ(argv.find("x/.."), std::string::npos) << argv;

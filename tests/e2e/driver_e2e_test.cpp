@@ -16,21 +16,17 @@
 #include "process.h"    // SpawnRunner
 #include "record.h"     // read_record
 #include "sweep_dir.h"  // read_run_state
+#include "test_util.h"  // EXPECT_CONTAINS, read_file
 
 namespace fs = std::filesystem;
 
 namespace {
 
+using sweep_test::read_file;
+
 const std::string kBin = SWEEP_BIN_DIR;
 
-#define EXPECT_CONTAINS(hay, needle) EXPECT_NE(std::string(hay).find(needle), std::string::npos) << "in: " << (hay)
 
-std::string read(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::vector<std::string> lines(const fs::path& p) {
   std::vector<std::string> out;
@@ -103,8 +99,8 @@ TEST_F(DriverE2E, SixRunsTwoAtATimeLocally) {
   std::string grid = write("six.yaml", six_runs(10));
   const fs::path out = dir_ / "out";
   auto st = sweep_cli({"run", grid, "--out", out.string(), "--trainer", wrapper_}, "run.log");
-  ASSERT_TRUE(st.ok()) << read(dir_ / "run.log");
-  EXPECT_CONTAINS(read(dir_ / "run.log"), "sweep six: 6 completed, 0 already done, 0 failed; report: ");
+  ASSERT_TRUE(st.ok()) << read_file(dir_ / "run.log");
+  EXPECT_CONTAINS(read_file(dir_ / "run.log"), "sweep six: 6 completed, 0 already done, 0 failed; report: ");
   auto recs = completed(out);
   ASSERT_EQ(recs.size(), 6u);
   for (const auto& [id, r] : recs) {
@@ -119,10 +115,10 @@ TEST_F(DriverE2E, SixRunsTwoAtATimeLocally) {
 
   // `sweep status` and `sweep plan` see the same.
   ASSERT_TRUE(sweep_cli({"status", out.string()}, "status.log").ok());
-  EXPECT_CONTAINS(read(dir_ / "status.log"), "no driver running");
-  EXPECT_CONTAINS(read(dir_ / "status.log"), "6 runs: 6 completed");
+  EXPECT_CONTAINS(read_file(dir_ / "status.log"), "no driver running");
+  EXPECT_CONTAINS(read_file(dir_ / "status.log"), "6 runs: 6 completed");
   ASSERT_TRUE(sweep_cli({"plan", grid, "--out", out.string()}, "plan.log").ok());
-  EXPECT_CONTAINS(read(dir_ / "plan.log"), "(6 done, 0 to run)");
+  EXPECT_CONTAINS(read_file(dir_ / "plan.log"), "(6 done, 0 to run)");
 }
 
 TEST_F(DriverE2E, CtrlCStopsEveryRunAndTheRerunStartsOnlyUnfinishedOnes) {
@@ -135,23 +131,23 @@ TEST_F(DriverE2E, CtrlCStopsEveryRunAndTheRerunStartsOnlyUnfinishedOnes) {
   auto t0 = std::chrono::steady_clock::now();
   while (lines(dir_ / "launches").size() < 4 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120))
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  ASSERT_GE(lines(dir_ / "launches").size(), 4u) << read(dir_ / "first.log");
+  ASSERT_GE(lines(dir_ / "launches").size(), 4u) << read_file(dir_ / "first.log");
 
   // A second driver on the same directory is refused while the first runs.
   auto second = sweep_cli({"run", grid, "--out", out.string(), "--trainer", wrapper_}, "second.log");
   EXPECT_EQ(second.code, 2);
-  EXPECT_CONTAINS(read(dir_ / "second.log"), "another sweep driver is running on this directory (pid ");
+  EXPECT_CONTAINS(read_file(dir_ / "second.log"), "another sweep driver is running on this directory (pid ");
   ASSERT_TRUE(sweep_cli({"status", out.string()}, "status.log").ok());
-  EXPECT_CONTAINS(read(dir_ / "status.log"), "driver running (pid ");
-  EXPECT_CONTAINS(read(dir_ / "status.log"), "running");
+  EXPECT_CONTAINS(read_file(dir_ / "status.log"), "driver running (pid ");
+  EXPECT_CONTAINS(read_file(dir_ / "status.log"), "running");
 
   ::kill(driver, SIGINT);
   sweep::ExitStatus st;
   for (bool ended = false; !ended;)
     for (auto& [id, s] : runner.wait_some(1.0))
       if (id == driver) st = s, ended = true;
-  EXPECT_EQ(st.code, 128 + SIGINT) << read(dir_ / "first.log");
-  EXPECT_CONTAINS(read(dir_ / "first.log"), "interrupted");
+  EXPECT_EQ(st.code, 128 + SIGINT) << read_file(dir_ / "first.log");
+  EXPECT_CONTAINS(read_file(dir_ / "first.log"), "interrupted");
   // Every run was stopped: nothing of this sweep is still alive.
   // ("[/]" keeps pgrep's own shell, whose command line holds the pattern, from matching.)
   EXPECT_NE(std::system(("pgrep -f '[/]" + out.string().substr(1) + "' >/dev/null").c_str()), 0);
@@ -168,7 +164,7 @@ TEST_F(DriverE2E, CtrlCStopsEveryRunAndTheRerunStartsOnlyUnfinishedOnes) {
   // Again: exactly the unfinished runs start, the interrupted ones with --resume.
   const size_t before = lines(dir_ / "launches").size();
   ASSERT_TRUE(sweep_cli({"run", grid, "--out", out.string(), "--trainer", wrapper_}, "again.log").ok())
-      << read(dir_ / "again.log");
+      << read_file(dir_ / "again.log");
   auto all = lines(dir_ / "launches");
   std::vector<std::string> again(all.begin() + long(before), all.end());
   EXPECT_EQ(again.size(), 6 - done_first.size());
@@ -178,7 +174,7 @@ TEST_F(DriverE2E, CtrlCStopsEveryRunAndTheRerunStartsOnlyUnfinishedOnes) {
     EXPECT_EQ(l.find("--resume") != std::string::npos, interrupted.count(id) > 0) << l;
   }
   EXPECT_EQ(completed(out).size(), 6u);
-  EXPECT_CONTAINS(read(dir_ / "again.log"), "already done");
+  EXPECT_CONTAINS(read_file(dir_ / "again.log"), "already done");
 }
 
 TEST_F(DriverE2E, AKilledRunIsRetriedThenMarkedFailedWhileTheOthersFinish) {
@@ -193,8 +189,8 @@ TEST_F(DriverE2E, AKilledRunIsRetriedThenMarkedFailedWhileTheOthersFinish) {
                            "launch: {parallel: 2, retries: {crashed: 1}}\n");
   const fs::path out = dir_ / "out";
   auto st = sweep_cli({"run", grid, "--out", out.string(), "--trainer", wrapper_}, "run.log");
-  EXPECT_EQ(st.code, 1) << read(dir_ / "run.log");
-  const std::string log = read(dir_ / "run.log");
+  EXPECT_EQ(st.code, 1) << read_file(dir_ / "run.log");
+  const std::string log = read_file(dir_ / "run.log");
   EXPECT_CONTAINS(log, "sweep kill: 2 completed, 0 already done, 2 failed (2 retries)");
   EXPECT_CONTAINS(log, "retrying ");
   EXPECT_CONTAINS(log, "crashed (killed by signal 9");
@@ -238,7 +234,7 @@ TEST_F(DriverMpi, ADeadOrStuckRankIsNamedInTheRunStateAndThePartialRecord) {
   const auto t0 = std::chrono::steady_clock::now();
   auto st = sweep_cli({"run", grid, "--out", out.string()}, "run.log");
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_EQ(st.code, 1) << read(dir_ / "run.log");
+  EXPECT_EQ(st.code, 1) << read_file(dir_ / "run.log");
   EXPECT_LT(took, 2 * (3 + 15)) << "each run ends within dist.timeout_s plus start-up";
   EXPECT_TRUE(completed(out).empty());
   int killed = 0, hung = 0;
@@ -262,7 +258,7 @@ TEST_F(DriverMpi, ADeadOrStuckRankIsNamedInTheRunStateAndThePartialRecord) {
   }
   EXPECT_EQ(killed, 1);
   EXPECT_EQ(hung, 1);
-  EXPECT_CONTAINS(read(dir_ / "run.log"), "rank 1 exited on signal 9 (Killed)");
+  EXPECT_CONTAINS(read_file(dir_ / "run.log"), "rank 1 exited on signal 9 (Killed)");
 }
 
 TEST_F(DriverE2E, ContainerRuntimeWrapsEveryRank) {
@@ -290,7 +286,7 @@ TEST_F(DriverE2E, ContainerRuntimeWrapsEveryRank) {
                                  "', image: test-image, binds: [/tmp], trainer: '" + kBin + "/sweep-train'}\n");
     const fs::path out = dir_ / ("out-" + runtime);
     auto st = sweep_cli({"run", grid, "--out", out.string()}, runtime + ".log");
-    ASSERT_TRUE(st.ok()) << read(dir_ / (runtime + ".log"));
+    ASSERT_TRUE(st.ok()) << read_file(dir_ / (runtime + ".log"));
     auto recs = completed(out);
     ASSERT_EQ(recs.size(), 2u);
     for (const auto& [id, r] : recs) {
@@ -324,11 +320,11 @@ TEST_F(DriverMpi, TheShippedInvarianceSweepFormsExactlyOneBitIdenticalClass) {
   const std::string grid = std::string(SWEEP_SOURCE_DIR) + "/sweeps/invariance.yaml";
   const fs::path out = dir_ / "out";
   auto st = sweep_cli({"run", grid, "--out", out.string(), "--quiet"}, "run.log");
-  ASSERT_TRUE(st.ok()) << read(dir_ / "run.log");
-  EXPECT_CONTAINS(read(dir_ / "run.log"), "11 completed, 0 already done, 0 failed");
+  ASSERT_TRUE(st.ok()) << read_file(dir_ / "run.log");
+  EXPECT_CONTAINS(read_file(dir_ / "run.log"), "11 completed, 0 already done, 0 failed");
   st = sweep_cli({"report", out.string(), "--format", "json", "-o", (dir_ / "report.json").string()}, "report.log");
-  ASSERT_TRUE(st.ok()) << read(dir_ / "report.log");
-  const std::string json = read(dir_ / "report.json");
+  ASSERT_TRUE(st.ok()) << read_file(dir_ / "report.log");
+  const std::string json = read_file(dir_ / "report.json");
   const auto classes = json.find("\"classes\":[{");  // the list of classes (runs also name theirs)
   ASSERT_NE(classes, std::string::npos) << json.substr(0, 400);
   const std::string section = json.substr(classes, json.find(']', json.find("\"runs\"", classes)) - classes);

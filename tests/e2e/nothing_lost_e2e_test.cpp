@@ -22,21 +22,17 @@
 #include "process.h"    // SpawnRunner
 #include "record.h"     // read_record
 #include "sweep_dir.h"  // read_run_state
+#include "test_util.h"  // EXPECT_CONTAINS, read_file
 
 namespace fs = std::filesystem;
 
 namespace {
 
+using sweep_test::read_file;
+
 const std::string kBin = SWEEP_BIN_DIR;
 
-#define EXPECT_CONTAINS(hay, needle) EXPECT_NE(std::string(hay).find(needle), std::string::npos) << "in: " << (hay)
 
-std::string read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void sleep_s(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
 
@@ -48,7 +44,7 @@ std::vector<int> processes_mentioning(const std::string& needle) {
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     const int pid = std::atoi(name.c_str());
     if (pid == ::getpid()) continue;
-    std::string cmd = read(e.path() / "cmdline"), stat = read(e.path() / "stat");
+    std::string cmd = read_file(e.path() / "cmdline"), stat = read_file(e.path() / "stat");
     const auto paren = stat.rfind(')');
     if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z') continue;
     for (char& c : cmd)
@@ -166,13 +162,13 @@ TEST_F(NothingLost, ADriverKilledHardLeavesNoOrphanAndTheRerunMatchesAnUndisturb
   // Long enough (~3 s a run) that a run left unsupervised would still be alive below.
   const std::string g = write("g.yaml", grid("hard", 3000, 2));
   const fs::path ref = dir_ / "ref", out = dir_ / "out";
-  ASSERT_TRUE(sweep_cli({"run", g, "--out", ref.string(), "--quiet"}, "ref.log").ok()) << read(dir_ / "ref.log");
+  ASSERT_TRUE(sweep_cli({"run", g, "--out", ref.string(), "--quiet"}, "ref.log").ok()) << read_file(dir_ / "ref.log");
   const int pid = start_sweep({"run", g, "--out", out.string(), "--quiet"}, "run1.log");
-  ASSERT_TRUE(wait_mid_run(out, 60)) << read(dir_ / "run1.log");
+  ASSERT_TRUE(wait_mid_run(out, 60)) << read_file(dir_ / "run1.log");
   ::kill(pid, SIGKILL);
   wait_for(pid);
   EXPECT_EQ(wait_gone(out.string(), 1.0).size(), 0u) << "a run of the killed driver lives on";
-  ASSERT_TRUE(sweep_cli({"run", g, "--out", out.string()}, "run2.log").ok()) << read(dir_ / "run2.log");
+  ASSERT_TRUE(sweep_cli({"run", g, "--out", out.string()}, "run2.log").ok()) << read_file(dir_ / "run2.log");
   auto want = records(ref), got = records(out);
   ASSERT_EQ(got.size(), want.size());
   for (const auto& [id, r] : want) {
@@ -195,9 +191,9 @@ TEST_F(NothingLost, ASecondTrainerOnTheSameRunDirectoryIsRefusedAndTheFirstCompl
   ASSERT_TRUE(fs::exists(out / "record.h5.partial"));
   auto second = sweep::SpawnRunner().run({kBin + "/sweep-train", "--config", cfg, "--out", out.string(), "--quiet"},
                                          (dir_ / "second.log").string());
-  EXPECT_EQ(second.code, 3) << read(dir_ / "second.log");
-  EXPECT_CONTAINS(read(dir_ / "second.log"), "another process is writing this run");
-  EXPECT_TRUE(wait_for(first).ok()) << read(dir_ / "first.log");
+  EXPECT_EQ(second.code, 3) << read_file(dir_ / "second.log");
+  EXPECT_CONTAINS(read_file(dir_ / "second.log"), "another process is writing this run");
+  EXPECT_TRUE(wait_for(first).ok()) << read_file(dir_ / "first.log");
   sweep::Record r = sweep::read_record((out / "record.h5").string());
   EXPECT_TRUE(r.verified);
   EXPECT_EQ(r.steps.size(), 6000u);
@@ -212,15 +208,15 @@ TEST_F(NothingLost, WithTheSweepLockDeletedASecondDriverWaitsForTheRunsWriter) {
   ASSERT_TRUE(wait_mid_run(out, 60));
   fs::remove(out / "sweep.lock");
   auto second = sweep_cli({"run", g, "--out", out.string()}, "second.log");
-  EXPECT_TRUE(wait_for(first).ok()) << read(dir_ / "first.log");
-  EXPECT_TRUE(second.ok()) << read(dir_ / "second.log");
-  EXPECT_CONTAINS(read(dir_ / "second.log"), "is still being written by");
+  EXPECT_TRUE(wait_for(first).ok()) << read_file(dir_ / "first.log");
+  EXPECT_TRUE(second.ok()) << read_file(dir_ / "second.log");
+  EXPECT_CONTAINS(read_file(dir_ / "second.log"), "is still being written by");
   const auto recs = records(out);
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_TRUE(recs.begin()->second.verified);
   EXPECT_EQ(recs.begin()->second.steps.size(), 3000u);
   // The run was started once: one attempt header in its log.
-  const std::string log = read(run_dirs(g, out)[0] / "logs" / "rank0.log");
+  const std::string log = read_file(run_dirs(g, out)[0] / "logs" / "rank0.log");
   EXPECT_EQ(log.find("=== sweep: attempt 2"), std::string::npos) << log;
 }
 
@@ -228,7 +224,7 @@ TEST_F(NothingLost, WithTheSweepLockDeletedASecondDriverWaitsForTheRunsWriter) {
 std::vector<int> trainers_mentioning(const std::string& needle) {
   std::vector<int> out;
   for (int pid : processes_mentioning(needle)) {
-    const std::string cmd = read(fs::path("/proc") / std::to_string(pid) / "cmdline");
+    const std::string cmd = read_file(fs::path("/proc") / std::to_string(pid) / "cmdline");
     const std::string argv0 = cmd.substr(0, cmd.find('\0'));
     if (argv0.size() >= 11 && argv0.compare(argv0.size() - 11, 11, "sweep-train") == 0) out.push_back(pid);
   }
@@ -242,11 +238,11 @@ TEST_F(NothingLost, ALauncherKilledHardTakesItsRanksWithIt) {
   const std::string g = write("g.yaml", grid("mpi", 3000, 1, ", retries: 0", "  dist.world_size: [2]\n"));
   const fs::path out = dir_ / "out";
   const int driver = start_sweep({"run", g, "--out", out.string()}, "run.log");
-  ASSERT_TRUE(wait_mid_run(out, 60)) << read(dir_ / "run.log");
+  ASSERT_TRUE(wait_mid_run(out, 60)) << read_file(dir_ / "run.log");
   ASSERT_EQ(trainers_mentioning(out.string()).size(), 2u);
   int killed = 0;
   for (int pid : processes_mentioning(out.string()))
-    if (read(fs::path("/proc") / std::to_string(pid) / "cmdline").rfind("mpiexec", 0) == 0) killed += ::kill(pid, SIGKILL) == 0;
+    if (read_file(fs::path("/proc") / std::to_string(pid) / "cmdline").rfind("mpiexec", 0) == 0) killed += ::kill(pid, SIGKILL) == 0;
   ASSERT_EQ(killed, 1);
   const auto t0 = std::chrono::steady_clock::now();
   while (!trainers_mentioning(out.string()).empty() && std::chrono::steady_clock::now() < t0 + std::chrono::seconds(10))
@@ -266,10 +262,10 @@ TEST_F(NothingLost, SighupStopsEveryRunBeforeTheDriverEnds) {
   ASSERT_TRUE(wait_mid_run(out, 60));
   ::kill(pid, SIGHUP);
   sweep::ExitStatus st = wait_for(pid);
-  EXPECT_EQ(st.code, 128 + SIGHUP) << st.describe() << "\n" << read(dir_ / "run.log");
+  EXPECT_EQ(st.code, 128 + SIGHUP) << st.describe() << "\n" << read_file(dir_ / "run.log");
   EXPECT_EQ(processes_mentioning(out.string()).size(), 0u) << "runs outlived the driver";
   for (const auto& d : run_dirs(g, out)) EXPECT_EQ(sweep::read_run_state(d.string()).state, "interrupted") << d;
-  EXPECT_CONTAINS(read(dir_ / "run.log"), "SIGHUP: stopping");
+  EXPECT_CONTAINS(read_file(dir_ / "run.log"), "SIGHUP: stopping");
 }
 
 // Finding 3: one run's directory is unusable; that run fails with the reason, the
@@ -280,8 +276,8 @@ TEST_F(NothingLost, OneRunsBrokenDirectoryFailsOnlyThatRun) {
   const auto dirs = run_dirs(g, out);
   fs::create_directories(dirs[1] / "config.yaml");  // a directory where the driver writes a file
   auto st = sweep_cli({"run", g, "--out", out.string()}, "run.log");
-  EXPECT_EQ(st.code, 1) << read(dir_ / "run.log");
-  const std::string log = read(dir_ / "run.log");
+  EXPECT_EQ(st.code, 1) << read_file(dir_ / "run.log");
+  const std::string log = read_file(dir_ / "run.log");
   EXPECT_CONTAINS(log, "2 completed, 0 already done, 1 failed");
   EXPECT_CONTAINS(log, (dirs[1] / "config.yaml").string() + " is a directory");
   EXPECT_TRUE(fs::exists(dirs[0] / "record.h5"));
@@ -294,22 +290,22 @@ TEST_F(NothingLost, OneRunsBrokenDirectoryFailsOnlyThatRun) {
 TEST_F(NothingLost, ADamagedOrDeletedCompletedRecordIsMovedAsideAndRunAgain) {
   const std::string g = write("g.yaml", grid("damage", 20, 2));
   const fs::path out = dir_ / "out";
-  ASSERT_TRUE(sweep_cli({"run", g, "--out", out.string()}, "run1.log").ok()) << read(dir_ / "run1.log");
+  ASSERT_TRUE(sweep_cli({"run", g, "--out", out.string()}, "run1.log").ok()) << read_file(dir_ / "run1.log");
   const auto before = records(out);
   const auto dirs = run_dirs(g, out);
-  const std::string bytes = read(dirs[0] / "record.h5");
+  const std::string bytes = read_file(dirs[0] / "record.h5");
   std::ofstream(dirs[0] / "record.h5", std::ios::binary | std::ios::trunc) << bytes.substr(0, bytes.size() / 2);
   fs::remove(dirs[1] / "record.h5");
   sweep_cli({"status", out.string()}, "status.log");
-  EXPECT_CONTAINS(read(dir_ / "status.log"), "damaged");
-  ASSERT_TRUE(sweep_cli({"run", g, "--out", out.string()}, "run2.log").ok()) << read(dir_ / "run2.log");
-  EXPECT_CONTAINS(read(dir_ / "run2.log"), "2 completed, 0 already done, 0 failed");
-  EXPECT_CONTAINS(read(dir_ / "run2.log"), "moved aside to");
+  EXPECT_CONTAINS(read_file(dir_ / "status.log"), "damaged");
+  ASSERT_TRUE(sweep_cli({"run", g, "--out", out.string()}, "run2.log").ok()) << read_file(dir_ / "run2.log");
+  EXPECT_CONTAINS(read_file(dir_ / "run2.log"), "2 completed, 0 already done, 0 failed");
+  EXPECT_CONTAINS(read_file(dir_ / "run2.log"), "moved aside to");
   int aside = 0;
   for (const auto& e : fs::directory_iterator(dirs[0]))
     if (e.path().filename().string().rfind("record.h5.damaged-", 0) == 0) {
       ++aside;
-      EXPECT_EQ(read(e.path()), bytes.substr(0, bytes.size() / 2));
+      EXPECT_EQ(read_file(e.path()), bytes.substr(0, bytes.size() / 2));
     }
   EXPECT_EQ(aside, 1);
   const auto after = records(out);
@@ -326,14 +322,14 @@ TEST_F(NothingLost, APlantedLinkInARunDirectoryIsNeverWrittenThrough) {
   fs::create_symlink(victim, dirs[0] / "record.h5.partial");
   auto st = sweep_cli({"run", g, "--out", out.string()}, "run.log");
   EXPECT_EQ(st.code, 1);
-  EXPECT_EQ(read(victim), "precious");
-  EXPECT_CONTAINS(read(dir_ / "run.log"), "record.h5.partial is a symbolic link");
+  EXPECT_EQ(read_file(victim), "precious");
+  EXPECT_CONTAINS(read_file(dir_ / "run.log"), "record.h5.partial is a symbolic link");
   // sweep-train on its own refuses the same directory (exit 3), writing nothing.
   const std::string cfg = write("run.yaml", "train: {steps: 5}\n");
   auto t = sweep::SpawnRunner().run({kBin + "/sweep-train", "--config", cfg, "--out", dirs[0].string()},
                                     (dir_ / "train.log").string());
-  EXPECT_EQ(t.code, 3) << read(dir_ / "train.log");
-  EXPECT_EQ(read(victim), "precious");
+  EXPECT_EQ(t.code, 3) << read_file(dir_ / "train.log");
+  EXPECT_EQ(read_file(victim), "precious");
 }
 
 // Finding 4: a full disk. No crash; the failure is named with its errno text, in the
@@ -353,9 +349,9 @@ TEST_F(NothingLost, AFullDiskFailsTheRunWithTheReasonAndNoCrash) {
                                 "train: {steps: 3000, micro_batch: 2, lr: 3.0e-3, log_every: 1000}\n");
   auto st = sweep::SpawnRunner().run({kBin + "/sweep-train", "--config", cfg, "--out", (small / "run").string(), "--quiet"},
                                      (dir_ / "train.log").string());
-  EXPECT_EQ(st.signal, 0) << "crashed: " << st.describe() << "\n" << read(dir_ / "train.log");
+  EXPECT_EQ(st.signal, 0) << "crashed: " << st.describe() << "\n" << read_file(dir_ / "train.log");
   EXPECT_EQ(st.code, 1);
-  EXPECT_CONTAINS(read(dir_ / "train.log"), "No space left on device");
+  EXPECT_CONTAINS(read_file(dir_ / "train.log"), "No space left on device");
   EXPECT_FALSE(fs::exists(small / "run" / "record.h5"));
   sweep::RecordStatus rs = sweep::read_record_status((small / "run" / "record.h5").string());
   EXPECT_EQ(rs.status, "failed");
@@ -374,7 +370,7 @@ TEST_F(NothingLost, ChaosSoakEndsWithTheUndisturbedSweepsBits) {
   std::mt19937 rng(seed);
   const std::string g = write("g.yaml", grid("chaos", 300, 3, ", retries: {crashed: 2}", "  dist.world_size: [1, 2]\n"));
   const fs::path ref = dir_ / "ref", out = dir_ / "out";
-  ASSERT_TRUE(sweep_cli({"run", g, "--out", ref.string(), "--quiet"}, "ref.log").ok()) << read(dir_ / "ref.log");
+  ASSERT_TRUE(sweep_cli({"run", g, "--out", ref.string(), "--quiet"}, "ref.log").ok()) << read_file(dir_ / "ref.log");
   const auto want = records(ref);
   ASSERT_EQ(want.size(), 6u);
   const int signals[] = {SIGKILL, SIGTERM, SIGHUP};
@@ -396,7 +392,7 @@ TEST_F(NothingLost, ChaosSoakEndsWithTheUndisturbedSweepsBits) {
       } else {
         std::vector<int> train_pids;
         for (int p : processes_mentioning(out.string() + "/runs/"))
-          if (read(fs::path("/proc") / std::to_string(p) / "cmdline").find("sweep-train") != std::string::npos)
+          if (read_file(fs::path("/proc") / std::to_string(p) / "cmdline").find("sweep-train") != std::string::npos)
             train_pids.push_back(p);
         if (train_pids.empty()) break;
         const int victim = train_pids[rng() % train_pids.size()];
@@ -415,7 +411,7 @@ TEST_F(NothingLost, ChaosSoakEndsWithTheUndisturbedSweepsBits) {
   }
   // Whatever the strikes left, a rerun without any must complete the sweep.
   ASSERT_TRUE(wait_gone(out.string(), 15).empty()) << "processes left after round " << round;
-  ASSERT_TRUE(sweep_cli({"run", g, "--out", out.string()}, "final.log").ok()) << read(dir_ / "final.log");
+  ASSERT_TRUE(sweep_cli({"run", g, "--out", out.string()}, "final.log").ok()) << read_file(dir_ / "final.log");
   EXPECT_TRUE(wait_gone(out.string(), 5).empty()) << "processes of the sweep left running";
   const auto got = records(out);
   ASSERT_EQ(got.size(), want.size());

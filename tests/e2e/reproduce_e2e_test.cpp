@@ -12,10 +12,13 @@
 
 #include "process.h"  // SpawnRunner
 #include "record.h"   // read_record
+#include "test_util.h"  // read_file
 
 namespace fs = std::filesystem;
 
 namespace {
+
+using sweep_test::read_file;
 
 const std::string kBin = SWEEP_BIN_DIR;
 const std::string kMpiexec = SWEEP_MPIEXEC;
@@ -29,13 +32,6 @@ grid:
   train.seed: [0]
 )";
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 class ReproduceE2E : public ::testing::Test {
  protected:
   // One sweep for the whole suite: every test re-runs its single run into reproduce/<n>.
@@ -45,7 +41,7 @@ class ReproduceE2E : public ::testing::Test {
     fs::create_directories(root_);
     std::ofstream(root_ / "grid.yaml") << kGrid;
     auto st = cli({"run", (root_ / "grid.yaml").string(), "--out", (root_ / "sweep").string()}, "sweep.log");
-    ASSERT_TRUE(st.ok()) << slurp(root_ / "sweep.log");
+    ASSERT_TRUE(st.ok()) << read_file(root_ / "sweep.log");
     for (const auto& e : fs::directory_iterator(root_ / "sweep" / "runs")) run_dir_ = e.path();
   }
   static void TearDownTestSuite() {
@@ -57,7 +53,7 @@ class ReproduceE2E : public ::testing::Test {
     fs::remove(root_ / log);
     return sweep::SpawnRunner().run(args, (root_ / log).string());
   }
-  static std::string out(const std::string& log) { return slurp(root_ / log); }
+  static std::string out(const std::string& log) { return read_file(root_ / log); }
 
   /// The re-run's record path from the "re-run:" line of reproduce's output.
   static std::string rerun_record(const std::string& text) {
@@ -75,7 +71,7 @@ fs::path ReproduceE2E::root_, ReproduceE2E::run_dir_;
 
 TEST_F(ReproduceE2E, ReRunFromTheRecordIsBitForBit) {
   ASSERT_FALSE(run_dir_.empty());
-  const std::string before = slurp(run_dir_ / "record.h5");
+  const std::string before = read_file(run_dir_ / "record.h5");
   auto st = cli({"reproduce", run_dir_.string()}, "same.log");
   const std::string text = out("same.log");
   EXPECT_EQ(st.code, 0) << text;
@@ -85,7 +81,7 @@ TEST_F(ReproduceE2E, ReRunFromTheRecordIsBitForBit) {
   EXPECT_EQ(fs::path(again).parent_path().parent_path(), run_dir_ / "reproduce");
   EXPECT_TRUE(fs::exists(fs::path(again).parent_path() / "config.yaml"));
   EXPECT_TRUE(fs::exists(fs::path(again).parent_path() / "logs" / "rank0.log"));
-  EXPECT_EQ(slurp(run_dir_ / "record.h5"), before);  // the original is never touched
+  EXPECT_EQ(read_file(run_dir_ / "record.h5"), before);  // the original is never touched
 
   // The two records compare equal from the command line too, also given as record files.
   st = cli({"compare", (run_dir_ / "record.h5").string(), again}, "compare.log");

@@ -14,21 +14,17 @@
 #include "process.h"    // SpawnRunner, capture
 #include "record.h"     // read_record
 #include "sweep_dir.h"  // read_run_state, read_points_file
+#include "test_util.h"  // EXPECT_CONTAINS, read_file
 
 namespace fs = std::filesystem;
 
 namespace {
 
+using sweep_test::read_file;
+
 const std::string kBin = SWEEP_BIN_DIR;
 
-#define EXPECT_CONTAINS(hay, needle) EXPECT_NE(std::string(hay).find(needle), std::string::npos) << "in: " << (hay)
 
-std::string read(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 class SlurmE2E : public ::testing::Test {
  protected:
@@ -81,7 +77,7 @@ TEST_F(SlurmE2E, ArrayOfSixFiveCompleteLiterallyOneTimesOut) {
   sweep::ExitStatus st = sweep::SpawnRunner().run({"/bin/sh", "-c", "cd \"$1\" && exec \"$2\" run \"$3\" --out \"$4\"",
                                                    "sh", dir_.string(), kBin + "/sweep", grid, out.string()},
                                                   (dir_ / "run.log").string());
-  const std::string log = read(dir_ / "run.log");
+  const std::string log = read_file(dir_ / "run.log");
   EXPECT_EQ(st.code, 1) << log;
   EXPECT_CONTAINS(log, "submitted job array ");
   EXPECT_CONTAINS(log, "sweep slurm-e2e: 5 completed, 0 already done, 1 failed");
@@ -118,8 +114,8 @@ TEST_F(SlurmE2E, ArrayOfSixFiveCompleteLiterallyOneTimesOut) {
 
   // `sweep status` reads the same states back.
   ASSERT_TRUE(sweep_cli({"status", out.string()}, "status.log").ok());
-  EXPECT_CONTAINS(read(dir_ / "status.log"), "6 runs: 5 completed, 1 failed");
-  EXPECT_CONTAINS(read(dir_ / "status.log"), "timeout");
+  EXPECT_CONTAINS(read_file(dir_ / "status.log"), "6 runs: 5 completed, 1 failed");
+  EXPECT_CONTAINS(read_file(dir_ / "status.log"), "timeout");
 }
 
 TEST_F(SlurmE2E, TwoRanksUnderSrunPmix) {
@@ -132,7 +128,7 @@ TEST_F(SlurmE2E, TwoRanksUnderSrunPmix) {
                            "launch: {launcher: slurm, slurm: {mpi: pmix, poll_s: 1}}\n");
   const fs::path out = dir_ / "out";
   sweep::ExitStatus st = sweep_cli({"run", grid, "--out", out.string()}, "run.log");
-  ASSERT_TRUE(st.ok()) << read(dir_ / "run.log");
+  ASSERT_TRUE(st.ok()) << read_file(dir_ / "run.log");
   auto points = sweep::read_points_file(out.string());
   ASSERT_EQ(points.size(), 1u);
   const fs::path rd = out / "runs" / points[0].first;

@@ -17,12 +17,12 @@
 #include "grid.h"    // parse_grid, load_grid
 #include "plan.h"    // check_data_files
 #include "report.h"  // render_report, looks_like_report
+#include "test_util.h"  // EXPECT_CONTAINS, read_file
 
 namespace fs = std::filesystem;
 
 namespace {
 
-#define EXPECT_CONTAINS(hay, needle) EXPECT_NE(std::string(hay).find(needle), std::string::npos) << "in: " << (hay)
 
 std::string parse_error(const std::string& text) {
   try {

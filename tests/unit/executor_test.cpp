@@ -18,13 +18,13 @@
 #include "record.h"
 #include "stop_signals.h"
 #include "sweep_run.h"
+#include "test_util.h"  // EXPECT_CONTAINS, read_file
 
 namespace sweep {
 namespace {
 
 namespace fs = std::filesystem;
 
-#define EXPECT_CONTAINS(hay, needle) EXPECT_NE(std::string(hay).find(needle), std::string::npos) << "in: " << (hay)
 
 std::string value_after(const std::vector<std::string>& argv, const std::string& flag) {
   auto it = std::find(argv.begin(), argv.end(), flag);

@@ -7,11 +7,11 @@
 
 #include "grid.h"
 #include "grid_values.h"
+#include "test_util.h"  // EXPECT_CONTAINS, read_file
 
 namespace sweep {
 namespace {
 
-#define EXPECT_CONTAINS(hay, needle) EXPECT_NE(std::string(hay).find(needle), std::string::npos) << "in: " << (hay)
 
 std::string error_of(const std::string& text) {
   try {

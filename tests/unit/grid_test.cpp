@@ -5,11 +5,11 @@
 
 #include <set>
 #include <string>
+#include "test_util.h"  // EXPECT_CONTAINS, read_file
 
 namespace sweep {
 namespace {
 
-#define EXPECT_CONTAINS(hay, needle) EXPECT_NE(std::string(hay).find(needle), std::string::npos) << "in: " << (hay)
 
 /// The message of the ConfigError that parsing and expanding `text` throws ("" when none).
 std::string error_of(const std::string& text) {

@@ -13,6 +13,7 @@
 #include "grid.h"
 #include "process.h"  // capture
 #include "slurm.h"
+#include "test_util.h"  // EXPECT_CONTAINS, read_file
 
 namespace sweep {
 namespace {
@@ -20,7 +21,6 @@ namespace {
 namespace fs = std::filesystem;
 using V = std::vector<std::string>;
 
-#define EXPECT_CONTAINS(hay, needle) EXPECT_NE(std::string(hay).find(needle), std::string::npos) << "in: " << (hay)
 
 std::string error_of(const std::string& text) {
   try {

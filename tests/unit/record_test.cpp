@@ -25,20 +25,18 @@
 #include <map>
 #include <string>
 #include <vector>
+#include "test_util.h"  // EXPECT_CONTAINS, read_file
 
 namespace sweep {
 namespace {
 
+using sweep_test::read_file;
+
 namespace fs = std::filesystem;
 
-#define EXPECT_CONTAINS(hay, needle) EXPECT_NE(std::string(hay).find(needle), std::string::npos) << "in: " << (hay)
 
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
-std::string read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 /// The message of the RecordError read_record(path) throws ("" when it reads fine).
 std::string read_error(const fs::path& p) {
@@ -201,7 +199,7 @@ TEST_F(RecordTest, EmptyRecordReadsBack) {
 
 TEST_F(RecordTest, NeverOverwritesACompletedRecord) {
   write_completed(path_);
-  const std::string before = read_bytes(path_);
+  const std::string before = read_file(path_);
   ASSERT_FALSE(before.empty());
   try {
     RecordWriter w(path_.string(), header());
@@ -210,7 +208,7 @@ TEST_F(RecordTest, NeverOverwritesACompletedRecord) {
     EXPECT_CONTAINS(e.what(), path_.string());
     EXPECT_CONTAINS(e.what(), "never overwritten");
   }
-  EXPECT_EQ(read_bytes(path_), before);
+  EXPECT_EQ(read_file(path_), before);
   EXPECT_FALSE(fs::exists(path_.string() + kPartialSuffix));
   EXPECT_EQ(read_record(path_.string()).status, "completed");
 }
@@ -219,7 +217,7 @@ TEST_F(RecordTest, FinishRefusesWhenARecordAppearedMeanwhile) {
   RecordWriter w(path_.string(), header());
   { std::ofstream(path_) << "someone else's record"; }
   EXPECT_THROW(w.finish("completed"), RecordError);
-  EXPECT_EQ(read_bytes(path_), "someone else's record");
+  EXPECT_EQ(read_file(path_), "someone else's record");
 }
 
 TEST_F(RecordTest, StalePartialIsReplaced) {

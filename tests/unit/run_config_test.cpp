@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <string>
+#include "test_util.h"  // EXPECT_CONTAINS, read_file
 
 namespace sweep {
 namespace {
@@ -22,7 +23,6 @@ std::string error_of(const std::string& text) {
   return "";
 }
 
-#define EXPECT_CONTAINS(hay, needle) EXPECT_NE(std::string(hay).find(needle), std::string::npos) << "in: " << (hay)
 
 TEST(RunConfig, DefaultsRoundTripThroughYaml) {
   RunConfig c;

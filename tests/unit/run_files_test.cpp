@@ -18,18 +18,16 @@
 
 #include "record.h"
 #include "run_files.h"
+#include "test_util.h"  // EXPECT_CONTAINS, read_file
 
 namespace sweep {
 namespace {
 
+using sweep_test::read_file;
+
 namespace fs = std::filesystem;
 
-#define EXPECT_CONTAINS(hay, needle) EXPECT_NE(std::string(hay).find(needle), std::string::npos) << "in: " << (hay)
 
-std::string read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 std::string read_error(const fs::path& p) {
   try {
@@ -116,7 +114,7 @@ TEST_F(RunFilesTest, LinksAndSpecialFilesInTheRunDirectoryAreRefused) {
   fs::remove(run_ / "state");
   fs::create_symlink(outside, run_ / "run.lock");
   EXPECT_THROW(RunLock lock(run_.string()), RunRefused);
-  EXPECT_EQ(read_bytes(outside), "precious");
+  EXPECT_EQ(read_file(outside), "precious");
 }
 
 TEST_F(RunFilesTest, TheRecordWriterNeverWritesThroughAPlantedPartial) {
@@ -124,7 +122,7 @@ TEST_F(RunFilesTest, TheRecordWriterNeverWritesThroughAPlantedPartial) {
   std::ofstream(outside) << "precious";
   fs::create_symlink(outside, run_ / "record.h5.partial");
   EXPECT_THROW(RecordWriter((run_ / "record.h5").string(), small_header()), RecordError);
-  EXPECT_EQ(read_bytes(outside), "precious");
+  EXPECT_EQ(read_file(outside), "precious");
   EXPECT_TRUE(fs::is_symlink(run_ / "record.h5.partial"));
 }
 
@@ -168,7 +166,7 @@ TEST_F(RunFilesTest, ACompletedRecordCarriesADigestThatEveryReaderChecks) {
 
   // One byte of the file flipped where step 1's loss (2.75) is stored, as a bad disk
   // or a stray write would: found by the digest, not by HDF5.
-  std::string bytes = read_bytes(rec);
+  std::string bytes = read_file(rec);
   const double loss = 2.75;
   const std::string pattern(reinterpret_cast<const char*>(&loss), sizeof loss);
   const size_t at = bytes.find(pattern);
@@ -210,7 +208,7 @@ TEST_F(RunFilesTest, ExclusiveCreateNeverFollowsALink) {
   fs::create_symlink(dir_ / "nowhere", run_ / "dangling");
   EXPECT_THROW(create_exclusive((run_ / "dangling").string()), RecordError);
   EXPECT_FALSE(fs::exists(dir_ / "nowhere"));
-  EXPECT_EQ(read_bytes(outside), "precious");
+  EXPECT_EQ(read_file(outside), "precious");
 }
 
 }  // namespace

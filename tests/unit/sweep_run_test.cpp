@@ -17,18 +17,16 @@
 
 #include "record.h"
 #include "stop_signals.h"
+#include "test_util.h"  // EXPECT_CONTAINS, read_file
 
 namespace sweep {
 namespace {
 
+using sweep_test::read_file;
+
 namespace fs = std::filesystem;
 
-#define EXPECT_CONTAINS(hay, needle) EXPECT_NE(std::string(hay).find(needle), std::string::npos) << "in: " << (hay)
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 std::string value_after(const std::vector<std::string>& argv, const std::string& flag) {
   auto it = std::find(argv.begin(), argv.end(), flag);
@@ -115,7 +113,7 @@ TEST_F(SweepRunTest, RunsEveryPointWithExactArgvAndConfig) {
     EXPECT_EQ(fake.calls[i], want) << i;
     EXPECT_EQ(fake.logs[i], dir + "/logs/rank0.log") << i;
     EXPECT_TRUE(fs::is_directory(dir + "/logs")) << i;
-    EXPECT_EQ(read_text(dir + "/config.yaml"), to_yaml(points_[i].config)) << i;
+    EXPECT_EQ(read_file(dir + "/config.yaml"), to_yaml(points_[i].config)) << i;
     EXPECT_FALSE(fs::exists(dir + "/config.yaml.tmp")) << i;
   }
   EXPECT_EQ(s.completed, 2);
@@ -125,7 +123,7 @@ TEST_F(SweepRunTest, RunsEveryPointWithExactArgvAndConfig) {
   EXPECT_FALSE(fs::exists(record_path(opt_.out_dir, points_[1].id)));
 
   EXPECT_EQ(s.report_path, opt_.out_dir + "/report.html");
-  std::string html = read_text(s.report_path);
+  std::string html = read_file(s.report_path);
   EXPECT_CONTAINS(html, "<html");
   EXPECT_CONTAINS(html, points_[0].id);
   EXPECT_CONTAINS(html, points_[2].id);
@@ -191,7 +189,7 @@ TEST_F(SweepRunTest, APlantedSweepLockLinkIsRefusedAndItsTargetKeptWhole) {
   FakeTrainer fake;
   EXPECT_THROW(run_sweep(spec_, points_, opt_, fake), ConfigError);
   EXPECT_TRUE(fake.calls.empty());
-  EXPECT_EQ(read_text(victim), "precious");
+  EXPECT_EQ(read_file(victim), "precious");
 }
 
 TEST_F(SweepRunTest, APlantedLogLinkFailsOnlyThatRunAndIsNeverWrittenThrough) {
@@ -204,7 +202,7 @@ TEST_F(SweepRunTest, APlantedLogLinkFailsOnlyThatRunAndIsNeverWrittenThrough) {
   EXPECT_EQ(fake.calls.size(), 2u);
   EXPECT_EQ(s.completed, 2);
   EXPECT_EQ(s.failed, 1);
-  EXPECT_EQ(read_text(victim), "precious");
+  EXPECT_EQ(read_file(victim), "precious");
   EXPECT_CONTAINS(read_run_state(run_dir(1)).detail, "rank0.log is a symbolic link");
 }
 
@@ -246,7 +244,7 @@ TEST_F(SweepRunTest, ADamagedRecordIsMovedAsideNeverDeletedAndItsPointRunsAgain)
   for (const auto& e : fs::directory_iterator(run_dir(0)))
     if (e.path().filename().string().rfind("record.h5.damaged-", 0) == 0) aside.push_back(e.path().string());
   ASSERT_EQ(aside.size(), 1u);
-  EXPECT_EQ(read_text(aside[0]), "not HDF5");
+  EXPECT_EQ(read_file(aside[0]), "not HDF5");
 }
 
 TEST_F(SweepRunTest, ArgvElementsArePassedUnmodified) {
@@ -308,7 +306,7 @@ TEST_F(SpawnRunnerTest, PassesArgvVerbatimAndAppendsToTheLog) {
   EXPECT_TRUE(st.ok()) << st.describe();
   st = runner_.run({"/usr/bin/printf", "again\\n"}, log_);
   EXPECT_TRUE(st.ok());
-  EXPECT_EQ(read_text(log_), "[a b]\n[$(touch " + pwned + ")]\n['; exit 3]\n[]\n[*]\nagain\n");
+  EXPECT_EQ(read_file(log_), "[a b]\n[$(touch " + pwned + ")]\n['; exit 3]\n[]\n[*]\nagain\n");
   EXPECT_FALSE(fs::exists(pwned));
 }
 
@@ -317,7 +315,7 @@ TEST_F(SpawnRunnerTest, StderrGoesToTheLogToo) {
   EXPECT_EQ(st.code, 3);
   EXPECT_EQ(st.signal, 0);
   EXPECT_FALSE(st.ok());
-  EXPECT_EQ(read_text(log_), "out\nerr\n");
+  EXPECT_EQ(read_file(log_), "out\nerr\n");
 }
 
 TEST_F(SpawnRunnerTest, ReportsTheKillingSignal) {
