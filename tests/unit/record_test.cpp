@@ -25,7 +25,8 @@
 #include <map>
 #include <string>
 #include <vector>
-#include "test_util.h"  // EXPECT_CONTAINS, read_file
+#include "record_util.h"  // read_error
+#include "test_util.h"    // EXPECT_CONTAINS, read_file
 
 namespace sweep {
 namespace {
@@ -38,15 +39,7 @@ namespace fs = std::filesystem;
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 
-/// The message of the RecordError read_record(path) throws ("" when it reads fine).
-std::string read_error(const fs::path& p) {
-  try {
-    read_record(p.string());
-  } catch (const RecordError& e) {
-    return e.what();
-  }
-  return "";
-}
+using sweep_test::read_error;
 
 RecordHeader header() {
   RecordHeader h;

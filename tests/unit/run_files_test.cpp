@@ -18,7 +18,8 @@
 
 #include "record.h"
 #include "run_files.h"
-#include "test_util.h"  // EXPECT_CONTAINS, read_file
+#include "record_util.h"  // read_error
+#include "test_util.h"    // EXPECT_CONTAINS, read_file
 
 namespace sweep {
 namespace {
@@ -27,16 +28,7 @@ using sweep_test::read_file;
 
 namespace fs = std::filesystem;
 
-
-
-std::string read_error(const fs::path& p) {
-  try {
-    read_record(p.string());
-  } catch (const RecordError& e) {
-    return e.what();
-  }
-  return "";
-}
+using sweep_test::read_error;
 
 RecordHeader small_header() {
   RecordHeader h;
