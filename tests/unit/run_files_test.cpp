@@ -24,11 +24,9 @@
 namespace sweep {
 namespace {
 
-using sweep_test::read_file;
-
 namespace fs = std::filesystem;
-
 using sweep_test::read_error;
+using sweep_test::read_file;
 
 RecordHeader small_header() {
   RecordHeader h;
