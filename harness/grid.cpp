@@ -169,12 +169,14 @@ Constraints parse_constraints(const YAML::Node& node, const std::string& source)
   return c;
 }
 
-/// 1-based line where the second YAML document of `text` starts: a `---` line always
-/// starts one; other content starts one only when none is open (at the top, or after
-/// `...`). Falls back to where yaml-cpp put the document's first node.
-int second_document_line(const std::string& text, const YAML::Node& second) {
+/// 1-based lines where the YAML documents of `text` start: a `---` line always starts
+/// one; other content starts one only when none is open (at the top, or after `...`).
+/// Read from the text: yaml-cpp 0.7's LoadAll loops forever on some malformed input
+/// (found by the grid fuzzer: `',)',)aa`), so only YAML::Load parses.
+std::vector<int> document_starts(const std::string& text) {
   bool open = false;
-  int starts = 0, line = 1;
+  std::vector<int> starts;
+  int line = 1;
   for (size_t at = 0; at < text.size(); ++line) {
     size_t end = text.find('\n', at);
     if (end == std::string::npos) end = text.size();
@@ -189,25 +191,26 @@ int second_document_line(const std::string& text, const YAML::Node& second) {
       open = false;
     } else if (is_marker("---") || (content && !open)) {
       open = true;
-      if (++starts == 2) return line;
+      starts.push_back(line);
     }
   }
-  return second.Mark().line >= 0 ? second.Mark().line + 1 : line - 1;
+  return starts;
 }
 
 /// The one document of a grid file; YAML::Load would drop any after the first silently.
 YAML::Node load_one_document(const std::string& text, const std::string& source) {
-  std::vector<YAML::Node> docs;
+  YAML::Node root;
   try {
-    docs = YAML::LoadAll(text);
+    root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw ConfigError(source + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
                       ": invalid YAML: " + e.msg);
   }
-  if (docs.size() > 1)
-    throw ConfigError(source + ":" + std::to_string(second_document_line(text, docs[1])) + ": holds " +
-                      std::to_string(docs.size()) + " YAML documents; a grid is one (the second starts on this line)");
-  return docs.empty() ? YAML::Node() : docs[0];
+  const std::vector<int> starts = document_starts(text);
+  if (starts.size() > 1)
+    throw ConfigError(source + ":" + std::to_string(starts[1]) + ": holds " + std::to_string(starts.size()) +
+                      " YAML documents; a grid is one (the second starts on this line)");
+  return root;
 }
 
 }  // namespace
