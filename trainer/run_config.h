@@ -161,7 +161,8 @@ std::string run_id(const RunConfig& c);
 std::string math_id(const RunConfig& c);
 
 /// `s` as it may appear in a one-line message: control characters and bytes that are not
-/// UTF-8 become \xNN, and long text is cut.
+/// UTF-8 become \xNN, characters a terminal shows as nothing (zero-width, bidi marks, the
+/// byte-order mark, soft hyphen, C1 controls) become \u{NNNN}, and long text is cut.
 std::string printable(const std::string& s);
 
 /// Closest known key to `key` by edit distance, or "" when nothing is close.
