@@ -4,20 +4,15 @@
 // that `sweep report -o` replaces only its own files. tests/e2e/cli_guards_e2e_test.cpp
 // drives the same guards through the real binary.
 #include <gtest/gtest.h>
-#include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include "grid.h"    // parse_grid, load_grid
 #include "plan.h"    // check_data_files
 #include "report.h"  // render_report, looks_like_report
-#include "test_util.h"  // EXPECT_CONTAINS, read_file
+#include "test_util.h"  // EXPECT_CONTAINS, read_file, passes_in_child
 
 namespace fs = std::filesystem;
 
@@ -73,40 +68,20 @@ TEST_F(GridFile, AFifoIsRefusedWithoutWaitingForAWriter) {
   const std::string fifo = (dir_ / "grid.yaml").string();
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   // In a child: opening a FIFO for reading blocks until a writer comes, which would hang
-  // this test; the parent gives up after 10 s.
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) _exit(load_error(fifo) == fifo + ": not a regular file, expected a grid file" ? 0 : 1);
-  int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (::waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      FAIL() << "load_grid on a FIFO blocked for 10 s";
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wrong or no error for a FIFO";
+  // this test; given up after 10 s.
+  const auto got = sweep_test::passes_in_child(
+      [&] { return load_error(fifo) == fifo + ": not a regular file, expected a grid file"; }, 10);
+  EXPECT_NE(got, sweep_test::ChildCheck::timed_out) << "load_grid on a FIFO blocked for 10 s";
+  EXPECT_EQ(got, sweep_test::ChildCheck::passed) << "wrong or no error for a FIFO";
 }
 
 TEST(GridDocuments, InputThatMadeYamlCppLoadAllLoopForeverReturns) {
   // Found by the grid fuzzer: yaml-cpp 0.7's LoadAll never returned on this input, so
   // counting documents must not use it. In a child, given up after 10 s.
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) _exit(parse_error("',)',)aa").find("expected a mapping") != std::string::npos ? 0 : 1);
-  int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (::waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      FAIL() << "parse_grid did not return within 10 s";
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wrong or no error";
+  const auto got = sweep_test::passes_in_child(
+      [] { return parse_error("',)',)aa").find("expected a mapping") != std::string::npos; }, 10);
+  EXPECT_NE(got, sweep_test::ChildCheck::timed_out) << "parse_grid did not return within 10 s";
+  EXPECT_EQ(got, sweep_test::ChildCheck::passed) << "wrong or no error";
 }
 
 TEST(GridName, TheLengthLimitIsInTheMessage) {
