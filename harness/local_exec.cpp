@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <deque>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "launch.h"        // local_run_command
@@ -61,7 +62,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const std::vector<GridPoint>& poin
   std::map<int, Running> running;
   // Runs whose directory another process still writes (an earlier driver's run, dying
   // of its parent-death signal, or a sweep-train started by hand): never started twice.
-  std::map<RunTask*, std::string> busy;
+  std::set<RunTask*> busy;
   int64_t used = 0;
   bool stopping = false;
   int stop_count = 0;
@@ -101,11 +102,11 @@ SweepSummary run_sweep(const SweepSpec& spec, const std::vector<GridPoint>& poin
       // Busy runs whose writer has gone: back to the front of the queue, with the state
       // that writer left (it may have completed the run).
       for (auto it = busy.begin(); it != busy.end();) {
-        if (!RunLock::holder(it->first->dir).empty()) {
+        if (!RunLock::holder((*it)->dir).empty()) {
           ++it;
           continue;
         }
-        RunTask* t = it->first;
+        RunTask* t = *it;
         it = busy.erase(it);
         const int attempts = t->state.attempts;
         t->state = read_run_state(t->dir);
@@ -131,7 +132,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const std::vector<GridPoint>& poin
         if (std::string who = RunLock::holder(t->dir); !who.empty()) {
           session.progress().line("waiting   " + t->point->id + ": its directory is still being written by " + who +
                                   " (an earlier attempt); it is not started twice");
-          busy[t] = who;
+          busy.insert(t);
           continue;
         }
         std::string log = t->dir + "/logs/rank0.log";

@@ -40,18 +40,12 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   std::string tmp = path + ".XXXXXX";
   int fd = ::mkstemp(tmp.data());
   if (fd < 0) throw std::runtime_error(path + ": cannot write: " + std::strerror(errno));
-  const char* p = text.data();
-  size_t n = text.size();
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      const int err = w < 0 ? errno : ENOSPC;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw std::runtime_error(path + ": write failed: " + std::strerror(err));
-    }
-    p += w, n -= size_t(w);
+  try {
+    write_all(fd, text.data(), text.size(), path);
+  } catch (const RecordError& e) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(e.what());  // an I/O failure of the driver's own files, not a bad record
   }
   ::fchmod(fd, 0644);
   if (::close(fd) != 0) {

@@ -250,11 +250,13 @@ RecordWriter::RecordWriter(const std::string& path, const RecordHeader& h) : imp
   {
     const std::string reserve = path + ".reserve";
     if (::lstat(reserve.c_str(), &st) == 0 && S_ISREG(st.st_mode)) ::unlink(reserve.c_str());
-    int fd = ::open(reserve.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd >= 0) {
+    try {
+      const int fd = create_exclusive(reserve);
       if (::posix_fallocate(fd, 0, kReserveBytes) == 0) m.reserve = reserve;
       ::close(fd);
       if (m.reserve.empty()) ::unlink(reserve.c_str());  // the disk is already too full: go on without
+    } catch (const RecordError&) {
+      // No ballast (the name is taken by a link or the directory is full): go on without.
     }
   }
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
@@ -750,7 +752,7 @@ RecordStatus read_record_status(const std::string& path) {
 
 bool mark_partial_failed(const std::string& path, const std::string& failure) {
   const std::string partial = path + kPartialSuffix;
-  if (exists(path) || !exists(partial) || !regular_file_problem(partial).empty()) return false;
+  if (exists(path)) return false;
   struct stat st;
   if (::lstat(partial.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;  // never through a link
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "run_files.h"  // create_exclusive, write_all
+
 namespace fs = std::filesystem;
 
 namespace sweep {
@@ -22,10 +24,7 @@ constexpr char kMagic[8] = {'S', 'W', 'P', 'C', 'K', 'P', 'T', '\n'};
 /// (ENOSPC above all) names the file and the errno text.
 class Writer {
  public:
-  explicit Writer(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw std::runtime_error(path + ": cannot create the checkpoint file: " + std::strerror(errno));
-  }
+  explicit Writer(const std::string& path) : path_(path), fd_(create_exclusive(path)) {}
   ~Writer() {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -57,15 +56,7 @@ class Writer {
 
  private:
   void drain() {
-    const char* p = buf_.data();
-    size_t n = buf_.size();
-    while (n > 0) {
-      ssize_t w = ::write(fd_, p, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0)
-        throw std::runtime_error(path_ + ": writing the checkpoint failed: " + std::strerror(w < 0 ? errno : ENOSPC));
-      p += w, n -= size_t(w);
-    }
+    write_all(fd_, buf_.data(), buf_.size(), path_);
     buf_.clear();
   }
   std::string path_;
