@@ -106,39 +106,35 @@ void check_run_entries(const std::string& run_dir) {
   if (!bad.empty()) throw RunRefused(bad);
 }
 
-RunLock::RunLock(const std::string& run_dir) {
-  if (::mkdir(run_dir.c_str(), 0755) != 0 && errno != EEXIST)
-    throw RecordError(run_dir + ": cannot create the run directory: " + std::strerror(errno));
-  check_run_entries(run_dir);
-  const std::string path = run_dir + "/" + kLockName;
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
-  if (fd_ < 0) {
+int take_lock_file(const std::string& path, std::string* holder) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
+  if (fd < 0) {
     if (errno == ELOOP) throw RunRefused(path + " is a symbolic link; refusing to write through it (remove it, then run again)");
-    throw RecordError(path + ": cannot open the run's lock file: " + std::strerror(errno));
+    throw RecordError(path + ": cannot open the lock file: " + std::strerror(errno));
   }
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw RunRefused(path + " is not a regular file; refusing to use it as a lock (remove it, then run again)");
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
-    std::string who = read_fd(fd_);
-    ::close(fd_);
-    fd_ = -1;
+    *holder = read_fd(fd);
+    if (holder->empty()) *holder = "unknown process";
+    ::close(fd);
     if (err != EWOULDBLOCK) throw RecordError(path + ": cannot lock: " + std::strerror(err));
-    throw RunBusy(run_dir + ": another process is writing this run (" + (who.empty() ? "unknown process" : who) +
-                  "); a run directory has one writer at a time");
+    return -1;
   }
   char host[256] = "?";
   ::gethostname(host, sizeof host - 1);
   const std::string who = "pid " + std::to_string(::getpid()) + " on " + host + ", since " + utc_now() + "\n";
-  if (::ftruncate(fd_, 0) == 0 && ::pwrite(fd_, who.data(), who.size(), 0) < 0) {
-    // The lock holds without the note; only the message to a second writer gets vaguer.
+  if (::ftruncate(fd, 0) == 0 && ::pwrite(fd, who.data(), who.size(), 0) < 0) {
+    // The lock holds without the note; only the message to a second taker gets vaguer.
   }
+  return fd;
 }
 
-RunLock::~RunLock() {
-  if (fd_ >= 0) ::close(fd_);  // releases the flock
-}
-
-std::string RunLock::holder(const std::string& run_dir) {
-  const std::string path = run_dir + "/" + kLockName;
+std::string lock_file_holder(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return "";
   std::string who;
@@ -149,6 +145,22 @@ std::string RunLock::holder(const std::string& run_dir) {
   ::close(fd);
   return who;
 }
+
+RunLock::RunLock(const std::string& run_dir) {
+  if (::mkdir(run_dir.c_str(), 0755) != 0 && errno != EEXIST)
+    throw RecordError(run_dir + ": cannot create the run directory: " + std::strerror(errno));
+  check_run_entries(run_dir);
+  std::string who;
+  fd_ = take_lock_file(run_dir + "/" + kLockName, &who);
+  if (fd_ < 0)
+    throw RunBusy(run_dir + ": another process is writing this run (" + who + "); a run directory has one writer at a time");
+}
+
+RunLock::~RunLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the flock
+}
+
+std::string RunLock::holder(const std::string& run_dir) { return lock_file_holder(run_dir + "/" + kLockName); }
 
 int create_exclusive(const std::string& path) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);

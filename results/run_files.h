@@ -25,6 +25,18 @@ class RunBusy : public RunRefused {
   using RunRefused::RunRefused;
 };
 
+/// An exclusive flock on the file at `path` (created if needed; never through a
+/// symbolic link, RunRefused then or when it is not a regular file), taken without
+/// waiting; the file then names its holder ("pid 1 on host, since 2024-...Z"). Returns the
+/// fd, whose closing releases the lock, or -1 with `*holder` saying who has it.
+/// RecordError for other failures, with the errno text. The one mechanism behind
+/// RunLock and the sweep driver's lock.
+int take_lock_file(const std::string& path, std::string* holder);
+
+/// Who holds the lock file at `path`, "" when nobody does. Never blocks and never
+/// creates the file.
+std::string lock_file_holder(const std::string& path);
+
 /// The lock of one run directory (<run_dir>/run.lock).
 class RunLock {
  public:
