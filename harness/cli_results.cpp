@@ -12,7 +12,8 @@
 #include "process.h"     // SpawnRunner, executable_dir
 #include "report.h"      // load_sweep, build_report, render_report
 #include "reproduce.h"   // reproduce
-#include "run_config.h"  // ConfigError, closest_key
+#include "run_config.h"  // ConfigError
+#include "text.h"        // printable, did_you_mean
 
 namespace fs = std::filesystem;
 
@@ -104,9 +105,8 @@ int run_report(const ReportCliOptions& o) {
     for (const auto& r : sweep.runs)
       for (const auto& kv : r.config) keys.insert(kv.first);
     if (!keys.count(o.group_by)) {
-      std::string near = closest_key(o.group_by, {keys.begin(), keys.end()});
       throw ConfigError("--group-by '" + printable(o.group_by) + "': no run has this config key" +
-                        (near.empty() ? "" : " (did you mean '" + near + "'?)"));
+                        did_you_mean(o.group_by, {keys.begin(), keys.end()}));
     }
   }
   std::string title = fs::path(o.dir).filename().string();

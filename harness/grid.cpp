@@ -23,12 +23,6 @@ const std::vector<std::string> kTopKeys = {"name",    "base",  "grid",        "z
                                            "include", "seeds", "constraints", "launch"};
 const std::vector<std::string> kSections = {"model", "data", "train", "dist", "fault"};
 
-std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
-  return s;
-}
-
 bool safe_name(const std::string& s) {
   if (s.empty() || s.size() > kMaxSweepName || s[0] == '.' || s[0] == '-') return false;
   for (char c : s)
@@ -203,8 +197,7 @@ YAML::Node load_one_document(const std::string& text, const std::string& source)
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    throw ConfigError(source + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
-                      ": invalid YAML: " + e.msg);
+    throw ConfigError(source_location(source, e.mark.line, e.mark.column) + ": invalid YAML: " + e.msg);
   }
   const std::vector<int> starts = document_starts(text);
   if (starts.size() > 1)
@@ -229,8 +222,7 @@ SweepSpec parse_grid(const std::string& text, const std::string& source) {
     seen.push_back(key);
     if (std::find(kTopKeys.begin(), kTopKeys.end(), key) == kTopKeys.end()) {
       std::string msg = yaml_where(source, kv.first) + ": unknown top-level key '" + printable(key) + "'";
-      std::string near = closest_key(key, kTopKeys);
-      throw ConfigError(msg + (near.empty() ? "" : " (did you mean '" + near + "'?)") + "; expected " + join(kTopKeys));
+      throw ConfigError(msg + did_you_mean(key, kTopKeys) + "; expected " + join(kTopKeys));
     }
   }
   const YAML::Node name = root["name"];
@@ -248,9 +240,8 @@ SweepSpec parse_grid(const std::string& text, const std::string& source) {
     for (const auto& kv : base) {
       const std::string sec = kv.first.Scalar();
       if (std::find(kSections.begin(), kSections.end(), sec) == kSections.end()) {
-        std::string near = closest_key(sec, kSections);
         throw ConfigError(yaml_where(source, kv.first) + ": unknown section 'base." + printable(sec) + "'" +
-                          (near.empty() ? "" : " (did you mean 'base." + near + "'?)"));
+                          did_you_mean(sec, kSections, "base."));
       }
     }
     spec.base = flatten_yaml_node(base, source);

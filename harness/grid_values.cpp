@@ -68,9 +68,8 @@ std::vector<ConfigValue> axis_values(const YAML::Node& node, const std::string& 
   const YAML::Node args = node.begin()->second;
   const std::string gat = where + ": key '" + context + "." + printable(gen) + "': ";
   if (gen != "range" && gen != "linspace" && gen != "logspace") {
-    std::string near = closest_key(gen, {"range", "linspace", "logspace"});
     throw ConfigError(where + ": key '" + context + "': unknown generator '" + printable(gen) + "'" +
-                      (near.empty() ? "" : " (did you mean '" + near + "'?)") +
+                      did_you_mean(gen, {"range", "linspace", "logspace"}) +
                       "; expected range, linspace or logspace");
   }
   size_t want = gen == "range" ? 2 : 3;

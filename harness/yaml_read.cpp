@@ -4,22 +4,14 @@
 #include <charconv>
 #include <cmath>
 
-#include "run_config.h"  // ConfigError, closest_key
+#include "run_config.h"  // ConfigError
+#include "text.h"        // printable, join, did_you_mean, source_location
 
 namespace sweep {
 
 std::string yaml_where(const std::string& source, const YAML::Node& node) {
-  auto m = node.Mark();
-  return source + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+  return source_location(source, node.Mark().line, node.Mark().column);
 }
-
-namespace {
-std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
-  return s;
-}
-}  // namespace
 
 YamlMap::YamlMap(const YAML::Node& node, const std::string& source, const std::string& context,
                  const std::vector<std::string>& known)
@@ -34,10 +26,8 @@ YamlMap::YamlMap(const YAML::Node& node, const std::string& source, const std::s
       throw ConfigError(yaml_where(source, kv.first) + ": key '" + context + "." + printable(key) + "' is given twice");
     seen.push_back(key);
     if (std::find(known.begin(), known.end(), key) != known.end()) continue;
-    std::string near = closest_key(key, known);
     throw ConfigError(yaml_where(source, kv.first) + ": unknown key '" + context + "." + printable(key) + "'" +
-                      (near.empty() ? "" : " (did you mean '" + context + "." + near + "'?)") + "; expected one of " +
-                      join(known));
+                      did_you_mean(key, known, context + ".") + "; expected one of " + join(known));
   }
 }
 
@@ -106,9 +96,8 @@ std::string YamlMap::choice(const std::string& key, const std::string& def,
                             const std::vector<std::string>& choices) const {
   std::string s = text(key, def);
   if (std::find(choices.begin(), choices.end(), s) == choices.end()) {
-    std::string near = closest_key(s, choices);
     throw ConfigError(at(key) + "expected one of " + join(choices) + ", got '" + printable(s) + "'" +
-                      (near.empty() ? "" : " (did you mean '" + near + "'?)"));
+                      did_you_mean(s, choices));
   }
   return s;
 }

@@ -2,22 +2,12 @@
 // ReportModel; numbers with 17 significant digits, null where a figure is missing.
 #include "report.h"
 #include "report_format.h"
+#include "text.h"  // utf8_length
 
 namespace sweep {
 namespace {
 
 using namespace report_fmt;
-
-// Length of the valid UTF-8 sequence at s[i], 0 when the bytes there are not one.
-size_t utf8_length(const std::string& s, size_t i) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = b(i);
-  const size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k)
-    if ((b(i + k) & 0xC0) != 0x80) return 0;
-  return n;
-}
 
 // A log tail or a config value may hold any bytes; JSON must be UTF-8, so a byte that
 // starts no valid sequence becomes U+FFFD.

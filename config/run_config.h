@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "text.h"  // printable, closest_key: the messages of every config error
+
 namespace YAML {
 class Node;
 }
@@ -159,13 +161,5 @@ std::string run_id(const RunConfig& c);
 /// that only stop a process (kill, hang, slow, crash) off. Two configs with the same
 /// math id train the same bits, so a checkpoint of one resumes the other.
 std::string math_id(const RunConfig& c);
-
-/// `s` as it may appear in a one-line message: control characters and bytes that are not
-/// UTF-8 become \xNN, characters a terminal shows as nothing (zero-width, bidi marks, the
-/// byte-order mark, soft hyphen, C1 controls) become \u{NNNN}, and long text is cut.
-std::string printable(const std::string& s);
-
-/// Closest known key to `key` by edit distance, or "" when nothing is close.
-std::string closest_key(const std::string& key, const std::vector<std::string>& known);
 
 }  // namespace sweep

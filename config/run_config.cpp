@@ -103,81 +103,7 @@ std::string format_real(double x) {
   return std::string(buf, r.ptr);
 }
 
-std::string join(const Choices& c) {
-  std::string s;
-  for (size_t i = 0; i < c.size(); ++i) s += (i ? " | " : "") + c[i];
-  return s;
-}
-
 std::string at(const ConfigValue& v) { return v.where.empty() ? "" : v.where + ": "; }
-
-/// Length of the valid UTF-8 sequence at s[i], or 0 when the bytes there are not one.
-size_t utf8_length(const std::string& s, size_t i) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = b(i);
-  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k)
-    if ((b(i + k) & 0xc0) != 0x80) return 0;
-  // Overlong forms, UTF-16 surrogates and code points past U+10FFFF are not UTF-8 either.
-  if ((n == 2 && c < 0xc2) || (n == 3 && c == 0xe0 && b(i + 1) < 0xa0) || (n == 3 && c == 0xed && b(i + 1) >= 0xa0) ||
-      (n == 4 && c == 0xf0 && b(i + 1) < 0x90) || (n == 4 && (c > 0xf4 || (c == 0xf4 && b(i + 1) >= 0x90))))
-    return 0;
-  return n;
-}
-
-bool valid_utf8(const std::string& s) {
-  for (size_t i = 0, n = 0; i < s.size(); i += n)
-    if ((n = utf8_length(s, i)) == 0) return false;
-  return true;
-}
-
-}  // namespace
-
-namespace {
-
-/// Code point of the valid UTF-8 sequence of `n` bytes at s[i].
-char32_t code_point(const std::string& s, size_t i, size_t n) {
-  const auto b = [&](size_t k) { return char32_t(static_cast<unsigned char>(s[i + k])); };
-  if (n == 1) return b(0);
-  char32_t cp = b(0) & (0x7f >> n);
-  for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (b(k) & 0x3f);
-  return cp;
-}
-
-/// Characters a terminal shows as nothing (or that reorder the text around them), so a
-/// quoted key holding one would look like a known key: C1 controls, soft hyphen,
-/// zero-width and bidi marks, word joiners, the byte-order mark.
-bool invisible(char32_t cp) {
-  return (cp >= 0x80 && cp <= 0x9f) || cp == 0xad || (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x202a && cp <= 0x202e) ||
-         (cp >= 0x2060 && cp <= 0x2064) || (cp >= 0x2066 && cp <= 0x2069) || cp == 0xfeff;
-}
-
-}  // namespace
-
-// Cut and escaped so that an error stays one readable line in which every character shows.
-std::string printable(const std::string& s) {
-  std::string out;
-  size_t i = 0;
-  for (size_t n = 0; i < s.size() && out.size() < 200; i += n) {
-    n = utf8_length(s, i);
-    const auto c = static_cast<unsigned char>(s[i]);
-    char buf[16];
-    if (n == 0 || c < 0x20 || c == 0x7f) {
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-      n = 1;
-    } else if (n > 1 && invisible(code_point(s, i, n))) {
-      std::snprintf(buf, sizeof buf, "\\u{%x}", unsigned(code_point(s, i, n)));
-      out += buf;
-    } else {
-      out.append(s, i, n);
-    }
-  }
-  return i < s.size() ? out + "..." : out;
-}
-
-namespace {
 
 [[noreturn]] void bad_value(const std::string& key, const ConfigValue& v, const std::string& expected) {
   throw ConfigError(at(v) + "key '" + printable(key) + "': expected " + expected + ", got '" + printable(v.text) + "'");
@@ -222,7 +148,7 @@ struct Applier {
   void operator()(const char* key, std::string& field, const Choices& choices) {
     const ConfigValue* v = find(key);
     if (!v) return;
-    if (std::find(choices.begin(), choices.end(), v->text) == choices.end()) bad_value(key, *v, "one of " + join(choices));
+    if (std::find(choices.begin(), choices.end(), v->text) == choices.end()) bad_value(key, *v, "one of " + join(choices, " | "));
     field = v->text;
   }
   void operator()(const char* key, std::string& field, Text t) {
@@ -267,17 +193,6 @@ std::string yaml_quote(const std::string& s) {
   return out + "\"";
 }
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
 
 /// "file:line:col: " of the first of `keys` given in `values`, so a message about two
 /// keys points at one of them.
@@ -290,7 +205,7 @@ std::string at_any(const FlatConfig& values, std::initializer_list<const char*> 
 }
 
 std::string where_of(const std::string& source, const YAML::Node& n) {
-  return source + ":" + std::to_string(n.Mark().line + 1) + ":" + std::to_string(n.Mark().column + 1);
+  return source_location(source, n.Mark().line, n.Mark().column);
 }
 
 /// Nodes flatten_node may visit: far more than any real config has keys, but a bound,
@@ -314,7 +229,7 @@ void flatten_node(const YAML::Node& node, const std::string& prefix, const std::
     // An empty value's mark is wherever the parser went next (often the next line), so
     // point at its key instead.
     auto m = v.IsNull() ? kv.first.Mark() : v.Mark();
-    std::string where = source + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+    std::string where = source_location(source, m.line, m.column);
     if (v.IsMap() && parts < kMaxKeyParts) {
       flatten_node(v, full, source, out, visited, parts + 1);
     } else {
@@ -342,29 +257,13 @@ const std::vector<std::string>& run_config_keys() {
   return keys;
 }
 
-std::string closest_key(const std::string& key, const std::vector<std::string>& known) {
-  // A bare leaf name ("lr") is matched against the last segment of each key first.
-  for (const auto& k : known) {
-    auto dot = k.rfind('.');
-    if (key.find('.') == std::string::npos && dot != std::string::npos && k.substr(dot + 1) == key) return k;
-  }
-  std::string best;
-  size_t best_d = std::max<size_t>(2, key.size() / 3) + 1;
-  for (const auto& k : known) {
-    size_t d = edit_distance(key, k);
-    if (d < best_d) best_d = d, best = k;
-  }
-  return best;
-}
 
 RunConfig apply_run_values(RunConfig base, const FlatConfig& values) {
   const auto& keys = run_config_keys();
   for (const auto& [key, v] : values) {
     if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
     std::string msg = at(v) + "unknown key '" + printable(key) + "'";
-    std::string near = closest_key(key, keys);
-    if (!near.empty()) msg += " (did you mean '" + near + "'?)";
-    throw ConfigError(msg);
+    throw ConfigError(msg + did_you_mean(key, keys));
   }
   visit_fields(base, Applier{values});
   return base;
@@ -454,8 +353,7 @@ FlatConfig flatten_yaml(const std::string& text, const std::string& source) {
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    throw ConfigError(source + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
-                      ": invalid YAML: " + e.msg);
+    throw ConfigError(source_location(source, e.mark.line, e.mark.column) + ": invalid YAML: " + e.msg);
   }
   if (root.IsNull()) return {};
   if (!root.IsMap()) throw ConfigError(source + ": expected a mapping of config sections at the top level");

@@ -1,0 +1,39 @@
+// Small text helpers every library uses for its messages: UTF-8 checks, one-line
+// printable forms of untrusted text, "file:line:col" locations, lists and did-you-mean
+// hints. No dependencies beyond the standard library.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace sweep {
+
+/// Length (1 to 4) of the valid UTF-8 sequence at s[i], or 0 when the bytes there are
+/// not one: overlong forms, UTF-16 surrogates and code points past U+10FFFF are invalid.
+size_t utf8_length(const std::string& s, size_t i);
+
+/// True when all of `s` is valid UTF-8 (by utf8_length's rules).
+bool valid_utf8(const std::string& s);
+
+/// `s` as it may appear in a one-line message: control characters and bytes that are not
+/// UTF-8 become \xNN, characters a terminal shows as nothing (zero-width, bidi marks, the
+/// byte-order mark, soft hyphen, C1 controls) become \u{NNNN}, and long text is cut.
+std::string printable(const std::string& s);
+
+/// "source:line:col" from a 0-based line and column (as YAML parsers count), printed
+/// 1-based as editors count.
+std::string source_location(const std::string& source, int line0, int column0);
+
+/// The items separated by `sep`: join({"a", "b"}) is "a, b".
+std::string join(const std::vector<std::string>& items, const std::string& sep = ", ");
+
+/// Closest known key to `key` by edit distance, or "" when nothing is close. A bare leaf
+/// name ("lr") matches a dotted key by its last part ("train.lr").
+std::string closest_key(const std::string& key, const std::vector<std::string>& known);
+
+/// " (did you mean 'PREFIXnear'?)" for the closest known key, or "" when none is close.
+std::string did_you_mean(const std::string& key, const std::vector<std::string>& known,
+                         const std::string& prefix = "");
+
+}  // namespace sweep
