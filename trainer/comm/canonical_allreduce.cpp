@@ -5,9 +5,18 @@
 #include <stdexcept>
 #include <string>
 
+#include "vector_clones.h"  // SWEEP_VECTOR_CLONES
+
 namespace sweep {
 
 namespace {
+
+// The all-to-all and the tree go chunk by chunk: chunk c of every shard is exchanged, then
+// summed while it is still in cache, and the workspace holds W chunks, not W shards.
+// 1 MiB per piece: large enough that the extra messages cost little, small enough that a
+// chunk's pieces stay in a core's cache. The chunking changes no sum (the tree is
+// elementwise), only the order in which elements are done.
+constexpr size_t kChunk = (size_t(1) << 20) / sizeof(float);
 
 void check_layout(const Communicator& comm, const ShardLayout& layout, size_t n, const char* what) {
   if (layout.world() != comm.size() || layout.n != n || layout.offsets.front() != 0 || layout.offsets.back() != n)
@@ -17,21 +26,31 @@ void check_layout(const Communicator& comm, const ShardLayout& layout, size_t n,
                                 std::to_string(comm.size()) + " ranks");
 }
 
-// Canonical tree over the W equal-length pieces ws[r*len ..]: tree(lo,hi) lands in `dst`,
-// every inner subtree in place in its leftmost piece. Same shape and operand order as
-// TreeAccumulator (left + right), so the same bits.
-void tree_into(float* ws, size_t len, int lo, int hi, float* dst) {
-  float* left = ws + size_t(lo) * len;
+// dst[i] = a[i] + b[i]. dst may be a or b (same index), never otherwise overlapping.
+SWEEP_VECTOR_CLONES void add(float* dst, const float* a, const float* b, size_t len) {
+  for (size_t i = 0; i < len; ++i) dst[i] = a[i] + b[i];
+}
+
+// Canonical tree over W equal-length pieces (piece[s], len elements each) into `dst`:
+// tree(lo,hi) = tree(lo,lo+P) + tree(lo+P,hi), P the largest power of two < hi-lo. An
+// inner subtree's sum goes to slot[lo] (its leftmost piece's scratch; slot[s] may be
+// piece[s], overwritten once read). Same shape and operand order as TreeAccumulator
+// (left + right), so the same bits.
+void tree_into(const float* const* piece, float* const* slot, size_t len, int lo, int hi, float* dst) {
   if (hi - lo == 1) {
-    if (dst != left && len) std::memcpy(dst, left, len * sizeof(float));
+    if (dst != piece[lo] && len) std::memcpy(dst, piece[lo], len * sizeof(float));
     return;
   }
   int p = 1;
   while (p * 2 < hi - lo) p *= 2;
-  tree_into(ws, len, lo, lo + p, left);
-  float* right = ws + size_t(lo + p) * len;
-  tree_into(ws, len, lo + p, hi, right);
-  for (size_t i = 0; i < len; ++i) dst[i] = left[i] + right[i];
+  auto subtree = [&](int a, int b) -> const float* {
+    if (b - a == 1) return piece[a];
+    tree_into(piece, slot, len, a, b, slot[a]);
+    return slot[a];
+  };
+  const float* left = subtree(lo, lo + p);
+  const float* right = subtree(lo + p, hi);
+  add(dst, left, right, len);
 }
 
 // Ring all-gather, in place: block s of `buf` is [offsets[s], offsets[s+1]) bytes and
@@ -76,18 +95,29 @@ void canonical_allreduce(Communicator& comm, const float* partial, float* out, s
   }
   std::vector<float> local;
   std::vector<float>& ws = workspace ? *workspace : local;
-  const size_t len = layout.size(r);
-  if (ws.size() < size_t(w) * len) ws.resize(size_t(w) * len);
-
-  // All-to-all, pairwise: at step t send shard r+t of our partial to its owner and take
-  // shard r of rank r-t's partial into slot r-t (step 0 is the local copy). Nothing is
-  // written to `out` before every piece of `partial` has been sent, so out == partial works.
-  for (int t = 0; t < w; ++t) {
-    int dst = (r + t) % w, src = (r - t + w) % w;
-    comm.sendrecv(partial + layout.begin(dst), layout.size(dst) * sizeof(float), dst, ws.data() + size_t(src) * len,
-                  len * sizeof(float), src);
+  const size_t chunk = std::max<size_t>(1, std::min(kChunk, layout.size(0)));  // shard 0 is the largest
+  const size_t chunks = std::max<size_t>(1, (layout.size(0) + chunk - 1) / chunk);
+  if (ws.size() < size_t(w) * chunk) ws.resize(size_t(w) * chunk);
+  // Chunk c of shard s: `len(s, c)` elements from `at(s, c)` (0 elements, at the shard's
+  // end, once the shard is used up). Every rank computes the same.
+  auto at = [&](int s, size_t c) { return layout.begin(s) + std::min(c * chunk, layout.size(s)); };
+  auto len = [&](int s, size_t c) { return std::min(chunk, layout.end(s) - at(s, c)); };
+  std::vector<const float*> piece(static_cast<size_t>(w));
+  std::vector<float*> slot(static_cast<size_t>(w));
+  for (int s = 0; s < w; ++s) slot[size_t(s)] = ws.data() + size_t(s) * chunk;
+  for (size_t c = 0; c < chunks; ++c) {
+    // All-to-all of chunk c, pairwise: at step t send chunk c of shard r+t of our partial
+    // to its owner and take chunk c of shard r of rank r-t's partial into slot r-t. Our
+    // own piece is read where it lies, not copied. The tree writes only chunk c of shard
+    // r of `out`, which is never sent, so out == partial works.
+    for (int t = 1; t < w; ++t) {
+      int dst = (r + t) % w, src = (r - t + w) % w;
+      comm.sendrecv(partial + at(dst, c), len(dst, c) * sizeof(float), dst, slot[size_t(src)],
+                    len(r, c) * sizeof(float), src);
+    }
+    for (int s = 0; s < w; ++s) piece[size_t(s)] = s == r ? partial + at(r, c) : slot[size_t(s)];
+    tree_into(piece.data(), slot.data(), len(r, c), 0, w, out + at(r, c));
   }
-  tree_into(ws.data(), len, 0, w, out + layout.begin(r));
   if (gather) allgather_shards(comm, out, layout);
 }
 

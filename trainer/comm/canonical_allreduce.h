@@ -46,11 +46,14 @@ ShardLayout shard_layout(size_t n, int world, size_t align = kNormBlock);
 ///
 /// Data movement: all-to-all (rank s receives shard s of every partial), a local tree over
 /// the W pieces, then — if `gather` — a ring all-gather, so every rank holds all of `out`.
+/// The all-to-all and the tree go in chunks of up to 1 MiB per piece (chunk c of every
+/// shard is exchanged, then summed while in cache); a rank's own piece is read in place,
+/// never copied. Chunking does not change a bit: the tree is elementwise.
 /// With gather = false only shard rank() of `out` is written (ZeRO 2/3). Each rank sends and
 /// receives about 2(W-1)/W * n floats, like a ring all-reduce.
 ///
-/// `out` may be `partial` (in place) but must not otherwise overlap it. `workspace` (W times
-/// the largest shard, grown on demand) can be passed to avoid allocating on every call.
+/// `out` may be `partial` (in place) but must not otherwise overlap it. `workspace` (W
+/// chunks of up to 1 MiB, grown on demand) can be passed to avoid allocating on every call.
 /// Collective; `layout` must be shard_layout(n, comm.size(), ...) on every rank.
 void canonical_allreduce(Communicator& comm, const float* partial, float* out, size_t n, const ShardLayout& layout,
                          bool gather = true, std::vector<float>* workspace = nullptr);
