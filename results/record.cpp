@@ -359,6 +359,8 @@ void RecordWriter::set_memory(const RankMemory& mem) {
   write_fixed_list(m.ranks.get(), "params_bytes", mem.params);
   write_fixed_list(m.ranks.get(), "grads_bytes", mem.grads);
   write_fixed_list(m.ranks.get(), "optimizer_bytes", mem.optimizer);
+  write_fixed_list(m.ranks.get(), "step_peak_bytes", mem.step_peak);
+  write_fixed_list(m.ranks.get(), "peak_rss_bytes", mem.peak_rss);
 }
 
 void RecordWriter::set_summary(const std::string& key, const std::string& value) {
@@ -674,6 +676,11 @@ Record read_record_file(const std::string& path, std::string* digest) {
     r.memory.optimizer = read_list<int64_t>(ranks.get(), "optimizer_bytes", path);
     d.nums("ranks/params_bytes", r.memory.params), d.nums("ranks/grads_bytes", r.memory.grads);
     d.nums("ranks/optimizer_bytes", r.memory.optimizer);
+  }
+  if (H5Lexists(ranks.get(), "step_peak_bytes", H5P_DEFAULT) > 0) {
+    r.memory.step_peak = read_list<int64_t>(ranks.get(), "step_peak_bytes", path);
+    r.memory.peak_rss = read_list<int64_t>(ranks.get(), "peak_rss_bytes", path);
+    d.nums("ranks/step_peak_bytes", r.memory.step_peak), d.nums("ranks/peak_rss_bytes", r.memory.peak_rss);
   }
   H5 summary = open_group(f, "summary", path);
   H5Aiterate2(summary.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_attr, &r.summary);

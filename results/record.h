@@ -60,9 +60,17 @@ struct RecordHeader {
   int64_t world_size = 1;                                    ///< ranks; columns of /ranks datasets
 };
 
-/// Bytes each rank holds between steps, measured from its buffers (ZeRO shards them).
+/// Memory per rank (one entry per rank): what it holds between steps, measured from its
+/// buffers (ZeRO shards them), and what it needed during the steps.
 struct RankMemory {
-  std::vector<int64_t> params, grads, optimizer;  ///< one entry per rank
+  std::vector<int64_t> params, grads, optimizer;
+  /// Peak bytes alive during any step: LibTorch CPU tensors at their high-water mark plus
+  /// the rank's own flat buffers (shards, AdamW moments, reduction workspace); -1 where
+  /// not measured (tensors on a GPU). Empty in records from before it was kept.
+  std::vector<int64_t> step_peak;
+  /// The process's peak resident set (the kernel's VmHWM) at the end of training, -1
+  /// where unknown. Empty in records from before it was kept.
+  std::vector<int64_t> peak_rss;
 };
 
 /// A record read back.

@@ -10,6 +10,10 @@
 #include <mutex>
 #include <string>
 
+/// True when built against LibTorch MAJOR.MINOR or newer.
+#define SWEEP_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
 namespace sweep::compat {
 
 /// Turns autocast on or off for `device` with compute dtype `dtype`; returns a guard
@@ -17,7 +21,7 @@ namespace sweep::compat {
 class AutocastGuard {
  public:
   AutocastGuard(torch::DeviceType device, at::ScalarType dtype, bool enabled) : device_(device) {
-#if TORCH_VERSION_MAJOR >= 2 && TORCH_VERSION_MINOR >= 4
+#if SWEEP_TORCH_AT_LEAST(2, 4)
     prev_enabled_ = at::autocast::is_autocast_enabled(device);
     prev_dtype_ = at::autocast::get_autocast_dtype(device);
     at::autocast::set_autocast_enabled(device, enabled);
@@ -37,7 +41,7 @@ class AutocastGuard {
 #endif
   }
   ~AutocastGuard() {
-#if TORCH_VERSION_MAJOR >= 2 && TORCH_VERSION_MINOR >= 4
+#if SWEEP_TORCH_AT_LEAST(2, 4)
     at::autocast::set_autocast_enabled(device_, prev_enabled_);
     at::autocast::set_autocast_dtype(device_, prev_dtype_);
 #else

@@ -19,6 +19,7 @@
 #include "comm_selftest.h"        // comm_self_test
 #include "data_source.h"          // open_token_source, Sampler
 #include "environment.h"          // set_up_determinism, collect_environment
+#include "memory_meter.h"         // TensorMemoryMeter
 #include "model.h"                // Transformer
 #include "optimizer.h"            // adamw, learning_rate, clipping, LossScaler
 #include "prefetcher.h"           // Prefetcher
@@ -178,6 +179,7 @@ class Trainer {
   std::vector<float> m_, v_;            // AdamW moments: whole vector (ZeRO 0) or shard
   std::vector<float> gshard_, pshard_;  // reduced gradient shard (ZeRO 2/3), parameter shard (ZeRO 3)
   std::vector<float> reduce_ws_;
+  int64_t step_peak_tensors_ = 0;  // most bytes of LibTorch CPU tensors alive during a step
   std::unique_ptr<TreeAccumulator> tree_;
   LossScaler scaler_;
   int64_t updates_ = 0;
@@ -302,7 +304,9 @@ RunStatus Trainer::run() {
     for (int64_t step = start + 1; step <= cfg_.train.steps; ++step) {
       dog_.beat(step);
       StepMetrics s;
+      TensorMemoryMeter::instance().start_window();
       step_once(step, s);
+      step_peak_tensors_ = std::max(step_peak_tensors_, TensorMemoryMeter::instance().window_peak());
       // fp16 overflow is the scaler's business; anything else non-finite is train.on_nan's.
       const bool nonfinite = !std::isfinite(s.loss) || (s.skipped && !scaler_.enabled);
       if (nonfinite && cfg_.train.on_nan == "stop") {
@@ -595,17 +599,26 @@ void Trainer::restore(TrainState& st) {
 }
 
 RankMemory Trainer::measure_memory() {
-  // What this rank holds between steps, from the buffers themselves.
+  // What this rank holds between steps, from the buffers themselves; what it needed
+  // during the steps: the tensors' high-water mark plus its own flat buffers (those do not
+  // change size within a step).
   auto bytes = [](const torch::Tensor& t) { return t.defined() ? int64_t(t.numel()) * 4 : 0; };
-  int64_t mine[3] = {bytes(flat_.params) + int64_t(pshard_.size()) * 4, bytes(flat_.grads) + int64_t(gshard_.size()) * 4,
-                     int64_t(m_.size() + v_.size()) * 4};
-  std::vector<int64_t> all(static_cast<size_t>(3 * world_));
+  const int64_t own = int64_t(m_.capacity() + v_.capacity() + gshard_.capacity() + pshard_.capacity() +
+                              reduce_ws_.capacity()) * int64_t(sizeof(float));
+  constexpr int kFigures = 5;
+  int64_t mine[kFigures] = {bytes(flat_.params) + int64_t(pshard_.size()) * 4,
+                            bytes(flat_.grads) + int64_t(gshard_.size()) * 4, int64_t(m_.size() + v_.size()) * 4,
+                            device_.is_cpu() ? step_peak_tensors_ + own : -1, peak_resident_bytes()};
+  std::vector<int64_t> all(static_cast<size_t>(kFigures * world_));
   comm_.allgather(mine, sizeof mine, all.data());
   RankMemory m;
   for (int r = 0; r < world_; ++r) {
-    m.params.push_back(all[size_t(3 * r)]);
-    m.grads.push_back(all[size_t(3 * r + 1)]);
-    m.optimizer.push_back(all[size_t(3 * r + 2)]);
+    const int64_t* f = all.data() + size_t(kFigures * r);
+    m.params.push_back(f[0]);
+    m.grads.push_back(f[1]);
+    m.optimizer.push_back(f[2]);
+    m.step_peak.push_back(f[3]);
+    m.peak_rss.push_back(f[4]);
   }
   return m;
 }
@@ -613,6 +626,7 @@ RankMemory Trainer::measure_memory() {
 }  // namespace
 
 RunStatus train(const RunConfig& cfg, const TrainOptions& opt, Communicator& comm) {
+  TensorMemoryMeter::instance();  // before the first tensor of the run, so all are counted
   Watchdog dog(cfg.dist.timeout_s, comm.rank(), opt.out_dir);
   WatchedCommunicator watched(comm, dog);
   try {

@@ -89,6 +89,9 @@ def record_digest(f):
     if "params_bytes" in f["ranks"]:
         for d in ("params_bytes", "grads_bytes", "optimizer_bytes"):
             nums("ranks/" + d, f["ranks/" + d][:], np.int64)
+    if "step_peak_bytes" in f["ranks"]:
+        for d in ("step_peak_bytes", "peak_rss_bytes"):
+            nums("ranks/" + d, f["ranks/" + d][:], np.int64)
     attrs("summary", f["summary"])
     nums("checksums/step", f["checksums/step"][:], np.int64)
     nums("checksums/params", f["checksums/params"][:], np.uint64)
@@ -125,6 +128,11 @@ with tempfile.TemporaryDirectory() as tmp:
         expect(bool(np.all(np.isfinite(loss[:]))), "losses are finite")
         params = f["checksums/params"]
         expect(list(f["checksums/step"][:]) == list(range(0, 13)), "checksums/step is 0 (initial) then every step")
+        ranks = f["ranks"]
+        held = int(ranks["params_bytes"][0] + ranks["grads_bytes"][0] + ranks["optimizer_bytes"][0])
+        peak, rss = int(ranks["step_peak_bytes"][0]), int(ranks["peak_rss_bytes"][0])
+        expect(peak > held, f"the step's peak ({peak} B) exceeds what is held between steps ({held} B): activations")
+        expect(rss > peak, f"the peak resident set ({rss} B) exceeds the step's peak ({peak} B)")
         expect(params.dtype == np.uint64 and params.shape == (13,), "checksums/params is uint64, one per step")
         expect(len(set(params[:].tolist())) == 13, "parameters change every step")
         names = [n.decode() for n in f["params/name"][:]]

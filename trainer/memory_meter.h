@@ -1,0 +1,29 @@
+// How many bytes of LibTorch CPU tensors are alive, and the most that were alive since a
+// point in time: the trainer marks the start of each step and reads the step's peak, so
+// the record holds what each rank needed *during* the step (activations, gradients,
+// temporaries, gathered ZeRO-3 parameters), not only what it holds between steps.
+#pragma once
+
+#include <cstdint>
+
+namespace sweep {
+
+/// The process's one meter. The first call installs it as LibTorch's CPU allocator (it
+/// forwards to the allocator it replaces and counts bytes); it is never removed, so a
+/// tensor may outlive any user of it. Tensors allocated before that call are not counted.
+class TensorMemoryMeter {
+ public:
+  static TensorMemoryMeter& instance();
+  /// Bytes of CPU tensor storage alive now (allocated through the meter).
+  int64_t live() const;
+  /// Starts a window: its peak is the live bytes now.
+  void start_window();
+  /// The most bytes alive at any moment since start_window().
+  int64_t window_peak() const;
+};
+
+/// The process's peak resident set size in bytes (VmHWM in /proc/self/status), or -1
+/// where the kernel does not say.
+int64_t peak_resident_bytes();
+
+}  // namespace sweep
