@@ -1,10 +1,14 @@
-// Shared by the record tests: the reader's error for a file, as text.
+// Reading run records back in tests: the reader's error for a file, the completed records
+// of a sweep directory, and whether two runs have the same bits.
 #pragma once
 
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
+#include <map>
 #include <string>
 
-#include "record.h"  // read_record, RecordError
+#include "record.h"  // read_record, Record, RecordError
 
 namespace sweep_test {
 
@@ -15,6 +19,43 @@ inline std::string read_error(const std::filesystem::path& p) {
   } catch (const sweep::RecordError& e) {
     return e.what();
   }
+  return "";
+}
+
+/// The completed records of a sweep directory, by run id (the name of the run's
+/// directory under runs/). A run without record.h5 is left out; a record that does not
+/// read throws.
+inline std::map<std::string, sweep::Record> completed_records(const std::filesystem::path& sweep_dir) {
+  std::map<std::string, sweep::Record> out;
+  for (const auto& e : std::filesystem::directory_iterator(sweep_dir / "runs"))
+    if (std::filesystem::exists(e.path() / "record.h5"))
+      out[e.path().filename().string()] = sweep::read_record((e.path() / "record.h5").string());
+  return out;
+}
+
+/// Equal bits; unlike ==, NaN equals the same NaN and 0.0 differs from -0.0.
+inline bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+/// Where two runs' bits first part, in words; "" when they are the same: the same number
+/// of steps with the same loss, gradient norm and loss scale bits at each, and the same
+/// checksum rows (step and parameter checksum).
+inline std::string bit_difference(const sweep::Record& a, const sweep::Record& b) {
+  if (a.steps.size() != b.steps.size())
+    return std::to_string(a.steps.size()) + " steps vs " + std::to_string(b.steps.size());
+  for (size_t i = 0; i < a.steps.size(); ++i) {
+    const sweep::StepMetrics &x = a.steps[i], &y = b.steps[i];
+    const char* what = !same_bits(x.loss, y.loss)               ? "loss"
+                       : !same_bits(x.grad_norm, y.grad_norm)   ? "grad norm"
+                       : !same_bits(x.loss_scale, y.loss_scale) ? "loss scale"
+                                                                : nullptr;
+    if (what) return "step " + std::to_string(x.step) + ": " + what;
+  }
+  if (a.checksums.size() != b.checksums.size())
+    return std::to_string(a.checksums.size()) + " checksum rows vs " + std::to_string(b.checksums.size());
+  for (size_t i = 0; i < a.checksums.size(); ++i)
+    if (a.checksums[i].step != b.checksums[i].step || a.checksums[i].params != b.checksums[i].params)
+      return "checksum row " + std::to_string(i) + " (step " + std::to_string(a.checksums[i].step) +
+             "): parameters differ";
   return "";
 }
 

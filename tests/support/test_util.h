@@ -1,5 +1,7 @@
-// What test files here share instead of each keeping a copy: EXPECT_CONTAINS and
-// reading a whole file.
+// What test files here share instead of each keeping a copy: EXPECT_CONTAINS, reading and
+// writing whole files, listing a directory, the message a call throws, and running a
+// check that may block in a child. The standard library and gtest only, so any test can
+// include it.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,11 +11,13 @@
 
 #include <chrono>
 #include <filesystem>
-#include <functional>
-#include <thread>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <set>
 #include <string>
+#include <thread>
+#include <utility>
 
 /// Expects `needle` in `hay`, and prints `hay` when it is not there.
 #define EXPECT_CONTAINS(hay, needle) EXPECT_NE(std::string(hay).find(needle), std::string::npos) << "in: " << (hay)
@@ -24,6 +28,33 @@ namespace sweep_test {
 inline std::string read_file(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+/// Writes `text` to `p`, replacing what was there; returns the path as a string.
+inline std::string write_file(const std::filesystem::path& p, const std::string& text) {
+  std::ofstream(p, std::ios::binary) << text;
+  return p.string();
+}
+
+/// Every path below `dir`, relative to it: what a command that must create nothing has to
+/// leave as it found it.
+inline std::set<std::string> listing(const std::filesystem::path& dir) {
+  std::set<std::string> names;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+    names.insert(std::filesystem::relative(e.path(), dir).string());
+  return names;
+}
+
+/// The message of the `Error` that `call()` throws; `none` when it returns. Any other
+/// exception goes on to the test.
+template <class Error, class Call>
+std::string thrown_message(Call&& call, const std::string& none = "") {
+  try {
+    std::forward<Call>(call)();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return none;
 }
 
 /// How a check run by passes_in_child went.
