@@ -9,44 +9,27 @@
 #include <filesystem>
 #include <fstream>
 
-#include "grid.h"    // parse_grid, load_grid
-#include "plan.h"    // check_data_files
-#include "report.h"  // render_report, looks_like_report
-#include "test_util.h"  // EXPECT_CONTAINS, read_file, passes_in_child
+#include "grid.h"       // parse_grid, load_grid
+#include "plan.h"       // check_data_files
+#include "report.h"     // render_report, looks_like_report
+#include "temp_dir.h"   // TempDirTest
+#include "test_util.h"  // EXPECT_CONTAINS, thrown_message, passes_in_child
 
 namespace fs = std::filesystem;
 
 namespace {
 
-
 std::string parse_error(const std::string& text) {
-  try {
-    sweep::parse_grid(text, "g.yaml");
-  } catch (const sweep::ConfigError& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return sweep_test::thrown_message<sweep::ConfigError>([&] { sweep::parse_grid(text, "g.yaml"); }, "(no error)");
 }
 
 std::string load_error(const std::string& path) {
-  try {
-    sweep::load_grid(path);
-  } catch (const sweep::ConfigError& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return sweep_test::thrown_message<sweep::ConfigError>([&] { sweep::load_grid(path); }, "(no error)");
 }
 
-class GridFile : public ::testing::Test {
+class GridFile : public sweep_test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("cli_guards_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  GridFile() : TempDirTest("cli_guards") {}
 };
 
 TEST(GridDocuments, ASecondYamlDocumentIsAnErrorAtItsLine) {

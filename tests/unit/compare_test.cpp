@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"  // EXPECT_CONTAINS
+
 namespace sweep {
 namespace {
 
@@ -29,8 +31,6 @@ Record make_record(int64_t steps, double base = 2.0) {
   }
   return r;
 }
-
-bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
 
 std::string joined(const std::vector<std::string>& lines) {
   std::string s;
@@ -86,7 +86,7 @@ TEST(CompareRecords, OneUlpLossDifferenceIsTheDivergentStep) {
   EXPECT_DOUBLE_EQ(c.max_abs, 0.5);
   EXPECT_EQ(c.max_abs_step, 5);
   EXPECT_DOUBLE_EQ(c.max_rel, 0.5 / (2.0 / 5 + 0.5));
-  EXPECT_TRUE(contains(joined(detail_lines(c)), "max loss difference: abs 0.5 at step 5"));
+  EXPECT_CONTAINS(joined(detail_lines(c)), "max loss difference: abs 0.5 at step 5");
 }
 
 TEST(CompareRecords, ChecksumNamesTheFirstDifferingParameter) {
@@ -100,8 +100,8 @@ TEST(CompareRecords, ChecksumNamesTheFirstDifferingParameter) {
   EXPECT_EQ(c.loss_step, kNoStep);
   EXPECT_EQ(c.divergent_step(), 2);
   const std::string v = verdict_line(c);
-  EXPECT_TRUE(contains(v, "diverged at step 2: loss 1 vs 1 (equal; the parameters differ after the update)")) << v;
-  EXPECT_TRUE(contains(joined(detail_lines(c)), "first differing parameter: head (checksums at step 2)"));
+  EXPECT_CONTAINS(v, "diverged at step 2: loss 1 vs 1 (equal; the parameters differ after the update)");
+  EXPECT_CONTAINS(joined(detail_lines(c)), "first differing parameter: head (checksums at step 2)");
   // Bitwise, differing checksums are a divergence; a tolerance is about losses only.
   EXPECT_FALSE(c.match());
   EXPECT_TRUE(compare_records(a, b, {1e-12}).match());
@@ -130,7 +130,7 @@ TEST(CompareRecords, MissingStepsAreADifference) {
   EXPECT_FALSE(compare_records(a, b, {0.5}).match());  // no tolerance covers a missing step
   RecordComparison r = compare_records(b, a);
   EXPECT_FALSE(r.missing_in_b);
-  EXPECT_TRUE(contains(joined(detail_lines(r)), "A has no step 4"));
+  EXPECT_CONTAINS(joined(detail_lines(r)), "A has no step 4");
 }
 
 TEST(CompareRecords, ChecksumRowsAreMatchedByStep) {
@@ -153,8 +153,7 @@ TEST(CompareRecords, RelativeTolerance) {
   RecordComparison loose = compare_records(a, b, {1e-6});
   EXPECT_TRUE(loose.match());
   EXPECT_FALSE(loose.bitwise());
-  EXPECT_TRUE(contains(verdict_line(loose), "within tolerance (rtol 1e-06): 4 steps, 5 checksums"))
-      << verdict_line(loose);
+  EXPECT_CONTAINS(verdict_line(loose), "within tolerance (rtol 1e-06): 4 steps, 5 checksums");
   EXPECT_NEAR(loose.max_rel, 1e-9, 1e-12);
   EXPECT_FALSE(compare_records(a, b, {1e-10}).match());
 }
@@ -177,10 +176,10 @@ TEST(CompareRecords, ListsConfigAndEnvironmentDifferences) {
   RecordComparison c = compare_records(a, b);
   EXPECT_TRUE(c.bitwise());  // differences in the environment alone do not make a divergence
   const std::string d = joined(detail_lines(c));
-  EXPECT_TRUE(contains(d, "environment hosts: a -> b\n")) << d;
-  EXPECT_TRUE(contains(d, "environment env.OMP_NUM_THREADS: (unset) -> 4\n")) << d;
-  EXPECT_TRUE(contains(d, "config train.threads: (unset) -> 2\n")) << d;
-  EXPECT_FALSE(contains(d, "environment: identical"));
+  EXPECT_CONTAINS(d, "environment hosts: a -> b\n");
+  EXPECT_CONTAINS(d, "environment env.OMP_NUM_THREADS: (unset) -> 4\n");
+  EXPECT_CONTAINS(d, "config train.threads: (unset) -> 2\n");
+  EXPECT_EQ(d.find("environment: identical"), std::string::npos) << d;
 }
 
 TEST(CompareRecords, HundredThousandStepsCompareInOnePass) {

@@ -7,19 +7,14 @@
 
 #include "grid.h"
 #include "grid_values.h"
-#include "test_util.h"  // EXPECT_CONTAINS, read_file
+#include "test_util.h"  // EXPECT_CONTAINS, thrown_message
 
 namespace sweep {
 namespace {
 
-
+/// The message of the ConfigError that parsing and expanding `text` throws ("" when none).
 std::string error_of(const std::string& text) {
-  try {
-    expand_grid(parse_grid(text, "g.yaml"));
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return sweep_test::thrown_message<ConfigError>([&] { expand_grid(parse_grid(text, "g.yaml")); });
 }
 
 Expansion ex(const std::string& text) { return expand_grid(parse_grid(text, "g.yaml")); }

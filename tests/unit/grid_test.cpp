@@ -5,20 +5,15 @@
 
 #include <set>
 #include <string>
-#include "test_util.h"  // EXPECT_CONTAINS, read_file
+
+#include "test_util.h"  // EXPECT_CONTAINS, thrown_message
 
 namespace sweep {
 namespace {
 
-
 /// The message of the ConfigError that parsing and expanding `text` throws ("" when none).
 std::string error_of(const std::string& text) {
-  try {
-    expand(parse_grid(text, "x.yaml"));
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return sweep_test::thrown_message<ConfigError>([&] { expand(parse_grid(text, "x.yaml")); });
 }
 
 const char* kTwoAxes =
@@ -187,12 +182,9 @@ TEST(Grid, InvalidYaml) {
 }
 
 TEST(Grid, LoadGridNamesMissingFile) {
-  try {
-    load_grid("/nonexistent/grid.yaml");
-    FAIL() << "no ConfigError";
-  } catch (const ConfigError& e) {
-    EXPECT_CONTAINS(e.what(), "/nonexistent/grid.yaml: cannot open");
-  }
+  EXPECT_CONTAINS(
+      sweep_test::thrown_message<ConfigError>([] { load_grid("/nonexistent/grid.yaml"); }, "no ConfigError"),
+      "/nonexistent/grid.yaml: cannot open");
 }
 
 }  // namespace

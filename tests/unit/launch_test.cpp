@@ -3,7 +3,6 @@
 #include "launch.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>  // mkdtemp
 
 #include <filesystem>
 #include <fstream>
@@ -13,6 +12,7 @@
 #include "grid.h"
 #include "process.h"  // capture
 #include "slurm.h"
+#include "temp_dir.h"   // TempDirTest
 #include "test_util.h"  // EXPECT_CONTAINS, read_file
 
 namespace sweep {
@@ -196,15 +196,9 @@ TEST(Container, ApptainerAndDockerWrapEachRank) {
   EXPECT_EQ(std::find(c.argv.begin(), c.argv.end(), "/host/sweep-train"), c.argv.end());
 }
 
-class SlurmScript : public ::testing::Test {
+class SlurmScript : public sweep_test::TempDirTest {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "slurm_script.XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  SlurmScript() : TempDirTest("slurm_script") {}
 };
 
 TEST_F(SlurmScript, EveryValueArrivesLiterally) {

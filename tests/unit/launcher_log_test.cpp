@@ -2,10 +2,11 @@
 #include "launcher_log.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>  // mkdtemp
 
 #include <filesystem>
 #include <fstream>
+
+#include "temp_dir.h"  // TempDir
 
 namespace sweep {
 namespace {
@@ -38,8 +39,8 @@ TEST(LauncherFinding, NothingNamedGivesEmpty) {
 }
 
 TEST(LatestAttemptOutput, OnlyTheLastAttemptCounts) {
-  char tmpl[] = "/tmp/launcher_log_XXXXXX";
-  const std::filesystem::path dir = mkdtemp(tmpl);
+  const sweep_test::TempDir tmp("launcher_log_");
+  const std::filesystem::path& dir = tmp.path();
   const auto log = dir / "launcher.log";
   std::ofstream(log) << "=== sweep: attempt 1 of run x ===\n"
                         "mpirun noticed that process rank 1 with PID 0 on node a exited on signal 9 (Killed).\n"
@@ -49,7 +50,6 @@ TEST(LatestAttemptOutput, OnlyTheLastAttemptCounts) {
   EXPECT_EQ(last, "=== sweep: attempt 2 of run x (--resume) ===\nall fine so far\n");
   EXPECT_EQ(launcher_finding(last), "");
   EXPECT_EQ(latest_attempt_output((dir / "absent.log").string()), "");
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -3,7 +3,6 @@
 // state files, `sweep plan` and `sweep status` data.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <stdlib.h>  // mkdtemp
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,35 +13,24 @@
 #include <map>
 #include <thread>
 
+#include "fake_trainer.h"  // flag_value, write_run_record
 #include "plan.h"
 #include "record.h"
 #include "stop_signals.h"
 #include "sweep_run.h"
+#include "temp_dir.h"   // TempDirTest
 #include "test_util.h"  // EXPECT_CONTAINS, read_file
 
 namespace sweep {
 namespace {
 
 namespace fs = std::filesystem;
+using sweep_test::flag_value;
 
-
-std::string value_after(const std::vector<std::string>& argv, const std::string& flag) {
-  auto it = std::find(argv.begin(), argv.end(), flag);
-  return it == argv.end() || it + 1 == argv.end() ? "" : *(it + 1);
-}
-
+/// A one-step record of loss 1 in run directory `out`, from its config.yaml.
 void write_record(const std::string& out, const std::string& status) {
-  RunConfig c = load_run_config(out + "/config.yaml");
-  RecordHeader h;
-  h.run_id = run_id(c);
-  h.config_yaml = to_yaml(c);
-  h.config = to_flat(c);
-  RecordWriter w(out + "/record.h5", h);
-  StepMetrics m;
-  m.step = 1;
-  m.loss = 1.0;
-  w.append_step(m);
-  w.finish(status, status == "diverged" ? "loss is NaN" : "");
+  sweep_test::write_run_record(out + "/config.yaml", out + "/record.h5", status,
+                               status == "diverged" ? "loss is NaN" : "", 1.0);
 }
 
 /// Real processes (so signals, groups and timing are real) that behave per run and attempt:
@@ -59,7 +47,7 @@ class ScriptedRunner : public ProcessRunner {
 
   int start(const std::vector<std::string>& argv, const std::string& log) override {
     calls.push_back(argv);
-    const std::string out = value_after(argv, "--out");
+    const std::string out = flag_value(argv, "--out");
     const std::string id = fs::path(out).filename().string();
     int attempt = attempts_[id]++;
     const auto& list = plan[id];
@@ -93,19 +81,17 @@ class ScriptedRunner : public ProcessRunner {
   std::map<std::string, int> attempts_;
 };
 
-class Executor : public ::testing::Test {
+class Executor : public sweep_test::TempDirTest {
  protected:
+  Executor() : TempDirTest("local_exec_test") {}
   void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "executor_test.XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    tmp_ = tmpl;
-    opt_.out_dir = (tmp_ / "out").string();
+    TempDirTest::SetUp();
+    opt_.out_dir = (dir_ / "out").string();
     opt_.train_binary = "/bin/false";
     opt_.quiet = true;
     opt_.poll_s = 0.02;
     StopSignals::reset();
   }
-  void TearDown() override { fs::remove_all(tmp_); }
   void grid(const std::string& launch, int points = 4) {
     std::string seeds;
     for (int i = 0; i < points; ++i) seeds += (i ? ", " : "") + std::to_string(i);
@@ -117,7 +103,6 @@ class Executor : public ::testing::Test {
   std::string id(int i) const { return points_[i].id; }
   RunState state(int i) const { return read_run_state(run_dir(opt_.out_dir, id(i))); }
 
-  fs::path tmp_;
   SweepSpec spec_;
   std::vector<GridPoint> points_;
   SweepRunOptions opt_;
@@ -173,7 +158,7 @@ TEST_F(Executor, RetriesByClassWithResumeAndGivesUp) {
   EXPECT_EQ(s.retries, 1 + 2 + 1);
   // The retry continues from checkpoints.
   for (const auto& c : r.calls) {
-    if (value_after(c, "--out") == run_dir(opt_.out_dir, id(0))) {
+    if (flag_value(c, "--out") == run_dir(opt_.out_dir, id(0))) {
       EXPECT_EQ(std::count(c.begin(), c.end(), "--resume"), c == r.calls[0] ? 0 : 1);
     }
   }
@@ -238,8 +223,8 @@ TEST_F(Executor, InterruptStopsEveryRunAndTheNextRunStartsOnlyThose) {
   EXPECT_EQ(s.skipped, 1);
   EXPECT_EQ(s.completed, 4);
   for (const auto& c : again.calls) {
-    bool was_interrupted = value_after(c, "--out") == run_dir(opt_.out_dir, id(1)) ||
-                           value_after(c, "--out") == run_dir(opt_.out_dir, id(2));
+    bool was_interrupted = flag_value(c, "--out") == run_dir(opt_.out_dir, id(1)) ||
+                           flag_value(c, "--out") == run_dir(opt_.out_dir, id(2));
     EXPECT_EQ(std::count(c.begin(), c.end(), "--resume"), was_interrupted ? 1 : 0);
   }
 }
@@ -308,14 +293,14 @@ TEST_F(Executor, PointsFileAndStatesAreReadBack) {
 TEST_F(Executor, AtomicWritesNeverReplaceADevice) {
   // `sweep report -o /dev/null` as root must not turn /dev/null into a file. Through a
   // symlink, so a regression replaces only the link.
-  fs::create_directories(tmp_);
-  const fs::path link = tmp_ / "null";
+  fs::create_directories(dir_);
+  const fs::path link = dir_ / "null";
   fs::create_symlink("/dev/null", link);
   write_file_atomically(link.string(), "report");
   EXPECT_TRUE(fs::is_symlink(link));
   EXPECT_TRUE(fs::is_character_file("/dev/null"));
-  write_file_atomically((tmp_ / "plain").string(), "text");
-  EXPECT_TRUE(fs::is_regular_file(tmp_ / "plain"));
+  write_file_atomically((dir_ / "plain").string(), "text");
+  EXPECT_TRUE(fs::is_regular_file(dir_ / "plain"));
 }
 
 TEST(ClassifyAttempt, ExitCodesAndRecords) {

@@ -3,17 +3,6 @@
 #include "record.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>  // mkdtemp
-
-// The schema-version test edits a record with the HDF5 C API. Debian keeps the header
-// under hdf5/serial/; CMake's HDF5_C_INCLUDE_DIRS puts it on the path directly.
-#if __has_include(<hdf5.h>)
-#include <hdf5.h>
-#define SWEEP_TEST_HAVE_HDF5 1
-#elif __has_include(<hdf5/serial/hdf5.h>)
-#include <hdf5/serial/hdf5.h>
-#define SWEEP_TEST_HAVE_HDF5 1
-#endif
 
 #include <algorithm>
 #include <cmath>
@@ -25,21 +14,19 @@
 #include <map>
 #include <string>
 #include <vector>
-#include "record_util.h"  // read_error
+
+#include "hdf5_c.h"       // edits a record's schema version
+#include "record_util.h"  // read_error, same_bits
+#include "temp_dir.h"     // TempDirTest
 #include "test_util.h"    // EXPECT_CONTAINS, read_file
 
 namespace sweep {
 namespace {
 
-using sweep_test::read_file;
-
 namespace fs = std::filesystem;
-
-
-bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
-
-
 using sweep_test::read_error;
+using sweep_test::read_file;
+using sweep_test::same_bits;
 
 RecordHeader header() {
   RecordHeader h;
@@ -77,17 +64,12 @@ std::vector<ChecksumRow> checksums() {
   return {{1, 0xfedcba9876543210ULL, {0x8000000000000000ULL, 1}}, {3, 42, {~0ULL, 0}}};
 }
 
-class RecordTest : public ::testing::Test {
+class RecordTest : public sweep_test::TempDirTest {
  protected:
+  RecordTest() : TempDirTest("record_test") {}
   void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "record_test.XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
+    TempDirTest::SetUp();
     path_ = dir_ / "record.h5";
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
   }
   void write_completed(const fs::path& p) {
     RecordWriter w(p.string(), header());
@@ -96,7 +78,7 @@ class RecordTest : public ::testing::Test {
     w.finish("completed");
   }
 
-  fs::path dir_, path_;
+  fs::path path_;
 };
 
 TEST_F(RecordTest, RoundTripsEveryValueBitForBit) {
@@ -281,7 +263,6 @@ TEST_F(RecordTest, WrongTensorCountIsRefused) {
   EXPECT_EQ(read_record(path_.string()).checksums.size(), 1u);
 }
 
-#ifdef SWEEP_TEST_HAVE_HDF5
 /// Rewrites the root attribute schema_version in place.
 void set_schema_version(const fs::path& p, int64_t version) {
   hid_t f = H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
@@ -312,17 +293,12 @@ TEST_F(RecordTest, FileWithoutSchemaVersionIsNotARecord) {
   H5Fclose(f);
   EXPECT_CONTAINS(read_error(path_), "not a sweep record");
 }
-#else
-TEST_F(RecordTest, NewerSchemaVersionIsRefused) { GTEST_SKIP() << "hdf5.h not on the include path"; }
-#endif
 
 TEST(Hdf5Version, LooksLikeAVersion) {
   std::string v = hdf5_version();
   EXPECT_EQ(std::count(v.begin(), v.end(), '.'), 2) << v;
-#ifdef SWEEP_TEST_HAVE_HDF5
   EXPECT_EQ(
       v, std::to_string(H5_VERS_MAJOR) + "." + std::to_string(H5_VERS_MINOR) + "." + std::to_string(H5_VERS_RELEASE));
-#endif
 }
 
 }  // namespace

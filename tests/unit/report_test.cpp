@@ -2,7 +2,6 @@
 #include "report.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>  // mkdtemp
 
 #include <cmath>
 #include <filesystem>
@@ -11,6 +10,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "temp_dir.h"  // TempDirTest
 
 namespace sweep {
 namespace {
@@ -29,17 +30,9 @@ std::string svg_part(const std::string& html) {
   return a == std::string::npos || b == std::string::npos ? "" : html.substr(a, b - a);
 }
 
-class ReportTest : public ::testing::Test {
+class ReportTest : public sweep_test::TempDirTest {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "report_test.XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
+  ReportTest() : TempDirTest("report_test") {}
 
   // Writes runs/<id>/record.h5; unfinished leaves only record.h5.partial behind.
   void write_run(const std::string& id, const Config& config, const std::vector<double>& losses, bool finished = true) {
@@ -60,8 +53,6 @@ class ReportTest : public ::testing::Test {
     }
     if (finished) w.finish("completed");
   }
-
-  fs::path dir_;
 };
 
 Record make_record(const std::string& id, std::map<std::string, std::string> config,

@@ -3,12 +3,13 @@
 #include "reproduce.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>  // mkdtemp
 
 #include <filesystem>
 #include <fstream>
 
 #include "record.h"
+#include "temp_dir.h"   // TempDirTest
+#include "test_util.h"  // thrown_message
 
 namespace sweep {
 namespace {
@@ -26,12 +27,7 @@ Record recorded(int64_t world, int64_t accum) {
 }
 
 std::string refusal(const Record& r, int64_t world, int64_t accum, const std::vector<std::string>& set = {}) {
-  try {
-    reproduce_config(r, world, accum, set);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return sweep_test::thrown_message<ConfigError>([&] { reproduce_config(r, world, accum, set); });
 }
 
 TEST(ReproduceConfig, KeepsTheRecordedConfigByDefault) {
@@ -75,14 +71,9 @@ TEST(ReproduceConfig, SetOverridesAreValidated) {
       << refusal(recorded(1, 2), 0, 0, {"train.threads=0"});
 }
 
-class ReproduceDir : public ::testing::Test {
+class ReproduceDir : public sweep_test::TempDirTest {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "reproduce_test.XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  ReproduceDir() : TempDirTest("reproduce_test") {}
 
   // A completed record of 3 steps in <dir>/run/record.h5.
   std::string write_record() {
@@ -108,8 +99,6 @@ class ReproduceDir : public ::testing::Test {
     w.finish("completed");
     return path;
   }
-
-  fs::path dir_;
 };
 
 // Stands in for sweep-train: copies a record (or nothing) into the --out directory.

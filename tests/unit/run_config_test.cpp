@@ -5,7 +5,8 @@
 
 #include <cmath>
 #include <string>
-#include "test_util.h"  // EXPECT_CONTAINS, read_file
+
+#include "test_util.h"  // EXPECT_CONTAINS, thrown_message
 
 namespace sweep {
 namespace {
@@ -15,14 +16,8 @@ RunConfig parse(const std::string& text) { return apply_run_config(RunConfig{}, 
 
 /// The message of the ConfigError that parsing `text` throws ("" when none is thrown).
 std::string error_of(const std::string& text) {
-  try {
-    parse(text);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return sweep_test::thrown_message<ConfigError>([&] { parse(text); });
 }
-
 
 TEST(RunConfig, DefaultsRoundTripThroughYaml) {
   RunConfig c;
@@ -254,12 +249,9 @@ TEST(RunConfig, EmptyDocumentIsTheDefaults) {
 }
 
 TEST(RunConfig, LoadRunConfigNamesMissingFile) {
-  try {
-    load_run_config("/nonexistent/dir/run.yaml");
-    FAIL() << "no ConfigError";
-  } catch (const ConfigError& e) {
-    EXPECT_CONTAINS(e.what(), "/nonexistent/dir/run.yaml: cannot open");
-  }
+  EXPECT_CONTAINS(
+      sweep_test::thrown_message<ConfigError>([] { load_run_config("/nonexistent/dir/run.yaml"); }, "no ConfigError"),
+      "/nonexistent/dir/run.yaml: cannot open");
 }
 
 }  // namespace

@@ -1,24 +1,20 @@
 // One writer per run directory, no writing through planted links, and records whose
 // damage is detected: results/run_files.h and the record digest (results/SCHEMA.md).
+#include "run_files.h"
+
 #include <gtest/gtest.h>
-#include <stdlib.h>  // mkdtemp
 #include <sys/stat.h>
 #include <unistd.h>
-
-#if __has_include(<hdf5.h>)
-#include <hdf5.h>
-#else
-#include <hdf5/serial/hdf5.h>
-#endif
 
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 
+#include "hdf5_c.h"  // damages records
 #include "record.h"
-#include "run_files.h"
 #include "record_util.h"  // read_error
+#include "temp_dir.h"     // TempDirTest
 #include "test_util.h"    // EXPECT_CONTAINS, read_file
 
 namespace sweep {
@@ -58,17 +54,15 @@ void edit_h5(const fs::path& path, Edit edit) {
   H5Fclose(f);
 }
 
-class RunFilesTest : public ::testing::Test {
+class RunFilesTest : public sweep_test::TempDirTest {
  protected:
+  RunFilesTest() : TempDirTest("run_files_test") {}
   void SetUp() override {
-    char tmpl[] = "/tmp/run_files_test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    TempDirTest::SetUp();
     run_ = dir_ / "run";
     fs::create_directories(run_);
   }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_, run_;
+  fs::path run_;
 };
 
 TEST_F(RunFilesTest, ASecondWriterIsRefusedWhileTheFirstHoldsTheRun) {

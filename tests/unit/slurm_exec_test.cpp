@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <stdlib.h>  // mkdtemp
 #include <unistd.h>
 
 #include <filesystem>
@@ -14,8 +13,10 @@
 #include <sstream>
 #include <thread>
 
+#include "fake_trainer.h"  // write_run_record
 #include "record.h"
 #include "stop_signals.h"
+#include "temp_dir.h"  // TempDirTest
 
 namespace sweep {
 namespace {
@@ -66,35 +67,24 @@ class FakeSlurm : public SlurmClient {
 
  private:
   static void finish(const std::string& dir) {
-    RunConfig c = load_run_config(dir + "/config.yaml");
-    RecordHeader h;
-    h.run_id = run_id(c);
-    h.config_yaml = to_yaml(c);
-    h.config = to_flat(c);
-    RecordWriter w(dir + "/record.h5", h);
-    StepMetrics m;
-    m.step = 1;
-    w.append_step(m);
-    w.finish("completed");
+    sweep_test::write_run_record(dir + "/config.yaml", dir + "/record.h5");
     std::ofstream(dir + "/slurm-exit") << "0\n";
   }
   std::map<std::string, std::string> states_;
   size_t next_ = 0;
 };
 
-class SlurmExec : public ::testing::Test {
+class SlurmExec : public sweep_test::TempDirTest {
  protected:
+  SlurmExec() : TempDirTest("slurm_exec_test") {}
   void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "slurm_exec_test.XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    tmp_ = tmpl;
-    opt_.out_dir = (tmp_ / "out").string();
+    TempDirTest::SetUp();
+    opt_.out_dir = (dir_ / "out").string();
     opt_.train_binary = "/opt/sweep/bin/sweep-train";
     opt_.rank_wrapper = "/opt/sweep/bin/sweep-rank";
     opt_.quiet = true;
     StopSignals::reset();
   }
-  void TearDown() override { fs::remove_all(tmp_); }
   void grid(const std::string& launch) {
     spec_ = parse_grid("name: s\ngrid:\n  train.seed: [0, 1, 2, 3]\nlaunch: {launcher: slurm, parallel: 2, " + launch +
                            " slurm: {poll_s: 0.1}}\n",
@@ -102,7 +92,6 @@ class SlurmExec : public ::testing::Test {
     points_ = expand(spec_);
   }
   RunState state(int i) const { return read_run_state(run_dir(opt_.out_dir, points_[i].id)); }
-  fs::path tmp_;
   SweepSpec spec_;
   std::vector<GridPoint> points_;
   SweepRunOptions opt_;
