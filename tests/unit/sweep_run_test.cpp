@@ -1,10 +1,9 @@
 // Running a sweep with a fake trainer: the exact argv, the files laid out, the summary,
-// and what a second `sweep run` skips. Plus the real posix_spawn runner on tiny commands.
+// and what a second `sweep run` skips. (The real runner: process_test.cpp.)
 #include "sweep_run.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <stdlib.h>  // mkdtemp
 
 #include <algorithm>
 #include <filesystem>
@@ -15,23 +14,18 @@
 #include <string>
 #include <vector>
 
+#include "fake_trainer.h"  // flag_value, write_run_record
 #include "record.h"
 #include "stop_signals.h"
+#include "temp_dir.h"   // TempDirTest
 #include "test_util.h"  // EXPECT_CONTAINS, read_file
 
 namespace sweep {
 namespace {
 
-using sweep_test::read_file;
-
 namespace fs = std::filesystem;
-
-
-
-std::string value_after(const std::vector<std::string>& argv, const std::string& flag) {
-  auto it = std::find(argv.begin(), argv.end(), flag);
-  return it == argv.end() || it + 1 == argv.end() ? "" : *(it + 1);
-}
+using sweep_test::flag_value;
+using sweep_test::read_file;
 
 /// Stands in for sweep-train: reads --config like the real one, writes a real record
 /// into --out, and fails on request.
@@ -46,51 +40,37 @@ class FakeTrainer : public ProcessRunner {
   ExitStatus run(const std::vector<std::string>& argv, const std::string& log_path) override {
     calls.push_back(argv);
     logs.push_back(log_path);
-    const std::string out = value_after(argv, "--out");
+    const std::string out = flag_value(argv, "--out");
     const std::string id = fs::path(out).filename().string();
     ExitStatus st;
     st.code = 1;
     if (fail.count(id)) return st;
     st.code = 0;
     if (no_record.count(id)) return st;
-    RunConfig c = load_run_config(value_after(argv, "--config"));
-    RecordHeader h;
-    h.run_id = run_id(c);
-    h.sweep_id = value_after(argv, "--sweep-id");
-    h.config_yaml = to_yaml(c);
-    h.config = to_flat(c);
-    RecordWriter w(out + "/record.h5", h);
-    StepMetrics m;
-    m.step = 1;
-    m.loss = 2.0 + c.train.lr;
-    w.append_step(m);
-    bool diverged = diverge.count(id) > 0;
-    w.finish(diverged ? "diverged" : "completed", diverged ? "loss is NaN" : "");
+    const std::string config = flag_value(argv, "--config");
+    const bool diverged = diverge.count(id) > 0;
+    sweep_test::write_run_record(config, out + "/record.h5", diverged ? "diverged" : "completed",
+                                 diverged ? "loss is NaN" : "", 2.0 + load_run_config(config).train.lr,
+                                 flag_value(argv, "--sweep-id"));
     st.code = diverged ? 1 : 0;
     return st;
   }
 };
 
-class SweepRunTest : public ::testing::Test {
+class SweepRunTest : public sweep_test::TempDirTest {
  protected:
+  SweepRunTest() : TempDirTest("sweep_run_test") {}
   void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "sweep_run_test.XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    tmp_ = tmpl;
+    TempDirTest::SetUp();
     spec_ = parse_grid("name: lrs\nbase:\n  train:\n    steps: 3\ngrid:\n  train.lr: [0.1, 0.2, 0.3]\n", "grid.yaml");
     points_ = expand(spec_);
     ASSERT_EQ(points_.size(), 3u);
-    opt_.out_dir = (tmp_ / "out").string();
+    opt_.out_dir = (dir_ / "out").string();
     opt_.train_binary = "/opt/sweep/bin/sweep-train";
     opt_.quiet = true;
   }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(tmp_, ec);
-  }
   std::string run_dir(size_t i) const { return opt_.out_dir + "/runs/" + points_[i].id; }
 
-  fs::path tmp_;
   SweepSpec spec_;
   std::vector<GridPoint> points_;
   SweepRunOptions opt_;
@@ -143,7 +123,7 @@ TEST_F(SweepRunTest, SecondRunSkipsCompletedAndRetriesFailed) {
   FakeTrainer second;
   SweepSummary s = run_sweep(spec_, points_, opt_, second);
   ASSERT_EQ(second.calls.size(), 1u);
-  EXPECT_EQ(value_after(second.calls[0], "--out"), run_dir(1));
+  EXPECT_EQ(flag_value(second.calls[0], "--out"), run_dir(1));
   EXPECT_EQ(s.completed, 1);
   EXPECT_EQ(s.skipped, 2);
   EXPECT_EQ(s.failed, 0);
@@ -182,7 +162,7 @@ TEST_F(SweepRunTest, ExitZeroWithoutACompletedRecordIsAFailure) {
 }
 
 TEST_F(SweepRunTest, APlantedSweepLockLinkIsRefusedAndItsTargetKeptWhole) {
-  const fs::path victim = tmp_ / "victim.txt";
+  const fs::path victim = dir_ / "victim.txt";
   std::ofstream(victim) << "precious";
   fs::create_directories(opt_.out_dir);
   fs::create_symlink(victim, opt_.out_dir + "/sweep.lock");
@@ -193,7 +173,7 @@ TEST_F(SweepRunTest, APlantedSweepLockLinkIsRefusedAndItsTargetKeptWhole) {
 }
 
 TEST_F(SweepRunTest, APlantedLogLinkFailsOnlyThatRunAndIsNeverWrittenThrough) {
-  const fs::path victim = tmp_ / "victim.txt";
+  const fs::path victim = dir_ / "victim.txt";
   std::ofstream(victim) << "precious";
   fs::create_directories(run_dir(1) + "/logs");
   fs::create_symlink(victim, run_dir(1) + "/logs/rank0.log");
@@ -249,8 +229,8 @@ TEST_F(SweepRunTest, ADamagedRecordIsMovedAsideNeverDeletedAndItsPointRunsAgain)
 
 TEST_F(SweepRunTest, ArgvElementsArePassedUnmodified) {
   // No shell: spaces, quotes and metacharacters in paths reach the trainer as they are.
-  opt_.out_dir = (tmp_ / "out dir;$(touch pwned)'\"`x`").string();
-  opt_.train_binary = (tmp_ / "bin with space" / "sweep-train --evil").string();
+  opt_.out_dir = (dir_ / "out dir;$(touch pwned)'\"`x`").string();
+  opt_.train_binary = (dir_ / "bin with space" / "sweep-train --evil").string();
   spec_ = parse_grid("name: a-b_c.d\n", "grid.yaml");
   points_ = expand(spec_);
   FakeTrainer fake;
@@ -263,81 +243,7 @@ TEST_F(SweepRunTest, ArgvElementsArePassedUnmodified) {
   EXPECT_EQ(argv[6], "a-b_c.d");
   EXPECT_EQ(s.completed, 1);
   EXPECT_FALSE(fs::exists("pwned"));
-  EXPECT_FALSE(fs::exists(tmp_ / "pwned"));
-}
-
-TEST(ExitStatus, Describe) {
-  ExitStatus ok;
-  ok.code = 0;
-  EXPECT_TRUE(ok.ok());
-  EXPECT_EQ(ok.describe(), "exit code 0");
-  ExitStatus two;
-  two.code = 2;
-  EXPECT_FALSE(two.ok());
-  EXPECT_EQ(two.describe(), "exit code 2");
-  ExitStatus killed;
-  killed.signal = 9;
-  EXPECT_FALSE(killed.ok());
-  EXPECT_CONTAINS(killed.describe(), "killed by signal 9 (");
-  EXPECT_FALSE(ExitStatus{}.ok());  // never ran
-}
-
-class SpawnRunnerTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "spawn_test.XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-    log_ = (dir_ / "log.txt").string();
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  fs::path dir_;
-  std::string log_;
-  SpawnRunner runner_;
-};
-
-TEST_F(SpawnRunnerTest, PassesArgvVerbatimAndAppendsToTheLog) {
-  const std::string pwned = (dir_ / "pwned").string();
-  std::vector<std::string> argv = {"/usr/bin/printf", "[%s]\\n", "a b", "$(touch " + pwned + ")", "'; exit 3", "", "*"};
-  ExitStatus st = runner_.run(argv, log_);
-  EXPECT_TRUE(st.ok()) << st.describe();
-  st = runner_.run({"/usr/bin/printf", "again\\n"}, log_);
-  EXPECT_TRUE(st.ok());
-  EXPECT_EQ(read_file(log_), "[a b]\n[$(touch " + pwned + ")]\n['; exit 3]\n[]\n[*]\nagain\n");
-  EXPECT_FALSE(fs::exists(pwned));
-}
-
-TEST_F(SpawnRunnerTest, StderrGoesToTheLogToo) {
-  ExitStatus st = runner_.run({"/bin/sh", "-c", "echo out; echo err >&2; exit 3"}, log_);
-  EXPECT_EQ(st.code, 3);
-  EXPECT_EQ(st.signal, 0);
-  EXPECT_FALSE(st.ok());
-  EXPECT_EQ(read_file(log_), "out\nerr\n");
-}
-
-TEST_F(SpawnRunnerTest, ReportsTheKillingSignal) {
-  ExitStatus st = runner_.run({"/bin/sh", "-c", "kill -KILL $$"}, log_);
-  EXPECT_EQ(st.signal, 9);
-  EXPECT_EQ(st.code, -1);
-  EXPECT_CONTAINS(st.describe(), "signal 9");
-}
-
-TEST_F(SpawnRunnerTest, MissingProgramThrows) {
-  try {
-    runner_.run({(dir_ / "no-such-trainer").string()}, log_);
-    FAIL() << "no exception";
-  } catch (const std::runtime_error& e) {
-    EXPECT_CONTAINS(e.what(), "cannot start");
-    EXPECT_CONTAINS(e.what(), "no-such-trainer");
-  }
-  EXPECT_THROW(runner_.run({}, log_), std::runtime_error);
-}
-
-TEST_F(SpawnRunnerTest, UnwritableLogThrows) {
-  EXPECT_THROW(runner_.run({"/bin/true"}, (dir_ / "missing-dir" / "log.txt").string()), std::runtime_error);
+  EXPECT_FALSE(fs::exists(dir_ / "pwned"));
 }
 
 }  // namespace
