@@ -3,72 +3,28 @@
 // line on stderr naming the file and its line or key, and no file or directory created.
 //
 // `bad_input_test --write-record-cases DIR` regenerates the corpus's r_*.h5 files.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#if __has_include(<hdf5.h>)
-#include <hdf5.h>
-#else
-#include <hdf5/serial/hdf5.h>
-#endif
-
-#include <algorithm>
-#include <cerrno>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <set>
 #include <sstream>
 
-#include "record.h"  // RecordWriter
-#include "test_util.h"  // read_file
-
-extern char** environ;
+#include "e2e_util.h"  // TempDirTest, run_cli_split, expect_one_error_line, listing, bin
+#include "hdf5_c.h"    // damages records for the corpus
+#include "record.h"    // RecordWriter
 
 namespace fs = std::filesystem;
 
 namespace {
 
+using sweep_test::bin;
+using sweep_test::listing;
 using sweep_test::read_file;
 
-const std::string kBin = SWEEP_BIN_DIR;
 const fs::path kCorpus = fs::path(SWEEP_SOURCE_DIR) / "tests" / "data" / "bad";
-
-struct Outcome {
-  int code = -1;  ///< exit code, -1 when killed by a signal
-  std::string out, err;
-};
-
-/// Runs argv in `cwd` with stdout and stderr captured apart (the harness's SpawnRunner
-/// merges them); `logs` is a directory outside `cwd` for the two captures.
-Outcome run_in(const std::vector<std::string>& argv, const fs::path& cwd, const fs::path& logs) {
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const std::string out = (logs / "stdout").string(), err = (logs / "stderr").string();
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
-  pid_t pid = 0;
-  Outcome o;
-  if (posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ) == 0) {
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (WIFEXITED(status)) o.code = WEXITSTATUS(status);
-  }
-  posix_spawn_file_actions_destroy(&fa);
-  o.out = read_file(out), o.err = read_file(err);
-  return o;
-}
 
 /// One row of MANIFEST.tsv.
 struct Case {
@@ -97,27 +53,14 @@ std::vector<Case> load_manifest() {
   return out;
 }
 
-std::set<std::string> listing(const fs::path& dir) {
-  std::set<std::string> names;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) names.insert(fs::relative(e.path(), dir).string());
-  return names;
-}
-
-class BadInput : public ::testing::Test {
+class BadInput : public sweep_test::TempDirTest {
  protected:
-  void SetUp() override {
-    root_ = fs::temp_directory_path() / ("sweep_bad_input_" + std::to_string(::getpid()));
-    fs::remove_all(root_);
-    fs::create_directories(root_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(root_);
-  }
+  BadInput() : TempDirTest("sweep_bad_input", sweep_test::Cleanup::unless_failed) {}
 
   /// Runs one command of case `c` on a private copy of its file and checks the contract.
   void check(const Case& c, const std::vector<std::string>& argv, const std::string& what) {
     SCOPED_TRACE("MANIFEST.tsv:" + std::to_string(c.row) + ": " + c.file + " (" + what + ")");
-    const fs::path work = root_ / ("case" + std::to_string(c.row) + "_" + what), logs = work.string() + ".logs";
+    const fs::path work = dir_ / ("case" + std::to_string(c.row) + "_" + what), logs = work.string() + ".logs";
     fs::create_directories(work);
     fs::create_directories(logs);
     // Kinds with a suffix make a special file that git cannot hold: -dir a directory
@@ -139,11 +82,8 @@ class BadInput : public ::testing::Test {
       fs::create_symlink("../victim", work / "out" / "record.h5.partial");
     }
     const auto before = listing(work);
-    const Outcome o = run_in(argv, work, logs);
-    EXPECT_EQ(o.code, c.exit) << "stderr: " << o.err << "stdout: " << o.out;
-    EXPECT_EQ(o.out, "") << "expected nothing on stdout";
-    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << "expected exactly one line on stderr, got: " << o.err;
-    EXPECT_FALSE(o.err.empty() || o.err.back() != '\n') << "stderr does not end its line: " << o.err;
+    const sweep_test::CliResult o = sweep_test::run_cli_split(argv, work, logs);
+    sweep_test::expect_one_error_line(o, c.exit);
     EXPECT_NE(o.err.find(c.message), std::string::npos) << "expected '" << c.message << "' in: " << o.err;
     std::stringstream names(c.names);
     for (std::string n; std::getline(names, n, '+');) {
@@ -162,7 +102,6 @@ class BadInput : public ::testing::Test {
     EXPECT_EQ(listing(work), before) << "the command created files in its working directory";
     if (special == "symlink") EXPECT_EQ(read_file(work / "victim"), "precious") << "written through the planted link";
   }
-  fs::path root_;
 };
 
 TEST_F(BadInput, EveryCaseInTheCorpusFailsCleanly) {
@@ -174,12 +113,12 @@ TEST_F(BadInput, EveryCaseInTheCorpusFailsCleanly) {
     const bool made = c.kind == "config-dir" || c.kind == "grid-dir" || c.kind == "record-fifo";
     if (!made) ASSERT_TRUE(fs::exists(kCorpus / c.file)) << "MANIFEST.tsv:" << c.row << ": no such file " << c.file;
     if (c.kind.rfind("grid", 0) == 0) {
-      check(c, {kBin + "/sweep", "plan", c.file, "--out", "out"}, "plan");
-      check(c, {kBin + "/sweep", "run", c.file, "--out", "out", "--quiet"}, "run");
+      check(c, {bin("sweep"), "plan", c.file, "--out", "out"}, "plan");
+      check(c, {bin("sweep"), "run", c.file, "--out", "out", "--quiet"}, "run");
     } else if (c.kind.rfind("config", 0) == 0) {
-      check(c, {kBin + "/sweep-train", "--config", c.file, "--out", "out"}, "train");
+      check(c, {bin("sweep-train"), "--config", c.file, "--out", "out"}, "train");
     } else if (c.kind.rfind("record", 0) == 0) {
-      check(c, {kBin + "/sweep", "compare", c.file, c.file}, "compare");
+      check(c, {bin("sweep"), "compare", c.file, c.file}, "compare");
     } else {
       ADD_FAILURE() << "MANIFEST.tsv:" << c.row << ": unknown kind '" << c.kind << "'";
     }

@@ -3,90 +3,40 @@
 // directories, `run --out` hands every launcher an absolute path, `status` escapes what it
 // reads from disk, and `reproduce` refuses a layout of 0 or less. Each refusal is one
 // stderr line, exit 2, and nothing written. Needs only `sweep` (no trainer runs).
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <algorithm>
-#include <cerrno>
 #include <filesystem>
 #include <fstream>
-#include <set>
-#include <sstream>
-#include "test_util.h"  // EXPECT_CONTAINS, read_file
 
-extern char** environ;
+#include "e2e_util.h"  // E2eTest, run_cli_split, expect_one_error_line, listing, tiny_model
 
 namespace fs = std::filesystem;
 
 namespace {
 
+using sweep_test::CliResult;
+using sweep_test::listing;
 using sweep_test::read_file;
+using sweep_test::write_file;
 
-const std::string kSweep = std::string(SWEEP_BIN_DIR) + "/sweep";
-
-
-
-void write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
-
-std::set<std::string> listing(const fs::path& dir) {
-  std::set<std::string> names;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) names.insert(fs::relative(e.path(), dir).string());
-  return names;
-}
-
-struct Outcome {
-  int code = -1;
-  std::string out, err;
-};
-
-class CliGuards : public ::testing::Test {
+class CliGuards : public sweep_test::E2eTest {
  protected:
+  CliGuards() : E2eTest("cli_guards_e2e") {}
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("cli_guards_e2e_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    E2eTest::SetUp();
     fs::create_directories(dir_ / "logs");
     fs::create_directories(dir_ / "work");
     work_ = dir_ / "work";
   }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
-  }
 
   /// `sweep ARGS` in `work_`, stdout and stderr kept apart.
-  Outcome sweep(std::vector<std::string> args) {
-    args.insert(args.begin(), kSweep);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const std::string out = (dir_ / "logs" / "stdout").string(), err = (dir_ / "logs" / "stderr").string();
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addchdir_np(&fa, work_.c_str());
-    Outcome o;
-    pid_t pid = 0;
-    if (posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ) == 0) {
-      int status = 0;
-      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
-      if (WIFEXITED(status)) o.code = WEXITSTATUS(status);
-    }
-    posix_spawn_file_actions_destroy(&fa);
-    o.out = read_file(out), o.err = read_file(err);
-    return o;
+  CliResult sweep(const std::vector<std::string>& args) {
+    return sweep_test::run_cli_split(sweep_argv(args), work_, dir_ / "logs");
   }
 
   /// The refusal contract: exit 2, nothing on stdout, one stderr line naming `names`.
-  void expect_refusal(const Outcome& o, const std::string& names, const std::string& message) {
-    EXPECT_EQ(o.code, 2) << "stderr: " << o.err << "stdout: " << o.out;
-    EXPECT_EQ(o.out, "");
-    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << "expected one line on stderr, got: " << o.err;
+  void expect_refusal(const CliResult& o, const std::string& names, const std::string& message) {
+    sweep_test::expect_one_error_line(o, 2);
     EXPECT_CONTAINS(o.err, names);
     EXPECT_CONTAINS(o.err, message);
   }
@@ -95,22 +45,19 @@ class CliGuards : public ::testing::Test {
   fs::path make_sweep_dir(const std::string& name) {
     const fs::path d = work_ / name;
     fs::create_directories(d / "runs" / "0123456789abcdef");
-    write(d / "runs" / "0123456789abcdef" / "record.h5", kRecordBytes);
+    write_file(d / "runs" / "0123456789abcdef" / "record.h5", kRecordBytes);
     return d;
   }
 
   std::string grid(const std::string& launch = "") {
-    write(work_ / "g.yaml",
-          "name: guards\n"
-          "base:\n"
-          "  model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 16}\n"
-          "  train: {steps: 3, micro_batch: 2}\n" +
-              launch);
-    return (work_ / "g.yaml").string();
+    return write_file(work_ / "g.yaml",
+                      "name: guards\n"
+                      "base:\n" +
+                          sweep_test::tiny_model("  ") + "  train: {steps: 3, micro_batch: 2}\n" + launch);
   }
 
   const std::string kRecordBytes = std::string("\x89HDF\r\n\x1a\n", 8) + "a completed record";
-  fs::path dir_, work_;
+  fs::path work_;
 };
 
 TEST_F(CliGuards, ReportOutputNeverReplacesARecord) {
@@ -128,8 +75,8 @@ TEST_F(CliGuards, ReportOutputNeverReplacesARecord) {
 
 TEST_F(CliGuards, ReportOutputReplacesOnlyAReportOfTheSameFormat) {
   const fs::path sweep_dir = make_sweep_dir("s");
-  write(work_ / "notes.html", "<!DOCTYPE html>\n<p>my notes</p>\n");
-  write(work_ / "notes.md", "# notes\n\nkeep me\n");
+  write_file(work_ / "notes.html", "<!DOCTYPE html>\n<p>my notes</p>\n");
+  write_file(work_ / "notes.md", "# notes\n\nkeep me\n");
   const auto before = listing(work_);
   expect_refusal(sweep({"report", sweep_dir.string(), "-o", "notes.html"}), "-o notes.html",
                  "exists and is not a sweep report (HTML); refusing to replace it");
@@ -146,7 +93,7 @@ TEST_F(CliGuards, ReportOutputReplacesOnlyAReportOfTheSameFormat) {
     SCOPED_TRACE(fmt);
     const std::string out = std::string("r.") + fmt;
     EXPECT_EQ(sweep({"report", sweep_dir.string(), "--format", fmt, "-o", out}).code, 0);
-    const Outcome again = sweep({"report", sweep_dir.string(), "--format", fmt, "-o", out});
+    const CliResult again = sweep({"report", sweep_dir.string(), "--format", fmt, "-o", out});
     EXPECT_EQ(again.code, 0) << again.err;
     EXPECT_EQ(
         sweep({"report", sweep_dir.string(), "--format", std::string(fmt) == "json" ? "csv" : "json", "-o", out}).code,
@@ -154,7 +101,7 @@ TEST_F(CliGuards, ReportOutputReplacesOnlyAReportOfTheSameFormat) {
   }
   EXPECT_CONTAINS(read_file(work_ / "r.html"), "<meta name=\"generator\" content=\"sweep report\">");
   EXPECT_CONTAINS(read_file(work_ / "r.json"), "\"generator\":\"sweep report\"");
-  const Outcome to_stdout = sweep({"report", sweep_dir.string(), "-o", "-"});
+  const CliResult to_stdout = sweep({"report", sweep_dir.string(), "-o", "-"});
   EXPECT_EQ(to_stdout.code, 0);
   EXPECT_EQ(to_stdout.out.rfind("<!DOCTYPE html>", 0), 0u);
   EXPECT_EQ(sweep({"report", sweep_dir.string(), "-o", "/dev/null"}).code, 0);
@@ -163,7 +110,7 @@ TEST_F(CliGuards, ReportOutputReplacesOnlyAReportOfTheSameFormat) {
 
 TEST_F(CliGuards, ReportIntoADirectoryThatIsNotASweepIsRefused) {
   fs::create_directories(work_ / "home");
-  write(work_ / "home" / "thesis.tex", "keep me");
+  write_file(work_ / "home" / "thesis.tex", "keep me");
   const auto before = listing(work_);
   expect_refusal(sweep({"report", "home"}), "home: not a sweep directory", "no points.tsv, runs/ or sweep.lock in it");
   EXPECT_EQ(listing(work_), before);
@@ -172,8 +119,8 @@ TEST_F(CliGuards, ReportIntoADirectoryThatIsNotASweepIsRefused) {
 TEST_F(CliGuards, RunOutMustBeASweepDirectory) {
   const std::string g = grid();
   fs::create_directories(work_ / "home");
-  write(work_ / "home" / "thesis.tex", "keep me");
-  write(work_ / "a-file", "keep me");
+  write_file(work_ / "home" / "thesis.tex", "keep me");
+  write_file(work_ / "a-file", "keep me");
   const auto before = listing(work_);
   expect_refusal(sweep({"run", g, "--out", "home", "--trainer", "/bin/true"}), "--out home: not a sweep directory",
                  "expected a new or empty directory, or one an earlier sweep wrote");
@@ -185,11 +132,11 @@ TEST_F(CliGuards, RunOutMustBeASweepDirectory) {
 TEST_F(CliGuards, RunOutIsAbsoluteForEveryLauncher) {
   // A stand-in container runtime that records its argv and runs nothing.
   const fs::path standin = dir_ / "fake-runtime", argv_log = dir_ / "runtime-argv";
-  write(standin, "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '" + argv_log.string() + "'\n");
+  write_file(standin, "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '" + argv_log.string() + "'\n");
   fs::permissions(standin, fs::perms::owner_all);
   const std::string g = grid("launch:\n  retries: 0\n  container: {runtime: docker, command: '" + standin.string() +
                              "', image: test-image}\n");
-  const Outcome o = sweep({"run", g, "--out", "./x/../rel/out/", "--trainer", "/bin/true", "--quiet"});
+  const CliResult o = sweep({"run", g, "--out", "./x/../rel/out/", "--trainer", "/bin/true", "--quiet"});
   ASSERT_NE(o.code, 2) << o.err;
   const std::string want = (work_ / "rel" / "out").string();
   const std::string argv = read_file(argv_log);
@@ -204,8 +151,8 @@ TEST_F(CliGuards, StatusEscapesWhatItReadsFromDisk) {
   const std::string id = "ab\x1b]0;pwned\x07\x1b[2Jc\nd";
   fs::create_directories(d / "runs" / id);
   fs::create_directories(d / "runs" / "0123456789abcdef");
-  write(d / "points.tsv", "sweep-points 1\n0123456789abcdef\ttrain.lr=\x1b[31mred\xe2\x80\xae\n");
-  const Outcome o = sweep({"status", d.string()});
+  write_file(d / "points.tsv", "sweep-points 1\n0123456789abcdef\ttrain.lr=\x1b[31mred\xe2\x80\xae\n");
+  const CliResult o = sweep({"status", d.string()});
   EXPECT_EQ(o.code, 0) << o.err;
   EXPECT_EQ(o.out.find('\x1b'), std::string::npos) << o.out;
   EXPECT_EQ(o.out.find('\x07'), std::string::npos) << o.out;

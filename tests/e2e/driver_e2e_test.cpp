@@ -3,30 +3,24 @@
 // killed run, the lock, `sweep status`, and container wrapping through a stand-in runtime.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <thread>
 
-#include "process.h"    // SpawnRunner
-#include "record.h"     // read_record
+#include "e2e_util.h"   // E2eTest, completed_records, wait_for, tiny_model
 #include "sweep_dir.h"  // read_run_state
-#include "test_util.h"  // EXPECT_CONTAINS, read_file
 
 namespace fs = std::filesystem;
 
 namespace {
 
+using sweep_test::bin;
 using sweep_test::read_file;
-
-const std::string kBin = SWEEP_BIN_DIR;
-
-
 
 std::vector<std::string> lines(const fs::path& p) {
   std::vector<std::string> out;
@@ -42,51 +36,27 @@ std::string out_id(const std::string& launch) {
   return fs::path(dir).filename().string();
 }
 
-class DriverE2E : public ::testing::Test {
+class DriverE2E : public sweep_test::E2eTest {
  protected:
+  DriverE2E() : E2eTest("driver_e2e") {}
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("driver_e2e_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    E2eTest::SetUp();
     // A trainer that records each launch, then becomes the real one.
-    wrapper_ = (dir_ / "count-train").string();
-    std::ofstream(wrapper_) << "#!/bin/sh\necho \"$*\" >> '" << (dir_ / "launches").string() << "'\nexec '" << kBin
-                            << "/sweep-train' \"$@\"\n";
+    wrapper_ = write("count-train", "#!/bin/sh\necho \"$*\" >> '" + (dir_ / "launches").string() + "'\nexec '" +
+                                        bin("sweep-train") + "' \"$@\"\n");
     fs::permissions(wrapper_, fs::perms::owner_all);
   }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
-  }
-  std::string write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ / name) << text;
-    return (dir_ / name).string();
-  }
-  std::vector<std::string> cli(std::vector<std::string> args) {
-    args.insert(args.begin(), kBin + "/sweep");
-    return args;
-  }
-  sweep::ExitStatus sweep_cli(const std::vector<std::string>& args, const std::string& log) {
-    return sweep::SpawnRunner().run(cli(args), (dir_ / log).string());
-  }
   std::map<std::string, sweep::Record> completed(const fs::path& sweep_dir) {
-    std::map<std::string, sweep::Record> out;
-    for (const auto& e : fs::directory_iterator(sweep_dir / "runs"))
-      if (fs::exists(e.path() / "record.h5"))
-        out[e.path().filename().string()] = sweep::read_record((e.path() / "record.h5").string());
-    return out;
+    return sweep_test::completed_records(sweep_dir);
   }
-  fs::path dir_;
   std::string wrapper_;
 };
 
 /// Six small runs; `steps` sets how long each takes.
 std::string six_runs(int steps, const std::string& extra = "") {
   return "name: six\n"
-         "base:\n"
-         "  model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 16}\n"
-         "  train: {steps: " +
-         std::to_string(steps) +
+         "base:\n" +
+         sweep_test::tiny_model("  ") + "  train: {steps: " + std::to_string(steps) +
          ", micro_batch: 2, lr: 3.0e-3, checkpoint_every: 20, log_every: 50}\n"
          "grid:\n"
          "  train.lr: [1.0e-3, 3.0e-3]\n"
@@ -125,8 +95,8 @@ TEST_F(DriverE2E, CtrlCStopsEveryRunAndTheRerunStartsOnlyUnfinishedOnes) {
   std::string grid = write("six.yaml", six_runs(400));
   const fs::path out = dir_ / "out";
   sweep::SpawnRunner runner;
-  int driver =
-      runner.start(cli({"run", grid, "--out", out.string(), "--trainer", wrapper_}), (dir_ / "first.log").string());
+  int driver = runner.start(sweep_argv({"run", grid, "--out", out.string(), "--trainer", wrapper_}),
+                            (dir_ / "first.log").string());
   // Wait until the first pair is done and the second pair is running.
   auto t0 = std::chrono::steady_clock::now();
   while (lines(dir_ / "launches").size() < 4 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120))
@@ -142,10 +112,7 @@ TEST_F(DriverE2E, CtrlCStopsEveryRunAndTheRerunStartsOnlyUnfinishedOnes) {
   EXPECT_CONTAINS(read_file(dir_ / "status.log"), "running");
 
   ::kill(driver, SIGINT);
-  sweep::ExitStatus st;
-  for (bool ended = false; !ended;)
-    for (auto& [id, s] : runner.wait_some(1.0))
-      if (id == driver) st = s, ended = true;
+  sweep::ExitStatus st = sweep_test::wait_for(runner, driver);
   EXPECT_EQ(st.code, 128 + SIGINT) << read_file(dir_ / "first.log");
   EXPECT_CONTAINS(read_file(dir_ / "first.log"), "interrupted");
   // Every run was stopped: nothing of this sweep is still alive.
@@ -180,13 +147,13 @@ TEST_F(DriverE2E, CtrlCStopsEveryRunAndTheRerunStartsOnlyUnfinishedOnes) {
 TEST_F(DriverE2E, AKilledRunIsRetriedThenMarkedFailedWhileTheOthersFinish) {
   std::string grid = write("kill.yaml",
                            "name: kill\n"
-                           "base:\n"
-                           "  model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 16}\n"
-                           "  train: {steps: 6, micro_batch: 2, checkpoint_every: 2}\n"
-                           "grid:\n"
-                           "  fault.kill_step: [0, 4]\n"
-                           "  train.seed: [0, 1]\n"
-                           "launch: {parallel: 2, retries: {crashed: 1}}\n");
+                           "base:\n" +
+                               sweep_test::tiny_model("  ") +
+                               "  train: {steps: 6, micro_batch: 2, checkpoint_every: 2}\n"
+                               "grid:\n"
+                               "  fault.kill_step: [0, 4]\n"
+                               "  train.seed: [0, 1]\n"
+                               "launch: {parallel: 2, retries: {crashed: 1}}\n");
   const fs::path out = dir_ / "out";
   auto st = sweep_cli({"run", grid, "--out", out.string(), "--trainer", wrapper_}, "run.log");
   EXPECT_EQ(st.code, 1) << read_file(dir_ / "run.log");
@@ -221,15 +188,15 @@ using DriverMpi = DriverE2E;
 TEST_F(DriverMpi, ADeadOrStuckRankIsNamedInTheRunStateAndThePartialRecord) {
   std::string grid = write("faults.yaml",
                            "name: faults\n"
-                           "base:\n"
-                           "  model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 16}\n"
-                           "  train: {steps: 6, micro_batch: 2}\n"
-                           "  dist: {world_size: 2, timeout_s: 3}\n"
-                           "  fault: {kill_rank: 1, hang_rank: 1}\n"
-                           "zip:\n"
-                           "  fault.kill_step: [3, 0]\n"
-                           "  fault.hang_step: [0, 3]\n"
-                           "launch: {parallel: 1, slots: 2}\n");
+                           "base:\n" +
+                               sweep_test::tiny_model("  ") +
+                               "  train: {steps: 6, micro_batch: 2}\n"
+                               "  dist: {world_size: 2, timeout_s: 3}\n"
+                               "  fault: {kill_rank: 1, hang_rank: 1}\n"
+                               "zip:\n"
+                               "  fault.kill_step: [3, 0]\n"
+                               "  fault.hang_step: [0, 3]\n"
+                               "launch: {parallel: 1, slots: 2}\n");
   const fs::path out = dir_ / "out";
   const auto t0 = std::chrono::steady_clock::now();
   auto st = sweep_cli({"run", grid, "--out", out.string()}, "run.log");
@@ -274,16 +241,16 @@ TEST_F(DriverE2E, ContainerRuntimeWrapsEveryRank) {
   for (std::string runtime : {"apptainer", "docker"}) {
     std::string grid = write(runtime + ".yaml",
                              "name: boxed\n"
-                             "base:\n"
-                             "  model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 16}\n"
-                             "  train: {steps: 3, micro_batch: 2}\n"
-                             "grid:\n"
-                             "  dist.world_size: [1, 2]\n"
-                             "launch:\n"
-                             "  slots: 2\n"
-                             "  container: {runtime: " +
+                             "base:\n" +
+                                 sweep_test::tiny_model("  ") +
+                                 "  train: {steps: 3, micro_batch: 2}\n"
+                                 "grid:\n"
+                                 "  dist.world_size: [1, 2]\n"
+                                 "launch:\n"
+                                 "  slots: 2\n"
+                                 "  container: {runtime: " +
                                  runtime + ", command: '" + standin +
-                                 "', image: test-image, binds: [/tmp], trainer: '" + kBin + "/sweep-train'}\n");
+                                 "', image: test-image, binds: [/tmp], trainer: '" + bin("sweep-train") + "'}\n");
     const fs::path out = dir_ / ("out-" + runtime);
     auto st = sweep_cli({"run", grid, "--out", out.string()}, runtime + ".log");
     ASSERT_TRUE(st.ok()) << read_file(dir_ / (runtime + ".log"));
@@ -301,7 +268,7 @@ TEST_F(DriverE2E, ContainerRuntimeWrapsEveryRank) {
   ASSERT_EQ(argv.size(), 6u) << "one container per rank: 1 + 2 ranks, two runtimes";
   const std::string sweep_dir = (dir_ / "out-apptainer").string();
   EXPECT_CONTAINS(argv[0], "exec --bind " + sweep_dir + ":" + sweep_dir + " --bind /tmp --pwd " + sweep_dir +
-                               " test-image " + kBin + "/sweep-train --config ");
+                               " test-image " + bin("sweep-train") + " --config ");
   bool docker_env = false;
   for (const auto& a : argv) {
     EXPECT_EQ(a.find("@SWEEP_RANK_ENV@"), std::string::npos) << a;

@@ -5,29 +5,17 @@
 // FaultE2E runs one process (label e2e); FaultMpi runs under mpiexec (label mpi).
 #include <gtest/gtest.h>
 
-#if __has_include(<hdf5.h>)
-#include <hdf5.h>
-#else
-#include <hdf5/serial/hdf5.h>
-#endif
-
 #include <cmath>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
-#include "process.h"  // SpawnRunner
-#include "record.h"   // read_record
+#include "e2e_util.h"  // E2eTest, tiny_model, bit_difference
+#include "hdf5_c.h"    // reads the status of a .partial record
 
 namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kBin = SWEEP_BIN_DIR;
-const std::string kMpiexec = SWEEP_MPIEXEC;
-
-bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+using sweep_test::bit_difference;
 
 /// The `status` attribute of any record file, .partial included (read_record refuses those).
 std::string status_attr(const fs::path& file) {
@@ -45,45 +33,17 @@ std::string status_attr(const fs::path& file) {
   return s;
 }
 
-class Faults : public ::testing::Test {
+/// Each test trains into its own directory: train(name, config) runs sweep-train alone,
+/// train(name, config, ranks) under mpiexec.
+class Faults : public sweep_test::E2eTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("sweep_fault_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
-  }
-  /// Trains `config` into <name>/ on `world` ranks (1: no mpiexec); output to <name>.log.
-  sweep::ExitStatus train(const std::string& name, const std::string& config, int world = 1,
-                          std::vector<std::string> extra = {}) {
-    std::ofstream(dir_ / (name + ".yaml")) << config;
-    std::vector<std::string> argv;
-    if (world > 1) argv = {kMpiexec, "--allow-run-as-root", "--oversubscribe", "-n", std::to_string(world)};
-    for (std::string a : {kBin + "/sweep-train", std::string("--config"), (dir_ / (name + ".yaml")).string(),
-                          std::string("--out"), (dir_ / name).string()})
-      argv.push_back(a);
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    return sweep::SpawnRunner().run(argv, (dir_ / (name + ".log")).string());
-  }
-  sweep::Record record(const std::string& name) { return sweep::read_record((dir_ / name / "record.h5").string()); }
-  std::string log(const std::string& name) {
-    std::ifstream in(dir_ / (name + ".log"));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-  fs::path dir_;
+  Faults() : E2eTest("sweep_fault") {}
 };
 
 using FaultE2E = Faults;
 using FaultMpi = Faults;
 
-const std::string kTiny =
-    "model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 16}\n"
-    "train: {steps: 8, micro_batch: 2, accum: 2, lr: 3.0e-3";
+const std::string kTiny = sweep_test::tiny_model() + "train: {steps: 8, micro_batch: 2, accum: 2, lr: 3.0e-3";
 
 TEST_F(FaultE2E, NanLossWithOnNanStopEndsTheRunDivergedAtThatStep) {
   auto st = train("stop", kTiny + "}\nfault: {nan_step: 4}\n");
@@ -118,7 +78,7 @@ TEST_F(FaultE2E, NanLossWithOnNanSkipStepSkipsOneUpdateAndTrainsOn) {
 
 // Checkpoints after steps 2, 4, 6, 8, 10; the crash tears the one of step 6.
 const std::string kCheckpointed =
-    "model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 16}\n"
+    sweep_test::tiny_model() +
     "data: {samples: 16}\n"
     "train: {steps: 12, micro_batch: 2, accum: 2, lr: 3.0e-3, checkpoint_every: 2, keep_checkpoints: 10}\n";
 
@@ -135,19 +95,12 @@ TEST_F(FaultE2E, CrashWhileWritingACheckpointResumesFromThePreviousOneBitIdentic
   EXPECT_EQ(status_attr(dir_ / "run" / "record.h5.partial"), "running");
 
   // Same config (same run id), so the checkpoint is accepted; --resume skips the fault.
-  ASSERT_TRUE(train("run", crashing, 1, {"--resume"}).ok()) << log("run");
+  ASSERT_TRUE(train("run", crashing, 0, {"--resume"}).ok()) << log("run");
   EXPECT_NE(log("run").find("resumed from the checkpoint after step 4"), std::string::npos) << log("run");
   EXPECT_TRUE(fs::exists(ck / "step_0000000006" / "DONE"));
   auto full = record("full"), resumed = record("run");
   EXPECT_EQ(resumed.status, "completed");
-  ASSERT_EQ(full.steps.size(), resumed.steps.size());
-  for (size_t i = 0; i < full.steps.size(); ++i) {
-    EXPECT_TRUE(same_bits(full.steps[i].loss, resumed.steps[i].loss)) << "step " << i + 1;
-    EXPECT_TRUE(same_bits(full.steps[i].grad_norm, resumed.steps[i].grad_norm)) << "step " << i + 1;
-  }
-  ASSERT_EQ(full.checksums.size(), resumed.checksums.size());
-  for (size_t i = 0; i < full.checksums.size(); ++i)
-    EXPECT_EQ(full.checksums[i].params, resumed.checksums[i].params) << "checksum row " << i;
+  EXPECT_EQ(bit_difference(full, resumed), "");
 }
 
 TEST_F(FaultE2E, CrashWhileFinishingTheRecordLeavesNoCompletedRecord) {

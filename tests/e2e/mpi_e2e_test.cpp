@@ -6,83 +6,28 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <iterator>
-#include <sstream>
 #include <thread>
 
-#include "process.h"  // SpawnRunner
-#include "record.h"   // read_record
+#include "e2e_util.h"  // E2eTest, mpiexec, processes_mentioning, wait_for, bit_difference
 
 namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kBin = SWEEP_BIN_DIR;
-const std::string kMpiexec = SWEEP_MPIEXEC;
+using sweep_test::bit_difference;
 
-bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
-
-/// SIGKILL to every process whose command line mentions `needle` (mpiexec and each of
-/// its ranks: Open MPI puts the ranks in process groups of their own). Returns how many.
-int kill_all_mentioning(const std::string& needle) {
-  int n = 0;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    const std::string name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos || std::stoi(name) == ::getpid()) continue;
-    std::ifstream in(e.path() / "cmdline", std::ios::binary);
-    std::string cmd((std::istreambuf_iterator<char>(in)), {});
-    for (char& ch : cmd)
-      if (ch == '\0') ch = ' ';
-    if (cmd.find(needle) != std::string::npos) n += ::kill(std::stoi(name), SIGKILL) == 0;
-  }
-  return n;
-}
-
-class MpiE2E : public ::testing::Test {
+class MpiE2E : public sweep_test::E2eTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("sweep_mpi_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+  MpiE2E() : E2eTest("sweep_mpi") {}
+  /// Trains `config` (which must set dist.world_size = world) under mpiexec on `world`
+  /// ranks, quietly; `extra` goes to sweep-train's command line.
+  sweep_test::CliResult train(const std::string& name, int world, const std::string& config,
+                              std::vector<std::string> extra = {}) {
+    extra.insert(extra.begin(), "--quiet");
+    return E2eTest::train(name, config, world, extra);
   }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
-  }
-  std::string log(const std::string& name) {
-    std::ifstream in(dir_ / (name + ".log"));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-  /// Trains `config` (which must set dist.world_size = world) on `world` ranks; `extra`
-  /// goes to sweep-train's command line.
-  sweep::ExitStatus train(const std::string& name, int world, const std::string& config,
-                          const std::vector<std::string>& extra = {}) {
-    std::ofstream(dir_ / (name + ".yaml")) << config;
-    std::vector<std::string> argv = {kMpiexec, "--allow-run-as-root", "--oversubscribe", "-n", std::to_string(world),
-                                     kBin + "/sweep-train", "--config", (dir_ / (name + ".yaml")).string(), "--out",
-                                     (dir_ / name).string(), "--quiet"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    return sweep::SpawnRunner().run(argv, (dir_ / (name + ".log")).string());
-  }
-  sweep::Record record(const std::string& name) { return sweep::read_record((dir_ / name / "record.h5").string()); }
-
-  /// Number of the first step whose loss or checksum differs, 0 when identical.
-  static int64_t first_difference(const sweep::Record& a, const sweep::Record& b) {
-    if (a.steps.size() != b.steps.size() || a.checksums.size() != b.checksums.size()) return -1;
-    for (size_t i = 0; i < a.steps.size(); ++i)
-      if (!same_bits(a.steps[i].loss, b.steps[i].loss) || !same_bits(a.steps[i].grad_norm, b.steps[i].grad_norm))
-        return a.steps[i].step;
-    for (size_t i = 0; i < a.checksums.size(); ++i)
-      if (a.checksums[i].params != b.checksums[i].params) return a.checksums[i].step;
-    return 0;
-  }
-  fs::path dir_;
 };
 
 std::string config(int world, int accum, const std::string& extra_model, const std::string& extra_train,
@@ -115,7 +60,7 @@ TEST_F(MpiE2E, WorldSizeAndAccumulationSplitsAreBitIdentical) {
     int clipped = 0;
     for (const auto& s : runs[1].steps) clipped += s.clip_coef < 1;
     EXPECT_GT(clipped, 0) << v.name << ": clip_norm 0.3 should clip";
-    for (int w : {2, 4}) EXPECT_EQ(first_difference(runs[1], runs[w]), 0) << v.name << ": W=1 vs W=" << w;
+    for (int w : {2, 4}) EXPECT_EQ(bit_difference(runs[1], runs[w]), "") << v.name << ": W=1 vs W=" << w;
   }
 }
 
@@ -134,7 +79,7 @@ TEST_F(MpiE2E, ZeroStagesAreBitIdenticalAndShrinkMemory) {
         ASSERT_TRUE(train(name, w, config(w, 4 / w, model, train_extra, ", zero_stage: " + std::to_string(z))).ok())
             << log(name);
         auto r = record(name);
-        EXPECT_EQ(first_difference(base, r), 0) << name << " vs W=1";
+        EXPECT_EQ(bit_difference(base, r), "") << name << " vs W=1";
         ASSERT_EQ(r.memory.params.size(), size_t(w));
         std::vector<int64_t> total;
         for (int k = 0; k < w; ++k) total.push_back(r.memory.params[k] + r.memory.grads[k] + r.memory.optimizer[k]);
@@ -165,8 +110,8 @@ TEST_F(MpiE2E, ACheckpointResumesOnAnyLayoutOfTheSameGlobalBatch) {
     ASSERT_TRUE(train(tag + "_w1", 1, config(1, 8, model, ""), {"--resume-from", from + "/step_0000000002"}).ok())
         << log(tag + "_w1");
     const auto ref = record(tag + "_ref");
-    EXPECT_EQ(first_difference(ref, record(tag + "_w4z1")), 0) << "W=2 ZeRO 3 -> W=4 ZeRO 1 at step 4";
-    EXPECT_EQ(first_difference(ref, record(tag + "_w1")), 0) << "W=2 ZeRO 3 -> W=1, accum 8 at step 2";
+    EXPECT_EQ(bit_difference(ref, record(tag + "_w4z1")), "") << "W=2 ZeRO 3 -> W=4 ZeRO 1 at step 4";
+    EXPECT_EQ(bit_difference(ref, record(tag + "_w1")), "") << "W=2 ZeRO 3 -> W=1, accum 8 at step 2";
   }
   // Another math (here weight decay) is refused, naming why.
   auto st = train("other", 1, config(1, 8, "", ", weight_decay: 0.1"),
@@ -208,25 +153,23 @@ TEST_F(MpiE2E, ARunKilledAfterACheckpointResumesToTheUninterruptedBits) {
         "fault: {slow_ms: 40}\n";  // ~0.5 s a run: time to kill it between checkpoints (bits unchanged)
     ASSERT_TRUE(train(tag + "_ref", c.world, cfg).ok()) << log(tag + "_ref");
     // The same run, killed hard after its first checkpoint.
-    std::ofstream(dir_ / (tag + ".yaml")) << cfg;
     sweep::SpawnRunner runner;
-    const int id = runner.start({kMpiexec, "--allow-run-as-root", "--oversubscribe", "-n", std::to_string(c.world),
-                                 kBin + "/sweep-train", "--config", (dir_ / (tag + ".yaml")).string(), "--out",
-                                 (dir_ / tag).string(), "--quiet"},
-                                (dir_ / (tag + ".log")).string());
+    const int id = runner.start(train_argv(tag, cfg, c.world, {"--quiet"}), (dir_ / (tag + ".log")).string());
     const fs::path done = dir_ / tag / "checkpoints" / "step_0000000004" / "DONE";
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (!fs::exists(done) && std::chrono::steady_clock::now() < end)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    EXPECT_GT(kill_all_mentioning((dir_ / tag).string() + " "), 0);
-    for (bool ended = false; !ended;)
-      for (auto& [pid, st] : runner.wait_some(1.0)) ended = ended || pid == id;
+    // mpiexec and each of its ranks: Open MPI puts the ranks in process groups of their own.
+    int killed = 0;
+    for (int pid : sweep_test::processes_mentioning((dir_ / tag).string() + " ")) killed += ::kill(pid, SIGKILL) == 0;
+    EXPECT_GT(killed, 0);
+    sweep_test::wait_for(runner, id);
     ASSERT_TRUE(fs::exists(done)) << log(tag);
     ASSERT_FALSE(fs::exists(dir_ / tag / "record.h5")) << "the run finished before the kill: nothing was resumed";
     // Resumed in place.
     ASSERT_TRUE(train(tag, c.world, cfg, {"--resume"}).ok()) << log(tag);
     const auto ref = record(tag + "_ref"), resumed = record(tag);
-    EXPECT_EQ(first_difference(ref, resumed), 0);
+    EXPECT_EQ(bit_difference(ref, resumed), "");
     if (c.precision == "fp16") {
       EXPECT_GT(ref.steps.back().loss_scale, ref.steps.front().loss_scale) << "the loss scale did not move";
       // A power-of-two scale leaves the bits alone, so the scaler's state is checked
@@ -241,15 +184,15 @@ TEST_F(MpiE2E, NativeReductionRunsAndReportsWhetherItMatched) {
   ASSERT_TRUE(train("canonical", 2, config(2, 2, "", "")).ok()) << log("canonical");
   ASSERT_TRUE(train("native", 2, config(2, 2, "", "", ", reduction: native")).ok()) << log("native");
   auto c = record("canonical"), n = record("native");
-  int64_t diff = first_difference(c, n);
+  const std::string diff = bit_difference(c, n);
   // Native is never claimed invariant; say what happened rather than assert it.
   std::printf("native vs canonical at W=2: %s\n",
-              diff == 0 ? "bit-identical this time" : ("first differs at step " + std::to_string(diff)).c_str());
+              diff.empty() ? "bit-identical this time" : ("first differs: " + diff).c_str());
   EXPECT_LT(std::abs(c.steps.back().loss - n.steps.back().loss), 1e-3);
   EXPECT_FALSE(n.summary.at("comm.native.busbw_GBps").empty());
   // What native does promise: the same layout twice gives the same bits.
   ASSERT_TRUE(train("native2", 2, config(2, 2, "", "", ", reduction: native")).ok()) << log("native2");
-  EXPECT_EQ(first_difference(n, record("native2")), 0) << "native reduction, same layout, twice";
+  EXPECT_EQ(bit_difference(n, record("native2")), "") << "native reduction, same layout, twice";
 }
 
 TEST_F(MpiE2E, DesyncIsDetectedNamingStepRankAndParameter) {

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mount.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -15,44 +14,21 @@
 #include <fstream>
 #include <map>
 #include <random>
-#include <sstream>
 #include <thread>
 
+#include "e2e_util.h"   // E2eTest, processes_mentioning, wait_for, bit_difference, tiny_model
 #include "grid.h"       // load_grid, expand_grid
-#include "process.h"    // SpawnRunner
-#include "record.h"     // read_record
 #include "sweep_dir.h"  // read_run_state
-#include "test_util.h"  // EXPECT_CONTAINS, read_file
 
 namespace fs = std::filesystem;
 
 namespace {
 
+using sweep_test::bit_difference;
+using sweep_test::processes_mentioning;
 using sweep_test::read_file;
 
-const std::string kBin = SWEEP_BIN_DIR;
-
-
-
 void sleep_s(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
-
-/// Pids of live processes whose command line mentions `needle` (zombies excluded).
-std::vector<int> processes_mentioning(const std::string& needle) {
-  std::vector<int> out;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    const std::string name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    const int pid = std::atoi(name.c_str());
-    if (pid == ::getpid()) continue;
-    std::string cmd = read_file(e.path() / "cmdline"), stat = read_file(e.path() / "stat");
-    const auto paren = stat.rfind(')');
-    if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z') continue;
-    for (char& c : cmd)
-      if (c == '\0') c = ' ';
-    if (cmd.find(needle) != std::string::npos) out.push_back(pid);
-  }
-  return out;
-}
 
 /// Waits up to `s` seconds for no process to mention `needle`; returns those left.
 std::vector<int> wait_gone(const std::string& needle, double s) {
@@ -62,29 +38,13 @@ std::vector<int> wait_gone(const std::string& needle, double s) {
   return left;
 }
 
-/// Same losses, grad norms and checksums, bit for bit.
-void expect_same_bits(const sweep::Record& a, const sweep::Record& b, const std::string& what) {
-  ASSERT_EQ(a.steps.size(), b.steps.size()) << what;
-  for (size_t i = 0; i < a.steps.size(); ++i) {
-    ASSERT_EQ(std::memcmp(&a.steps[i].loss, &b.steps[i].loss, sizeof(double)), 0) << what << " step " << i + 1;
-    ASSERT_EQ(std::memcmp(&a.steps[i].grad_norm, &b.steps[i].grad_norm, sizeof(double)), 0) << what << " step " << i + 1;
-  }
-  ASSERT_EQ(a.checksums.size(), b.checksums.size()) << what;
-  for (size_t i = 0; i < a.checksums.size(); ++i) {
-    ASSERT_EQ(a.checksums[i].step, b.checksums[i].step) << what;
-    ASSERT_EQ(a.checksums[i].params, b.checksums[i].params) << what << " checksum row " << i;
-  }
-}
-
 /// `steps` of a tiny model per run, checkpoints every 10 steps; `extra` goes into launch.
 std::string grid(const std::string& name, int steps, int seeds, const std::string& extra = "",
                  const std::string& axes = "") {
   return "name: " + name +
          "\n"
-         "base:\n"
-         "  model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 16}\n"
-         "  train: {steps: " +
-         std::to_string(steps) +
+         "base:\n" +
+         sweep_test::tiny_model("  ") + "  train: {steps: " + std::to_string(steps) +
          ", micro_batch: 2, lr: 3.0e-3, checkpoint_every: 10, log_every: 1000}\n"
          "grid:\n"
          "  train.seed: [" +
@@ -96,37 +56,18 @@ std::string grid(const std::string& name, int steps, int seeds, const std::strin
          "]\n" + axes + "launch: {parallel: 2, grace_s: 3" + extra + "}\n";
 }
 
-class NothingLost : public ::testing::Test {
+class NothingLost : public sweep_test::E2eTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("nothing_lost_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
+  NothingLost() : E2eTest("nothing_lost") {}
   void TearDown() override {
     for (int pid : processes_mentioning(dir_.string())) ::kill(pid, SIGKILL);
-    if (!HasFailure()) fs::remove_all(dir_);
-  }
-  std::string write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ / name) << text;
-    return (dir_ / name).string();
-  }
-  /// Runs `sweep ARGS...` to the end; its output goes to dir_/log.
-  sweep::ExitStatus sweep_cli(std::vector<std::string> args, const std::string& log) {
-    args.insert(args.begin(), kBin + "/sweep");
-    return sweep::SpawnRunner().run(args, (dir_ / log).string());
+    E2eTest::TearDown();
   }
   /// Starts `sweep ARGS...` and returns its pid (its own process group).
-  int start_sweep(std::vector<std::string> args, const std::string& log) {
-    args.insert(args.begin(), kBin + "/sweep");
-    return runner_.start(args, (dir_ / log).string());
+  int start_sweep(const std::vector<std::string>& args, const std::string& log) {
+    return runner_.start(sweep_argv(args), (dir_ / log).string());
   }
-  sweep::ExitStatus wait_for(int pid) {
-    while (true)
-      for (auto& [id, st] : runner_.wait_some(1.0))
-        if (id == pid) return st;
-  }
+  sweep::ExitStatus wait_for(int pid) { return sweep_test::wait_for(runner_, pid); }
   /// Run directories of the grid file's points, in grid order.
   std::vector<fs::path> run_dirs(const std::string& grid_file, const fs::path& out) {
     std::vector<fs::path> dirs;
@@ -145,13 +86,7 @@ class NothingLost : public ::testing::Test {
     }
     return false;
   }
-  std::map<std::string, sweep::Record> records(const fs::path& out) {
-    std::map<std::string, sweep::Record> m;
-    for (const auto& e : fs::directory_iterator(out / "runs"))
-      m[e.path().filename().string()] = sweep::read_record((e.path() / "record.h5").string());
-    return m;
-  }
-  fs::path dir_;
+  std::map<std::string, sweep::Record> records(const fs::path& out) { return sweep_test::completed_records(out); }
   sweep::SpawnRunner runner_;
 };
 
@@ -173,26 +108,24 @@ TEST_F(NothingLost, ADriverKilledHardLeavesNoOrphanAndTheRerunMatchesAnUndisturb
   ASSERT_EQ(got.size(), want.size());
   for (const auto& [id, r] : want) {
     EXPECT_TRUE(got.at(id).verified) << id;
-    expect_same_bits(got.at(id), r, id);
+    EXPECT_EQ(bit_difference(got.at(id), r), "") << id;
   }
 }
 
 // Finding 1: two sweep-train on one --out. The second is refused at once (exit 3) and
 // the first completes a whole record; before, the second truncated the first's file.
 TEST_F(NothingLost, ASecondTrainerOnTheSameRunDirectoryIsRefusedAndTheFirstCompletes) {
-  const std::string cfg = write("run.yaml",
-                                "model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 16}\n"
-                                "train: {steps: 6000, micro_batch: 2, lr: 3.0e-3, log_every: 1000}\n");
+  const auto argv = train_argv(
+      "run", sweep_test::tiny_model() + "train: {steps: 6000, micro_batch: 2, lr: 3.0e-3, log_every: 1000}\n", 0,
+      {"--quiet"});
   const fs::path out = dir_ / "run";
-  const int first = runner_.start({kBin + "/sweep-train", "--config", cfg, "--out", out.string(), "--quiet"},
-                                  (dir_ / "first.log").string());
+  const int first = runner_.start(argv, (dir_ / "first.log").string());
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (!fs::exists(out / "record.h5.partial") && std::chrono::steady_clock::now() < end) sleep_s(0.02);
   ASSERT_TRUE(fs::exists(out / "record.h5.partial"));
-  auto second = sweep::SpawnRunner().run({kBin + "/sweep-train", "--config", cfg, "--out", out.string(), "--quiet"},
-                                         (dir_ / "second.log").string());
-  EXPECT_EQ(second.code, 3) << read_file(dir_ / "second.log");
-  EXPECT_CONTAINS(read_file(dir_ / "second.log"), "another process is writing this run");
+  auto second = sweep_test::run_cli(argv, dir_ / "second.log");
+  EXPECT_EQ(second.code, 3) << second.out;
+  EXPECT_CONTAINS(second.out, "another process is writing this run");
   EXPECT_TRUE(wait_for(first).ok()) << read_file(dir_ / "first.log");
   sweep::Record r = sweep::read_record((out / "record.h5").string());
   EXPECT_TRUE(r.verified);
@@ -309,7 +242,7 @@ TEST_F(NothingLost, ADamagedOrDeletedCompletedRecordIsMovedAsideAndRunAgain) {
     }
   EXPECT_EQ(aside, 1);
   const auto after = records(out);
-  for (const auto& [id, r] : before) expect_same_bits(after.at(id), r, id);
+  for (const auto& [id, r] : before) EXPECT_EQ(bit_difference(after.at(id), r), "") << id;
 }
 
 // Finding 7: a link planted at record.h5.partial is never written through.
@@ -326,9 +259,9 @@ TEST_F(NothingLost, APlantedLinkInARunDirectoryIsNeverWrittenThrough) {
   EXPECT_CONTAINS(read_file(dir_ / "run.log"), "record.h5.partial is a symbolic link");
   // sweep-train on its own refuses the same directory (exit 3), writing nothing.
   const std::string cfg = write("run.yaml", "train: {steps: 5}\n");
-  auto t = sweep::SpawnRunner().run({kBin + "/sweep-train", "--config", cfg, "--out", dirs[0].string()},
-                                    (dir_ / "train.log").string());
-  EXPECT_EQ(t.code, 3) << read_file(dir_ / "train.log");
+  auto t = sweep_test::run_cli({sweep_test::bin("sweep-train"), "--config", cfg, "--out", dirs[0].string()},
+                               dir_ / "train.log");
+  EXPECT_EQ(t.code, 3) << t.out;
   EXPECT_EQ(read_file(victim), "precious");
 }
 
@@ -344,14 +277,14 @@ TEST_F(NothingLost, AFullDiskFailsTheRunWithTheReasonAndNoCrash) {
     ~Unmount() { ::umount2(p.c_str(), MNT_DETACH); }
   } unmount{small};
   std::ofstream(small / "filler", std::ios::binary) << std::string(1300000, '\0');
-  const std::string cfg = write("run.yaml",
-                                "model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 16}\n"
-                                "train: {steps: 3000, micro_batch: 2, lr: 3.0e-3, log_every: 1000}\n");
-  auto st = sweep::SpawnRunner().run({kBin + "/sweep-train", "--config", cfg, "--out", (small / "run").string(), "--quiet"},
-                                     (dir_ / "train.log").string());
-  EXPECT_EQ(st.signal, 0) << "crashed: " << st.describe() << "\n" << read_file(dir_ / "train.log");
+  const std::string cfg = write(
+      "run.yaml", sweep_test::tiny_model() + "train: {steps: 3000, micro_batch: 2, lr: 3.0e-3, log_every: 1000}\n");
+  auto st = sweep_test::run_cli(
+      {sweep_test::bin("sweep-train"), "--config", cfg, "--out", (small / "run").string(), "--quiet"},
+      dir_ / "train.log");
+  EXPECT_EQ(st.signal, 0) << "crashed: " << st.describe() << "\n" << st.out;
   EXPECT_EQ(st.code, 1);
-  EXPECT_CONTAINS(read_file(dir_ / "train.log"), "No space left on device");
+  EXPECT_CONTAINS(st.out, "No space left on device");
   EXPECT_FALSE(fs::exists(small / "run" / "record.h5"));
   sweep::RecordStatus rs = sweep::read_record_status((small / "run" / "record.h5").string());
   EXPECT_EQ(rs.status, "failed");
@@ -417,7 +350,7 @@ TEST_F(NothingLost, ChaosSoakEndsWithTheUndisturbedSweepsBits) {
   ASSERT_EQ(got.size(), want.size());
   for (const auto& [id, r] : want) {
     EXPECT_TRUE(got.at(id).verified) << id;
-    expect_same_bits(got.at(id), r, id + " (seed " + std::to_string(seed) + ")");
+    EXPECT_EQ(bit_difference(got.at(id), r), "") << id << " (seed " << seed << ")";
   }
   std::printf("chaos: %d rounds, %d strikes; every record complete, verified and bit-identical\n", round, strikes);
   EXPECT_GE(strikes, 3);

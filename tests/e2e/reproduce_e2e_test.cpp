@@ -4,15 +4,12 @@
 // layout with the same global batch must reproduce under mpiexec; partial and
 // future-version records are refused.
 #include <gtest/gtest.h>
-#include <hdf5.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <memory>
 
-#include "process.h"  // SpawnRunner
-#include "record.h"   // read_record
-#include "test_util.h"  // read_file
+#include "e2e_util.h"  // run_cli, bin, tiny_model, TempDir
+#include "hdf5_c.h"    // edits a record's schema version
 
 namespace fs = std::filesystem;
 
@@ -20,38 +17,38 @@ namespace {
 
 using sweep_test::read_file;
 
-const std::string kBin = SWEEP_BIN_DIR;
 const std::string kMpiexec = SWEEP_MPIEXEC;
 
-const char* kGrid = R"(name: tiny
-base:
-  model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 16}
-  train: {steps: 10, micro_batch: 2, accum: 2, lr: 3.0e-3, warmup: 2, clip_norm: 1.0, checkpoint_every: 4,
-          keep_checkpoints: 5}
-grid:
-  train.seed: [0]
-)";
+const std::string kGrid =
+    "name: tiny\n"
+    "base:\n" +
+    sweep_test::tiny_model("  ") +
+    "  train: {steps: 10, micro_batch: 2, accum: 2, lr: 3.0e-3, warmup: 2, clip_norm: 1.0,"
+    " checkpoint_every: 4, keep_checkpoints: 5}\n"
+    "grid:\n"
+    "  train.seed: [0]\n";
 
 class ReproduceE2E : public ::testing::Test {
  protected:
   // One sweep for the whole suite: every test re-runs its single run into reproduce/<n>.
   static void SetUpTestSuite() {
-    root_ = fs::temp_directory_path() / ("reproduce_e2e_" + std::to_string(::getpid()));
-    fs::remove_all(root_);
-    fs::create_directories(root_);
-    std::ofstream(root_ / "grid.yaml") << kGrid;
+    tmp_ = std::make_unique<sweep_test::TempDir>("reproduce_e2e_");
+    root_ = tmp_->path();
+    sweep_test::write_file(root_ / "grid.yaml", kGrid);
     auto st = cli({"run", (root_ / "grid.yaml").string(), "--out", (root_ / "sweep").string()}, "sweep.log");
-    ASSERT_TRUE(st.ok()) << read_file(root_ / "sweep.log");
+    ASSERT_TRUE(st.ok()) << st.out;
     for (const auto& e : fs::directory_iterator(root_ / "sweep" / "runs")) run_dir_ = e.path();
   }
   static void TearDownTestSuite() {
-    if (!::testing::UnitTest::GetInstance()->Failed()) fs::remove_all(root_);
+    if (::testing::UnitTest::GetInstance()->Failed()) tmp_->keep();
+    tmp_.reset();
   }
 
-  static sweep::ExitStatus cli(std::vector<std::string> args, const std::string& log) {
-    args.insert(args.begin(), kBin + "/sweep");
+  /// `sweep ARGS`, its output in <root>/<log> (replaced).
+  static sweep_test::CliResult cli(std::vector<std::string> args, const std::string& log) {
+    args.insert(args.begin(), sweep_test::bin("sweep"));
     fs::remove(root_ / log);
-    return sweep::SpawnRunner().run(args, (root_ / log).string());
+    return sweep_test::run_cli(args, root_ / log);
   }
   static std::string out(const std::string& log) { return read_file(root_ / log); }
 
@@ -64,9 +61,11 @@ class ReproduceE2E : public ::testing::Test {
     return text.substr(at, text.find('\n', at) - at);
   }
 
+  static std::unique_ptr<sweep_test::TempDir> tmp_;
   static fs::path root_, run_dir_;
 };
 
+std::unique_ptr<sweep_test::TempDir> ReproduceE2E::tmp_;
 fs::path ReproduceE2E::root_, ReproduceE2E::run_dir_;
 
 TEST_F(ReproduceE2E, ReRunFromTheRecordIsBitForBit) {

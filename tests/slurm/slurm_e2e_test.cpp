@@ -4,17 +4,13 @@
 // (which must arrive literally), and one that hangs past its one-minute time limit is
 // classified TIMEOUT. Then a two-rank run under srun --mpi=pmix.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
-#include "process.h"    // SpawnRunner, capture
-#include "record.h"     // read_record
+#include "e2e_util.h"   // E2eTest, tiny_model, run_cli
+#include "process.h"    // capture
 #include "sweep_dir.h"  // read_run_state, read_points_file
-#include "test_util.h"  // EXPECT_CONTAINS, read_file
 
 namespace fs = std::filesystem;
 
@@ -22,35 +18,18 @@ namespace {
 
 using sweep_test::read_file;
 
-const std::string kBin = SWEEP_BIN_DIR;
-
-
-
-class SlurmE2E : public ::testing::Test {
+class SlurmE2E : public sweep_test::E2eTest {
  protected:
+  // A directory name full of shell syntax: the batch script must pass it as text.
+  SlurmE2E() : E2eTest("slurm e2e $(touch pwned) '") {}
   void SetUp() override {
     sweep::Captured c = sweep::capture({"/bin/sh", "-c", "sinfo -h -o %T"}, 30);
     ASSERT_TRUE(c.status.ok() &&
                 (c.output.find("idle") != std::string::npos || c.output.find("mix") != std::string::npos))
         << "no idle Slurm node; start one with tests/slurm/start-cluster.sh (as root). sinfo said: " << c.output;
-    // A directory name full of shell syntax: the batch script must pass it as text.
-    dir_ = fs::temp_directory_path() / ("slurm e2e $(touch pwned) '" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    E2eTest::SetUp();
     fs::create_directories(dir_ / "x");  // what `'; rm -rf x` would remove
   }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
-  }
-  std::string write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ / name) << text;
-    return (dir_ / name).string();
-  }
-  sweep::ExitStatus sweep_cli(std::vector<std::string> args, const std::string& log) {
-    args.insert(args.begin(), kBin + "/sweep");
-    return sweep::SpawnRunner().run(args, (dir_ / log).string());
-  }
-  fs::path dir_;
 };
 
 TEST_F(SlurmE2E, ArrayOfSixFiveCompleteLiterallyOneTimesOut) {
@@ -58,26 +37,26 @@ TEST_F(SlurmE2E, ArrayOfSixFiveCompleteLiterallyOneTimesOut) {
   // others go through the other one.
   std::string grid = write("slurm.yaml",
                            "name: slurm-e2e\n"
-                           "base:\n"
-                           "  model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 16}\n"
-                           "  train: {steps: 5, micro_batch: 2}\n"
-                           "  dist: {timeout_s: 0}\n"  // no watchdog: let Slurm's limit end the hang
-                           "include:\n"
-                           "  - {fault.hang_step: 2, data.path: hang}\n"
-                           "  - {data.path: '$(touch pwned)'}\n"
-                           "  - {data.path: \"'; rm -rf x\"}\n"
-                           "  - {data.path: '`touch pwned2` \"$HOME\" \\ ; exit 7'}\n"
-                           "  - {data.path: plain}\n"
-                           "launch:\n"
-                           "  launcher: slurm\n"
-                           "  parallel: 2\n"
-                           "  slurm: {time: '1', mpi: pmix, poll_s: 1}\n");
+                           "base:\n" +
+                               sweep_test::tiny_model("  ") +
+                               "  train: {steps: 5, micro_batch: 2}\n"
+                               "  dist: {timeout_s: 0}\n"  // no watchdog: let Slurm's limit end the hang
+                               "include:\n"
+                               "  - {fault.hang_step: 2, data.path: hang}\n"
+                               "  - {data.path: '$(touch pwned)'}\n"
+                               "  - {data.path: \"'; rm -rf x\"}\n"
+                               "  - {data.path: '`touch pwned2` \"$HOME\" \\ ; exit 7'}\n"
+                               "  - {data.path: plain}\n"
+                               "launch:\n"
+                               "  launcher: slurm\n"
+                               "  parallel: 2\n"
+                               "  slurm: {time: '1', mpi: pmix, poll_s: 1}\n");
   const fs::path out = dir_ / "out";
   // cwd = the test dir, so a relative `rm -rf x` or `touch pwned` would land here.
-  sweep::ExitStatus st = sweep::SpawnRunner().run({"/bin/sh", "-c", "cd \"$1\" && exec \"$2\" run \"$3\" --out \"$4\"",
-                                                   "sh", dir_.string(), kBin + "/sweep", grid, out.string()},
-                                                  (dir_ / "run.log").string());
-  const std::string log = read_file(dir_ / "run.log");
+  const auto st = sweep_test::run_cli({"/bin/sh", "-c", "cd \"$1\" && exec \"$2\" run \"$3\" --out \"$4\"", "sh",
+                                       dir_.string(), sweep_test::bin("sweep"), grid, out.string()},
+                                      dir_ / "run.log");
+  const std::string log = st.out;
   EXPECT_EQ(st.code, 1) << log;
   EXPECT_CONTAINS(log, "submitted job array ");
   EXPECT_CONTAINS(log, "sweep slurm-e2e: 5 completed, 0 already done, 1 failed");
@@ -121,11 +100,11 @@ TEST_F(SlurmE2E, ArrayOfSixFiveCompleteLiterallyOneTimesOut) {
 TEST_F(SlurmE2E, TwoRanksUnderSrunPmix) {
   std::string grid = write("mpi.yaml",
                            "name: slurm-mpi\n"
-                           "base:\n"
-                           "  model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 16}\n"
-                           "  train: {steps: 4, micro_batch: 2}\n"
-                           "  dist: {world_size: 2}\n"
-                           "launch: {launcher: slurm, slurm: {mpi: pmix, poll_s: 1}}\n");
+                           "base:\n" +
+                               sweep_test::tiny_model("  ") +
+                               "  train: {steps: 4, micro_batch: 2}\n"
+                               "  dist: {world_size: 2}\n"
+                               "launch: {launcher: slurm, slurm: {mpi: pmix, poll_s: 1}}\n");
   const fs::path out = dir_ / "out";
   sweep::ExitStatus st = sweep_cli({"run", grid, "--out", out.string()}, "run.log");
   ASSERT_TRUE(st.ok()) << read_file(dir_ / "run.log");
