@@ -1,16 +1,17 @@
 #!/usr/bin/python3
 """A PyTorch eager reference of sweep-train's model and step (same shapes, same ops:
 RMSNorm, rotary attention, SwiGLU, untied head, AdamW, micro-batch accumulation), used
-only as a speed yardstick. Prints one JSON line: tokens/s over the timed steps.
+only as a speed yardstick. Prints "step N" (flushed) when step N is done, like
+sweep-train's log lines, so that train_bench.py times both programs the same way: by the
+wall clock between two of those lines. It does not time itself; on a GPU it synchronizes
+before the lines of steps WARMUP and STEPS, the two ends of train_bench's window.
 
 Usage: reference_trainer.py LAYERS D_MODEL HEADS VOCAB SEQ MICRO_BATCH ACCUM STEPS WARMUP THREADS [DEVICE]
 DEVICE: cpu (default) or cuda (TF32 off, as sweep-train runs it).
 """
-import json
 import math
 import os
 import sys
-import time
 
 layers, d, heads, vocab, seq, mb, accum, steps, warm, threads = map(int, sys.argv[1:11])
 device = sys.argv[11] if len(sys.argv) > 11 else "cpu"
@@ -88,17 +89,13 @@ model = Model().to(device)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0)
 tokens_per_step = mb * accum * seq
 data = torch.randint(0, vocab, (steps * accum, mb, seq + 1)).to(device)
-t_start = None
-for step in range(steps):
-    if step == warm:
-        sync()
-        t_start = time.perf_counter()
+for step in range(1, steps + 1):
     opt.zero_grad(set_to_none=False)
     for k in range(accum):
-        loss = model(data[step * accum + k]) / tokens_per_step
+        loss = model(data[(step - 1) * accum + k]) / tokens_per_step
         loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
-sync()
-elapsed = time.perf_counter() - t_start
-print(json.dumps({"tokens_per_s": tokens_per_step * (steps - warm) / elapsed}))
+    if step == warm or step == steps:
+        sync()  # the window's two ends: the GPU's queued work belongs before the line
+    print(f"step {step}", flush=True)

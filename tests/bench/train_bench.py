@@ -1,20 +1,43 @@
 #!/usr/bin/python3
-"""Throughput benchmark (label bench): sweep-train vs the PyTorch eager reference of the
-same model, batch and thread count, side by side in one run. Prints tokens/s of each,
-their ratio, model FLOP/s as a fraction of the one-thread sgemm peak measured in this
-run, and sweep-train's recording overhead (checksums + record writes) as a fraction of
-step time.
+"""Throughput benchmark (issue 3): sweep-train vs the PyTorch eager reference of the same
+model, batch and thread count, side by side in one run. Prints tokens/s of each, their
+ratio, model FLOP/s as a fraction of the one-thread sgemm peak measured in this run, and
+sweep-train's recording overhead (checksums + record writes) as a fraction of wall time,
+each with its target; exits 1 when a target is missed.
 
-Usage: train_bench.py BIN_DIR [--quick] [--device cuda]
-  --quick: one round of fewer steps; --device cuda: both programs on the GPU, and the
-  peak is the GPU's fp32 matmul (TF32 off) instead of the one-thread sgemm.
+Usage: train_bench.py BIN_DIR [--rounds N] [--quick] [--device cuda]
+  --rounds N: rounds (default 5). --quick: one round of fewer steps, a smoke run: the
+  figures are printed, the targets are not judged (exit 0 unless a program fails).
+  --device cuda: both programs on the GPU, the peak is the GPU's fp32 matmul (TF32 off),
+  and no target is judged (the targets are for the 2-core CPU machine).
+Exit status: 0, or 1 when a judged target is missed (a failing program raises: exit 1).
+
+How both programs are timed (one method): each prints a line "step N" when step N is
+done (sweep-train's own log line, log_every 1; reference_trainer.py's), on a pseudo-
+terminal so that every line arrives when it is written. This script stamps each line with
+time.perf_counter() as it reads it. tokens/s = tokens per step x (steps - warm-up) / (time
+of the last step's line - time of the warm-up's last step line): wall clock around the
+same loop, the same warm-up steps excluded, startup and teardown outside the window. Both
+programs do all their per-step work inside that window (sweep-train: checksums every step
+and its record appends; PyTorch: nothing else).
+
+sgemm peak and MFU (one way): at the start of every round, the peak is the median over 20
+timed 1024^3 fp32 matmuls (after 3 untimed) through PyTorch, which calls the same OpenBLAS
+as LibTorch, at one thread (GPU: 8192^3, TF32 off); FLOPs = 2 n^3. A round's MFU is that
+round's tok/s x model FLOPs per token / that round's peak. Every reported figure (tok/s,
+ratio, MFU, overhead) is the median over rounds of the per-round figure; the per-round
+peaks, ratios and MFUs are printed too.
 
 Model FLOPs per token (one formula, used for both programs): 6 x (matmul parameters:
 every weight except the embedding and the norm gains) + 12 x layers x seq_len x d_model
 for the attention scores and their weighted sums (forward + backward).
+
+Recording overhead: sweep-train's /metrics/record_time_s (checksums and record flushes,
+timed inside sweep-train) summed over the timed steps, over the wall time of those steps.
 """
-import json
 import os
+import pty
+import re
 import statistics
 import subprocess
 import sys
@@ -24,6 +47,7 @@ import time
 BIN = sys.argv[1]
 QUICK = "--quick" in sys.argv
 DEVICE = sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "cpu"
+JUDGE = not QUICK and DEVICE == "cpu"
 THREADS = 1
 # torch.set_num_threads does not limit the OpenBLAS that Debian's PyTorch calls: set its
 # pool before torch loads it, or the "one-thread" peak uses every core.
@@ -33,7 +57,7 @@ import torch  # noqa: E402
 
 try:
     import h5py  # noqa: E402
-except ImportError:  # a GPU machine with PyTorch but no h5py: read sweep-train's log instead
+except ImportError:  # a GPU machine with PyTorch but no h5py: no recording overhead
     h5py = None
 
 CONFIGS = {
@@ -41,6 +65,11 @@ CONFIGS = {
     "tiny": (2, 64, 4, 256, 32, 4, 1, 300 if not QUICK else 40, 20),
     "small": (4, 256, 4, 256, 128, 8, 1, 40 if not QUICK else 8, 5),
 }
+# Targets (tests/bench/README.md): sweep-train / PyTorch tok/s, sweep-train MFU, overhead.
+TARGET_RATIO = {"tiny": 1.5, "small": 1.0}
+TARGET_MFU = {"small": 0.75}
+TARGET_OVERHEAD = 0.02
+STEP_LINE = re.compile(rb"^step\s+(\d+)(\s|$)")
 
 
 def model_flops_per_token(layers, d, heads, vocab, seq):
@@ -69,66 +98,129 @@ def sgemm_peak(threads, n=1024, reps=20):
     return 2 * n**3 / statistics.median(times)
 
 
-def run_sweep_train(name, cfg, tmp, checksum_every, round_no=0):
+def step_line_times(argv):
+    """Runs argv with stdout and stderr on a pseudo-terminal; returns {step: perf_counter()
+    when its "step N" line was read}. Raises with the output's tail if argv fails."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, close_fds=True)
+    os.close(slave)
+    stamps, text, pending = {}, [], b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: every writer has closed the terminal
+            break
+        if not chunk:
+            break
+        now = time.perf_counter()
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            line = line.rstrip(b"\r")
+            text.append(line)
+            m = STEP_LINE.match(line)
+            if m:
+                stamps[int(m.group(1))] = now
+    os.close(master)
+    if proc.wait() != 0:
+        tail = b"\n".join(text[-20:]).decode(errors="replace")
+        raise RuntimeError(f"{argv[0]} exited {proc.returncode}:\n{tail}")
+    return stamps
+
+
+def tokens_per_s(stamps, cfg):
     layers, d, heads, vocab, seq, mb, accum, steps, warm = cfg
-    path = os.path.join(tmp, f"{name}{checksum_every}.yaml")
+    missing = [s for s in (warm, steps) if s not in stamps]
+    if missing:
+        raise RuntimeError(f"no 'step N' line for steps {missing}")
+    wall = stamps[steps] - stamps[warm]
+    return mb * accum * seq * (steps - warm) / wall, wall
+
+
+def run_sweep_train(name, cfg, tmp, round_no):
+    layers, d, heads, vocab, seq, mb, accum, steps, warm = cfg
+    path = os.path.join(tmp, f"{name}.yaml")
     with open(path, "w") as f:
         f.write(f"model: {{layers: {layers}, d_model: {d}, heads: {heads}, vocab: {vocab}, seq_len: {seq}}}\n")
         f.write(f"train: {{steps: {steps}, micro_batch: {mb}, accum: {accum}, lr: 1.0e-3, clip_norm: 1.0,"
-                f" threads: {THREADS}, checksum_every: {checksum_every}, log_every: 1}}\n")
-    out = os.path.join(tmp, f"{name}-run{checksum_every}-{round_no}")
-    argv = [os.path.join(BIN, "sweep-train"), "--config", path, "--out", out, "--device", DEVICE]
-    if h5py is None:
-        # Without h5py: tokens/s from the per-step log lines; no recording overhead.
-        log = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
-        tps = [float(line.split("tok/s")[1]) for line in log.splitlines() if line.startswith("step ")]
-        return statistics.median(tps[warm:]), float("nan"), "(h5py missing: not read)"
-    subprocess.run(argv + ["--quiet"], check=True)
-    with h5py.File(os.path.join(out, "record.h5"), "r") as f:
-        step_t = f["metrics/step_time_s"][warm:]
-        rec_t = f["metrics/record_time_s"][warm:]
-        tokens = f["metrics/tokens"][0]
-        blas = f["environment"].attrs["blas"]
-    return tokens * len(step_t) / step_t.sum(), rec_t.sum() / step_t.sum(), blas
+                f" threads: {THREADS}, checksum_every: 1, log_every: 1}}\n")
+    out = os.path.join(tmp, f"{name}-{round_no}")
+    stamps = step_line_times([os.path.join(BIN, "sweep-train"), "--config", path, "--out", out, "--device", DEVICE])
+    tps, wall = tokens_per_s(stamps, cfg)
+    overhead, blas = float("nan"), "(h5py missing: not read)"
+    if h5py is not None:
+        with h5py.File(os.path.join(out, "record.h5"), "r") as f:
+            overhead = f["metrics/record_time_s"][warm:steps].sum() / wall  # rows are steps 1..steps
+            blas = f["environment"].attrs["blas"]
+    return tps, overhead, blas
 
 
 def run_reference(cfg):
-    layers, d, heads, vocab, seq, mb, accum, steps, warm = cfg
     here = os.path.dirname(os.path.abspath(__file__))
-    out = subprocess.run(["/usr/bin/python3", os.path.join(here, "reference_trainer.py"),
-                          *map(str, (layers, d, heads, vocab, seq, mb, accum, steps, warm, THREADS)), DEVICE],
-                         check=True, capture_output=True, text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])["tokens_per_s"]
+    stamps = step_line_times(["/usr/bin/python3", os.path.join(here, "reference_trainer.py"),
+                              *map(str, cfg), str(THREADS), DEVICE])
+    return tokens_per_s(stamps, cfg)[0]
 
 
-# This machine's speed drifts by 10-30% from minute to minute (other tenants), so each
-# figure is the median over rounds, and a round runs the peak, sweep-train and PyTorch
-# back to back: the ratio and MFU compare programs that ran under the same conditions.
-ROUNDS = 1 if QUICK else 3
+def verdict(value, target, fmt, cmp):
+    """("(target >= X: met)", met); met is None when the target is not judged."""
+    if target is None:
+        return "", None
+    if not JUDGE:
+        return f"(target {cmp} {fmt.format(target)}: not judged)", None
+    met = value >= target if cmp == ">=" else value < target
+    return f"(target {cmp} {fmt.format(target)}: {'met' if met else 'MISSED'})", met
+
+
+# This machine's speed drifts by 10-30% from minute to minute (other tenants), so every
+# figure is a median over rounds of a per-round figure; a round measures the peak and then
+# runs both programs on each config back to back, in an order that alternates between
+# rounds, so each round's ratio and MFU compare things that ran under the same conditions.
+ROUNDS = 1 if QUICK else int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 5
 peaks, results = [], {name: {"cpp": [], "ref": [], "overhead": []} for name in CONFIGS}
 blas = ""
 with tempfile.TemporaryDirectory() as tmp:
     for round_no in range(ROUNDS):
         peaks.append(sgemm_peak(THREADS))
         for name, cfg in CONFIGS.items():
-            cpp, overhead, blas = run_sweep_train(name, cfg, tmp, 1, round_no)
             r = results[name]
-            r["cpp"].append(cpp)
-            r["overhead"].append(overhead)
-            r["ref"].append(run_reference(cfg))
-peak = statistics.median(peaks)
+            for side in (("cpp", "ref") if round_no % 2 == 0 else ("ref", "cpp")):
+                if side == "cpp":
+                    cpp, overhead, blas = run_sweep_train(name, cfg, tmp, round_no)
+                    r["cpp"].append(cpp)
+                    r["overhead"].append(overhead)
+                else:
+                    r["ref"].append(run_reference(cfg))
 what = f"{THREADS} thread, 1024^3, PyTorch/OpenBLAS" if DEVICE == "cpu" else "GPU, 8192^3 fp32, TF32 off"
-print(f"sgemm peak ({what}): {peak / 1e9:.1f} GFLOP/s "
-      f"(median of {ROUNDS}: {', '.join(f'{p / 1e9:.1f}' for p in peaks)})")
+judged = "" if JUDGE else "; targets not judged (" + ("--quick" if QUICK else "--device " + DEVICE) + ")"
+print(f"timing: wall clock between the 'step <warm-up>' and 'step <last>' lines of each program; {ROUNDS} round(s); "
+      f"each figure is the median over rounds of the per-round figure{judged}")
+print(f"sgemm peak per round ({what}): {', '.join(f'{p / 1e9:.1f}' for p in peaks)} GFLOP/s; "
+      f"MFU of a round = its tok/s x model FLOPs per token / its peak")
+med = statistics.median
+missed = []
 for name, cfg in CONFIGS.items():
     r = results[name]
-    cpp, ref, overhead = (statistics.median(r[k]) for k in ("cpp", "ref", "overhead"))
     fpt = model_flops_per_token(*cfg[:5])
-    rounds = ", ".join(f"{c / f:.2f}" for c, f in zip(r["cpp"], r["ref"]))
-    # MFU per round, against the peak measured in that round; then the median.
-    mfu_cpp = statistics.median(c * fpt / p for c, p in zip(r["cpp"], peaks))
-    mfu_ref = statistics.median(f * fpt / p for f, p in zip(r["ref"], peaks))
-    print(f"{name:6s} sweep-train {cpp:10.0f} tok/s  pytorch {ref:10.0f} tok/s  ratio {cpp / ref:5.2f}x "
-          f"(per round: {rounds})  MFU sweep-train {mfu_cpp:6.1%}  pytorch {mfu_ref:6.1%}  "
-          f"recording overhead {overhead:6.2%} (checksum_every 1)")
+    ratios = [c / f for c, f in zip(r["cpp"], r["ref"])]
+    mfu_cpp = [c * fpt / p for c, p in zip(r["cpp"], peaks)]
+    mfu_ref = [f * fpt / p for f, p in zip(r["ref"], peaks)]
+    ratio, overhead = med(ratios), med(r["overhead"])
+    parts = [(ratio, TARGET_RATIO.get(name), "{:.2f}x", ">=", "ratio"),
+             (med(mfu_cpp), TARGET_MFU.get(name), "{:.0%}", ">=", "MFU"),
+             (overhead, TARGET_OVERHEAD if h5py is not None else None, "{:.0%}", "<", "recording overhead")]
+    texts = {}
+    for value, target, fmt, cmp, label in parts:
+        text, met = verdict(value, target, fmt, cmp)
+        texts[label] = " " + text if text else ""
+        if met is False:
+            missed.append(f"{name} {label}")
+    print(f"{name:6s} sweep-train {med(r['cpp']):8.0f} tok/s  pytorch {med(r['ref']):8.0f} tok/s  "
+          f"ratio {ratio:.2f}x{texts['ratio']} (per round: {', '.join(f'{x:.2f}' for x in ratios)})")
+    print(f"{'':6s} MFU sweep-train {med(mfu_cpp):.1%}{texts['MFU']} (per round: "
+          f"{', '.join(f'{x:.1%}' for x in mfu_cpp)})  pytorch {med(mfu_ref):.1%}  "
+          f"recording overhead {overhead:.2%}{texts['recording overhead']} (checksum_every 1)")
 print(f"BLAS: {blas}")
+if JUDGE:
+    print("targets: " + ("MISSED: " + ", ".join(missed) + " (exit 1)" if missed else "all met (exit 0)"))
+sys.exit(1 if missed else 0)
