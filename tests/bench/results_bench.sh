@@ -48,4 +48,5 @@ runs=("$tmp"/compare/runs/*)
 echo "generated 2 records of 100,000 steps in $(( ($(date +%s%N) - t0) / 1000000 )) ms ($(du -sh "${runs[0]}/record.h5" | cut -f1) each)"
 "$bin/sweep" compare "${runs[0]}" "${runs[1]}" | sed -n 3p
 check "sweep compare, 2 x 100,000 steps" "$(median_seconds "$bin/sweep" compare "${runs[0]}" "${runs[1]}")" 1
+((over)) && echo "targets: MISSED (exit 1)" || echo "targets: all met (exit 0)"
 exit $over
