@@ -82,7 +82,7 @@ void check_report_output(const std::string& path, ReportFormat format) {
   if (fs::is_directory(st)) throw ConfigError(name + ": is a directory; expected a report file name, or - for stdout");
   if (!fs::is_regular_file(st)) return;
   std::ifstream in(path, std::ios::binary);
-  std::string head(64 * 1024, '\0');
+  std::string head(size_t{64} * 1024, '\0');
   in.read(head.data(), std::streamsize(head.size()));
   head.resize(size_t(in.gcount()));
   if (!looks_like_report(head, format))

@@ -8,7 +8,7 @@ namespace sweep {
 std::string latest_attempt_output(const std::string& log_path) {
   std::ifstream in(log_path, std::ios::binary | std::ios::ate);
   if (!in) return "";
-  constexpr std::streamoff kTail = 64 * 1024;
+  constexpr std::streamoff kTail = std::streamoff{64} * 1024;
   const std::streamoff size = in.tellg();
   in.seekg(size > kTail ? size - kTail : 0);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -60,6 +60,7 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& log_path, i
   const std::string prog = resolve_program(argv[0]);
   if (prog.empty()) throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(ENOENT));
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   int own_fd = -1;
@@ -190,7 +191,7 @@ std::vector<std::pair<int, ExitStatus>> SpawnRunner::wait_some(double wait_s) {
     }
     if (!out.empty() || live_.empty() || now_s() >= deadline) return out;
     // A signal cuts the sleep short (EINTR), so the driver reacts to Ctrl-C at once.
-    struct timespec ts = {0, 20 * 1000 * 1000};
+    struct timespec ts = {0, 20L * 1000 * 1000};
     if (nanosleep(&ts, nullptr) != 0 && errno == EINTR) return out;
   }
 }

@@ -97,6 +97,7 @@ int main(int argc, char** argv) {
     }
   }
   std::vector<char*> cargs;
+  cargs.reserve(args.size() + 1);
   for (auto& a : args) cargs.push_back(a.data());
   cargs.push_back(nullptr);
   ::execvp(cargs[0], cargs.data());

@@ -211,12 +211,8 @@ SweepSummary run_sweep_slurm(const SweepSpec& spec, const std::vector<GridPoint>
         if (sc != FailureClass::none && sc != FailureClass::crashed) c = sc;
         // "COMPLETED" (or forgotten) without a completed record: the classic silent failure.
         if (state == "UNKNOWN" || (state == "COMPLETED" && exit.code <= 0 && exit.signal == 0)) c = FailureClass::lost;
-        detail = "Slurm " + state + ", " + detail;
-      } else if (c != FailureClass::none) {
-        detail = "Slurm " + state + ", " + detail;
-      } else {
-        detail = "Slurm " + state + ", " + detail;
       }
+      detail = "Slurm " + state + ", " + detail;
       if (session.attempt_ended(*a.task, c, detail, log)) retry.push_back(a.task);
       it = active.erase(it);
     }

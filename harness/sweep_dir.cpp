@@ -123,7 +123,7 @@ std::string move_record_aside(const std::string& dir) {
   if (::lstat(rec.c_str(), &st) != 0) return "";
   const std::string base = rec + ".damaged-" + utc_now();
   for (int n = 0; n < 1000; ++n) {
-    const std::string to = n ? base + "-" + std::to_string(n) : base;
+    std::string to = n ? base + "-" + std::to_string(n) : base;
     // link + unlink, not rename: rename would replace an existing file of that name.
     if (::link(rec.c_str(), to.c_str()) == 0) {
       if (::unlink(rec.c_str()) != 0)

@@ -5,14 +5,20 @@
 #include <algorithm>  // min
 #include <cmath>      // fabs, isfinite
 #include <cstdio>     // snprintf
-#include <cstring>    // memcmp
+#include <cstdint>    // uint64_t
+#include <cstring>    // memcpy
 #include <map>        // run id -> record
 #include <set>        // union of keys
 
 namespace sweep {
 namespace {
 
-bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+bool same_bits(double a, double b) {
+  uint64_t x, y;
+  std::memcpy(&x, &a, sizeof x);
+  std::memcpy(&y, &b, sizeof y);
+  return x == y;
+}
 
 std::vector<ValueDiff> diff_maps(const std::map<std::string, std::string>& a,
                                  const std::map<std::string, std::string>& b) {

@@ -110,6 +110,7 @@ void write_str_list(hid_t parent, const char* name, const std::vector<std::strin
   H5 space(H5Screate_simple(1, &n, nullptr), H5Sclose);
   H5 d(H5Dcreate2(parent, name, t.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
   std::vector<const char*> ptrs;
+  ptrs.reserve(values.size());
   for (const auto& v : values) ptrs.push_back(v.c_str());
   if (n) H5Dwrite(d.get(), t.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data());
 }
@@ -212,10 +213,10 @@ struct RecordWriter::Impl {
     if (!reserve.empty()) ::unlink(reserve.c_str()), reserve.clear();
   }
   H5 file, metrics, checksums;
-#define X(name) std::unique_ptr<Column<double>> name;
+#define X(name) std::unique_ptr<Column<double>> name;  // NOLINT(bugprone-macro-parentheses): a member name
   SWEEP_DOUBLE_METRICS(X)
 #undef X
-#define X(name) std::unique_ptr<Column<int64_t>> name;
+#define X(name) std::unique_ptr<Column<int64_t>> name;  // NOLINT(bugprone-macro-parentheses): a member name
   SWEEP_INT_METRICS(X)
 #undef X
   std::unique_ptr<Column<int64_t>> ck_step;

@@ -387,6 +387,7 @@ ReportModel build_report(const std::string& title, const SweepRecords& sweep, co
     for (size_t g = 0; g < m.groups.size(); ++g)
       by_value[report_value(runs[m.groups[g].runs[0]], opt.group_by)].push_back(g);
     std::vector<std::string> values;
+    values.reserve(by_value.size());
     for (const auto& kv : by_value) values.push_back(kv.first);
     std::sort(values.begin(), values.end(), value_less);
     for (const auto& v : values) m.charts.push_back({opt.group_by + " = " + v, by_value[v]});

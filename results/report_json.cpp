@@ -2,7 +2,7 @@
 // ReportModel; numbers with 17 significant digits, null where a figure is missing.
 #include "report.h"
 #include "report_format.h"
-#include "text.h"  // utf8_length
+#include "text.h"  // utf8_length, join
 
 namespace sweep {
 namespace {
@@ -55,20 +55,18 @@ std::string jstr(const std::string& s) {
 std::string jnum(double v) { return std::isfinite(v) ? g17(v) : "null"; }
 std::string jint(int64_t v) { return std::to_string(v); }
 
-std::string jlist(const std::vector<std::string>& items) {
-  std::string s = "[";
-  for (size_t i = 0; i < items.size(); ++i) s += (i ? "," : "") + items[i];
-  return s + "]";
-}
+std::string jlist(const std::vector<std::string>& items) { return "[" + join(items, ",") + "]"; }
 
 std::string jrun_ids(const SweepRecords& sweep, const std::vector<size_t>& runs) {
   std::vector<std::string> ids;
+  ids.reserve(runs.size());
   for (size_t i : runs) ids.push_back(jstr(sweep.runs[i].run_id));
   return jlist(ids);
 }
 
 std::string jints(const std::vector<int64_t>& v) {
   std::vector<std::string> s;
+  s.reserve(v.size());
   for (int64_t x : v) s.push_back(jint(x));
   return jlist(s);
 }
