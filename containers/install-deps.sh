@@ -17,6 +17,7 @@ build=(
   libopenmpi-dev
   googletest libgtest-dev libbenchmark-dev
   clang libclang-rt-14-dev  # libFuzzer + sanitizer runtimes for scripts/check-sanitize-fuzz
+  clang-format clang-tidy  # scripts/check-style
   # independent yardsticks used only by tests and benchmarks
   python3 python3-h5py python3-torch python3-numpy python3-xxhash
   # a real one-node Slurm cluster for the `slurm` tests (tests/slurm/start-cluster.sh)
