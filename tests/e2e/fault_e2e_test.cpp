@@ -146,7 +146,8 @@ TEST_F(FaultMpi, AKilledRankLeavesAFailedPartialRecord) {
   EXPECT_FALSE(fs::exists(dir_ / "kill" / "record.h5"));
   auto rs = sweep::read_record_status((dir_ / "kill" / "record.h5").string());
   EXPECT_EQ(rs.status, "failed");
-  EXPECT_NE(rs.failure.find("rank 0: stopped by SIGTERM at step 3 while waiting for the other ranks"), std::string::npos)
+  EXPECT_NE(rs.failure.find("rank 0: stopped by SIGTERM at step 3 while waiting for the other ranks"),
+            std::string::npos)
       << rs.failure;
   // The rows of the steps before the kill are there.
   EXPECT_NE(log("kill").find("step      2"), std::string::npos) << log("kill");
@@ -157,7 +158,8 @@ TEST_F(FaultMpi, AHungRankIsNamedInTheFailedPartialRecord) {
   EXPECT_FALSE(st.ok());
   // The stuck rank's watchdog fires first (rank 0 waits a second longer) and leaves a
   // note; rank 0 -- by its own watchdog or by mpirun's SIGTERM -- puts it in the record.
-  const std::string stuck = "rank 1: no progress for 3 s (dist.timeout_s) at step 3 while computing, outside any collective";
+  const std::string stuck =
+      "rank 1: no progress for 3 s (dist.timeout_s) at step 3 while computing, outside any collective";
   EXPECT_NE(log("hang").find(stuck), std::string::npos) << log("hang");
   EXPECT_FALSE(fs::exists(dir_ / "hang" / "record.h5"));
   auto rs = sweep::read_record_status((dir_ / "hang" / "record.h5").string());

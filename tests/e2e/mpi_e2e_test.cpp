@@ -134,9 +134,8 @@ TEST_F(MpiE2E, ARunKilledAfterACheckpointResumesToTheUninterruptedBits) {
     std::string precision, model;
   };
   const std::string moe = ", moe: {experts: 4, top_k: 2}";
-  const std::vector<Case> cases = {{1, 0, "fp32", ""},   {1, 0, "fp16", moe},  {1, 0, "bf16", ""},
-                                   {2, 0, "bf16", moe},  {2, 1, "fp16", ""},   {2, 2, "fp32", moe},
-                                   {2, 3, "bf16", ""},   {2, 3, "fp16", moe}};
+  const std::vector<Case> cases = {{1, 0, "fp32", ""}, {1, 0, "fp16", moe}, {1, 0, "bf16", ""}, {2, 0, "bf16", moe},
+                                   {2, 1, "fp16", ""}, {2, 2, "fp32", moe}, {2, 3, "bf16", ""}, {2, 3, "fp16", moe}};
   for (const Case& c : cases) {
     const std::string tag = "w" + std::to_string(c.world) + "z" + std::to_string(c.zero) + c.precision +
                             (c.model.empty() ? "dense" : "moe");
@@ -198,8 +197,9 @@ TEST_F(MpiE2E, NativeReductionRunsAndReportsWhetherItMatched) {
 TEST_F(MpiE2E, DesyncIsDetectedNamingStepRankAndParameter) {
   auto st = train("desync", 2, config(2, 2, "", "") + "fault: {desync_step: 3, desync_rank: 1}\n");
   EXPECT_EQ(st.code, 1) << log("desync");
-  EXPECT_NE(log("desync").find("desync at step 3: rank 0 and rank 1 hold different parameters; first differing parameter: "),
-            std::string::npos)
+  EXPECT_NE(
+      log("desync").find("desync at step 3: rank 0 and rank 1 hold different parameters; first differing parameter: "),
+      std::string::npos)
       << log("desync");
   EXPECT_TRUE(fs::exists(dir_ / "desync" / "record.h5.partial"));
   EXPECT_FALSE(fs::exists(dir_ / "desync" / "record.h5"));
@@ -207,14 +207,17 @@ TEST_F(MpiE2E, DesyncIsDetectedNamingStepRankAndParameter) {
 
 TEST_F(MpiE2E, UnusedParametersFailInErrorModeNamingThem) {
   std::string moe = ", moe: {experts: 16, top_k: 1}";
-  auto st = train("unused", 2, "model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 4" + moe +
-                                   "}\ntrain: {steps: 3, micro_batch: 1, accum: 1}\ndist: {world_size: 2, find_unused: error}\n");
+  auto st = train("unused", 2,
+                  "model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 4" + moe +
+                      "}\ntrain: {steps: 3, micro_batch: 1, accum: 1}\ndist: {world_size: 2, find_unused: error}\n");
   EXPECT_EQ(st.code, 1) << log("unused");
   EXPECT_NE(log("unused").find("parameters without a gradient on every rank: layer0.expert"), std::string::npos)
       << log("unused");
   // The default counts them instead and trains on.
-  ASSERT_TRUE(train("zero", 2, "model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 4" + moe +
-                                   "}\ntrain: {steps: 3, micro_batch: 1, accum: 1}\ndist: {world_size: 2}\n").ok())
+  ASSERT_TRUE(train("zero", 2,
+                    "model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 4" + moe +
+                        "}\ntrain: {steps: 3, micro_batch: 1, accum: 1}\ndist: {world_size: 2}\n")
+                  .ok())
       << log("zero");
   EXPECT_GT(record("zero").steps[0].unused_params, 0);
 }
@@ -222,7 +225,8 @@ TEST_F(MpiE2E, UnusedParametersFailInErrorModeNamingThem) {
 TEST_F(MpiE2E, AKilledOrHungRankEndsTheJobWithinTheTimeout) {
   for (const char* fault : {"kill", "hang"}) {
     auto t0 = std::chrono::steady_clock::now();
-    auto st = train(fault, 2, config(2, 2, "", "", ", timeout_s: 5") + "fault: {" + fault + "_step: 3, " + fault + "_rank: 1}\n");
+    auto st = train(fault, 2,
+                    config(2, 2, "", "", ", timeout_s: 5") + "fault: {" + fault + "_step: 3, " + fault + "_rank: 1}\n");
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_FALSE(st.ok()) << fault;
     // A hung rank: its watchdog ends it with sweep-train's documented 4, which mpirun passes on.

@@ -175,7 +175,8 @@ TEST_F(NothingLost, ALauncherKilledHardTakesItsRanksWithIt) {
   ASSERT_EQ(trainers_mentioning(out.string()).size(), 2u);
   int killed = 0;
   for (int pid : processes_mentioning(out.string()))
-    if (read_file(fs::path("/proc") / std::to_string(pid) / "cmdline").rfind("mpiexec", 0) == 0) killed += ::kill(pid, SIGKILL) == 0;
+    if (read_file(fs::path("/proc") / std::to_string(pid) / "cmdline").rfind("mpiexec", 0) == 0)
+      killed += ::kill(pid, SIGKILL) == 0;
   ASSERT_EQ(killed, 1);
   const auto t0 = std::chrono::steady_clock::now();
   while (!trainers_mentioning(out.string()).empty() && std::chrono::steady_clock::now() < t0 + std::chrono::seconds(10))
@@ -301,7 +302,8 @@ TEST_F(NothingLost, ChaosSoakEndsWithTheUndisturbedSweepsBits) {
   std::printf("chaos seed %u (replay: SWEEP_CHAOS_SEED=%u)\n", seed, seed);
   RecordProperty("chaos_seed", int(seed));
   std::mt19937 rng(seed);
-  const std::string g = write("g.yaml", grid("chaos", 300, 3, ", retries: {crashed: 2}", "  dist.world_size: [1, 2]\n"));
+  const std::string g =
+      write("g.yaml", grid("chaos", 300, 3, ", retries: {crashed: 2}", "  dist.world_size: [1, 2]\n"));
   const fs::path ref = dir_ / "ref", out = dir_ / "out";
   ASSERT_TRUE(sweep_cli({"run", g, "--out", ref.string(), "--quiet"}, "ref.log").ok()) << read_file(dir_ / "ref.log");
   const auto want = records(ref);

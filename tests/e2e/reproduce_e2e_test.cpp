@@ -146,8 +146,9 @@ TEST_F(ReproduceE2E, FromACheckpointOnAnotherLayoutTheStepsAfterItReproduce) {
   const auto before = std::distance(fs::directory_iterator(run_dir_ / "reproduce"), fs::directory_iterator());
   st = cli({"reproduce", run_dir_.string(), "--from-step", "5"}, "from5.log");
   EXPECT_EQ(st.code, 2) << out("from5.log");
-  EXPECT_NE(out("from5.log").find("is not a complete checkpoint (complete ones kept: step_0000000004, step_0000000008)"),
-            std::string::npos)
+  EXPECT_NE(
+      out("from5.log").find("is not a complete checkpoint (complete ones kept: step_0000000004, step_0000000008)"),
+      std::string::npos)
       << out("from5.log");
   EXPECT_EQ(std::distance(fs::directory_iterator(run_dir_ / "reproduce"), fs::directory_iterator()), before);
 }

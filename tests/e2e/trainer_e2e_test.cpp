@@ -26,14 +26,15 @@ class TrainerE2E : public sweep_test::E2eTest {
 
 TEST_F(TrainerE2E, Fp16ForcedOverflowSkipsTheStepAndBacksTheScaleOff) {
   ASSERT_TRUE(train("fp16", kTiny + "train: {steps: 8, micro_batch: 2, accum: 2, lr: 3.0e-3, precision: fp16,"
-                                   " loss_scale_interval: 3}\nfault: {inf_grad_step: 5}\n").ok())
+                                    " loss_scale_interval: 3}\nfault: {inf_grad_step: 5}\n")
+                  .ok())
       << log("fp16");
   auto r = record("fp16");
   ASSERT_EQ(r.steps.size(), 8u);
   // Clean steps 1-3 grow the scale once (interval 3): 65536 x2 from step 4.
   EXPECT_EQ(r.steps[0].loss_scale, 65536.0);
   EXPECT_EQ(r.steps[3].loss_scale, 131072.0);
-  EXPECT_EQ(r.steps[4].skipped, 1);  // step 5 overflowed
+  EXPECT_EQ(r.steps[4].skipped, 1);           // step 5 overflowed
   EXPECT_EQ(r.steps[5].loss_scale, 65536.0);  // backed off by 0.5
   for (size_t i = 0; i < r.steps.size(); ++i)
     if (i != 4) {
@@ -47,8 +48,10 @@ TEST_F(TrainerE2E, Fp16ForcedOverflowSkipsTheStepAndBacksTheScaleOff) {
 }
 
 TEST_F(TrainerE2E, ClippingBoundsTheNormAndTheScheduleFollowsItsFormula) {
-  ASSERT_TRUE(train("clip", kTiny + "train: {steps: 10, micro_batch: 2, accum: 1, lr: 1.0e-2, warmup: 3, min_lr: 1.0e-3,"
-                                   " schedule: cosine, clip_norm: 0.05}\n").ok())
+  ASSERT_TRUE(train("clip", kTiny +
+                                "train: {steps: 10, micro_batch: 2, accum: 1, lr: 1.0e-2, warmup: 3, min_lr: 1.0e-3,"
+                                " schedule: cosine, clip_norm: 0.05}\n")
+                  .ok())
       << log("clip");
   auto r = record("clip");
   int clipped = 0;
@@ -92,15 +95,19 @@ TEST_F(TrainerE2E, ResumeInsideAnEpochAndAtAnEpochBoundaryIsBitIdentical) {
 TEST_F(TrainerE2E, DataWorkersDoNotChangeTheBits) {
   std::string cfg = kTiny + "data: {samples: 24}\ntrain: {steps: 10, micro_batch: 2, accum: 4, lr: 3.0e-3}\n";
   ASSERT_TRUE(train("w0", cfg + "").ok()) << log("w0");
-  ASSERT_TRUE(train("w2", kTiny + "data: {samples: 24, workers: 2}\ntrain: {steps: 10, micro_batch: 2, accum: 4, lr: 3.0e-3}\n").ok())
+  ASSERT_TRUE(
+      train("w2", kTiny + "data: {samples: 24, workers: 2}\ntrain: {steps: 10, micro_batch: 2, accum: 4, lr: 3.0e-3}\n")
+          .ok())
       << log("w2");
   EXPECT_EQ(bit_difference(record("w0"), record("w2")), "");
 }
 
 TEST_F(TrainerE2E, MoeWithIdleExpertsTrains) {
-  ASSERT_TRUE(train("moe", "model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 8,"
-                           " moe: {experts: 16, top_k: 1, shared_experts: 1}}\n"
-                           "train: {steps: 20, micro_batch: 1, accum: 1, lr: 1.0e-2}\n").ok())
+  ASSERT_TRUE(train("moe",
+                    "model: {layers: 1, d_model: 32, heads: 2, vocab: 64, seq_len: 8,"
+                    " moe: {experts: 16, top_k: 1, shared_experts: 1}}\n"
+                    "train: {steps: 20, micro_batch: 1, accum: 1, lr: 1.0e-2}\n")
+                  .ok())
       << log("moe");
   auto r = record("moe");
   EXPECT_EQ(r.status, "completed");
@@ -126,11 +133,14 @@ TEST_F(TrainerE2E, TokensTextAndHdf5FilesTrainAndTheirRecordsReadBack) {
     std::ofstream(dir_ / "data.txt") << std::string(3000, 'a') + "the quick brown fox jumps over the lazy dog\n";
   }
   ASSERT_TRUE(train("tok", kTiny + "data: {kind: tokens, path: \"" + (dir_ / "data.bin").string() +
-                               "\"}\ntrain: {steps: 5, micro_batch: 2}\n").ok())
+                               "\"}\ntrain: {steps: 5, micro_batch: 2}\n")
+                  .ok())
       << log("tok");
   EXPECT_EQ(record("tok").environment.at("data.source").find("uint16 tokens file"), 0u);
-  ASSERT_TRUE(train("txt", "model: {layers: 1, d_model: 32, heads: 2, vocab: 256, seq_len: 16}\ndata: {kind: text, path: \"" +
-                               (dir_ / "data.txt").string() + "\"}\ntrain: {steps: 5, micro_batch: 2}\n").ok())
+  ASSERT_TRUE(
+      train("txt", "model: {layers: 1, d_model: 32, heads: 2, vocab: 256, seq_len: 16}\ndata: {kind: text, path: \"" +
+                       (dir_ / "data.txt").string() + "\"}\ntrain: {steps: 5, micro_batch: 2}\n")
+          .ok())
       << log("txt");
   const auto txt = record("txt");
   EXPECT_EQ(txt.status, "completed");
@@ -190,8 +200,10 @@ TEST_F(TrainerE2E, BadInputExitsTwoNamingTheKeyAndWritesNothing) {
       {"type", "train: {steps: many}\n", "key 'train.steps': expected an integer"},
       {"range", "train: {accum: 0}\n", "key 'train.accum': expected an integer in [1,"},
       {"precision", "train: {precision: fp8}\n", "key 'train.precision': expected one of fp32 | bf16 | fp16"},
-      {"missing", "data: {kind: tokens, path: /nonexistent/data.bin}\n", "key 'data.path': cannot open '/nonexistent/data.bin'"},
-      {"short", "data: {kind: tokens, path: \"" + (dir_ / "short.bin").string() + "\"}\n", "holds 5 tokens; one sequence needs 17"},
+      {"missing", "data: {kind: tokens, path: /nonexistent/data.bin}\n",
+       "key 'data.path': cannot open '/nonexistent/data.bin'"},
+      {"short", "data: {kind: tokens, path: \"" + (dir_ / "short.bin").string() + "\"}\n",
+       "holds 5 tokens; one sequence needs 17"},
       {"vocab", "data: {kind: text, path: \"" + (dir_ / "short.bin").string() + "\"}\n", "key 'model.vocab'"},
   };
   for (const auto& c : cases) {

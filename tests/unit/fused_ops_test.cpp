@@ -10,7 +10,8 @@ namespace {
 void expect_close(const torch::Tensor& got, const torch::Tensor& want, double rtol, double atol, const char* what) {
   ASSERT_EQ(got.sizes(), want.sizes()) << what;
   EXPECT_TRUE(torch::allclose(got.to(torch::kDouble), want.to(torch::kDouble), rtol, atol))
-      << what << ": max abs difference " << (got.to(torch::kDouble) - want.to(torch::kDouble)).abs().max().item<double>();
+      << what << ": max abs difference "
+      << (got.to(torch::kDouble) - want.to(torch::kDouble)).abs().max().item<double>();
 }
 
 bool same_bits(const torch::Tensor& a, const torch::Tensor& b) {

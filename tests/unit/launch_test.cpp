@@ -21,7 +21,6 @@ namespace {
 namespace fs = std::filesystem;
 using V = std::vector<std::string>;
 
-
 std::string error_of(const std::string& text) {
   try {
     parse_grid(text, "l.yaml");
@@ -155,7 +154,8 @@ TEST(LocalCommand, OneRankIsTheTrainerItselfOtherwiseSweepRankPerRank) {
   spec = LaunchSpec{};
   spec.device = "cuda";
   c = local_run_command(spec, local, 1, "/s", "/s/runs/x", "", false);
-  EXPECT_EQ(c.argv, (V{"/b/sweep-train", "--config", "/s/runs/x/config.yaml", "--out", "/s/runs/x", "--device", "cuda"}));
+  EXPECT_EQ(c.argv,
+            (V{"/b/sweep-train", "--config", "/s/runs/x/config.yaml", "--out", "/s/runs/x", "--device", "cuda"}));
 }
 
 TEST(Container, ApptainerAndDockerWrapEachRank) {

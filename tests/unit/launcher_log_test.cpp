@@ -30,7 +30,8 @@ TEST(LauncherFinding, OpenMpiFirstNonZeroExit) {
 
 TEST(LauncherFinding, Srun) {
   EXPECT_EQ(launcher_finding("srun: error: node1: task 2: Killed\n"), "rank 2: Killed");
-  EXPECT_EQ(launcher_finding("srun: error: node1: task 0: Exited with exit code 4\n"), "rank 0: Exited with exit code 4");
+  EXPECT_EQ(launcher_finding("srun: error: node1: task 0: Exited with exit code 4\n"),
+            "rank 0: Exited with exit code 4");
 }
 
 TEST(LauncherFinding, NothingNamedGivesEmpty) {

@@ -208,7 +208,8 @@ TEST_F(SweepRunTest, TheReportIsWrittenWithTheStopSignalsReleased) {
       EXPECT_EQ(now.sa_handler, test_handler) << "signal " << sig << " still caught while the report is written";
     }
   }
-  sigaction(SIGINT, &before_int, nullptr), sigaction(SIGTERM, &before_term, nullptr), sigaction(SIGHUP, &before_hup, nullptr);
+  sigaction(SIGINT, &before_int, nullptr), sigaction(SIGTERM, &before_term, nullptr),
+      sigaction(SIGHUP, &before_hup, nullptr);
 }
 
 TEST_F(SweepRunTest, ADamagedRecordIsMovedAsideNeverDeletedAndItsPointRunsAgain) {
