@@ -4,6 +4,7 @@
 #include <c10/core/CPUAllocator.h>
 
 #include <atomic>
+#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -22,28 +23,35 @@ void add(int64_t n) {
   }
 }
 
-/// One counted allocation: the base allocator's pointer (freed with this) and its size.
-struct Counted {
-  c10::DataPtr inner;
-  int64_t bytes;
-};
+/// Each allocation carries its size in a header in front of the data, so the storage
+/// keeps LibTorch's raw-allocation contract (the context is the data pointer, freed by
+/// raw_deleter()), which some kernels' scratch buffers rely on. 64 bytes keep the data at
+/// the base allocator's alignment.
+constexpr size_t kHeader = 64;
+c10::DeleterFnPtr g_base_free = nullptr;
 
-void release(void* ctx) {
-  auto* c = static_cast<Counted*>(ctx);
-  g_live.fetch_sub(c->bytes, std::memory_order_relaxed);
-  delete c;  // frees the storage through the base allocator's deleter
+void release(void* data) {
+  if (!data) return;
+  char* block = static_cast<char*>(data) - kHeader;
+  int64_t bytes;
+  std::memcpy(&bytes, block, sizeof bytes);
+  g_live.fetch_sub(bytes, std::memory_order_relaxed);
+  g_base_free(block);
 }
 
 class CountingAllocator final : public c10::Allocator {
  public:
   explicit CountingAllocator(c10::Allocator* base) : base_(base) {}
   c10::DataPtr allocate(size_t n) const override {
-    c10::DataPtr inner = base_->allocate(n);
-    void* data = inner.get();
-    const c10::Device device = inner.device();
-    add(int64_t(n));
-    return {data, new Counted{std::move(inner), int64_t(n)}, &release, device};
+    if (n == 0) return {nullptr, nullptr, &release, c10::Device(c10::DeviceType::CPU)};  // as the default allocator does
+    char* block = static_cast<char*>(base_->raw_allocate(n + kHeader));
+    const auto bytes = int64_t(n);
+    std::memcpy(block, &bytes, sizeof bytes);
+    add(bytes);
+    char* data = block + kHeader;
+    return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
   }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
 #if SWEEP_TORCH_AT_LEAST(2, 3)
   void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
 #endif
@@ -57,12 +65,15 @@ class CountingAllocator final : public c10::Allocator {
 TensorMemoryMeter& TensorMemoryMeter::instance() {
   static TensorMemoryMeter meter;
   static const bool installed = [] {
+    c10::Allocator* base = c10::GetCPUAllocator();
+    g_base_free = base->raw_deleter();
+    if (!g_base_free) return false;  // no raw allocation to build on: nothing is counted
     // Leaked on purpose: tensors may be freed after every static destructor has run.
     // Priority 1, above the default allocator's 0, so LibTorch takes it.
-    c10::SetCPUAllocator(new CountingAllocator(c10::GetCPUAllocator()), /*priority=*/1);
+    c10::SetCPUAllocator(new CountingAllocator(base), /*priority=*/1);
     return true;
   }();
-  (void)installed;
+  meter.installed_ = installed;
   return meter;
 }
 

@@ -20,6 +20,12 @@ class TensorMemoryMeter {
   void start_window();
   /// The most bytes alive at any moment since start_window().
   int64_t window_peak() const;
+  /// False when LibTorch's CPU allocator offered no raw allocation to count through;
+  /// then every figure is 0.
+  bool installed() const { return installed_; }
+
+ private:
+  bool installed_ = false;
 };
 
 /// The process's peak resident set size in bytes (VmHWM in /proc/self/status), or -1

@@ -608,7 +608,7 @@ RankMemory Trainer::measure_memory() {
   constexpr int kFigures = 5;
   int64_t mine[kFigures] = {bytes(flat_.params) + int64_t(pshard_.size()) * 4,
                             bytes(flat_.grads) + int64_t(gshard_.size()) * 4, int64_t(m_.size() + v_.size()) * 4,
-                            device_.is_cpu() ? step_peak_tensors_ + own : -1, peak_resident_bytes()};
+                            device_.is_cpu() && TensorMemoryMeter::instance().installed() ? step_peak_tensors_ + own : -1, peak_resident_bytes()};
   std::vector<int64_t> all(static_cast<size_t>(kFigures * world_));
   comm_.allgather(mine, sizeof mine, all.data());
   RankMemory m;

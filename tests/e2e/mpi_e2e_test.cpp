@@ -83,6 +83,14 @@ TEST_F(MpiE2E, ZeroStagesAreBitIdenticalAndShrinkMemory) {
         ASSERT_EQ(r.memory.params.size(), size_t(w));
         std::vector<int64_t> total;
         for (int k = 0; k < w; ++k) total.push_back(r.memory.params[k] + r.memory.grads[k] + r.memory.optimizer[k]);
+        // During the step a rank needs more than it holds between steps (activations, and
+        // under ZeRO 2-3 the gradients and parameters it gathers), all within its resident set.
+        ASSERT_EQ(r.memory.step_peak.size(), size_t(w));
+        ASSERT_EQ(r.memory.peak_rss.size(), size_t(w));
+        for (int k = 0; k < w; ++k) {
+          EXPECT_GT(r.memory.step_peak[k], total[k]) << name << ", rank " << k;
+          EXPECT_GT(r.memory.peak_rss[k], r.memory.step_peak[k]) << name << ", rank " << k;
+        }
         for (size_t k = 0; k < prev_total.size(); ++k)
           EXPECT_LT(total[k], prev_total[k]) << name << ", rank " << k << ": holds no less than ZeRO " << z - 1;
         prev_total = total;
