@@ -7,6 +7,8 @@
 //   --only canonical|native   time one side only (for perf); no ratio, no target
 //   --min-ratio R       target: canonical busbw >= R x native busbw ... (default 0.8)
 //   --target-from MiB   ... at every size from this one up (default 16)
+//   --verify-only       no timing: one canonical call per size, its bits checked (ctest
+//                       runs this at W=2 and W=3 on a size with several chunks per shard)
 // Exit status: 0 when every size from --target-from up meets the target, 1 when one
 // misses it, 2 on a usage error or when the canonical result is not the canonical tree.
 //
@@ -17,8 +19,9 @@
 // call between two steady_clock reads; a call's time is the slowest rank's (max over
 // ranks, taken after the call). A round is one call of each side, the order alternating
 // between rounds so that neither side always runs second; the first 2 rounds are warm-up
-// and not counted. Each side's figure is its median over the timed rounds, and the ratio
-// is that of the medians.
+// and not counted. Each side's time (and so its algbw and busbw) is its median over the
+// timed rounds; the ratio is the median over rounds of each round's canonical busbw /
+// native busbw (= native time / canonical time of the two calls of that round).
 //
 // The canonical result of the first call at each size is compared bit for bit with
 // TreeAccumulator over all ranks' inputs (each rank can generate every rank's input), so
@@ -97,7 +100,7 @@ double median(std::vector<double> v) {
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "reduction_bench: %s\nusage: reduction_bench [--sizes MiB,MiB,...] [--rounds N] "
-               "[--only canonical|native] [--min-ratio R] [--target-from MiB]\n",
+               "[--only canonical|native] [--min-ratio R] [--target-from MiB] [--verify-only]\n",
                why);
   std::exit(2);
 }
@@ -111,8 +114,13 @@ int main(int argc, char** argv) {
   std::string only;
   double min_ratio = 0.8;
   size_t target_from = 16;
+  bool verify_only = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    if (a == "--verify-only") {
+      verify_only = true;
+      continue;
+    }
     if (i + 1 >= argc) usage(("missing value after " + a).c_str());
     std::string v = argv[++i];
     if (a == "--sizes") {
@@ -138,11 +146,11 @@ int main(int argc, char** argv) {
   }
   const int w = comm.size(), r = comm.rank();
   const bool root = r == 0;
-  if (root) {
+  if (root && !verify_only) {
     std::printf("# reduction_bench: W=%d, float32, both in place on the same buffer, refilled before each call;\n", w);
-    std::printf("# median over rounds (a round = one call of each side, order alternating) after %d warm-up rounds\n",
-                kWarmup);
-    std::printf("# algbw = bytes/time, busbw = algbw*2(W-1)/W, in GB/s (1e9); ratio = canonical busbw / native busbw\n");
+    std::printf("# a round = one call of each side, order alternating; %d warm-up rounds not counted\n", kWarmup);
+    std::printf("# algbw = bytes/time, busbw = algbw*2(W-1)/W, in GB/s (1e9); times are medians over rounds\n");
+    std::printf("# ratio = canonical busbw / native busbw, median over rounds of the two calls of a round\n");
     std::printf("# target: ratio >= %.2f at every size from %zu MiB\n", min_ratio, target_from);
     std::printf("%9s %6s | %10s %8s %8s | %10s %8s %8s | %6s  %s\n", "size", "rounds", "canon ms", "algbw", "busbw",
                 "native ms", "algbw", "busbw", "ratio", "target");
@@ -156,7 +164,7 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < n; ++i) in[i] = input(r, i);
     const sweep::ShardLayout layout = sweep::shard_layout(n, w);
 
-    std::vector<double> canon_t, native_t;
+    std::vector<double> canon_t, native_t, ratios;
     bool checked = false;
     auto timed = [&](bool canonical) {
       std::memcpy(buf.data(), in.data(), bytes);
@@ -176,6 +184,11 @@ int main(int argc, char** argv) {
       }
       return t;
     };
+    if (verify_only) {
+      timed(true);
+      if (root) std::printf("%zu MiB over %d ranks: canonical bits %s\n", mib, w, wrong ? "DIFFER" : "ok");
+      continue;
+    }
     for (int k = 0; k < kWarmup + rounds; ++k) {
       const bool canonical_first = k % 2 == 0;
       for (int side = 0; side < 2; ++side) {
@@ -184,6 +197,7 @@ int main(int argc, char** argv) {
         double t = timed(canonical);
         if (k >= kWarmup) (canonical ? canon_t : native_t).push_back(t);
       }
+      if (k >= kWarmup && only.empty()) ratios.push_back(native_t.back() / canon_t.back());
     }
     if (!root) continue;
     if (!only.empty()) {
@@ -193,7 +207,7 @@ int main(int argc, char** argv) {
       continue;
     }
     Figures canon = figures(median(canon_t), bytes, w), nat = figures(median(native_t), bytes, w);
-    const double ratio = canon.busbw / nat.busbw;
+    const double ratio = median(ratios);
     std::string target = "-";
     if (mib >= target_from) {
       const bool met = ratio >= min_ratio;
@@ -208,14 +222,14 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   // Every rank exits with the same status (only rank 0 judged the target).
-  int64_t verdict = wrong ? 2 : only.empty() && missed ? 1 : 0;
+  int64_t verdict = wrong ? 2 : only.empty() && !verify_only && missed ? 1 : 0;
   {
     double v = double(verdict);
     comm.allreduce_max_double(&v, 1);
     verdict = int64_t(v);
   }
   if (root && verdict == 2) std::printf("ERROR: the canonical result differs from TreeAccumulator over the ranks' inputs\n");
-  if (root && verdict < 2 && only.empty())
+  if (root && verdict < 2 && only.empty() && !verify_only)
     std::printf("%s\n", verdict ? "target MISSED (exit 1)" : "target met (exit 0)");
   return int(verdict);
 }
