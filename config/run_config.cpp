@@ -5,8 +5,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -137,8 +137,8 @@ struct Applier {
     const std::string& s = v->text;
     double x = 0;
     auto res = std::from_chars(s.data(), s.data() + s.size(), x);
-    std::string range = std::string("a number in ") + (r.min_exclusive ? "(" : "[") + format_real(r.min) +
-                        ", " + format_real(r.max) + "]";
+    std::string range = std::string("a number in ") + (r.min_exclusive ? "(" : "[") + format_real(r.min) + ", " +
+                        format_real(r.max) + "]";
     if (s.empty() || res.ec != std::errc() || res.ptr != s.data() + s.size() || !std::isfinite(x))
       bad_value(key, *v, range);
     if (x < r.min || (r.min_exclusive && x == r.min) || x > r.max) bad_value(key, *v, range);
@@ -148,7 +148,8 @@ struct Applier {
   void operator()(const char* key, std::string& field, const Choices& choices) {
     const ConfigValue* v = find(key);
     if (!v) return;
-    if (std::find(choices.begin(), choices.end(), v->text) == choices.end()) bad_value(key, *v, "one of " + join(choices, " | "));
+    if (std::find(choices.begin(), choices.end(), v->text) == choices.end())
+      bad_value(key, *v, "one of " + join(choices, " | "));
     field = v->text;
   }
   void operator()(const char* key, std::string& field, Text t) {
@@ -164,7 +165,9 @@ struct Applier {
 struct Lister {
   std::vector<std::string>* keys;
   template <class T, class S>
-  void operator()(const char* key, T&, const S&) { keys->push_back(key); }
+  void operator()(const char* key, T&, const S&) {
+    keys->push_back(key);
+  }
 };
 
 struct Flattener {
@@ -192,7 +195,6 @@ std::string yaml_quote(const std::string& s) {
   }
   return out + "\"";
 }
-
 
 /// "file:line:col: " of the first of `keys` given in `values`, so a message about two
 /// keys points at one of them.
@@ -257,7 +259,6 @@ const std::vector<std::string>& run_config_keys() {
   return keys;
 }
 
-
 RunConfig apply_run_values(RunConfig base, const FlatConfig& values) {
   const auto& keys = run_config_keys();
   for (const auto& [key, v] : values) {
@@ -278,10 +279,10 @@ void check_sizes(const RunConfig& c, const FlatConfig& values) {
   const double limit = double(int64_t(1) << 34), d = double(c.model.d_model);
   const double ffn = double(c.model.ffn_mult) * d * 2 / 3;
   const double eh = c.model.moe_expert_hidden > 0 ? double(c.model.moe_expert_hidden)
-                                                   : ffn / double(c.model.moe_top_k + c.model.moe_shared_experts);
-  const double mlp = c.model.moe_experts > 0
-                         ? 3 * d * eh * double(c.model.moe_experts + c.model.moe_shared_experts) + d * double(c.model.moe_experts)
-                         : 3 * d * ffn;
+                                                  : ffn / double(c.model.moe_top_k + c.model.moe_shared_experts);
+  const double mlp = c.model.moe_experts > 0 ? 3 * d * eh * double(c.model.moe_experts + c.model.moe_shared_experts) +
+                                                   d * double(c.model.moe_experts)
+                                             : 3 * d * ffn;
   const double params = 2 * double(c.model.vocab) * d + double(c.model.layers) * (4 * d * d + mlp);
   const double B = double(c.train.micro_batch), L = double(c.model.seq_len);
   const auto fail = [&](std::initializer_list<const char*> keys, const std::string& what, double n) {
@@ -290,33 +291,36 @@ void check_sizes(const RunConfig& c, const FlatConfig& values) {
     throw ConfigError(at_any(values, keys) + "key '" + *keys.begin() + "': " + what + " would be " + buf +
                       ", more than 2^34; this is not a run one rank can hold");
   };
-  if (params > limit) fail({"model.d_model", "model.layers", "model.vocab", "model.moe.experts"}, "the parameter count", params);
+  if (params > limit)
+    fail({"model.d_model", "model.layers", "model.vocab", "model.moe.experts"}, "the parameter count", params);
   if (B * L * double(c.model.vocab) > limit)
-    fail({"train.micro_batch", "model.seq_len", "model.vocab"}, "one micro-batch's logits (micro_batch x seq_len x vocab)",
-         B * L * double(c.model.vocab));
+    fail({"train.micro_batch", "model.seq_len", "model.vocab"},
+         "one micro-batch's logits (micro_batch x seq_len x vocab)", B * L * double(c.model.vocab));
   if (B * double(c.model.heads) * L * L > limit)
     fail({"model.seq_len", "train.micro_batch", "model.heads"},
          "one micro-batch's attention scores (micro_batch x heads x seq_len^2)", B * double(c.model.heads) * L * L);
   // Token counts are int64 products in the trainer; 2^40 per step also keeps them exact.
   const double tokens = double(c.dist.world_size) * double(c.train.accum) * B * L;
   if (tokens > double(int64_t(1) << 40))
-    throw ConfigError(at_any(values, {"train.accum", "dist.world_size", "train.micro_batch"}) +
-                      "key 'train.accum': a step of world_size x accum x micro_batch x seq_len tokens would be more than 2^40");
+    throw ConfigError(
+        at_any(values, {"train.accum", "dist.world_size", "train.micro_batch"}) +
+        "key 'train.accum': a step of world_size x accum x micro_batch x seq_len tokens would be more than 2^40");
 }
 
 }  // namespace
 
 void check_run_config(const RunConfig& c, const FlatConfig& values) {
   if (c.model.d_model % c.model.heads != 0)
-    throw ConfigError(at_any(values, {"model.heads", "model.d_model"}) + "key 'model.heads': must divide model.d_model (" +
-                      format_int(c.model.d_model) + "), got " + format_int(c.model.heads));
+    throw ConfigError(at_any(values, {"model.heads", "model.d_model"}) +
+                      "key 'model.heads': must divide model.d_model (" + format_int(c.model.d_model) + "), got " +
+                      format_int(c.model.heads));
   if ((c.model.d_model / c.model.heads) % 2 != 0)
     throw ConfigError(at_any(values, {"model.heads", "model.d_model"}) +
                       "key 'model.heads': model.d_model / model.heads must be even for rotary positions, got " +
                       format_int(c.model.d_model / c.model.heads));
   if (c.data.branching > c.model.vocab)
-    throw ConfigError(at_any(values, {"data.branching", "model.vocab"}) + "key 'data.branching': must be <= model.vocab (" +
-                      format_int(c.model.vocab) + ")");
+    throw ConfigError(at_any(values, {"data.branching", "model.vocab"}) +
+                      "key 'data.branching': must be <= model.vocab (" + format_int(c.model.vocab) + ")");
   if (c.train.warmup > c.train.steps)
     throw ConfigError(at_any(values, {"train.warmup", "train.steps"}) + "key 'train.warmup': must be <= train.steps (" +
                       format_int(c.train.steps) + ")");
@@ -326,14 +330,15 @@ void check_run_config(const RunConfig& c, const FlatConfig& values) {
     throw ConfigError(at_any(values, {"dist.zero_stage", "dist.world_size"}) +
                       "key 'dist.zero_stage': stage 3 shards parameters and needs dist.world_size >= 2");
   if (c.data.kind != "synthetic" && c.data.path.empty())
-    throw ConfigError(at_any(values, {"data.path", "data.kind"}) + "key 'data.path': required when data.kind is " + c.data.kind);
+    throw ConfigError(at_any(values, {"data.path", "data.kind"}) + "key 'data.path': required when data.kind is " +
+                      c.data.kind);
   if (c.data.kind == "text" && c.model.vocab < 256)
     throw ConfigError(at_any(values, {"model.vocab", "data.kind"}) +
                       "key 'model.vocab': data.kind text needs vocab >= 256 (one token per byte), got " +
                       format_int(c.model.vocab));
   if (c.model.moe_experts > 0 && c.model.moe_top_k > c.model.moe_experts)
-    throw ConfigError(at_any(values, {"model.moe.top_k", "model.moe.experts"}) + "key 'model.moe.top_k': must be <= model.moe.experts (" +
-                      format_int(c.model.moe_experts) + ")");
+    throw ConfigError(at_any(values, {"model.moe.top_k", "model.moe.experts"}) +
+                      "key 'model.moe.top_k': must be <= model.moe.experts (" + format_int(c.model.moe_experts) + ")");
   check_sizes(c, values);
   const int64_t crash = c.fault.crash_in_checkpoint_step;
   if (crash > 0 && (c.train.checkpoint_every == 0 || crash % c.train.checkpoint_every != 0 || crash >= c.train.steps))
@@ -381,16 +386,18 @@ RunConfig load_run_config(const std::string& path) {
   if (!in.good() && !in.eof()) throw ConfigError(path + ": cannot read the run config file");
   // An empty file is a mistake (a truncated copy, the wrong path), not "all defaults":
   // an explicit `{}` asks for those.
-  if (YAML::Node root = [&] {
-        try {
-          return YAML::Load(ss.str());
-        } catch (const YAML::Exception&) {
-          return YAML::Node(YAML::NodeType::Map);  // flatten_yaml reports the syntax error with its line
-        }
-      }();
+  if (YAML::Node root =
+          [&] {
+            try {
+              return YAML::Load(ss.str());
+            } catch (const YAML::Exception&) {
+              return YAML::Node(YAML::NodeType::Map);  // flatten_yaml reports the syntax error with its line
+            }
+          }();
       root.IsNull())
-    throw ConfigError(path + ": the run config is empty; expected a mapping with sections model, data, train, dist "
-                             "(write {} for all defaults)");
+    throw ConfigError(path +
+                      ": the run config is empty; expected a mapping with sections model, data, train, dist "
+                      "(write {} for all defaults)");
   return apply_run_config(RunConfig{}, flatten_yaml(ss.str(), path));
 }
 

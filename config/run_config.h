@@ -19,55 +19,57 @@ namespace sweep {
 
 /// Model shape: a decoder-only transformer (RMSNorm, rotary positions, SwiGLU).
 struct ModelConfig {
-  int64_t layers = 2;     ///< transformer blocks
-  int64_t d_model = 64;   ///< residual stream width
-  int64_t heads = 4;      ///< attention heads; must divide d_model
-  int64_t vocab = 256;    ///< token ids are in [0, vocab)
-  int64_t seq_len = 32;   ///< tokens per sequence (the model predicts seq_len of them)
-  int64_t ffn_mult = 4;   ///< SwiGLU hidden width = ffn_mult * d_model * 2 / 3, rounded to 8
+  int64_t layers = 2;              ///< transformer blocks
+  int64_t d_model = 64;            ///< residual stream width
+  int64_t heads = 4;               ///< attention heads; must divide d_model
+  int64_t vocab = 256;             ///< token ids are in [0, vocab)
+  int64_t seq_len = 32;            ///< tokens per sequence (the model predicts seq_len of them)
+  int64_t ffn_mult = 4;            ///< SwiGLU hidden width = ffn_mult * d_model * 2 / 3, rounded to 8
   int64_t moe_experts = 0;         ///< routed experts per MoE layer; 0 = dense MLP (key model.moe.experts)
   int64_t moe_top_k = 2;           ///< experts each token is routed to (model.moe.top_k)
   int64_t moe_shared_experts = 1;  ///< always-on shared experts (model.moe.shared_experts)
-  int64_t moe_expert_hidden = 0;   ///< hidden width per expert; 0 = ffn width / (top_k + shared) (model.moe.expert_hidden)
+  int64_t moe_expert_hidden =
+      0;  ///< hidden width per expert; 0 = ffn width / (top_k + shared) (model.moe.expert_hidden)
 };
 
 /// Where tokens come from.
 struct DataConfig {
   std::string kind = "synthetic";  ///< synthetic (seeded Markov chain) | tokens (uint16 file) | text (bytes) | hdf5
-  std::string path;          ///< tokens/text/hdf5: the data file
+  std::string path;                ///< tokens/text/hdf5: the data file
   std::string dataset = "tokens";  ///< hdf5: name of the 1-D integer dataset
-  int64_t seed = 0;          ///< seeds the synthetic source itself (not the training order)
-  int64_t branching = 4;     ///< synthetic: successors per token (entropy floor = ln branching)
-  int64_t samples = 65536;   ///< synthetic: sequences per epoch
-  int64_t workers = 0;       ///< background prefetch threads; results identical for any count
+  int64_t seed = 0;                ///< seeds the synthetic source itself (not the training order)
+  int64_t branching = 4;           ///< synthetic: successors per token (entropy floor = ln branching)
+  int64_t samples = 65536;         ///< synthetic: sequences per epoch
+  int64_t workers = 0;             ///< background prefetch threads; results identical for any count
 };
 
 /// Optimisation and everything that changes the math of a step.
 struct TrainConfig {
-  int64_t steps = 100;           ///< optimizer steps
-  int64_t micro_batch = 4;       ///< sequences per micro-batch
-  int64_t accum = 1;             ///< micro-batches per rank per step
-  double lr = 1e-3;              ///< peak learning rate
-  std::string schedule = "cosine";  ///< constant | linear | cosine (after warmup)
-  int64_t warmup = 0;            ///< linear warmup steps from 0 to lr
-  double min_lr = 0.0;           ///< floor of the linear/cosine decay
-  double beta1 = 0.9;            ///< AdamW first-moment decay
-  double beta2 = 0.95;           ///< AdamW second-moment decay
-  double eps = 1e-8;             ///< AdamW denominator epsilon
-  double weight_decay = 0.0;     ///< AdamW decoupled weight decay
-  double clip_norm = 0.0;        ///< global gradient-norm clip; 0 = off
-  std::string on_nan = "stop";   ///< non-finite loss or gradient (not an fp16 overflow): stop (status diverged) | skip_step (no update; counted)
-  int64_t seed = 0;              ///< seeds init, sampling order and every RNG of the run
-  int64_t threads = 1;           ///< intra-op and BLAS threads per rank
-  std::string precision = "fp32";  ///< fp32 | bf16 (autocast) | fp16 (CPU: emulated) with a dynamic loss scale
+  int64_t steps = 100;                 ///< optimizer steps
+  int64_t micro_batch = 4;             ///< sequences per micro-batch
+  int64_t accum = 1;                   ///< micro-batches per rank per step
+  double lr = 1e-3;                    ///< peak learning rate
+  std::string schedule = "cosine";     ///< constant | linear | cosine (after warmup)
+  int64_t warmup = 0;                  ///< linear warmup steps from 0 to lr
+  double min_lr = 0.0;                 ///< floor of the linear/cosine decay
+  double beta1 = 0.9;                  ///< AdamW first-moment decay
+  double beta2 = 0.95;                 ///< AdamW second-moment decay
+  double eps = 1e-8;                   ///< AdamW denominator epsilon
+  double weight_decay = 0.0;           ///< AdamW decoupled weight decay
+  double clip_norm = 0.0;              ///< global gradient-norm clip; 0 = off
+  std::string on_nan = "stop";         ///< non-finite loss or gradient (not an fp16 overflow): stop (status diverged) |
+                                       ///< skip_step (no update; counted)
+  int64_t seed = 0;                    ///< seeds init, sampling order and every RNG of the run
+  int64_t threads = 1;                 ///< intra-op and BLAS threads per rank
+  std::string precision = "fp32";      ///< fp32 | bf16 (autocast) | fp16 (CPU: emulated) with a dynamic loss scale
   double loss_scale_init = 65536;      ///< fp16: initial loss scale
   int64_t loss_scale_interval = 2000;  ///< fp16: clean steps before the scale grows
   double loss_scale_growth = 2.0;      ///< fp16: growth factor
   double loss_scale_backoff = 0.5;     ///< fp16: factor on overflow (the step is skipped)
-  int64_t log_every = 10;        ///< rank-0 log line every N steps
-  int64_t checksum_every = 1;    ///< parameter checksums every N steps
-  int64_t checkpoint_every = 0;  ///< checkpoint every N steps; 0 = never
-  int64_t keep_checkpoints = 2;  ///< complete checkpoints kept (older ones are deleted)
+  int64_t log_every = 10;              ///< rank-0 log line every N steps
+  int64_t checksum_every = 1;          ///< parameter checksums every N steps
+  int64_t checkpoint_every = 0;        ///< checkpoint every N steps; 0 = never
+  int64_t keep_checkpoints = 2;        ///< complete checkpoints kept (older ones are deleted)
 };
 
 /// Test-only fault injection; never set these in a real sweep. Every field is off at its
@@ -80,10 +82,11 @@ struct FaultConfig {
   int64_t kill_rank = 0;      ///< the rank kill_step kills
   int64_t hang_step = 0;      ///< rank hang_rank stops making progress at the start of this step; 0 = off
   int64_t hang_rank = 0;      ///< the rank hang_step hangs
-  int64_t nan_step = 0;       ///< rank 0's first micro-batch loss becomes NaN at this step (train.on_nan tests); 0 = off
-  int64_t slow_ms = 0;        ///< rank slow_rank sleeps this long inside every step's compute (straggler tests); 0 = off
-  int64_t slow_rank = 0;      ///< the rank slow_ms slows
-  int64_t crash_in_checkpoint_step = 0;  ///< _exit while writing this step's checkpoint, before DONE; skipped under --resume; 0 = off
+  int64_t nan_step = 0;   ///< rank 0's first micro-batch loss becomes NaN at this step (train.on_nan tests); 0 = off
+  int64_t slow_ms = 0;    ///< rank slow_rank sleeps this long inside every step's compute (straggler tests); 0 = off
+  int64_t slow_rank = 0;  ///< the rank slow_ms slows
+  int64_t crash_in_checkpoint_step =
+      0;  ///< _exit while writing this step's checkpoint, before DONE; skipped under --resume; 0 = off
   int64_t crash_in_record = 0;  ///< 1: _exit just before the finished record.h5.partial is renamed to record.h5
 };
 
@@ -113,8 +116,8 @@ class ConfigError : public std::runtime_error {
 
 /// One scalar of a config as written: its text and where it came from (for messages).
 struct ConfigValue {
-  std::string text;    ///< the scalar as spelled in YAML
-  std::string where;   ///< "file:line:col" or a description such as "grid point 3"
+  std::string text;       ///< the scalar as spelled in YAML
+  std::string where;      ///< "file:line:col" or a description such as "grid point 3"
   bool is_scalar = true;  ///< false when the YAML node was a map or a list
 };
 

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <functional>
 #include <string>
 
@@ -13,11 +12,11 @@ namespace sweep {
 /// Runs the chosen subcommand; returns -1 when it was not the one chosen.
 using CliAction = std::function<int()>;
 
-CliAction setup_run(CLI::App& app);      // cli_sweep.cpp
-CliAction setup_plan(CLI::App& app);     // cli_sweep.cpp
-CliAction setup_status(CLI::App& app);   // cli_sweep.cpp
-CliAction setup_report(CLI::App& app);   // cli_results.cpp
-CliAction setup_compare(CLI::App& app);  // cli_results.cpp
+CliAction setup_run(CLI::App& app);        // cli_sweep.cpp
+CliAction setup_plan(CLI::App& app);       // cli_sweep.cpp
+CliAction setup_status(CLI::App& app);     // cli_sweep.cpp
+CliAction setup_report(CLI::App& app);     // cli_results.cpp
+CliAction setup_compare(CLI::App& app);    // cli_results.cpp
 CliAction setup_reproduce(CLI::App& app);  // cli_results.cpp
 
 /// Throws ConfigError (exit 2) when `dir` exists but is a file, or a directory that holds

@@ -7,19 +7,18 @@
 #include <set>
 
 #include "cli.h"
-#include "sweep_dir.h"  // write_file_atomically
 #include "compare.h"     // compare_records, compare_sweeps
 #include "process.h"     // SpawnRunner, executable_dir
 #include "report.h"      // load_sweep, build_report, render_report
 #include "reproduce.h"   // reproduce
 #include "run_config.h"  // ConfigError
+#include "sweep_dir.h"   // write_file_atomically
 #include "text.h"        // printable, did_you_mean
 
 namespace fs = std::filesystem;
 
 namespace sweep {
 namespace {
-
 
 void print_lines(const std::vector<std::string>& lines, const char* indent = "") {
   for (const auto& l : lines) std::printf("%s%s\n", indent, l.c_str());

@@ -1,11 +1,10 @@
 // Parsing a grid file into a SweepSpec. Expansion is in grid_expand.cpp.
 #include "grid.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cctype>

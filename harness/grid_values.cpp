@@ -69,8 +69,7 @@ std::vector<ConfigValue> axis_values(const YAML::Node& node, const std::string& 
   const std::string gat = where + ": key '" + context + "." + printable(gen) + "': ";
   if (gen != "range" && gen != "linspace" && gen != "logspace") {
     throw ConfigError(where + ": key '" + context + "': unknown generator '" + printable(gen) + "'" +
-                      did_you_mean(gen, {"range", "linspace", "logspace"}) +
-                      "; expected range, linspace or logspace");
+                      did_you_mean(gen, {"range", "linspace", "logspace"}) + "; expected range, linspace or logspace");
   }
   size_t want = gen == "range" ? 2 : 3;
   if (!args.IsSequence() || args.size() < want || args.size() > 3)

@@ -49,7 +49,8 @@ std::vector<std::string> rank_command(const LaunchSpec& spec, const LocalLaunch&
   const bool boxed = !spec.container.runtime.empty();
   std::string wrapper = local.rank_wrapper.empty() ? executable_dir() + "/sweep-rank" : local.rank_wrapper;
   std::vector<std::string> argv = {wrapper, "--log-dir", run_dir + "/logs", "--"};
-  auto inner = trainer_args(boxed ? spec.container.trainer : local.train_binary, run_dir, sweep_id, resume, spec.device);
+  auto inner =
+      trainer_args(boxed ? spec.container.trainer : local.train_binary, run_dir, sweep_id, resume, spec.device);
   auto boxed_argv = wrap_in_container(spec.container, sweep_dir, inner);
   argv.insert(argv.end(), boxed_argv.begin(), boxed_argv.end());
   return argv;

@@ -19,8 +19,10 @@ std::string latest_attempt_output(const std::string& log_path) {
 std::string launcher_finding(const std::string& text) {
   std::smatch m;
   // Open MPI 4: a rank that died on a signal.
-  static const std::regex ompi_signal(R"(process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)( \([^)]*\))?)");
-  if (std::regex_search(text, m, ompi_signal)) return "rank " + m[1].str() + " exited on signal " + m[2].str() + m[3].str();
+  static const std::regex ompi_signal(
+      R"(process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)( \([^)]*\))?)");
+  if (std::regex_search(text, m, ompi_signal))
+    return "rank " + m[1].str() + " exited on signal " + m[2].str() + m[3].str();
   // Open MPI 4: the first rank to exit non-zero ("Process name: [[job,1],rank]").
   static const std::regex ompi_exit(R"(Process name:\s*\[\[\d+,\d+\],(\d+)\]\s*Exit code:\s*(\d+))");
   if (std::regex_search(text, m, ompi_exit)) return "rank " + m[1].str() + " exited with code " + m[2].str() + " first";

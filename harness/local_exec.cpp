@@ -180,9 +180,10 @@ SweepSummary run_sweep(const SweepSpec& spec, const std::vector<GridPoint>& poin
           // What we stopped it for decides, unless it finished its record anyway.
           if (r.reason != FailureClass::none && c != FailureClass::none && c != FailureClass::diverged) {
             c = r.reason;
-            detail = (c == FailureClass::timeout ? "over launch.timeout_s = " + std::to_string(int(L.timeout_s)) + " s, "
-                                                 : std::string("stopped by the driver, ")) +
-                     st.describe();
+            detail =
+                (c == FailureClass::timeout ? "over launch.timeout_s = " + std::to_string(int(L.timeout_s)) + " s, "
+                                            : std::string("stopped by the driver, ")) +
+                st.describe();
           }
           if (r.reason == FailureClass::interrupted || r.killed) runner.signal_group(id, SIGKILL);  // stragglers
           if (c == FailureClass::none) {
@@ -205,7 +206,8 @@ SweepSummary run_sweep(const SweepSpec& spec, const std::vector<GridPoint>& poin
       for (auto& [id, r] : running) {
         if (L.timeout_s > 0 && r.term_at == 0 && now - r.task->started_at > L.timeout_s)
           stop_run(id, r, FailureClass::timeout);
-        if (r.term_at > 0 && !r.killed && now - r.term_at > L.grace_s) runner.signal_group(id, SIGKILL), r.killed = true;
+        if (r.term_at > 0 && !r.killed && now - r.term_at > L.grace_s)
+          runner.signal_group(id, SIGKILL), r.killed = true;
       }
       session.progress().tick();
     }

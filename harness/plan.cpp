@@ -80,8 +80,7 @@ std::string render_plan(const SweepSpec& spec, const Expansion& e, const std::st
 
   std::string out = "sweep " + spec.name + ": " + std::to_string(c.total) + " runs in " + dir + " (" +
                     std::to_string(c.done) + " done, " + std::to_string(c.pending) + " to run" +
-                    (c.diverged ? ", " + std::to_string(c.diverged) + " recorded as diverged" : "") +
-                    ")\n";
+                    (c.diverged ? ", " + std::to_string(c.diverged) + " recorded as diverged" : "") + ")\n";
   std::string notes;
   if (e.excluded) notes += std::to_string(e.excluded) + " excluded";
   if (e.mismatched) notes += (notes.empty() ? "" : ", ") + std::to_string(e.mismatched) + " skipped by constraints";
@@ -121,7 +120,8 @@ std::string render_plan(const SweepSpec& spec, const Expansion& e, const std::st
 }
 
 std::vector<std::string> check_data_files(const SweepSpec& spec, const std::vector<GridPoint>& points) {
-  const bool elsewhere = spec.launch.launcher == "slurm" || (spec.launch.launcher == "mpirun" && !spec.launch.hosts.empty());
+  const bool elsewhere =
+      spec.launch.launcher == "slurm" || (spec.launch.launcher == "mpirun" && !spec.launch.hosts.empty());
   std::vector<std::string> notes;
   std::map<std::string, std::string> seen;  // path -> problem ("" = fine), one look per path
   for (size_t i = 0; i < points.size(); ++i) {

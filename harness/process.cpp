@@ -2,8 +2,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -17,7 +17,6 @@
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
-
 
 namespace sweep {
 namespace {
@@ -66,7 +65,8 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& log_path, i
   int own_fd = -1;
   if (out_fd < 0) {
     own_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (own_fd < 0) throw std::runtime_error("cannot start " + argv[0] + ": log " + log_path + ": " + std::strerror(errno));
+    if (own_fd < 0)
+      throw std::runtime_error("cannot start " + argv[0] + ": log " + log_path + ": " + std::strerror(errno));
     out_fd = own_fd;
   }
   int err_pipe[2];

@@ -152,8 +152,8 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   else
     res.lines.push_back(verdict_line(c));
   if (opt.from_step > 0)
-    res.lines.push_back("resumed from the original's checkpoint after step " + std::to_string(opt.from_step) +
-                        " on " + std::to_string(config.dist.world_size) + " rank(s), ZeRO " +
+    res.lines.push_back("resumed from the original's checkpoint after step " + std::to_string(opt.from_step) + " on " +
+                        std::to_string(config.dist.world_size) + " rank(s), ZeRO " +
                         std::to_string(config.dist.zero_stage) + ": steps 1-" + std::to_string(opt.from_step) +
                         " are the checkpoint's rows, the rest were recomputed");
   // Config and environment differences matter even when the bits agree: they are what held.

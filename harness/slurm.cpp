@@ -144,7 +144,7 @@ std::map<std::string, std::string> parse_squeue(const std::string& text) {
 std::map<std::string, std::string> parse_sacct(const std::string& text) {
   std::map<std::string, std::string> out;
   for_each_id_state(text, [&](const std::string& id, std::string state) {
-    state = state.substr(0, state.find_first_of(" |+"));  // "CANCELLED by 0", "RUNNING|..."
+    state = state.substr(0, state.find_first_of(" |+"));             // "CANCELLED by 0", "RUNNING|..."
     if (id.find('.') == std::string::npos) add_ids(id, state, out);  // skip job steps (12_3.batch)
   });
   return out;

@@ -63,5 +63,4 @@ std::vector<std::pair<std::string, std::string>> read_points_file(const std::str
 /// `text` to `path` through a temporary file and a rename, so no reader sees half a file.
 void write_file_atomically(const std::string& path, const std::string& text);
 
-
 }  // namespace sweep

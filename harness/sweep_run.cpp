@@ -7,8 +7,8 @@
 
 #include "launcher_log.h"  // launcher_finding
 #include "record.h"        // read_record, mark_partial_failed
-#include "run_files.h"     // check_run_entries
 #include "report.h"        // load_sweep, render_html
+#include "run_files.h"     // check_run_entries
 #include "stop_signals.h"  // StopSignals::release
 
 namespace fs = std::filesystem;

@@ -4,8 +4,8 @@
 
 #include <algorithm>  // min
 #include <cmath>      // fabs, isfinite
-#include <cstdio>     // snprintf
 #include <cstdint>    // uint64_t
+#include <cstdio>     // snprintf
 #include <cstring>    // memcpy
 #include <map>        // run id -> record
 #include <set>        // union of keys

@@ -1,16 +1,16 @@
 #include "record.h"
 
+#include <fcntl.h>
 #include <hdf5.h>
-#include <xxhash.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
 #include <type_traits>
-#include <fcntl.h>
-#include <sys/stat.h>
 
 #include "run_files.h"  // create_exclusive, regular_file_problem, sync_path
 
@@ -71,7 +71,8 @@ bool exists(const std::string& p) {
 /// behind it when there is one (callers clear errno first).
 void check(herr_t rc, const std::string& path, const char* what) {
   if (rc < 0)
-    throw RecordError(path + ": HDF5 failed to " + what + (errno ? std::string(" (") + std::strerror(errno) + ")" : ""));
+    throw RecordError(path + ": HDF5 failed to " + what +
+                      (errno ? std::string(" (") + std::strerror(errno) + ")" : ""));
 }
 
 H5 str_type() {
@@ -118,20 +119,32 @@ void write_str_list(hid_t parent, const char* name, const std::vector<std::strin
 template <class T>
 hid_t native_type();
 template <>
-hid_t native_type<double>() { return H5T_NATIVE_DOUBLE; }
+hid_t native_type<double>() {
+  return H5T_NATIVE_DOUBLE;
+}
 template <>
-hid_t native_type<int64_t>() { return H5T_NATIVE_INT64; }
+hid_t native_type<int64_t>() {
+  return H5T_NATIVE_INT64;
+}
 template <>
-hid_t native_type<uint64_t>() { return H5T_NATIVE_UINT64; }
+hid_t native_type<uint64_t>() {
+  return H5T_NATIVE_UINT64;
+}
 
 template <class T>
 hid_t file_type();
 template <>
-hid_t file_type<double>() { return H5T_IEEE_F64LE; }
+hid_t file_type<double>() {
+  return H5T_IEEE_F64LE;
+}
 template <>
-hid_t file_type<int64_t>() { return H5T_STD_I64LE; }
+hid_t file_type<int64_t>() {
+  return H5T_STD_I64LE;
+}
 template <>
-hid_t file_type<uint64_t>() { return H5T_STD_U64LE; }
+hid_t file_type<uint64_t>() {
+  return H5T_STD_U64LE;
+}
 
 template <class T>
 void write_fixed_list(hid_t parent, const char* name, const std::vector<T>& values) {
@@ -264,7 +277,8 @@ RecordWriter::RecordWriter(const std::string& path, const RecordHeader& h) : imp
   errno = 0;
   m.file = H5(H5Fcreate(m.partial.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
   if (!m.file)
-    throw RecordError(m.partial + ": cannot create the record file (" + (errno ? std::strerror(errno) : "HDF5 error") + ")");
+    throw RecordError(m.partial + ": cannot create the record file (" + (errno ? std::strerror(errno) : "HDF5 error") +
+                      ")");
   hid_t f = m.file.get();
   write_i64_attr(f, "schema_version", kSchemaVersion);
   write_str_attr(f, "run_id", h.run_id);
@@ -339,8 +353,8 @@ void RecordWriter::append_checksum(const ChecksumRow& c) {
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mu);
   if (c.tensors.size() != m.n_tensors)
-    throw RecordError(m.partial + ": checksum row has " + std::to_string(c.tensors.size()) + " tensor hashes, the parameter table has " +
-                      std::to_string(m.n_tensors));
+    throw RecordError(m.partial + ": checksum row has " + std::to_string(c.tensors.size()) +
+                      " tensor hashes, the parameter table has " + std::to_string(m.n_tensors));
   m.ck_step->push(c.step);
   m.ck_params->push(c.params);
   if (m.ck_tensors) m.ck_tensors->push_row(c.tensors);
@@ -350,7 +364,8 @@ void RecordWriter::append_rank_times(const std::vector<double>& seconds) {
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mu);
   if (seconds.size() != m.world)
-    throw RecordError(m.partial + ": " + std::to_string(seconds.size()) + " rank step times for a world of " + std::to_string(m.world));
+    throw RecordError(m.partial + ": " + std::to_string(seconds.size()) + " rank step times for a world of " +
+                      std::to_string(m.world));
   m.rank_times->push_row(seconds);
 }
 
@@ -596,18 +611,21 @@ Record read_record_file(const std::string& path, std::string* digest) {
   if (std::string why = regular_file_problem(path); !why.empty()) throw RecordError(path + ": " + why);
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   H5 file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  if (!file) throw RecordError(path + ": not a readable HDF5 file (truncated or corrupt); re-run the point to replace it");
+  if (!file)
+    throw RecordError(path + ": not a readable HDF5 file (truncated or corrupt); re-run the point to replace it");
   hid_t f = file.get();
   Record r;
   r.path = path;
-  if (H5Aexists(f, "schema_version") <= 0) throw RecordError(path + ": not a sweep record (no schema_version attribute)");
+  if (H5Aexists(f, "schema_version") <= 0)
+    throw RecordError(path + ": not a sweep record (no schema_version attribute)");
   {
     H5 a(H5Aopen(f, "schema_version", H5P_DEFAULT), H5Aclose);
     check(H5Aread(a.get(), H5T_NATIVE_INT64, &r.schema_version), path, "read schema_version");
   }
   if (r.schema_version > kSchemaVersion || r.schema_version < 1)
-    throw RecordError(path + ": record schema version " + std::to_string(r.schema_version) + " is not supported (this sweep reads version " +
-                      std::to_string(kSchemaVersion) + "); use the sweep release that wrote it");
+    throw RecordError(path + ": record schema version " + std::to_string(r.schema_version) +
+                      " is not supported (this sweep reads version " + std::to_string(kSchemaVersion) +
+                      "); use the sweep release that wrote it");
   Digest d;
   r.run_id = read_str_attr(f, "run_id");
   r.sweep_id = read_str_attr(f, "sweep_id");
@@ -638,7 +656,8 @@ Record read_record_file(const std::string& path, std::string* digest) {
   auto shapes = read_str_list(params.get(), "shape", path);
   auto offsets = read_list<int64_t>(params.get(), "offset", path);
   auto numels = read_list<int64_t>(params.get(), "numel", path);
-  d.strs("params/name", names), d.strs("params/shape", shapes), d.nums("params/offset", offsets), d.nums("params/numel", numels);
+  d.strs("params/name", names), d.strs("params/shape", shapes), d.nums("params/offset", offsets),
+      d.nums("params/numel", numels);
   // A damaged table is a RecordError like any other damage, not a stray std::out_of_range.
   if (shapes.size() != names.size() || offsets.size() != names.size() || numels.size() != names.size())
     throw RecordError(path + ": the /params datasets differ in length; the record is damaged");
@@ -647,7 +666,8 @@ Record read_record_file(const std::string& path, std::string* digest) {
     try {
       shape = parse_shape(shapes[i]);
     } catch (const std::logic_error&) {  // std::stoll's invalid_argument and out_of_range
-      throw RecordError(path + ": /params/shape '" + shapes[i] + "' is not a shape such as 64x256; the record is damaged");
+      throw RecordError(path + ": /params/shape '" + shapes[i] +
+                        "' is not a shape such as 64x256; the record is damaged");
     }
     r.params.push_back({names[i], shape, offsets[i], numels[i]});
   }
@@ -655,12 +675,13 @@ Record read_record_file(const std::string& path, std::string* digest) {
   H5 metrics = open_group(f, "metrics", path);
   // Every column has the length of "step"; the X loop below reads "step" itself.
   r.steps.resize(size_t(extent(open_dataset(metrics.get(), "step", path).get())));
-#define X(name)                                                                  \
-  {                                                                              \
+#define X(name)                                                                                           \
+  {                                                                                                       \
     auto col = read_list<std::remove_reference_t<decltype(r.steps[0].name)>>(metrics.get(), #name, path); \
-    if (col.size() != r.steps.size()) throw RecordError(path + ": metric '" #name "' has a different length than 'step'"); \
-    d.nums("metrics/" #name, col);                                               \
-    for (size_t i = 0; i < col.size(); ++i) r.steps[i].name = col[i];          \
+    if (col.size() != r.steps.size())                                                                     \
+      throw RecordError(path + ": metric '" #name "' has a different length than 'step'");                \
+    d.nums("metrics/" #name, col);                                                                        \
+    for (size_t i = 0; i < col.size(); ++i) r.steps[i].name = col[i];                                     \
   }
   SWEEP_DOUBLE_METRICS(X)
   SWEEP_INT_METRICS(X)
@@ -670,7 +691,8 @@ Record read_record_file(const std::string& path, std::string* digest) {
   auto times = read_list<double>(ranks.get(), "step_time_s", path);
   d.nums("ranks/step_time_s", times);
   const size_t w = size_t(std::max<int64_t>(1, r.world_size));
-  for (size_t i = 0; i + w <= times.size(); i += w) r.rank_step_time_s.emplace_back(times.begin() + i, times.begin() + i + w);
+  for (size_t i = 0; i + w <= times.size(); i += w)
+    r.rank_step_time_s.emplace_back(times.begin() + i, times.begin() + i + w);
   if (H5Lexists(ranks.get(), "params_bytes", H5P_DEFAULT) > 0) {
     r.memory.params = read_list<int64_t>(ranks.get(), "params_bytes", path);
     r.memory.grads = read_list<int64_t>(ranks.get(), "grads_bytes", path);
@@ -696,7 +718,8 @@ Record read_record_file(const std::string& path, std::string* digest) {
   size_t nt = r.params.size();
   for (size_t i = 0; i < ck_step.size() && i < ck_params.size(); ++i) {
     ChecksumRow row{ck_step[i], ck_params[i], {}};
-    if (nt && ck_tensors.size() >= (i + 1) * nt) row.tensors.assign(ck_tensors.begin() + i * nt, ck_tensors.begin() + (i + 1) * nt);
+    if (nt && ck_tensors.size() >= (i + 1) * nt)
+      row.tensors.assign(ck_tensors.begin() + i * nt, ck_tensors.begin() + (i + 1) * nt);
     r.checksums.push_back(std::move(row));
   }
   *digest = d.text();
@@ -721,20 +744,25 @@ std::string read_record_digest(const std::string& path) {
 Record read_record(const std::string& path) {
   const std::string suffix = kPartialSuffix;
   if (path.size() >= suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0)
-    throw RecordError(path + ": this record is partial (its run never finished); re-run it or read a completed record.h5");
+    throw RecordError(path +
+                      ": this record is partial (its run never finished); re-run it or read a completed record.h5");
   if (!exists(path)) {
     if (exists(path + suffix))
-      throw RecordError(path + ": the run has not finished; only " + path + suffix + " exists (re-run the point to complete it)");
+      throw RecordError(path + ": the run has not finished; only " + path + suffix +
+                        " exists (re-run the point to complete it)");
     throw RecordError(path + ": no such record");
   }
   Record r = read_record_unverified(path);
   // Version 1 records predate the digest: they are read as they are, marked unverified.
   if (r.schema_version >= 2) {
     if (r.digest.empty())
-      throw RecordError(path + ": the record has no digest (damaged, or not completed by sweep); move it aside and re-run the point");
+      throw RecordError(
+          path + ": the record has no digest (damaged, or not completed by sweep); move it aside and re-run the point");
     if (r.digest != r.computed_digest)
-      throw RecordError(path + ": integrity check failed: the contents no longer match the digest written at completion (" +
-                        r.digest + ", now " + r.computed_digest + "); the file was damaged after it was written; move it aside "
+      throw RecordError(path +
+                        ": integrity check failed: the contents no longer match the digest written at completion (" +
+                        r.digest + ", now " + r.computed_digest +
+                        "); the file was damaged after it was written; move it aside "
                         "and re-run the point");
     r.verified = true;
   }

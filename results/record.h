@@ -20,18 +20,18 @@ inline constexpr int64_t kSchemaVersion = 2;
 
 /// One optimizer step, as recorded in /metrics.
 struct StepMetrics {
-  int64_t step = 0;          ///< 1-based optimizer step
-  double loss = 0;           ///< global token-mean loss of the step
-  double lr = 0;             ///< learning rate applied at this step
-  double grad_norm = 0;      ///< global gradient L2 norm before clipping
-  double clip_coef = 1;      ///< factor the gradient was scaled by (1 = not clipped)
-  double loss_scale = 1;     ///< fp16 loss scale in force (1 for fp32/bf16)
-  int64_t skipped = 0;       ///< 1 when the update was skipped (fp16 overflow)
-  int64_t tokens = 0;        ///< target tokens in the global batch
-  int64_t unused_params = 0; ///< parameter tensors that got no gradient on any rank this step
-  double step_time_s = 0;    ///< wall time of the step on rank 0
-  double tokens_per_s = 0;   ///< tokens / step_time_s
-  double record_time_s = 0;  ///< time spent on checksums and record writes after the step
+  int64_t step = 0;           ///< 1-based optimizer step
+  double loss = 0;            ///< global token-mean loss of the step
+  double lr = 0;              ///< learning rate applied at this step
+  double grad_norm = 0;       ///< global gradient L2 norm before clipping
+  double clip_coef = 1;       ///< factor the gradient was scaled by (1 = not clipped)
+  double loss_scale = 1;      ///< fp16 loss scale in force (1 for fp32/bf16)
+  int64_t skipped = 0;        ///< 1 when the update was skipped (fp16 overflow)
+  int64_t tokens = 0;         ///< target tokens in the global batch
+  int64_t unused_params = 0;  ///< parameter tensors that got no gradient on any rank this step
+  double step_time_s = 0;     ///< wall time of the step on rank 0
+  double tokens_per_s = 0;    ///< tokens / step_time_s
+  double record_time_s = 0;   ///< time spent on checksums and record writes after the step
 };
 
 /// One parameter tensor's place in the flat parameter vector.
@@ -44,20 +44,20 @@ struct ParamInfo {
 
 /// Parameter hashes at one step.
 struct ChecksumRow {
-  int64_t step = 0;                ///< step after whose update the hash was taken
-  uint64_t params = 0;             ///< layout-independent hash of all parameters
-  std::vector<uint64_t> tensors;   ///< one hash per ParamInfo, same order
+  int64_t step = 0;               ///< step after whose update the hash was taken
+  uint64_t params = 0;            ///< layout-independent hash of all parameters
+  std::vector<uint64_t> tensors;  ///< one hash per ParamInfo, same order
 };
 
 /// What is known when a run starts.
 struct RecordHeader {
   std::string run_id;
-  std::string sweep_id;                                      ///< may be empty for a lone run
-  std::string config_yaml;                                   ///< resolved config, canonical YAML
-  std::vector<std::pair<std::string, std::string>> config;   ///< dotted key -> canonical value
+  std::string sweep_id;                                     ///< may be empty for a lone run
+  std::string config_yaml;                                  ///< resolved config, canonical YAML
+  std::vector<std::pair<std::string, std::string>> config;  ///< dotted key -> canonical value
   std::vector<std::pair<std::string, std::string>> environment;
   std::vector<ParamInfo> params;
-  int64_t world_size = 1;                                    ///< ranks; columns of /ranks datasets
+  int64_t world_size = 1;  ///< ranks; columns of /ranks datasets
 };
 
 /// Memory per rank (one entry per rank): what it holds between steps, measured from its
@@ -88,9 +88,9 @@ struct Record {
   std::vector<std::vector<double>> rank_step_time_s;  ///< [step][rank]
   RankMemory memory;
   std::map<std::string, std::string> summary;  ///< /summary attributes (self-tests, flags)
-  std::string digest;           ///< the `digest` attribute written at completion ("" in version 1)
-  std::string computed_digest;  ///< the digest of the contents as read now
-  bool verified = false;        ///< the two agree (read_record checks it for version >= 2)
+  std::string digest;                          ///< the `digest` attribute written at completion ("" in version 1)
+  std::string computed_digest;                 ///< the digest of the contents as read now
+  bool verified = false;                       ///< the two agree (read_record checks it for version >= 2)
 };
 
 /// A record that cannot be written or read; the message names the path and what to do.

@@ -68,7 +68,8 @@ FailedRun describe_unfinished(const fs::path& run_dir, const std::string& proble
       // A run that died between writing its final status and the rename: not complete.
       if (st.partial && (st.status == "completed" || st.status == "diverged")) {
         f.status = "failed";
-        f.cause = "the run ended (status " + st.status + ") but its record was never completed: only " + st.path + " exists";
+        f.cause =
+            "the run ended (status " + st.status + ") but its record was never completed: only " + st.path + " exists";
       }
       if (!st.run_id.empty()) f.run_id = st.run_id;
     } catch (const std::exception&) {

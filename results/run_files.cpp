@@ -52,8 +52,8 @@ namespace {
 bool is_run_entry(const std::string& name, bool* dir) {
   *dir = name == "checkpoints" || name == "logs" || name == "reproduce";
   if (*dir) return true;
-  if (name == "record.h5" || name == "record.h5.partial" || name == "record.h5.reserve" || name == kLockName || name == "state" ||
-      name == "config.yaml")
+  if (name == "record.h5" || name == "record.h5.partial" || name == "record.h5.reserve" || name == kLockName ||
+      name == "state" || name == "config.yaml")
     return true;
   const std::string suffix = ".failure";
   return name.rfind("rank", 0) == 0 && name.size() > suffix.size() &&
@@ -83,8 +83,9 @@ void check_run_entries(const std::string& run_dir) {
     const std::string p = run_dir + "/" + name;
     if (::lstat(p.c_str(), &st) != 0) continue;
     if (S_ISLNK(st.st_mode) || (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))) {
-      bad = p + " is " + kind_of(st.st_mode) + "; sweep writes only regular files and directories it made there, "
-                                                  "never through links (remove it, then run again)";
+      bad = p + " is " + kind_of(st.st_mode) +
+            "; sweep writes only regular files and directories it made there, "
+            "never through links (remove it, then run again)";
       break;
     }
   }
@@ -96,8 +97,9 @@ void check_run_entries(const std::string& run_dir) {
       if (name == "." || name == "..") continue;
       const std::string p = run_dir + "/logs/" + name;
       if (::lstat(p.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-        bad = p + " is " + kind_of(st.st_mode) + "; sweep appends only to regular files it made there (remove it, "
-                                                 "then run again)";
+        bad = p + " is " + kind_of(st.st_mode) +
+              "; sweep appends only to regular files it made there (remove it, "
+              "then run again)";
         break;
       }
     }
@@ -109,7 +111,8 @@ void check_run_entries(const std::string& run_dir) {
 int take_lock_file(const std::string& path, std::string* holder) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
   if (fd < 0) {
-    if (errno == ELOOP) throw RunRefused(path + " is a symbolic link; refusing to write through it (remove it, then run again)");
+    if (errno == ELOOP)
+      throw RunRefused(path + " is a symbolic link; refusing to write through it (remove it, then run again)");
     throw RecordError(path + ": cannot open the lock file: " + std::strerror(errno));
   }
   struct stat st;
@@ -153,7 +156,8 @@ RunLock::RunLock(const std::string& run_dir) {
   std::string who;
   fd_ = take_lock_file(run_dir + "/" + kLockName, &who);
   if (fd_ < 0)
-    throw RunBusy(run_dir + ": another process is writing this run (" + who + "); a run directory has one writer at a time");
+    throw RunBusy(run_dir + ": another process is writing this run (" + who +
+                  "); a run directory has one writer at a time");
 }
 
 RunLock::~RunLock() {

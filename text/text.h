@@ -33,7 +33,6 @@ std::string join(const std::vector<std::string>& items, const std::string& sep =
 std::string closest_key(const std::string& key, const std::vector<std::string>& known);
 
 /// " (did you mean 'PREFIXnear'?)" for the closest known key, or "" when none is close.
-std::string did_you_mean(const std::string& key, const std::vector<std::string>& known,
-                         const std::string& prefix = "");
+std::string did_you_mean(const std::string& key, const std::vector<std::string>& known, const std::string& prefix = "");
 
 }  // namespace sweep

@@ -2,10 +2,9 @@
 
 #include <dlfcn.h>
 #include <sys/utsname.h>
-#include <unistd.h>
-
 #include <torch/torch.h>
 #include <torch/version.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -54,7 +53,8 @@ void set_up_determinism(const RunConfig& cfg) {
   const int threads = static_cast<int>(cfg.train.threads);
   at::set_num_threads(threads);
   at::set_num_interop_threads(1);
-  if (auto set_blas = reinterpret_cast<SetThreadsFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) set_blas(threads);
+  if (auto set_blas = reinterpret_cast<SetThreadsFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
+    set_blas(threads);
   at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
   torch::manual_seed(static_cast<uint64_t>(cfg.train.seed));
 }

@@ -164,9 +164,18 @@ SWEEP_VECTOR_CLONES void split_backward(const float* gq, const float* gk, const 
       for (int64_t h = 0; h < sh.H; ++h) {
         const int64_t in = ((b * sh.H + h) * sh.L + l) * sh.hd;
         float *dq = row + h * sh.hd, *dk = row + d + h * sh.hd, *dv = row + 2 * d + h * sh.hd;
-        if (gq) unrotate(gq + in, c, s, dq, half); else std::memset(dq, 0, size_t(sh.hd) * sizeof(float));
-        if (gk) unrotate(gk + in, c, s, dk, half); else std::memset(dk, 0, size_t(sh.hd) * sizeof(float));
-        if (gv) std::memcpy(dv, gv + in, size_t(sh.hd) * sizeof(float)); else std::memset(dv, 0, size_t(sh.hd) * sizeof(float));
+        if (gq)
+          unrotate(gq + in, c, s, dq, half);
+        else
+          std::memset(dq, 0, size_t(sh.hd) * sizeof(float));
+        if (gk)
+          unrotate(gk + in, c, s, dk, half);
+        else
+          std::memset(dk, 0, size_t(sh.hd) * sizeof(float));
+        if (gv)
+          std::memcpy(dv, gv + in, size_t(sh.hd) * sizeof(float));
+        else
+          std::memset(dv, 0, size_t(sh.hd) * sizeof(float));
       }
     }
 }

@@ -4,12 +4,11 @@
 // 3 refused (a completed record is already in the output directory, another process is
 //   writing it, or one of its entries is a symbolic link or special file),
 // 4 a rank made no progress for dist.timeout_s (a peer died or hung).
-#include <CLI/CLI.hpp>
-
 #include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -18,8 +17,8 @@
 
 #include "mpi_communicator.h"
 #include "record.h"
-#include "run_files.h"  // RunLock
 #include "run_config.h"
+#include "run_files.h"  // RunLock
 #include "train.h"
 
 int main(int argc, char** argv) {
@@ -90,7 +89,8 @@ int main(int argc, char** argv) {
     // Errors found while parsing already start with the file; the rest get it here.
     const std::string msg = e.what();
     const bool named = msg.rfind(config_path, 0) == 0;
-    if (root) std::fprintf(stderr, "sweep-train: error: %s%s\n", named ? "" : (config_path + ": ").c_str(), msg.c_str());
+    if (root)
+      std::fprintf(stderr, "sweep-train: error: %s%s\n", named ? "" : (config_path + ": ").c_str(), msg.c_str());
     // Found after the run's lock was taken (the data file, the world size): bad input
     // writes nothing, so take back the lock file and the directory made for it.
     if (root && out_created) {

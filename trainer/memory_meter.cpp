@@ -43,7 +43,8 @@ class CountingAllocator final : public c10::Allocator {
  public:
   explicit CountingAllocator(c10::Allocator* base) : base_(base) {}
   c10::DataPtr allocate(size_t n) const override {
-    if (n == 0) return {nullptr, nullptr, &release, c10::Device(c10::DeviceType::CPU)};  // as the default allocator does
+    if (n == 0)
+      return {nullptr, nullptr, &release, c10::Device(c10::DeviceType::CPU)};  // as the default allocator does
     char* block = static_cast<char*>(base_->raw_allocate(n + kHeader));
     const auto bytes = int64_t(n);
     std::memcpy(block, &bytes, sizeof bytes);

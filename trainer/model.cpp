@@ -51,8 +51,7 @@ TransformerImpl::Block::Block(const ModelConfig& cfg, double std_dev, double out
     experts.push_back(register_module("expert" + std::to_string(e), std::make_shared<Mlp>(d, eh, std_dev, out_std)));
 }
 
-TransformerImpl::TransformerImpl(const ModelConfig& cfg, MatmulPrecision precision)
-    : cfg_(cfg), precision_(precision) {
+TransformerImpl::TransformerImpl(const ModelConfig& cfg, MatmulPrecision precision) : cfg_(cfg), precision_(precision) {
   // Construction order fixes which random numbers each tensor gets from the seed.
   const double std_dev = 0.02;
   const double out_std = std_dev / std::sqrt(2.0 * double(cfg.layers));  // residual projections
@@ -112,7 +111,8 @@ torch::Tensor TransformerImpl::block_forward(const Block& b, const torch::Tensor
   // Scale and causal mask inside the batched matmul: mask + (q k^T) / sqrt(hd).
   auto scores = torch::baddbmm(causal_mask_.narrow(0, 0, L).narrow(1, 0, L), q, k.transpose(1, 2), /*beta=*/1.0,
                                /*alpha=*/1.0 / std::sqrt(double(hd)));
-  auto att = torch::bmm(torch::softmax(scores, -1), v).view({B, H, L, hd}).transpose(1, 2).reshape({B, L, cfg_.d_model});
+  auto att =
+      torch::bmm(torch::softmax(scores, -1), v).view({B, H, L, hd}).transpose(1, 2).reshape({B, L, cfg_.d_model});
   auto y = x + linear(att, b.wo);
   auto m = rms_norm(y, b.mlp_norm, kNormEps);
   if (b.experts.empty()) return y + mlp_forward(*b.mlp, m);

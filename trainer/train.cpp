@@ -4,13 +4,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <csignal>
-#include <thread>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <thread>
 
 #include "canonical_allreduce.h"  // canonical_allreduce, shard_layout, allgather_shards
 #include "canonical_reduce.h"     // TreeAccumulator, canonical_sum
@@ -39,7 +39,7 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 /// parameter tensors are views into the buffers; ZeRO 2/3 drop and rebind the buffers
 /// between steps.
 struct FlatParams {
-  torch::Tensor params, grads;      // full-size, on the host; undefined while released (ZeRO 2/3)
+  torch::Tensor params, grads;  // full-size, on the host; undefined while released (ZeRO 2/3)
   std::vector<ParamInfo> table;
   std::vector<torch::Tensor> handles;  // the module's parameter tensors, table order
   int64_t n = 0;
@@ -245,18 +245,22 @@ RunStatus Trainer::run() {
       for (auto& [k, v] : header.environment)
         if (k == "device")
           v = device_.str() + " (of " + std::to_string(torch::cuda::device_count()) +
-              "; cuDNN deterministic, TF32 off, CUBLAS_WORKSPACE_CONFIG " + std::getenv("CUBLAS_WORKSPACE_CONFIG") + ")";
+              "; cuDNN deterministic, TF32 off, CUBLAS_WORKSPACE_CONFIG " + std::getenv("CUBLAS_WORKSPACE_CONFIG") +
+              ")";
         else if (k == "cuda")
           v = "available";
     }
     header.environment.emplace_back("data.source", source_->describe());
     header.environment.emplace_back("data.entropy_floor", format_double(source_->entropy_floor()));
     if (device_.is_cpu())
-      header.environment.emplace_back("precision.cpu", fp16 ? "fp16 emulated: fp16-rounded matmul inputs, fp32 accumulation"
-                                                       : bf16 ? "bf16 autocast"
-                                                              : "fp32");
+      header.environment.emplace_back("precision.cpu",
+                                      fp16   ? "fp16 emulated: fp16-rounded matmul inputs, fp32 accumulation"
+                                      : bf16 ? "bf16 autocast"
+                                             : "fp32");
     else
-      header.environment.emplace_back("precision.cuda", fp16 ? "fp16 autocast" : bf16 ? "bf16 autocast" : "fp32, TF32 off");
+      header.environment.emplace_back("precision.cuda", fp16   ? "fp16 autocast"
+                                                        : bf16 ? "bf16 autocast"
+                                                               : "fp32, TF32 off");
     header.params = flat_.table;
     header.world_size = world_;
     std::filesystem::create_directories(opt_.out_dir);
@@ -282,8 +286,8 @@ RunStatus Trainer::run() {
     flat_.bind_grads();
   }
   if (is_root() && !opt_.quiet) {
-    std::printf("run %s: %zu parameters, %d rank(s), %lld tokens/step, %s, zero %lld, %s reduction, %s\n", id_.c_str(), n,
-                world_, (long long)(M * B * L), cfg_.train.precision.c_str(), (long long)stage,
+    std::printf("run %s: %zu parameters, %d rank(s), %lld tokens/step, %s, zero %lld, %s reduction, %s\n", id_.c_str(),
+                n, world_, (long long)(M * B * L), cfg_.train.precision.c_str(), (long long)stage,
                 cfg_.dist.reduction.c_str(), source_->describe().c_str());
     if (resumed) std::printf("resumed from the checkpoint after step %lld\n", (long long)start);
   }
@@ -311,10 +315,12 @@ RunStatus Trainer::run() {
       const bool nonfinite = !std::isfinite(s.loss) || (s.skipped && !scaler_.enabled);
       if (nonfinite && cfg_.train.on_nan == "stop") {
         status = RunStatus::diverged;
-        failure = "non-finite " + std::string(std::isfinite(s.loss) ? "gradient" : "loss") + " at step " + std::to_string(step);
+        failure = "non-finite " + std::string(std::isfinite(s.loss) ? "gradient" : "loss") + " at step " +
+                  std::to_string(step);
         if (is_root()) std::printf("diverged: %s (train.on_nan: stop)\n", failure.c_str());
       } else if (nonfinite && is_root()) {
-        std::printf("step %lld: non-finite loss or gradient; update skipped (train.on_nan: skip_step)\n", (long long)step);
+        std::printf("step %lld: non-finite loss or gradient; update skipped (train.on_nan: skip_step)\n",
+                    (long long)step);
       }
       // Recording cost of this step: checksums plus any periodic flush to disk (the
       // appends themselves only buffer in memory).
@@ -371,7 +377,8 @@ RunStatus Trainer::run() {
       for (int r : stragglers(med)) list += (list.empty() ? "" : ",") + std::to_string(r);
       record_->set_summary("stragglers", list);
       record_->set_summary("rank_compute_median_s", medians);
-      if (!list.empty() && !opt_.quiet) std::printf("straggler rank(s): %s (median compute time per rank: %s s)\n", list.c_str(), medians.c_str());
+      if (!list.empty() && !opt_.quiet)
+        std::printf("straggler rank(s): %s (median compute time per rank: %s s)\n", list.c_str(), medians.c_str());
       int64_t nan_skipped = 0;  // from the rows, so a resumed run counts the steps before it too
       for (const auto& r : rows_) nan_skipped += r.skipped && (!std::isfinite(r.loss) || !scaler_.enabled);
       record_->set_summary("nonfinite_steps_skipped", std::to_string(nan_skipped));
@@ -384,7 +391,9 @@ RunStatus Trainer::run() {
     throw;
   }
   std::fflush(stdout);
-  if (record_) record_->finish(status == RunStatus::completed ? "completed" : "diverged", failure, cfg_.fault.crash_in_record != 0);
+  if (record_)
+    record_->finish(status == RunStatus::completed ? "completed" : "diverged", failure,
+                    cfg_.fault.crash_in_record != 0);
   return status;
 }
 
@@ -448,8 +457,8 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   for (size_t i = 0; i < used.size(); ++i)
     if (!used[i]) ++s.unused_params, unused_names += (unused_names.empty() ? "" : ", ") + flat_.table[i].name;
   if (s.unused_params && cfg_.dist.find_unused == "error")
-    throw std::runtime_error("step " + std::to_string(step) + ": parameters without a gradient on every rank: " + unused_names +
-                             " (dist.find_unused: error; use zero to train them as zero-gradient)");
+    throw std::runtime_error("step " + std::to_string(step) + ": parameters without a gradient on every rank: " +
+                             unused_names + " (dist.find_unused: error; use zero to train them as zero-gradient)");
 
   comm_.allgather(local_losses.data(), size_t(A) * sizeof(double), leaf_losses.data());
   if (cfg_.dist.reduction == "native") {
@@ -581,7 +590,8 @@ TrainState Trainer::snapshot(int64_t step) {
 void Trainer::restore(TrainState& st) {
   const size_t n = size_t(flat_.n);
   if (st.params.size() != n || st.m.size() != n || st.v.size() != n)
-    throw std::runtime_error("checkpoint has " + std::to_string(st.params.size()) + " parameters, the model " + std::to_string(n));
+    throw std::runtime_error("checkpoint has " + std::to_string(st.params.size()) + " parameters, the model " +
+                             std::to_string(n));
   std::memcpy(flat_.params.data_ptr<float>(), st.params.data(), n * sizeof(float));
   const long lo = cfg_.dist.zero_stage >= 1 ? long(s0_) : 0;
   m_.assign(st.m.begin() + lo, st.m.begin() + lo + long(m_.size()));
@@ -593,7 +603,8 @@ void Trainer::restore(TrainState& st) {
   checks_ = std::move(st.checksums);
   for (const auto& r : rows_) updates_ += r.skipped ? 0 : 1;
   if (record_) {
-    for (const auto& r : rows_) record_->append_step(r), record_->append_rank_times(std::vector<double>(size_t(world_), r.step_time_s));
+    for (const auto& r : rows_)
+      record_->append_step(r), record_->append_rank_times(std::vector<double>(size_t(world_), r.step_time_s));
     for (const auto& c : checks_) record_->append_checksum(c);
   }
 }
@@ -603,12 +614,15 @@ RankMemory Trainer::measure_memory() {
   // during the steps: the tensors' high-water mark plus its own flat buffers (those do not
   // change size within a step).
   auto bytes = [](const torch::Tensor& t) { return t.defined() ? int64_t(t.numel()) * 4 : 0; };
-  const int64_t own = int64_t(m_.capacity() + v_.capacity() + gshard_.capacity() + pshard_.capacity() +
-                              reduce_ws_.capacity()) * int64_t(sizeof(float));
+  const int64_t own =
+      int64_t(m_.capacity() + v_.capacity() + gshard_.capacity() + pshard_.capacity() + reduce_ws_.capacity()) *
+      int64_t(sizeof(float));
   constexpr int kFigures = 5;
-  int64_t mine[kFigures] = {bytes(flat_.params) + int64_t(pshard_.size()) * 4,
-                            bytes(flat_.grads) + int64_t(gshard_.size()) * 4, int64_t(m_.size() + v_.size()) * 4,
-                            device_.is_cpu() && TensorMemoryMeter::instance().installed() ? step_peak_tensors_ + own : -1, peak_resident_bytes()};
+  int64_t mine[kFigures] = {
+      bytes(flat_.params) + int64_t(pshard_.size()) * 4, bytes(flat_.grads) + int64_t(gshard_.size()) * 4,
+      int64_t(m_.size() + v_.size()) * 4,
+      device_.is_cpu() && TensorMemoryMeter::instance().installed() ? step_peak_tensors_ + own : -1,
+      peak_resident_bytes()};
   std::vector<int64_t> all(static_cast<size_t>(kFigures * world_));
   comm_.allgather(mine, sizeof mine, all.data());
   RankMemory m;

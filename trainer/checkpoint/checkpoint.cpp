@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -35,7 +35,9 @@ class Writer {
     if (buf_.size() >= (size_t(1) << 20)) drain();
   }
   template <class T>
-  void pod(const T& x) { raw(&x, sizeof x); }
+  void pod(const T& x) {
+    raw(&x, sizeof x);
+  }
   template <class T>
   void vec(const std::vector<T>& v) {
     pod(uint64_t(v.size()));
@@ -178,8 +180,8 @@ TrainState read_state(const std::string& path, const std::string& run_id, const 
   if (std::memcmp(magic, kMagic, sizeof kMagic) != 0) throw std::runtime_error(path + ": not a sweep checkpoint");
   auto version = r.pod<uint32_t>();
   if (version != kCheckpointVersion && version != 1)
-    throw std::runtime_error(path + ": checkpoint version " + std::to_string(version) + " is not supported (this build reads " +
-                             std::to_string(kCheckpointVersion) + " and 1)");
+    throw std::runtime_error(path + ": checkpoint version " + std::to_string(version) +
+                             " is not supported (this build reads " + std::to_string(kCheckpointVersion) + " and 1)");
   TrainState s;
   s.run_id = r.str();
   if (version >= 2) s.math_id = r.str();
@@ -229,8 +231,9 @@ TrainState load_checkpoint_at(const std::string& path, const std::string& run_id
   if (run.filename() == "checkpoints") run = run.parent_path();
   auto all = complete_checkpoints(run.string());
   if (all.empty())
-    throw std::runtime_error(path + ": no complete checkpoint there (expected a run directory, its checkpoints/, or "
-                                    "checkpoints/step_N)");
+    throw std::runtime_error(path +
+                             ": no complete checkpoint there (expected a run directory, its checkpoints/, or "
+                             "checkpoints/step_N)");
   return read_state((all.back().second / "state.bin").string(), run_id, math_id);
 }
 

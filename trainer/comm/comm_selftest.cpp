@@ -47,7 +47,8 @@ std::vector<std::pair<std::string, std::string>> comm_self_test(Communicator& co
   std::vector<float> ws;
   const ShardLayout layout = shard_layout(n, comm.size());
   double native = median_seconds(comm, iters, [&] { comm.allreduce_sum_native(buf.data(), n); });
-  double canonical = median_seconds(comm, iters, [&] { canonical_allreduce(comm, buf.data(), out.data(), n, layout, true, &ws); });
+  double canonical =
+      median_seconds(comm, iters, [&] { canonical_allreduce(comm, buf.data(), out.data(), n, layout, true, &ws); });
   std::vector<std::pair<std::string, std::string>> kv;
   kv.emplace_back("comm.bytes", std::to_string(n * sizeof(float)));
   for (auto [name, secs] : {std::pair<const char*, double>{"native", native}, {"canonical", canonical}}) {

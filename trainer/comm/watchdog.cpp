@@ -31,9 +31,7 @@ void on_signal(int sig) {
   }
 }
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // Rank 0 gives the other ranks a moment longer, so that a rank stuck computing times
 // out first and leaves the note that names it before rank 0 writes the record's cause.
@@ -104,7 +102,8 @@ std::string Watchdog::peer_notes() const {
   std::error_code ec;
   for (fs::directory_iterator it(note_dir_, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name.rfind("rank", 0) != 0 || it->path().extension() != ".failure" || name == "rank" + std::to_string(rank_) + ".failure")
+    if (name.rfind("rank", 0) != 0 || it->path().extension() != ".failure" ||
+        name == "rank" + std::to_string(rank_) + ".failure")
       continue;
     std::ifstream in(it->path());
     std::string line;

@@ -23,9 +23,13 @@ class SyntheticSource : public TokenSource {
   explicit SyntheticSource(const RunConfig& c)
       : chain_(uint64_t(c.data.seed), c.model.vocab, c.data.branching), samples_(c.data.samples) {}
   int64_t samples() const override { return samples_; }
-  void sequence(int64_t sample, int64_t len, int64_t* out) const override { chain_.sequence(uint64_t(sample), len, out); }
+  void sequence(int64_t sample, int64_t len, int64_t* out) const override {
+    chain_.sequence(uint64_t(sample), len, out);
+  }
   double entropy_floor() const override { return chain_.entropy_floor(); }
-  std::string describe() const override { return "synthetic Markov chain (" + std::to_string(samples_) + " sequences)"; }
+  std::string describe() const override {
+    return "synthetic Markov chain (" + std::to_string(samples_) + " sequences)";
+  }
 
  private:
   MarkovSource chain_;
@@ -76,8 +80,8 @@ class WindowSource : public TokenSource {
       : tokens_(std::move(tokens)), seq_len_(c.model.seq_len), what_(std::move(what)) {
     const int64_t n = tokens_.size();
     if (n < seq_len_ + 1)
-      throw ConfigError("key 'data.path': '" + c.data.path + "' holds " + std::to_string(n) + " tokens; one sequence needs " +
-                        std::to_string(seq_len_ + 1) + " (model.seq_len + 1)");
+      throw ConfigError("key 'data.path': '" + c.data.path + "' holds " + std::to_string(n) +
+                        " tokens; one sequence needs " + std::to_string(seq_len_ + 1) + " (model.seq_len + 1)");
     for (int64_t i = 0; i < n; ++i) {
       int64_t t = tokens_[i];
       if (t < 0 || t >= c.model.vocab)
@@ -126,10 +130,13 @@ std::unique_ptr<TokenSource> open_token_source(const RunConfig& c) {
   if (kind == "synthetic") return std::make_unique<SyntheticSource>(c);
   if (kind == "tokens") {
     auto f = std::make_shared<MappedFile>(c.data.path);
-    if (f->size() % 2) throw ConfigError("key 'data.path': '" + c.data.path + "' has an odd byte count; expected uint16 token ids");
+    if (f->size() % 2)
+      throw ConfigError("key 'data.path': '" + c.data.path + "' has an odd byte count; expected uint16 token ids");
     return std::make_unique<WindowSource<U16File>>(U16File{f}, c, "uint16 tokens file " + c.data.path);
   }
-  if (kind == "text") return std::make_unique<WindowSource<ByteFile>>(ByteFile{std::make_shared<MappedFile>(c.data.path)}, c, "text file " + c.data.path);
+  if (kind == "text")
+    return std::make_unique<WindowSource<ByteFile>>(ByteFile{std::make_shared<MappedFile>(c.data.path)}, c,
+                                                    "text file " + c.data.path);
   std::vector<int32_t> tokens;
   try {
     tokens = read_hdf5_tokens(c.data.path, c.data.dataset);
@@ -141,7 +148,10 @@ std::unique_ptr<TokenSource> open_token_source(const RunConfig& c) {
 }
 
 Sampler::Sampler(const RunConfig& cfg, const TokenSource& source)
-    : seed_(uint64_t(cfg.train.seed)), micro_batch_(cfg.train.micro_batch), len_(cfg.model.seq_len + 1), source_(source) {}
+    : seed_(uint64_t(cfg.train.seed)),
+      micro_batch_(cfg.train.micro_batch),
+      len_(cfg.model.seq_len + 1),
+      source_(source) {}
 
 Sampler::Perm Sampler::permutation(int64_t epoch) const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -150,7 +160,8 @@ Sampler::Perm Sampler::permutation(int64_t epoch) const {
   // Keep the two most recent epochs: prefetch workers may straddle an epoch boundary.
   int slot = cached_epoch_[0] < cached_epoch_[1] ? 0 : 1;
   cached_epoch_[slot] = epoch;
-  cached_perm_[slot] = std::make_shared<const std::vector<int64_t>>(epoch_permutation(seed_, uint64_t(epoch), source_.samples()));
+  cached_perm_[slot] =
+      std::make_shared<const std::vector<int64_t>>(epoch_permutation(seed_, uint64_t(epoch), source_.samples()));
   return cached_perm_[slot];
 }
 

@@ -63,6 +63,8 @@ double tree(const double* v, size_t n) {
 }
 }  // namespace
 
-double canonical_sum(const std::vector<double>& leaves) { return leaves.empty() ? 0.0 : tree(leaves.data(), leaves.size()); }
+double canonical_sum(const std::vector<double>& leaves) {
+  return leaves.empty() ? 0.0 : tree(leaves.data(), leaves.size());
+}
 
 }  // namespace sweep

@@ -42,8 +42,8 @@ AdamWStep AdamWStep::at(const TrainConfig& t, double lr, int64_t step) {
           float(1.0 - std::pow(t.beta2, double(step)))};
 }
 
-SWEEP_VECTOR_CLONES void adamw(float* __restrict p, const float* __restrict g, float* __restrict m,
-                               float* __restrict v, size_t n, const AdamWStep& s) {
+SWEEP_VECTOR_CLONES void adamw(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
+                               size_t n, const AdamWStep& s) {
   const float decay = 1.0f - s.lr * s.weight_decay;
   const float c1 = 1.0f - s.beta1, c2 = 1.0f - s.beta2;
   const float step_size = s.lr / s.bias1;

@@ -4,8 +4,8 @@
 #include <nccl.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <thread>
@@ -98,7 +98,8 @@ NcclCommunicator::NcclCommunicator(Communicator& bootstrap, int device, double t
   bootstrap.allgather(&id, sizeof id, all.data());  // everyone takes rank 0's id
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // non-blocking: every wait is ours, with a deadline
-  m.check(ncclCommInitRankConfig(&m.comm, bootstrap.size(), all[0], bootstrap.rank(), &config), "ncclCommInitRankConfig");
+  m.check(ncclCommInitRankConfig(&m.comm, bootstrap.size(), all[0], bootstrap.rank(), &config),
+          "ncclCommInitRankConfig");
   ncclResult_t state = ncclInProgress;
   auto t0 = std::chrono::steady_clock::now();
   while (state == ncclInProgress) {
@@ -157,23 +158,20 @@ void NcclCommunicator::sendrecv(const void* send, size_t send_bytes, int dst, vo
 
 void NcclCommunicator::allreduce_sum_native(float* data, size_t n) {
   Impl& m = *impl_;
-  m.in_place(data, n * sizeof(float), "ncclAllReduce", [&](void* d) {
-    return ncclAllReduce(d, d, n, ncclFloat, ncclSum, m.comm, m.stream);
-  });
+  m.in_place(data, n * sizeof(float), "ncclAllReduce",
+             [&](void* d) { return ncclAllReduce(d, d, n, ncclFloat, ncclSum, m.comm, m.stream); });
 }
 
 void NcclCommunicator::allreduce_sum_i64(int64_t* data, size_t n) {
   Impl& m = *impl_;
-  m.in_place(data, n * sizeof(int64_t), "ncclAllReduce(int64)", [&](void* d) {
-    return ncclAllReduce(d, d, n, ncclInt64, ncclSum, m.comm, m.stream);
-  });
+  m.in_place(data, n * sizeof(int64_t), "ncclAllReduce(int64)",
+             [&](void* d) { return ncclAllReduce(d, d, n, ncclInt64, ncclSum, m.comm, m.stream); });
 }
 
 void NcclCommunicator::allreduce_max_double(double* data, size_t n) {
   Impl& m = *impl_;
-  m.in_place(data, n * sizeof(double), "ncclAllReduce(max)", [&](void* d) {
-    return ncclAllReduce(d, d, n, ncclDouble, ncclMax, m.comm, m.stream);
-  });
+  m.in_place(data, n * sizeof(double), "ncclAllReduce(max)",
+             [&](void* d) { return ncclAllReduce(d, d, n, ncclDouble, ncclMax, m.comm, m.stream); });
 }
 
 void NcclCommunicator::abort(int code, const std::string& why) {

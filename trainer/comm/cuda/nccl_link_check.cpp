@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   const bool same = std::memcmp(got.data(), expect.data(), len * sizeof(float)) == 0;
   int64_t bad = same ? 0 : 1;
   nccl.allreduce_sum_i64(&bad, 1);
-  if (mpi.rank() == 0) std::printf("nccl_link_check: device tree %s the host tree on every rank\n", bad ? "DIFFERS from" : "matches");
+  if (mpi.rank() == 0)
+    std::printf("nccl_link_check: device tree %s the host tree on every rank\n", bad ? "DIFFERS from" : "matches");
   return bad ? 1 : 0;
 }
