@@ -39,6 +39,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -115,34 +116,38 @@ int main(int argc, char** argv) {
   double min_ratio = 0.8;
   size_t target_from = 16;
   bool verify_only = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--verify-only") {
-      verify_only = true;
-      continue;
-    }
-    if (i + 1 >= argc) usage(("missing value after " + a).c_str());
-    std::string v = argv[++i];
-    if (a == "--sizes") {
-      sizes_mib.clear();
-      for (size_t p = 0; p < v.size();) {
-        size_t q = v.find(',', p);
-        if (q == std::string::npos) q = v.size();
-        sizes_mib.push_back(std::stoul(v.substr(p, q - p)));
-        p = q + 1;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      std::string a = argv[i];
+      if (a == "--verify-only") {
+        verify_only = true;
+        continue;
       }
-    } else if (a == "--rounds") {
-      rounds_opt = std::stoi(v);
-    } else if (a == "--only") {
-      if (v != "canonical" && v != "native") usage("--only takes canonical or native");
-      only = v;
-    } else if (a == "--min-ratio") {
-      min_ratio = std::stod(v);
-    } else if (a == "--target-from") {
-      target_from = std::stoul(v);
-    } else {
-      usage(("unknown option " + a).c_str());
+      if (i + 1 >= argc) usage(("missing value after " + a).c_str());
+      std::string v = argv[++i];
+      if (a == "--sizes") {
+        sizes_mib.clear();
+        for (size_t p = 0; p < v.size();) {
+          size_t q = v.find(',', p);
+          if (q == std::string::npos) q = v.size();
+          sizes_mib.push_back(std::stoul(v.substr(p, q - p)));
+          p = q + 1;
+        }
+      } else if (a == "--rounds") {
+        rounds_opt = std::stoi(v);
+      } else if (a == "--only") {
+        if (v != "canonical" && v != "native") usage("--only takes canonical or native");
+        only = v;
+      } else if (a == "--min-ratio") {
+        min_ratio = std::stod(v);
+      } else if (a == "--target-from") {
+        target_from = std::stoul(v);
+      } else {
+        usage(("unknown option " + a).c_str());
+      }
     }
+  } catch (const std::logic_error&) {  // std::stoul and friends: not a number
+    usage("an option's value is not a number");
   }
   const int w = comm.size(), r = comm.rank();
   const bool root = r == 0;
