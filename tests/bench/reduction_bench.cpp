@@ -207,8 +207,8 @@ int main(int argc, char** argv) {
     if (!root) continue;
     if (!only.empty()) {
       Figures f = figures(median(only == "canonical" ? canon_t : native_t), bytes, w);
-      std::printf("%5zu MiB %6d | %s only: %10.3f ms %8.2f %8.2f\n", mib, rounds, only.c_str(), f.seconds * 1e3, f.algbw,
-                  f.busbw);
+      std::printf("%5zu MiB %6d | %s only: %10.3f ms %8.2f %8.2f\n", mib, rounds, only.c_str(), f.seconds * 1e3,
+                  f.algbw, f.busbw);
       continue;
     }
     Figures canon = figures(median(canon_t), bytes, w), nat = figures(median(native_t), bytes, w);
@@ -233,7 +233,8 @@ int main(int argc, char** argv) {
     comm.allreduce_max_double(&v, 1);
     verdict = int64_t(v);
   }
-  if (root && verdict == 2) std::printf("ERROR: the canonical result differs from TreeAccumulator over the ranks' inputs\n");
+  if (root && verdict == 2)
+    std::printf("ERROR: the canonical result differs from TreeAccumulator over the ranks' inputs\n");
   if (root && verdict < 2 && only.empty() && !verify_only)
     std::printf("%s\n", verdict ? "target MISSED (exit 1)" : "target met (exit 0)");
   return int(verdict);
