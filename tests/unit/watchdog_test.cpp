@@ -1,0 +1,84 @@
+// trainer/comm/watchdog.h: the thread that ends a rank which stops making progress (exit
+// 4, with its cause on stderr, in the stop hook and in its note) or which the launcher
+// stops (exit 128 + signal), and leaves a rank that beats alone. Under ThreadSanitizer
+// (scripts/check-sanitize-fuzz) these are the watchdog's race tests. Each death runs in a
+// forked child (gtest's "fast" death tests: the parent has no thread then, and the child
+// sees the parent's test directory).
+#include "watchdog.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+#include <fstream>
+#include <thread>
+
+#include "temp_dir.h"   // TempDirTest
+#include "test_util.h"  // read_file
+
+namespace {
+
+using namespace std::chrono_literals;
+
+class WatchdogTest : public sweep_test::TempDirTest {
+ protected:
+  WatchdogTest() : TempDirTest("sweep_watchdog") {}
+};
+
+TEST_F(WatchdogTest, ARankThatBeatsIsLeftAlone) {
+  sweep::Watchdog dog(0.3, 1, dir_.string());
+  std::string seen;
+  dog.on_stop([&](const std::string& why) { seen = why; });
+  dog.arm();
+  for (int step = 1; step <= 20; ++step) {  // 1 s, more than three timeouts
+    dog.beat(step);
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(seen, "");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "rank1.failure"));
+}
+
+TEST_F(WatchdogTest, ARankStuckComputingExitsFourNamingItselfInTheHookAndItsNote) {
+  const std::string dir = dir_.string();
+  EXPECT_EXIT(
+      {
+        sweep::Watchdog dog(0.2, 1, dir);
+        dog.on_stop([&](const std::string& why) { std::ofstream(dir + "/hook") << why; });
+        dog.arm();
+        dog.beat(7);
+        std::this_thread::sleep_for(10s);  // stuck: no beat
+      },
+      ::testing::ExitedWithCode(4), "rank 1: no progress for 0 s \\(dist.timeout_s\\) at step 7 while computing");
+  EXPECT_CONTAINS(sweep_test::read_file(dir_ / "hook"), "at step 7 while computing, outside any collective");
+  EXPECT_CONTAINS(sweep_test::read_file(dir_ / "rank1.failure"), "rank 1: no progress");
+}
+
+TEST_F(WatchdogTest, ARankWaitingOnItsPeersSaysSoAndRankZeroFoldsInThePeersNote) {
+  const std::string dir = dir_.string();
+  std::ofstream(dir + "/rank1.failure") << "rank 1: no progress for 1 s (dist.timeout_s) at step 3 while computing\n";
+  EXPECT_EXIT(
+      {
+        sweep::Watchdog dog(0.2, 0, dir);
+        dog.arm();
+        sweep::Watchdog::Waiting waiting(dog, "allreduce");
+        std::this_thread::sleep_for(10s);
+      },
+      ::testing::ExitedWithCode(4),
+      "rank 1: no progress .* at step 3 while computing; rank 0: .*waiting for the other "
+      "ranks in allreduce");
+}
+
+TEST_F(WatchdogTest, SigtermEndsTheRankWith143AfterTheHook) {
+  const std::string dir = dir_.string();
+  EXPECT_EXIT(
+      {
+        sweep::Watchdog dog(0, 0, dir);
+        dog.on_stop([&](const std::string& why) { std::ofstream(dir + "/hook") << why; });
+        std::raise(SIGTERM);
+        std::this_thread::sleep_for(10s);
+      },
+      ::testing::ExitedWithCode(128 + SIGTERM), "stopped by SIGTERM");
+  EXPECT_CONTAINS(sweep_test::read_file(dir_ / "hook"), "rank 0: stopped by SIGTERM");
+}
+
+}  // namespace
