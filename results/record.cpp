@@ -343,6 +343,7 @@ RecordWriter::~RecordWriter() {
 void RecordWriter::append_step(const StepMetrics& s) {
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mu);
+  if (m.finished) return;  // abandoned (maybe from the watchdog thread): nothing more is written
 #define X(name) m.name->push(s.name);
   SWEEP_DOUBLE_METRICS(X)
   SWEEP_INT_METRICS(X)
@@ -352,6 +353,7 @@ void RecordWriter::append_step(const StepMetrics& s) {
 void RecordWriter::append_checksum(const ChecksumRow& c) {
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mu);
+  if (m.finished) return;  // abandoned (maybe from the watchdog thread): nothing more is written
   if (c.tensors.size() != m.n_tensors)
     throw RecordError(m.partial + ": checksum row has " + std::to_string(c.tensors.size()) +
                       " tensor hashes, the parameter table has " + std::to_string(m.n_tensors));
@@ -363,6 +365,7 @@ void RecordWriter::append_checksum(const ChecksumRow& c) {
 void RecordWriter::append_rank_times(const std::vector<double>& seconds) {
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mu);
+  if (m.finished) return;  // abandoned (maybe from the watchdog thread): nothing more is written
   if (seconds.size() != m.world)
     throw RecordError(m.partial + ": " + std::to_string(seconds.size()) + " rank step times for a world of " +
                       std::to_string(m.world));
@@ -372,6 +375,7 @@ void RecordWriter::append_rank_times(const std::vector<double>& seconds) {
 void RecordWriter::set_memory(const RankMemory& mem) {
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mu);
+  if (m.finished) return;  // abandoned (maybe from the watchdog thread): nothing more is written
   write_fixed_list(m.ranks.get(), "params_bytes", mem.params);
   write_fixed_list(m.ranks.get(), "grads_bytes", mem.grads);
   write_fixed_list(m.ranks.get(), "optimizer_bytes", mem.optimizer);
@@ -381,6 +385,7 @@ void RecordWriter::set_memory(const RankMemory& mem) {
 
 void RecordWriter::set_summary(const std::string& key, const std::string& value) {
   std::lock_guard<std::mutex> lock(impl_->mu);
+  if (impl_->finished) return;
   write_str_attr(impl_->summary.get(), key.c_str(), value);
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hdf5_c.h"       // edits a record's schema version
@@ -237,6 +239,49 @@ TEST_F(RecordTest, AbandonRecordsTheFailureAndStaysPartial) {
   EXPECT_EQ(r.status, "failed");
   EXPECT_EQ(r.failure, "CUDA out of memory at step 2");
   EXPECT_EQ(r.steps.size(), 1u);
+}
+
+// The trainer's watchdog thread abandons the record (a hang, SIGTERM) while the main
+// thread is still appending and flushing; under ThreadSanitizer this is the record's race
+// test. Whatever the main thread does afterwards writes nothing more.
+TEST_F(RecordTest, AbandonFromAnotherThreadWhileTheOwnerWritesLeavesAFailedPartial) {
+  RecordHeader h = header();
+  h.world_size = 2;
+  std::atomic<int64_t> appended{0};
+  std::atomic<bool> abandoned{false};
+  int64_t total = 0;
+  {
+    RecordWriter w(path_.string(), h);
+    std::thread watchdog([&] {
+      while (appended.load() < 50) std::this_thread::yield();
+      w.abandon("rank 1: no progress for 3 s");
+      abandoned.store(true);
+    });
+    StepMetrics s = steps()[0];
+    // Until 50 rows after the abandon (bounded, should the other thread never run).
+    for (int64_t after = 0; after < 50 && total < 10000000; after += abandoned.load() ? 1 : 0) {
+      s.step = ++total;
+      w.append_step(s);
+      w.append_rank_times({0.5, 0.25});
+      w.append_checksum({total, uint64_t(total), {uint64_t(total), uint64_t(total)}});
+      if (total % 10 == 0) w.flush();
+      appended.store(total);
+    }
+    watchdog.join();
+    w.set_memory(RankMemory{{1, 2}, {3, 4}, {5, 6}, {7, 8}, {9, 10}});
+    w.set_summary("stragglers", "1");
+    EXPECT_THROW(w.finish("completed"), RecordError);
+  }
+  EXPECT_FALSE(fs::exists(path_));
+  fs::copy_file(path_.string() + kPartialSuffix, dir_ / "copy.h5");
+  Record r = read_record_unverified((dir_ / "copy.h5").string());
+  EXPECT_EQ(r.status, "failed");
+  EXPECT_EQ(r.failure, "rank 1: no progress for 3 s");
+  EXPECT_GE(r.steps.size(), 50u);
+  EXPECT_LE(r.steps.size(), size_t(total - 50));  // the rows after the abandon were not written
+  EXPECT_EQ(r.checksums.size(), r.steps.size());
+  EXPECT_TRUE(r.memory.params.empty());
+  EXPECT_EQ(r.summary.count("stragglers"), 0u);
 }
 
 TEST_F(RecordTest, MissingRecord) { EXPECT_CONTAINS(read_error(path_), "no such record"); }
