@@ -96,8 +96,7 @@ sweep::RecordHeader header(size_t tensors) {
   h.run_id = "00000000000000bb";
   h.config_yaml = "train:\n  steps: 1000\n";
   h.config = {{"train.steps", "1000"}};
-  for (size_t i = 0; i < tensors; ++i)
-    h.params.push_back({"t" + std::to_string(i), {64, 64}, int64_t(i * 4096), 4096});
+  for (size_t i = 0; i < tensors; ++i) h.params.push_back({"t" + std::to_string(i), {64, 64}, int64_t(i * 4096), 4096});
   return h;
 }
 
@@ -146,7 +145,8 @@ void BM_GridExpand(benchmark::State& state) {
     for (int v = 0; v < 10; ++v) grid += (v ? ", " : "") + std::to_string(std::string(key) == "train.lr" ? v + 1 : v);
     grid += "]\n";
   }
-  for (auto _ : state) benchmark::DoNotOptimize(sweep::expand_grid(sweep::parse_grid(grid, "bench.yaml")).points.size());
+  for (auto _ : state)
+    benchmark::DoNotOptimize(sweep::expand_grid(sweep::parse_grid(grid, "bench.yaml")).points.size());
   state.SetItemsProcessed(int64_t(state.iterations()) * 1000);
 }
 BENCHMARK(BM_GridExpand)->Unit(benchmark::kMillisecond);
