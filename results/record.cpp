@@ -615,7 +615,11 @@ class Digest {
 Record read_record_file(const std::string& path, std::string* digest) {
   if (std::string why = regular_file_problem(path); !why.empty()) throw RecordError(path + ": " + why);
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  H5 file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  // Each dataset is read once, whole: no chunk cache to set up and tear down per dataset
+  // (at 1,000 records a plan spent more time there than reading).
+  H5 fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  H5Pset_cache(fapl.get(), 0, 0, 0, 0.0);
+  H5 file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);
   if (!file)
     throw RecordError(path + ": not a readable HDF5 file (truncated or corrupt); re-run the point to replace it");
   hid_t f = file.get();

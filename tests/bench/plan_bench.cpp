@@ -76,6 +76,10 @@ int main(int argc, char** argv) {
     std::string tmpl = (fs::temp_directory_path() / "plan_bench.XXXXXX").string();
     if (!mkdtemp(tmpl.data())) return std::perror("mkdtemp"), 2;
     root = tmpl;
+  } else {
+    std::error_code ec;
+    fs::create_directories(root, ec);
+    if (ec) return std::fprintf(stderr, "plan_bench: --keep %s: %s\n", root.c_str(), ec.message().c_str()), 2;
   }
   const std::string grid = root + "/bench.yaml", dir = root + "/sweep";
   std::ofstream(grid) << kGrid;
