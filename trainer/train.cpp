@@ -132,6 +132,7 @@ std::vector<double> rank_medians(const std::vector<std::vector<double>>& times, 
   std::vector<double> med(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) {
     std::vector<double> col;
+    col.reserve(times.size());
     for (const auto& row : times) col.push_back(row[size_t(r)]);
     med[size_t(r)] = median(col);
   }
@@ -227,7 +228,7 @@ RunStatus Trainer::run() {
   scaler_ = LossScaler::from(cfg_.train);
   used_.assign(flat_.handles.size(), 0);
   for (size_t i = 0; i < flat_.handles.size(); ++i)
-    flat_.handles[i].register_hook([this, i](torch::Tensor) { used_[i] = 1; });
+    flat_.handles[i].register_hook([this, i](const torch::Tensor&) { used_[i] = 1; });
 
   auto self_test = world_ > 1 ? comm_self_test(comm_, n) : std::vector<std::pair<std::string, std::string>>{};
 
@@ -287,7 +288,7 @@ RunStatus Trainer::run() {
   }
   if (is_root() && !opt_.quiet) {
     std::printf("run %s: %zu parameters, %d rank(s), %lld tokens/step, %s, zero %lld, %s reduction, %s\n", id_.c_str(),
-                n, world_, (long long)(M * B * L), cfg_.train.precision.c_str(), (long long)stage,
+                n, world_, static_cast<long long>(M) * B * L, cfg_.train.precision.c_str(), (long long)stage,
                 cfg_.dist.reduction.c_str(), source_->describe().c_str());
     if (resumed) std::printf("resumed from the checkpoint after step %lld\n", (long long)start);
   }
