@@ -278,8 +278,12 @@ TEST_F(RecordTest, AbandonFromAnotherThreadWhileTheOwnerWritesLeavesAFailedParti
   EXPECT_EQ(r.status, "failed");
   EXPECT_EQ(r.failure, "rank 1: no progress for 3 s");
   EXPECT_GE(r.steps.size(), 50u);
-  EXPECT_LE(r.steps.size(), size_t(total - 50));  // the rows after the abandon were not written
-  EXPECT_EQ(r.checksums.size(), r.steps.size());
+  // The rows after the abandon were not written. (The row in flight when the flag was
+  // seen may be on either side of it, and the abandon may fall between a step's metrics
+  // and its checksum row.)
+  EXPECT_LE(r.steps.size(), size_t(total - 49));
+  EXPECT_LE(r.checksums.size(), r.steps.size());
+  EXPECT_GE(r.checksums.size() + 1, r.steps.size());
   EXPECT_TRUE(r.memory.params.empty());
   EXPECT_EQ(r.summary.count("stragglers"), 0u);
 }
