@@ -64,8 +64,7 @@ class CountingAllocator final : public c10::Allocator {
 }  // namespace
 
 TensorMemoryMeter& TensorMemoryMeter::instance() {
-  static TensorMemoryMeter meter;
-  static const bool installed = [] {
+  static TensorMemoryMeter meter([] {
     c10::Allocator* base = c10::GetCPUAllocator();
     g_base_free = base->raw_deleter();
     if (!g_base_free) return false;  // no raw allocation to build on: nothing is counted
@@ -73,8 +72,7 @@ TensorMemoryMeter& TensorMemoryMeter::instance() {
     // Priority 1, above the default allocator's 0, so LibTorch takes it.
     c10::SetCPUAllocator(new CountingAllocator(base), /*priority=*/1);
     return true;
-  }();
-  meter.installed_ = installed;
+  }());
   return meter;
 }
 

@@ -25,7 +25,8 @@ class TensorMemoryMeter {
   bool installed() const { return installed_; }
 
  private:
-  bool installed_ = false;
+  explicit TensorMemoryMeter(bool installed) : installed_(installed) {}
+  const bool installed_;
 };
 
 /// The process's peak resident set size in bytes (VmHWM in /proc/self/status), or -1
