@@ -1,0 +1,75 @@
+// The built-in decoder trains the bits it trained before the model registry existed
+// (issue 14: "the seam costs nothing"). tests/data/*_golden.tsv hold, per run, the run id,
+// the final step, the final parameter checksum and the final loss's bits, as the build
+// before the registry (commit cdb9dd0) recorded them for sweeps/quickstart.yaml and for
+// tests/data/golden_variants.yaml (MoE, fp16 emulated with its scaler, bf16 autocast).
+// A changed run id means the canonical config text changed; a changed checksum or loss
+// means the model, the loop or the numerics did.
+#include <gtest/gtest.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "e2e_util.h"  // E2eTest, completed_records
+
+namespace {
+
+struct Golden {
+  int64_t final_step = 0;
+  uint64_t params = 0, loss_bits = 0;
+};
+
+std::map<std::string, Golden> read_golden(const std::string& path) {
+  std::map<std::string, Golden> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream f(line);
+    std::string id, step, params, loss;
+    f >> id >> step >> params >> loss;
+    out[id] = {std::stoll(step), std::stoull(params, nullptr, 16), std::stoull(loss, nullptr, 16)};
+  }
+  return out;
+}
+
+class DecoderGolden : public sweep_test::E2eTest {
+ protected:
+  DecoderGolden() : E2eTest("decoder_golden") {}
+
+  /// Runs `grid` and compares every record with `golden`.
+  void expect_golden(const std::string& grid, const std::string& golden) {
+    const auto want = read_golden(std::string(SWEEP_SOURCE_DIR) + "/" + golden);
+    ASSERT_FALSE(want.empty()) << golden;
+    const auto out = dir_ / "out";
+    ASSERT_TRUE(sweep_cli({"run", std::string(SWEEP_SOURCE_DIR) + "/" + grid, "--out", out.string()}, "run.log").ok())
+        << read("run.log");
+    const auto got = sweep_test::completed_records(out);
+    ASSERT_EQ(got.size(), want.size()) << read("run.log");
+    for (const auto& [id, g] : want) {
+      ASSERT_TRUE(got.count(id)) << "run id " << id << " is gone: the canonical config text changed";
+      const sweep::Record& r = got.at(id);
+      ASSERT_FALSE(r.checksums.empty());
+      ASSERT_FALSE(r.steps.empty());
+      EXPECT_EQ(r.checksums.back().step, g.final_step) << id;
+      EXPECT_EQ(r.checksums.back().params, g.params) << id << ": the final parameters differ";
+      uint64_t bits = 0;
+      std::memcpy(&bits, &r.steps.back().loss, sizeof bits);
+      EXPECT_EQ(bits, g.loss_bits) << id << ": the final loss differs";
+    }
+  }
+};
+
+TEST_F(DecoderGolden, QuickstartTrainsTheBitsItTrainedBefore) {
+  expect_golden("sweeps/quickstart.yaml", "tests/data/quickstart_golden.tsv");
+}
+
+TEST_F(DecoderGolden, MoeFp16AndBf16TrainTheBitsTheyTrainedBefore) {
+  expect_golden("tests/data/golden_variants.yaml", "tests/data/golden_variants.tsv");
+}
+
+}  // namespace
