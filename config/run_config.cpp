@@ -14,6 +14,8 @@
 #include <initializer_list>
 #include <sstream>
 
+#include "model_schema.h"  // registered model kinds, canonical_real
+
 namespace sweep {
 namespace {
 
@@ -28,20 +30,39 @@ using Choices = std::vector<std::string>;
 struct Text {
   size_t max_len;
 };
+/// model.kind of a registered kind: applied before the table is walked (it decides the
+/// table), so visitors only list and spell it.
+struct Kind {};
+
+constexpr IntRange kVocab{2, 1 << 20}, kSeqLen{2, 1 << 20};
 
 /// The one table of keys: every visitor (apply, list, flatten) walks it in this order.
+/// The decoder's model keys come first as they always did, without model.kind, so its
+/// canonical text and run ids are those of the time before other kinds; a registered
+/// kind has model.kind, the shared vocab and seq_len, then its own keys.
 template <class Visitor>
 void visit_fields(RunConfig& c, Visitor&& v) {
-  v("model.layers", c.model.layers, IntRange{1, 256});
-  v("model.d_model", c.model.d_model, IntRange{8, 65536});
-  v("model.heads", c.model.heads, IntRange{1, 1024});
-  v("model.vocab", c.model.vocab, IntRange{2, 1 << 20});
-  v("model.seq_len", c.model.seq_len, IntRange{2, 1 << 20});
-  v("model.ffn_mult", c.model.ffn_mult, IntRange{1, 64});
-  v("model.moe.experts", c.model.moe_experts, IntRange{0, 4096});
-  v("model.moe.top_k", c.model.moe_top_k, IntRange{1, 64});
-  v("model.moe.shared_experts", c.model.moe_shared_experts, IntRange{0, 64});
-  v("model.moe.expert_hidden", c.model.moe_expert_hidden, IntRange{0, 1 << 20});
+  if (c.model.kind == kDecoderKind) {
+    v("model.layers", c.model.layers, IntRange{1, 256});
+    v("model.d_model", c.model.d_model, IntRange{8, 65536});
+    v("model.heads", c.model.heads, IntRange{1, 1024});
+    v("model.vocab", c.model.vocab, kVocab);
+    v("model.seq_len", c.model.seq_len, kSeqLen);
+    v("model.ffn_mult", c.model.ffn_mult, IntRange{1, 64});
+    v("model.moe.experts", c.model.moe_experts, IntRange{0, 4096});
+    v("model.moe.top_k", c.model.moe_top_k, IntRange{1, 64});
+    v("model.moe.shared_experts", c.model.moe_shared_experts, IntRange{0, 64});
+    v("model.moe.expert_hidden", c.model.moe_expert_hidden, IntRange{0, 1 << 20});
+  } else {
+    const ModelSchema* schema = find_model_schema(c.model.kind);
+    if (!schema || schema->keys.size() != c.model.values.size())
+      throw ConfigError("model.kind '" + printable(c.model.kind) + "' is not registered in this process");
+    const std::vector<std::string>& keys = model_schema_keys(c.model.kind);
+    v(keys[0].c_str(), c.model.kind, Kind{});
+    v(keys[1].c_str(), c.model.vocab, kVocab);
+    v(keys[2].c_str(), c.model.seq_len, kSeqLen);
+    for (size_t i = 0; i < schema->keys.size(); ++i) v(keys[i + 3].c_str(), c.model.values[i].second, schema->keys[i]);
+  }
   v("data.kind", c.data.kind, Choices{"synthetic", "tokens", "text", "hdf5"});
   v("data.path", c.data.path, Text{4096});
   v("data.dataset", c.data.dataset, Text{1024});
@@ -97,11 +118,7 @@ void visit_fields(RunConfig& c, Visitor&& v) {
 std::string format_int(int64_t x) { return std::to_string(x); }
 
 /// Shortest text that reads back as the same double: "0.001", "1e-08", "3".
-std::string format_real(double x) {
-  char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof buf, x);
-  return std::string(buf, r.ptr);
-}
+std::string format_real(double x) { return canonical_real(x); }
 
 std::string at(const ConfigValue& v) { return v.where.empty() ? "" : v.where + ": "; }
 
@@ -120,38 +137,58 @@ struct Applier {
     if (!it->second.is_scalar) bad_value(key, it->second, "a single value, not a map or list");
     return &it->second;
   }
-  void operator()(const char* key, int64_t& field, IntRange r) {
-    const ConfigValue* v = find(key);
-    if (!v) return;
-    const std::string& s = v->text;
+  static int64_t parse(const char* key, const ConfigValue& v, IntRange r) {
+    const std::string& s = v.text;
     int64_t x = 0;
     auto res = std::from_chars(s.data(), s.data() + s.size(), x);
     std::string range = "an integer in [" + format_int(r.min) + ", " + format_int(r.max) + "]";
-    if (s.empty() || res.ec != std::errc() || res.ptr != s.data() + s.size()) bad_value(key, *v, range);
-    if (x < r.min || x > r.max) bad_value(key, *v, range);
-    field = x;
+    if (s.empty() || res.ec != std::errc() || res.ptr != s.data() + s.size()) bad_value(key, v, range);
+    if (x < r.min || x > r.max) bad_value(key, v, range);
+    return x;
   }
-  void operator()(const char* key, double& field, RealRange r) {
-    const ConfigValue* v = find(key);
-    if (!v) return;
-    const std::string& s = v->text;
+  static double parse(const char* key, const ConfigValue& v, RealRange r) {
+    const std::string& s = v.text;
     double x = 0;
     auto res = std::from_chars(s.data(), s.data() + s.size(), x);
     std::string range = std::string("a number in ") + (r.min_exclusive ? "(" : "[") + format_real(r.min) + ", " +
                         format_real(r.max) + "]";
     if (s.empty() || res.ec != std::errc() || res.ptr != s.data() + s.size() || !std::isfinite(x))
-      bad_value(key, *v, range);
-    if (x < r.min || (r.min_exclusive && x == r.min) || x > r.max) bad_value(key, *v, range);
+      bad_value(key, v, range);
+    if (x < r.min || (r.min_exclusive && x == r.min) || x > r.max) bad_value(key, v, range);
     // -0 and 0 are the same setting; without this "-0" would get its own run id.
-    field = x == 0 ? 0.0 : x;
+    return x == 0 ? 0.0 : x;
+  }
+  static const std::string& parse(const char* key, const ConfigValue& v, const Choices& choices) {
+    if (std::find(choices.begin(), choices.end(), v.text) == choices.end())
+      bad_value(key, v, "one of " + join(choices, " | "));
+    return v.text;
+  }
+  void operator()(const char* key, int64_t& field, IntRange r) {
+    if (const ConfigValue* v = find(key)) field = parse(key, *v, r);
+  }
+  void operator()(const char* key, double& field, RealRange r) {
+    if (const ConfigValue* v = find(key)) field = parse(key, *v, r);
   }
   void operator()(const char* key, std::string& field, const Choices& choices) {
+    if (const ConfigValue* v = find(key)) field = parse(key, *v, choices);
+  }
+  /// A registered kind's key: checked as a built-in key of its type, kept as canonical text.
+  void operator()(const char* key, std::string& field, const ModelKey& k) {
     const ConfigValue* v = find(key);
     if (!v) return;
-    if (std::find(choices.begin(), choices.end(), v->text) == choices.end())
-      bad_value(key, *v, "one of " + join(choices, " | "));
-    field = v->text;
+    switch (k.type) {
+      case ModelKey::Type::integer:
+        field = format_int(parse(key, *v, IntRange{k.int_min, k.int_max}));
+        break;
+      case ModelKey::Type::real:
+        field = format_real(parse(key, *v, RealRange{k.real_min, k.real_max, k.min_exclusive}));
+        break;
+      case ModelKey::Type::choice:
+        field = parse(key, *v, k.choices);
+        break;
+    }
   }
+  void operator()(const char* key, std::string&, Kind) { (void)find(key); }  // applied before the walk
   void operator()(const char* key, std::string& field, Text t) {
     const ConfigValue* v = find(key);
     if (!v) return;
@@ -176,6 +213,8 @@ struct Flattener {
   void operator()(const char* key, double& f, RealRange) { out->emplace_back(key, format_real(f)); }
   void operator()(const char* key, std::string& f, const Choices&) { out->emplace_back(key, f); }
   void operator()(const char* key, std::string& f, Text) { out->emplace_back(key, f); }
+  void operator()(const char* key, std::string& f, const ModelKey&) { out->emplace_back(key, f); }
+  void operator()(const char* key, std::string& f, Kind) { out->emplace_back(key, f); }
 };
 
 /// Double-quoted YAML scalar: any text (paths with ': ', '#', quotes) reads back unchanged.
@@ -259,11 +298,51 @@ const std::vector<std::string>& run_config_keys() {
   return keys;
 }
 
+const std::vector<std::string>& config_keys(const std::string& kind) {
+  if (kind == kDecoderKind) return run_config_keys();
+  static std::map<std::string, std::vector<std::string>> by_kind;  // kinds are registered at start-up
+  auto it = by_kind.find(kind);
+  if (it != by_kind.end()) return it->second;
+  RunConfig c;
+  c.model.kind = kind;
+  if (const ModelSchema* s = find_model_schema(kind))
+    for (const ModelKey& k : s->keys) c.model.values.emplace_back(k.name, k.default_value);
+  std::vector<std::string> keys;
+  visit_fields(c, Lister{&keys});  // throws for an unknown kind
+  return by_kind.emplace(kind, std::move(keys)).first->second;
+}
+
+namespace {
+
+/// Sets model.kind from `v`; another kind than base's starts from its own defaults.
+void apply_kind(RunConfig& base, const ConfigValue& v) {
+  if (!v.is_scalar) bad_value("model.kind", v, "a single value, not a map or list");
+  if (v.text == base.model.kind) return;
+  const std::vector<std::string> kinds = model_kinds();
+  if (std::find(kinds.begin(), kinds.end(), v.text) == kinds.end()) {
+    const std::string near = closest_key(v.text, kinds);
+    throw ConfigError(at(v) + "key 'model.kind': unknown model kind '" + printable(v.text) + "'" +
+                      (near.empty() ? "" : " (did you mean '" + near + "'?)") + "; registered kinds: " + join(kinds) +
+                      (kinds.size() == 1 ? " (a model of your own: name the program that registers it with "
+                                           "launch.trainer or --trainer)"
+                                         : ""));
+  }
+  base.model.kind = v.text;
+  base.model.values.clear();
+  if (const ModelSchema* s = find_model_schema(v.text))
+    for (const ModelKey& k : s->keys) base.model.values.emplace_back(k.name, k.default_value);
+}
+
+}  // namespace
+
 RunConfig apply_run_values(RunConfig base, const FlatConfig& values) {
-  const auto& keys = run_config_keys();
+  if (auto it = values.find("model.kind"); it != values.end()) apply_kind(base, it->second);
+  const auto& keys = config_keys(base.model.kind);
   for (const auto& [key, v] : values) {
-    if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
+    if (std::find(keys.begin(), keys.end(), key) != keys.end() || key == "model.kind") continue;
     std::string msg = at(v) + "unknown key '" + printable(key) + "'";
+    if (base.model.kind != kDecoderKind && key.rfind("model.", 0) == 0)
+      msg += " for model.kind " + base.model.kind;
     throw ConfigError(msg + did_you_mean(key, keys));
   }
   visit_fields(base, Applier{values});
@@ -291,12 +370,14 @@ void check_sizes(const RunConfig& c, const FlatConfig& values) {
     throw ConfigError(at_any(values, keys) + "key '" + *keys.begin() + "': " + what + " would be " + buf +
                       ", more than 2^34; this is not a run one rank can hold");
   };
-  if (params > limit)
+  // A registered kind's sizes are its own business: only the decoder's are known here.
+  const bool decoder = c.model.kind == kDecoderKind;
+  if (decoder && params > limit)
     fail({"model.d_model", "model.layers", "model.vocab", "model.moe.experts"}, "the parameter count", params);
-  if (B * L * double(c.model.vocab) > limit)
+  if (decoder && B * L * double(c.model.vocab) > limit)
     fail({"train.micro_batch", "model.seq_len", "model.vocab"},
          "one micro-batch's logits (micro_batch x seq_len x vocab)", B * L * double(c.model.vocab));
-  if (B * double(c.model.heads) * L * L > limit)
+  if (decoder && B * double(c.model.heads) * L * L > limit)
     fail({"model.seq_len", "train.micro_batch", "model.heads"},
          "one micro-batch's attention scores (micro_batch x heads x seq_len^2)", B * double(c.model.heads) * L * L);
   // Token counts are int64 products in the trainer; 2^40 per step also keeps them exact.
@@ -310,11 +391,12 @@ void check_sizes(const RunConfig& c, const FlatConfig& values) {
 }  // namespace
 
 void check_run_config(const RunConfig& c, const FlatConfig& values) {
-  if (c.model.d_model % c.model.heads != 0)
+  const bool decoder = c.model.kind == kDecoderKind;
+  if (decoder && c.model.d_model % c.model.heads != 0)
     throw ConfigError(at_any(values, {"model.heads", "model.d_model"}) +
                       "key 'model.heads': must divide model.d_model (" + format_int(c.model.d_model) + "), got " +
                       format_int(c.model.heads));
-  if ((c.model.d_model / c.model.heads) % 2 != 0)
+  if (decoder && (c.model.d_model / c.model.heads) % 2 != 0)
     throw ConfigError(at_any(values, {"model.heads", "model.d_model"}) +
                       "key 'model.heads': model.d_model / model.heads must be even for rotary positions, got " +
                       format_int(c.model.d_model / c.model.heads));
@@ -336,7 +418,7 @@ void check_run_config(const RunConfig& c, const FlatConfig& values) {
     throw ConfigError(at_any(values, {"model.vocab", "data.kind"}) +
                       "key 'model.vocab': data.kind text needs vocab >= 256 (one token per byte), got " +
                       format_int(c.model.vocab));
-  if (c.model.moe_experts > 0 && c.model.moe_top_k > c.model.moe_experts)
+  if (decoder && c.model.moe_experts > 0 && c.model.moe_top_k > c.model.moe_experts)
     throw ConfigError(at_any(values, {"model.moe.top_k", "model.moe.experts"}) +
                       "key 'model.moe.top_k': must be <= model.moe.experts (" + format_int(c.model.moe_experts) + ")");
   check_sizes(c, values);

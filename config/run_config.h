@@ -17,8 +17,15 @@ class Node;
 
 namespace sweep {
 
-/// Model shape: a decoder-only transformer (RMSNorm, rotary positions, SwiGLU).
+/// The model: which kind (model_schema.h), the keys every kind has (vocab, seq_len: the
+/// data pipeline reads them), and its own keys. The built-in decoder-only transformer
+/// (RMSNorm, rotary positions, SwiGLU or MoE) keeps its keys in fields; a registered
+/// kind's keys are canonical text in `values`.
 struct ModelConfig {
+  std::string kind = "decoder";  ///< model.kind: decoder (built in) or a registered kind
+  /// A registered kind's own keys, (name, canonical text), in its schema's order; empty
+  /// for the decoder.
+  std::vector<std::pair<std::string, std::string>> values;
   int64_t layers = 2;              ///< transformer blocks
   int64_t d_model = 64;            ///< residual stream width
   int64_t heads = 4;               ///< attention heads; must divide d_model
@@ -124,10 +131,15 @@ struct ConfigValue {
 /// Dotted key ("train.lr") -> value. Keys are validated by parse_run_config.
 using FlatConfig = std::map<std::string, ConfigValue>;
 
-/// Every dotted key the run config knows, in canonical order.
+/// Every dotted key the run config of the built-in decoder knows, in canonical order.
 const std::vector<std::string>& run_config_keys();
 
-/// Applies `values` on top of `base`; throws ConfigError naming the key for an unknown
+/// Every dotted key of a run config of model kind `kind`, in canonical order (the
+/// decoder's: run_config_keys()). Throws ConfigError for a kind this process does not know.
+const std::vector<std::string>& config_keys(const std::string& kind);
+
+/// Applies `values` on top of `base`; `model.kind`, when given, first (another kind starts
+/// from that kind's defaults for its own keys). Throws ConfigError naming the key for an unknown
 /// key (with a did-you-mean), a wrong type or an out-of-range value, and checks the
 /// constraints between keys.
 RunConfig apply_run_config(RunConfig base, const FlatConfig& values);

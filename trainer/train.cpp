@@ -1,3 +1,7 @@
+// The training loop: one run from its config to its record, on every rank. The model comes
+// through the registry (sweep/trainer.h); its parameters live in flat buffers
+// (flat_params.h); test faults strike through faults.h; each step's rows go through
+// step_record.h.
 #include "train.h"
 
 #include <torch/torch.h>
@@ -5,12 +9,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <optional>
-#include <thread>
 
 #include "canonical_allreduce.h"  // canonical_allreduce, shard_layout, allgather_shards
 #include "canonical_reduce.h"     // TreeAccumulator, canonical_sum
@@ -19,11 +22,14 @@
 #include "comm_selftest.h"        // comm_self_test
 #include "data_source.h"          // open_token_source, Sampler
 #include "environment.h"          // set_up_determinism, collect_environment
+#include "faults.h"               // FaultInjector
+#include "flat_params.h"          // FlatParams, flatten
 #include "memory_meter.h"         // TensorMemoryMeter
-#include "model.h"                // Transformer
+#include "model_schema.h"         // kDecoderKind
 #include "optimizer.h"            // adamw, learning_rate, clipping, LossScaler
 #include "prefetcher.h"           // Prefetcher
-#include "record.h"               // RecordWriter
+#include "step_record.h"          // StepRecorder
+#include "sweep/trainer.h"        // Models, Model, ModelArgs, LossSum
 #include "torch_compat.h"         // AutocastGuard, RNG state
 #include "watchdog.h"             // Watchdog, WatchedCommunicator
 
@@ -33,68 +39,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-/// All parameters live in one flat fp32 buffer (and gradients in another) in the
-/// model's canonical order, so reductions, optimizer and checksums see one vector. The
-/// parameter tensors are views into the buffers; ZeRO 2/3 drop and rebind the buffers
-/// between steps.
-struct FlatParams {
-  torch::Tensor params, grads;  // full-size, on the host; undefined while released (ZeRO 2/3)
-  std::vector<ParamInfo> table;
-  std::vector<torch::Tensor> handles;  // the module's parameter tensors, table order
-  int64_t n = 0;
-  // Off the CPU, the module's tensors are views of these device buffers instead; each
-  // step copies the host parameters in, and each micro-batch's gradient out.
-  torch::Device device{torch::kCPU};
-  torch::Tensor dev_params, dev_grads;
-
-  bool on_host() const { return device.is_cpu(); }
-  void bind_params() {
-    const torch::Tensor& src = on_host() ? params : dev_params;
-    for (size_t i = 0; i < handles.size(); ++i)
-      handles[i].set_data(src.defined() ? src.narrow(0, table[i].offset, table[i].numel).view(table[i].shape)
-                                        : torch::empty({0}, torch::kFloat));
-  }
-  void bind_grads() {
-    // A defined grad that is a view of the flat buffer: autograd accumulates into it in
-    // place, and a parameter that gets no gradient (an idle expert) stays zero.
-    const torch::Tensor& dst = on_host() ? grads : dev_grads;
-    for (size_t i = 0; i < handles.size(); ++i)
-      handles[i].mutable_grad() =
-          dst.defined() ? dst.narrow(0, table[i].offset, table[i].numel).view(table[i].shape) : torch::Tensor();
-  }
-  /// Before forward: the device gets the host parameters (a no-op on the CPU).
-  void push_params() {
-    if (!on_host()) dev_params.copy_(params);
-  }
-  /// Before a micro-batch's backward: the gradient buffer it accumulates into is zero.
-  void zero_grads() { (on_host() ? grads : dev_grads).zero_(); }
-  /// After it: the host buffer holds that gradient (a no-op on the CPU).
-  void pull_grads() {
-    if (!on_host()) grads.copy_(dev_grads);
-  }
-};
-
-FlatParams flatten(torch::nn::Module& model, torch::Device device) {
-  FlatParams f;
-  f.device = device;
-  for (const auto& item : model.named_parameters(/*recurse=*/true)) {
-    f.table.push_back({item.key(), item.value().sizes().vec(), f.n, item.value().numel()});
-    f.handles.push_back(item.value());
-    f.n += item.value().numel();
-  }
-  f.params = torch::empty({f.n}, torch::kFloat);
-  for (size_t i = 0; i < f.handles.size(); ++i)
-    f.params.narrow(0, f.table[i].offset, f.table[i].numel).copy_(f.handles[i].detach().reshape({-1}));
-  f.grads = torch::zeros({f.n}, torch::kFloat);
-  if (!f.on_host()) {
-    f.dev_params = f.params.to(device);
-    f.dev_grads = torch::zeros({f.n}, torch::TensorOptions().dtype(torch::kFloat).device(device));
-  }
-  f.bind_params();
-  f.bind_grads();
-  return f;
-}
 
 /// The device forward and backward run on. CUDA: GPU local_rank modulo the GPU count,
 /// with deterministic math; cuBLAS reads its workspace setting when it starts.
@@ -120,60 +64,56 @@ ChecksumRow checksum_row(int64_t step, const float* params, const FlatParams& fl
   return row;
 }
 
-/// The lower median: of two ranks the typical one is the faster, or no rank of two
-/// could ever exceed it.
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[(v.size() - 1) / 2];
-}
-
-/// Each rank's median over the steps of `times` ([step][rank]).
-std::vector<double> rank_medians(const std::vector<std::vector<double>>& times, int world) {
-  std::vector<double> med(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r) {
-    std::vector<double> col;
-    col.reserve(times.size());
-    for (const auto& row : times) col.push_back(row[size_t(r)]);
-    med[size_t(r)] = median(col);
-  }
-  return med;
-}
-
-/// Ranks whose median exceeds the typical rank's by 20% and by kStragglerMinS: below
-/// that, scheduling noise on a busy host flags a rank of a small model at random.
-constexpr double kStragglerMinS = 0.01;
-std::vector<int> stragglers(const std::vector<double>& med) {
-  const double typical = median(med);
-  std::vector<int> out;
-  for (size_t r = 0; r < med.size(); ++r)
-    if (med.size() > 1 && med[r] > 1.2 * typical && med[r] - typical > kStragglerMinS) out.push_back(int(r));
-  return out;
+/// This program's path, for the record: `sweep reproduce` starts it again.
+std::string self_path() {
+  std::error_code ec;
+  const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : p.string();
 }
 
 class Trainer {
  public:
-  Trainer(const RunConfig& cfg, const TrainOptions& opt, Communicator& comm, Watchdog& dog)
-      : cfg_(cfg), opt_(opt), comm_(comm), dog_(dog), rank_(comm.rank()), world_(comm.size()) {}
+  Trainer(const RunConfig& cfg, const TrainOptions& opt, Communicator& comm, Watchdog& dog, const Models& models)
+      : cfg_(cfg),
+        opt_(opt),
+        comm_(comm),
+        dog_(dog),
+        models_(models),
+        rank_(comm.rank()),
+        world_(comm.size()),
+        rec_(comm.size(), opt.quiet, cfg.train.log_every, cfg.train.steps) {}
   ~Trainer() { dog_.on_stop(nullptr); }  // the hook reaches into this object
   RunStatus run();
 
  private:
+  const ModelSpec& find_spec() const;
+  void build_model();
+  void open_record(const std::vector<std::pair<std::string, std::string>>& self_test);
   void restore(TrainState& st);
   void step_once(int64_t step, StepMetrics& s);
+  /// The micro-batches of this rank: forward and backward into the gradient tree; returns
+  /// this rank's target count.
+  int64_t compute(int64_t step, std::vector<double>& local_losses, double scale_used, int64_t tokens);
+  std::optional<ChecksumRow> checksum_if_due(int64_t step);
   void check_replicas(int64_t step, const ChecksumRow& mine);
   TrainState snapshot(int64_t step);
   RankMemory measure_memory();
+  /// "model 'KIND': " + what, for the errors about a model.
+  std::string model_error(const std::string& what) const { return "model '" + cfg_.model.kind + "': " + what; }
   bool is_root() const { return rank_ == 0; }
 
   const RunConfig& cfg_;
   const TrainOptions& opt_;
   Communicator& comm_;
   Watchdog& dog_;
+  const Models& models_;
   const int rank_, world_;
   std::string id_;
 
   std::unique_ptr<TokenSource> source_;
-  std::optional<Transformer> model_;
+  const ModelSpec* spec_ = nullptr;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<FaultInjector> faults_;  // null unless a fault.* key is on
   FlatParams flat_;
   ShardLayout layout_;
   size_t s0_ = 0, ns_ = 0;              // this rank's shard
@@ -184,23 +124,42 @@ class Trainer {
   std::unique_ptr<TreeAccumulator> tree_;
   LossScaler scaler_;
   int64_t updates_ = 0;
-  std::vector<uint8_t> used_;  // per parameter tensor: got a gradient this step
+  std::vector<int64_t> used_;  // per parameter tensor: got a gradient this step; then the target count
   torch::Device device_{torch::kCPU};
   torch::Tensor pinned_batch_;  // host staging for the device's batches
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<Prefetcher> prefetch_;
-  std::optional<RecordWriter> record_;
-  std::vector<StepMetrics> rows_;
-  std::vector<ChecksumRow> checks_;
-  std::vector<std::vector<double>> rank_times_;
-  std::vector<std::vector<double>> compute_times_;  // [step][rank]: forward+backward only, for stragglers
+  StepRecorder rec_;
 };
+
+const ModelSpec& Trainer::find_spec() const {
+  if (const ModelSpec* spec = models_.find(cfg_.model.kind)) return *spec;
+  std::vector<std::string> kinds;
+  for (const auto& s : models_.specs()) kinds.push_back(s.schema.kind);
+  throw ConfigError("key 'model.kind': this program does not offer model '" + cfg_.model.kind +
+                    "'; it offers: " + join(kinds));
+}
+
+void Trainer::build_model() {
+  // fp16 on the CPU is emulated in the model; on CUDA it is autocast, like bf16.
+  const bool fp16_emulated = cfg_.train.precision == "fp16" && device_.is_cpu();
+  model_ = spec_->make(ModelArgs(cfg_, fp16_emulated));
+  if (!model_) throw std::runtime_error(model_error("its factory returned no model"));
+  model_->module().to(device_);  // the same initial values: they were drawn on the CPU
+  try {
+    flat_ = flatten(model_->module(), device_);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(model_error(e.what()));
+  }
+  if (flat_.n == 0) throw std::runtime_error(model_error("it has no parameters to train"));
+}
 
 RunStatus Trainer::run() {
   // Everything that can reject the config happens before anything is written.
   if (cfg_.dist.world_size != world_)
     throw ConfigError("key 'dist.world_size': the config says " + std::to_string(cfg_.dist.world_size) +
                       " ranks, but the job was launched with " + std::to_string(world_));
+  spec_ = &find_spec();  // before the data opens: an unknown kind is a config error
   source_ = open_token_source(cfg_);
   id_ = run_id(cfg_);
   std::optional<TrainState> resumed;
@@ -208,15 +167,12 @@ RunStatus Trainer::run() {
     resumed = load_checkpoint_at(opt_.resume_from, id_, math_id(cfg_));  // elastic: any layout of the same math
   else if (opt_.resume)
     resumed = load_latest_checkpoint(opt_.out_dir, id_, math_id(cfg_));
+  faults_ = FaultInjector::make(cfg_.fault, rank_, opt_.resume);
 
   device_ = compute_device(opt_);
   set_up_determinism(cfg_);
   torch::NoGradGuard outer_no_grad;  // gradients only where a micro-batch asks for them
-  const bool fp16 = cfg_.train.precision == "fp16", bf16 = cfg_.train.precision == "bf16";
-  // fp16 on the CPU is emulated in the model; on CUDA it is autocast, like bf16.
-  model_.emplace(cfg_.model, fp16 && device_.is_cpu() ? MatmulPrecision::fp16_emulated : MatmulPrecision::fp32);
-  (*model_)->to(device_);  // the same initial values: they were drawn on the CPU
-  flat_ = flatten(**model_, device_);
+  build_model();
   const size_t n = size_t(flat_.n);
   const int64_t stage = cfg_.dist.zero_stage;
   layout_ = shard_layout(n, world_);
@@ -226,7 +182,7 @@ RunStatus Trainer::run() {
   if (stage >= 2) gshard_.assign(ns_, 0.0f);
   tree_ = std::make_unique<TreeAccumulator>(n);
   scaler_ = LossScaler::from(cfg_.train);
-  used_.assign(flat_.handles.size(), 0);
+  used_.assign(flat_.handles.size() + 1, 0);
   for (size_t i = 0; i < flat_.handles.size(); ++i)
     flat_.handles[i].register_hook([this, i](const torch::Tensor&) { used_[i] = 1; });
 
@@ -234,48 +190,14 @@ RunStatus Trainer::run() {
 
   const int64_t A = cfg_.train.accum, M = world_ * A, B = cfg_.train.micro_batch, L = cfg_.model.seq_len;
   if (!device_.is_cpu()) pinned_batch_ = torch::empty({B, L + 1}, torch::kLong).pin_memory();
-  if (is_root()) {
-    RecordHeader header;
-    header.run_id = id_;
-    header.sweep_id = opt_.sweep_id;
-    header.config_yaml = to_yaml(cfg_);
-    header.config = to_flat(cfg_);
-    header.environment = collect_environment(cfg_);
-    header.environment.emplace_back("world_size", std::to_string(world_));
-    if (!device_.is_cpu()) {
-      for (auto& [k, v] : header.environment)
-        if (k == "device")
-          v = device_.str() + " (of " + std::to_string(torch::cuda::device_count()) +
-              "; cuDNN deterministic, TF32 off, CUBLAS_WORKSPACE_CONFIG " + std::getenv("CUBLAS_WORKSPACE_CONFIG") +
-              ")";
-        else if (k == "cuda")
-          v = "available";
-    }
-    header.environment.emplace_back("data.source", source_->describe());
-    header.environment.emplace_back("data.entropy_floor", format_double(source_->entropy_floor()));
-    if (device_.is_cpu())
-      header.environment.emplace_back("precision.cpu",
-                                      fp16   ? "fp16 emulated: fp16-rounded matmul inputs, fp32 accumulation"
-                                      : bf16 ? "bf16 autocast"
-                                             : "fp32");
-    else
-      header.environment.emplace_back("precision.cuda", fp16   ? "fp16 autocast"
-                                                        : bf16 ? "bf16 autocast"
-                                                               : "fp32, TF32 off");
-    header.params = flat_.table;
-    header.world_size = world_;
-    std::filesystem::create_directories(opt_.out_dir);
-    record_.emplace(opt_.out_dir + "/record.h5", header);
-    for (const auto& [k, v] : self_test) record_->set_summary(k, v);
-  }
+  if (is_root()) open_record(self_test);
 
   int64_t start = 0;
   if (resumed) {
     restore(*resumed);
     start = resumed->step;
   } else {
-    checks_.push_back(checksum_row(0, flat_.params.data_ptr<float>(), flat_));  // the initial parameters
-    if (record_) record_->append_checksum(checks_.back());
+    rec_.initial(checksum_row(0, flat_.params.data_ptr<float>(), flat_));  // the initial parameters
   }
   if (stage == 3) {  // from here on each rank keeps only its shard of the parameters
     pshard_.assign(flat_.params.data_ptr<float>() + s0_, flat_.params.data_ptr<float>() + s0_ + ns_);
@@ -287,9 +209,10 @@ RunStatus Trainer::run() {
     flat_.bind_grads();
   }
   if (is_root() && !opt_.quiet) {
-    std::printf("run %s: %zu parameters, %d rank(s), %lld tokens/step, %s, zero %lld, %s reduction, %s\n", id_.c_str(),
-                n, world_, static_cast<long long>(M) * B * L, cfg_.train.precision.c_str(), (long long)stage,
-                cfg_.dist.reduction.c_str(), source_->describe().c_str());
+    std::printf("run %s: %s model, %zu parameters, %d rank(s), %lld tokens/step, %s, zero %lld, %s reduction, %s\n",
+                id_.c_str(), cfg_.model.kind.c_str(), n, world_, static_cast<long long>(M) * B * L,
+                cfg_.train.precision.c_str(), (long long)stage, cfg_.dist.reduction.c_str(),
+                source_->describe().c_str());
     if (resumed) std::printf("resumed from the checkpoint after step %lld\n", (long long)start);
   }
 
@@ -298,13 +221,10 @@ RunStatus Trainer::run() {
                                            size_t(B * (L + 1)));
   // A timeout or the launcher's SIGTERM ends the process from the watchdog thread;
   // before it does, the record says why (RecordWriter serialises with this thread).
-  dog_.on_stop([this](const std::string& why) {
-    if (record_) record_->abandon(why);
-  });
+  dog_.on_stop([this](const std::string& why) { rec_.abandon(why); });
   dog_.arm();
   RunStatus status = RunStatus::completed;
   std::string failure;
-  auto last_flush = Clock::now();
   try {
     for (int64_t step = start + 1; step <= cfg_.train.steps; ++step) {
       dog_.beat(step);
@@ -325,88 +245,126 @@ RunStatus Trainer::run() {
       }
       // Recording cost of this step: checksums plus any periodic flush to disk (the
       // appends themselves only buffer in memory).
-      auto r0 = Clock::now();
-      const bool checksum_now = step % cfg_.train.checksum_every == 0 || step == cfg_.train.steps;
-      if (checksum_now) {
-        std::vector<float> gathered;
-        const float* params = flat_.params.defined() ? flat_.params.data_ptr<float>() : nullptr;
-        if (stage == 3) {  // checksums need the whole vector: gather it for the moment
-          gathered.resize(n);
-          std::copy(pshard_.begin(), pshard_.end(), gathered.begin() + long(s0_));
-          allgather_shards(comm_, gathered.data(), layout_);
-          params = gathered.data();
-        }
-        ChecksumRow row = checksum_row(step, params, flat_);
-        check_replicas(step, row);
-        checks_.push_back(std::move(row));
-      }
-      if (record_ && r0 - last_flush > std::chrono::seconds(2)) {
-        record_->flush();
-        last_flush = Clock::now();
-      }
-      s.record_time_s = seconds_since(r0);
-      if (record_) {
-        record_->append_step(s);
-        record_->append_rank_times(rank_times_.back());
-        if (checksum_now) record_->append_checksum(checks_.back());
-      }
-      rows_.push_back(s);
-      if (is_root() && !opt_.quiet && (step % cfg_.train.log_every == 0 || step == 1 || step == cfg_.train.steps))
-        std::printf("step %6lld  loss %.6f  lr %.3e  grad_norm %.4f  scale %g%s  tok/s %.0f\n", (long long)step, s.loss,
-                    s.lr, s.grad_norm, s.loss_scale, s.skipped ? " (skipped)" : "", s.tokens_per_s);
+      const auto r0 = Clock::now();
+      rec_.step(s, checksum_if_due(step), r0, is_root());
       if (status == RunStatus::diverged) break;
       if (cfg_.train.checkpoint_every > 0 && step % cfg_.train.checkpoint_every == 0 && step < cfg_.train.steps) {
         TrainState st = snapshot(step);
-        // Test-only fault; a resumed process skips it, or it would crash at the same step again.
-        const bool crash = step == cfg_.fault.crash_in_checkpoint_step && !opt_.resume;
+        const bool crash = faults_ && faults_->crash_in_checkpoint(step);  // test-only
         if (is_root()) save_checkpoint(opt_.out_dir, st, int(cfg_.train.keep_checkpoints), crash);
       }
     }
-    RankMemory mem = measure_memory();
-    if (record_) {
-      record_->set_memory(mem);
-      std::string list;
-      // Wall step times are equal on every rank (each waits for the slowest in the
-      // collectives), so stragglers show only in the time before the first collective.
-      const std::vector<double> med = rank_medians(compute_times_, world_);
-      std::string medians;
-      for (double m : med) {
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "%.4g", m);
-        medians += (medians.empty() ? "" : ",") + std::string(buf);
-      }
-      for (int r : stragglers(med)) list += (list.empty() ? "" : ",") + std::to_string(r);
-      record_->set_summary("stragglers", list);
-      record_->set_summary("rank_compute_median_s", medians);
-      if (!list.empty() && !opt_.quiet)
-        std::printf("straggler rank(s): %s (median compute time per rank: %s s)\n", list.c_str(), medians.c_str());
-      int64_t nan_skipped = 0;  // from the rows, so a resumed run counts the steps before it too
-      for (const auto& r : rows_) nan_skipped += r.skipped && (!std::isfinite(r.loss) || !scaler_.enabled);
-      record_->set_summary("nonfinite_steps_skipped", std::to_string(nan_skipped));
-    }
+    const RankMemory mem = measure_memory();
+    rec_.summarize(mem, scaler_.enabled);
   } catch (const c10::Error& e) {
-    if (record_) record_->abandon(e.what_without_backtrace());
+    rec_.abandon(e.what_without_backtrace());
     throw;
   } catch (const std::exception& e) {
-    if (record_) record_->abandon(e.what());
+    rec_.abandon(e.what());
     throw;
   }
   std::fflush(stdout);
-  if (record_)
-    record_->finish(status == RunStatus::completed ? "completed" : "diverged", failure,
-                    cfg_.fault.crash_in_record != 0);
+  rec_.finish(status == RunStatus::completed ? "completed" : "diverged", failure, cfg_.fault.crash_in_record != 0);
   return status;
+}
+
+void Trainer::open_record(const std::vector<std::pair<std::string, std::string>>& self_test) {
+  const bool fp16 = cfg_.train.precision == "fp16", bf16 = cfg_.train.precision == "bf16";
+  const bool decoder = cfg_.model.kind == kDecoderKind;
+  RecordHeader header;
+  header.run_id = id_;
+  header.sweep_id = opt_.sweep_id;
+  header.config_yaml = to_yaml(cfg_);
+  header.config = to_flat(cfg_);
+  header.environment = collect_environment(cfg_);
+  header.environment.emplace_back("world_size", std::to_string(world_));
+  if (!device_.is_cpu()) {
+    for (auto& [k, v] : header.environment)
+      if (k == "device")
+        v = device_.str() + " (of " + std::to_string(torch::cuda::device_count()) +
+            "; cuDNN deterministic, TF32 off, CUBLAS_WORKSPACE_CONFIG " + std::getenv("CUBLAS_WORKSPACE_CONFIG") + ")";
+      else if (k == "cuda")
+        v = "available";
+  }
+  header.environment.emplace_back("data.source", source_->describe());
+  header.environment.emplace_back("data.entropy_floor", format_double(source_->entropy_floor()));
+  if (device_.is_cpu())
+    header.environment.emplace_back(
+        "precision.cpu", fp16   ? (decoder ? "fp16 emulated: fp16-rounded matmul inputs, fp32 accumulation"
+                                           : "fp16: dynamic loss scale; fp16 rounding is the model's own")
+                         : bf16 ? "bf16 autocast"
+                                : "fp32");
+  else
+    header.environment.emplace_back("precision.cuda", fp16   ? "fp16 autocast"
+                                                      : bf16 ? "bf16 autocast"
+                                                             : "fp32, TF32 off");
+  // Which program trained it: `sweep reproduce` starts a model of its own again.
+  header.environment.emplace_back("trainer", self_path());
+  std::vector<std::string> kinds;
+  for (const auto& s : models_.specs()) kinds.push_back(s.schema.kind);
+  header.environment.emplace_back("trainer.models", join(kinds));
+  header.params = flat_.table;
+  header.world_size = world_;
+  std::filesystem::create_directories(opt_.out_dir);
+  rec_.open(opt_.out_dir + "/record.h5", header);
+  for (const auto& [k, v] : self_test) rec_.record()->set_summary(k, v);
+}
+
+int64_t Trainer::compute(int64_t step, std::vector<double>& local_losses, double scale_used, int64_t tokens) {
+  const int64_t A = cfg_.train.accum, B = cfg_.train.micro_batch, L = cfg_.model.seq_len;
+  const bool bf16 = cfg_.train.precision == "bf16", fp16 = cfg_.train.precision == "fp16";
+  float* grads = flat_.grads.data_ptr<float>();
+  int64_t targets = 0;
+  for (int64_t k = 0; k < A; ++k) {
+    torch::Tensor batch = torch::from_blob(const_cast<int64_t*>(prefetch_->next()), {B, L + 1}, torch::kLong);
+    if (!device_.is_cpu()) {
+      // Through a pinned buffer, so the copy can overlap; the loss's item() waits for it.
+      pinned_batch_.copy_(batch);
+      batch = pinned_batch_.to(device_, /*non_blocking=*/true);
+    }
+    flat_.zero_grads();
+    torch::AutoGradMode grad_on(true);
+    std::optional<compat::AutocastGuard> autocast;
+    if (bf16) autocast.emplace(device_.type(), at::kBFloat16, true);
+    if (fp16 && !device_.is_cpu()) autocast.emplace(device_.type(), at::kHalf, true);
+    LossSum ls = model_->loss(batch);
+    if (!ls.sum.defined() || ls.sum.dim() != 0 || !ls.sum.is_floating_point())
+      throw std::runtime_error(model_error(
+          "loss() returned " +
+          (ls.sum.defined() ? "a " + std::string(c10::toString(ls.sum.scalar_type())) + " tensor of shape " +
+                                  c10::str(ls.sum.sizes())
+                            : std::string("no tensor")) +
+          "; expected the summed loss as a floating-point scalar (0-dim) tensor"));
+    if (ls.targets < 1)
+      throw std::runtime_error(model_error("loss() reported " + std::to_string(ls.targets) +
+                                           " targets for a micro-batch; expected at least 1"));
+    if (!ls.sum.requires_grad())
+      throw std::runtime_error(model_error("loss() returned a tensor that depends on no parameter"));
+    targets += ls.targets;
+    // Token-weighted: each micro-batch's summed loss over the whole global batch's token
+    // count, so the leaves add up to the global mean (rescaled after the reduction when the
+    // model's targets are not all the tokens).
+    torch::Tensor loss = ls.sum / double(tokens);
+    if (faults_ && faults_->nan_loss(step, k)) loss = loss * std::numeric_limits<double>::quiet_NaN();  // test-only
+    local_losses[size_t(k)] = loss.item<double>();
+    (scaler_.enabled ? loss * scale_used : loss).backward();
+    flat_.pull_grads();
+    if (k + 1 < A) tree_->push(grads);  // the last leaf stays where it is
+  }
+  tree_->finish_with_last(grads);
+  // A parameter registered or replaced after construction is not in the flat buffer: it
+  // would train outside every guarantee.
+  if (const std::string what = flat_.changed(model_->module()); !what.empty())
+    throw std::runtime_error(model_error("its parameters changed during step " + std::to_string(step) + ": " + what));
+  return targets;
 }
 
 void Trainer::step_once(int64_t step, StepMetrics& s) {
   const auto t0 = Clock::now();
-  if (step == cfg_.fault.kill_step && rank_ == cfg_.fault.kill_rank) std::raise(SIGKILL);  // test-only
-  if (step == cfg_.fault.hang_step && rank_ == cfg_.fault.hang_rank)
-    while (true) std::this_thread::sleep_for(std::chrono::seconds(1));  // test-only: the watchdog ends it
+  if (faults_) faults_->step_start(step);  // test-only: kill or hang
   const size_t n = size_t(flat_.n);
   const int64_t stage = cfg_.dist.zero_stage, A = cfg_.train.accum, M = world_ * A;
   const int64_t B = cfg_.train.micro_batch, L = cfg_.model.seq_len, tokens = M * B * L;
-  const bool bf16 = cfg_.train.precision == "bf16", fp16 = cfg_.train.precision == "fp16";
   if (stage >= 2) {
     flat_.grads = torch::zeros({flat_.n}, torch::kFloat);
     flat_.bind_grads();
@@ -424,38 +382,17 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   std::vector<double> local_losses(static_cast<size_t>(A)), leaf_losses(static_cast<size_t>(M));
   const double scale_used = scaler_.scale;
   const auto c0 = Clock::now();
-  if (rank_ == cfg_.fault.slow_rank && cfg_.fault.slow_ms > 0)  // test-only: a slow device or host
-    std::this_thread::sleep_for(std::chrono::milliseconds(cfg_.fault.slow_ms));
-  for (int64_t k = 0; k < A; ++k) {
-    torch::Tensor batch = torch::from_blob(const_cast<int64_t*>(prefetch_->next()), {B, L + 1}, torch::kLong);
-    if (!device_.is_cpu()) {
-      // Through a pinned buffer, so the copy can overlap; the loss's item() waits for it.
-      pinned_batch_.copy_(batch);
-      batch = pinned_batch_.to(device_, /*non_blocking=*/true);
-    }
-    flat_.zero_grads();
-    torch::AutoGradMode grad_on(true);
-    std::optional<compat::AutocastGuard> autocast;
-    if (bf16) autocast.emplace(device_.type(), at::kBFloat16, true);
-    if (fp16 && !device_.is_cpu()) autocast.emplace(device_.type(), at::kHalf, true);
-    // Token-weighted: each micro-batch's summed loss over the whole global batch's token
-    // count, so the leaves add up to the global mean.
-    torch::Tensor loss = (*model_)->loss_sum(batch) / double(tokens);
-    if (step == cfg_.fault.nan_step && rank_ == 0 && k == 0)  // test-only: NaN loss, hence NaN gradients
-      loss = loss * std::numeric_limits<double>::quiet_NaN();
-    local_losses[size_t(k)] = loss.item<double>();
-    (scaler_.enabled ? loss * scale_used : loss).backward();
-    flat_.pull_grads();
-    if (k + 1 < A) tree_->push(grads);  // the last leaf stays where it is
-  }
-  tree_->finish_with_last(grads);
+  if (faults_) faults_->compute();  // test-only: a slow device or host
+  used_.back() = compute(step, local_losses, scale_used, tokens);
   const double compute_s = seconds_since(c0);
 
-  // Parameters no micro-batch on any rank reached.
-  std::vector<int64_t> used(used_.begin(), used_.end());
+  // Parameters no micro-batch on any rank reached, and the step's target count (one
+  // collective for both).
+  std::vector<int64_t> used = used_;
   comm_.allreduce_sum_i64(used.data(), used.size());
+  const int64_t targets = used.back();
   std::string unused_names;
-  for (size_t i = 0; i < used.size(); ++i)
+  for (size_t i = 0; i + 1 < used.size(); ++i)
     if (!used[i]) ++s.unused_params, unused_names += (unused_names.empty() ? "" : ", ") + flat_.table[i].name;
   if (s.unused_params && cfg_.dist.find_unused == "error")
     throw std::runtime_error("step " + std::to_string(step) + ": parameters without a gradient on every rank: " +
@@ -467,7 +404,7 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   } else {
     canonical_allreduce(comm_, grads, grads, n, layout_, /*gather=*/stage < 2, &reduce_ws_);
   }
-  if (step == cfg_.fault.inf_grad_step && s0_ == 0 && ns_ > 0) grads[0] = std::numeric_limits<float>::infinity();
+  if (faults_) faults_->gradient(step, grads, s0_, ns_);  // test-only: a non-finite gradient
 
   // The gradient this rank's optimizer reads: all of it (ZeRO 0/1) or its shard (2/3).
   float* g = grads;
@@ -478,6 +415,11 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
     flat_.bind_grads();
     g = gshard_.data(), gn = ns_;
   }
+  // The leaves were divided by the step's token count; a model whose targets are fewer
+  // (masked or padded positions) gets the mean over its targets: one factor, applied to the
+  // reduced gradient, the same on every layout. The decoder's targets are its tokens.
+  const double per_target = targets == tokens ? 1.0 : double(tokens) / double(targets);
+  if (per_target != 1.0) scale(g, gn, float(per_target));
   // Without a loss scale, the squared norm also tells whether every element is finite
   // (squares of floats summed in double cannot overflow): one pass instead of two.
   double sumsq = -1;
@@ -492,7 +434,7 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   const bool finite = bad == 0;
 
   s.step = step;
-  s.loss = canonical_sum(leaf_losses);
+  s.loss = per_target == 1.0 ? canonical_sum(leaf_losses) : canonical_sum(leaf_losses) * per_target;
   s.lr = learning_rate(cfg_.train, step);
   s.loss_scale = scale_used;
   s.tokens = tokens;
@@ -516,10 +458,8 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
     }
   }
   scaler_.update(finite, cfg_.train);
-  if (step == cfg_.fault.desync_step && rank_ == cfg_.fault.desync_rank && flat_.params.defined()) {
-    float* p = flat_.params.data_ptr<float>() + flat_.n / 2;  // test-only: one bit of one replica
-    *p = std::nextafter(*p, INFINITY);
-  }
+  if (faults_ && flat_.params.defined())  // test-only: one bit of one replica
+    faults_->parameters(step, flat_.params.data_ptr<float>(), flat_.n);
   if (stage == 3) {
     flat_.params = torch::Tensor();
     flat_.bind_params();
@@ -528,10 +468,24 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   std::vector<double> both(2 * static_cast<size_t>(world_)), times, compute;
   comm_.allgather(mine, sizeof mine, both.data());
   for (size_t r = 0; r < both.size(); r += 2) times.push_back(both[r]), compute.push_back(both[r + 1]);
-  rank_times_.push_back(times);
-  compute_times_.push_back(compute);
   s.step_time_s = *std::max_element(times.begin(), times.end());  // the step ends with its slowest rank
   s.tokens_per_s = s.step_time_s > 0 ? double(tokens) / s.step_time_s : 0;
+  rec_.rank_times(std::move(times), std::move(compute));
+}
+
+std::optional<ChecksumRow> Trainer::checksum_if_due(int64_t step) {
+  if (step % cfg_.train.checksum_every != 0 && step != cfg_.train.steps) return std::nullopt;
+  std::vector<float> gathered;
+  const float* params = flat_.params.defined() ? flat_.params.data_ptr<float>() : nullptr;
+  if (cfg_.dist.zero_stage == 3) {  // checksums need the whole vector: gather it for the moment
+    gathered.resize(size_t(flat_.n));
+    std::copy(pshard_.begin(), pshard_.end(), gathered.begin() + long(s0_));
+    allgather_shards(comm_, gathered.data(), layout_);
+    params = gathered.data();
+  }
+  ChecksumRow row = checksum_row(step, params, flat_);
+  check_replicas(step, row);
+  return row;
 }
 
 void Trainer::check_replicas(int64_t step, const ChecksumRow& mine) {
@@ -583,8 +537,8 @@ TrainState Trainer::snapshot(int64_t step) {
   st.loss_scale = scaler_.scale;
   st.clean_steps = scaler_.clean_steps;
   st.rng = compat::cpu_rng_state();
-  st.metrics = rows_;
-  st.checksums = checks_;
+  st.metrics = rec_.rows();
+  st.checksums = rec_.checksums();
   return st;
 }
 
@@ -600,14 +554,8 @@ void Trainer::restore(TrainState& st) {
   scaler_.scale = st.loss_scale;
   scaler_.clean_steps = st.clean_steps;
   compat::set_cpu_rng_state(st.rng);
-  rows_ = std::move(st.metrics);
-  checks_ = std::move(st.checksums);
-  for (const auto& r : rows_) updates_ += r.skipped ? 0 : 1;
-  if (record_) {
-    for (const auto& r : rows_)
-      record_->append_step(r), record_->append_rank_times(std::vector<double>(size_t(world_), r.step_time_s));
-    for (const auto& c : checks_) record_->append_checksum(c);
-  }
+  rec_.restore(std::move(st.metrics), std::move(st.checksums));
+  updates_ = rec_.updates();
 }
 
 RankMemory Trainer::measure_memory() {
@@ -640,12 +588,12 @@ RankMemory Trainer::measure_memory() {
 
 }  // namespace
 
-RunStatus train(const RunConfig& cfg, const TrainOptions& opt, Communicator& comm) {
+RunStatus train(const RunConfig& cfg, const TrainOptions& opt, Communicator& comm, const Models& models) {
   TensorMemoryMeter::instance();  // before the first tensor of the run, so all are counted
   Watchdog dog(cfg.dist.timeout_s, comm.rank(), opt.out_dir);
   WatchedCommunicator watched(comm, dog);
   try {
-    return Trainer(cfg, opt, watched, dog).run();
+    return Trainer(cfg, opt, watched, dog, models).run();
   } catch (const ConfigError&) {
     throw;
   } catch (const c10::Error& e) {

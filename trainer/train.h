@@ -8,6 +8,8 @@
 
 namespace sweep {
 
+class Models;  // sweep/trainer.h
+
 /// Options of one training process that are not part of the run's math.
 struct TrainOptions {
   std::string out_dir;   ///< the run directory; rank 0 writes out_dir/record.h5
@@ -28,8 +30,9 @@ struct TrainOptions {
 enum class RunStatus { completed, diverged };
 
 /// Trains `cfg` on the ranks of `comm` (its size must equal dist.world_size) and, on
-/// rank 0, writes the record. Throws ConfigError for bad config or data, before anything
-/// is written; other failures throw after the record is marked failed.
-RunStatus train(const RunConfig& cfg, const TrainOptions& opt, Communicator& comm);
+/// rank 0, writes the record; the model of kind cfg.model.kind comes from `models`.
+/// Throws ConfigError for bad config or data (a kind `models` lacks), before anything is
+/// written; other failures throw after the record is marked failed.
+RunStatus train(const RunConfig& cfg, const TrainOptions& opt, Communicator& comm, const Models& models);
 
 }  // namespace sweep

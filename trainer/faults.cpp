@@ -1,0 +1,38 @@
+#include "faults.h"
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <limits>
+#include <thread>
+
+namespace sweep {
+
+std::unique_ptr<FaultInjector> FaultInjector::make(const FaultConfig& f, int rank, bool resumed) {
+  const bool any = f.inf_grad_step || f.desync_step || f.kill_step || f.hang_step || f.nan_step || f.slow_ms ||
+                   f.crash_in_checkpoint_step;
+  if (!any) return nullptr;
+  return std::unique_ptr<FaultInjector>(new FaultInjector(f, rank, resumed));
+}
+
+void FaultInjector::step_start(int64_t step) const {
+  if (step == f_.kill_step && rank_ == f_.kill_rank) std::raise(SIGKILL);
+  if (step == f_.hang_step && rank_ == f_.hang_rank)
+    while (true) std::this_thread::sleep_for(std::chrono::seconds(1));  // the watchdog ends it
+}
+
+void FaultInjector::compute() const {
+  if (rank_ == f_.slow_rank && f_.slow_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(f_.slow_ms));
+}
+
+void FaultInjector::gradient(int64_t step, float* g, size_t begin, size_t size) const {
+  if (step == f_.inf_grad_step && begin == 0 && size > 0) g[0] = std::numeric_limits<float>::infinity();
+}
+
+void FaultInjector::parameters(int64_t step, float* params, int64_t n) const {
+  if (step != f_.desync_step || rank_ != f_.desync_rank || !params) return;
+  float* p = params + n / 2;
+  *p = std::nextafter(*p, INFINITY);
+}
+
+}  // namespace sweep

@@ -1,0 +1,40 @@
+// Test-only fault injection (the fault.* keys of a run config): each fault is one hook at
+// the point of the step where it strikes. The loop holds a FaultInjector only when some
+// fault is on, so a real run pays one null-pointer test per hook.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "run_config.h"
+
+namespace sweep {
+
+class FaultInjector {
+ public:
+  /// nullptr when every fault of `f` is off (see FaultConfig); `resumed`: this process
+  /// continues a run, so the checkpoint crash is not repeated.
+  static std::unique_ptr<FaultInjector> make(const FaultConfig& f, int rank, bool resumed);
+
+  /// At the start of `step`: kill (SIGKILL) or hang this rank.
+  void step_start(int64_t step) const;
+  /// Inside the step's compute: sleep when this rank is the slow one.
+  void compute() const;
+  /// Micro-batch `k`'s loss on this rank: NaN at fault.nan_step (rank 0, first micro-batch).
+  bool nan_loss(int64_t step, int64_t k) const { return step == f_.nan_step && rank_ == 0 && k == 0; }
+  /// The reduced gradient (or this rank's shard of it, starting at element `begin` of the
+  /// whole vector, `size` long): element 0 of the whole vector becomes +inf at fault.inf_grad_step.
+  void gradient(int64_t step, float* g, size_t begin, size_t size) const;
+  /// After the update: one bit of the middle element of this rank's replica at fault.desync_step.
+  void parameters(int64_t step, float* params, int64_t n) const;
+  /// Whether the checkpoint of `step` ends the process before it is complete.
+  bool crash_in_checkpoint(int64_t step) const { return step == f_.crash_in_checkpoint_step && !resumed_; }
+
+ private:
+  FaultInjector(const FaultConfig& f, int rank, bool resumed) : f_(f), rank_(rank), resumed_(resumed) {}
+  FaultConfig f_;
+  int rank_;
+  bool resumed_;
+};
+
+}  // namespace sweep

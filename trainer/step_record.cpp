@@ -1,0 +1,118 @@
+#include "step_record.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace sweep {
+namespace {
+
+/// The lower median: of two ranks the typical one is the faster, or no rank of two
+/// could ever exceed it.
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[(v.size() - 1) / 2];
+}
+
+/// Each rank's median over the steps of `times` ([step][rank]).
+std::vector<double> rank_medians(const std::vector<std::vector<double>>& times, int world) {
+  std::vector<double> med(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    std::vector<double> col;
+    col.reserve(times.size());
+    for (const auto& row : times) col.push_back(row[size_t(r)]);
+    med[size_t(r)] = median(col);
+  }
+  return med;
+}
+
+/// Ranks whose median exceeds the typical rank's by 20% and by kStragglerMinS: below
+/// that, scheduling noise on a busy host flags a rank of a small model at random.
+constexpr double kStragglerMinS = 0.01;
+std::vector<int> stragglers(const std::vector<double>& med) {
+  const double typical = median(med);
+  std::vector<int> out;
+  for (size_t r = 0; r < med.size(); ++r)
+    if (med.size() > 1 && med[r] > 1.2 * typical && med[r] - typical > kStragglerMinS) out.push_back(int(r));
+  return out;
+}
+
+}  // namespace
+
+void StepRecorder::open(const std::string& path, const RecordHeader& header) { record_.emplace(path, header); }
+
+void StepRecorder::initial(ChecksumRow row) {
+  checks_.push_back(std::move(row));
+  if (record_) record_->append_checksum(checks_.back());
+}
+
+void StepRecorder::restore(std::vector<StepMetrics> metrics, std::vector<ChecksumRow> checksums) {
+  rows_ = std::move(metrics);
+  checks_ = std::move(checksums);
+  if (!record_) return;
+  for (const auto& r : rows_)
+    record_->append_step(r), record_->append_rank_times(std::vector<double>(size_t(world_), r.step_time_s));
+  for (const auto& c : checks_) record_->append_checksum(c);
+}
+
+int64_t StepRecorder::updates() const {
+  int64_t n = 0;
+  for (const auto& r : rows_) n += r.skipped ? 0 : 1;
+  return n;
+}
+
+void StepRecorder::rank_times(std::vector<double> step_s, std::vector<double> compute_s) {
+  rank_times_.push_back(std::move(step_s));
+  compute_times_.push_back(std::move(compute_s));
+}
+
+void StepRecorder::step(StepMetrics s, std::optional<ChecksumRow> row, Clock::time_point r0, bool root) {
+  if (row) checks_.push_back(std::move(*row));
+  if (record_ && r0 - last_flush_ > std::chrono::seconds(2)) {
+    record_->flush();
+    last_flush_ = Clock::now();
+  }
+  s.record_time_s = std::chrono::duration<double>(Clock::now() - r0).count();
+  if (record_) {
+    record_->append_step(s);
+    record_->append_rank_times(rank_times_.back());
+    if (row) record_->append_checksum(checks_.back());
+  }
+  rows_.push_back(s);
+  if (root && !quiet_ && (s.step % log_every_ == 0 || s.step == 1 || s.step == steps_))
+    std::printf("step %6lld  loss %.6f  lr %.3e  grad_norm %.4f  scale %g%s  tok/s %.0f\n", (long long)s.step, s.loss,
+                s.lr, s.grad_norm, s.loss_scale, s.skipped ? " (skipped)" : "", s.tokens_per_s);
+}
+
+void StepRecorder::summarize(const RankMemory& mem, bool scaler) {
+  if (!record_) return;
+  record_->set_memory(mem);
+  std::string list;
+  // Wall step times are equal on every rank (each waits for the slowest in the
+  // collectives), so stragglers show only in the time before the first collective.
+  const std::vector<double> med = rank_medians(compute_times_, world_);
+  std::string medians;
+  for (double m : med) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4g", m);
+    medians += (medians.empty() ? "" : ",") + std::string(buf);
+  }
+  for (int r : stragglers(med)) list += (list.empty() ? "" : ",") + std::to_string(r);
+  record_->set_summary("stragglers", list);
+  record_->set_summary("rank_compute_median_s", medians);
+  if (!list.empty() && !quiet_)
+    std::printf("straggler rank(s): %s (median compute time per rank: %s s)\n", list.c_str(), medians.c_str());
+  int64_t nan_skipped = 0;  // from the rows, so a resumed run counts the steps before it too
+  for (const auto& r : rows_) nan_skipped += r.skipped && (!std::isfinite(r.loss) || !scaler);
+  record_->set_summary("nonfinite_steps_skipped", std::to_string(nan_skipped));
+}
+
+void StepRecorder::finish(const std::string& status, const std::string& failure, bool crash_before_rename) {
+  if (record_) record_->finish(status, failure, crash_before_rename);
+}
+
+void StepRecorder::abandon(const std::string& why) {
+  if (record_) record_->abandon(why);
+}
+
+}  // namespace sweep

@@ -1,0 +1,65 @@
+// Per-step recording of a run: the rows of metrics, checksums and per-rank times every
+// rank keeps (checkpoints carry them), the record rank 0 writes (buffered, flushed every
+// two seconds), the log line, and the summary at the end (stragglers, skipped steps).
+// LibTorch-free: the loop hands it numbers.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "record.h"  // RecordWriter, StepMetrics, ChecksumRow, RankMemory
+
+namespace sweep {
+
+class StepRecorder {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  StepRecorder(int world, bool quiet, int64_t log_every, int64_t steps)
+      : world_(world), quiet_(quiet), log_every_(log_every), steps_(steps) {}
+
+  /// Rank 0: creates the record (record.h5.partial) with `header`.
+  void open(const std::string& path, const RecordHeader& header);
+  bool writing() const { return record_.has_value(); }
+  RecordWriter* record() { return record_ ? &*record_ : nullptr; }
+
+  /// The checksum of the initial parameters (a run that starts at step 0).
+  void initial(ChecksumRow row);
+  /// A resumed run's history from its checkpoint, into the rows and the new record.
+  void restore(std::vector<StepMetrics> metrics, std::vector<ChecksumRow> checksums);
+
+  /// Every rank's step time and compute (forward + backward) time of the step just taken.
+  void rank_times(std::vector<double> step_s, std::vector<double> compute_s);
+  /// The step's metrics and, when one was taken, its checksum row. `r0` is when recording
+  /// began (before the checksum): the record_time_s of `s`. Prints the log line.
+  void step(StepMetrics s, std::optional<ChecksumRow> row, Clock::time_point r0, bool root);
+
+  const std::vector<StepMetrics>& rows() const { return rows_; }
+  const std::vector<ChecksumRow>& checksums() const { return checks_; }
+  /// Updates applied so far (steps not skipped).
+  int64_t updates() const;
+
+  /// At the end: memory figures and the summary attributes (stragglers, per-rank median
+  /// compute time, non-finite steps skipped). `scaler` says whether a loss scale ran.
+  void summarize(const RankMemory& mem, bool scaler);
+  /// The record is complete: renames it into place with `status` ("completed", "diverged").
+  void finish(const std::string& status, const std::string& failure, bool crash_before_rename);
+  /// The record is marked failed with `why`; later writes are no-ops.
+  void abandon(const std::string& why);
+
+ private:
+  const int world_;
+  const bool quiet_;
+  const int64_t log_every_, steps_;
+  std::optional<RecordWriter> record_;
+  std::vector<StepMetrics> rows_;
+  std::vector<ChecksumRow> checks_;
+  std::vector<std::vector<double>> rank_times_;     // [step][rank]
+  std::vector<std::vector<double>> compute_times_;  // [step][rank]: forward+backward only, for stragglers
+  Clock::time_point last_flush_ = Clock::now();
+};
+
+}  // namespace sweep
