@@ -210,6 +210,7 @@ int run_reproduce(ReproduceCliOptions& o) {
     throw ConfigError("--accum " + std::to_string(o.opt.accum) +
                       ": expected a positive number of accumulation steps (leave it out to keep the recorded one)");
   o.opt.launch.train_binary = o.trainer.empty() ? executable_dir() + "/sweep-train" : o.trainer;
+  o.opt.trainer_given = !o.trainer.empty();
   o.opt.launch.mpiexec = find_in_path(o.mpiexec.empty() ? "mpiexec" : o.mpiexec);
   SpawnRunner runner;
   const ReproduceResult r = reproduce(o.opt, runner);

@@ -54,7 +54,7 @@ struct RunOptions {
 };
 
 int run_run(const RunOptions& o) {
-  SweepSpec spec = load_grid(o.grid);
+  SweepSpec spec = load_grid(o.grid, o.trainer);
   Expansion e = expand_grid(spec);  // validates every point first: nothing is created for a bad grid
   print_warnings(e);
   for (const auto& note : check_data_files(spec, e.points)) std::fprintf(stderr, "%s\n", note.c_str());
@@ -63,7 +63,7 @@ int run_run(const RunOptions& o) {
   const std::string out = o.out.empty() ? "sweep-out/" + spec.name : o.out;
   check_sweep_dir_target(out, o.out.empty() ? "" : "--out ");
   opt.out_dir = absolute_dir(out);
-  opt.train_binary = o.trainer.empty() ? executable_dir() + "/sweep-train" : o.trainer;
+  opt.train_binary = spec.launch.trainer.empty() ? executable_dir() + "/sweep-train" : spec.launch.trainer;
   opt.quiet = o.quiet;
   opt.tty = ::isatty(STDOUT_FILENO) == 1;
   opt.progress_every_s = o.progress_every_s;
@@ -95,10 +95,11 @@ int run_run(const RunOptions& o) {
 struct PlanOptions {
   std::string grid;
   std::string out;
+  std::string trainer;
 };
 
 int run_plan(const PlanOptions& o) {
-  SweepSpec spec = load_grid(o.grid);
+  SweepSpec spec = load_grid(o.grid, o.trainer);
   Expansion e = expand_grid(spec);
   print_warnings(e);
   for (const auto& note : check_data_files(spec, e.points)) std::fprintf(stderr, "%s\n", note.c_str());
@@ -174,7 +175,9 @@ CliAction setup_run(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "run every point of a grid not yet completed, then write report.html");
   cmd->add_option("grid", o->grid, "grid file (YAML)")->required();
   cmd->add_option("--out", o->out, "sweep directory (default sweep-out/<name>)");
-  cmd->add_option("--trainer", o->trainer, "sweep-train binary (default: beside sweep)");
+  cmd->add_option("--trainer", o->trainer,
+                  "training program: sweep-train or one built on sweep::train_main (default: launch.trainer, else "
+                  "sweep-train beside sweep)");
   cmd->add_option("--parallel", o->parallel, "runs at once (overrides launch.parallel)")->check(CLI::Range(1, 100000));
   cmd->add_option("--progress-every", o->progress_every_s, "seconds between progress lines when not on a terminal")
       ->check(CLI::Range(0.0, 1e6));
@@ -187,6 +190,7 @@ CliAction setup_plan(CLI::App& app) {
   auto* cmd = app.add_subcommand("plan", "print the expanded grid and which runs are done; changes nothing");
   cmd->add_option("grid", o->grid, "grid file (YAML)")->required();
   cmd->add_option("--out", o->out, "sweep directory (default sweep-out/<name>)");
+  cmd->add_option("--trainer", o->trainer, "training program whose model kinds the grid uses (as for run)");
   return [o, cmd]() { return cmd->parsed() ? run_plan(*o) : -1; };
 }
 

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "grid_values.h"  // axis_values
+#include "trainer_models.h"  // load_trainer_models
 #include "yaml_read.h"    // yaml_where, YamlMap
 
 namespace sweep {
@@ -207,7 +208,7 @@ YAML::Node load_one_document(const std::string& text, const std::string& source)
 
 }  // namespace
 
-SweepSpec parse_grid(const std::string& text, const std::string& source) {
+SweepSpec parse_grid(const std::string& text, const std::string& source, const std::string& trainer) {
   const YAML::Node root = load_one_document(text, source);
   if (!root.IsMap()) throw ConfigError(source + ": expected a mapping with keys " + join(kTopKeys));
   SweepSpec spec;
@@ -256,9 +257,35 @@ SweepSpec parse_grid(const std::string& text, const std::string& source) {
   if (const YAML::Node seeds = root["seeds"]) spec.seeds = parse_seeds(seeds, source);
   if (const YAML::Node c = root["constraints"]) spec.constraints = parse_constraints(c, source);
   if (const YAML::Node l = root["launch"]) spec.launch = parse_launch(l, source);
+  // The training program's model kinds, before any model key is checked.
+  if (!trainer.empty()) {
+    spec.launch.trainer = trainer;
+    load_trainer_models(trainer, "--trainer '" + printable(trainer) + "'");
+  } else if (!spec.launch.trainer.empty()) {
+    const std::string given = spec.launch.trainer;
+    if (given.front() != '/')
+      spec.launch.trainer = (source.find('/') == std::string::npos ? "." : source.substr(0, source.rfind('/'))) +
+                            "/" + given;
+    load_trainer_models(spec.launch.trainer,
+                        yaml_where(source, root["launch"]["trainer"]) + ": key 'launch.trainer': '" + printable(given) +
+                            "'" + (given == spec.launch.trainer ? "" : " (" + printable(spec.launch.trainer) + ")"));
+  }
 
   // Every key and value on its own, at its own line, before any point is formed.
   RunConfig base = apply_run_values(RunConfig{}, spec.base);
+  // One grid, one model kind: the kind decides which keys exist.
+  auto refuse_kind = [](const GridAxis& a) {
+    if (a.key == "model.kind")
+      throw ConfigError(a.where + ": key 'model.kind' cannot be swept: it decides which model keys exist (set it "
+                                  "in base; one grid per model kind)");
+  };
+  for (const auto& a : spec.axes) refuse_kind(a);
+  for (const auto& z : spec.zips)
+    for (const auto& a : z.axes) refuse_kind(a);
+  for (const auto& p : spec.excludes)
+    for (const auto& a : p.keys) refuse_kind(a);
+  for (const auto& p : spec.includes)
+    for (const auto& a : p.keys) refuse_kind(a);
   KeyOwners owners;
   for (const auto& a : spec.axes) owners.claim(a.key, a.where, "grid"), check_values(base, a);
   for (const auto& z : spec.zips)
@@ -303,8 +330,8 @@ std::string read_grid_file(const std::string& path) {
   return text;
 }
 
-SweepSpec load_grid(const std::string& path) {
-  SweepSpec spec = parse_grid(read_grid_file(path), path);
+SweepSpec load_grid(const std::string& path, const std::string& trainer) {
+  SweepSpec spec = parse_grid(read_grid_file(path), path, trainer);
   // A relative hostfile means "next to the grid file", wherever sweep was started.
   if (!spec.launch.hostfile.empty() && spec.launch.hostfile.front() != '/') {
     std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));

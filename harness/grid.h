@@ -78,14 +78,17 @@ struct Expansion {
 
 /// Parses and validates `text` (read from `source`); throws ConfigError naming the
 /// file, line, column and key, or the line where a second YAML document starts.
-SweepSpec parse_grid(const std::string& text, const std::string& source);
+/// `trainer`, when given, is the training program instead of launch.trainer (which is
+/// relative to the directory of `source`); the grid's model keys are checked against the
+/// kinds that program offers (trainer_models.h). spec.launch.trainer holds the program.
+SweepSpec parse_grid(const std::string& text, const std::string& source, const std::string& trainer = "");
 
 /// The text of grid file `path`. Throws ConfigError for a missing file, a directory or a
 /// special file (a FIFO is refused without waiting for a writer).
 std::string read_grid_file(const std::string& path);
 
-/// Reads and parses a grid file.
-SweepSpec load_grid(const std::string& path);
+/// Reads and parses a grid file (`trainer` as for parse_grid).
+SweepSpec load_grid(const std::string& path, const std::string& trainer = "");
 
 /// All points: the product of the grid axes, zip groups and seeds (file order, last
 /// dimension fastest, seeds last), minus excluded points, then the included points; each

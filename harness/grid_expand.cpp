@@ -24,7 +24,7 @@ class CanonicalLines {
  public:
   explicit CanonicalLines(const RunConfig& base) : lines_(split(to_yaml(base))) {
     // Every key has exactly one line, in canonical order; the others are section headers.
-    const auto& keys = run_config_keys();
+    const auto& keys = config_keys(base.model.kind);
     size_t k = 0;
     for (size_t i = 0; i < lines_.size() && k < keys.size(); ++i)
       if (lines_[i].find(": ") != std::string::npos) index_[keys[k++]] = i;

@@ -123,11 +123,12 @@ int retries_for(const LaunchSpec& l, FailureClass c) {
 LaunchSpec parse_launch(const YAML::Node& node, const std::string& source) {
   YamlMap m(node, source, "launch",
             {"launcher", "parallel", "slots", "hosts", "hostfile", "mpi_args", "retries", "timeout_s", "grace_s",
-             "device", "slurm", "container"});
+             "device", "trainer", "slurm", "container"});
   LaunchSpec l;
   l.launcher = m.choice("launcher", l.launcher, {"local", "mpirun", "slurm"});
   l.parallel = int(m.integer("parallel", l.parallel, 1, 100000));
   l.device = m.choice("device", l.device, {"cpu", "cuda"});
+  l.trainer = m.text("trainer", "");
   l.slots = int(m.integer("slots", l.slots, 0, 1 << 20));
   l.hosts = m.texts("hosts");
   l.hostfile = m.text("hostfile", "");

@@ -68,6 +68,10 @@ struct LaunchSpec {
   double timeout_s = 0;                 ///< wall-clock limit per attempt; 0 = none
   double grace_s = 10;                  ///< SIGTERM -> SIGKILL delay when stopping runs
   std::string device = "cpu";           ///< cpu | cuda: sweep-train --device (recorded in each record, not in run ids)
+  /// The training program: sweep-train, or a program of one's own built on
+  /// sweep::train_main (its model kinds come from its --describe-models). A relative path
+  /// is to the grid file; empty: sweep-train beside sweep. `sweep run --trainer` overrides.
+  std::string trainer;
   SlurmSpec slurm;
   ContainerSpec container;
 };

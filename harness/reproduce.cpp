@@ -5,7 +5,9 @@
 #include <fstream>
 #include <system_error>
 
-#include "record.h"  // read_record
+#include "model_schema.h"    // kDecoderKind
+#include "record.h"          // read_record
+#include "trainer_models.h"  // load_trainer_models
 
 namespace fs = std::filesystem;
 
@@ -91,9 +93,23 @@ std::string next_reproduce_dir(const std::string& run_dir) {
 ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   const std::string original_path = resolve_record_path(opt.source);
   const Record original = read_record(original_path);
+  // A model of the user's own: its program knows its keys, and trains it.
+  LocalLaunch launch = opt.launch;
+  const auto kind = original.config.find("model.kind");
+  if (kind != original.config.end() && kind->second != kDecoderKind) {
+    if (!opt.trainer_given) {
+      const auto t = original.environment.find("trainer");
+      if (t == original.environment.end() || t->second.empty())
+        throw ConfigError(original_path + ": model.kind " + kind->second +
+                          " comes from a program of its own, and the record does not name it; pass --trainer");
+      launch.train_binary = t->second;
+    }
+    load_trainer_models(launch.train_binary, "trainer '" + launch.train_binary + "' (model.kind " + kind->second +
+                                                 (opt.trainer_given ? ", --trainer)" : ", as recorded; or pass --trainer)"));
+  }
   const RunConfig config = reproduce_config(original, opt.world_size, opt.accum, opt.set);
-  if (!fs::exists(opt.launch.train_binary))
-    throw ConfigError("trainer '" + opt.launch.train_binary + "' not found (build it, or pass --trainer)");
+  if (!fs::exists(launch.train_binary))
+    throw ConfigError("trainer '" + launch.train_binary + "' not found (build it, or pass --trainer)");
   if (config.dist.world_size > 1 && !fs::exists(opt.launch.mpiexec))
     throw ConfigError("mpiexec '" + opt.launch.mpiexec + "' not found; a re-run on " +
                       std::to_string(config.dist.world_size) + " ranks needs it (pass --mpiexec)");
@@ -126,7 +142,6 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   }
   const std::string log = res.out_dir + "/logs/rank0.log";
   // On the kind of device the original ran on (the environment says which).
-  LocalLaunch launch = opt.launch;
   const auto dev = original.environment.find("device");
   if (dev != original.environment.end() && dev->second.rfind("cuda", 0) == 0) launch.device = "cuda";
   auto argv = train_argv(launch, int(config.dist.world_size), config_path, res.out_dir, original.sweep_id,

@@ -37,6 +37,20 @@ void write_report(const std::string& dir, const std::string& title, const std::s
   write_file_atomically(out_path, render_html(title, load_sweep(dir)));
 }
 
+namespace {
+
+/// A training program's own last word: "PROGRAM: error: ..." or "PROGRAM: run failed: ..."
+/// (train_main names itself after its executable), or any "sweep-train: ..." line.
+bool trainer_line(const std::string& line) {
+  if (line.rfind("sweep-train: ", 0) == 0) return true;
+  const size_t colon = line.find(": ");
+  if (colon == std::string::npos || colon == 0 || line.find(' ') < colon) return false;
+  const std::string rest = line.substr(colon + 2);
+  return rest.rfind("error: ", 0) == 0 || rest.rfind("run failed: ", 0) == 0;
+}
+
+}  // namespace
+
 FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, std::string* detail) {
   const std::string rec = run_dir + "/record.h5";
   std::error_code ec;
@@ -82,14 +96,15 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
   std::string cause = recorded;
   if (!finding.empty() && recorded.find(finding) == std::string::npos)
     cause = finding + (recorded.empty() ? "" : "; " + recorded);
+  const bool trainer_said = cause.empty() && trainer_line(last_line(run_dir + "/logs/rank0.log"));
   if (cause.empty()) {
     // Nothing recorded (the disk may be full): the trainer's own last line says why.
     const std::string said = last_line(run_dir + "/logs/rank0.log");
     cause = "the run ended (" + st.describe() + ") before finishing its record" +
-            (said.rfind("sweep-train:", 0) == 0 ? ": " + said : std::string());
+            (trainer_said ? ": " + said : std::string());
   }
   if (cause != recorded) mark_partial_failed(rec, cause);  // a no-op without a partial
-  if (!finding.empty() || !recorded.empty() || cause.find("sweep-train:") != std::string::npos) *detail += "; " + cause;
+  if (!finding.empty() || !recorded.empty() || trainer_said) *detail += "; " + cause;
   const bool hang = (st.signal == 0 && st.code == 4) || cause.find("(dist.timeout_s)") != std::string::npos;
   if (hang) return *detail += " (a rank made no progress)", FailureClass::hang;
   return FailureClass::crashed;

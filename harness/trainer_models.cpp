@@ -1,0 +1,42 @@
+#include "trainer_models.h"
+
+#include <unistd.h>
+
+#include <set>
+#include <stdexcept>
+
+#include "model_schema.h"  // parse_models_yaml, register_model_schema
+#include "process.h"       // capture
+#include "run_config.h"    // ConfigError
+
+namespace sweep {
+
+void load_trainer_models(const std::string& trainer, const std::string& what) {
+  static std::set<std::string> loaded;
+  if (loaded.count(trainer)) return;
+  if (::access(trainer.c_str(), X_OK) != 0)
+    throw ConfigError(what + ": not found or not executable; expected a training program (sweep-train, or one "
+                             "built on sweep::train_main)");
+  Captured c;
+  try {
+    c = capture({trainer, "--describe-models"}, 60);
+  } catch (const std::exception& e) {
+    throw ConfigError(what + ": cannot start it: " + e.what());
+  }
+  if (!c.status.ok()) {
+    std::string out = c.output;
+    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+    const size_t nl = out.rfind('\n');
+    throw ConfigError(what + ": --describe-models failed (" + c.status.describe() + ")" +
+                      (out.empty() ? "" : ": " + printable(nl == std::string::npos ? out : out.substr(nl + 1))) +
+                      "; is it a program built on sweep::train_main?");
+  }
+  try {
+    for (const ModelSchema& s : parse_models_yaml(c.output, what + " --describe-models")) register_model_schema(s);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(what + ": " + e.what());
+  }
+  loaded.insert(trainer);
+}
+
+}  // namespace sweep
