@@ -150,6 +150,10 @@ class E2eTest : public TempDirTest {
  protected:
   explicit E2eTest(const std::string& prefix) : TempDirTest(prefix, Cleanup::unless_failed) {}
 
+  /// The training program train() and train_argv() start: sweep-train unless a test of a
+  /// program of its own (sweep::train_main) says otherwise.
+  std::string trainer_ = bin("sweep-train");
+
   /// Writes `text` to <dir>/<name>; returns its path.
   std::string write(const std::string& name, const std::string& text) const { return write_file(dir_ / name, text); }
   /// The file <dir>/<name>; "" when there is none.
@@ -167,15 +171,14 @@ class E2eTest : public TempDirTest {
     return run_cli(sweep_argv(args), dir_ / log);
   }
   /// Writes `config` to <dir>/<name>.yaml; returns the argv that trains it into
-  /// <dir>/<name>/, `sweep-train --config ... --out ... EXTRA`: alone when `ranks` is 0,
+  /// <dir>/<name>/, `<trainer_> --config ... --out ... EXTRA`: alone when `ranks` is 0,
   /// else under mpiexec on that many ranks.
   std::vector<std::string> train_argv(const std::string& name, const std::string& config, int ranks = 0,
                                       const std::vector<std::string>& extra = {}) const {
     const std::string yaml = write(name + ".yaml", config);
     std::vector<std::string> argv;
     if (ranks > 0) argv = mpiexec(ranks);
-    for (const std::string& a :
-         {bin("sweep-train"), std::string("--config"), yaml, std::string("--out"), (dir_ / name).string()})
+    for (const std::string& a : {trainer_, std::string("--config"), yaml, std::string("--out"), (dir_ / name).string()})
       argv.push_back(a);
     argv.insert(argv.end(), extra.begin(), extra.end());
     return argv;

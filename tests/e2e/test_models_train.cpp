@@ -1,0 +1,65 @@
+// test-models-train: a train_main program with models that exercise the seam's edges, for
+// own_model_e2e_test.cpp. "masked" trains properly but counts only some positions as
+// targets (so a step's target count is not its token count); the others break one rule
+// of sweep/trainer.h each, and the run must fail with one line naming the model.
+#include <torch/torch.h>
+
+#include "sweep/trainer.h"
+
+namespace {
+
+/// Embedding -> linear head; the loss counts only targets whose id is not a multiple of 3.
+struct MaskedImpl : torch::nn::Module {
+  explicit MaskedImpl(const sweep::ModelArgs& a) : vocab(a.vocab()) {
+    const int64_t w = a.integer("width");
+    embed = register_parameter("embed", torch::randn({vocab, w}) * 0.1);
+    head = register_parameter("head", torch::randn({vocab, w}) * 0.1);
+  }
+  torch::Tensor logits(const torch::Tensor& tokens) {
+    const int64_t L = tokens.size(1) - 1;
+    return torch::matmul(torch::embedding(embed, tokens.narrow(1, 0, L)), head.t());
+  }
+  sweep::LossSum loss(const torch::Tensor& tokens) {
+    const int64_t L = tokens.size(1) - 1;
+    auto targets = tokens.narrow(1, 1, L).reshape({-1});
+    auto per = torch::nn::functional::cross_entropy(logits(tokens).reshape({-1, vocab}), targets,
+                                                    torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+    auto keep = (targets.remainder(3) != 0);
+    const int64_t n = keep.sum().item<int64_t>();
+    // A micro-batch without a kept target still counts one, so the count is never zero.
+    return {(per * keep.to(torch::kFloat)).sum(), std::max<int64_t>(n, 1)};
+  }
+  int64_t vocab;
+  torch::Tensor embed, head;
+};
+
+/// One of the broken models: `how` says which rule it breaks.
+struct BrokenImpl : torch::nn::Module {
+  BrokenImpl(const sweep::ModelArgs& a, std::string how) : m(a), how(std::move(how)) {
+    register_module("m", std::shared_ptr<MaskedImpl>(&m, [](MaskedImpl*) {}));
+    if (this->how == "fp64") register_parameter("scale64", torch::ones({1}, torch::kDouble));
+  }
+  sweep::LossSum loss(const torch::Tensor& tokens) {
+    sweep::LossSum s = m.loss(tokens);
+    if (how == "nonscalar") return {s.sum * torch::ones({2}), s.targets};
+    if (how == "no-targets") return {s.sum, 0};
+    if (how == "detached") return {s.sum.detach(), s.targets};
+    if (how == "grows" && ++calls == 2) register_parameter("late", torch::zeros({3}));
+    return s;
+  }
+  MaskedImpl m;
+  std::string how;
+  int calls = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  sweep::Models models = sweep::builtin_models();
+  models.add<MaskedImpl>({"masked", "counts only targets not divisible by 3", {sweep::int_key("width", 8, 1, 64, "")}},
+                         [](const sweep::ModelArgs& a) { return std::make_shared<MaskedImpl>(a); });
+  for (const char* how : {"nonscalar", "no-targets", "detached", "grows", "fp64"})
+    models.add<BrokenImpl>({how, "breaks a rule", {sweep::int_key("width", 8, 1, 64, "")}},
+                           [how](const sweep::ModelArgs& a) { return std::make_shared<BrokenImpl>(a, how); });
+  return sweep::train_main(argc, argv, models);
+}
