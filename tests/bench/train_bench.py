@@ -38,13 +38,12 @@ Recording overhead: sweep-train's /metrics/record_time_s (checksums and record f
 timed inside sweep-train) summed over the timed steps, over the wall time of those steps.
 """
 import os
-import pty
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+
+from step_lines import step_line_times  # tests/bench/step_lines.py
 
 BIN = sys.argv[1]
 QUICK = "--quick" in sys.argv
@@ -71,7 +70,6 @@ CONFIGS = {
 TARGET_RATIO = {"tiny": 1.5, "small": 1.0}
 TARGET_MFU = {"small": 0.75}
 TARGET_OVERHEAD = 0.02
-STEP_LINE = re.compile(rb"^step\s+(\d+)(\s|$)")
 
 
 def model_flops_per_token(layers, d, heads, vocab, seq):
@@ -98,36 +96,6 @@ def sgemm_peak(threads, n=1024, reps=20):
         if i >= 3:
             times.append(time.perf_counter() - t)
     return 2 * n**3 / statistics.median(times)
-
-
-def step_line_times(argv):
-    """Runs argv with stdout and stderr on a pseudo-terminal; returns {step: perf_counter()
-    when its "step N" line was read}. Raises with the output's tail if argv fails."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, close_fds=True)
-    os.close(slave)
-    stamps, text, pending = {}, [], b""
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # EIO: every writer has closed the terminal
-            break
-        if not chunk:
-            break
-        now = time.perf_counter()
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
-        for line in lines:
-            line = line.rstrip(b"\r")
-            text.append(line)
-            m = STEP_LINE.match(line)
-            if m:
-                stamps[int(m.group(1))] = now
-    os.close(master)
-    if proc.wait() != 0:
-        tail = b"\n".join(text[-20:]).decode(errors="replace")
-        raise RuntimeError(f"{argv[0]} exited {proc.returncode}:\n{tail}")
-    return stamps
 
 
 def tokens_per_s(stamps, cfg):
