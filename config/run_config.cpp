@@ -63,7 +63,7 @@ void visit_fields(RunConfig& c, Visitor&& v) {
     v(keys[2].c_str(), c.model.seq_len, kSeqLen);
     for (size_t i = 0; i < schema->keys.size(); ++i) v(keys[i + 3].c_str(), c.model.values[i].second, schema->keys[i]);
   }
-  v("data.kind", c.data.kind, Choices{"synthetic", "tokens", "text", "hdf5"});
+  v("data.kind", c.data.kind, Choices{"synthetic", "tokens", "text", "hdf5", "program"});
   v("data.path", c.data.path, Text{4096});
   v("data.dataset", c.data.dataset, Text{1024});
   v("data.seed", c.data.seed, IntRange{0, INT64_MAX});
@@ -411,7 +411,7 @@ void check_run_config(const RunConfig& c, const FlatConfig& values) {
   if (c.dist.zero_stage == 3 && c.dist.world_size < 2)
     throw ConfigError(at_any(values, {"dist.zero_stage", "dist.world_size"}) +
                       "key 'dist.zero_stage': stage 3 shards parameters and needs dist.world_size >= 2");
-  if (c.data.kind != "synthetic" && c.data.path.empty())
+  if (c.data.kind != "synthetic" && c.data.kind != "program" && c.data.path.empty())
     throw ConfigError(at_any(values, {"data.path", "data.kind"}) + "key 'data.path': required when data.kind is " +
                       c.data.kind);
   if (c.data.kind == "text" && c.model.vocab < 256)

@@ -41,7 +41,9 @@ struct ModelConfig {
 
 /// Where tokens come from.
 struct DataConfig {
-  std::string kind = "synthetic";  ///< synthetic (seeded Markov chain) | tokens (uint16 file) | text (bytes) | hdf5
+  /// synthetic (seeded Markov chain) | tokens (uint16 file) | text (bytes) | hdf5 | program
+  /// (the training program's own DataSource for its model kind, sweep/trainer.h)
+  std::string kind = "synthetic";
   std::string path;                ///< tokens/text/hdf5: the data file
   std::string dataset = "tokens";  ///< hdf5: name of the 1-D integer dataset
   int64_t seed = 0;                ///< seeds the synthetic source itself (not the training order)

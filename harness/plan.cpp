@@ -126,7 +126,7 @@ std::vector<std::string> check_data_files(const SweepSpec& spec, const std::vect
   std::map<std::string, std::string> seen;  // path -> problem ("" = fine), one look per path
   for (size_t i = 0; i < points.size(); ++i) {
     const RunConfig& c = points[i].config;
-    if (c.data.kind == "synthetic") continue;
+    if (c.data.kind == "synthetic" || c.data.kind == "program") continue;  // no file of ours
     auto it = seen.find(c.data.path);
     if (it == seen.end()) it = seen.emplace(c.data.path, regular_file_problem(c.data.path)).first;
     if (it->second.empty()) continue;

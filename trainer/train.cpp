@@ -71,6 +71,34 @@ std::string self_path() {
   return ec ? std::string() : p.string();
 }
 
+/// A program's DataSource (sweep/trainer.h) as a TokenSource; every token is checked
+/// against the vocabulary, since a model's embedding would read out of range.
+class ProgramSource : public TokenSource {
+ public:
+  ProgramSource(std::unique_ptr<DataSource> d, const RunConfig& cfg) : d_(std::move(d)), kind_(cfg.model.kind),
+                                                                       vocab_(cfg.model.vocab) {
+    if (!d_) throw std::runtime_error("model '" + kind_ + "': its data factory returned no source");
+    if (d_->samples() < 1)
+      throw std::runtime_error("model '" + kind_ + "': its data source has " + std::to_string(d_->samples()) +
+                               " samples; expected at least 1");
+  }
+  int64_t samples() const override { return d_->samples(); }
+  void sequence(int64_t sample, int64_t len, int64_t* out) const override {
+    d_->sequence(sample, len, out);
+    for (int64_t i = 0; i < len; ++i)
+      if (out[i] < 0 || out[i] >= vocab_)
+        throw std::runtime_error("model '" + kind_ + "': its data source gave token " + std::to_string(out[i]) +
+                                 " at position " + std::to_string(i) + " of sample " + std::to_string(sample) +
+                                 ", outside [0, model.vocab = " + std::to_string(vocab_) + ")");
+  }
+  std::string describe() const override { return "program: " + d_->describe(); }
+
+ private:
+  std::unique_ptr<DataSource> d_;
+  std::string kind_;
+  int64_t vocab_;
+};
+
 class Trainer {
  public:
   Trainer(const RunConfig& cfg, const TrainOptions& opt, Communicator& comm, Watchdog& dog, const Models& models)
@@ -143,7 +171,11 @@ const ModelSpec& Trainer::find_spec() const {
 void Trainer::build_model() {
   // fp16 on the CPU is emulated in the model; on CUDA it is autocast, like bf16.
   const bool fp16_emulated = cfg_.train.precision == "fp16" && device_.is_cpu();
-  model_ = spec_->make(ModelArgs(cfg_, fp16_emulated));
+  try {
+    model_ = spec_->make(ModelArgs(cfg_, fp16_emulated));
+  } catch (const std::invalid_argument& e) {  // the factory rejects its keys' values
+    throw ConfigError(model_error(e.what()));
+  }
   if (!model_) throw std::runtime_error(model_error("its factory returned no model"));
   model_->module().to(device_);  // the same initial values: they were drawn on the CPU
   try {
@@ -160,7 +192,14 @@ RunStatus Trainer::run() {
     throw ConfigError("key 'dist.world_size': the config says " + std::to_string(cfg_.dist.world_size) +
                       " ranks, but the job was launched with " + std::to_string(world_));
   spec_ = &find_spec();  // before the data opens: an unknown kind is a config error
-  source_ = open_token_source(cfg_);
+  if (cfg_.data.kind != "program") {
+    source_ = open_token_source(cfg_);
+  } else if (spec_->data) {
+    source_ = std::make_unique<ProgramSource>(spec_->data(ModelArgs(cfg_, false)), cfg_);
+  } else {
+    throw ConfigError("key 'data.kind': program, but model '" + cfg_.model.kind +
+                      "' supplies no data source of its own (ModelSpec::data); use synthetic, tokens, text or hdf5");
+  }
   id_ = run_id(cfg_);
   std::optional<TrainState> resumed;
   if (!opt_.resume_from.empty())

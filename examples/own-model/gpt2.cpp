@@ -141,9 +141,11 @@ std::shared_ptr<Gpt2Impl> make_gpt2(const sweep::ModelArgs& a) {
   o.mlp_ratio = a.integer("mlp_ratio");
   o.init_std = a.real("init_std");
   o.gelu_tanh = a.choice("gelu") == "tanh";
+  // Keys that contradict each other: std::invalid_argument is a config error (exit 2,
+  // nothing written); the trainer puts "model 'gpt2': " before the message.
   if (o.n_embd % o.n_head != 0)
-    throw std::invalid_argument("model 'gpt2': model.n_embd (" + std::to_string(o.n_embd) +
-                                ") must be a multiple of model.n_head (" + std::to_string(o.n_head) + ")");
+    throw std::invalid_argument("key 'model.n_head': must divide model.n_embd (" + std::to_string(o.n_embd) +
+                                "), got " + std::to_string(o.n_head));
   // a.fp16_emulated(): train.precision fp16 on the CPU, where there is no fp16 autocast.
   // This model computes in fp32 then (the loss scale still runs); the built-in decoder
   // rounds its matmul inputs to fp16 instead.

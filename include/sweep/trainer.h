@@ -79,12 +79,32 @@ class Model {
   virtual LossSum loss(const torch::Tensor& tokens) = 0;
 };
 
-/// A model kind: its schema (kind, help, keys) and its factory. The factory runs once per
-/// rank, after the run's seed is set, on the CPU; parameters drawn there are the run's
-/// initial values on every layout.
+/// Sequences a program supplies itself, for runs that say `data.kind: program` (otherwise
+/// the model reads sweep's own sources: synthetic, tokens, text, hdf5). sweep's sampler
+/// still decides which sample goes where (seed, epoch shuffle, layout-free), so sequence()
+/// must be a pure function of its arguments, and thread-safe (prefetch workers call it
+/// concurrently).
+class DataSource {
+ public:
+  virtual ~DataSource() = default;
+  /// Sequences per epoch (at least 1).
+  virtual int64_t samples() const = 0;
+  /// Writes sequence `sample` (< samples()) of `len` tokens, each in [0, vocab), to `out`.
+  virtual void sequence(int64_t sample, int64_t len, int64_t* out) const = 0;
+  /// One line for the log and the record's environment.
+  virtual std::string describe() const = 0;
+};
+
+/// A model kind: its schema (kind, help, keys), its factory and, optionally, its data. The
+/// factory runs once per rank, after the run's seed is set, on the CPU; parameters drawn
+/// there are the run's initial values on every layout. A factory that throws
+/// std::invalid_argument rejects the config (keys that contradict each other): the run
+/// exits 2 with "model 'KIND': " and the message, and writes nothing.
 struct ModelSpec {
   ModelSchema schema;
   std::function<std::unique_ptr<Model>(const ModelArgs&)> make;
+  /// For `data.kind: program`; empty when the kind supplies no data of its own.
+  std::function<std::unique_ptr<DataSource>(const ModelArgs&)> data;
 };
 
 /// Adapts a module with `LossSum loss(const torch::Tensor&)` to Model.
@@ -106,13 +126,16 @@ class Models {
   /// named like a key every model has (kind, vocab, seq_len), or the kind is taken.
   Models& add(ModelSpec spec);
   /// Adds a module type M (a torch::nn::Module with `LossSum loss(const torch::Tensor&)`),
-  /// made by `make`.
+  /// made by `make`, with the data of `data` for `data.kind: program` (optional).
   template <class M>
-  Models& add(ModelSchema schema, std::function<std::shared_ptr<M>(const ModelArgs&)> make) {
+  Models& add(ModelSchema schema, std::function<std::shared_ptr<M>(const ModelArgs&)> make,
+              std::function<std::unique_ptr<DataSource>(const ModelArgs&)> data = {}) {
     static_assert(std::is_base_of_v<torch::nn::Module, M>, "M must be a torch::nn::Module");
-    return add(ModelSpec{std::move(schema), [make = std::move(make)](const ModelArgs& a) -> std::unique_ptr<Model> {
+    return add(ModelSpec{std::move(schema),
+                         [make = std::move(make)](const ModelArgs& a) -> std::unique_ptr<Model> {
                            return std::make_unique<ModuleModel<M>>(make(a));
-                         }});
+                         },
+                         std::move(data)});
   }
   /// The kind's spec; nullptr when none.
   const ModelSpec* find(const std::string& kind) const;

@@ -85,6 +85,14 @@ TEST_F(OwnModel, AnUnknownKindExitsTwoNamingTheRegisteredKinds) {
   EXPECT_CONTAINS(r.err, "key 'model.kind': unknown model kind 'gtp2' (did you mean 'gpt2'?); registered kinds: "
                          "decoder, gpt2");
   EXPECT_FALSE(fs::exists(dir_ / "k"));
+  // Keys the factory finds contradictory (n_head must divide n_embd): exit 2 too.
+  const auto f = sweep_test::run_cli_split({kGpt2Train, "--config",
+                                            write("f.yaml", "model: {kind: gpt2, n_embd: 30, n_head: 4}\n"), "--out",
+                                            (dir_ / "f").string()},
+                                           dir_, dir_);
+  sweep_test::expect_one_error_line(f, 2);
+  EXPECT_CONTAINS(f.err, "model 'gpt2': key 'model.n_head': must divide model.n_embd (30), got 4");
+  EXPECT_FALSE(fs::exists(dir_ / "f"));
   // --describe-models: the kinds and keys the driver reads.
   const auto d = sweep_test::run_cli_split({kGpt2Train, "--describe-models"}, dir_, dir_);
   EXPECT_EQ(d.code, 0) << d.err;
@@ -194,14 +202,36 @@ TEST_F(SeamRules, ABrokenModelFailsWithOneLineNamingItAndWhatIsWrong) {
   }
 }
 
+TEST_F(SeamRules, AProgramsOwnDataTrainAndBadTokensOrNoSourceAreNamed) {
+  const std::string own = "data: {kind: program, workers: 2}\n";
+  ASSERT_TRUE(train("own", config("masked") + own).ok()) << log("own");
+  EXPECT_EQ(record("own").environment.at("data.source"), "program: arithmetic progressions mod 32");
+  // The program's data, not the synthetic default: the runs differ.
+  ASSERT_TRUE(train("synthetic", config("masked")).ok()) << log("synthetic");
+  EXPECT_NE(record("own").checksums.back().params, record("synthetic").checksums.back().params);
+  // A token past the vocabulary, found in a prefetch worker: one line naming the model.
+  auto r = sweep_test::run_cli_split(train_argv("bad", config("bad-data") + own), dir_, dir_);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_CONTAINS(r.err, "run failed: model 'bad-data': its data source gave token ");
+  EXPECT_CONTAINS(r.err, "outside [0, model.vocab = 32)");
+  // A kind without a data source of its own: a config error, nothing written.
+  r = sweep_test::run_cli_split(train_argv("none", config("nonscalar") + own), dir_, dir_);
+  sweep_test::expect_one_error_line(r, 2);
+  EXPECT_CONTAINS(r.err, "key 'data.kind': program, but model 'nonscalar' supplies no data source of its own");
+  EXPECT_FALSE(fs::exists(dir_ / "none"));
+}
+
 class SeamRulesMpi : public SeamRules {};
 
 TEST_F(SeamRulesMpi, TargetCountsBelowTheTokenCountStayLayoutInvariant) {
   // "masked" counts only some positions: the step's mean is over its targets, found after
   // the reduction, and must not depend on how the micro-batches are spread.
-  ASSERT_TRUE(train("w1a4", config("masked", 1, 4)).ok()) << log("w1a4");
-  ASSERT_TRUE(train("w2a2", config("masked", 2, 2), 2).ok()) << log("w2a2");
-  ASSERT_TRUE(train("w4a1", config("masked", 4, 1), 4).ok()) << log("w4a1");
+  // The program's own data too: its samples go through the same layout-free sampler.
+  const std::string own = "data: {kind: program}\n";
+  ASSERT_TRUE(train("w1a4", config("masked", 1, 4) + own).ok()) << log("w1a4");
+  ASSERT_TRUE(train("w2a2", config("masked", 2, 2) + own, 2).ok()) << log("w2a2");
+  ASSERT_TRUE(train("w4a1", config("masked", 4, 1) + own, 4).ok()) << log("w4a1");
   const auto ref = record("w1a4");
   EXPECT_EQ(bit_difference(ref, record("w2a2")), "");
   EXPECT_EQ(bit_difference(ref, record("w4a1")), "");

@@ -52,12 +52,33 @@ struct BrokenImpl : torch::nn::Module {
   int calls = 0;
 };
 
+/// The program's own data (data.kind: program): sequence s is an arithmetic progression
+/// modulo vocab; `off` > 0 shifts every token out of range (a broken source).
+class Progressions : public sweep::DataSource {
+ public:
+  Progressions(int64_t vocab, int64_t off) : vocab_(vocab), off_(off) {}
+  int64_t samples() const override { return 97; }
+  void sequence(int64_t sample, int64_t len, int64_t* out) const override {
+    for (int64_t i = 0; i < len; ++i) out[i] = (sample * 5 + i * (1 + sample % 3)) % vocab_ + off_;
+  }
+  std::string describe() const override { return "arithmetic progressions mod " + std::to_string(vocab_); }
+
+ private:
+  int64_t vocab_, off_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   sweep::Models models = sweep::builtin_models();
-  models.add<MaskedImpl>({"masked", "counts only targets not divisible by 3", {sweep::int_key("width", 8, 1, 64, "")}},
-                         [](const sweep::ModelArgs& a) { return std::make_shared<MaskedImpl>(a); });
+  models.add<MaskedImpl>(
+      {"masked", "counts only targets not divisible by 3", {sweep::int_key("width", 8, 1, 64, "")}},
+      [](const sweep::ModelArgs& a) { return std::make_shared<MaskedImpl>(a); },
+      [](const sweep::ModelArgs& a) { return std::make_unique<Progressions>(a.vocab(), 0); });
+  models.add<MaskedImpl>(
+      {"bad-data", "its data source gives tokens past the vocabulary", {sweep::int_key("width", 8, 1, 64, "")}},
+      [](const sweep::ModelArgs& a) { return std::make_shared<MaskedImpl>(a); },
+      [](const sweep::ModelArgs& a) { return std::make_unique<Progressions>(a.vocab(), a.vocab()); });
   for (const char* how : {"nonscalar", "no-targets", "detached", "grows", "fp64"})
     models.add<BrokenImpl>({how, "breaks a rule", {sweep::int_key("width", 8, 1, 64, "")}},
                            [how](const sweep::ModelArgs& a) { return std::make_shared<BrokenImpl>(a, how); });

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "data_source.h"
@@ -64,5 +66,42 @@ TEST(Prefetcher, StopsCleanlyWhenDestroyedBeforeEverythingIsConsumed) {
       sweep::Prefetcher p(sampler, workers, 0, 1000, 0, 1, 1, elems);
       for (int i = 0; i < consumed; ++i) ASSERT_NE(p.next(), nullptr);
     }  // the destructor joins workers that may be waiting for a free slot
+  }
+}
+
+namespace {
+
+/// A source that throws for one sample (as a program's DataSource may, in a worker thread).
+class ThrowingSource : public sweep::TokenSource {
+ public:
+  explicit ThrowingSource(int64_t bad) : bad_(bad) {}
+  int64_t samples() const override { return 64; }
+  void sequence(int64_t sample, int64_t len, int64_t* out) const override {
+    if (sample == bad_) throw std::runtime_error("bad sample " + std::to_string(sample));
+    for (int64_t i = 0; i < len; ++i) out[i] = (sample + i) % 32;
+  }
+  std::string describe() const override { return "throwing"; }
+
+ private:
+  int64_t bad_;
+};
+
+}  // namespace
+
+TEST(Prefetcher, WhatAWorkerThrowsIsRethrownByNextInTheConsumer) {
+  const sweep::RunConfig cfg = small_config();
+  const ThrowingSource source(17);
+  const sweep::Sampler sampler(cfg, source);
+  const size_t elems = size_t(cfg.train.micro_batch * (cfg.model.seq_len + 1));
+  for (int64_t workers : {0, 1, 3}) {
+    SCOPED_TRACE("workers " + std::to_string(workers));
+    sweep::Prefetcher p(sampler, workers, 0, 100, 0, 1, 1, elems);
+    std::string what;
+    try {
+      for (int i = 0; i < 100; ++i) p.next();
+    } catch (const std::runtime_error& e) {
+      what = e.what();
+    }
+    EXPECT_EQ(what, "bad sample 17");  // the epoch's shuffle reaches every sample in 100 x 3 rows
   }
 }

@@ -128,6 +128,8 @@ struct IntVector {
 std::unique_ptr<TokenSource> open_token_source(const RunConfig& c) {
   const std::string& kind = c.data.kind;
   if (kind == "synthetic") return std::make_unique<SyntheticSource>(c);
+  if (kind == "program")  // the trainer adapts the model's own DataSource instead
+    throw ConfigError("key 'data.kind': program data come from the training program's model, not a file");
   if (kind == "tokens") {
     auto f = std::make_shared<MappedFile>(c.data.path);
     if (f->size() % 2)

@@ -13,6 +13,7 @@ Prefetcher::Prefetcher(const Sampler& sampler, int64_t workers, int64_t first_st
   const size_t depth = workers > 0 ? size_t(2 * workers) : 1;
   slots_.assign(depth, std::vector<int64_t>(batch_elems));
   ready_.assign(depth, -1);
+  errors_.assign(depth, nullptr);
   for (int64_t i = 0; i < workers; ++i) threads_.emplace_back([this] { work(); });
 }
 
@@ -42,9 +43,15 @@ void Prefetcher::work() {
       cv_.wait(lock, [&] { return stop_ || q < consumed_ + depth; });
       if (stop_) return;
     }
-    fill(q, slots_[size_t(q % depth)].data());
+    std::exception_ptr error;
+    try {
+      fill(q, slots_[size_t(q % depth)].data());
+    } catch (...) {  // a program's data source: the consumer rethrows it in its own thread
+      error = std::current_exception();
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
+      errors_[size_t(q % depth)] = error;
       ready_[size_t(q % depth)] = q;
     }
     cv_.notify_all();
@@ -67,6 +74,7 @@ const int64_t* Prefetcher::next() {
   }
   cv_.wait(lock, [&] { return ready_[size_t(q % depth)] == q; });
   current_ = q;
+  if (errors_[size_t(q % depth)]) std::rethrow_exception(errors_[size_t(q % depth)]);
   return slots_[size_t(q % depth)].data();
 }
 

@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -23,7 +24,8 @@ class Prefetcher {
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
 
-  /// The next micro-batch; valid until the following call.
+  /// The next micro-batch; valid until the following call. Rethrows what filling it threw
+  /// (a worker's exception surfaces here, in the consumer's thread).
   const int64_t* next();
 
  private:
@@ -34,6 +36,7 @@ class Prefetcher {
   int64_t first_step_, rank_, accum_, micro_batches_, total_;
   std::vector<std::vector<int64_t>> slots_;
   std::vector<int64_t> ready_;  // task number held by each slot, -1 while empty
+  std::vector<std::exception_ptr> errors_;  // what filling each slot threw, if anything
   int64_t next_task_ = 0;       // next task a worker takes
   int64_t consumed_ = 0;        // tasks handed to the consumer and released
   int64_t current_ = -1;        // task the consumer holds
