@@ -34,8 +34,7 @@ ModelKey real_key(std::string name, double default_value, double min, double max
   return k;
 }
 
-ModelKey choice_key(std::string name, std::string default_value, std::vector<std::string> choices,
-                    std::string help) {
+ModelKey choice_key(std::string name, std::string default_value, std::vector<std::string> choices, std::string help) {
   ModelKey k;
   k.name = std::move(name), k.type = ModelKey::Type::choice, k.default_value = std::move(default_value);
   k.choices = std::move(choices), k.help = std::move(help);
@@ -72,7 +71,8 @@ bool same(const ModelKey& a, const ModelKey& b) {
 
 bool same(const ModelSchema& a, const ModelSchema& b) {
   return a.kind == b.kind && a.help == b.help && a.keys.size() == b.keys.size() &&
-         std::equal(a.keys.begin(), a.keys.end(), b.keys.begin(), [](const auto& x, const auto& y) { return same(x, y); });
+         std::equal(a.keys.begin(), a.keys.end(), b.keys.begin(),
+                    [](const auto& x, const auto& y) { return same(x, y); });
 }
 
 const char* type_name(ModelKey::Type t) {
@@ -92,8 +92,7 @@ const char* type_name(ModelKey::Type t) {
 void validate_model_schema(const ModelSchema& s) {
   const std::string who = "model '" + printable(s.kind) + "'";
   auto fail = [&](const std::string& what) { throw std::invalid_argument(who + ": " + what); };
-  if (!good_name(s.kind, true))
-    fail("a kind is 1 to 64 characters of a-z, 0-9, _ and -, starting with a letter");
+  if (!good_name(s.kind, true)) fail("a kind is 1 to 64 characters of a-z, 0-9, _ and -, starting with a letter");
   if (s.kind == kDecoderKind) fail("the built-in decoder has this kind; choose another");
   std::vector<std::string> seen;
   for (const ModelKey& k : s.keys) {

@@ -341,8 +341,7 @@ RunConfig apply_run_values(RunConfig base, const FlatConfig& values) {
   for (const auto& [key, v] : values) {
     if (std::find(keys.begin(), keys.end(), key) != keys.end() || key == "model.kind") continue;
     std::string msg = at(v) + "unknown key '" + printable(key) + "'";
-    if (base.model.kind != kDecoderKind && key.rfind("model.", 0) == 0)
-      msg += " for model.kind " + base.model.kind;
+    if (base.model.kind != kDecoderKind && key.rfind("model.", 0) == 0) msg += " for model.kind " + base.model.kind;
     throw ConfigError(msg + did_you_mean(key, keys));
   }
   visit_fields(base, Applier{values});

@@ -12,9 +12,9 @@
 #include <charconv>
 #include <cstring>
 
-#include "grid_values.h"  // axis_values
+#include "grid_values.h"     // axis_values
 #include "trainer_models.h"  // load_trainer_models
-#include "yaml_read.h"    // yaml_where, YamlMap
+#include "yaml_read.h"       // yaml_where, YamlMap
 
 namespace sweep {
 namespace {
@@ -264,8 +264,8 @@ SweepSpec parse_grid(const std::string& text, const std::string& source, const s
   } else if (!spec.launch.trainer.empty()) {
     const std::string given = spec.launch.trainer;
     if (given.front() != '/')
-      spec.launch.trainer = (source.find('/') == std::string::npos ? "." : source.substr(0, source.rfind('/'))) +
-                            "/" + given;
+      spec.launch.trainer =
+          (source.find('/') == std::string::npos ? "." : source.substr(0, source.rfind('/'))) + "/" + given;
     load_trainer_models(spec.launch.trainer,
                         yaml_where(source, root["launch"]["trainer"]) + ": key 'launch.trainer': '" + printable(given) +
                             "'" + (given == spec.launch.trainer ? "" : " (" + printable(spec.launch.trainer) + ")"));
@@ -276,8 +276,9 @@ SweepSpec parse_grid(const std::string& text, const std::string& source, const s
   // One grid, one model kind: the kind decides which keys exist.
   auto refuse_kind = [](const GridAxis& a) {
     if (a.key == "model.kind")
-      throw ConfigError(a.where + ": key 'model.kind' cannot be swept: it decides which model keys exist (set it "
-                                  "in base; one grid per model kind)");
+      throw ConfigError(a.where +
+                        ": key 'model.kind' cannot be swept: it decides which model keys exist (set it "
+                        "in base; one grid per model kind)");
   };
   for (const auto& a : spec.axes) refuse_kind(a);
   for (const auto& z : spec.zips)

@@ -104,8 +104,9 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
                           " comes from a program of its own, and the record does not name it; pass --trainer");
       launch.train_binary = t->second;
     }
-    load_trainer_models(launch.train_binary, "trainer '" + launch.train_binary + "' (model.kind " + kind->second +
-                                                 (opt.trainer_given ? ", --trainer)" : ", as recorded; or pass --trainer)"));
+    load_trainer_models(launch.train_binary,
+                        "trainer '" + launch.train_binary + "' (model.kind " + kind->second +
+                            (opt.trainer_given ? ", --trainer)" : ", as recorded; or pass --trainer)"));
   }
   const RunConfig config = reproduce_config(original, opt.world_size, opt.accum, opt.set);
   if (!fs::exists(launch.train_binary))

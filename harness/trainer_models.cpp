@@ -15,8 +15,9 @@ void load_trainer_models(const std::string& trainer, const std::string& what) {
   static std::set<std::string> loaded;
   if (loaded.count(trainer)) return;
   if (::access(trainer.c_str(), X_OK) != 0)
-    throw ConfigError(what + ": not found or not executable; expected a training program (sweep-train, or one "
-                             "built on sweep::train_main)");
+    throw ConfigError(what +
+                      ": not found or not executable; expected a training program (sweep-train, or one "
+                      "built on sweep::train_main)");
   Captured c;
   try {
     c = capture({trainer, "--describe-models"}, 60);

@@ -19,9 +19,7 @@ const std::string& ModelArgs::value(const std::string& key, ModelKey::Type type)
                               "' is declared in its schema");
 }
 
-int64_t ModelArgs::integer(const std::string& key) const {
-  return std::stoll(value(key, ModelKey::Type::integer));
-}
+int64_t ModelArgs::integer(const std::string& key) const { return std::stoll(value(key, ModelKey::Type::integer)); }
 
 double ModelArgs::real(const std::string& key) const {
   // Canonical text from config/: std::strtod reads it back to the same double.

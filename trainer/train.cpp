@@ -75,8 +75,8 @@ std::string self_path() {
 /// against the vocabulary, since a model's embedding would read out of range.
 class ProgramSource : public TokenSource {
  public:
-  ProgramSource(std::unique_ptr<DataSource> d, const RunConfig& cfg) : d_(std::move(d)), kind_(cfg.model.kind),
-                                                                       vocab_(cfg.model.vocab) {
+  ProgramSource(std::unique_ptr<DataSource> d, const RunConfig& cfg)
+      : d_(std::move(d)), kind_(cfg.model.kind), vocab_(cfg.model.vocab) {
     if (!d_) throw std::runtime_error("model '" + kind_ + "': its data factory returned no source");
     if (d_->samples() < 1)
       throw std::runtime_error("model '" + kind_ + "': its data source has " + std::to_string(d_->samples()) +
@@ -328,11 +328,11 @@ void Trainer::open_record(const std::vector<std::pair<std::string, std::string>>
   header.environment.emplace_back("data.source", source_->describe());
   header.environment.emplace_back("data.entropy_floor", format_double(source_->entropy_floor()));
   if (device_.is_cpu())
-    header.environment.emplace_back(
-        "precision.cpu", fp16   ? (decoder ? "fp16 emulated: fp16-rounded matmul inputs, fp32 accumulation"
-                                           : "fp16: dynamic loss scale; fp16 rounding is the model's own")
-                         : bf16 ? "bf16 autocast"
-                                : "fp32");
+    header.environment.emplace_back("precision.cpu",
+                                    fp16   ? (decoder ? "fp16 emulated: fp16-rounded matmul inputs, fp32 accumulation"
+                                                      : "fp16: dynamic loss scale; fp16 rounding is the model's own")
+                                    : bf16 ? "bf16 autocast"
+                                           : "fp32");
   else
     header.environment.emplace_back("precision.cuda", fp16   ? "fp16 autocast"
                                                       : bf16 ? "bf16 autocast"
@@ -368,12 +368,11 @@ int64_t Trainer::compute(int64_t step, std::vector<double>& local_losses, double
     if (fp16 && !device_.is_cpu()) autocast.emplace(device_.type(), at::kHalf, true);
     LossSum ls = model_->loss(batch);
     if (!ls.sum.defined() || ls.sum.dim() != 0 || !ls.sum.is_floating_point())
-      throw std::runtime_error(model_error(
-          "loss() returned " +
-          (ls.sum.defined() ? "a " + std::string(c10::toString(ls.sum.scalar_type())) + " tensor of shape " +
-                                  c10::str(ls.sum.sizes())
-                            : std::string("no tensor")) +
-          "; expected the summed loss as a floating-point scalar (0-dim) tensor"));
+      throw std::runtime_error(model_error("loss() returned " +
+                                           (ls.sum.defined() ? "a " + std::string(c10::toString(ls.sum.scalar_type())) +
+                                                                   " tensor of shape " + c10::str(ls.sum.sizes())
+                                                             : std::string("no tensor")) +
+                                           "; expected the summed loss as a floating-point scalar (0-dim) tensor"));
     if (ls.targets < 1)
       throw std::runtime_error(model_error("loss() reported " + std::to_string(ls.targets) +
                                            " targets for a micro-batch; expected at least 1"));

@@ -30,8 +30,7 @@ ModelKey int_key(std::string name, int64_t default_value, int64_t min, int64_t m
 ModelKey real_key(std::string name, double default_value, double min, double max, std::string help,
                   bool min_exclusive = false);
 /// A key whose value is one of `choices`.
-ModelKey choice_key(std::string name, std::string default_value, std::vector<std::string> choices,
-                    std::string help);
+ModelKey choice_key(std::string name, std::string default_value, std::vector<std::string> choices, std::string help);
 
 /// A model kind and its keys. Every kind also has the keys shared by all models and read
 /// by the data pipeline: model.vocab (token ids are in [0, vocab)) and model.seq_len

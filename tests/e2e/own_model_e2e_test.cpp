@@ -78,18 +78,18 @@ TEST_F(OwnModel, SweepRunTrainsItWithTheSameSchemaAndItsOwnKeysAsAxes) {
 }
 
 TEST_F(OwnModel, AnUnknownKindExitsTwoNamingTheRegisteredKinds) {
-  const auto r = sweep_test::run_cli_split({kGpt2Train, "--config", write("k.yaml", "model: {kind: gtp2}\n"), "--out",
-                                            (dir_ / "k").string()},
-                                           dir_, dir_);
+  const auto r = sweep_test::run_cli_split(
+      {kGpt2Train, "--config", write("k.yaml", "model: {kind: gtp2}\n"), "--out", (dir_ / "k").string()}, dir_, dir_);
   sweep_test::expect_one_error_line(r, 2);
-  EXPECT_CONTAINS(r.err, "key 'model.kind': unknown model kind 'gtp2' (did you mean 'gpt2'?); registered kinds: "
-                         "decoder, gpt2");
+  EXPECT_CONTAINS(r.err,
+                  "key 'model.kind': unknown model kind 'gtp2' (did you mean 'gpt2'?); registered kinds: "
+                  "decoder, gpt2");
   EXPECT_FALSE(fs::exists(dir_ / "k"));
   // Keys the factory finds contradictory (n_head must divide n_embd): exit 2 too.
-  const auto f = sweep_test::run_cli_split({kGpt2Train, "--config",
-                                            write("f.yaml", "model: {kind: gpt2, n_embd: 30, n_head: 4}\n"), "--out",
-                                            (dir_ / "f").string()},
-                                           dir_, dir_);
+  const auto f = sweep_test::run_cli_split(
+      {kGpt2Train, "--config", write("f.yaml", "model: {kind: gpt2, n_embd: 30, n_head: 4}\n"), "--out",
+       (dir_ / "f").string()},
+      dir_, dir_);
   sweep_test::expect_one_error_line(f, 2);
   EXPECT_CONTAINS(f.err, "model 'gpt2': key 'model.n_head': must divide model.n_embd (30), got 4");
   EXPECT_FALSE(fs::exists(dir_ / "f"));
@@ -123,11 +123,8 @@ TEST_F(OwnModelMpi, LayoutsAndZeroStagesAreBitIdentical) {
     std::string name;
     int world, accum, zero;
   };
-  for (const Case& c : std::vector<Case>{{"w2a2", 2, 2, 0},
-                                         {"w4a1", 4, 1, 0},
-                                         {"w2a2z1", 2, 2, 1},
-                                         {"w2a2z2", 2, 2, 2},
-                                         {"w2a2z3", 2, 2, 3}}) {
+  for (const Case& c : std::vector<Case>{
+           {"w2a2", 2, 2, 0}, {"w4a1", 4, 1, 0}, {"w2a2z1", 2, 2, 1}, {"w2a2z2", 2, 2, 2}, {"w2a2z3", 2, 2, 3}}) {
     SCOPED_TRACE(c.name);
     const sweep::Record r = trained(c.name, c.world, gpt2_config(c.world, c.accum, c.zero));
     EXPECT_EQ(bit_difference(ref, r), "");
@@ -167,9 +164,10 @@ TEST_F(OwnModelMpi, ADesyncOnOneRankIsCaughtNamingTheUsersParameter) {
   ASSERT_FALSE(expected.empty());
   const auto r = train("desync", gpt2_config(2, 2, 0, "fault: {desync_step: 3, desync_rank: 1}\n"), 2);
   EXPECT_FALSE(r.ok());
-  EXPECT_CONTAINS(log("desync"), "desync at step 3: rank 0 and rank 1 hold different parameters; first differing "
-                                 "parameter: " +
-                                     expected);
+  EXPECT_CONTAINS(log("desync"),
+                  "desync at step 3: rank 0 and rank 1 hold different parameters; first differing "
+                  "parameter: " +
+                      expected);
 }
 
 /// The seam's rules, with test-models-train.
@@ -186,12 +184,14 @@ class SeamRules : public sweep_test::E2eTest {
 
 TEST_F(SeamRules, ABrokenModelFailsWithOneLineNamingItAndWhatIsWrong) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"nonscalar", "model 'nonscalar': loss() returned a Float tensor of shape [2]; expected the summed loss as a "
-                    "floating-point scalar (0-dim) tensor"},
+      {"nonscalar",
+       "model 'nonscalar': loss() returned a Float tensor of shape [2]; expected the summed loss as a "
+       "floating-point scalar (0-dim) tensor"},
       {"no-targets", "model 'no-targets': loss() reported 0 targets for a micro-batch; expected at least 1"},
       {"detached", "model 'detached': loss() returned a tensor that depends on no parameter"},
-      {"grows", "model 'grows': its parameters changed during step 1: it has 3 parameter tensors, 2 when it was made "
-                "(register every parameter in the constructor)"},
+      {"grows",
+       "model 'grows': its parameters changed during step 1: it has 3 parameter tensors, 2 when it was made "
+       "(register every parameter in the constructor)"},
       {"fp64", "model 'fp64': parameter 'scale64' is Double; the flat buffer holds fp32 parameters"}};
   for (const auto& [kind, message] : cases) {
     SCOPED_TRACE(kind);

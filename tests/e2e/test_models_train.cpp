@@ -22,8 +22,9 @@ struct MaskedImpl : torch::nn::Module {
   sweep::LossSum loss(const torch::Tensor& tokens) {
     const int64_t L = tokens.size(1) - 1;
     auto targets = tokens.narrow(1, 1, L).reshape({-1});
-    auto per = torch::nn::functional::cross_entropy(logits(tokens).reshape({-1, vocab}), targets,
-                                                    torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+    auto per =
+        torch::nn::functional::cross_entropy(logits(tokens).reshape({-1, vocab}), targets,
+                                             torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
     auto keep = (targets.remainder(3) != 0);
     const int64_t n = keep.sum().item<int64_t>();
     // A micro-batch without a kept target still counts one, so the count is never zero.

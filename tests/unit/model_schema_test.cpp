@@ -39,10 +39,11 @@ TEST(ModelSchema, OwnKeysAreValidatedSpelledCanonicallyAndHashed) {
   EXPECT_EQ(c.model.kind, "toy-lm");
   ASSERT_EQ(c.model.values.size(), 3u);
   EXPECT_EQ(c.model.values[0], (std::pair<std::string, std::string>{"hidden", "32"}));
-  EXPECT_EQ(c.model.values[1].second, "0.1");     // canonical spelling: 1.0e-1 and 0.1 are one run
+  EXPECT_EQ(c.model.values[1].second, "0.1");    // canonical spelling: 1.0e-1 and 0.1 are one run
   EXPECT_EQ(c.model.values[2].second, "layer");  // the default
   const std::string yaml = to_yaml(c);
-  EXPECT_CONTAINS(yaml, "model:\n  kind: toy-lm\n  vocab: 64\n  seq_len: 8\n  hidden: 32\n  dropout: 0.1\n  norm: layer\n");
+  EXPECT_CONTAINS(yaml,
+                  "model:\n  kind: toy-lm\n  vocab: 64\n  seq_len: 8\n  hidden: 32\n  dropout: 0.1\n  norm: layer\n");
   EXPECT_EQ(yaml.find("layers:"), std::string::npos) << "the decoder's keys are not in a toy-lm config";
   // The canonical text reads back to the same config and id.
   RunConfig back = apply_run_config(RunConfig{}, flatten_yaml(yaml, "back.yaml"));
@@ -111,8 +112,10 @@ TEST(ModelSchema, DescribeYamlReadsBackToTheSameSchemas) {
   EXPECT_EQ(back[0].keys[3].help, "a \"quoted\" help: with colon");
   EXPECT_CONTAINS(sweep_test::thrown_message<ConfigError>([] { parse_models_yaml("hello", "prog"); }),
                   "prog: not a --describe-models document: expected a list 'models'");
-  EXPECT_CONTAINS(sweep_test::thrown_message<std::invalid_argument>(
-                      [] { parse_models_yaml("models: [{kind: x, keys: [{name: vocab, type: int, default: '1', min: '1', max: '2'}]}]", "p"); }),
+  EXPECT_CONTAINS(sweep_test::thrown_message<std::invalid_argument>([] {
+                    parse_models_yaml(
+                        "models: [{kind: x, keys: [{name: vocab, type: int, default: '1', min: '1', max: '2'}]}]", "p");
+                  }),
                   "collides with the built-in key model.vocab");
 }
 

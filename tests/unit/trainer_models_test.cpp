@@ -38,9 +38,10 @@ class TrainerModels : public sweep_test::TempDirTest {
   }
 
   static std::string lstm_models() {
-    return describe_models_yaml({ModelSchema{"lstm", "an LSTM language model",
-                                             {int_key("hidden", 32, 8, 4096, "state width"),
-                                              int_key("layers", 1, 1, 8, "stacked LSTMs")}}});
+    return describe_models_yaml(
+        {ModelSchema{"lstm",
+                     "an LSTM language model",
+                     {int_key("hidden", 32, 8, 4096, "state width"), int_key("layers", 1, 1, 8, "stacked LSTMs")}}});
   }
 };
 
@@ -83,8 +84,7 @@ TEST_F(TrainerModels, AProgramThatCannotDescribeItsModelsIsRefusedByName) {
   EXPECT_CONTAINS(error_of(grid("name: own\nlaunch: {trainer: broken-train}\n")),
                   "--describe-models failed (exit code 2): broken-train: error: no GPU");
   program("chatty-train", "hello\n");
-  EXPECT_CONTAINS(error_of(grid("name: own\nlaunch: {trainer: chatty-train}\n")),
-                  "not a --describe-models document");
+  EXPECT_CONTAINS(error_of(grid("name: own\nlaunch: {trainer: chatty-train}\n")), "not a --describe-models document");
   program("clash-train", "models: [{kind: c, keys: [{name: seq_len, type: int, default: '1', min: '1', max: '2'}]}]\n");
   EXPECT_CONTAINS(error_of(grid("name: own\nlaunch: {trainer: clash-train}\n")),
                   "model 'c': key 'seq_len': collides with the built-in key model.seq_len");

@@ -35,11 +35,11 @@ class Prefetcher {
   const Sampler& sampler_;
   int64_t first_step_, rank_, accum_, micro_batches_, total_;
   std::vector<std::vector<int64_t>> slots_;
-  std::vector<int64_t> ready_;  // task number held by each slot, -1 while empty
+  std::vector<int64_t> ready_;              // task number held by each slot, -1 while empty
   std::vector<std::exception_ptr> errors_;  // what filling each slot threw, if anything
-  int64_t next_task_ = 0;       // next task a worker takes
-  int64_t consumed_ = 0;        // tasks handed to the consumer and released
-  int64_t current_ = -1;        // task the consumer holds
+  int64_t next_task_ = 0;                   // next task a worker takes
+  int64_t consumed_ = 0;                    // tasks handed to the consumer and released
+  int64_t current_ = -1;                    // task the consumer holds
   bool stop_ = false;
   std::mutex mu_;
   std::condition_variable cv_;
