@@ -171,10 +171,13 @@ const std::vector<std::string>& model_schema_keys(const std::string& kind) {
   return none;
 }
 
-std::string describe_models_yaml(const std::vector<ModelSchema>& schemas) {
+std::string describe_models_yaml(const ModelsDescription& d) {
   YAML::Emitter out;
-  out << YAML::BeginMap << YAML::Key << "models" << YAML::Value << YAML::BeginSeq;
-  for (const ModelSchema& s : schemas) {
+  out << YAML::BeginMap << YAML::Key << "offers" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (const auto& k : d.offers) out << k;
+  out << YAML::EndSeq;
+  out << YAML::Key << "models" << YAML::Value << YAML::BeginSeq;
+  for (const ModelSchema& s : d.models) {
     out << YAML::BeginMap << YAML::Key << "kind" << YAML::Value << s.kind;
     out << YAML::Key << "help" << YAML::Value << YAML::DoubleQuoted << s.help;
     out << YAML::Key << "keys" << YAML::Value << YAML::BeginSeq;
@@ -202,7 +205,7 @@ std::string describe_models_yaml(const std::vector<ModelSchema>& schemas) {
   return std::string(out.c_str()) + "\n";
 }
 
-std::vector<ModelSchema> parse_models_yaml(const std::string& text, const std::string& source) {
+ModelsDescription parse_models_yaml(const std::string& text, const std::string& source) {
   auto bad = [&](const std::string& what) -> ConfigError {
     return ConfigError(source + ": not a --describe-models document: " + what);
   };
@@ -212,9 +215,13 @@ std::vector<ModelSchema> parse_models_yaml(const std::string& text, const std::s
   } catch (const YAML::Exception& e) {
     throw bad("invalid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }
-  if (!root.IsMap() || !root["models"] || !root["models"].IsSequence()) throw bad("expected a list 'models'");
-  std::vector<ModelSchema> out;
+  if (!root.IsMap() || !root["models"] || !root["models"].IsSequence() || !root["offers"] ||
+      !root["offers"].IsSequence())
+    throw bad("expected lists 'offers' and 'models'");
+  ModelsDescription d;
+  std::vector<ModelSchema>& out = d.models;
   try {
+    d.offers = root["offers"].as<std::vector<std::string>>();
     for (const YAML::Node& m : root["models"]) {
       if (!m.IsMap() || !m["kind"] || !m["keys"] || !m["keys"].IsSequence())
         throw bad("each model needs 'kind' and a list 'keys'");
@@ -250,8 +257,12 @@ std::vector<ModelSchema> parse_models_yaml(const std::string& text, const std::s
   } catch (const YAML::Exception& e) {
     throw bad(e.msg + " at line " + std::to_string(e.mark.line + 1));
   }
-  for (const ModelSchema& s : out) validate_model_schema(s);
-  return out;
+  for (const ModelSchema& s : out) {
+    validate_model_schema(s);
+    if (std::find(d.offers.begin(), d.offers.end(), s.kind) == d.offers.end())
+      throw bad("model '" + printable(s.kind) + "' has a schema but is not in 'offers'");
+  }
+  return d;
 }
 
 }  // namespace sweep

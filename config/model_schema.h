@@ -34,13 +34,20 @@ std::vector<std::string> model_kinds();
 /// "model.<name>" per key); empty for the decoder and unknown kinds.
 const std::vector<std::string>& model_schema_keys(const std::string& kind);
 
-/// `schemas` as the YAML that --describe-models prints and parse_models_yaml reads.
-std::string describe_models_yaml(const std::vector<ModelSchema>& schemas);
+/// What a training program offers: every kind it trains (the decoder among them when it
+/// does), and the schemas of its kinds other than the decoder.
+struct ModelsDescription {
+  std::vector<std::string> offers;
+  std::vector<ModelSchema> models;
+};
+
+/// `d` as the YAML that --describe-models prints and parse_models_yaml reads.
+std::string describe_models_yaml(const ModelsDescription& d);
 
 /// Reads describe_models_yaml's text; `source` names where it came from in messages.
 /// Throws ConfigError for text that is not such a document, std::invalid_argument
 /// (through validate_model_schema) for a bad schema in it.
-std::vector<ModelSchema> parse_models_yaml(const std::string& text, const std::string& source);
+ModelsDescription parse_models_yaml(const std::string& text, const std::string& source);
 
 /// The shortest text that reads back as `x` ("0.001", "1e-08", "3"): how config values
 /// and defaults of real keys are spelled.

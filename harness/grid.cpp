@@ -258,17 +258,22 @@ SweepSpec parse_grid(const std::string& text, const std::string& source, const s
   if (const YAML::Node c = root["constraints"]) spec.constraints = parse_constraints(c, source);
   if (const YAML::Node l = root["launch"]) spec.launch = parse_launch(l, source);
   // The training program's model kinds, before any model key is checked.
+  std::vector<std::string> offers;
+  std::string program;  // how messages name the program
   if (!trainer.empty()) {
     spec.launch.trainer = trainer;
-    load_trainer_models(trainer, "--trainer '" + printable(trainer) + "'");
+    program = "--trainer '" + printable(trainer) + "'";
+    offers = load_trainer_models(trainer, program);
   } else if (!spec.launch.trainer.empty()) {
     const std::string given = spec.launch.trainer;
     if (given.front() != '/')
       spec.launch.trainer =
           (source.find('/') == std::string::npos ? "." : source.substr(0, source.rfind('/'))) + "/" + given;
-    load_trainer_models(spec.launch.trainer,
-                        yaml_where(source, root["launch"]["trainer"]) + ": key 'launch.trainer': '" + printable(given) +
-                            "'" + (given == spec.launch.trainer ? "" : " (" + printable(spec.launch.trainer) + ")"));
+    program = "launch.trainer '" + printable(given) + "'";
+    offers = load_trainer_models(spec.launch.trainer,
+                                 yaml_where(source, root["launch"]["trainer"]) + ": key 'launch.trainer': '" +
+                                     printable(given) + "'" +
+                                     (given == spec.launch.trainer ? "" : " (" + printable(spec.launch.trainer) + ")"));
   }
 
   // Every key and value on its own, at its own line, before any point is formed.
@@ -287,6 +292,12 @@ SweepSpec parse_grid(const std::string& text, const std::string& source, const s
     for (const auto& a : p.keys) refuse_kind(a);
   for (const auto& p : spec.includes)
     for (const auto& a : p.keys) refuse_kind(a);
+  // The program must train the grid's kind (a program of one's own may not offer the decoder).
+  if (!program.empty() && std::find(offers.begin(), offers.end(), base.model.kind) == offers.end()) {
+    const auto it = spec.base.find("model.kind");
+    throw ConfigError((it == spec.base.end() ? source : it->second.where) + ": key 'model.kind': " + program +
+                      " does not train model.kind " + base.model.kind + "; it offers: " + join(offers));
+  }
   KeyOwners owners;
   for (const auto& a : spec.axes) owners.claim(a.key, a.where, "grid"), check_values(base, a);
   for (const auto& z : spec.zips)

@@ -2,7 +2,7 @@
 
 #include <unistd.h>
 
-#include <set>
+#include <map>
 #include <stdexcept>
 
 #include "model_schema.h"  // parse_models_yaml, register_model_schema
@@ -11,9 +11,9 @@
 
 namespace sweep {
 
-void load_trainer_models(const std::string& trainer, const std::string& what) {
-  static std::set<std::string> loaded;
-  if (loaded.count(trainer)) return;
+std::vector<std::string> load_trainer_models(const std::string& trainer, const std::string& what) {
+  static std::map<std::string, std::vector<std::string>> loaded;  // path -> the kinds it offers
+  if (auto it = loaded.find(trainer); it != loaded.end()) return it->second;
   if (::access(trainer.c_str(), X_OK) != 0)
     throw ConfigError(what +
                       ": not found or not executable; expected a training program (sweep-train, or one "
@@ -32,12 +32,14 @@ void load_trainer_models(const std::string& trainer, const std::string& what) {
                       (out.empty() ? "" : ": " + printable(nl == std::string::npos ? out : out.substr(nl + 1))) +
                       "; is it a program built on sweep::train_main?");
   }
+  ModelsDescription d;
   try {
-    for (const ModelSchema& s : parse_models_yaml(c.output, what + " --describe-models")) register_model_schema(s);
+    d = parse_models_yaml(c.output, what + " --describe-models");
+    for (const ModelSchema& s : d.models) register_model_schema(s);
   } catch (const std::invalid_argument& e) {
     throw ConfigError(what + ": " + e.what());
   }
-  loaded.insert(trainer);
+  return loaded.emplace(trainer, d.offers).first->second;
 }
 
 }  // namespace sweep

@@ -4,13 +4,14 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace sweep {
 
-/// Runs `trainer --describe-models` (no shell, 60 s at most) and registers the kinds it
-/// prints in this process (model_schema.h); once per path. Throws ConfigError starting
-/// with `what` (e.g. "launch.trainer 'bin/x'") when the program is missing, not
-/// executable, fails, or prints no valid description.
-void load_trainer_models(const std::string& trainer, const std::string& what);
+/// Runs `trainer --describe-models` (no shell, 60 s at most), registers the schemas it
+/// prints in this process (model_schema.h) and returns the kinds it offers; runs it once
+/// per path. Throws ConfigError starting with `what` (e.g. "launch.trainer 'bin/x'") when
+/// the program is missing, not executable, fails, or prints no valid description.
+std::vector<std::string> load_trainer_models(const std::string& trainer, const std::string& what);
 
 }  // namespace sweep

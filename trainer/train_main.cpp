@@ -53,16 +53,18 @@ int train_main(int argc, char** argv, const Models& models) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   // The registered kinds' keys, so that configs of them parse (the decoder is built in).
-  std::vector<ModelSchema> schemas;
+  ModelsDescription offered;
   try {
-    for (const ModelSpec& s : models.specs())
-      if (s.schema.kind != kDecoderKind) register_model_schema(s.schema), schemas.push_back(s.schema);
+    for (const ModelSpec& s : models.specs()) {
+      offered.offers.push_back(s.schema.kind);
+      if (s.schema.kind != kDecoderKind) register_model_schema(s.schema), offered.models.push_back(s.schema);
+    }
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "%s: error: %s\n", name.c_str(), e.what());
     return 2;
   }
   if (describe) {
-    std::fputs(describe_models_yaml(schemas).c_str(), stdout);
+    std::fputs(describe_models_yaml(offered).c_str(), stdout);
     return 0;
   }
   if (config_path.empty() || opt.out_dir.empty()) {

@@ -103,20 +103,26 @@ TEST(ModelSchema, RegistrationRefusesCollisionsAndMalformedKeys) {
 TEST(ModelSchema, DescribeYamlReadsBackToTheSameSchemas) {
   ModelSchema s = toy();
   s.keys.push_back(real_key("lr_mult", 1e-8, 0, 10, "a \"quoted\" help: with colon", true));
-  const std::string text = describe_models_yaml({s});
-  const auto back = parse_models_yaml(text, "prog --describe-models");
-  ASSERT_EQ(back.size(), 1u);
+  const std::string text = describe_models_yaml({{"decoder", "toy-lm"}, {s}});
+  const ModelsDescription back = parse_models_yaml(text, "prog --describe-models");
+  EXPECT_EQ(back.offers, (std::vector<std::string>{"decoder", "toy-lm"}));
+  ASSERT_EQ(back.models.size(), 1u);
   EXPECT_EQ(describe_models_yaml(back), text);
-  EXPECT_EQ(back[0].keys[3].default_value, "1e-08");
-  EXPECT_TRUE(back[0].keys[3].min_exclusive);
-  EXPECT_EQ(back[0].keys[3].help, "a \"quoted\" help: with colon");
+  EXPECT_EQ(back.models[0].keys[3].default_value, "1e-08");
+  EXPECT_TRUE(back.models[0].keys[3].min_exclusive);
+  EXPECT_EQ(back.models[0].keys[3].help, "a \"quoted\" help: with colon");
   EXPECT_CONTAINS(sweep_test::thrown_message<ConfigError>([] { parse_models_yaml("hello", "prog"); }),
-                  "prog: not a --describe-models document: expected a list 'models'");
-  EXPECT_CONTAINS(sweep_test::thrown_message<std::invalid_argument>([] {
-                    parse_models_yaml(
-                        "models: [{kind: x, keys: [{name: vocab, type: int, default: '1', min: '1', max: '2'}]}]", "p");
-                  }),
-                  "collides with the built-in key model.vocab");
+                  "prog: not a --describe-models document: expected lists 'offers' and 'models'");
+  EXPECT_CONTAINS(sweep_test::thrown_message<ConfigError>(
+                      [] { parse_models_yaml("offers: []\nmodels: [{kind: x, keys: []}]\n", "prog"); }),
+                  "model 'x' has a schema but is not in 'offers'");
+  EXPECT_CONTAINS(
+      sweep_test::thrown_message<std::invalid_argument>([] {
+        parse_models_yaml(
+            "offers: [x]\nmodels: [{kind: x, keys: [{name: vocab, type: int, default: '1', min: '1', max: '2'}]}]",
+            "p");
+      }),
+      "collides with the built-in key model.vocab");
 }
 
 }  // namespace

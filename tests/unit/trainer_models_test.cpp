@@ -39,9 +39,10 @@ class TrainerModels : public sweep_test::TempDirTest {
 
   static std::string lstm_models() {
     return describe_models_yaml(
-        {ModelSchema{"lstm",
-                     "an LSTM language model",
-                     {int_key("hidden", 32, 8, 4096, "state width"), int_key("layers", 1, 1, 8, "stacked LSTMs")}}});
+        {{"lstm"},
+         {ModelSchema{"lstm",
+                      "an LSTM language model",
+                      {int_key("hidden", 32, 8, 4096, "state width"), int_key("layers", 1, 1, 8, "stacked LSTMs")}}}});
   }
 };
 
@@ -85,13 +86,25 @@ TEST_F(TrainerModels, AProgramThatCannotDescribeItsModelsIsRefusedByName) {
                   "--describe-models failed (exit code 2): broken-train: error: no GPU");
   program("chatty-train", "hello\n");
   EXPECT_CONTAINS(error_of(grid("name: own\nlaunch: {trainer: chatty-train}\n")), "not a --describe-models document");
-  program("clash-train", "models: [{kind: c, keys: [{name: seq_len, type: int, default: '1', min: '1', max: '2'}]}]\n");
+  program("clash-train",
+          "offers: [c]\nmodels: [{kind: c, keys: [{name: seq_len, type: int, default: '1', min: '1', max: '2'}]}]\n");
   EXPECT_CONTAINS(error_of(grid("name: own\nlaunch: {trainer: clash-train}\n")),
                   "model 'c': key 'seq_len': collides with the built-in key model.seq_len");
 }
 
+TEST_F(TrainerModels, AKindTheProgramDoesNotTrainIsRefused) {
+  program("lstm-train", lstm_models());  // offers lstm only, not the built-in decoder
+  EXPECT_CONTAINS(error_of(grid("name: own\nlaunch: {trainer: lstm-train}\n")),
+                  "g.yaml: key 'model.kind': launch.trainer 'lstm-train' does not train model.kind decoder; it "
+                  "offers: lstm");
+  const std::string g = grid("name: own\nbase:\n  model: {kind: decoder}\n");
+  EXPECT_CONTAINS(error_of(g, (dir_ / "lstm-train").string()), "g.yaml:3:17: key 'model.kind': --trainer '" +
+                                                                   (dir_ / "lstm-train").string() +
+                                                                   "' does not train model.kind decoder");
+}
+
 TEST_F(TrainerModels, TrainerOptionOverridesLaunchTrainer) {
-  const std::string p = program("gru-train", describe_models_yaml({ModelSchema{"gru", "", {}}}));
+  const std::string p = program("gru-train", describe_models_yaml({{"gru"}, {ModelSchema{"gru", "", {}}}}));
   const std::string g = grid("name: own\nlaunch: {trainer: missing-train}\nbase:\n  model: {kind: gru}\n");
   const SweepSpec spec = load_grid(g, p);
   EXPECT_EQ(spec.launch.trainer, p);
