@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <filesystem>
 
 #include "grid_values.h"     // axis_values
 #include "trainer_models.h"  // load_trainer_models
@@ -261,7 +262,7 @@ SweepSpec parse_grid(const std::string& text, const std::string& source, const s
   std::vector<std::string> offers;
   std::string program;  // how messages name the program
   if (!trainer.empty()) {
-    spec.launch.trainer = trainer;
+    spec.launch.trainer = std::filesystem::absolute(trainer).lexically_normal().string();
     program = "--trainer '" + printable(trainer) + "'";
     offers = load_trainer_models(trainer, program);
   } else if (!spec.launch.trainer.empty()) {
@@ -269,6 +270,8 @@ SweepSpec parse_grid(const std::string& text, const std::string& source, const s
     if (given.front() != '/')
       spec.launch.trainer =
           (source.find('/') == std::string::npos ? "." : source.substr(0, source.rfind('/'))) + "/" + given;
+    // Absolute: the runs start it from other directories (Slurm: --chdir to the sweep).
+    spec.launch.trainer = std::filesystem::absolute(spec.launch.trainer).lexically_normal().string();
     program = "launch.trainer '" + printable(given) + "'";
     offers = load_trainer_models(spec.launch.trainer,
                                  yaml_where(source, root["launch"]["trainer"]) + ": key 'launch.trainer': '" +

@@ -133,6 +133,22 @@ TEST_F(OwnModelMpi, LayoutsAndZeroStagesAreBitIdentical) {
   }
 }
 
+TEST_F(OwnModelMpi, SweepRunUnderTheMpirunLauncherTrainsTheSameBits) {
+  const std::string grid = write("mpirun.yaml", "name: own-mpirun\nlaunch: {launcher: mpirun, trainer: " + kGpt2Train +
+                                                    ", mpi_args: [--oversubscribe]}\nbase:\n"
+                                                    "  model: {kind: gpt2, vocab: 64, seq_len: 16, n_layer: 1, "
+                                                    "n_embd: 32, n_head: 2}\n"
+                                                    "  train: {steps: 8, micro_batch: 2, accum: 2, lr: 3.0e-3, warmup: "
+                                                    "2, clip_norm: 0.5, checkpoint_every: 4}\n"
+                                                    "  dist: {world_size: 2}\n");
+  ASSERT_TRUE(sweep_cli({"run", grid, "--out", (dir_ / "out").string()}, "run.log").ok()) << read("run.log");
+  const auto records = sweep_test::completed_records(dir_ / "out");
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records.begin()->second.world_size, 2);
+  // The same math on one rank, started directly.
+  EXPECT_EQ(bit_difference(trained("w1a4", 1, gpt2_config(1, 4)), records.begin()->second), "");
+}
+
 TEST_F(OwnModelMpi, AKilledRunResumesToTheUninterruptedBits) {
   const std::string cfg = gpt2_config(2, 2, 1, "fault: {slow_ms: 60}\n");  // time to kill it between checkpoints
   const sweep::Record ref = trained("ref", 2, cfg);

@@ -118,4 +118,29 @@ TEST_F(SlurmE2E, TwoRanksUnderSrunPmix) {
   EXPECT_TRUE(fs::exists(rd / "logs" / "rank1.log"));
 }
 
+TEST_F(SlurmE2E, AModelOfOnesOwnUnderSrunPmix) {
+  // gpt2-train: examples/own-model built against the installed package (the own_model
+  // fixture); launch.trainer names it, and every rank under srun runs it.
+  const std::string program = std::string(SWEEP_BINARY_DIR) + "/own-model/gpt2-train";
+  ASSERT_TRUE(fs::exists(program)) << program;
+  std::string grid = write("own.yaml",
+                           "name: slurm-own\n"
+                           "base:\n"
+                           "  model: {kind: gpt2, vocab: 64, seq_len: 16, n_layer: 1, n_embd: 16, n_head: 2}\n"
+                           "  train: {steps: 4, micro_batch: 2}\n"
+                           "  dist: {world_size: 2}\n"
+                           "launch: {launcher: slurm, trainer: " +
+                               program + ", slurm: {mpi: pmix, poll_s: 1}}\n");
+  const fs::path out = dir_ / "out";
+  sweep::ExitStatus st = sweep_cli({"run", grid, "--out", out.string()}, "run.log");
+  ASSERT_TRUE(st.ok()) << read_file(dir_ / "run.log");
+  auto points = sweep::read_points_file(out.string());
+  ASSERT_EQ(points.size(), 1u);
+  sweep::Record r = sweep::read_record((out / "runs" / points[0].first / "record.h5").string());
+  EXPECT_EQ(r.status, "completed");
+  EXPECT_EQ(r.world_size, 2);
+  EXPECT_EQ(r.config.at("model.kind"), "gpt2");
+  EXPECT_EQ(r.environment.at("trainer"), fs::canonical(program).string());
+}
+
 }  // namespace
