@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "grid.h"  // parse_grid, expand
 
@@ -26,12 +27,17 @@ size_t point_count(const sweep::SweepSpec& spec) {
   return n + spec.includes.size();
 }
 
+/// A fuzzed launch.trainer must not start a program: every path is "not a trainer".
+std::vector<std::string> describe_nothing(const std::string& trainer, const std::string& what) {
+  throw sweep::ConfigError(what + ": not started while fuzzing");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   try {
-    const sweep::SweepSpec spec = sweep::parse_grid(text, "fuzz.yaml");
+    const sweep::SweepSpec spec = sweep::parse_grid(text, "fuzz.yaml", "", describe_nothing);
     if (point_count(spec) <= kMaxPoints) (void)sweep::expand(spec);
   } catch (const sweep::ConfigError&) {
     // The documented way to reject a grid.

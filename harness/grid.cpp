@@ -13,9 +13,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "grid_values.h"     // axis_values
-#include "trainer_models.h"  // load_trainer_models
-#include "yaml_read.h"       // yaml_where, YamlMap
+#include "grid_values.h"  // axis_values
+#include "yaml_read.h"    // yaml_where, YamlMap
 
 namespace sweep {
 namespace {
@@ -209,7 +208,8 @@ YAML::Node load_one_document(const std::string& text, const std::string& source)
 
 }  // namespace
 
-SweepSpec parse_grid(const std::string& text, const std::string& source, const std::string& trainer) {
+SweepSpec parse_grid(const std::string& text, const std::string& source, const std::string& trainer,
+                     DescribeModels describe) {
   const YAML::Node root = load_one_document(text, source);
   if (!root.IsMap()) throw ConfigError(source + ": expected a mapping with keys " + join(kTopKeys));
   SweepSpec spec;
@@ -264,7 +264,7 @@ SweepSpec parse_grid(const std::string& text, const std::string& source, const s
   if (!trainer.empty()) {
     spec.launch.trainer = std::filesystem::absolute(trainer).lexically_normal().string();
     program = "--trainer '" + printable(trainer) + "'";
-    offers = load_trainer_models(trainer, program);
+    offers = describe(spec.launch.trainer, program);
   } else if (!spec.launch.trainer.empty()) {
     const std::string given = spec.launch.trainer;
     if (given.front() != '/')
@@ -273,10 +273,9 @@ SweepSpec parse_grid(const std::string& text, const std::string& source, const s
     // Absolute: the runs start it from other directories (Slurm: --chdir to the sweep).
     spec.launch.trainer = std::filesystem::absolute(spec.launch.trainer).lexically_normal().string();
     program = "launch.trainer '" + printable(given) + "'";
-    offers = load_trainer_models(spec.launch.trainer,
-                                 yaml_where(source, root["launch"]["trainer"]) + ": key 'launch.trainer': '" +
-                                     printable(given) + "'" +
-                                     (given == spec.launch.trainer ? "" : " (" + printable(spec.launch.trainer) + ")"));
+    offers = describe(spec.launch.trainer,
+                      yaml_where(source, root["launch"]["trainer"]) + ": key 'launch.trainer': '" + printable(given) +
+                          "'" + (given == spec.launch.trainer ? "" : " (" + printable(spec.launch.trainer) + ")"));
   }
 
   // Every key and value on its own, at its own line, before any point is formed.

@@ -11,6 +11,7 @@
 
 #include "launch_config.h"  // LaunchSpec
 #include "run_config.h"
+#include "trainer_models.h"  // load_trainer_models
 
 namespace sweep {
 
@@ -81,7 +82,11 @@ struct Expansion {
 /// `trainer`, when given, is the training program instead of launch.trainer (which is
 /// relative to the directory of `source`); the grid's model keys are checked against the
 /// kinds that program offers (trainer_models.h). spec.launch.trainer holds the program.
-SweepSpec parse_grid(const std::string& text, const std::string& source, const std::string& trainer = "");
+/// `describe` asks a program for its kinds (load_trainer_models; the fuzz target passes one
+/// that runs nothing).
+using DescribeModels = std::vector<std::string> (*)(const std::string& trainer, const std::string& what);
+SweepSpec parse_grid(const std::string& text, const std::string& source, const std::string& trainer = "",
+                     DescribeModels describe = load_trainer_models);
 
 /// The text of grid file `path`. Throws ConfigError for a missing file, a directory or a
 /// special file (a FIFO is refused without waiting for a writer).
