@@ -1,0 +1,119 @@
+"""The record digest of results/SCHEMA.md, "Integrity" (the C++ reader's ``Digest``).
+
+XXH64 (seed 0) of one byte stream of items, in a fixed order. An item is its name in
+ASCII, one NUL, then its payload: numbers as their 8 little-endian bytes, a string as its
+UTF-8 bytes and one NUL, a list of strings as each string and one NUL, a set of attributes
+as, sorted by name (bytewise), each name NUL value NUL.
+"""
+
+import h5py
+import numpy as np
+import xxhash
+
+__all__ = ["DOUBLE_METRICS", "INT_METRICS", "record_digest", "stored_digest"]
+
+#: /metrics columns in the digest's order (record.cpp SWEEP_DOUBLE_METRICS, SWEEP_INT_METRICS).
+DOUBLE_METRICS = ("loss", "lr", "grad_norm", "clip_coef", "loss_scale", "step_time_s", "tokens_per_s", "record_time_s")
+INT_METRICS = ("step", "skipped", "tokens", "unused_params")
+
+
+def _text(value):
+    """A stored string as bytes (h5py gives bytes for variable-length strings)."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, np.ndarray) and value.shape == ():
+        value = value[()]
+        if isinstance(value, bytes):
+            return value
+    return str(value).encode("utf-8")
+
+
+class _Stream:
+    def __init__(self):
+        self.h = xxhash.xxh64(seed=0)
+
+    def name(self, name):
+        self.h.update(name.encode("ascii") + b"\0")
+
+    def str(self, name, value):
+        self.name(name)
+        self.h.update(_text(value) + b"\0")
+
+    def strs(self, name, values):
+        self.name(name)
+        for v in values:
+            self.h.update(_text(v) + b"\0")
+
+    def attrs(self, name, attrs):
+        self.name(name)
+        items = sorted(((k.encode("utf-8"), _text(attrs[k])) for k in attrs.keys()), key=lambda kv: kv[0])
+        for k, v in items:
+            self.h.update(k + b"\0" + v + b"\0")
+
+    def nums(self, name, values, dtype):
+        self.name(name)
+        a = np.ascontiguousarray(np.asarray(values, dtype=dtype).reshape(-1), dtype=np.dtype(dtype).newbyteorder("<"))
+        if a.size:
+            self.h.update(a.tobytes())
+
+    def text(self):
+        return "xxh64:%016x" % self.h.intdigest()
+
+
+def _root_i64(f, name, default):
+    return int(f.attrs[name]) if name in f.attrs else default
+
+
+def _digest_of_file(f):
+    d = _Stream()
+    d.nums("schema_version", [_root_i64(f, "schema_version", 0)], "<i8")
+    for a in ("run_id", "sweep_id", "status", "failure"):
+        d.str(a, f.attrs[a] if a in f.attrs else "")
+    d.nums("world_size", [_root_i64(f, "world_size", 1)], "<i8")
+    d.str("config/yaml", f["config/yaml"][()])
+    d.strs("config/keys", f["config/keys"][:])
+    d.strs("config/values", f["config/values"][:])
+    d.attrs("environment", f["environment"].attrs)
+    d.strs("params/name", f["params/name"][:])
+    d.strs("params/shape", f["params/shape"][:])
+    d.nums("params/offset", f["params/offset"][:], "<i8")
+    d.nums("params/numel", f["params/numel"][:], "<i8")
+    for m in DOUBLE_METRICS:
+        d.nums("metrics/" + m, f["metrics/" + m][:], "<f8")
+    for m in INT_METRICS:
+        d.nums("metrics/" + m, f["metrics/" + m][:], "<i8")
+    ranks = f["ranks"]
+    d.nums("ranks/step_time_s", ranks["step_time_s"][:], "<f8")
+    if "params_bytes" in ranks:
+        for m in ("params_bytes", "grads_bytes", "optimizer_bytes"):
+            d.nums("ranks/" + m, ranks[m][:], "<i8")
+    if "step_peak_bytes" in ranks:
+        for m in ("step_peak_bytes", "peak_rss_bytes"):
+            d.nums("ranks/" + m, ranks[m][:], "<i8")
+    d.attrs("summary", f["summary"].attrs)
+    ck = f["checksums"]
+    d.nums("checksums/step", ck["step"][:], "<i8")
+    d.nums("checksums/params", ck["params"][:], "<u8")
+    tensors = ck["tensors"][:] if len(f["params/name"]) else np.zeros(0, dtype="<u8")
+    d.nums("checksums/tensors", tensors, "<u8")
+    return d.text()
+
+
+def record_digest(record):
+    """The digest of the record's contents as they are now: ``xxh64:`` and 16 hex digits.
+
+    `record` is a path or an open h5py.File. Compare it with ``stored_digest`` to verify a
+    record as sweep's reader does.
+    """
+    if isinstance(record, h5py.File):
+        return _digest_of_file(record)
+    with h5py.File(record, "r") as f:
+        return _digest_of_file(f)
+
+
+def stored_digest(record):
+    """The record's ``digest`` root attribute, or "" when it has none."""
+    if isinstance(record, h5py.File):
+        return _text(record.attrs["digest"]).decode("utf-8") if "digest" in record.attrs else ""
+    with h5py.File(record, "r") as f:
+        return stored_digest(f)

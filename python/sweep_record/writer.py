@@ -1,0 +1,580 @@
+"""RecordWriter: writes one run record (results/SCHEMA.md, version 2) as the C++
+RecordWriter does (results/record.cpp), so that sweep's reader accepts it.
+
+The record is ``record.h5.partial`` while the run goes on, holds ``status = running``, and
+is renamed to ``record.h5`` only by ``finish()``, after the ``digest`` of SCHEMA.md's
+Integrity section has been computed from the file as it is on disk and stored in it. A run
+that fails (``abandon()``, or an exception inside ``with RecordWriter(...)``) keeps its
+``.partial`` with ``status = failed`` and the cause in ``failure``. A completed
+``record.h5`` is never overwritten, and the run directory's ``run.lock`` (an ``flock``,
+the lock sweep-train's rank 0 takes) is held while the writer is open.
+"""
+
+import errno
+import fcntl
+import os
+import platform
+import socket
+import stat
+import sys
+import threading
+import time
+
+import h5py
+import numpy as np
+
+from .checksum import run_id_of
+from .digest import DOUBLE_METRICS, INT_METRICS, record_digest, stored_digest
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "PARTIAL_SUFFIX",
+    "STEP_FIELDS",
+    "NUMERICS_ENV",
+    "RecordError",
+    "RecordWriter",
+    "environment_defaults",
+]
+
+#: results/record.h kSchemaVersion: the layout this package writes.
+SCHEMA_VERSION = 2
+PARTIAL_SUFFIX = ".partial"
+LOCK_NAME = "run.lock"
+
+#: StepMetrics (results/record.h): field -> default. `step` has no default.
+STEP_FIELDS = {
+    "step": None,
+    "loss": 0.0,
+    "lr": 0.0,
+    "grad_norm": 0.0,
+    "clip_coef": 1.0,
+    "loss_scale": 1.0,
+    "skipped": 0,
+    "tokens": 0,
+    "unused_params": 0,
+    "step_time_s": 0.0,
+    "tokens_per_s": 0.0,
+    "record_time_s": 0.0,
+}
+
+#: The variables recorded as env.<NAME> (results/SCHEMA.md, /environment).
+NUMERICS_ENV = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "OPENBLAS_CORETYPE",
+    "MKL_NUM_THREADS",
+    "CUBLAS_WORKSPACE_CONFIG",
+    "NCCL_ALGO",
+    "NCCL_PROTO",
+    "CUDA_VISIBLE_DEVICES",
+)
+
+_STR = h5py.string_dtype(encoding="utf-8")
+_U64_MAX = (1 << 64) - 1
+
+
+class RecordError(RuntimeError):
+    """A record that cannot be written; the message names the path and what to do."""
+
+
+def _cpu_name():
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def environment_defaults():
+    """Every /environment key SCHEMA.md documents, with what this process can tell for sure.
+
+    Facts the writer cannot know (the device, the BLAS, the model kinds, the data's entropy
+    floor, the git commit of the training code, ...) are left empty for the training script
+    to fill; PyTorch's versions and settings are filled only when the script has already
+    imported torch (this package never imports it).
+    """
+    env = {
+        "sweep_version": "",
+        "git_commit": "",
+        "git_dirty": "",
+        "compiler": "python " + platform.python_version(),
+        "libtorch": "",
+        "hdf5": h5py.version.hdf5_version,
+        "cuda": "",
+        "device": "",
+        "blas": "",
+        "blas_threads": "",
+        "torch_threads": "",
+        "deterministic_algorithms": "",
+        "cpu": _cpu_name(),
+        "hosts": socket.gethostname(),
+        "os": " ".join((platform.system(), platform.release(), platform.machine())),
+        "data.entropy_floor": "",
+        "trainer": "",
+        "trainer.models": "",
+    }
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            env["libtorch"] = str(torch.__version__)
+            env["cuda"] = str(torch.version.cuda) if torch.version.cuda else "none"
+            env["torch_threads"] = str(torch.get_num_threads())
+            env["deterministic_algorithms"] = "1" if torch.are_deterministic_algorithms_enabled() else "0"
+        except Exception:  # an unusual torch build: these stay as they are
+            pass
+    for name in NUMERICS_ENV:
+        env["env." + name] = os.environ.get(name, "")
+    return env
+
+
+def _check_text(what, value):
+    if not isinstance(value, str):
+        raise TypeError(f"{what}: expected a string, got {type(value).__name__}")
+    if "\0" in value:
+        raise ValueError(f"{what}: contains a NUL character, which a record string cannot hold")
+    value.encode("utf-8")  # a lone surrogate raises here, not halfway through a write
+    return value
+
+
+def _shape_of(shape):
+    shape = getattr(shape, "shape", shape)  # a tensor or an array stands for its shape
+    dims = tuple(int(d) for d in shape)
+    if any(d < 0 for d in dims):
+        raise ValueError(f"shape {dims}: negative dimension")
+    return dims
+
+
+def _exists(path):
+    """Anything at `path`, a dangling symbolic link included (lstat)."""
+    try:
+        os.lstat(path)
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def _fsync(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _Column:
+    """An extendable dataset that grows by rows (record.cpp Column), rows buffered until flush."""
+
+    def __init__(self, group, name, dtype, cols=0):
+        self.dtype = np.dtype(dtype)
+        self.cols = cols
+        if cols:
+            shape, maxshape, chunks = (0, cols), (None, cols), (max(1, 8192 // cols), cols)
+        else:
+            shape, maxshape, chunks = (0,), (None,), (1024,)
+        self.d = group.create_dataset(name, shape=shape, maxshape=maxshape, chunks=chunks, dtype=self.dtype)
+        self.pending = []
+
+    def flush(self):
+        if not self.pending:
+            return
+        rows = np.asarray(self.pending, dtype=self.dtype)
+        n = self.d.shape[0]
+        self.d.resize(n + len(rows), axis=0)
+        self.d[n:] = rows
+        self.pending = []
+
+
+class RecordWriter:
+    """Writes one run record; mirrors the C++ sweep::RecordWriter.
+
+    ``path`` is the record file (``.../record.h5``) or the run directory that holds it
+    (created when missing). ``run_id`` defaults to sweep's id of ``config_yaml`` (XXH3-64 of
+    its text, 16 hex digits). ``config`` is the (dotted key, canonical value) pairs in
+    canonical order, a list of pairs or a dict. ``environment`` is laid over
+    ``environment_defaults()``. ``params`` is the parameter table in the flat order: (name,
+    shape) pairs, where a shape may be a tuple or anything with a ``.shape``; offsets and
+    element counts follow from the order.
+
+    Use it as a context manager: leaving the block by an exception marks the record failed
+    (``abandon``) and re-raises; leaving it without ``finish()`` marks it failed too.
+    """
+
+    def __init__(self, path, run_id=None, config_yaml="", config=(), environment=None, params=(),
+                 sweep_id="", world_size=1):
+        path = os.fspath(path)
+        if not path.endswith(".h5"):
+            path = os.path.join(path, "record.h5")
+        self.path = path
+        self.partial = path + PARTIAL_SUFFIX
+        self._mu = threading.RLock()
+        self._finished = False
+        self._file = None
+        self._lock_fd = -1
+
+        # Validate everything before any file is touched.
+        _check_text("config_yaml", config_yaml)
+        if run_id is None:
+            run_id = run_id_of(config_yaml)
+        _check_text("run_id", run_id)
+        if len(run_id) != 16 or any(c not in "0123456789abcdef" for c in run_id):
+            raise ValueError(f"run_id {run_id!r}: expected 16 lowercase hex digits (sweep's run id)")
+        _check_text("sweep_id", sweep_id)
+        items = list(config.items()) if isinstance(config, dict) else [tuple(kv) for kv in config]
+        keys = [_check_text("config key", k) for k, _ in items]
+        values = [_check_text(f"config value of {k}", v) for k, v in items]
+        if len(set(keys)) != len(keys):
+            raise ValueError("config: a key appears twice")
+        env = environment_defaults()
+        env.update(environment or {})
+        for k, v in env.items():
+            _check_text("environment key", k)
+            _check_text(f"environment value of {k}", v)
+            if not k:
+                raise ValueError("environment: an empty key")
+        names, shapes, offsets, numels = [], [], [], []
+        offset = 0
+        for name, shape in params:
+            dims = _shape_of(shape)
+            names.append(_check_text("parameter name", name))
+            shapes.append("x".join(str(d) for d in dims))
+            numel = int(np.prod(dims, dtype=np.int64))
+            offsets.append(offset)
+            numels.append(numel)
+            offset += numel
+        if len(set(names)) != len(names):
+            raise ValueError("params: a parameter name appears twice")
+        world_size = int(world_size)
+        if world_size < 1:
+            raise ValueError(f"world_size {world_size}: expected at least 1")
+        self.run_id, self.world_size, self.n_tensors = run_id, world_size, len(names)
+        self._last_step = 0
+        self._memory_set = False
+
+        directory = os.path.dirname(path) or "."
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as e:
+            raise RecordError(f"{directory}: cannot create the run directory ({e.strerror})") from None
+        if _exists(path):
+            raise RecordError(f"{path}: a completed record is already there; it is never overwritten")
+        self._take_lock(directory)
+        try:
+            if _exists(path):  # completed by another writer before the lock was ours
+                raise RecordError(f"{path}: a completed record is already there; it is never overwritten")
+            self._remove_stale_partial()
+            self._create(config_yaml, keys, values, env, names, shapes, offsets, numels, sweep_id)
+        except BaseException:
+            if self._file is not None:
+                try:
+                    self._file.close()
+                except Exception:
+                    pass
+                self._file = None
+            self._release_lock()
+            raise
+
+    # ------------------------------------------------------------------ setup
+
+    def _take_lock(self, directory):
+        lock = os.path.join(directory, LOCK_NAME)
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise RecordError(f"{lock} is a symbolic link; refusing to write through it") from None
+            raise RecordError(f"{lock}: cannot open the lock file: {e.strerror}") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise RecordError(f"{lock} is not a regular file; refusing to use it as a lock")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "unknown process"
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise RecordError(
+                    f"{directory}: another process is writing this run ({holder}); "
+                    "a run directory has one writer at a time") from None
+            raise RecordError(f"{lock}: cannot lock: {e.strerror}") from None
+        note = "pid %d on %s, since %s\n" % (os.getpid(), socket.gethostname(),
+                                            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, note.encode(), 0)
+        except OSError:
+            pass  # the lock holds without the note
+        self._lock_fd = fd
+
+    def _release_lock(self):
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = -1
+
+    def _remove_stale_partial(self):
+        # We hold the run's lock, so a partial here is a dead attempt's. A link is removed,
+        # never followed; the new file is then created exclusively.
+        try:
+            st = os.lstat(self.partial)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISREG(st.st_mode):
+            raise RecordError(f"{self.partial}: is not a regular file (a link or special file); "
+                              "refusing to write through it")
+        os.unlink(self.partial)
+
+    def _create(self, config_yaml, keys, values, env, names, shapes, offsets, numels, sweep_id):
+        try:
+            self._file = f = h5py.File(self.partial, "w-")  # H5F_ACC_EXCL
+        except OSError as e:
+            raise RecordError(f"{self.partial}: cannot create the record file ({e})") from None
+        i64 = np.dtype("<i8")
+        f.attrs.create("schema_version", SCHEMA_VERSION, dtype=i64)
+        f.attrs.create("run_id", self.run_id, dtype=_STR)
+        f.attrs.create("sweep_id", sweep_id, dtype=_STR)
+        f.attrs.create("status", "running", dtype=_STR)
+        f.attrs.create("failure", "", dtype=_STR)
+
+        cfg = f.create_group("config")
+        cfg.create_dataset("yaml", data=config_yaml, dtype=_STR)
+        cfg.create_dataset("keys", data=np.array(keys, dtype=object), shape=(len(keys),), dtype=_STR)
+        cfg.create_dataset("values", data=np.array(values, dtype=object), shape=(len(values),), dtype=_STR)
+
+        g = f.create_group("environment")
+        for k, v in env.items():
+            g.attrs.create(k, v, dtype=_STR)
+
+        p = f.create_group("params")
+        p.create_dataset("name", data=np.array(names, dtype=object), shape=(len(names),), dtype=_STR)
+        p.create_dataset("shape", data=np.array(shapes, dtype=object), shape=(len(shapes),), dtype=_STR)
+        p.create_dataset("offset", data=np.array(offsets, dtype=i64), dtype=i64)
+        p.create_dataset("numel", data=np.array(numels, dtype=i64), dtype=i64)
+
+        m = f.create_group("metrics")
+        self._metrics = {name: _Column(m, name, "<f8") for name in DOUBLE_METRICS}
+        self._metrics.update({name: _Column(m, name, "<i8") for name in INT_METRICS})
+        ck = f.create_group("checksums")
+        self._ck_step = _Column(ck, "step", "<i8")
+        self._ck_params = _Column(ck, "params", "<u8")
+        self._ck_tensors = _Column(ck, "tensors", "<u8", cols=self.n_tensors) if self.n_tensors else None
+        f.attrs.create("world_size", self.world_size, dtype=i64)
+        self._ranks = f.create_group("ranks")
+        self._rank_times = _Column(self._ranks, "step_time_s", "<f8", cols=self.world_size)
+        self._summary = f.create_group("summary")
+        self._flush()
+
+    # ------------------------------------------------------------------ rows
+
+    def _check_open(self):
+        if self._finished:
+            raise RecordError(f"{self.partial}: the record was finished or abandoned; nothing more is written")
+
+    def append_step(self, metrics=None, **fields):
+        """One optimizer step: a dict (or keywords) of StepMetrics fields (``STEP_FIELDS``).
+
+        ``step`` is required (1-based, increasing); the rest default as in C++ (``clip_coef``
+        and ``loss_scale`` 1, others 0).
+        """
+        given = dict(metrics or {})
+        given.update(fields)
+        unknown = sorted(set(given) - set(STEP_FIELDS))
+        if unknown:
+            raise ValueError(f"append_step: unknown field(s) {', '.join(unknown)}; the fields are "
+                             f"{', '.join(STEP_FIELDS)}")
+        if "step" not in given:
+            raise ValueError("append_step: 'step' is required")
+        row = {k: given.get(k, default) for k, default in STEP_FIELDS.items()}
+        step = int(row["step"])
+        with self._mu:
+            self._check_open()
+            if step <= self._last_step:
+                raise ValueError(f"append_step: step {step} after step {self._last_step}; steps are 1-based and increase")
+            for name in DOUBLE_METRICS:
+                self._metrics[name].pending.append(float(row[name]))
+            for name in INT_METRICS:
+                self._metrics[name].pending.append(int(row[name]))
+            self._last_step = step
+
+    def append_checksum(self, step, params_checksum, tensor_checksums):
+        """Parameter hashes after `step`'s update (0 = the initial parameters): the run
+        checksum and one hash per parameter tensor, in /params order."""
+        tensor_checksums = [int(t) for t in tensor_checksums]
+        params_checksum = int(params_checksum)
+        for v in [params_checksum] + tensor_checksums:
+            if not 0 <= v <= _U64_MAX:
+                raise ValueError(f"append_checksum: {v} is not an unsigned 64-bit hash")
+        with self._mu:
+            self._check_open()
+            if len(tensor_checksums) != self.n_tensors:
+                raise RecordError(f"{self.partial}: checksum row has {len(tensor_checksums)} tensor hashes, "
+                                  f"the parameter table has {self.n_tensors}")
+            self._ck_step.pending.append(int(step))
+            self._ck_params.pending.append(params_checksum)
+            if self._ck_tensors is not None:
+                self._ck_tensors.pending.append(tensor_checksums)
+
+    def append_rank_times(self, seconds):
+        """Step time of every rank for one step (world_size values)."""
+        seconds = [float(s) for s in seconds]
+        with self._mu:
+            self._check_open()
+            if len(seconds) != self.world_size:
+                raise RecordError(f"{self.partial}: {len(seconds)} rank step times for a world of {self.world_size}")
+            self._rank_times.pending.append(seconds)
+
+    def set_memory(self, params, grads, optimizer, step_peak=None, peak_rss=None):
+        """Per-rank bytes (one value per rank): held between steps (params, grads,
+        optimizer state), the step's peak and the peak resident set; -1 where not
+        measured, the default for the last two. Written once, any time before finish()."""
+        lists = {"params_bytes": params, "grads_bytes": grads, "optimizer_bytes": optimizer,
+                 "step_peak_bytes": step_peak if step_peak is not None else [-1] * self.world_size,
+                 "peak_rss_bytes": peak_rss if peak_rss is not None else [-1] * self.world_size}
+        lists = {k: [int(x) for x in v] for k, v in lists.items()}
+        for k, v in lists.items():
+            if len(v) != self.world_size:
+                raise ValueError(f"set_memory: {k} has {len(v)} values for a world of {self.world_size}")
+        with self._mu:
+            self._check_open()
+            if self._memory_set:
+                raise RecordError(f"{self.partial}: set_memory was already called; memory is written once")
+            for k, v in lists.items():
+                self._ranks.create_dataset(k, data=np.array(v, dtype="<i8"), dtype="<i8")
+            self._memory_set = True
+
+    def set_summary(self, key, value):
+        """A run-level fact for /summary (strings, e.g. "nonfinite_steps_skipped", "0")."""
+        _check_text("summary key", key)
+        _check_text(f"summary value of {key}", value)
+        with self._mu:
+            self._check_open()
+            self._summary.attrs.create(key, value, dtype=_STR)
+
+    def flush(self):
+        """Writes buffered rows and flushes the file to disk."""
+        with self._mu:
+            self._check_open()
+            self._flush()
+
+    def _flush(self):
+        self._rank_times.flush()
+        for c in self._metrics.values():
+            c.flush()
+        self._ck_step.flush()
+        self._ck_params.flush()
+        if self._ck_tensors is not None:
+            self._ck_tensors.flush()
+        self._file.flush()
+
+    # ------------------------------------------------------------------ the end
+
+    def finish(self, status="completed", failure=""):
+        """Ends the run: sets `status` ("completed" or "diverged", with `failure` saying why
+        for a diverged run), closes the file, stores its digest and renames it to record.h5."""
+        if status not in ("completed", "diverged"):
+            raise ValueError(f"finish: status {status!r}; a finished record is 'completed' or 'diverged' "
+                             "(a failed run calls abandon(failure) and stays .partial)")
+        _check_text("failure", failure)
+        with self._mu:
+            if self._finished:
+                raise RecordError(f"{self.partial}: the record was already finished or marked failed; "
+                                  "it is not completed")
+            try:
+                self._flush()
+                self._file.attrs.create("status", status, dtype=_STR)
+                self._file.attrs.create("failure", failure, dtype=_STR)
+            except BaseException as e:
+                self._finished = True
+                self._mark_failed_fresh(f"{type(e).__name__}: {e}")
+                self._release_lock()
+                raise
+            self._finished = True  # from here on nothing else is written, whatever happens
+            try:
+                self._complete()
+            finally:
+                self._release_lock()
+
+    def _complete(self):
+        f, self._file = self._file, None
+        f.close()
+        # Integrity: read back what is on disk (an unreadable file is never completed),
+        # hash it as every reader will, and store the digest.
+        digest = record_digest(self.partial)
+        with h5py.File(self.partial, "r+") as g:
+            g.attrs.create("digest", digest, dtype=_STR)
+            g.flush()
+        if stored_digest(self.partial) != digest or record_digest(self.partial) != digest:
+            raise RecordError(f"{self.partial}: the digest did not reach the disk; the record stays partial")
+        _fsync(self.partial)
+        # link() fails when the target exists, so a completed record is never replaced.
+        try:
+            os.link(self.partial, self.path)
+        except OSError as e:
+            raise RecordError(f"{self.path}: cannot complete the record ({e.strerror})") from None
+        os.unlink(self.partial)
+        try:
+            _fsync(os.path.dirname(self.path) or ".")
+        except OSError:
+            pass  # the record is complete and whole; only the entry's durability is less sure
+
+    def abandon(self, failure):
+        """Marks the run failed with `failure`, flushes and closes, and leaves the file
+        ``.partial``: a failed run never yields a completed record. A no-op once finished."""
+        failure = str(failure).replace("\0", " ")
+        with self._mu:
+            if self._finished or self._file is None:
+                return
+            self._finished = True
+            try:
+                try:
+                    self._flush()
+                except Exception:
+                    pass  # recording the cause matters more than the last buffered rows
+                try:
+                    self._file.attrs.create("status", "failed", dtype=_STR)
+                    self._file.attrs.create("failure", failure, dtype=_STR)
+                    self._file.flush()
+                    self._file.close()
+                    self._file = None
+                except Exception:
+                    self._mark_failed_fresh(failure)
+            finally:
+                self._release_lock()
+
+    def _mark_failed_fresh(self, failure):
+        """After a failed write, drop the handle and mark what is on disk failed."""
+        f, self._file = self._file, None
+        if f is not None:
+            try:
+                f.close()
+            except Exception:
+                pass
+        try:
+            with h5py.File(self.partial, "r+") as g:
+                g.attrs.create("status", "failed", dtype=_STR)
+                g.attrs.create("failure", failure, dtype=_STR)
+        except Exception:
+            pass  # the file on disk is not readable: the driver's post-mortem says why
+
+    def close(self):
+        """Leaves an unfinished record failed (``.partial``); a no-op after finish/abandon."""
+        self.abandon("the training script closed the record writer without finish()")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:
+            text = f"{exc_type.__name__}: {exc}" if str(exc) else exc_type.__name__
+            self.abandon(text)
+        else:
+            self.close()
+        return False
+
+    def __del__(self):
+        try:
+            if not self._finished and self._file is not None:
+                self.abandon("the record writer was dropped without finish()")
+        except Exception:
+            pass
