@@ -56,6 +56,14 @@ class CliGuards : public sweep_test::E2eTest {
                           sweep_test::tiny_model("  ") + "  train: {steps: 3, micro_batch: 2}\n" + launch);
   }
 
+  /// A training program that offers the built-in decoder and trains nothing (exit 0).
+  std::string fake_trainer() {
+    const fs::path p = dir_ / "fake-train";
+    write_file(p, "#!/bin/sh\n[ \"$1\" = --describe-models ] && printf 'offers: [decoder]\\nmodels: []\\n'\nexit 0\n");
+    fs::permissions(p, fs::perms::owner_all);
+    return p.string();
+  }
+
   const std::string kRecordBytes = std::string("\x89HDF\r\n\x1a\n", 8) + "a completed record";
   fs::path work_;
 };
@@ -122,9 +130,9 @@ TEST_F(CliGuards, RunOutMustBeASweepDirectory) {
   write_file(work_ / "home" / "thesis.tex", "keep me");
   write_file(work_ / "a-file", "keep me");
   const auto before = listing(work_);
-  expect_refusal(sweep({"run", g, "--out", "home", "--trainer", "/bin/true"}), "--out home: not a sweep directory",
+  expect_refusal(sweep({"run", g, "--out", "home", "--trainer", fake_trainer()}), "--out home: not a sweep directory",
                  "expected a new or empty directory, or one an earlier sweep wrote");
-  expect_refusal(sweep({"run", g, "--out", "a-file", "--trainer", "/bin/true"}),
+  expect_refusal(sweep({"run", g, "--out", "a-file", "--trainer", fake_trainer()}),
                  "--out a-file: exists and is not a directory", "expected a sweep directory");
   EXPECT_EQ(listing(work_), before);
 }
@@ -136,7 +144,7 @@ TEST_F(CliGuards, RunOutIsAbsoluteForEveryLauncher) {
   fs::permissions(standin, fs::perms::owner_all);
   const std::string g = grid("launch:\n  retries: 0\n  container: {runtime: docker, command: '" + standin.string() +
                              "', image: test-image}\n");
-  const CliResult o = sweep({"run", g, "--out", "./x/../rel/out/", "--trainer", "/bin/true", "--quiet"});
+  const CliResult o = sweep({"run", g, "--out", "./x/../rel/out/", "--trainer", fake_trainer(), "--quiet"});
   ASSERT_NE(o.code, 2) << o.err;
   const std::string want = (work_ / "rel" / "out").string();
   const std::string argv = read_file(argv_log);
