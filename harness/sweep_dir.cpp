@@ -106,6 +106,7 @@ RunState read_run_state(const std::string& dir) {
       s.state = r.status == "completed" ? "completed" : r.status == "diverged" ? "diverged" : "damaged";
       if (s.state == "diverged") s.failure = FailureClass::diverged;
       if (s.state == "damaged") s.detail = "record.h5 has status '" + r.status + "'";
+      if (const std::string why = run_id_mismatch(dir, r.run_id); !why.empty()) s.state = "damaged", s.detail = why;
     } catch (const RecordError& e) {
       s.state = "damaged";
       s.detail = e.what();
@@ -115,6 +116,14 @@ RunState read_run_state(const std::string& dir) {
     s.state = "damaged";
   }
   return s;
+}
+
+std::string run_id_mismatch(const std::string& dir, const std::string& recorded_id) {
+  const std::string name = fs::path(dir).filename().string();
+  const bool id_like = name.size() == 16 && name.find_first_not_of("0123456789abcdef") == std::string::npos;
+  if (!id_like || recorded_id == name) return "";
+  return "record.h5 names run '" + printable(recorded_id) + "', not this run " + name +
+         " (a training program must record the run id of its config: XXH3-64 of the config file's text)";
 }
 
 std::string move_record_aside(const std::string& dir) {

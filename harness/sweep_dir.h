@@ -23,6 +23,11 @@ namespace sweep {
 inline constexpr int kStateVersion = 1;
 
 std::string run_dir(const std::string& dir, const std::string& id);
+
+/// "" when the record in run directory `dir` may be that run's: the directory is not named
+/// like a run id, or `recorded_id` is its name; otherwise why not (a program of one's own
+/// that records another run id than its config's).
+std::string run_id_mismatch(const std::string& dir, const std::string& recorded_id);
 /// Path of the record of run `id` in sweep directory `dir`.
 std::string record_path(const std::string& dir, const std::string& id);
 

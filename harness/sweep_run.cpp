@@ -57,6 +57,12 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
   if (fs::exists(rec, ec)) {
     try {
       Record r = read_record(rec);
+      // Another run's record (a program of one's own that got its run id wrong): a failure
+      // of the program, the same on every attempt; the next sweep moves the file aside.
+      if (const std::string why = run_id_mismatch(run_dir, r.run_id); !why.empty()) {
+        *detail = why;
+        return FailureClass::config;
+      }
       if (r.status == "completed") {
         char buf[64];
         std::snprintf(buf, sizeof buf, "final loss %.6g", r.steps.empty() ? 0.0 : r.steps.back().loss);

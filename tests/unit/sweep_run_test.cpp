@@ -36,6 +36,7 @@ class FakeTrainer : public ProcessRunner {
   std::set<std::string> fail;       ///< run ids that exit 1 without a record
   std::set<std::string> diverge;    ///< run ids that record "diverged" and exit 1
   std::set<std::string> no_record;  ///< run ids that exit 0 but write nothing
+  std::set<std::string> wrong_id;   ///< run ids that complete a record of another config (another run id)
 
   ExitStatus run(const std::vector<std::string>& argv, const std::string& log_path) override {
     calls.push_back(argv);
@@ -47,7 +48,13 @@ class FakeTrainer : public ProcessRunner {
     if (fail.count(id)) return st;
     st.code = 0;
     if (no_record.count(id)) return st;
-    const std::string config = flag_value(argv, "--config");
+    std::string config = flag_value(argv, "--config");
+    if (wrong_id.count(id)) {  // a program that records a config other than the one it was given
+      RunConfig other = load_run_config(config);
+      other.train.steps += 1;
+      config = out + "/other.yaml";
+      std::ofstream(config) << to_yaml(other);
+    }
     const bool diverged = diverge.count(id) > 0;
     sweep_test::write_run_record(config, out + "/record.h5", diverged ? "diverged" : "completed",
                                  diverged ? "loss is NaN" : "", 2.0 + load_run_config(config).train.lr,
@@ -159,6 +166,26 @@ TEST_F(SweepRunTest, ExitZeroWithoutACompletedRecordIsAFailure) {
   SweepSummary s = run_sweep(spec_, points_, opt_, fake);
   EXPECT_EQ(s.completed, 2);
   EXPECT_EQ(s.failed, 1);
+}
+
+TEST_F(SweepRunTest, ARecordOfAnotherRunIdFailsThatRunAndIsMovedAsideNextTime) {
+  FakeTrainer fake;
+  fake.wrong_id = {points_[0].id};
+  SweepSummary s = run_sweep(spec_, points_, opt_, fake);
+  EXPECT_EQ(s.completed, 2);
+  EXPECT_EQ(s.failed, 1);
+  EXPECT_EQ(fake.calls.size(), 3u) << "a wrong run id is the program's fault: never retried";
+  const RunState st = read_run_state(run_dir(0));
+  EXPECT_EQ(st.state, "damaged");
+  EXPECT_CONTAINS(st.detail, "not this run " + points_[0].id);
+  // The next sweep does not take it for the run's record: moved aside, the point re-run.
+  FakeTrainer honest;
+  s = run_sweep(spec_, points_, opt_, honest);
+  EXPECT_EQ(honest.calls.size(), 1u);
+  EXPECT_EQ(s.completed, 1);
+  EXPECT_EQ(s.skipped, 2);
+  EXPECT_TRUE(fs::exists(run_dir(0) + "/record.h5"));
+  EXPECT_EQ(read_run_state(run_dir(0)).state, "completed");
 }
 
 TEST_F(SweepRunTest, APlantedSweepLockLinkIsRefusedAndItsTargetKeptWhole) {
