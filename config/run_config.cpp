@@ -298,15 +298,25 @@ const std::vector<std::string>& run_config_keys() {
   return keys;
 }
 
+namespace {
+
+/// `m` becomes a model of `kind` with that kind's defaults for its own keys.
+void select_kind(ModelConfig& m, const std::string& kind) {
+  m.kind = kind;
+  m.values.clear();
+  if (const ModelSchema* s = find_model_schema(kind))
+    for (const ModelKey& k : s->keys) m.values.emplace_back(k.name, k.default_value);
+}
+
+}  // namespace
+
 const std::vector<std::string>& config_keys(const std::string& kind) {
   if (kind == kDecoderKind) return run_config_keys();
   static std::map<std::string, std::vector<std::string>> by_kind;  // kinds are registered at start-up
   auto it = by_kind.find(kind);
   if (it != by_kind.end()) return it->second;
   RunConfig c;
-  c.model.kind = kind;
-  if (const ModelSchema* s = find_model_schema(kind))
-    for (const ModelKey& k : s->keys) c.model.values.emplace_back(k.name, k.default_value);
+  select_kind(c.model, kind);
   std::vector<std::string> keys;
   visit_fields(c, Lister{&keys});  // throws for an unknown kind
   return by_kind.emplace(kind, std::move(keys)).first->second;
@@ -319,18 +329,13 @@ void apply_kind(RunConfig& base, const ConfigValue& v) {
   if (!v.is_scalar) bad_value("model.kind", v, "a single value, not a map or list");
   if (v.text == base.model.kind) return;
   const std::vector<std::string> kinds = model_kinds();
-  if (std::find(kinds.begin(), kinds.end(), v.text) == kinds.end()) {
-    const std::string near = closest_key(v.text, kinds);
+  if (std::find(kinds.begin(), kinds.end(), v.text) == kinds.end())
     throw ConfigError(at(v) + "key 'model.kind': unknown model kind '" + printable(v.text) + "'" +
-                      (near.empty() ? "" : " (did you mean '" + near + "'?)") + "; registered kinds: " + join(kinds) +
+                      did_you_mean(v.text, kinds) + "; registered kinds: " + join(kinds) +
                       (kinds.size() == 1 ? " (a model of your own: name the program that registers it with "
                                            "launch.trainer or --trainer)"
                                          : ""));
-  }
-  base.model.kind = v.text;
-  base.model.values.clear();
-  if (const ModelSchema* s = find_model_schema(v.text))
-    for (const ModelKey& k : s->keys) base.model.values.emplace_back(k.name, k.default_value);
+  select_kind(base.model, v.text);
 }
 
 }  // namespace
