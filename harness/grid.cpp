@@ -32,9 +32,21 @@ bool safe_name(const std::string& s) {
 
 /// Checks each value alone against the base, so a bad value is named at its own line
 /// before the (possibly large) product is formed. Constraints between keys wait for
-/// expansion: an axis may fix what the base alone breaks.
+/// expansion: an axis may fix what the base alone breaks. model.kind is never an axis: it
+/// decides which model keys exist.
 void check_values(const RunConfig& base, const GridAxis& axis) {
+  if (axis.key == "model.kind")
+    throw ConfigError(axis.where +
+                      ": key 'model.kind' cannot be swept: it decides which model keys exist (set it "
+                      "in base; one grid per model kind)");
   for (const auto& v : axis.values) (void)apply_run_values(base, FlatConfig{{axis.key, v}});
+}
+
+/// `path` as named in grid file `grid`: a relative path is next to the grid file,
+/// wherever sweep was started.
+std::string next_to_grid(const std::string& grid, const std::string& path) {
+  if (path.empty() || path.front() == '/') return path;
+  return (grid.find('/') == std::string::npos ? "." : grid.substr(0, grid.rfind('/'))) + "/" + path;
 }
 
 /// Remembers which section sweeps each key, so no key is swept twice.
@@ -267,11 +279,8 @@ SweepSpec parse_grid(const std::string& text, const std::string& source, const s
     offers = describe(spec.launch.trainer, program);
   } else if (!spec.launch.trainer.empty()) {
     const std::string given = spec.launch.trainer;
-    if (given.front() != '/')
-      spec.launch.trainer =
-          (source.find('/') == std::string::npos ? "." : source.substr(0, source.rfind('/'))) + "/" + given;
     // Absolute: the runs start it from other directories (Slurm: --chdir to the sweep).
-    spec.launch.trainer = std::filesystem::absolute(spec.launch.trainer).lexically_normal().string();
+    spec.launch.trainer = std::filesystem::absolute(next_to_grid(source, given)).lexically_normal().string();
     program = "launch.trainer '" + printable(given) + "'";
     offers = describe(spec.launch.trainer,
                       yaml_where(source, root["launch"]["trainer"]) + ": key 'launch.trainer': '" + printable(given) +
@@ -280,26 +289,6 @@ SweepSpec parse_grid(const std::string& text, const std::string& source, const s
 
   // Every key and value on its own, at its own line, before any point is formed.
   RunConfig base = apply_run_values(RunConfig{}, spec.base);
-  // One grid, one model kind: the kind decides which keys exist.
-  auto refuse_kind = [](const GridAxis& a) {
-    if (a.key == "model.kind")
-      throw ConfigError(a.where +
-                        ": key 'model.kind' cannot be swept: it decides which model keys exist (set it "
-                        "in base; one grid per model kind)");
-  };
-  for (const auto& a : spec.axes) refuse_kind(a);
-  for (const auto& z : spec.zips)
-    for (const auto& a : z.axes) refuse_kind(a);
-  for (const auto& p : spec.excludes)
-    for (const auto& a : p.keys) refuse_kind(a);
-  for (const auto& p : spec.includes)
-    for (const auto& a : p.keys) refuse_kind(a);
-  // The program must train the grid's kind (a program of one's own may not offer the decoder).
-  if (!program.empty() && std::find(offers.begin(), offers.end(), base.model.kind) == offers.end()) {
-    const auto it = spec.base.find("model.kind");
-    throw ConfigError((it == spec.base.end() ? source : it->second.where) + ": key 'model.kind': " + program +
-                      " does not train model.kind " + base.model.kind + "; it offers: " + join(offers));
-  }
   KeyOwners owners;
   for (const auto& a : spec.axes) owners.claim(a.key, a.where, "grid"), check_values(base, a);
   for (const auto& z : spec.zips)
@@ -311,6 +300,12 @@ SweepSpec parse_grid(const std::string& text, const std::string& source, const s
     for (const auto& a : p.keys) check_values(base, a);
   for (const auto& p : spec.includes)
     for (const auto& a : p.keys) check_values(base, a);
+  // The program must train the grid's kind (a program of one's own may not offer the decoder).
+  if (!program.empty() && std::find(offers.begin(), offers.end(), base.model.kind) == offers.end()) {
+    const auto it = spec.base.find("model.kind");
+    throw ConfigError((it == spec.base.end() ? source : it->second.where) + ": key 'model.kind': " + program +
+                      " does not train model.kind " + base.model.kind + "; it offers: " + join(offers));
+  }
   return spec;
 }
 
@@ -346,11 +341,7 @@ std::string read_grid_file(const std::string& path) {
 
 SweepSpec load_grid(const std::string& path, const std::string& trainer) {
   SweepSpec spec = parse_grid(read_grid_file(path), path, trainer);
-  // A relative hostfile means "next to the grid file", wherever sweep was started.
-  if (!spec.launch.hostfile.empty() && spec.launch.hostfile.front() != '/') {
-    std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
-    spec.launch.hostfile = dir + "/" + spec.launch.hostfile;
-  }
+  spec.launch.hostfile = next_to_grid(path, spec.launch.hostfile);
   return spec;
 }
 
