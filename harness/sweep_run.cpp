@@ -102,10 +102,11 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
   std::string cause = recorded;
   if (!finding.empty() && recorded.find(finding) == std::string::npos)
     cause = finding + (recorded.empty() ? "" : "; " + recorded);
-  const bool trainer_said = cause.empty() && trainer_line(last_line(run_dir + "/logs/rank0.log"));
+  bool trainer_said = false;
   if (cause.empty()) {
     // Nothing recorded (the disk may be full): the trainer's own last line says why.
     const std::string said = last_line(run_dir + "/logs/rank0.log");
+    trainer_said = trainer_line(said);
     cause = "the run ended (" + st.describe() + ") before finishing its record" +
             (trainer_said ? ": " + said : std::string());
   }

@@ -425,13 +425,12 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   const double compute_s = seconds_since(c0);
 
   // Parameters no micro-batch on any rank reached, and the step's target count (one
-  // collective for both).
-  std::vector<int64_t> used = used_;
-  comm_.allreduce_sum_i64(used.data(), used.size());
-  const int64_t targets = used.back();
+  // collective for both; the next step zeroes the flags again).
+  comm_.allreduce_sum_i64(used_.data(), used_.size());
+  const int64_t targets = used_.back();
   std::string unused_names;
-  for (size_t i = 0; i + 1 < used.size(); ++i)
-    if (!used[i]) ++s.unused_params, unused_names += (unused_names.empty() ? "" : ", ") + flat_.table[i].name;
+  for (size_t i = 0; i + 1 < used_.size(); ++i)
+    if (!used_[i]) ++s.unused_params, unused_names += (unused_names.empty() ? "" : ", ") + flat_.table[i].name;
   if (s.unused_params && cfg_.dist.find_unused == "error")
     throw std::runtime_error("step " + std::to_string(step) + ": parameters without a gradient on every rank: " +
                              unused_names + " (dist.find_unused: error; use zero to train them as zero-gradient)");
