@@ -67,7 +67,7 @@ int run_run(const RunOptions& o) {
   opt.quiet = o.quiet;
   opt.tty = ::isatty(STDOUT_FILENO) == 1;
   opt.progress_every_s = o.progress_every_s;
-  if (!fs::exists(opt.train_binary))
+  if (spec.program.empty() && !fs::exists(opt.train_binary))
     throw ConfigError("trainer '" + opt.train_binary + "' not found (build it, or pass --trainer)");
   std::printf("sweep %s: %zu runs -> %s (launcher %s, parallel %d)\n", spec.name.c_str(), e.points.size(),
               opt.out_dir.c_str(), spec.launch.launcher.c_str(), spec.launch.parallel);

@@ -19,8 +19,8 @@
 namespace sweep {
 namespace {
 
-const std::vector<std::string> kTopKeys = {"name",    "base",  "grid",        "zip",   "exclude",
-                                           "include", "seeds", "constraints", "launch"};
+const std::vector<std::string> kTopKeys = {"name",    "base",  "grid",        "zip",    "exclude",
+                                           "include", "seeds", "constraints", "launch", "program"};
 const std::vector<std::string> kSections = {"model", "data", "train", "dist", "fault"};
 
 bool safe_name(const std::string& s) {
@@ -40,13 +40,6 @@ void check_values(const RunConfig& base, const GridAxis& axis) {
                       ": key 'model.kind' cannot be swept: it decides which model keys exist (set it "
                       "in base; one grid per model kind)");
   for (const auto& v : axis.values) (void)apply_run_values(base, FlatConfig{{axis.key, v}});
-}
-
-/// `path` as named in grid file `grid`: a relative path is next to the grid file,
-/// wherever sweep was started.
-std::string next_to_grid(const std::string& grid, const std::string& path) {
-  if (path.empty() || path.front() == '/') return path;
-  return (grid.find('/') == std::string::npos ? "." : grid.substr(0, grid.rfind('/'))) + "/" + path;
 }
 
 /// Remembers which section sweeps each key, so no key is swept twice.
@@ -273,7 +266,19 @@ SweepSpec parse_grid(const std::string& text, const std::string& source, const s
   // The training program's model kinds, before any model key is checked.
   std::vector<std::string> offers;
   std::string program;  // how messages name the program
-  if (!trainer.empty()) {
+  if (const YAML::Node p = root["program"]) {
+    const std::string at = yaml_where(source, p) + ": key 'program': ";
+    if (!trainer.empty())
+      throw ConfigError(at + "the grid names its program; --trainer cannot replace it (edit program.argv)");
+    if (!spec.launch.trainer.empty())
+      throw ConfigError(at + "launch.trainer names a training program too; keep one of them");
+    spec.program = parse_program(p, source);
+    program = "program '" + printable(spec.program.argv.front()) + "'";
+    offers = {spec.program.schema.kind};
+    // The program's kind is the grid's: base need not spell it.
+    if (spec.base.find("model.kind") == spec.base.end())
+      spec.base["model.kind"] = ConfigValue{spec.program.schema.kind, spec.program.where};
+  } else if (!trainer.empty()) {
     spec.launch.trainer = std::filesystem::absolute(trainer).lexically_normal().string();
     program = "--trainer '" + printable(trainer) + "'";
     offers = describe(spec.launch.trainer, program);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "launch_config.h"  // LaunchSpec
+#include "program.h"        // ProgramSpec
 #include "run_config.h"
 #include "trainer_models.h"  // load_trainer_models
 
@@ -57,6 +58,7 @@ struct SweepSpec {
   GridAxis seeds;                      ///< `seeds:` replicate every point over train.seed (empty = no)
   Constraints constraints;             ///< `constraints:`
   LaunchSpec launch;                   ///< `launch:`; never part of a run id
+  ProgramSpec program;                 ///< `program:` (empty: sweep-train or launch.trainer); not in run ids
 };
 
 /// One point of the expanded grid.

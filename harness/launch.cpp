@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "container.h"  // wrap_in_container
@@ -21,9 +22,22 @@ std::vector<std::string> mpiexec_prefix(const std::string& mpiexec, const std::v
 
 }  // namespace
 
-std::vector<std::string> trainer_args(const std::string& trainer, const std::string& run_dir,
+std::vector<std::string> program_head(const LocalLaunch& launch, const std::string& trainer,
+                                      const std::string& run_dir) {
+  if (launch.program.empty()) return {trainer};
+  const std::string id = !launch.run_id.empty()   ? launch.run_id
+                         : run_dir == kRunDirMark ? kRunIdMark
+                                                  : std::filesystem::path(run_dir).filename().string();
+  std::vector<std::string> head = {"env"};
+  for (auto& v : program_environment(launch.program, run_dir, id, launch.threads)) head.push_back(std::move(v));
+  head.insert(head.end(), launch.program.argv.begin(), launch.program.argv.end());
+  return head;
+}
+
+std::vector<std::string> trainer_args(std::vector<std::string> head, const std::string& run_dir,
                                       const std::string& sweep_id, bool resume, const std::string& device) {
-  std::vector<std::string> argv = {trainer, "--config", run_dir + "/config.yaml", "--out", run_dir};
+  std::vector<std::string> argv = std::move(head);
+  argv.insert(argv.end(), {"--config", run_dir + "/config.yaml", "--out", run_dir});
   if (!sweep_id.empty()) argv.insert(argv.end(), {"--sweep-id", sweep_id});
   if (resume) argv.push_back("--resume");
   if (device != "cpu") argv.insert(argv.end(), {"--device", device});
@@ -37,7 +51,9 @@ std::vector<std::string> train_argv(const LocalLaunch& launch, int world, const 
     argv = mpiexec_prefix(launch.mpiexec, launch.mpi_args, world, true);
     argv.insert(argv.end(), {"-n", std::to_string(world)});
   }
-  argv.insert(argv.end(), {launch.train_binary, "--config", config_path, "--out", out_dir});
+  const auto head = program_head(launch, launch.train_binary, out_dir);
+  argv.insert(argv.end(), head.begin(), head.end());
+  argv.insert(argv.end(), {"--config", config_path, "--out", out_dir});
   if (!sweep_id.empty()) argv.insert(argv.end(), {"--sweep-id", sweep_id});
   if (resume) argv.push_back("--resume");
   if (launch.device != "cpu") argv.insert(argv.end(), {"--device", launch.device});
@@ -49,8 +65,8 @@ std::vector<std::string> rank_command(const LaunchSpec& spec, const LocalLaunch&
   const bool boxed = !spec.container.runtime.empty();
   std::string wrapper = local.rank_wrapper.empty() ? executable_dir() + "/sweep-rank" : local.rank_wrapper;
   std::vector<std::string> argv = {wrapper, "--log-dir", run_dir + "/logs", "--"};
-  auto inner =
-      trainer_args(boxed ? spec.container.trainer : local.train_binary, run_dir, sweep_id, resume, spec.device);
+  auto inner = trainer_args(program_head(local, boxed ? spec.container.trainer : local.train_binary, run_dir), run_dir,
+                            sweep_id, resume, spec.device);
   auto boxed_argv = wrap_in_container(spec.container, sweep_dir, inner);
   argv.insert(argv.end(), boxed_argv.begin(), boxed_argv.end());
   return argv;
@@ -60,7 +76,7 @@ RunCommand local_run_command(const LaunchSpec& spec, const LocalLaunch& local, i
                              const std::string& run_dir, const std::string& sweep_id, bool resume) {
   RunCommand c;
   if (world == 1 && spec.container.runtime.empty() && spec.launcher == "local") {
-    c.argv = trainer_args(local.train_binary, run_dir, sweep_id, resume, spec.device);
+    c.argv = trainer_args(program_head(local, local.train_binary, run_dir), run_dir, sweep_id, resume, spec.device);
     c.log = run_dir + "/logs/rank0.log";
     return c;
   }

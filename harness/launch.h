@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "launch_config.h"  // LaunchSpec
+#include "program.h"        // ProgramSpec
 
 namespace sweep {
 
@@ -16,7 +17,20 @@ struct LocalLaunch {
   std::vector<std::string> mpi_args;  ///< extra mpiexec arguments (e.g. --bind-to none)
   std::string rank_wrapper;           ///< path of sweep-rank (per-rank logs); empty = beside this program
   std::string device = "cpu";         ///< sweep-train --device for train_argv
+  ProgramSpec program;                ///< a grid's `program:`; empty: train_binary
+  int64_t threads = 1;                ///< the run's train.threads (a program's thread variables)
+  std::string run_id;                 ///< a program's SWEEP_RUN_ID; empty: the run directory's name
 };
+
+/// Stand-ins for a run's directory and id in a command written before the run is known
+/// (a Slurm batch script replaces them with the array task's).
+inline const std::string kRunDirMark = "\x01SWEEP_RUN_DIR\x01";
+inline const std::string kRunIdMark = "\x01SWEEP_RUN_ID\x01";
+
+/// What starts the training program of a run in `run_dir`: {trainer}, or for a grid's
+/// program `env NAME=VALUE... ARGV...` with program_environment (never a shell).
+std::vector<std::string> program_head(const LocalLaunch& launch, const std::string& trainer,
+                                      const std::string& run_dir);
 
 /// The argv of one run: `sweep-train --config C --out D [--sweep-id S] [--resume]`, behind
 /// `mpiexec -n W` when W > 1 (with Open MPI's --allow-run-as-root when running as root and
@@ -24,8 +38,9 @@ struct LocalLaunch {
 std::vector<std::string> train_argv(const LocalLaunch& launch, int world, const std::string& config_path,
                                     const std::string& out_dir, const std::string& sweep_id, bool resume);
 
-/// sweep-train's own arguments for run directory `run_dir` (`--device` only when not cpu).
-std::vector<std::string> trainer_args(const std::string& trainer, const std::string& run_dir,
+/// `head` (program_head) and sweep-train's own arguments for run directory `run_dir`
+/// (`--device` only when not cpu).
+std::vector<std::string> trainer_args(std::vector<std::string> head, const std::string& run_dir,
                                       const std::string& sweep_id, bool resume, const std::string& device = "cpu");
 
 /// One attempt of a run: its argv and the file that gets the launcher's output.

@@ -56,6 +56,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const std::vector<GridPoint>& poin
   local.train_binary = opt.train_binary;
   local.mpiexec = opt.mpiexec;
   local.rank_wrapper = opt.rank_wrapper;
+  local.program = spec.program;
 
   std::deque<RunTask*> queue;
   for (auto& t : session.tasks()) queue.push_back(&t);
@@ -139,6 +140,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const std::vector<GridPoint>& poin
         RunCommand cmd;
         try {
           session.prepare(*t);
+          local.threads = t->point->config.train.threads;
           cmd = local_run_command(L, local, int(t->point->config.dist.world_size), opt.out_dir, t->dir, spec.name,
                                   t->resume());
           log = cmd.log;
@@ -176,7 +178,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const std::vector<GridPoint>& poin
         used -= std::min(r.task->point->cores(), slots);
         try {
           std::string detail;
-          FailureClass c = classify_attempt(st, r.task->dir, &detail);
+          FailureClass c = classify_attempt(st, r.task->dir, &detail, spec.program.json);
           // What we stopped it for decides, unless it finished its record anyway.
           if (r.reason != FailureClass::none && c != FailureClass::none && c != FailureClass::diverged) {
             c = r.reason;

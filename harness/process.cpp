@@ -30,25 +30,6 @@ ExitStatus decode(int status) {
   return out;
 }
 
-/// `name` as execvp would find it: as given when it holds a '/', else the first
-/// executable file of that name on PATH; "" when there is none.
-std::string resolve_program(const std::string& name) {
-  if (name.find('/') != std::string::npos) return name;
-  const char* path = std::getenv("PATH");
-  std::string dirs = path && *path ? path : "/usr/local/bin:/usr/bin:/bin";
-  size_t pos = 0;
-  while (pos <= dirs.size()) {
-    size_t colon = dirs.find(':', pos);
-    if (colon == std::string::npos) colon = dirs.size();
-    std::string dir = dirs.substr(pos, colon - pos);
-    std::string cand = (dir.empty() ? "." : dir) + "/" + name;
-    struct stat st;
-    if (::stat(cand.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(cand.c_str(), X_OK) == 0) return cand;
-    pos = colon + 1;
-  }
-  return "";
-}
-
 /// fork + exec in a new process group, `out_fd` (or `log_path`) as stdout and stderr,
 /// stdin from /dev/null, default signal handling. The child also gets the parent-death
 /// signal: if the driver dies, even by SIGKILL, its direct child (sweep-train, mpiexec,
@@ -126,6 +107,23 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& log_path, i
 }
 
 }  // namespace
+
+std::string resolve_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path && *path ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t pos = 0;
+  while (pos <= dirs.size()) {
+    size_t colon = dirs.find(':', pos);
+    if (colon == std::string::npos) colon = dirs.size();
+    std::string dir = dirs.substr(pos, colon - pos);
+    std::string cand = (dir.empty() ? "." : dir) + "/" + name;
+    struct stat st;
+    if (::stat(cand.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(cand.c_str(), X_OK) == 0) return cand;
+    pos = colon + 1;
+  }
+  return "";
+}
 
 std::string ExitStatus::describe() const {
   if (signal) return "killed by signal " + std::to_string(signal) + " (" + strsignal(signal) + ")";

@@ -63,6 +63,10 @@ struct Captured {
 /// tools such as sbatch and squeue. Throws std::runtime_error when it cannot start.
 Captured capture(const std::vector<std::string>& argv, double timeout_s = 60);
 
+/// `name` as execvp would find it: as given when it holds a '/', else the first
+/// executable file of that name on PATH; "" when there is none.
+std::string resolve_program(const std::string& name);
+
 /// Directory holding the running executable (from /proc/self/exe).
 std::string executable_dir();
 

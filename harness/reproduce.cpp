@@ -96,7 +96,16 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   // A model of the user's own: its program knows its keys, and trains it.
   LocalLaunch launch = opt.launch;
   const auto kind = original.config.find("model.kind");
-  if (kind != original.config.end() && kind->second != kDecoderKind) {
+  const auto program = original.environment.find("program");
+  if (program != original.environment.end() && !program->second.empty()) {
+    // A grid's program: the record names its command and the keys it was given.
+    if (opt.trainer_given)
+      throw ConfigError(original_path + ": the record was made by the program " + program->second +
+                        "; --trainer cannot replace it");
+    const auto keys = original.environment.find("program.keys");
+    launch.program = recorded_program(program->second, keys == original.environment.end() ? "" : keys->second,
+                                      original_path + ": environment 'program'");
+  } else if (kind != original.config.end() && kind->second != kDecoderKind) {
     if (!opt.trainer_given) {
       const auto t = original.environment.find("trainer");
       if (t == original.environment.end() || t->second.empty())
@@ -109,7 +118,9 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
                             (opt.trainer_given ? ", --trainer)" : ", as recorded; or pass --trainer)"));
   }
   const RunConfig config = reproduce_config(original, opt.world_size, opt.accum, opt.set);
-  if (!fs::exists(launch.train_binary))
+  launch.threads = config.train.threads;
+  launch.run_id = run_id(config);
+  if (launch.program.empty() && !fs::exists(launch.train_binary))
     throw ConfigError("trainer '" + launch.train_binary + "' not found (build it, or pass --trainer)");
   if (config.dist.world_size > 1 && !fs::exists(opt.launch.mpiexec))
     throw ConfigError("mpiexec '" + opt.launch.mpiexec + "' not found; a re-run on " +

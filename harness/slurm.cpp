@@ -1,25 +1,25 @@
 #include "slurm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
 namespace sweep {
 namespace {
 
-/// Stands for the task's run directory in argv built once for all tasks.
-const std::string kDirMark = "\x01SWEEP_RUN_DIR\x01";
-
-/// Quotes `arg`, turning each kDirMark into "$dir" (the task's directory at run time).
+/// Quotes `arg`, turning each kRunDirMark into "$dir" (the task's directory at run time)
+/// and each kRunIdMark into its last component, the run id.
 std::string quote_with_dir(const std::string& arg) {
   std::string out;
   size_t start = 0;
   while (true) {
-    size_t at = arg.find(kDirMark, start);
+    const size_t d = arg.find(kRunDirMark, start), r = arg.find(kRunIdMark, start);
+    const size_t at = std::min(d, r);
     std::string piece = arg.substr(start, at == std::string::npos ? std::string::npos : at - start);
     if (!piece.empty() || (at == std::string::npos && out.empty())) out += shell_quote(piece);
     if (at == std::string::npos) break;
-    out += "\"$dir\"";
-    start = at + kDirMark.size();
+    out += at == d ? "\"$dir\"" : "\"${dir##*/}\"";
+    start = at + (at == d ? kRunDirMark.size() : kRunIdMark.size());
   }
   return out;
 }
@@ -84,7 +84,9 @@ std::string sbatch_script(const SlurmArray& a, const LaunchSpec& spec, const Loc
   // --kill-on-bad-exit: one rank dying ends its peers instead of leaving them in a collective.
   std::vector<std::string> srun = {"srun", "--mpi=" + spec.slurm.mpi, "-n", std::to_string(a.world),
                                    "--kill-on-bad-exit=1"};
-  auto ranks = rank_command(spec, local, a.sweep_dir, kDirMark, a.sweep_name, /*resume=*/false);
+  LocalLaunch l = local;
+  l.threads = a.threads;  // one array per (world size, threads)
+  auto ranks = rank_command(spec, l, a.sweep_dir, kRunDirMark, a.sweep_name, /*resume=*/false);
   srun.insert(srun.end(), ranks.begin(), ranks.end());
   for (size_t i = 0; i < srun.size(); ++i) s += (i ? " " : "") + quote_with_dir(srun[i]);
   s += " \"${args[@]}\"\n";  // --resume goes last: sweep-train's own arguments end the command

@@ -82,6 +82,7 @@ SweepSummary run_sweep_slurm(const SweepSpec& spec, const std::vector<GridPoint>
   LocalLaunch local;
   local.train_binary = opt.train_binary;
   local.rank_wrapper = opt.rank_wrapper.empty() ? executable_dir() + "/sweep-rank" : opt.rank_wrapper;
+  local.program = spec.program;
   fs::create_directories(opt.out_dir + "/slurm");
   std::map<std::string, Active> active;  // "JOB_TASK" -> task
   int batches = 0;
@@ -200,7 +201,7 @@ SweepSummary run_sweep_slurm(const SweepSpec& spec, const std::vector<GridPoint>
       const std::string log = a.task->dir + "/logs/launcher.log";
       std::string detail;
       const ExitStatus exit = script_exit(a.task->dir);
-      FailureClass c = classify_attempt(exit, a.task->dir, &detail);
+      FailureClass c = classify_attempt(exit, a.task->dir, &detail, spec.program.json);
       // Killed by Slurm before the script could write its exit code: Slurm says why.
       if (exit.code == -1 && exit.signal == 0 && c != FailureClass::none && c != FailureClass::diverged)
         detail = "no exit code from the batch script";

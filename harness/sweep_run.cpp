@@ -51,7 +51,8 @@ bool trainer_line(const std::string& line) {
 
 }  // namespace
 
-FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, std::string* detail) {
+FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, std::string* detail,
+                              const std::string& program) {
   const std::string rec = run_dir + "/record.h5";
   std::error_code ec;
   if (fs::exists(rec, ec)) {
@@ -63,6 +64,24 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
         *detail = why;
         return FailureClass::config;
       }
+      // A grid's program: its record must say which program made it, or reproduce could not.
+      if (!program.empty()) {
+        const auto it = r.environment.find("program");
+        const std::string named = it == r.environment.end() ? "" : it->second;
+        if (named != program) {
+          *detail = "the record does not name the program that ran (environment 'program' is " +
+                    (named.empty() ? std::string("missing") : "'" + printable(named.substr(0, 200)) + "'") +
+                    ", expected '" + printable(program) +
+                    "'); write it with python/sweep_record or sweep/record_writer.h, which copy SWEEP_PROGRAM";
+          // Kept, never deleted, but not left where the next sweep would count it as done.
+          try {
+            *detail += "; moved aside to " + move_record_aside(run_dir);
+          } catch (const std::exception& e) {
+            *detail += std::string("; cannot move it aside: ") + e.what();
+          }
+          return FailureClass::config;
+        }
+      }
       if (r.status == "completed") {
         char buf[64];
         std::snprintf(buf, sizeof buf, "final loss %.6g", r.steps.empty() ? 0.0 : r.steps.back().loss);
@@ -73,6 +92,9 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
       return r.status == "diverged" ? FailureClass::diverged : FailureClass::crashed;
     } catch (const RecordError& e) {
       *detail = std::string("unreadable record: ") + e.what();
+      // The program finished and says it succeeded, yet its record is not one sweep reads
+      // (a newer schema version, a missing dataset): every attempt would do the same.
+      if (st.ok()) return *detail = "exit code 0 but an invalid record: " + std::string(e.what()), FailureClass::config;
       return FailureClass::crashed;
     }
   }

@@ -53,7 +53,10 @@ struct RunTask {
 
 /// Class of an ended attempt from its exit status and what it left in `run_dir`
 /// (a completed or diverged record decides over the exit status); `detail` says why.
-FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, std::string* detail);
+/// `program` (a grid's program, ProgramSpec::json) is what the record's environment
+/// `program` must say; a record of another run id or program is a config failure.
+FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, std::string* detail,
+                              const std::string& program = "");
 
 /// The bookkeeping every executor shares: lock, directories, configs, state files,
 /// progress lines, retries, summary and report.

@@ -9,6 +9,11 @@
 
 namespace sweep {
 
+std::string next_to_grid(const std::string& grid, const std::string& path) {
+  if (path.empty() || path.front() == '/') return path;
+  return (grid.find('/') == std::string::npos ? "." : grid.substr(0, grid.rfind('/'))) + "/" + path;
+}
+
 std::string yaml_where(const std::string& source, const YAML::Node& node) {
   return source_location(source, node.Mark().line, node.Mark().column);
 }

@@ -12,6 +12,10 @@ namespace sweep {
 /// "file:line:col" of `node` (1-based).
 std::string yaml_where(const std::string& source, const YAML::Node& node);
 
+/// `path` as named in grid file `grid`: a relative path is next to the grid file,
+/// wherever sweep was started.
+std::string next_to_grid(const std::string& grid, const std::string& path);
+
 /// Reads one mapping; `context` is its dotted name ("launch", "launch.slurm").
 class YamlMap {
  public:

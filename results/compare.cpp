@@ -20,8 +20,10 @@ bool same_bits(double a, double b) {
   return x == y;
 }
 
+/// `missing_is_empty`: a key one side lacks equals an empty value (environment keys that
+/// later versions added, results/SCHEMA.md).
 std::vector<ValueDiff> diff_maps(const std::map<std::string, std::string>& a,
-                                 const std::map<std::string, std::string>& b) {
+                                 const std::map<std::string, std::string>& b, bool missing_is_empty = false) {
   std::set<std::string> keys;
   for (const auto& kv : a) keys.insert(kv.first);
   for (const auto& kv : b) keys.insert(kv.first);
@@ -29,7 +31,7 @@ std::vector<ValueDiff> diff_maps(const std::map<std::string, std::string>& a,
   for (const auto& k : keys) {
     auto ia = a.find(k), ib = b.find(k);
     const std::string va = ia == a.end() ? "" : ia->second, vb = ib == b.end() ? "" : ib->second;
-    if (ia == a.end() || ib == b.end() || va != vb) out.push_back({k, va, vb});
+    if (va != vb || (!missing_is_empty && (ia == a.end() || ib == b.end()))) out.push_back({k, va, vb});
   }
   return out;
 }
@@ -131,7 +133,7 @@ RecordComparison compare_records(const Record& a, const Record& b, const Compare
     if (sb) c.step_loss_b = sb->loss;
   }
   c.config = diff_maps(a.config, b.config);
-  c.environment = diff_maps(a.environment, b.environment);
+  c.environment = diff_maps(a.environment, b.environment, /*missing_is_empty=*/true);
   return c;
 }
 

@@ -1,16 +1,17 @@
 #include "environment.h"
 
 #include <dlfcn.h>
-#include <sys/utsname.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 
 #include "build_info.h"
 #include "record.h"
+#include "sweep/record_writer.h"  // program_environment_defaults
 
 namespace sweep {
 namespace {
@@ -18,14 +19,6 @@ namespace {
 using SetThreadsFn = void (*)(int);
 using GetConfigFn = char* (*)();
 using GetThreadsFn = int (*)();
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown";
-}
 
 }  // namespace
 
@@ -75,17 +68,10 @@ std::vector<std::pair<std::string, std::string>> collect_environment(const RunCo
   env.emplace_back("blas_threads", std::to_string(blas_threads));
   env.emplace_back("torch_threads", std::to_string(at::get_num_threads()));
   env.emplace_back("deterministic_algorithms", at::globalContext().deterministicAlgorithms() ? "1" : "0");
-  env.emplace_back("cpu", cpu_model());
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  env.emplace_back("hosts", host);
-  struct utsname u;
-  if (uname(&u) == 0) env.emplace_back("os", std::string(u.sysname) + " " + u.release + " " + u.machine);
-  for (const char* var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "MKL_NUM_THREADS",
-                          "CUBLAS_WORKSPACE_CONFIG", "NCCL_ALGO", "NCCL_PROTO", "CUDA_VISIBLE_DEVICES"}) {
-    const char* v = std::getenv(var);
-    env.emplace_back(std::string("env.") + var, v ? v : "");
-  }
+  // cpu, hosts, os, env.<NAME>, program*: what any record writer states.
+  for (auto& kv : program_environment_defaults())
+    if (std::none_of(env.begin(), env.end(), [&](const auto& e) { return e.first == kv.first; }))
+      env.push_back(std::move(kv));
   return env;
 }
 

@@ -59,6 +59,7 @@ STEP_FIELDS = {
 
 #: The variables recorded as env.<NAME> (results/SCHEMA.md, /environment).
 NUMERICS_ENV = (
+    "PYTHONHASHSEED",
     "OMP_NUM_THREADS",
     "OPENBLAS_NUM_THREADS",
     "OPENBLAS_CORETYPE",
@@ -115,6 +116,11 @@ def environment_defaults():
         "data.entropy_floor": "",
         "trainer": "",
         "trainer.models": "",
+        # A grid's program (sweep sets these for each run it starts): the command, a hash
+        # of the files it names, and the keys the grid declared for it.
+        "program": os.environ.get("SWEEP_PROGRAM", ""),
+        "program.digest": os.environ.get("SWEEP_PROGRAM_DIGEST", ""),
+        "program.keys": os.environ.get("SWEEP_PROGRAM_KEYS", ""),
     }
     torch = sys.modules.get("torch")
     if torch is not None:

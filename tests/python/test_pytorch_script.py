@@ -10,6 +10,7 @@ BIN_DIR holds sweep (ctest passes ${CMAKE_BINARY_DIR}/bin); default $SWEEP_BIN_D
 h5py, xxhash and PyYAML (this test reads the example grid with it).
 """
 
+import json
 import os
 import re
 import shutil
@@ -68,11 +69,16 @@ class PytorchScript(unittest.TestCase):
             raise AssertionError("sweep is not in %s (build it, or pass the bin dir)" % BIN_DIR)
         cls.tmp = tempfile.mkdtemp(prefix="pytorch_script_test.")
         # The example's grid, cut to 4 runs (its learning rates x its seeds) of STEPS steps,
-        # with the script named by its absolute path.
+        # running a copy of the script (the c tests edit it in place, as a user would).
+        cls.script = os.path.join(cls.tmp, "prog", "train.py")
+        os.makedirs(os.path.dirname(cls.script))
+        shutil.copy2(SCRIPT, cls.script)
         with open(EXAMPLE_GRID, encoding="utf-8") as f:
             g = yaml.safe_load(f)
         g["name"] = "pytorch-script-test"
-        g["launch"] = {"trainer": SCRIPT, "parallel": 2}
+        cls.argv = ["/usr/bin/python3", cls.script]
+        g["program"]["argv"] = cls.argv
+        g["launch"] = {"parallel": 2}
         g["base"]["train"]["steps"] = STEPS
         g["grid"] = {"train.lr": g["grid"]["train.lr"]}
         cls.grid = os.path.join(cls.tmp, "grid.yaml")
@@ -124,7 +130,13 @@ class PytorchScript(unittest.TestCase):
                 self.assertEqual(cfg["train.steps"], str(STEPS))
                 lrs.add(cfg["train.lr"])
                 envr = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in r["environment"].attrs.items()}
-                self.assertEqual(envr["trainer"], SCRIPT)
+                self.assertEqual(envr["trainer"], self.script)
+                # The record names the program sweep ran, and the driver's numerics settings.
+                self.assertEqual(envr["program"], json.dumps(self.argv))
+                self.assertRegex(envr["program.digest"], r"^xxh3:[0-9a-f]{16}$")
+                self.assertEqual(yaml.safe_load(envr["program.keys"])["offers"], ["torch-lm"])
+                self.assertEqual(envr["env.PYTHONHASHSEED"], "0")
+                self.assertEqual(envr["env.OMP_NUM_THREADS"], cfg["train.threads"])
                 self.assertEqual(envr["device"], "cpu")
                 self.assertEqual(envr["torch_threads"], cfg["train.threads"])
                 self.assertEqual(list(r["metrics/step"][()]), list(range(1, STEPS + 1)))
@@ -155,31 +167,34 @@ class PytorchScript(unittest.TestCase):
 
     # --- c. a copy of the script with its seeding perturbed does not reproduce
 
-    def perturbed(self, name, old, new):
-        with open(SCRIPT, encoding="utf-8") as f:
-            text = f.read()
+    def perturbed(self, old, new):
+        """Edits the program sweep ran in place (restored by the caller's cleanup)."""
+        text = read_bytes(self.script).decode("utf-8")
         self.assertEqual(text.count(old), 1, "the script's seeding changed: %r not found once" % old)
-        path = os.path.join(self.tmp, "perturbed", name)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
+        self.addCleanup(shutil.copy2, SCRIPT, self.script)
+        with open(self.script, "w", encoding="utf-8") as f:
             f.write(text.replace(old, new))
-        os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-        return path
 
     def test_c1_model_seed_perturbed(self):
-        # train.seed + 1 draws other initial parameters: the records part at step 0.
-        copy = self.perturbed("train_model_seed.py", 'torch.manual_seed(T["seed"])', 'torch.manual_seed(T["seed"] + 1)')
-        p = sweep("reproduce", self.run_dir(1), "--trainer", copy)
+        # train.seed + 1 draws other initial parameters: the records part at step 0, and the
+        # environment says the program's files changed.
+        self.perturbed('torch.manual_seed(T["seed"])', 'torch.manual_seed(T["seed"] + 1)')
+        p = sweep("reproduce", self.run_dir(1))
         self.assertEqual(p.returncode, 1, show(p))
         self.assertIn("diverged at step 0: the initial parameters differ", p.stdout, show(p))
-        self.assertIn("environment trainer: %s -> %s" % (SCRIPT, copy), p.stdout, show(p))
+        self.assertRegex(p.stdout, r"(?m)^environment program\.digest: xxh3:\w+ -> xxh3:\w+", show(p))
 
     def test_c2_data_seed_perturbed(self):
         # Other sequences from the same initial parameters: the first step's loss differs.
-        copy = self.perturbed("train_data_seed.py", "PCG64([self.seed, 1, sample])", "PCG64([self.seed + 1, 1, sample])")
-        p = sweep("reproduce", self.run_dir(2), "--trainer", copy)
+        self.perturbed("PCG64([self.seed, 1, sample])", "PCG64([self.seed + 1, 1, sample])")
+        p = sweep("reproduce", self.run_dir(2))
         self.assertEqual(p.returncode, 1, show(p))
         self.assertRegex(p.stdout, r"(?m)^diverged at step 1: loss \S+ vs \S+$", show(p))
+
+    def test_c3_trainer_cannot_replace_the_program(self):
+        p = sweep("reproduce", self.run_dir(1), "--trainer", SCRIPT)
+        self.assertEqual(p.returncode, 2, show(p))
+        self.assertIn("--trainer cannot replace it", p.stderr, show(p))
 
     # --- d. bad input: exit 2 writing nothing, exit 3 touching nothing
 
@@ -191,13 +206,13 @@ class PytorchScript(unittest.TestCase):
         with open(config, "w", encoding="utf-8") as f:
             f.write(text.replace("\n  world_size: 1\n", "\n  world_size: 2\n"))
         out = os.path.join(self.tmp, "world2-out")
-        p = run([SCRIPT, "--config", config, "--out", out])
+        p = run([self.script, "--config", config, "--out", out])
         self.assertEqual(p.returncode, 2, show(p))
         self.assertEqual(len(p.stderr.strip().splitlines()), 1, show(p))
         self.assertIn("world_size", p.stderr)
         self.assertFalse(os.path.lexists(out), "a bad config created --out")
         os.mkdir(out)  # an existing, empty --out stays empty
-        p = run([SCRIPT, "--config", config, "--out", out])
+        p = run([self.script, "--config", config, "--out", out])
         self.assertEqual(p.returncode, 2, show(p))
         self.assertEqual(os.listdir(out), [])
 
@@ -208,7 +223,7 @@ class PytorchScript(unittest.TestCase):
         record = os.path.join(out, "record.h5")
         shutil.copy2(os.path.join(src, "record.h5"), record)
         before = read_bytes(record), os.stat(record).st_mtime_ns
-        p = run([SCRIPT, "--config", os.path.join(src, "config.yaml"), "--out", out])
+        p = run([self.script, "--config", os.path.join(src, "config.yaml"), "--out", out])
         self.assertEqual(p.returncode, 3, show(p))
         self.assertEqual(len(p.stderr.strip().splitlines()), 1, show(p))
         self.assertEqual((read_bytes(record), os.stat(record).st_mtime_ns), before)

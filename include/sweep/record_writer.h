@@ -1,0 +1,40 @@
+// Writing a sweep run record from a C++ program that does not use sweep's trainer: the
+// record format (results/SCHEMA.md), the layout-independent parameter checksums, and the
+// environment every record carries. Link sweep::results (or, in this build tree,
+// sweep_results); no LibTorch. tests/programs/linreg.cpp is a whole program written this
+// way: it reads its config, trains, and writes record.h5 that `sweep reproduce`, `compare`
+// and `report` read like any other.
+//
+//   sweep::RecordHeader h;
+//   h.run_id = sweep::run_id_of_text(config_text);   // the config file's bytes name the run
+//   h.config_yaml = config_text;
+//   h.config = {{"model.kind", "linreg"}, ...};        // dotted key -> value, as in the file
+//   h.environment = sweep::program_environment_defaults();
+//   h.params = {{"w", {16}, 0, 16}};
+//   sweep::RecordWriter w(out_dir + "/record.h5", h);  // writes record.h5.partial
+//   w.append_step(...); w.append_checksum(...);
+//   w.finish("completed");                            // renames it to record.h5
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "checksum.h"  // flat_checksum, tensor_checksum
+#include "record.h"    // RecordHeader, RecordWriter, StepMetrics, ChecksumRow, ParamInfo
+
+namespace sweep {
+
+/// The run id of a run config: XXH3-64 of the config file's bytes, 16 hex digits (the
+/// file sweep writes is canonical, so this is the id sweep gave the run).
+std::string run_id_of_text(const std::string& config_text);
+
+/// Every /environment key results/SCHEMA.md documents, in its order, with what any program
+/// can state for sure: hdf5, cpu, hosts, os, the env.<NAME> variables that change
+/// numerics, and the program that made the run as sweep passed it (`program`,
+/// `program.digest`, `program.keys` from SWEEP_PROGRAM, SWEEP_PROGRAM_DIGEST,
+/// SWEEP_PROGRAM_KEYS). The rest are empty for the program to fill (device, blas, ...):
+/// replace a value rather than adding the key twice.
+std::vector<std::pair<std::string, std::string>> program_environment_defaults();
+
+}  // namespace sweep

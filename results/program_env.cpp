@@ -1,0 +1,63 @@
+// The environment facts of a record that need no LibTorch (include/sweep/record_writer.h):
+// shared by sweep-train's collect_environment and by programs that write records themselves.
+#include <sys/utsname.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "sweep/record_writer.h"
+
+namespace sweep {
+namespace {
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+}  // namespace
+
+std::string run_id_of_text(const std::string& config_text) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx",
+                static_cast<unsigned long long>(XXH3_64bits(config_text.data(), config_text.size())));
+  return buf;
+}
+
+std::vector<std::pair<std::string, std::string>> program_environment_defaults() {
+  std::vector<std::pair<std::string, std::string>> env;
+  // Every key results/SCHEMA.md documents, empty where only the program can know it.
+  for (const char* key : {"sweep_version", "git_commit", "git_dirty", "compiler", "libtorch"})
+    env.emplace_back(key, "");
+  env.emplace_back("hdf5", hdf5_version());
+  for (const char* key : {"cuda", "device", "blas", "blas_threads", "torch_threads", "deterministic_algorithms"})
+    env.emplace_back(key, "");
+  env.emplace_back("cpu", cpu_model());
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  env.emplace_back("hosts", host);
+  struct utsname u;
+  if (uname(&u) == 0) env.emplace_back("os", std::string(u.sysname) + " " + u.release + " " + u.machine);
+  for (const char* var :
+       {"PYTHONHASHSEED", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "MKL_NUM_THREADS",
+        "CUBLAS_WORKSPACE_CONFIG", "NCCL_ALGO", "NCCL_PROTO", "CUDA_VISIBLE_DEVICES"})
+    env.emplace_back(std::string("env.") + var, env_or_empty(var));
+  for (const char* key : {"data.entropy_floor", "trainer", "trainer.models"}) env.emplace_back(key, "");
+  env.emplace_back("program", env_or_empty("SWEEP_PROGRAM"));
+  env.emplace_back("program.digest", env_or_empty("SWEEP_PROGRAM_DIGEST"));
+  env.emplace_back("program.keys", env_or_empty("SWEEP_PROGRAM_KEYS"));
+  return env;
+}
+
+}  // namespace sweep

@@ -1,0 +1,357 @@
+#!/usr/bin/python3
+"""A grid's `program:` section, driven by the real `sweep` binary:
+
+a. tests/programs/linreg (C++, the record writer of include/sweep/record_writer.h, no
+   trainer, no LibTorch) sweeps 4 runs; its records pass h5py's schema check, name the
+   program, and reproduce bit for bit; a changed key makes reproduce exit 1 naming the step.
+b. what a program sees: its argv, SWEEP_CONFIG, SWEEP_RUN_DIR, SWEEP_RUN_ID, the numerics
+   variables (recorded too), its working directory; the declared keys in its config file.
+c. programs that misbehave (a Python program over python/sweep_record): another run id, a
+   newer schema version, a missing dataset, no record, a record that does not name the
+   program: each run fails with its cause, and a completed run of the same sweep is not
+   touched.
+d. bad grids: exit 2 naming the grid file and key, nothing written.
+
+Usage: test_program.py [BIN_DIR] [unittest options]; BIN_DIR holds sweep and linreg.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import h5py
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+BIN_DIR = os.environ.get("SWEEP_BIN_DIR") or os.path.join(ROOT, "build", "bin")
+TIMEOUT = 300
+sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+from test_record_writer import load_h5py_checks  # noqa: E402  (h5py_reads_record.py's schema check)
+
+
+def env():
+    e = dict(os.environ)
+    e["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.join(ROOT, "python"), e.get("PYTHONPATH")) if p)
+    return e
+
+
+def run(argv, **kw):
+    return subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT, env=env(), **kw)
+
+
+def sweep(*args):
+    return run([os.path.join(BIN_DIR, "sweep")] + list(args))
+
+
+def show(p):
+    return "exit %d\n--- stdout\n%s--- stderr\n%s" % (p.returncode, p.stdout, p.stderr)
+
+
+def text(v):
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+LINREG_KEYS = {
+    "features": {"type": "int", "default": 16, "min": 1, "max": 4096, "help": "input features"},
+    "noise": {"type": "real", "default": 0.1, "min": 0, "max": 10},
+    "flaw": {"type": "int", "default": 0, "min": 0, "max": 1000000, "help": "perturbs the data from this step on"},
+}
+
+# A program over python/sweep_record that does what model.mode says after a correct run.
+MISBEHAVE = r'''
+import json, os, sys
+import numpy as np
+import h5py
+import sweep_record as sr
+args = sys.argv[1:]
+config, out = args[args.index("--config") + 1], args[args.index("--out") + 1]
+seen = {"argv": sys.argv, "cwd": os.getcwd(),
+        "env": {k: v for k, v in os.environ.items() if k.startswith("SWEEP_") or k in (
+            "PYTHONHASHSEED", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "CUBLAS_WORKSPACE_CONFIG")}}
+with open(os.path.join(out, "seen.json"), "w") as f:
+    json.dump(seen, f)
+text = open(config, "rb").read().decode()
+pairs = []
+section = ""
+for line in text.splitlines():
+    if not line.startswith(" "):
+        section = line.split(":")[0]
+    elif not line.startswith("    "):
+        k, v = line.strip().split(": ", 1)
+        pairs.append((section + "." + k, v.strip('"')))
+cfg = dict(pairs)
+mode = cfg["model.mode"]
+if mode == "no_record":
+    sys.exit(0)
+run_id = sr.run_id_of(text) if mode != "wrong_id" else "0123456789abcdef"
+environment = {} if mode != "no_program" else {"program": ""}
+params = [("w", np.arange(4, dtype=np.float32))]
+with sr.RecordWriter(out, run_id=run_id, config_yaml=text, config=pairs, environment=environment,
+                     params=[(n, a.shape) for n, a in params]) as w:
+    w.append_checksum(0, *sr.checksums_of(params))
+    for step in (1, 2):
+        w.append_step({"step": step, "loss": 1.0 / step, "lr": 0.1, "grad_norm": 1.0, "tokens": 8})
+        w.append_rank_times([0.01])
+    w.append_checksum(2, *sr.checksums_of(params))
+    w.finish()
+rec = os.path.join(out, "record.h5")
+if mode == "newer_schema":
+    with h5py.File(rec, "r+") as f:
+        f.attrs["schema_version"] = np.int64(99)
+elif mode == "missing_dataset":
+    with h5py.File(rec, "r+") as f:
+        del f["metrics/loss"]
+'''
+
+
+class LinregProgram(unittest.TestCase):
+    """a. A C++ program that writes records with the library alone."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.linreg = os.path.join(BIN_DIR, "linreg")
+        for b in ("sweep", "linreg"):
+            if not os.access(os.path.join(BIN_DIR, b), os.X_OK):
+                raise AssertionError("%s is not in %s (build it, or pass the bin dir)" % (b, BIN_DIR))
+        cls.tmp = tempfile.mkdtemp(prefix="program_test.")
+        cls.grid = os.path.join(cls.tmp, "linreg.yaml")
+        g = {"name": "linreg", "program": {"argv": [cls.linreg], "kind": "linreg", "keys": LINREG_KEYS},
+             "base": {"train": {"steps": 30, "micro_batch": 8, "accum": 2, "lr": 0.05, "checksum_every": 5}},
+             "grid": {"train.lr": [0.05, 0.1]}, "seeds": 2}
+        with open(cls.grid, "w", encoding="utf-8") as f:
+            yaml.safe_dump(g, f, sort_keys=False)
+        cls.dir = os.path.join(cls.tmp, "out")
+        cls.result = sweep("run", cls.grid, "--out", cls.dir)
+        cls.ids = sorted(os.listdir(os.path.join(cls.dir, "runs"))) if os.path.isdir(cls.dir) else []
+
+    @classmethod
+    def tearDownClass(cls):
+        if not os.environ.get("KEEP_TMP"): shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def run_dir(self, i):
+        self.assertEqual(self.result.returncode, 0, show(self.result))
+        return os.path.join(self.dir, "runs", self.ids[i])
+
+    def test_a1_sweep_and_records(self):
+        self.assertEqual(self.result.returncode, 0, show(self.result))
+        self.assertIn("4 completed", self.result.stdout, show(self.result))
+        checks = load_h5py_checks()
+        for rid in self.ids:
+            failures = []
+            with h5py.File(os.path.join(self.dir, "runs", rid, "record.h5"), "r") as f:
+                self.assertEqual(text(f.attrs["run_id"]), rid)
+                self.assertEqual(text(f.attrs["status"]), "completed")
+                e = {k: text(v) for k, v in f["environment"].attrs.items()}
+                self.assertEqual(json.loads(e["program"]), [self.linreg])
+                self.assertRegex(e["program.digest"], r"^xxh3:[0-9a-f]{16}$")
+                self.assertEqual(yaml.safe_load(e["program.keys"])["models"][0]["kind"], "linreg")
+                self.assertEqual(e["env.PYTHONHASHSEED"], "0")
+                self.assertEqual(e["env.OMP_NUM_THREADS"], "1")
+                self.assertEqual(text(f.attrs["digest"]), checks["record_digest"](f))
+                checks["check_schema_doc"](f, lambda ok, what: ok or failures.append(what))
+            self.assertEqual(failures, [], rid)
+
+    def test_a2_reproduce_bit_for_bit(self):
+        p = sweep("reproduce", self.run_dir(0))
+        self.assertEqual(p.returncode, 0, show(p))
+        self.assertIn("reproduced bit-for-bit: 30 steps, 7 checksums", p.stdout, show(p))
+        self.assertIn("environment: identical", p.stdout, show(p))
+
+    def test_a3_a_changed_key_is_named(self):
+        p = sweep("reproduce", self.run_dir(1), "--set", "model.flaw=12")
+        self.assertEqual(p.returncode, 1, show(p))
+        self.assertIn("diverged at step 12:", p.stdout, show(p))
+        self.assertIn("first differing parameter: w (checksums at step 15)", p.stdout, show(p))
+
+    def test_a4_report_and_compare(self):
+        p = sweep("report", self.dir, "--format", "csv", "-o", "-")
+        self.assertEqual(p.returncode, 0, show(p))
+        rows = p.stdout.strip().splitlines()
+        self.assertEqual(sorted(r.split(",")[0] for r in rows[1:]), self.ids)
+        p = sweep("compare", self.run_dir(0), self.run_dir(2))  # the same lr, another seed
+        self.assertEqual(p.returncode, 1, show(p))
+
+    def test_a5_program_replaced_under_the_record(self):
+        # The program's file changed since the record: reproduce says so in the environment.
+        copy = os.path.join(self.tmp, "linreg-copy")
+        shutil.copy2(self.linreg, copy)
+        g = yaml.safe_load(open(self.grid, encoding="utf-8"))
+        g["program"]["argv"] = [copy]
+        g["grid"] = {"train.lr": [0.05]}
+        g["seeds"] = 1
+        grid = os.path.join(self.tmp, "copy.yaml")
+        with open(grid, "w", encoding="utf-8") as f:
+            yaml.safe_dump(g, f, sort_keys=False)
+        out = os.path.join(self.tmp, "copy-out")
+        p = sweep("run", grid, "--out", out)
+        self.assertEqual(p.returncode, 0, show(p))
+        (rid,) = os.listdir(os.path.join(out, "runs"))
+        with open(copy, "ab") as f:
+            f.write(b"\0")  # the same program, other bytes
+        p = sweep("reproduce", os.path.join(out, "runs", rid))
+        self.assertEqual(p.returncode, 0, show(p))
+        self.assertRegex(p.stdout, r"(?m)^environment program\.digest: xxh3:\w+ -> xxh3:\w+$", show(p))
+        os.unlink(copy)
+        p = sweep("reproduce", os.path.join(out, "runs", rid))
+        self.assertEqual(p.returncode, 2, show(p))
+        self.assertIn("not found or not executable", p.stderr, show(p))
+        self.assertEqual(len(p.stderr.strip().splitlines()), 1, show(p))
+
+
+class MisbehavingPrograms(unittest.TestCase):
+    """b, c. What a program gets, and what the driver does with a bad record."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="program_misbehave_test.")
+        cls.script = os.path.join(cls.tmp, "prog", "misbehave.py")
+        os.makedirs(os.path.dirname(cls.script))
+        with open(cls.script, "w", encoding="utf-8") as f:
+            f.write(MISBEHAVE)
+        cls.dir = os.path.join(cls.tmp, "out")
+
+    @classmethod
+    def tearDownClass(cls):
+        if not os.environ.get("KEEP_TMP"): shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def grid(self, modes, name="misbehave"):
+        g = {"name": name,
+             "program": {"argv": ["/usr/bin/python3", "-u", "prog/misbehave.py"], "kind": "misbehave",
+                         "keys": {"mode": {"type": "choice", "default": "ok", "choices": [
+                             "ok", "wrong_id", "newer_schema", "missing_dataset", "no_record", "no_program"]}}},
+             "base": {"train": {"steps": 2, "threads": 2}},
+             "grid": {"model.mode": modes}}
+        path = os.path.join(self.tmp, name + ".yaml")
+        with open(path, "w", encoding="utf-8") as f:
+            yaml.safe_dump(g, f, sort_keys=False)
+        return path
+
+    def states(self, out):
+        s = {}
+        for rid in os.listdir(os.path.join(out, "runs")):
+            with open(os.path.join(out, "runs", rid, "config.yaml"), encoding="utf-8") as f:
+                mode = yaml.safe_load(f)["model"]["mode"]
+            with open(os.path.join(out, "runs", rid, "state"), encoding="utf-8") as f:
+                s[mode] = (rid, f.read())
+        return s
+
+    def test_b_what_the_program_sees(self):
+        out = os.path.join(self.tmp, "sees")
+        p = sweep("run", self.grid(["ok"], "sees"), "--out", out)
+        self.assertEqual(p.returncode, 0, show(p))
+        (rid,) = os.listdir(os.path.join(out, "runs"))
+        d = os.path.join(out, "runs", rid)
+        seen = json.load(open(os.path.join(d, "seen.json"), encoding="utf-8"))
+        script = os.path.join(self.tmp, "prog", "misbehave.py")
+        self.assertEqual(seen["argv"][0], script)  # python3 -u SCRIPT: the path made absolute
+        self.assertEqual(seen["argv"][1:5], ["--config", d + "/config.yaml", "--out", d])
+        e = seen["env"]
+        self.assertEqual(e["SWEEP_CONFIG"], d + "/config.yaml")
+        self.assertEqual(e["SWEEP_RUN_DIR"], d)
+        self.assertEqual(e["SWEEP_RUN_ID"], rid)
+        self.assertEqual(json.loads(e["SWEEP_PROGRAM"]), ["/usr/bin/python3", "-u", script])
+        self.assertEqual(e["PYTHONHASHSEED"], "0")
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            self.assertEqual(e[var], "2", var)  # train.threads
+        self.assertEqual(e["CUBLAS_WORKSPACE_CONFIG"], ":4096:8")
+        with h5py.File(os.path.join(d, "record.h5"), "r") as f:
+            self.assertEqual(text(f["environment"].attrs["env.OMP_NUM_THREADS"]), "2")
+            self.assertEqual(text(f["environment"].attrs["program"]), e["SWEEP_PROGRAM"])
+        self.assertIn("  mode: ok\n", open(os.path.join(d, "config.yaml"), encoding="utf-8").read())
+
+    def test_c_bad_records_fail_their_run_and_touch_nothing_completed(self):
+        out = self.dir
+        p = sweep("run", self.grid(["ok"]), "--out", out)
+        self.assertEqual(p.returncode, 0, show(p))
+        ok_id = self.states(out)["ok"][0]
+        ok_record = os.path.join(out, "runs", ok_id, "record.h5")
+        before = read_bytes(ok_record), os.stat(ok_record).st_mtime_ns
+        modes = ["ok", "wrong_id", "newer_schema", "missing_dataset", "no_record", "no_program"]
+        p = sweep("run", self.grid(modes), "--out", out)
+        self.assertEqual(p.returncode, 1, show(p))
+        self.assertIn("0 completed, 1 already done, 5 failed", p.stdout, show(p))
+        self.assertEqual((read_bytes(ok_record), os.stat(ok_record).st_mtime_ns), before)
+        st = self.states(out)
+        expect = {"wrong_id": "names run '0123456789abcdef'", "newer_schema": "exit code 0 but an invalid record",
+                  "missing_dataset": "exit code 0 but an invalid record", "no_record": "exit code 0 but no record",
+                  "no_program": "the record does not name the program that ran"}
+        for mode, needle in expect.items():
+            rid, state = st[mode]
+            self.assertIn("failed", state, (mode, state))
+            self.assertIn(needle, state, (mode, state))
+        self.assertIn("schema", st["newer_schema"][1])
+        self.assertIn("moved aside", st["no_program"][1])
+        # None of them is counted as done by the next sweep: each is attempted again.
+        p = sweep("run", self.grid(modes), "--out", out)
+        self.assertIn("1 already done, 5 failed", p.stdout, show(p))
+        self.assertEqual((read_bytes(ok_record), os.stat(ok_record).st_mtime_ns), before)
+
+
+class BadGrids(unittest.TestCase):
+    """d. exit 2 before anything starts, naming the grid file and key; nothing written."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="program_bad_test.")
+        self.out = os.path.join(self.tmp, "out")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def refused(self, program, needle, extra=None):
+        g = {"name": "bad", "program": program, "base": {"train": {"steps": 2}}}
+        g.update(extra or {})
+        path = os.path.join(self.tmp, "bad.yaml")
+        with open(path, "w", encoding="utf-8") as f:
+            yaml.safe_dump(g, f, sort_keys=False)
+        for cmd in ("plan", "run"):
+            p = sweep(cmd, path, "--out", self.out) if cmd == "run" else sweep(cmd, path)
+            self.assertEqual(p.returncode, 2, show(p))
+            self.assertEqual(len(p.stderr.strip().splitlines()), 1, show(p))
+            self.assertIn(path + ":", p.stderr, show(p))
+            self.assertIn(needle, p.stderr, show(p))
+        self.assertFalse(os.path.lexists(self.out), "a bad grid created the sweep directory")
+
+    def test_program_not_found(self):
+        self.refused({"argv": ["no-such-program-xyz"], "kind": "k"}, "'program.argv[0]': 'no-such-program-xyz': not found")
+
+    def test_program_not_executable(self):
+        path = os.path.join(self.tmp, "plain.txt")
+        open(path, "w").close()
+        self.refused({"argv": ["./plain.txt"], "kind": "k"}, "not found or not executable")
+
+    def test_script_missing(self):
+        self.refused({"argv": ["python3", "gone/train.py"], "kind": "k"}, "'program.argv[1]': 'gone/train.py'")
+
+    def test_undeclared_key(self):
+        self.refused({"argv": ["python3"], "kind": "k", "keys": {"width": {"type": "int", "default": 1, "min": 1,
+                                                                            "max": 9}}},
+                     "did you mean 'model.width'", {"base": {"model": {"widht": 3}}})
+
+    def test_out_of_range_value(self):
+        self.refused({"argv": ["python3"], "kind": "k2", "keys": {"width": {"type": "int", "default": 1, "min": 1,
+                                                                             "max": 9}}},
+                     "model.width", {"grid": {"model.width": [3, 10]}})
+
+    def test_bad_declaration(self):
+        self.refused({"argv": ["python3"], "kind": "k3", "keys": {"width": {"type": "integer", "default": 1}}},
+                     "'program.keys.width.type'")
+
+    def test_program_and_launch_trainer(self):
+        self.refused({"argv": ["python3"], "kind": "k4"}, "launch.trainer names a training program too",
+                     {"launch": {"trainer": "/bin/true"}})
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
+        BIN_DIR = os.path.abspath(sys.argv.pop(1))
+    unittest.main(verbosity=2)

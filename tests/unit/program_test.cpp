@@ -1,0 +1,194 @@
+// A grid's `program:` section: parsing and path resolution, the declared keys, the
+// command and environment of each run (local and a Slurm batch script), and the JSON the
+// record names the program with.
+#include "program.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "grid.h"
+#include "launch.h"
+#include "process.h"  // capture
+#include "slurm.h"
+#include "temp_dir.h"   // TempDirTest
+#include "test_util.h"  // EXPECT_CONTAINS, thrown_message
+
+namespace sweep {
+namespace {
+
+namespace fs = std::filesystem;
+using V = std::vector<std::string>;
+
+class Program : public sweep_test::TempDirTest {
+ protected:
+  Program() : TempDirTest("program") {}
+  void SetUp() override {
+    TempDirTest::SetUp();
+    fs::create_directories(dir_ / "proj" / "bin");
+    script_ = (dir_ / "proj" / "train.py").string();
+    std::ofstream(script_) << "print('hi')\n";
+    tool_ = (dir_ / "proj" / "bin" / "tool").string();
+    std::ofstream(tool_) << "#!/bin/sh\n";
+    fs::permissions(tool_, fs::perms::owner_all);
+    grid_ = (dir_ / "proj" / "g.yaml").string();
+  }
+  SweepSpec parse(const std::string& body) { return parse_grid("name: p\n" + body, grid_); }
+  std::string error(const std::string& body) {
+    return sweep_test::thrown_message<ConfigError>([&] { expand_grid(parse(body)); });
+  }
+  std::string script_, tool_, grid_;
+};
+
+TEST_F(Program, ResolvesTheCommandNextToTheGridAndOnPath) {
+  SweepSpec s = parse(
+      "program:\n  argv: [sh, -u, train.py, --flag=a/b, bin/tool]\n  kind: p-one\n"
+      "  keys:\n    width: {type: int, default: 4, min: 1, max: 64}\n");
+  ASSERT_EQ(s.program.argv.size(), 5u);
+  EXPECT_EQ(s.program.argv[0], resolve_program("sh"));  // on PATH, made absolute
+  EXPECT_EQ(s.program.argv[1], "-u");                   // no '/': as written
+  EXPECT_EQ(s.program.argv[2], "train.py");             // no '/': as written (the run's cwd is not the grid's)
+  EXPECT_EQ(s.program.argv[3], "--flag=a/b");           // an option: as written
+  EXPECT_EQ(s.program.argv[4], tool_);                  // a path: next to the grid file
+  EXPECT_EQ(s.base.at("model.kind").text, "p-one");     // the program's kind is the grid's
+  auto points = expand_grid(s).points;
+  ASSERT_EQ(points.size(), 1u);
+  EXPECT_EQ(points[0].config.model.values, (std::vector<std::pair<std::string, std::string>>{{"width", "4"}}));
+  EXPECT_EQ(s.program.json, json_string_array(s.program.argv));
+  EXPECT_EQ(s.program.digest, program_digest(s.program.argv));
+  EXPECT_CONTAINS(s.program.keys, "kind: p-one");
+}
+
+TEST_F(Program, DigestFollowsTheFilesTheCommandNames) {
+  const V argv = {tool_, script_, "--x"};
+  const std::string before = program_digest(argv);
+  EXPECT_EQ(before.size(), 21u);  // xxh3: and 16 hex digits
+  EXPECT_EQ(program_digest(argv), before);
+  std::ofstream(script_, std::ios::app) << "# one more line\n";
+  EXPECT_NE(program_digest(argv), before);
+}
+
+TEST_F(Program, BadSectionsNameTheGridFileAndKey) {
+  EXPECT_CONTAINS(error("program:\n  argv: [no-such-program-q]\n  kind: k\n"),
+                  grid_ + ":3:10: key 'program.argv[0]': 'no-such-program-q': not found on PATH");
+  EXPECT_CONTAINS(error("program:\n  argv: [./train.py]\n  kind: k\n"), "not found or not executable");
+  EXPECT_CONTAINS(
+      error("program:\n  argv: [sh, gone/x.py]\n  kind: k\n"),
+      "key 'program.argv[1]': 'gone/x.py' (" + (dir_ / "proj" / "gone" / "x.py").string() + "): no such file");
+  EXPECT_CONTAINS(error("program:\n  argv: []\n  kind: k\n"), "key 'program.argv': required");
+  EXPECT_CONTAINS(error("program:\n  argv: [sh]\n"), "key 'program.kind': required");
+  EXPECT_CONTAINS(error("program:\n  argv: [sh]\n  kind: decoder\n"), "the built-in decoder has this kind");
+  EXPECT_CONTAINS(error("program:\n  argv: [sh]\n  kind: k\n  argz: 1\n"), "unknown key 'program.argz'");
+  EXPECT_CONTAINS(error("program:\n  argv: [sh]\n  kind: k\n  keys:\n    w: {type: integer, default: 1}\n"),
+                  "key 'program.keys.w.type'");
+  EXPECT_CONTAINS(error("program:\n  argv: [sh]\n  kind: k\n  keys:\n    w: {type: int, default: 1}\n"),
+                  "key 'program.keys.w.min': required for type int");
+  EXPECT_CONTAINS(error("program:\n  argv: [sh]\n  kind: k\n  keys:\n    w: {type: int, default: 9, min: 1, max: 4}\n"),
+                  "program.keys.w.default");
+  EXPECT_CONTAINS(
+      error("program:\n  argv: [sh]\n  kind: k\n  keys:\n    vocab: {type: int, default: 1, min: 1, max: 4}\n"),
+      "collides with the built-in key model.vocab");
+  EXPECT_CONTAINS(
+      error("program:\n  argv: [sh]\n  kind: k5\n  keys:\n    width: {type: int, default: 1, min: 1, max: 4}\n"
+            "base:\n  model: {widht: 2}\n"),
+      "did you mean 'model.width'");
+  EXPECT_CONTAINS(
+      error("program:\n  argv: [sh]\n  kind: k6\n  keys:\n    act: {type: choice, default: a, choices: [a, b]}\n"
+            "grid:\n  model.act: [a, c]\n"),
+      "model.act");
+  EXPECT_CONTAINS(error("program:\n  argv: [sh]\n  kind: k7\nbase:\n  model: {kind: other}\n"),
+                  "unknown model kind 'other'");
+  EXPECT_CONTAINS(error("program:\n  argv: [sh]\n  kind: k8\nlaunch: {trainer: bin/tool}\n"),
+                  "launch.trainer names a training program too");
+  EXPECT_CONTAINS(sweep_test::thrown_message<ConfigError>(
+                      [&] { parse_grid("name: p\nprogram:\n  argv: [sh]\n  kind: k9\n", grid_, tool_); }),
+                  "--trainer cannot replace it");
+}
+
+TEST(ProgramJson, RoundTripsAnyArgument) {
+  const V argv = {"/usr/bin/python3", "a \"quoted\" \\ path", "tab\there", "new\nline", "caf\xc3\xa9", ""};
+  const std::string j = json_string_array(argv);
+  EXPECT_EQ(j.find('\n'), std::string::npos) << j;
+  EXPECT_EQ(parse_json_string_array(j), argv);
+  EXPECT_EQ(parse_json_string_array("[]"), V{});
+  EXPECT_EQ(parse_json_string_array(" [ \"a\" , \"b\\/c\" ] "), (V{"a", "b/c"}));
+  for (const char* bad : {"", "[", "[\"a\"", "[\"a\",]", "[1]", "[\"a\"] x", "{\"a\"}", "[\"\\u00e9\"]", "[\"\\q\"]"})
+    EXPECT_THROW(parse_json_string_array(bad), ConfigError) << bad;
+}
+
+TEST_F(Program, EachRunGetsItsFilesAndNumericsEnvironment) {
+  SweepSpec s = parse("program:\n  argv: [bin/tool, --x]\n  kind: p-env\n");
+  LocalLaunch local;
+  local.train_binary = "/b/sweep-train";
+  EXPECT_EQ(program_head(local, "/b/sweep-train", "/s/runs/abc"), V{"/b/sweep-train"});  // no program
+  local.program = s.program;
+  local.threads = 3;
+  RunCommand c = local_run_command(s.launch, local, 1, "/s", "/s/runs/abc", "sw", true);
+  const V want = {"env",
+                  "SWEEP_CONFIG=/s/runs/abc/config.yaml",
+                  "SWEEP_RUN_DIR=/s/runs/abc",
+                  "SWEEP_RUN_ID=abc",
+                  "SWEEP_PROGRAM=" + s.program.json,
+                  "SWEEP_PROGRAM_DIGEST=" + s.program.digest,
+                  "SWEEP_PROGRAM_KEYS=" + s.program.keys,
+                  "PYTHONHASHSEED=0",
+                  "OMP_NUM_THREADS=3",
+                  "OPENBLAS_NUM_THREADS=3",
+                  "MKL_NUM_THREADS=3",
+                  "CUBLAS_WORKSPACE_CONFIG=:4096:8",
+                  tool_,
+                  "--x",
+                  "--config",
+                  "/s/runs/abc/config.yaml",
+                  "--out",
+                  "/s/runs/abc",
+                  "--sweep-id",
+                  "sw",
+                  "--resume"};
+  EXPECT_EQ(c.argv, want);
+  // Under mpiexec each rank runs the same command behind sweep-rank.
+  local.rank_wrapper = "/b/sweep-rank";
+  c = local_run_command(s.launch, local, 2, "/s", "/s/runs/abc", "sw", false);
+  const auto at = std::find(c.argv.begin(), c.argv.end(), "env");
+  ASSERT_NE(at, c.argv.end());
+  EXPECT_EQ(*(at - 1), "--");
+  EXPECT_EQ(*(at + 3), "SWEEP_RUN_ID=abc");
+}
+
+TEST_F(Program, ASlurmTaskGetsItsOwnRunDirectoryAndId) {
+  SweepSpec s = parse("program:\n  argv: [bin/tool]\n  kind: p-slurm\n");
+  const std::string sweep_dir = (dir_ / "sw $x").string();
+  SlurmArray a;
+  a.sweep_name = "n";
+  a.sweep_dir = sweep_dir;
+  a.world = 1;
+  a.threads = 2;
+  a.dirs = {sweep_dir + "/runs/0123456789abcdef", sweep_dir + "/runs/fedcba9876543210"};
+  a.resume = {false, false};
+  s.launch.launcher = "slurm";
+  LocalLaunch local;
+  local.rank_wrapper = "/b/sweep-rank";
+  local.program = s.program;
+  const std::string bin = (dir_ / "bin").string();
+  fs::create_directories(bin);
+  std::ofstream(bin + "/srun") << "#!/bin/sh\nfor a in \"$@\"; do printf '[%s]\\n' \"$a\"; done\n";
+  fs::permissions(bin + "/srun", fs::perms::owner_all);
+  std::ofstream(dir_ / "batch.sh") << sbatch_script(a, s.launch, local);
+  for (const auto& d : a.dirs) fs::create_directories(d + "/logs");
+  for (int task : {0, 1}) {
+    Captured c = capture({"/usr/bin/env", "PATH=" + bin + ":/usr/bin:/bin",
+                          "SLURM_ARRAY_TASK_ID=" + std::to_string(task), "/bin/bash", (dir_ / "batch.sh").string()});
+    EXPECT_EQ(c.status.code, 0) << c.output;
+    const std::string log = sweep_test::read_file(a.dirs[task] + "/logs/launcher.log");
+    const std::string id = fs::path(a.dirs[task]).filename().string();
+    EXPECT_CONTAINS(log, "[SWEEP_CONFIG=" + a.dirs[task] + "/config.yaml]\n[SWEEP_RUN_DIR=" + a.dirs[task] +
+                             "]\n[SWEEP_RUN_ID=" + id + "]\n");
+    EXPECT_CONTAINS(log, "[OMP_NUM_THREADS=2]\n");
+    EXPECT_CONTAINS(log, "[" + tool_ + "]\n[--config]\n[" + a.dirs[task] + "/config.yaml]\n");
+  }
+}
+
+}  // namespace
+}  // namespace sweep
