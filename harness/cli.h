@@ -18,6 +18,7 @@ CliAction setup_status(CLI::App& app);     // cli_sweep.cpp
 CliAction setup_report(CLI::App& app);     // cli_results.cpp
 CliAction setup_compare(CLI::App& app);    // cli_results.cpp
 CliAction setup_reproduce(CLI::App& app);  // cli_results.cpp
+CliAction setup_blas(CLI::App& app);       // cli_blas.cpp
 
 /// Throws ConfigError (exit 2) when `dir` exists but is a file, or a directory that holds
 /// something yet no points.tsv, runs/ or sweep.lock: a sweep must not write into someone
