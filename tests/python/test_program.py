@@ -56,6 +56,16 @@ def text(v):
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
+def read_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def read_text(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
 def read_bytes(path):
     with open(path, "rb") as f:
         return f.read()
@@ -185,7 +195,7 @@ class LinregProgram(unittest.TestCase):
         # The program's file changed since the record: reproduce says so in the environment.
         copy = os.path.join(self.tmp, "linreg-copy")
         shutil.copy2(self.linreg, copy)
-        g = yaml.safe_load(open(self.grid, encoding="utf-8"))
+        g = yaml.safe_load(read_text(self.grid))
         g["program"]["argv"] = [copy]
         g["grid"] = {"train.lr": [0.05]}
         g["seeds"] = 1
@@ -251,7 +261,7 @@ class MisbehavingPrograms(unittest.TestCase):
         self.assertEqual(p.returncode, 0, show(p))
         (rid,) = os.listdir(os.path.join(out, "runs"))
         d = os.path.join(out, "runs", rid)
-        seen = json.load(open(os.path.join(d, "seen.json"), encoding="utf-8"))
+        seen = read_json(os.path.join(d, "seen.json"))
         script = os.path.join(self.tmp, "prog", "misbehave.py")
         self.assertEqual(seen["argv"][0], script)  # python3 -u SCRIPT: the path made absolute
         self.assertEqual(seen["argv"][1:5], ["--config", d + "/config.yaml", "--out", d])
@@ -267,7 +277,7 @@ class MisbehavingPrograms(unittest.TestCase):
         with h5py.File(os.path.join(d, "record.h5"), "r") as f:
             self.assertEqual(text(f["environment"].attrs["env.OMP_NUM_THREADS"]), "2")
             self.assertEqual(text(f["environment"].attrs["program"]), e["SWEEP_PROGRAM"])
-        self.assertIn("  mode: ok\n", open(os.path.join(d, "config.yaml"), encoding="utf-8").read())
+        self.assertIn("  mode: ok\n", read_text(os.path.join(d, "config.yaml")))
 
     def test_c_bad_records_fail_their_run_and_touch_nothing_completed(self):
         out = self.dir
@@ -295,6 +305,40 @@ class MisbehavingPrograms(unittest.TestCase):
         p = sweep("run", self.grid(modes), "--out", out)
         self.assertIn("1 already done, 5 failed", p.stdout, show(p))
         self.assertEqual((read_bytes(ok_record), os.stat(ok_record).st_mtime_ns), before)
+
+
+class RanksUnderMpiexec(unittest.TestCase):
+    """b. Every rank of a program under mpiexec gets the same run and its own rank."""
+
+    def test_two_ranks(self):
+        tmp = tempfile.mkdtemp(prefix="program_ranks_test.")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        grid = os.path.join(tmp, "ranks.yaml")
+        g = {"name": "ranks",
+             "program": {"argv": ["/usr/bin/python3", os.path.join(HERE, "rank_program.py")], "kind": "ranks"},
+             "base": {"train": {"steps": 2}, "dist": {"world_size": 2}}, "seeds": 2}
+        with open(grid, "w", encoding="utf-8") as f:
+            yaml.safe_dump(g, f, sort_keys=False)
+        out = os.path.join(tmp, "out")
+        p = sweep("run", grid, "--out", out)
+        self.assertEqual(p.returncode, 0, show(p))
+        self.assertIn("2 completed", p.stdout, show(p))
+        for rid in os.listdir(os.path.join(out, "runs")):
+            d = os.path.join(out, "runs", rid)
+            notes = [read_json(os.path.join(d, "seen-rank%d.json" % r)) for r in (0, 1)]
+            self.assertEqual([n["rank"] for n in notes], [0, 1])
+            for n in notes:
+                self.assertEqual(n["size"], 2)
+                self.assertEqual(n["env"]["SWEEP_RUN_ID"], rid)
+                self.assertEqual(n["env"]["SWEEP_RUN_DIR"], d)
+                self.assertEqual(n["argv"][1:5], ["--config", d + "/config.yaml", "--out", d])
+            # Each rank's output in its own log, as for sweep-train.
+            self.assertTrue(os.path.exists(os.path.join(d, "logs", "rank1.log")))
+            with h5py.File(os.path.join(d, "record.h5"), "r") as f:
+                self.assertEqual(int(f.attrs["world_size"]), 2)
+        p = sweep("reproduce", d)
+        self.assertEqual(p.returncode, 0, show(p))
+        self.assertIn("reproduced bit-for-bit: 2 steps, 3 checksums", p.stdout, show(p))
 
 
 class BadGrids(unittest.TestCase):

@@ -143,4 +143,38 @@ TEST_F(SlurmE2E, AModelOfOnesOwnUnderSrunPmix) {
   EXPECT_EQ(r.environment.at("trainer"), fs::canonical(program).string());
 }
 
+TEST_F(SlurmE2E, AGridsProgramOnTwoRanksUnderSrun) {
+  // A program: section (tests/python/rank_program.py): each task's command names its own
+  // run directory and id, srun starts both ranks, rank 0 writes the record.
+  const std::string script = std::string(SWEEP_SOURCE_DIR) + "/tests/python/rank_program.py";
+  std::string grid = write("program.yaml",
+                           "name: slurm-program\n"
+                           "program: {argv: [/usr/bin/python3, " +
+                               script +
+                               "], kind: ranks}\n"
+                               "base:\n"
+                               "  train: {steps: 2}\n"
+                               "  dist: {world_size: 2}\n"
+                               "seeds: 2\n"
+                               "launch: {launcher: slurm, slurm: {mpi: pmix, poll_s: 1}}\n");
+  const fs::path out = dir_ / "out";
+  sweep::ExitStatus st = sweep_cli({"run", grid, "--out", out.string()}, "run.log");
+  ASSERT_TRUE(st.ok()) << read_file(dir_ / "run.log");
+  auto points = sweep::read_points_file(out.string());
+  ASSERT_EQ(points.size(), 2u);
+  for (const auto& [id, _] : points) {
+    const fs::path rd = out / "runs" / id;
+    sweep::Record r = sweep::read_record((rd / "record.h5").string());
+    EXPECT_EQ(r.status, "completed");
+    EXPECT_EQ(r.world_size, 2);
+    EXPECT_CONTAINS(r.environment.at("program"), script);
+    for (int rank : {0, 1}) {
+      const std::string seen = read_file(rd / ("seen-rank" + std::to_string(rank) + ".json"));
+      EXPECT_CONTAINS(seen, "\"SWEEP_RUN_ID\": \"" + id + "\"");
+      EXPECT_CONTAINS(seen, "\"SWEEP_RUN_DIR\": \"" + rd.string() + "\"");
+      EXPECT_CONTAINS(seen, "\"rank\": " + std::to_string(rank) + ", \"size\": 2");
+    }
+  }
+}
+
 }  // namespace
