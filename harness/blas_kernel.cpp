@@ -416,6 +416,7 @@ BlasSettings blas_settings_from_environment() {
   else if (!env("HOME").empty())
     s.cache_dir = env("HOME") + "/.cache/sweep";
   s.user_coretype = env("OPENBLAS_CORETYPE");
+  s.native_for_test = env("SWEEP_TEST_BLAS_NATIVE");
   return s;
 }
 
@@ -427,7 +428,10 @@ ProbeReport run_blas_probe(const BlasSettings& s, const std::string& kernel, boo
     env.push_back(var);
   }
   env.push_back("OPENBLAS_NUM_THREADS=1");
-  if (!kernel.empty()) env.push_back("OPENBLAS_CORETYPE=" + kernel);
+  if (!kernel.empty())
+    env.push_back("OPENBLAS_CORETYPE=" + kernel);
+  else if (!s.native_for_test.empty())
+    env.push_back("OPENBLAS_CORETYPE=" + s.native_for_test);  // stands for a CPU OpenBLAS misjudges
   std::vector<std::string> argv = {s.probe};
   if (identify) argv.push_back("--identify");
   const ChildResult c = run_child(argv, env, s.timeout_s);
@@ -516,6 +520,25 @@ BlasChoice choose_blas_kernel(const std::string& request, const std::set<std::st
     c.verdict = verdict_for(cache, s, named->name, named->name);
     cache.save();
     return c;
+  }
+  // OpenBLAS's own choice is the strongest level this CPU runs (a healthy machine): it
+  // stays, once its self-test passes, and nothing is timed, so the choice cannot change
+  // with the load of the moment.
+  if (!survey) {
+    const ProbeReport id = identify(s);
+    const BlasKernel* own = find_blas_kernel(id.core);
+    const BlasKernel* best = find_blas_kernel(best_kernel(flags));
+    if (id.ok() && own && best && own->level >= best->level) {
+      VerdictCache cache(s, flags, id.library);
+      c.kernel = own->name;
+      c.verdict = verdict_for(cache, s, own->name, "");
+      cache.save();
+      if (c.verdict.ok()) {
+        c.note = is_native ? "OpenBLAS's own choice"
+                           : "OpenBLAS's own choice, the strongest kernel this CPU runs (" + own->name + ")";
+        return c;
+      }
+    }
   }
   BlasSurvey own;
   if (!survey) {

@@ -82,6 +82,9 @@ struct BlasSettings {
   std::string user_coretype;  ///< OPENBLAS_CORETYPE from the user's environment; "" when unset
   double timeout_s = 30;      ///< per probe run, seconds; then it is killed and refused
   bool refresh = false;       ///< ignore cached verdicts, probe again, rewrite the cache
+  /// Tests only (SWEEP_TEST_BLAS_NATIVE): the kernel the probe runs as "OpenBLAS's own
+  /// choice", standing for a machine whose CPU identity OpenBLAS misjudges.
+  std::string native_for_test;
 };
 
 /// The settings from the environment: the probe next to this executable; the cache in
@@ -123,8 +126,10 @@ struct BlasChoice {
   std::string note;      ///< one line: why this one
 };
 
-/// Resolves "native", "auto" or a kernel name. auto: the fastest (ProbeReport::score) of
-/// the supported kernels that pass, when it is kAutoMargin faster than native, else native; native: OpenBLAS's own
+/// Resolves "native", "auto" or a kernel name. auto: OpenBLAS's own choice when it is of
+/// the strongest level the flags allow and passes its self-test (nothing is timed); else
+/// the fastest (ProbeReport::score) of the supported kernels that pass, when it is
+/// kAutoMargin faster than native, else native; native: OpenBLAS's own
 /// choice; a name: validated against the table (ConfigError listing the choices) and the flags (refused unprobed). A
 /// user's OPENBLAS_CORETYPE wins over auto and native, with a note; a name overrides it, with a note. Uses `survey`
 /// when given (auto), else surveys or probes what it needs.

@@ -2,10 +2,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <set>
 
+#include "blas_kernel.h"
 #include "cli.h"
 #include "grid.h"
 #include "plan.h"
@@ -44,6 +47,51 @@ std::string terminal_text(const std::string& s) {
   return out;
 }
 
+/// The OpenBLAS kernel every run of `spec` uses (launch.blas), as NAME=VALUE for the
+/// runs' commands (empty: OpenBLAS chooses), and the line plan and run print when it is
+/// not simply OpenBLAS's own, well-chosen kernel. Throws ConfigError when a kernel named
+/// in the grid is refused by its self-test or by the CPU's flags.
+std::vector<std::string> choose_blas(const SweepSpec& spec, std::string* line) {
+  const std::set<std::string> flags = parse_cpu_flags(read_cpuinfo());
+  if (flags.empty()) return {};  // not x86: no OpenBLAS kernel table here
+  const LaunchSpec& l = spec.launch;
+  std::string request = l.blas;
+  std::string remote;
+  if (request == "auto" && (l.launcher == "slurm" || !l.hosts.empty() || !l.hostfile.empty())) {
+    // The self-test runs here, not on the nodes: each node's OpenBLAS chooses for itself.
+    request = "native";
+    remote = "; launch.blas auto is native on Slurm and remote hosts (name a kernel to pin one)";
+  }
+  const BlasSettings settings = blas_settings_from_environment();
+  BlasChoice c;
+  BlasSurvey survey;
+  try {
+    const ProbeReport id = run_blas_probe(settings, "", /*identify=*/true);
+    const BlasKernel* own = find_blas_kernel(id.core);
+    const BlasKernel* best = find_blas_kernel(best_kernel(flags));
+    const bool weak = own && best && own->level < best->level;
+    if (weak && request != "native") survey = survey_blas_kernels(flags, settings);
+    c = choose_blas_kernel(request, flags, settings, weak && request != "native" ? &survey : nullptr);
+    auto speed = [&](const std::string& kernel) {
+      for (const auto& [name, r] : survey.verdicts)
+        if (name == kernel && r.ok()) return " (" + std::to_string(std::lround(r.peak_gflops())) + " GFLOP/s)";
+      return std::string();
+    };
+    if (weak || !c.coretype.empty() || !settings.user_coretype.empty())
+      *line = "BLAS kernel " + c.kernel + speed(c.kernel) +
+              (c.kernel == id.core ? "" : ", not OpenBLAS's own choice " + id.core + speed(id.core)) +
+              (weak ? " (weaker than the " + best->name + " this CPU runs)" : "") + ": " + c.note + remote;
+  } catch (const std::runtime_error& e) {
+    if (request != "auto" && request != "native") throw ConfigError("launch.blas " + request + ": " + e.what());
+    *line = std::string("BLAS kernel: OpenBLAS's own choice (") + e.what() + ")";
+    return {};
+  }
+  if (!c.verdict.ok() && request != "auto" && request != "native")
+    throw ConfigError(spec.source + ": key 'launch.blas': " + request + ": " + c.verdict.refused);
+  if (c.coretype.empty()) return {};
+  return {"OPENBLAS_CORETYPE=" + c.coretype};
+}
+
 struct RunOptions {
   std::string grid;
   std::string out;
@@ -69,6 +117,9 @@ int run_run(const RunOptions& o) {
   opt.progress_every_s = o.progress_every_s;
   if (spec.program.empty() && !fs::exists(opt.train_binary))
     throw ConfigError("trainer '" + opt.train_binary + "' not found (build it, or pass --trainer)");
+  std::string blas;
+  opt.run_env = choose_blas(spec, &blas);
+  if (!blas.empty()) std::printf("%s\n", blas.c_str());
   std::printf("sweep %s: %zu runs -> %s (launcher %s, parallel %d)\n", spec.name.c_str(), e.points.size(),
               opt.out_dir.c_str(), spec.launch.launcher.c_str(), spec.launch.parallel);
   std::fflush(stdout);
@@ -105,6 +156,9 @@ int run_plan(const PlanOptions& o) {
   for (const auto& note : check_data_files(spec, e.points)) std::fprintf(stderr, "%s\n", note.c_str());
   std::string dir = o.out.empty() ? "sweep-out/" + spec.name : o.out;
   std::string text = render_plan(spec, e, dir);
+  std::string blas;
+  const auto env = choose_blas(spec, &blas);
+  if (!blas.empty()) text += blas + "\n";
   std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;
 }

@@ -24,11 +24,20 @@ std::vector<std::string> mpiexec_prefix(const std::string& mpiexec, const std::v
 
 std::vector<std::string> program_head(const LocalLaunch& launch, const std::string& trainer,
                                       const std::string& run_dir) {
-  if (launch.program.empty()) return {trainer};
+  if (launch.program.empty() && launch.env.empty()) return {trainer};
+  std::vector<std::string> head;
+  if (!launch.program.empty() && launch.program.confine && !launch.confine.empty()) {
+    head.push_back(launch.confine);
+    const auto args = confine_args(launch.program, run_dir);
+    head.insert(head.end(), args.begin(), args.end());
+    head.push_back("--");
+  }
+  head.push_back("env");
+  head.insert(head.end(), launch.env.begin(), launch.env.end());
+  if (launch.program.empty()) return head.push_back(trainer), head;
   const std::string id = !launch.run_id.empty()   ? launch.run_id
                          : run_dir == kRunDirMark ? kRunIdMark
                                                   : std::filesystem::path(run_dir).filename().string();
-  std::vector<std::string> head = {"env"};
   for (auto& v : program_environment(launch.program, run_dir, id, launch.threads)) head.push_back(std::move(v));
   head.insert(head.end(), launch.program.argv.begin(), launch.program.argv.end());
   return head;

@@ -20,6 +20,8 @@ struct LocalLaunch {
   ProgramSpec program;                ///< a grid's `program:`; empty: train_binary
   int64_t threads = 1;                ///< the run's train.threads (a program's thread variables)
   std::string run_id;                 ///< a program's SWEEP_RUN_ID; empty: the run directory's name
+  std::vector<std::string> env;       ///< NAME=VALUE for every run's command (OPENBLAS_CORETYPE)
+  std::string confine;                ///< path of sweep-confine: a program runs under it; empty: not confined
 };
 
 /// Stand-ins for a run's directory and id in a command written before the run is known
@@ -28,7 +30,8 @@ inline const std::string kRunDirMark = "\x01SWEEP_RUN_DIR\x01";
 inline const std::string kRunIdMark = "\x01SWEEP_RUN_ID\x01";
 
 /// What starts the training program of a run in `run_dir`: {trainer}, or for a grid's
-/// program `env NAME=VALUE... ARGV...` with program_environment (never a shell).
+/// program `[sweep-confine --write DIR... --] env NAME=VALUE... ARGV...` with
+/// program_environment (never a shell); `env` with launch.env first when that is set.
 std::vector<std::string> program_head(const LocalLaunch& launch, const std::string& trainer,
                                       const std::string& run_dir);
 

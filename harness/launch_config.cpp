@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <charconv>
 
-#include "run_config.h"  // ConfigError
+#include "blas_kernel.h"  // blas_kernel_named
+#include "run_config.h"   // ConfigError
 #include "yaml_read.h"
 
 namespace sweep {
@@ -123,12 +124,20 @@ int retries_for(const LaunchSpec& l, FailureClass c) {
 LaunchSpec parse_launch(const YAML::Node& node, const std::string& source) {
   YamlMap m(node, source, "launch",
             {"launcher", "parallel", "slots", "hosts", "hostfile", "mpi_args", "retries", "timeout_s", "grace_s",
-             "device", "trainer", "slurm", "container"});
+             "device", "trainer", "blas", "slurm", "container"});
   LaunchSpec l;
   l.launcher = m.choice("launcher", l.launcher, {"local", "mpirun", "slurm"});
   l.parallel = int(m.integer("parallel", l.parallel, 1, 100000));
   l.device = m.choice("device", l.device, {"cpu", "cuda"});
   l.trainer = m.text("trainer", "");
+  l.blas = m.text("blas", l.blas);
+  if (l.blas != "auto" && l.blas != "native") {
+    try {
+      l.blas = blas_kernel_named(l.blas, "kernel").name;  // OpenBLAS's own spelling
+    } catch (const ConfigError& e) {
+      throw ConfigError(m.at("blas") + e.what());
+    }
+  }
   l.slots = int(m.integer("slots", l.slots, 0, 1 << 20));
   l.hosts = m.texts("hosts");
   l.hostfile = m.text("hostfile", "");

@@ -72,6 +72,10 @@ struct LaunchSpec {
   /// sweep::train_main (its model kinds come from its --describe-models). A relative path
   /// is to the grid file; empty: sweep-train beside sweep. `sweep run --trainer` overrides.
   std::string trainer;
+  /// The OpenBLAS kernel of every run: auto (the default: OpenBLAS's own choice unless it
+  /// is weaker than the CPU and another kernel is clearly faster), native, or a kernel name
+  /// (blas_kernel.h). Set through OPENBLAS_CORETYPE in each run's command; recorded.
+  std::string blas = "auto";
   SlurmSpec slurm;
   ContainerSpec container;
 };

@@ -57,6 +57,10 @@ SweepSummary run_sweep(const SweepSpec& spec, const std::vector<GridPoint>& poin
   local.mpiexec = opt.mpiexec;
   local.rank_wrapper = opt.rank_wrapper;
   local.program = spec.program;
+  local.env = opt.run_env;
+  // A grid's program runs unable to write outside its run directory (inside a container
+  // the container's own confinement applies: sweep-confine is not in the image).
+  if (spec.launch.container.runtime.empty()) local.confine = executable_dir() + "/sweep-confine";
 
   std::deque<RunTask*> queue;
   for (auto& t : session.tasks()) queue.push_back(&t);

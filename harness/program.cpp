@@ -110,7 +110,7 @@ void finish(ProgramSpec& p, const std::string& what) {
 ProgramSpec parse_program(const YAML::Node& node, const std::string& source) {
   ProgramSpec p;
   p.where = yaml_where(source, node);
-  YamlMap m(node, source, "program", {"argv", "kind", "help", "keys"});
+  YamlMap m(node, source, "program", {"argv", "kind", "help", "keys", "writes", "confine"});
   if (!m.has("argv") || !m.node("argv").IsSequence() || m.node("argv").size() == 0)
     throw ConfigError(p.where + ": key 'program.argv': required, a list such as [python3, train.py]");
   size_t i = 0;
@@ -128,13 +128,44 @@ ProgramSpec parse_program(const YAML::Node& node, const std::string& source) {
       throw ConfigError(m.at("keys") + "expected a mapping of key names to {type, default, min, max, choices}");
     for (const auto& kv : keys) p.schema.keys.push_back(parse_key(kv.first.Scalar(), kv.second, source));
   }
+  p.confine = m.boolean("confine", true);
+  for (const std::string& w : m.texts("writes")) {
+    if (!p.confine) throw ConfigError(m.at("writes") + "confine is false: the program may write anywhere already");
+    const std::string dir = fs::absolute(next_to_grid(source, w)).lexically_normal().string();
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec))
+      throw ConfigError(m.at("writes") + "'" + printable(w) + "'" + (dir == w ? "" : " (" + printable(dir) + ")") +
+                        ": not a directory; expected directories the program may write (relative to the grid file)");
+    p.writes.push_back(dir);
+  }
   finish(p, p.where + ": key 'program'");
   return p;
 }
 
-ProgramSpec recorded_program(const std::string& json, const std::string& keys, const std::string& what) {
+std::vector<std::string> confine_args(const ProgramSpec& p, const std::string& run_dir) {
+  std::vector<std::string> args = {"--write", run_dir, "--write", "/dev"};
+  // A scratch place that holds the run directory would let the program write its
+  // neighbours (the sweep's files, other runs): then TMPDIR is a directory of the run's own.
+  bool own_tmp = false;
+  for (const std::string scratch : {"/tmp", "/var/tmp"}) {
+    if (run_dir.rfind(scratch + "/", 0) == 0)
+      own_tmp = true;
+    else
+      args.insert(args.end(), {"--write", scratch});
+  }
+  for (const std::string& w : p.writes) args.insert(args.end(), {"--write", w});
+  if (own_tmp) args.insert(args.end(), {"--tmp", run_dir + "/tmp"});
+  return args;
+}
+
+std::string recorded_writes(const ProgramSpec& p) { return p.confine ? json_string_array(p.writes) : "off"; }
+
+ProgramSpec recorded_program(const std::string& json, const std::string& keys, const std::string& writes,
+                             const std::string& what) {
   ProgramSpec p;
   p.argv = parse_json_string_array(json);
+  p.confine = writes != "off";
+  if (p.confine && !writes.empty()) p.writes = parse_json_string_array(writes);
   if (p.argv.empty()) throw ConfigError(what + ": the recorded program is an empty command");
   if (!regular_file(p.argv[0]) || ::access(p.argv[0].c_str(), X_OK) != 0)
     throw ConfigError(what + ": the recorded program '" + printable(p.argv[0]) + "' is not found or not executable");
@@ -251,6 +282,7 @@ std::vector<std::string> program_environment(const ProgramSpec& p, const std::st
           "SWEEP_PROGRAM=" + p.json,
           "SWEEP_PROGRAM_DIGEST=" + p.digest,
           "SWEEP_PROGRAM_KEYS=" + p.keys,
+          "SWEEP_PROGRAM_WRITES=" + recorded_writes(p),
           "PYTHONHASHSEED=0",
           "OMP_NUM_THREADS=" + t,
           "OPENBLAS_NUM_THREADS=" + t,

@@ -21,10 +21,14 @@ struct ProgramSpec {
   /// element that holds a '/' and does not start with '-' made absolute next to the grid.
   std::vector<std::string> argv;
   ModelSchema schema;  ///< model.kind it trains and its own model.* keys
-  std::string json;    ///< argv as a JSON array: the record's environment `program`
-  std::string digest;  ///< program_digest(argv): the record's environment `program.digest`
-  std::string keys;    ///< the schema as describe_models_yaml writes it: `program.keys`
-  std::string where;   ///< file:line:col of the section
+  /// Directories it may write besides the ones confine_args grants (`program.writes`,
+  /// relative to the grid file; absolute here). Empty with confine off.
+  std::vector<std::string> writes;
+  bool confine = true;  ///< `program.confine`: run it under sweep-confine (Landlock)
+  std::string json;     ///< argv as a JSON array: the record's environment `program`
+  std::string digest;   ///< program_digest(argv): the record's environment `program.digest`
+  std::string keys;     ///< the schema as describe_models_yaml writes it: `program.keys`
+  std::string where;    ///< file:line:col of the section
   bool empty() const { return argv.empty(); }
 };
 
@@ -33,10 +37,17 @@ struct ProgramSpec {
 /// that does not exist, a bad key declaration.
 ProgramSpec parse_program(const YAML::Node& node, const std::string& source);
 
-/// A ProgramSpec from what a record's environment says (`program`, `program.keys`);
+/// sweep-confine's arguments for a run of `p` in `run_dir`: it may write its run directory,
+/// /dev, /tmp and /var/tmp (unless the run directory is inside one: then its own
+/// run_dir/tmp as TMPDIR instead) and p.writes.
+std::vector<std::string> confine_args(const ProgramSpec& p, const std::string& run_dir);
+
+/// A ProgramSpec from what a record's environment says (`program`, `program.keys`,
+/// `program.writes`: a JSON array, or "off" when the program ran unconfined);
 /// `what` prefixes messages. Throws ConfigError when they do not parse or the program is
 /// gone.
-ProgramSpec recorded_program(const std::string& json, const std::string& keys, const std::string& what);
+ProgramSpec recorded_program(const std::string& json, const std::string& keys, const std::string& writes,
+                             const std::string& what);
 
 /// "xxh3:<16 hex digits>" over the bytes of every element of `argv` that names a regular
 /// file (the interpreter and the script, or the executable), in order.
@@ -46,8 +57,12 @@ std::string program_digest(const std::vector<std::string>& argv);
 std::string json_string_array(const std::vector<std::string>& items);
 std::vector<std::string> parse_json_string_array(const std::string& text);
 
+/// `program.writes` as recorded: the JSON array of p.writes, or "off" without confinement.
+std::string recorded_writes(const ProgramSpec& p);
+
 /// The environment one run of `p` gets, as NAME=VALUE: SWEEP_CONFIG, SWEEP_RUN_DIR,
-/// SWEEP_RUN_ID, SWEEP_PROGRAM, SWEEP_PROGRAM_DIGEST, SWEEP_PROGRAM_KEYS, and the numerics
+/// SWEEP_RUN_ID, SWEEP_PROGRAM, SWEEP_PROGRAM_DIGEST, SWEEP_PROGRAM_KEYS,
+/// SWEEP_PROGRAM_WRITES (recorded_writes), and the numerics
 /// settings PYTHONHASHSEED=0, OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS
 /// (= `threads`, the run's train.threads) and CUBLAS_WORKSPACE_CONFIG=:4096:8.
 std::vector<std::string> program_environment(const ProgramSpec& p, const std::string& run_dir,

@@ -1,11 +1,17 @@
 #include "reproduce.h"
 
+#include <strings.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <system_error>
 
+#include "blas_kernel.h"     // find_blas_kernel, missing_cpu_flags
 #include "model_schema.h"    // kDecoderKind
+#include "process.h"         // executable_dir
 #include "record.h"          // read_record
 #include "trainer_models.h"  // load_trainer_models
 
@@ -102,9 +108,13 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
     if (opt.trainer_given)
       throw ConfigError(original_path + ": the record was made by the program " + program->second +
                         "; --trainer cannot replace it");
-    const auto keys = original.environment.find("program.keys");
-    launch.program = recorded_program(program->second, keys == original.environment.end() ? "" : keys->second,
+    auto recorded = [&](const char* key) {
+      const auto it = original.environment.find(key);
+      return it == original.environment.end() ? std::string() : it->second;
+    };
+    launch.program = recorded_program(program->second, recorded("program.keys"), recorded("program.writes"),
                                       original_path + ": environment 'program'");
+    launch.confine = executable_dir() + "/sweep-confine";
   } else if (kind != original.config.end() && kind->second != kDecoderKind) {
     if (!opt.trainer_given) {
       const auto t = original.environment.find("trainer");
@@ -116,6 +126,24 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
     load_trainer_models(launch.train_binary,
                         "trainer '" + launch.train_binary + "' (model.kind " + kind->second +
                             (opt.trainer_given ? ", --trainer)" : ", as recorded; or pass --trainer)"));
+  }
+  // The OpenBLAS kernel the record ran: each kernel has its own bits, so it is pinned
+  // when this CPU runs it, and named as the likely cause when it cannot.
+  std::string blas_note;
+  const auto kernel = original.environment.find("blas.kernel");
+  if (const BlasKernel* k = kernel == original.environment.end() ? nullptr : find_blas_kernel(kernel->second)) {
+    const std::set<std::string> flags = parse_cpu_flags(read_cpuinfo());
+    const std::vector<std::string> missing = flags.empty() ? std::vector<std::string>{} : missing_cpu_flags(*k, flags);
+    if (missing.empty()) {
+      launch.env.push_back("OPENBLAS_CORETYPE=" + k->name);
+      const char* user = std::getenv("OPENBLAS_CORETYPE");
+      if (user && *user && strcasecmp(user, k->name.c_str()) != 0)
+        blas_note = "BLAS kernel " + k->name + " as recorded, not OPENBLAS_CORETYPE=" + printable(user) +
+                    " from the environment";
+    } else {
+      blas_note = "BLAS kernel: the record ran " + k->name + ", which this CPU cannot run (it lacks " + join(missing) +
+                  "); the re-run used OpenBLAS's own choice, so the kernel alone can make the bits differ";
+    }
   }
   const RunConfig config = reproduce_config(original, opt.world_size, opt.accum, opt.set);
   launch.threads = config.train.threads;
@@ -186,6 +214,7 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   // Config and environment differences matter even when the bits agree: they are what held.
   const auto details = detail_lines(c);
   res.lines.insert(res.lines.end(), details.begin(), details.end());
+  if (!blas_note.empty()) res.lines.push_back(blas_note);
   if (again.status != "completed")
     res.lines.push_back("re-run status: " + again.status + (again.failure.empty() ? "" : " (" + again.failure + ")"));
   res.lines.push_back("original: " + original_path);

@@ -83,6 +83,10 @@ SweepSummary run_sweep_slurm(const SweepSpec& spec, const std::vector<GridPoint>
   local.train_binary = opt.train_binary;
   local.rank_wrapper = opt.rank_wrapper.empty() ? executable_dir() + "/sweep-rank" : opt.rank_wrapper;
   local.program = spec.program;
+  local.env = opt.run_env;
+  // A grid's program runs unable to write outside its run directory (inside a container
+  // the container's own confinement applies: sweep-confine is not in the image).
+  if (spec.launch.container.runtime.empty()) local.confine = executable_dir() + "/sweep-confine";
   fs::create_directories(opt.out_dir + "/slurm");
   std::map<std::string, Active> active;  // "JOB_TASK" -> task
   int batches = 0;

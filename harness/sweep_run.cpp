@@ -128,7 +128,9 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
   if (cause.empty()) {
     // Nothing recorded (the disk may be full): the trainer's own last line says why.
     const std::string said = last_line(run_dir + "/logs/rank0.log");
-    trainer_said = trainer_line(said);
+    // A grid's program speaks its own language (a Python traceback's last line, ...): its
+    // last line is the cause either way.
+    trainer_said = trainer_line(said) || (!program.empty() && !said.empty());
     cause = "the run ended (" + st.describe() + ") before finishing its record" +
             (trainer_said ? ": " + said : std::string());
   }

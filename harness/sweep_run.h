@@ -18,9 +18,10 @@ namespace sweep {
 
 /// Settings of one `sweep run` that do not come from the grid.
 struct SweepRunOptions {
-  std::string out_dir;       ///< sweep directory; default sweep-out/<name>
-  std::string train_binary;  ///< path of sweep-train
-  std::string rank_wrapper;  ///< path of sweep-rank; empty = beside this program
+  std::string out_dir;               ///< sweep directory; default sweep-out/<name>
+  std::string train_binary;          ///< path of sweep-train
+  std::string rank_wrapper;          ///< path of sweep-rank; empty = beside this program
+  std::vector<std::string> run_env;  ///< NAME=VALUE set in every run's command (the BLAS kernel)
   std::string mpiexec = "mpiexec";
   bool quiet = false;            ///< no per-run lines (the summary still prints)
   bool tty = false;              ///< draw a live progress bar

@@ -41,7 +41,8 @@ std::vector<std::pair<std::string, std::string>> program_environment_defaults() 
   for (const char* key : {"sweep_version", "git_commit", "git_dirty", "compiler", "libtorch"})
     env.emplace_back(key, "");
   env.emplace_back("hdf5", hdf5_version());
-  for (const char* key : {"cuda", "device", "blas", "blas_threads", "torch_threads", "deterministic_algorithms"})
+  for (const char* key :
+       {"cuda", "device", "blas", "blas.kernel", "blas_threads", "torch_threads", "deterministic_algorithms"})
     env.emplace_back(key, "");
   env.emplace_back("cpu", cpu_model());
   char host[256] = {0};
@@ -57,6 +58,7 @@ std::vector<std::pair<std::string, std::string>> program_environment_defaults() 
   env.emplace_back("program", env_or_empty("SWEEP_PROGRAM"));
   env.emplace_back("program.digest", env_or_empty("SWEEP_PROGRAM_DIGEST"));
   env.emplace_back("program.keys", env_or_empty("SWEEP_PROGRAM_KEYS"));
+  env.emplace_back("program.writes", env_or_empty("SWEEP_PROGRAM_WRITES"));
   return env;
 }
 

@@ -107,6 +107,7 @@ def environment_defaults():
         "cuda": "",
         "device": "",
         "blas": "",
+        "blas.kernel": "",
         "blas_threads": "",
         "torch_threads": "",
         "deterministic_algorithms": "",
@@ -121,6 +122,7 @@ def environment_defaults():
         "program": os.environ.get("SWEEP_PROGRAM", ""),
         "program.digest": os.environ.get("SWEEP_PROGRAM_DIGEST", ""),
         "program.keys": os.environ.get("SWEEP_PROGRAM_KEYS", ""),
+        "program.writes": os.environ.get("SWEEP_PROGRAM_WRITES", ""),
     }
     torch = sys.modules.get("torch")
     if torch is not None:

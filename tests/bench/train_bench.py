@@ -5,11 +5,16 @@ ratio, model FLOP/s as a fraction of the one-thread sgemm peak measured in this 
 sweep-train's recording overhead (checksums + record writes) as a fraction of wall time,
 each with its target; exits 1 when a target is missed.
 
-Usage: train_bench.py BIN_DIR [--rounds N] [--quick] [--device cuda]
+Usage: train_bench.py BIN_DIR [--rounds N] [--quick] [--device cuda] [--blas K[,K2]]
   --rounds N: rounds (default 5). --quick: one round of fewer steps, a smoke run: the
   figures are printed, the targets are not judged (exit 0 unless a program fails).
   --device cuda: both programs on the GPU, the peak is the GPU's fp32 matmul (TF32 off),
   and no target is judged (the targets are for the 2-core CPU machine).
+  --blas K: both programs and the sgemm peak on OpenBLAS kernel K: native (OpenBLAS's own
+  choice), auto (what `sweep blas --kernel auto` chooses here, as launch.blas auto does) or
+  a kernel name; the targets are judged only for native. --blas A,B runs the whole
+  benchmark once per kernel (a process each: OpenBLAS reads its kernel when it loads) and
+  prints their tok/s and sgemm peaks side by side.
 Exit status: 0, or 1 when a judged target is missed (a failing program raises: exit 1).
 
 How both programs are timed (one method): each prints a line "step N" when step N is
@@ -38,7 +43,9 @@ Recording overhead: sweep-train's /metrics/record_time_s (checksums and record f
 timed inside sweep-train) summed over the timed steps, over the wall time of those steps.
 """
 import os
+import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -48,7 +55,43 @@ from step_lines import step_line_times  # tests/bench/step_lines.py
 BIN = sys.argv[1]
 QUICK = "--quick" in sys.argv
 DEVICE = sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "cpu"
-JUDGE = not QUICK and DEVICE == "cpu"
+BLAS = sys.argv[sys.argv.index("--blas") + 1] if "--blas" in sys.argv else "native"
+
+
+def side_by_side(kernels):
+    """Runs this benchmark once per kernel and prints the figures that differ side by side."""
+    figures = {}
+    for k in kernels:
+        argv = [sys.executable, os.path.abspath(__file__)] + [a if a != BLAS else k for a in sys.argv[1:]]
+        p = subprocess.run(argv, capture_output=True, text=True)
+        print(f"=== --blas {k} (exit {p.returncode})\n{p.stdout}{p.stderr}", end="")
+        peak = re.search(r"peak = the highest, ([\d.]+) GFLOP/s", p.stdout)
+        kernel = re.search(r"(?m)^BLAS: .* kernel (\w*)$", p.stdout)
+        rows = re.findall(r"(?m)^(\w+)\s+sweep-train\s+(\d+) tok/s\s+pytorch\s+(\d+) tok/s", p.stdout)
+        figures[k] = (kernel.group(1) if kernel else "?", float(peak.group(1)) if peak else float("nan"),
+                      {name: (int(c), int(r)) for name, c, r in rows})
+    a, b = kernels
+    print(f"=== side by side: --blas {a} (kernel {figures[a][0]}) vs --blas {b} (kernel {figures[b][0]})")
+    print(f"sgemm peak: {figures[a][1]:.1f} vs {figures[b][1]:.1f} GFLOP/s ({figures[b][1] / figures[a][1]:.2f}x)")
+    for name in figures[a][2]:
+        (ca, ra), (cb, rb) = figures[a][2][name], figures[b][2].get(name, (0, 0))
+        print(f"{name:6s} sweep-train {ca} vs {cb} tok/s ({cb / ca:.2f}x); pytorch {ra} vs {rb} tok/s ({rb / ra:.2f}x)")
+    return 0
+
+
+if "," in BLAS:
+    sys.exit(side_by_side(BLAS.split(",", 1)))
+# The kernel, set before torch loads OpenBLAS; sweep-train inherits it.
+os.environ.pop("OPENBLAS_CORETYPE", None)
+if BLAS == "auto":
+    out = subprocess.run([os.path.join(BIN, "sweep"), "blas", "--kernel", "auto"], capture_output=True, text=True,
+                         check=True).stdout
+    chosen = re.search(r"\(OPENBLAS_CORETYPE=(\w+)\)", out)
+    if chosen:
+        os.environ["OPENBLAS_CORETYPE"] = chosen.group(1)
+elif BLAS != "native":
+    os.environ["OPENBLAS_CORETYPE"] = BLAS
+JUDGE = not QUICK and DEVICE == "cpu" and BLAS == "native"
 THREADS = 1
 # torch.set_num_threads does not limit the OpenBLAS that Debian's PyTorch calls: set its
 # pool before torch loads it, or the "one-thread" peak uses every core.
@@ -121,7 +164,9 @@ def run_sweep_train(name, cfg, tmp, round_no):
     if h5py is not None:
         with h5py.File(os.path.join(out, "record.h5"), "r") as f:
             overhead = f["metrics/record_time_s"][warm:steps].sum() / wall  # rows are steps 1..steps
-            blas = f["environment"].attrs["blas"]
+            env = f["environment"].attrs
+            kernel = env["blas.kernel"] if "blas.kernel" in env else ""
+            blas = f"{env['blas']} kernel {kernel.decode() if isinstance(kernel, bytes) else kernel}"
     return tps, overhead, blas
 
 
@@ -162,7 +207,8 @@ with tempfile.TemporaryDirectory() as tmp:
                 else:
                     r["ref"].append(run_reference(cfg))
 what = f"{THREADS} thread, 1024^3, PyTorch/OpenBLAS" if DEVICE == "cpu" else "GPU, 8192^3 fp32, TF32 off"
-judged = "" if JUDGE else "; targets not judged (" + ("--quick" if QUICK else "--device " + DEVICE) + ")"
+judged = "" if JUDGE else "; targets not judged (" + (
+    "--quick" if QUICK else "--device " + DEVICE if DEVICE != "cpu" else "--blas " + BLAS) + ")"
 print(f"timing: wall clock between the 'step <warm-up>' and 'step <last>' lines of each program; {ROUNDS} round(s); "
       f"each figure is the median over rounds of the per-round figure{judged}")
 peak = max(peaks)

@@ -103,6 +103,9 @@ cfg = dict(pairs)
 mode = cfg["model.mode"]
 if mode == "no_record":
     sys.exit(0)
+if mode == "outside":  # the sweep directory, two levels up: another place than its own
+    with open(os.path.join(out, "..", "..", "stray.txt"), "w") as f:
+        f.write("written outside the run directory\n")
 run_id = sr.run_id_of(text) if mode != "wrong_id" else "0123456789abcdef"
 environment = {} if mode != "no_program" else {"program": ""}
 params = [("w", np.arange(4, dtype=np.float32))]
@@ -234,11 +237,12 @@ class MisbehavingPrograms(unittest.TestCase):
     def tearDownClass(cls):
         if not os.environ.get("KEEP_TMP"): shutil.rmtree(cls.tmp, ignore_errors=True)
 
-    def grid(self, modes, name="misbehave"):
+    def grid(self, modes, name="misbehave", **program):
         g = {"name": name,
              "program": {"argv": ["/usr/bin/python3", "-u", "prog/misbehave.py"], "kind": "misbehave",
                          "keys": {"mode": {"type": "choice", "default": "ok", "choices": [
-                             "ok", "wrong_id", "newer_schema", "missing_dataset", "no_record", "no_program"]}}},
+                             "ok", "wrong_id", "newer_schema", "missing_dataset", "no_record", "no_program",
+                             "outside"]}}, **program},
              "base": {"train": {"steps": 2, "threads": 2}},
              "grid": {"model.mode": modes}}
         path = os.path.join(self.tmp, name + ".yaml")
@@ -305,6 +309,35 @@ class MisbehavingPrograms(unittest.TestCase):
         p = sweep("run", self.grid(modes), "--out", out)
         self.assertIn("1 already done, 5 failed", p.stdout, show(p))
         self.assertEqual((read_bytes(ok_record), os.stat(ok_record).st_mtime_ns), before)
+
+
+    def test_d_writes_outside_the_run_directory_fail_the_run(self):
+        out = os.path.join(self.tmp, "outside")
+        stray = os.path.join(out, "stray.txt")
+        p = sweep("run", self.grid(["outside"], "outside"), "--out", out)
+        self.assertEqual(p.returncode, 1, show(p))
+        self.assertFalse(os.path.exists(stray), "the program wrote outside its run directory")
+        (rid,) = os.listdir(os.path.join(out, "runs"))
+        state = read_text(os.path.join(out, "runs", rid, "state"))
+        self.assertIn("state: failed", state)
+        self.assertIn("PermissionError: [Errno 13] Permission denied", state)  # the program's own last line
+        # Declared as a place it writes: allowed, and recorded.
+        shutil.rmtree(out)
+        os.makedirs(out)
+        p = sweep("run", self.grid(["outside"], "outside", writes=[out]), "--out", out)
+        self.assertEqual(p.returncode, 0, show(p))
+        self.assertTrue(os.path.exists(stray))
+        with h5py.File(os.path.join(out, "runs", rid, "record.h5"), "r") as f:
+            self.assertEqual(json.loads(text(f["environment"].attrs["program.writes"])), [out])
+        p = sweep("reproduce", os.path.join(out, "runs", rid))  # the same places, as recorded
+        self.assertEqual(p.returncode, 0, show(p))
+        # confine: false: unconfined, and recorded as such.
+        out2 = os.path.join(self.tmp, "unconfined")
+        p = sweep("run", self.grid(["outside"], "unconfined", confine=False), "--out", out2)
+        self.assertEqual(p.returncode, 0, show(p))
+        self.assertTrue(os.path.exists(os.path.join(out2, "stray.txt")))
+        with h5py.File(os.path.join(out2, "runs", rid, "record.h5"), "r") as f:
+            self.assertEqual(text(f["environment"].attrs["program.writes"]), "off")
 
 
 class RanksUnderMpiexec(unittest.TestCase):

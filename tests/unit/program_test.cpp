@@ -102,6 +102,10 @@ TEST_F(Program, BadSectionsNameTheGridFileAndKey) {
                   "unknown model kind 'other'");
   EXPECT_CONTAINS(error("program:\n  argv: [sh]\n  kind: k8\nlaunch: {trainer: bin/tool}\n"),
                   "launch.trainer names a training program too");
+  EXPECT_CONTAINS(error("program:\n  argv: [sh]\n  kind: k10\n  writes: [train.py]\n"),
+                  "key 'program.writes': 'train.py' (" + script_ + "): not a directory");
+  EXPECT_CONTAINS(error("program:\n  argv: [sh]\n  kind: k11\n  confine: false\n  writes: [bin]\n"),
+                  "confine is false");
   EXPECT_CONTAINS(sweep_test::thrown_message<ConfigError>(
                       [&] { parse_grid("name: p\nprogram:\n  argv: [sh]\n  kind: k9\n", grid_, tool_); }),
                   "--trainer cannot replace it");
@@ -123,6 +127,10 @@ TEST_F(Program, EachRunGetsItsFilesAndNumericsEnvironment) {
   LocalLaunch local;
   local.train_binary = "/b/sweep-train";
   EXPECT_EQ(program_head(local, "/b/sweep-train", "/s/runs/abc"), V{"/b/sweep-train"});  // no program
+  local.env = {"OPENBLAS_CORETYPE=Haswell"};  // launch.blas: every run's command sets it
+  EXPECT_EQ(program_head(local, "/b/sweep-train", "/s/runs/abc"),
+            (V{"env", "OPENBLAS_CORETYPE=Haswell", "/b/sweep-train"}));
+  local.env.clear();
   local.program = s.program;
   local.threads = 3;
   RunCommand c = local_run_command(s.launch, local, 1, "/s", "/s/runs/abc", "sw", true);
@@ -133,6 +141,7 @@ TEST_F(Program, EachRunGetsItsFilesAndNumericsEnvironment) {
                   "SWEEP_PROGRAM=" + s.program.json,
                   "SWEEP_PROGRAM_DIGEST=" + s.program.digest,
                   "SWEEP_PROGRAM_KEYS=" + s.program.keys,
+                  "SWEEP_PROGRAM_WRITES=[]",
                   "PYTHONHASHSEED=0",
                   "OMP_NUM_THREADS=3",
                   "OPENBLAS_NUM_THREADS=3",
@@ -148,6 +157,17 @@ TEST_F(Program, EachRunGetsItsFilesAndNumericsEnvironment) {
                   "sw",
                   "--resume"};
   EXPECT_EQ(c.argv, want);
+  // Confined: sweep-confine first, with the places the program may write.
+  local.confine = "/b/sweep-confine";
+  c = local_run_command(s.launch, local, 1, "/s", "/s/runs/abc", "sw", false);
+  const V confined = {"/b/sweep-confine", "--write",  "/s/runs/abc", "--write", "/dev", "--write", "/tmp",
+                      "--write",          "/var/tmp", "--",          "env"};
+  EXPECT_EQ(V(c.argv.begin(), c.argv.begin() + long(confined.size())), confined);
+  EXPECT_EQ(c.argv.at(confined.size() + 6), "SWEEP_PROGRAM_WRITES=[]");
+  // A run directory inside /tmp: /tmp itself would grant its neighbours; a TMPDIR of its own.
+  EXPECT_EQ(confine_args(s.program, "/tmp/s/runs/abc"), (V{"--write", "/tmp/s/runs/abc", "--write", "/dev", "--write",
+                                                           "/var/tmp", "--tmp", "/tmp/s/runs/abc/tmp"}));
+  local.confine.clear();
   // Under mpiexec each rank runs the same command behind sweep-rank.
   local.rank_wrapper = "/b/sweep-rank";
   c = local_run_command(s.launch, local, 2, "/s", "/s/runs/abc", "sw", false);
