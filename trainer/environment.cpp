@@ -63,6 +63,11 @@ std::vector<std::pair<std::string, std::string>> collect_environment(const RunCo
   env.emplace_back("cuda", "none");
   env.emplace_back("device", "cpu");
   env.emplace_back("blas", blas_description());
+  // The kernel OpenBLAS runs (its DYNAMIC_ARCH core; OPENBLAS_CORETYPE chooses it): each
+  // kernel has its own bits, so `sweep reproduce` runs the recorded one.
+  std::string kernel;
+  if (auto core = reinterpret_cast<GetConfigFn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"))) kernel = core();
+  env.emplace_back("blas.kernel", kernel);
   int blas_threads = -1;
   if (auto get = reinterpret_cast<GetThreadsFn>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"))) blas_threads = get();
   env.emplace_back("blas_threads", std::to_string(blas_threads));
