@@ -23,6 +23,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "data_file.h"   // sweep_cache_dir
 #include "process.h"     // ExitStatus, executable_dir
 #include "run_config.h"  // ConfigError
 #include "sweep_dir.h"   // write_file_atomically
@@ -409,12 +410,7 @@ BlasSettings blas_settings_from_environment() {
     const char* v = std::getenv(name);
     return std::string(v ? v : "");
   };
-  if (!env("SWEEP_CACHE_DIR").empty())
-    s.cache_dir = env("SWEEP_CACHE_DIR");
-  else if (!env("XDG_CACHE_HOME").empty() && env("XDG_CACHE_HOME")[0] == '/')
-    s.cache_dir = env("XDG_CACHE_HOME") + "/sweep";
-  else if (!env("HOME").empty())
-    s.cache_dir = env("HOME") + "/.cache/sweep";
+  s.cache_dir = sweep_cache_dir();
   s.user_coretype = env("OPENBLAS_CORETYPE");
   s.native_for_test = env("SWEEP_TEST_BLAS_NATIVE");
   return s;

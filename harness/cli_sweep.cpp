@@ -183,7 +183,7 @@ int run_status(const StatusOptions& o) {
     auto it = runs.find(id);
     RunState st = it == runs.end() ? RunState{} : it->second;
     // "running" with no driver holding the lock: the driver died without cleaning up.
-    if (st.state == "running" && holder.empty()) st.state = "stale";
+    if (st.state == "running" && holder.empty()) st.state = "orphaned";
     ++counts[st.state];
     // Escaped text may be longer than its column: padded, never cut.
     auto column = [](const std::string& s, size_t width) {
@@ -199,7 +199,8 @@ int run_status(const StatusOptions& o) {
   std::printf("sweep dir %s: %s\n", terminal_text(o.dir).c_str(),
               holder.empty() ? "no driver running" : ("driver running (" + terminal_text(holder) + ")").c_str());
   std::string summary;
-  for (const char* s : {"completed", "running", "failed", "interrupted", "diverged", "stale", "pending"})
+  for (const char* s :
+       {"completed", "running", "failed", "interrupted", "diverged", "orphaned", "stale", "damaged", "pending"})
     if (counts[s]) summary += (summary.empty() ? "" : ", ") + std::to_string(counts[s]) + " " + s;
   std::printf("%zu runs: %s\n", rows.size(), summary.empty() ? "none" : summary.c_str());
   std::printf("  %-16s  %-11s  %8s  %-11s  %s\n", "id", "state", "attempts", "failure", "values");

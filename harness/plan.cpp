@@ -54,6 +54,7 @@ std::string render_plan(const SweepSpec& spec, const Expansion& e, const std::st
       e.points.empty() ? std::vector<std::string>{} : varying_columns(e.points, base_config);
 
   std::vector<const char*> state(e.points.size());
+  std::vector<std::string> stale;  // "id: why", said after the table
   std::vector<size_t> width(cols.size());
   for (size_t j = 0; j < cols.size(); ++j) width[j] = cols[j].size();
   for (size_t i = 0; i < e.points.size(); ++i) {
@@ -66,6 +67,8 @@ std::string render_plan(const SweepSpec& spec, const Expansion& e, const std::st
       state[i] = "diverged", ++c.diverged;
     else if (s == "damaged")
       state[i] = "damaged", ++c.pending;  // moved aside and re-run by the next `sweep run`
+    else if (s == "stale")
+      state[i] = "stale", ++c.pending, stale.push_back(p.id + ": " + it->second.detail);  // the same
     else if (s == "failed")
       state[i] = "failed", ++c.pending;
     else if (s == "interrupted")
@@ -115,6 +118,8 @@ std::string render_plan(const SweepSpec& spec, const Expansion& e, const std::st
     out += line;
     out += '\n';
   }
+  for (const std::string& why : stale)
+    out += "stale " + why + ": `sweep run` keeps its record aside and runs it again\n";
   if (counts) *counts = c;
   return out;
 }

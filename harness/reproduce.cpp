@@ -127,22 +127,37 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
                         "trainer '" + launch.train_binary + "' (model.kind " + kind->second +
                             (opt.trainer_given ? ", --trainer)" : ", as recorded; or pass --trainer)"));
   }
-  // The OpenBLAS kernel the record ran: each kernel has its own bits, so it is pinned
-  // when this CPU runs it, and named as the likely cause when it cannot.
+  // The OpenBLAS kernel the record ran: each kernel has its own bits, so the re-run gets
+  // the same one: as the original set it (env.OPENBLAS_CORETYPE), or pinned when this
+  // machine's OpenBLAS would choose another; named as the likely cause when this CPU
+  // cannot run it.
   std::string blas_note;
-  const auto kernel = original.environment.find("blas.kernel");
-  if (const BlasKernel* k = kernel == original.environment.end() ? nullptr : find_blas_kernel(kernel->second)) {
+  auto recorded_env = [&](const char* key) {
+    const auto it = original.environment.find(key);
+    return it == original.environment.end() ? std::string() : it->second;
+  };
+  if (const BlasKernel* k = find_blas_kernel(recorded_env("blas.kernel"))) {
     const std::set<std::string> flags = parse_cpu_flags(read_cpuinfo());
     const std::vector<std::string> missing = flags.empty() ? std::vector<std::string>{} : missing_cpu_flags(*k, flags);
-    if (missing.empty()) {
-      launch.env.push_back("OPENBLAS_CORETYPE=" + k->name);
-      const char* user = std::getenv("OPENBLAS_CORETYPE");
-      if (user && *user && strcasecmp(user, k->name.c_str()) != 0)
-        blas_note = "BLAS kernel " + k->name + " as recorded, not OPENBLAS_CORETYPE=" + printable(user) +
-                    " from the environment";
-    } else {
+    std::string native;
+    if (missing.empty() && recorded_env("env.OPENBLAS_CORETYPE").empty()) {
+      try {
+        native = run_blas_probe(blas_settings_from_environment(), "", /*identify=*/true).core;
+      } catch (const std::runtime_error&) {
+        // No probe (an installation without it): pin the kernel to be sure.
+      }
+    }
+    const char* user = std::getenv("OPENBLAS_CORETYPE");
+    if (!missing.empty()) {
       blas_note = "BLAS kernel: the record ran " + k->name + ", which this CPU cannot run (it lacks " + join(missing) +
                   "); the re-run used OpenBLAS's own choice, so the kernel alone can make the bits differ";
+    } else if (!recorded_env("env.OPENBLAS_CORETYPE").empty() || strcasecmp(native.c_str(), k->name.c_str()) != 0 ||
+               (user && *user && strcasecmp(user, k->name.c_str()) != 0)) {
+      launch.env.push_back("OPENBLAS_CORETYPE=" + k->name);
+      if (recorded_env("env.OPENBLAS_CORETYPE").empty())
+        blas_note = "BLAS kernel " + k->name + " as recorded" +
+                    (user && *user ? ", not OPENBLAS_CORETYPE=" + printable(user) + " from the environment"
+                                   : ", not this machine's own choice " + (native.empty() ? "(unknown)" : native));
     }
   }
   const RunConfig config = reproduce_config(original, opt.world_size, opt.accum, opt.set);

@@ -12,7 +12,8 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "record.h"  // read_record, RecordError
+#include "data_file.h"  // identify_data_file, sweep_cache_dir
+#include "record.h"     // read_record, RecordError
 
 namespace fs = std::filesystem;
 
@@ -107,6 +108,9 @@ RunState read_run_state(const std::string& dir) {
       if (s.state == "diverged") s.failure = FailureClass::diverged;
       if (s.state == "damaged") s.detail = "record.h5 has status '" + r.status + "'";
       if (const std::string why = run_id_mismatch(dir, r.run_id); !why.empty()) s.state = "damaged", s.detail = why;
+      if (s.state == "completed") {
+        if (const std::string why = data_changed(r); !why.empty()) s.state = "stale", s.detail = why;
+      }
     } catch (const RecordError& e) {
       s.state = "damaged";
       s.detail = e.what();
@@ -126,23 +130,39 @@ std::string run_id_mismatch(const std::string& dir, const std::string& recorded_
          " (a training program must record the run id of its config: XXH3-64 of the config file's text)";
 }
 
-std::string move_record_aside(const std::string& dir) {
+std::string data_changed(const Record& r) {
+  const auto file = r.environment.find("data.file"), hash = r.environment.find("data.hash");
+  if (file == r.environment.end() || hash == r.environment.end() || file->second.empty() || hash->second.empty())
+    return "";
+  std::error_code ec;
+  if (!fs::exists(file->second, ec)) return "";  // not visible here (a compute node's path): the run checks it
+  try {
+    const DataFileId now = identify_data_file(file->second, sweep_cache_dir());
+    if (now.hash == hash->second) return "";
+    return "its data file " + printable(file->second) + " changed since the run (" + hash->second + ", now " +
+           now.hash + ")";
+  } catch (const std::runtime_error&) {
+    return "";  // unreadable now: the re-run would say so; the record stays as it is
+  }
+}
+
+std::string move_record_aside(const std::string& dir, const std::string& why) {
   const std::string rec = dir + "/record.h5";
   struct stat st;
   if (::lstat(rec.c_str(), &st) != 0) return "";
-  const std::string base = rec + ".damaged-" + utc_now();
+  const std::string base = rec + "." + why + "-" + utc_now();
   for (int n = 0; n < 1000; ++n) {
     std::string to = n ? base + "-" + std::to_string(n) : base;
     // link + unlink, not rename: rename would replace an existing file of that name.
     if (::link(rec.c_str(), to.c_str()) == 0) {
       if (::unlink(rec.c_str()) != 0)
-        throw std::runtime_error(rec + ": cannot move the damaged record aside: " + std::strerror(errno));
+        throw std::runtime_error(rec + ": cannot move the " + why + " record aside: " + std::strerror(errno));
       return to;
     }
     if (errno != EEXIST)
-      throw std::runtime_error(rec + ": cannot move the damaged record aside: " + std::strerror(errno));
+      throw std::runtime_error(rec + ": cannot move the " + why + " record aside: " + std::strerror(errno));
   }
-  throw std::runtime_error(rec + ": cannot move the damaged record aside: too many earlier copies");
+  throw std::runtime_error(rec + ": cannot move the " + why + " record aside: too many earlier copies");
 }
 
 std::unordered_map<std::string, RunState> scan_runs(const std::string& dir) {

@@ -18,6 +18,10 @@
 #include "run_files.h"      // utc_now
 
 namespace sweep {
+struct Record;  // record.h
+}  // namespace sweep
+
+namespace sweep {
 
 /// Version of the state and points files; readers ignore files of another version.
 inline constexpr int kStateVersion = 1;
@@ -35,7 +39,8 @@ std::string record_path(const std::string& dir, const std::string& id);
 struct RunState {
   /// pending | running | completed | diverged | failed | interrupted | damaged (a
   /// completed record that is missing, unreadable or fails its digest: the next
-  /// `sweep run` moves it aside, never deleting it, and runs the point again)
+  /// `sweep run` moves it aside, never deleting it, and runs the point again) | stale (a
+  /// completed record whose data file changed since: kept aside the same way, and re-run)
   std::string state = "pending";
   FailureClass failure = FailureClass::none;  ///< why the last attempt failed
   int attempts = 0;                           ///< attempts started, over all invocations
@@ -53,9 +58,14 @@ void write_run_state(const std::string& run_dir, RunState s);
 /// record becomes "damaged".
 RunState read_run_state(const std::string& run_dir);
 
-/// Moves a damaged run's record.h5 aside to record.h5.damaged-<UTC time>[-n] (never
-/// deleting it) and returns the new path, or "" when there was no record.h5.
-std::string move_record_aside(const std::string& run_dir);
+/// Moves a run's record.h5 aside to record.h5.<why>-<UTC time>[-n] (never deleting it;
+/// `why` is damaged or stale) and returns the new path, or "" when there was no record.h5.
+std::string move_record_aside(const std::string& run_dir, const std::string& why = "damaged");
+
+/// Why a completed record's data no longer matches: "its data file P changed since the
+/// run (OLD, now NEW)" when the file it names (environment data.file) hashes differently
+/// now; "" when it matches, names no file, or the file is not visible here.
+std::string data_changed(const Record& r);
 
 /// Every run directory under <dir>/runs with its state, by run id. One directory listing.
 std::unordered_map<std::string, RunState> scan_runs(const std::string& dir);

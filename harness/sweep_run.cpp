@@ -156,12 +156,14 @@ SweepSession::SweepSession(const SweepSpec& spec, const std::vector<GridPoint>& 
     t.dir = run_dir(opt_.out_dir, p.id);
     auto it = known.find(p.id);
     if (it != known.end()) t.state = it->second;
-    if (t.state.state == "damaged") {
-      // A completed record that is gone, unreadable or fails its digest: keep the file
-      // (moved aside, never deleted) and run the point again.
-      std::string note = "its completed record is damaged (" + t.state.detail + ")";
+    if (t.state.state == "damaged" || t.state.state == "stale") {
+      // A completed record that is gone, unreadable or fails its digest, or whose data
+      // file changed since: keep the file (moved aside, never deleted) and run the point
+      // again.
+      const bool stale = t.state.state == "stale";
+      std::string note = stale ? t.state.detail : "its completed record is damaged (" + t.state.detail + ")";
       try {
-        const std::string aside = move_record_aside(t.dir);
+        const std::string aside = move_record_aside(t.dir, t.state.state);
         if (!aside.empty()) note += "; moved aside to " + aside;
         t.state.state = "pending";
         t.state.detail = note;

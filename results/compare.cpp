@@ -134,6 +134,16 @@ RecordComparison compare_records(const Record& a, const Record& b, const Compare
   }
   c.config = diff_maps(a.config, b.config);
   c.environment = diff_maps(a.environment, b.environment, /*missing_is_empty=*/true);
+  auto env = [](const Record& r, const char* key) {
+    const auto it = r.environment.find(key);
+    return it == r.environment.end() ? std::string() : it->second;
+  };
+  const std::string ha = env(a, "data.hash"), hb = env(b, "data.hash");
+  if (!ha.empty() && !hb.empty() && ha != hb) {
+    const std::string fa = env(a, "data.file"), fb = env(b, "data.file");
+    c.data_change = "the data differ: " + (fa == fb ? fa : fa + " vs " + fb) + " (" + ha + " -> " + hb +
+                    "): the contents of the data file changed";
+  }
   return c;
 }
 
@@ -179,6 +189,7 @@ std::vector<std::string> detail_lines(const RecordComparison& c) {
     out.push_back(std::string("steps differ: ") + (c.missing_in_b ? "B" : "A") + " has no step " +
                   std::to_string(c.missing_step));
   auto show = [](const std::string& v) { return v.empty() ? std::string("(unset)") : v; };
+  if (!c.data_change.empty()) out.push_back(c.data_change);
   for (const auto& d : c.config) out.push_back("config " + d.key + ": " + show(d.a) + " -> " + show(d.b));
   for (const auto& d : c.environment) out.push_back("environment " + d.key + ": " + show(d.a) + " -> " + show(d.b));
   if (c.environment.empty()) out.push_back("environment: identical");

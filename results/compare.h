@@ -42,6 +42,9 @@ struct RecordComparison {
   double rtol = 0;                     ///< the tolerance this comparison used
   std::vector<ValueDiff> config;       ///< differing /config values
   std::vector<ValueDiff> environment;  ///< differing /environment attributes
+  /// "" or one line naming the data file when the two runs read different contents
+  /// (environment data.hash): the first cause to suspect.
+  std::string data_change;
 
   /// Same steps, bit-identical losses and identical checksum rows, at least one of them:
   /// without a common checksum row the parameters were never compared, so it is not

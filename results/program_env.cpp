@@ -54,7 +54,9 @@ std::vector<std::pair<std::string, std::string>> program_environment_defaults() 
        {"PYTHONHASHSEED", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "MKL_NUM_THREADS",
         "CUBLAS_WORKSPACE_CONFIG", "NCCL_ALGO", "NCCL_PROTO", "CUDA_VISIBLE_DEVICES"})
     env.emplace_back(std::string("env.") + var, env_or_empty(var));
-  for (const char* key : {"data.entropy_floor", "trainer", "trainer.models"}) env.emplace_back(key, "");
+  for (const char* key :
+       {"data.entropy_floor", "data.file", "data.size", "data.mtime_ns", "data.hash", "trainer", "trainer.models"})
+    env.emplace_back(key, "");
   env.emplace_back("program", env_or_empty("SWEEP_PROGRAM"));
   env.emplace_back("program.digest", env_or_empty("SWEEP_PROGRAM_DIGEST"));
   env.emplace_back("program.keys", env_or_empty("SWEEP_PROGRAM_KEYS"));

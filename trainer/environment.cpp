@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "build_info.h"
+#include "data_file.h"  // identify_data_file
 #include "record.h"
 #include "sweep/record_writer.h"  // program_environment_defaults
 
@@ -73,6 +74,15 @@ std::vector<std::pair<std::string, std::string>> collect_environment(const RunCo
   env.emplace_back("blas_threads", std::to_string(blas_threads));
   env.emplace_back("torch_threads", std::to_string(at::get_num_threads()));
   env.emplace_back("deterministic_algorithms", at::globalContext().deterministicAlgorithms() ? "1" : "0");
+  // The data file, by its contents: a file rewritten under the same name is another
+  // run's data (the driver re-runs a completed run whose data.hash no longer matches).
+  if (!cfg.data.path.empty() && (cfg.data.kind == "tokens" || cfg.data.kind == "text" || cfg.data.kind == "hdf5")) {
+    const DataFileId id = identify_data_file(cfg.data.path, sweep_cache_dir());
+    env.emplace_back("data.file", id.path);
+    env.emplace_back("data.size", std::to_string(id.size));
+    env.emplace_back("data.mtime_ns", std::to_string(id.mtime_ns));
+    env.emplace_back("data.hash", id.hash);
+  }
   // cpu, hosts, os, env.<NAME>, program*: what any record writer states.
   for (auto& kv : program_environment_defaults())
     if (std::none_of(env.begin(), env.end(), [&](const auto& e) { return e.first == kv.first; }))

@@ -115,6 +115,10 @@ def environment_defaults():
         "hosts": socket.gethostname(),
         "os": " ".join((platform.system(), platform.release(), platform.machine())),
         "data.entropy_floor": "",
+        "data.file": "",
+        "data.size": "",
+        "data.mtime_ns": "",
+        "data.hash": "",
         "trainer": "",
         "trainer.models": "",
         # A grid's program (sweep sets these for each run it starts): the command, a hash

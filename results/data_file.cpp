@@ -1,0 +1,123 @@
+#include "data_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace sweep {
+namespace {
+
+constexpr const char* kCacheMagic = "sweep-data-hash 1";
+
+int64_t ns(const struct timespec& t) { return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec; }
+
+std::string hex(unsigned long long v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", v);
+  return buf;
+}
+
+/// The cache entry's key: everything that a change of the contents changes.
+std::string stat_key(const struct stat& st) {
+  std::ostringstream k;
+  k << st.st_dev << ' ' << st.st_ino << ' ' << st.st_size << ' ' << ns(st.st_mtim) << ' ' << ns(st.st_ctim);
+  return k.str();
+}
+
+std::string hash_fd(int fd, const std::string& path) {
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  std::vector<char> buf(1 << 20);
+  for (;;) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n > 0) {
+      XXH3_64bits_update(state, buf.data(), size_t(n));
+    } else if (n == 0) {
+      break;
+    } else if (errno != EINTR) {
+      const std::string why = std::strerror(errno);
+      XXH3_freeState(state);
+      throw std::runtime_error(path + ": cannot read the data file (" + why + ")");
+    }
+  }
+  const unsigned long long h = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return "xxh3:" + hex(h);
+}
+
+}  // namespace
+
+std::string sweep_cache_dir() {
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v ? v : "");
+  };
+  if (!env("SWEEP_CACHE_DIR").empty()) return env("SWEEP_CACHE_DIR");
+  if (!env("XDG_CACHE_HOME").empty() && env("XDG_CACHE_HOME")[0] == '/') return env("XDG_CACHE_HOME") + "/sweep";
+  if (!env("HOME").empty()) return env("HOME") + "/.cache/sweep";
+  return "";
+}
+
+DataFileId identify_data_file(const std::string& path, const std::string& cache_dir) {
+  DataFileId id;
+  std::error_code ec;
+  id.path = fs::canonical(path, ec).string();
+  if (ec) throw std::runtime_error(path + ": cannot resolve the data file (" + ec.message() + ")");
+  const int fd = ::open(id.path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error(id.path + ": cannot open the data file (" + std::strerror(errno) + ")");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw std::runtime_error(id.path + ": not a regular file");
+  }
+  id.size = int64_t(st.st_size);
+  id.mtime_ns = ns(st.st_mtim);
+  const std::string key = stat_key(st);
+  const std::string entry =
+      cache_dir.empty() ? "" : cache_dir + "/data-" + hex(XXH3_64bits(id.path.data(), id.path.size())) + ".txt";
+  if (!entry.empty()) {
+    std::ifstream in(entry);
+    std::string magic, cached_path, cached_key, cached_hash;
+    if (std::getline(in, magic) && magic == kCacheMagic && std::getline(in, cached_path) &&
+        std::getline(in, cached_key) && std::getline(in, cached_hash) && cached_path == id.path && cached_key == key &&
+        cached_hash.rfind("xxh3:", 0) == 0 && cached_hash.size() == 21) {
+      ::close(fd);
+      id.hash = cached_hash;
+      return id;
+    }
+  }
+  try {
+    id.hash = hash_fd(fd, id.path);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  // Only what was read is cached: a file changed while it was hashed keeps no entry.
+  struct stat after {};
+  if (!entry.empty() && ::stat(id.path.c_str(), &after) == 0 && stat_key(after) == key) {
+    fs::create_directories(cache_dir, ec);
+    const std::string tmp = entry + ".tmp." + std::to_string(::getpid());
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << kCacheMagic << '\n' << id.path << '\n' << key << '\n' << id.hash << '\n';
+    }
+    if (std::rename(tmp.c_str(), entry.c_str()) != 0) std::remove(tmp.c_str());
+  }
+  return id;
+}
+
+}  // namespace sweep
