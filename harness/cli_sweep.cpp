@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -12,6 +13,7 @@
 #include "cli.h"
 #include "grid.h"
 #include "plan.h"
+#include "record.h"  // read_partial_progress
 #include "slurm_exec.h"
 #include "sweep_run.h"
 
@@ -167,6 +169,29 @@ struct StatusOptions {
   std::string dir;
 };
 
+/// Where a running run is: "step 37/100, loss 2.31, 1m12s into attempt 1", read from its
+/// partial record without disturbing the writer; the time alone when the record cannot be
+/// read right now (before its first flush, or caught mid-update).
+std::string running_detail(const std::string& run_dir, const RunState& st) {
+  std::string out;
+  try {
+    const RecordProgress p = read_partial_progress(run_dir + "/record.h5");
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "step %lld/%lld, loss %.4g", static_cast<long long>(p.step),
+                  static_cast<long long>(p.steps), p.loss);
+    out = p.step > 0 ? buf : "no step recorded yet";
+  } catch (const RecordError&) {
+    out = "no step recorded yet";
+  }
+  struct tm t {};
+  if (strptime(st.updated.c_str(), "%Y-%m-%dT%H:%M:%SZ", &t)) {
+    const long long s = std::max<long long>(0, static_cast<long long>(std::time(nullptr) - timegm(&t)));
+    out += ", " + (s >= 60 ? std::to_string(s / 60) + "m" : std::string()) + std::to_string(s % 60) +
+           "s into attempt " + std::to_string(st.attempts);
+  }
+  return out;
+}
+
 int run_status(const StatusOptions& o) {
   if (!fs::is_directory(o.dir + "/runs")) throw ConfigError(o.dir + ": not a sweep directory (no runs/ in it)");
   const std::string holder = SweepLock::holder(o.dir);
@@ -184,6 +209,7 @@ int run_status(const StatusOptions& o) {
     RunState st = it == runs.end() ? RunState{} : it->second;
     // "running" with no driver holding the lock: the driver died without cleaning up.
     if (st.state == "running" && holder.empty()) st.state = "orphaned";
+    if (st.state == "running") st.detail = running_detail(o.dir + "/runs/" + id, st);
     ++counts[st.state];
     // Escaped text may be longer than its column: padded, never cut.
     auto column = [](const std::string& s, size_t width) {

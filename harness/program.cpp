@@ -284,6 +284,7 @@ std::vector<std::string> program_environment(const ProgramSpec& p, const std::st
           "SWEEP_PROGRAM_KEYS=" + p.keys,
           "SWEEP_PROGRAM_WRITES=" + recorded_writes(p),
           "PYTHONHASHSEED=0",
+          "PYTHONUNBUFFERED=1",  // a Python program's log follows it line by line
           "OMP_NUM_THREADS=" + t,
           "OPENBLAS_NUM_THREADS=" + t,
           "MKL_NUM_THREADS=" + t,

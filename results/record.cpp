@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <type_traits>
@@ -793,6 +794,27 @@ RecordStatus read_record_status(const std::string& path) {
   st.status = read_str_attr(file.get(), "status");
   st.failure = read_str_attr(file.get(), "failure");
   return st;
+}
+
+RecordProgress read_partial_progress(const std::string& path) {
+  const std::string partial = path + kPartialSuffix;
+  if (std::string why = regular_file_problem(partial); !why.empty()) throw RecordError(partial + ": " + why);
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  H5 fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  H5Pset_file_locking(fapl.get(), false, true);  // the writer holds the lock; reading takes none
+  H5 file(H5Fopen(partial.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);
+  if (!file) throw RecordError(partial + ": cannot be read right now");
+  RecordProgress p;
+  H5 cfg = open_group(file.get(), "config", partial);
+  const auto keys = read_str_list(cfg.get(), "keys", partial);
+  const auto values = read_str_list(cfg.get(), "values", partial);
+  for (size_t i = 0; i < keys.size() && i < values.size(); ++i)
+    if (keys[i] == "train.steps") p.steps = std::atoll(values[i].c_str());
+  H5 metrics = open_group(file.get(), "metrics", partial);
+  const auto steps = read_list<int64_t>(metrics.get(), "step", partial);
+  const auto losses = read_list<double>(metrics.get(), "loss", partial);
+  if (!steps.empty() && losses.size() >= steps.size()) p.step = steps.back(), p.loss = losses[steps.size() - 1];
+  return p;
 }
 
 bool mark_partial_failed(const std::string& path, const std::string& failure) {

@@ -159,6 +159,19 @@ struct RecordStatus {
 /// by the run still writing it).
 RecordStatus read_record_status(const std::string& path);
 
+/// How far a run still writing its record has come: the last step flushed to
+/// record.h5.partial (the writer flushes every ~2 s), its loss, and train.steps.
+struct RecordProgress {
+  int64_t step = 0;   ///< last recorded step; 0 before the first flush
+  double loss = 0;    ///< its loss
+  int64_t steps = 0;  ///< the run's train.steps; 0 when the config does not say
+};
+
+/// Reads `path` + ".partial" without taking HDF5's file lock (the writer holds it) and
+/// without writing anything. Throws RecordError when it cannot be read right now (absent,
+/// or caught between the writer's updates: ask again).
+RecordProgress read_partial_progress(const std::string& path);
+
 /// The sweep driver's post-mortem, once every process of the run is gone: marks the
 /// partial record of `path` failed with `failure` (which should keep what the run wrote,
 /// e.g. the launcher's finding followed by the old cause). A completed record, or a

@@ -143,6 +143,7 @@ TEST_F(Program, EachRunGetsItsFilesAndNumericsEnvironment) {
                   "SWEEP_PROGRAM_KEYS=" + s.program.keys,
                   "SWEEP_PROGRAM_WRITES=[]",
                   "PYTHONHASHSEED=0",
+                  "PYTHONUNBUFFERED=1",
                   "OMP_NUM_THREADS=3",
                   "OPENBLAS_NUM_THREADS=3",
                   "MKL_NUM_THREADS=3",
