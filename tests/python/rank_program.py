@@ -13,8 +13,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", "python"))
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 import numpy as np  # noqa: E402
 import sweep_record as sr  # noqa: E402
+from cli_util import read_run_config  # noqa: E402
 
 
 def first(*names):
@@ -42,14 +44,7 @@ while any(not os.path.exists(os.path.join(out, "seen-rank%d.json" % r)) for r in
         print("rank_program: error: not every rank started within 60 s", file=sys.stderr)
         sys.exit(1)
     time.sleep(0.05)
-text = open(config, "rb").read().decode()
-pairs, section = [], ""
-for line in text.splitlines():
-    if not line.startswith(" "):
-        section = line.split(":")[0]
-    elif not line.startswith("    "):
-        k, v = line.strip().split(": ", 1)
-        pairs.append((section + "." + k, v.strip('"')))
+text, pairs = read_run_config(config)
 params = [("w", np.arange(8, dtype=np.float32))]
 with sr.RecordWriter(out, run_id=sr.run_id_of(text), config_yaml=text, config=pairs, world_size=size,
                      environment={"device": "cpu", "hosts": note["host"]},

@@ -18,7 +18,6 @@ Usage: test_program.py [BIN_DIR] [unittest options]; BIN_DIR holds sweep and lin
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
@@ -27,29 +26,12 @@ import h5py
 import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
-BIN_DIR = os.environ.get("SWEEP_BIN_DIR") or os.path.join(ROOT, "build", "bin")
-TIMEOUT = 300
-sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+sys.path.insert(0, HERE)
+import cli_util  # noqa: E402
+from cli_util import read_bytes, run, show, sweep  # noqa: E402
 from test_record_writer import load_h5py_checks  # noqa: E402  (h5py_reads_record.py's schema check)
 
-
-def env():
-    e = dict(os.environ)
-    e["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.join(ROOT, "python"), e.get("PYTHONPATH")) if p)
-    return e
-
-
-def run(argv, **kw):
-    return subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT, env=env(), **kw)
-
-
-def sweep(*args):
-    return run([os.path.join(BIN_DIR, "sweep")] + list(args))
-
-
-def show(p):
-    return "exit %d\n--- stdout\n%s--- stderr\n%s" % (p.returncode, p.stdout, p.stderr)
+os.environ["SWEEP_TEST_PYTHON_DIR"] = HERE  # where the programs below find cli_util
 
 
 def text(v):
@@ -63,11 +45,6 @@ def read_json(path):
 
 def read_text(path):
     with open(path, encoding="utf-8") as f:
-        return f.read()
-
-
-def read_bytes(path):
-    with open(path, "rb") as f:
         return f.read()
 
 
@@ -90,15 +67,9 @@ seen = {"argv": sys.argv, "cwd": os.getcwd(),
             "PYTHONHASHSEED", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "CUBLAS_WORKSPACE_CONFIG")}}
 with open(os.path.join(out, "seen.json"), "w") as f:
     json.dump(seen, f)
-text = open(config, "rb").read().decode()
-pairs = []
-section = ""
-for line in text.splitlines():
-    if not line.startswith(" "):
-        section = line.split(":")[0]
-    elif not line.startswith("    "):
-        k, v = line.strip().split(": ", 1)
-        pairs.append((section + "." + k, v.strip('"')))
+sys.path.insert(0, os.environ["SWEEP_TEST_PYTHON_DIR"])
+from cli_util import read_run_config
+text, pairs = read_run_config(config)
 cfg = dict(pairs)
 mode = cfg["model.mode"]
 if mode == "no_record":
@@ -132,10 +103,10 @@ class LinregProgram(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.linreg = os.path.join(BIN_DIR, "linreg")
+        cls.linreg = os.path.join(cli_util.BIN_DIR, "linreg")
         for b in ("sweep", "linreg"):
-            if not os.access(os.path.join(BIN_DIR, b), os.X_OK):
-                raise AssertionError("%s is not in %s (build it, or pass the bin dir)" % (b, BIN_DIR))
+            if not os.access(os.path.join(cli_util.BIN_DIR, b), os.X_OK):
+                raise AssertionError("%s is not in %s (build it, or pass the bin dir)" % (b, cli_util.BIN_DIR))
         cls.tmp = tempfile.mkdtemp(prefix="program_test.")
         cls.grid = os.path.join(cls.tmp, "linreg.yaml")
         g = {"name": "linreg", "program": {"argv": [cls.linreg], "kind": "linreg", "keys": LINREG_KEYS},
@@ -429,6 +400,5 @@ class BadGrids(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
-        BIN_DIR = os.path.abspath(sys.argv.pop(1))
+    cli_util.take_bin_dir()
     unittest.main(verbosity=2)

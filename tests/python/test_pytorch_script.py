@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 import stat
-import subprocess
 import sys
 import tempfile
 import unittest
@@ -33,40 +32,18 @@ except ImportError:  # run in place without PYTHONPATH
     sys.path.insert(0, os.path.join(ROOT, "python"))
     import sweep_record as sr
 
-BIN_DIR = os.environ.get("SWEEP_BIN_DIR") or os.path.join(ROOT, "build", "bin")
-TIMEOUT = 300
+sys.path.insert(0, HERE)
+import cli_util  # noqa: E402
+from cli_util import read_bytes, run, show, sweep  # noqa: E402
+
 STEPS = 20  # the example's 60, cut for the test
-
-
-def env():
-    """The programs' environment: sweep_record importable by the script and its copies."""
-    e = dict(os.environ)
-    e["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.join(ROOT, "python"), e.get("PYTHONPATH")) if p)
-    return e
-
-
-def run(argv, **kw):
-    return subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT, env=env(), **kw)
-
-
-def sweep(*args):
-    return run([os.path.join(BIN_DIR, "sweep")] + list(args))
-
-
-def read_bytes(path):
-    with open(path, "rb") as f:
-        return f.read()
-
-
-def show(p):
-    return "exit %d\n--- stdout\n%s--- stderr\n%s" % (p.returncode, p.stdout, p.stderr)
 
 
 class PytorchScript(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        if not os.access(os.path.join(BIN_DIR, "sweep"), os.X_OK):
-            raise AssertionError("sweep is not in %s (build it, or pass the bin dir)" % BIN_DIR)
+        if not os.access(os.path.join(cli_util.BIN_DIR, "sweep"), os.X_OK):
+            raise AssertionError("sweep is not in %s (build it, or pass the bin dir)" % cli_util.BIN_DIR)
         cls.tmp = tempfile.mkdtemp(prefix="pytorch_script_test.")
         # The example's grid, cut to 4 runs (its learning rates x its seeds) of STEPS steps,
         # running a copy of the script (the c tests edit it in place, as a user would).
@@ -231,6 +208,5 @@ class PytorchScript(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
-        BIN_DIR = sys.argv.pop(1)
+    cli_util.take_bin_dir()
     unittest.main(verbosity=2)
