@@ -53,19 +53,16 @@ std::vector<std::string> trainer_args(std::vector<std::string> head, const std::
   return argv;
 }
 
-std::vector<std::string> train_argv(const LocalLaunch& launch, int world, const std::string& config_path,
-                                    const std::string& out_dir, const std::string& sweep_id, bool resume) {
+std::vector<std::string> train_argv(const LocalLaunch& launch, int world, const std::string& out_dir,
+                                    const std::string& sweep_id, bool resume) {
   std::vector<std::string> argv;
   if (world > 1) {
     argv = mpiexec_prefix(launch.mpiexec, launch.mpi_args, world, true);
     argv.insert(argv.end(), {"-n", std::to_string(world)});
   }
-  const auto head = program_head(launch, launch.train_binary, out_dir);
-  argv.insert(argv.end(), head.begin(), head.end());
-  argv.insert(argv.end(), {"--config", config_path, "--out", out_dir});
-  if (!sweep_id.empty()) argv.insert(argv.end(), {"--sweep-id", sweep_id});
-  if (resume) argv.push_back("--resume");
-  if (launch.device != "cpu") argv.insert(argv.end(), {"--device", launch.device});
+  const auto run =
+      trainer_args(program_head(launch, launch.train_binary, out_dir), out_dir, sweep_id, resume, launch.device);
+  argv.insert(argv.end(), run.begin(), run.end());
   return argv;
 }
 

@@ -35,11 +35,11 @@ inline const std::string kRunIdMark = "\x01SWEEP_RUN_ID\x01";
 std::vector<std::string> program_head(const LocalLaunch& launch, const std::string& trainer,
                                       const std::string& run_dir);
 
-/// The argv of one run: `sweep-train --config C --out D [--sweep-id S] [--resume]`, behind
-/// `mpiexec -n W` when W > 1 (with Open MPI's --allow-run-as-root when running as root and
-/// --oversubscribe when W exceeds the cores).
-std::vector<std::string> train_argv(const LocalLaunch& launch, int world, const std::string& config_path,
-                                    const std::string& out_dir, const std::string& sweep_id, bool resume);
+/// The argv of one run in `out_dir` (its config is out_dir/config.yaml): trainer_args
+/// behind `mpiexec -n W` when W > 1 (with Open MPI's --allow-run-as-root when running as
+/// root and --oversubscribe when W exceeds the cores).
+std::vector<std::string> train_argv(const LocalLaunch& launch, int world, const std::string& out_dir,
+                                    const std::string& sweep_id, bool resume);
 
 /// `head` (program_head) and sweep-train's own arguments for run directory `run_dir`
 /// (`--device` only when not cpu).

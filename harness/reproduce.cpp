@@ -108,11 +108,7 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
     if (opt.trainer_given)
       throw ConfigError(original_path + ": the record was made by the program " + program->second +
                         "; --trainer cannot replace it");
-    auto recorded = [&](const char* key) {
-      const auto it = original.environment.find(key);
-      return it == original.environment.end() ? std::string() : it->second;
-    };
-    launch.program = recorded_program(program->second, recorded("program.keys"), recorded("program.writes"),
+    launch.program = recorded_program(program->second, original.env("program.keys"), original.env("program.writes"),
                                       original_path + ": environment 'program'");
     launch.confine = executable_dir() + "/sweep-confine";
   } else if (kind != original.config.end() && kind->second != kDecoderKind) {
@@ -132,15 +128,11 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   // machine's OpenBLAS would choose another; named as the likely cause when this CPU
   // cannot run it.
   std::string blas_note;
-  auto recorded_env = [&](const char* key) {
-    const auto it = original.environment.find(key);
-    return it == original.environment.end() ? std::string() : it->second;
-  };
-  if (const BlasKernel* k = find_blas_kernel(recorded_env("blas.kernel"))) {
+  if (const BlasKernel* k = find_blas_kernel(original.env("blas.kernel"))) {
     const std::set<std::string> flags = parse_cpu_flags(read_cpuinfo());
     const std::vector<std::string> missing = flags.empty() ? std::vector<std::string>{} : missing_cpu_flags(*k, flags);
     std::string native;
-    if (missing.empty() && recorded_env("env.OPENBLAS_CORETYPE").empty()) {
+    if (missing.empty() && original.env("env.OPENBLAS_CORETYPE").empty()) {
       try {
         native = run_blas_probe(blas_settings_from_environment(), "", /*identify=*/true).core;
       } catch (const std::runtime_error&) {
@@ -151,10 +143,10 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
     if (!missing.empty()) {
       blas_note = "BLAS kernel: the record ran " + k->name + ", which this CPU cannot run (it lacks " + join(missing) +
                   "); the re-run used OpenBLAS's own choice, so the kernel alone can make the bits differ";
-    } else if (!recorded_env("env.OPENBLAS_CORETYPE").empty() || strcasecmp(native.c_str(), k->name.c_str()) != 0 ||
+    } else if (!original.env("env.OPENBLAS_CORETYPE").empty() || strcasecmp(native.c_str(), k->name.c_str()) != 0 ||
                (user && *user && strcasecmp(user, k->name.c_str()) != 0)) {
       launch.env.push_back("OPENBLAS_CORETYPE=" + k->name);
-      if (recorded_env("env.OPENBLAS_CORETYPE").empty())
+      if (original.env("env.OPENBLAS_CORETYPE").empty())
         blas_note = "BLAS kernel " + k->name + " as recorded" +
                     (user && *user ? ", not OPENBLAS_CORETYPE=" + printable(user) + " from the environment"
                                    : ", not this machine's own choice " + (native.empty() ? "(unknown)" : native));
@@ -199,8 +191,7 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   // On the kind of device the original ran on (the environment says which).
   const auto dev = original.environment.find("device");
   if (dev != original.environment.end() && dev->second.rfind("cuda", 0) == 0) launch.device = "cuda";
-  auto argv = train_argv(launch, int(config.dist.world_size), config_path, res.out_dir, original.sweep_id,
-                         /*resume=*/false);
+  auto argv = train_argv(launch, int(config.dist.world_size), res.out_dir, original.sweep_id, /*resume=*/false);
   if (opt.from_step > 0) argv.insert(argv.end(), {"--resume-from", checkpoint});
   const ExitStatus st = runner.run(argv, log);
 

@@ -131,16 +131,14 @@ std::string run_id_mismatch(const std::string& dir, const std::string& recorded_
 }
 
 std::string data_changed(const Record& r) {
-  const auto file = r.environment.find("data.file"), hash = r.environment.find("data.hash");
-  if (file == r.environment.end() || hash == r.environment.end() || file->second.empty() || hash->second.empty())
-    return "";
+  const std::string file = r.env("data.file"), hash = r.env("data.hash");
+  if (file.empty() || hash.empty()) return "";
   std::error_code ec;
-  if (!fs::exists(file->second, ec)) return "";  // not visible here (a compute node's path): the run checks it
+  if (!fs::exists(file, ec)) return "";  // not visible here (a compute node's path): the run checks it
   try {
-    const DataFileId now = identify_data_file(file->second, sweep_cache_dir());
-    if (now.hash == hash->second) return "";
-    return "its data file " + printable(file->second) + " changed since the run (" + hash->second + ", now " +
-           now.hash + ")";
+    const DataFileId now = identify_data_file(file, sweep_cache_dir());
+    if (now.hash == hash) return "";
+    return "its data file " + printable(file) + " changed since the run (" + hash + ", now " + now.hash + ")";
   } catch (const std::runtime_error&) {
     return "";  // unreadable now: the re-run would say so; the record stays as it is
   }

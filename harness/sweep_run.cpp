@@ -66,8 +66,7 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
       }
       // A grid's program: its record must say which program made it, or reproduce could not.
       if (!program.empty()) {
-        const auto it = r.environment.find("program");
-        const std::string named = it == r.environment.end() ? "" : it->second;
+        const std::string named = r.env("program");
         if (named != program) {
           *detail = "the record does not name the program that ran (environment 'program' is " +
                     (named.empty() ? std::string("missing") : "'" + printable(named.substr(0, 200)) + "'") +

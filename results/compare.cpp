@@ -134,13 +134,9 @@ RecordComparison compare_records(const Record& a, const Record& b, const Compare
   }
   c.config = diff_maps(a.config, b.config);
   c.environment = diff_maps(a.environment, b.environment, /*missing_is_empty=*/true);
-  auto env = [](const Record& r, const char* key) {
-    const auto it = r.environment.find(key);
-    return it == r.environment.end() ? std::string() : it->second;
-  };
-  const std::string ha = env(a, "data.hash"), hb = env(b, "data.hash");
+  const std::string ha = a.env("data.hash"), hb = b.env("data.hash");
   if (!ha.empty() && !hb.empty() && ha != hb) {
-    const std::string fa = env(a, "data.file"), fb = env(b, "data.file");
+    const std::string fa = a.env("data.file"), fb = b.env("data.file");
     c.data_change = "the data differ: " + (fa == fb ? fa : fa + " vs " + fb) + " (" + ha + " -> " + hb +
                     "): the contents of the data file changed";
   }

@@ -81,6 +81,11 @@ struct Record {
   std::string config_yaml;
   std::map<std::string, std::string> config;
   std::map<std::string, std::string> environment;
+  /// environment[key], or "" when the record has no such key (later versions add keys).
+  std::string env(const std::string& key) const {
+    const auto it = environment.find(key);
+    return it == environment.end() ? std::string() : it->second;
+  }
   std::vector<StepMetrics> steps;
   std::vector<ChecksumRow> checksums;
   std::vector<ParamInfo> params;
