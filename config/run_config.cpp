@@ -13,6 +13,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <sstream>
+#include <variant>
 
 #include "model_schema.h"  // registered model kinds, canonical_real
 
@@ -34,85 +35,187 @@ struct Text {
 /// table), so visitors only list and spell it.
 struct Kind {};
 
-constexpr IntRange kVocab{2, 1 << 20}, kSeqLen{2, 1 << 20};
+/// When a key has an effect, for the keys that do not always have one: `when` for
+/// `sweep keys` and docs/config.md, `holds` per config, `why_not` the setting of `c` that
+/// leaves the key idle, for the warning. A condition reads only keys listed before the
+/// keys it governs, so resetting in table order sees settled values.
+struct Applies {
+  const char* when;
+  bool (*holds)(const RunConfig&);
+  std::string (*why_not)(const RunConfig&);
+};
 
-/// The one table of keys: every visitor (apply, list, flatten) walks it in this order.
-/// The decoder's model keys come first as they always did, without model.kind, so its
-/// canonical text and run ids are those of the time before other kinds; a registered
-/// kind has model.kind, the shared vocab and seq_len, then its own keys.
+bool file_data(const RunConfig& c) { return c.data.kind == "tokens" || c.data.kind == "text" || c.data.kind == "hdf5"; }
+std::string data_kind(const RunConfig& c) { return "data.kind " + c.data.kind; }
+
+const Applies kSynthetic{"data.kind synthetic", [](const RunConfig& c) { return c.data.kind == "synthetic"; },
+                         data_kind};
+const Applies kFileData{"data.kind tokens, text or hdf5", file_data, data_kind};
+const Applies kHdf5{"data.kind hdf5", [](const RunConfig& c) { return c.data.kind == "hdf5"; }, data_kind};
+const Applies kMoe{"model.moe.experts > 0", [](const RunConfig& c) { return c.model.moe_experts > 0; },
+                   [](const RunConfig&) { return std::string("model.moe.experts 0"); }};
+const Applies kDecay{"train.schedule linear or cosine",
+                     [](const RunConfig& c) { return c.train.schedule != "constant"; },
+                     [](const RunConfig&) { return std::string("train.schedule constant"); }};
+const Applies kFp16{"train.precision fp16", [](const RunConfig& c) { return c.train.precision == "fp16"; },
+                    [](const RunConfig& c) { return "train.precision " + c.train.precision; }};
+const Applies kCheckpoints{"train.checkpoint_every > 0",
+                           [](const RunConfig& c) { return c.train.checkpoint_every > 0; },
+                           [](const RunConfig&) { return std::string("train.checkpoint_every 0"); }};
+const Applies kEvaluates{
+    "data.eval_fraction > 0 or data.eval_path set", [](const RunConfig& c) { return c.evaluates(); },
+    [](const RunConfig&) { return std::string("no held-out data (data.eval_fraction 0, no data.eval_path)"); }};
+const Applies kDesync{"fault.desync_step > 0", [](const RunConfig& c) { return c.fault.desync_step > 0; },
+                      [](const RunConfig&) { return std::string("fault.desync_step 0"); }};
+const Applies kKill{"fault.kill_step > 0", [](const RunConfig& c) { return c.fault.kill_step > 0; },
+                    [](const RunConfig&) { return std::string("fault.kill_step 0"); }};
+const Applies kHang{"fault.hang_step > 0", [](const RunConfig& c) { return c.fault.hang_step > 0; },
+                    [](const RunConfig&) { return std::string("fault.hang_step 0"); }};
+const Applies kSlow{"fault.slow_ms > 0", [](const RunConfig& c) { return c.fault.slow_ms > 0; },
+                    [](const RunConfig&) { return std::string("fault.slow_ms 0"); }};
+
+/// A key's line of help and when it has an effect (nullptr: always).
+struct Doc {
+  const char* help;
+  const Applies* applies = nullptr;
+};
+
+constexpr IntRange kVocab{2, 1 << 20}, kSeqLen{2, 1 << 20};
+// Built once: the table is walked for every point of a grid.
+const Choices kDataKinds{"synthetic", "tokens", "text", "hdf5", "program"};
+const Choices kSchedules{"constant", "linear", "cosine"};
+const Choices kOnNan{"stop", "skip_step"};
+const Choices kPrecisions{"fp32", "bf16", "fp16"};
+const Choices kReductions{"canonical", "native"};
+const Choices kFindUnused{"zero", "error"};
+const Doc kVocabDoc{"token ids are in [0, vocab)"};
+const Doc kSeqLenDoc{"tokens per sequence (the model predicts seq_len of them)"};
+
+/// The one table of keys: every visitor (apply, list, flatten, describe, reset) walks it
+/// in this order, and each row carries the key's help line and when it has an effect
+/// (`sweep keys`, docs/config.md, reset_idle_keys). The decoder's model keys come first as
+/// they always did, without model.kind, so its canonical text and run ids are those of the
+/// time before other kinds; a registered kind has model.kind, the shared vocab and
+/// seq_len, then its own keys.
 template <class Visitor>
 void visit_fields(RunConfig& c, Visitor&& v) {
   if (c.model.kind == kDecoderKind) {
-    v("model.layers", c.model.layers, IntRange{1, 256});
-    v("model.d_model", c.model.d_model, IntRange{8, 65536});
-    v("model.heads", c.model.heads, IntRange{1, 1024});
-    v("model.vocab", c.model.vocab, kVocab);
-    v("model.seq_len", c.model.seq_len, kSeqLen);
-    v("model.ffn_mult", c.model.ffn_mult, IntRange{1, 64});
-    v("model.moe.experts", c.model.moe_experts, IntRange{0, 4096});
-    v("model.moe.top_k", c.model.moe_top_k, IntRange{1, 64});
-    v("model.moe.shared_experts", c.model.moe_shared_experts, IntRange{0, 64});
-    v("model.moe.expert_hidden", c.model.moe_expert_hidden, IntRange{0, 1 << 20});
+    v("model.layers", c.model.layers, IntRange{1, 256}, Doc{"transformer blocks"});
+    v("model.d_model", c.model.d_model, IntRange{8, 65536}, Doc{"residual stream width"});
+    v("model.heads", c.model.heads, IntRange{1, 1024},
+      Doc{"attention heads; must divide model.d_model, and d_model / heads must be even (rotary positions)"});
+    v("model.vocab", c.model.vocab, kVocab, kVocabDoc);
+    v("model.seq_len", c.model.seq_len, kSeqLen, kSeqLenDoc);
+    v("model.ffn_mult", c.model.ffn_mult, IntRange{1, 64},
+      Doc{"SwiGLU hidden width = ffn_mult x d_model x 2 / 3, rounded to 8"});
+    v("model.moe.experts", c.model.moe_experts, IntRange{0, 4096}, Doc{"routed experts per MoE layer; 0 = dense MLP"});
+    v("model.moe.top_k", c.model.moe_top_k, IntRange{1, 64},
+      Doc{"experts each token is routed to; at most model.moe.experts", &kMoe});
+    v("model.moe.shared_experts", c.model.moe_shared_experts, IntRange{0, 64}, Doc{"always-on shared experts", &kMoe});
+    v("model.moe.expert_hidden", c.model.moe_expert_hidden, IntRange{0, 1 << 20},
+      Doc{"hidden width per expert; 0 = the dense ffn width / (top_k + shared_experts)", &kMoe});
   } else {
     const ModelSchema* schema = find_model_schema(c.model.kind);
     if (!schema || schema->keys.size() != c.model.values.size())
       throw ConfigError("model.kind '" + printable(c.model.kind) + "' is not registered in this process");
     const std::vector<std::string>& keys = model_schema_keys(c.model.kind);
-    v(keys[0].c_str(), c.model.kind, Kind{});
-    v(keys[1].c_str(), c.model.vocab, kVocab);
-    v(keys[2].c_str(), c.model.seq_len, kSeqLen);
-    for (size_t i = 0; i < schema->keys.size(); ++i) v(keys[i + 3].c_str(), c.model.values[i].second, schema->keys[i]);
+    v(keys[0].c_str(), c.model.kind, Kind{}, Doc{schema->help.c_str()});
+    v(keys[1].c_str(), c.model.vocab, kVocab, kVocabDoc);
+    v(keys[2].c_str(), c.model.seq_len, kSeqLen, kSeqLenDoc);
+    for (size_t i = 0; i < schema->keys.size(); ++i)
+      v(keys[i + 3].c_str(), c.model.values[i].second, schema->keys[i], Doc{schema->keys[i].help.c_str()});
   }
-  v("data.kind", c.data.kind, Choices{"synthetic", "tokens", "text", "hdf5", "program"});
-  v("data.path", c.data.path, Text{4096});
-  v("data.dataset", c.data.dataset, Text{1024});
-  v("data.seed", c.data.seed, IntRange{0, INT64_MAX});
-  v("data.branching", c.data.branching, IntRange{1, 1 << 20});
+  v("data.kind", c.data.kind, kDataKinds,
+    Doc{"synthetic (a seeded Markov chain), tokens (a uint16 file), text (bytes), hdf5, or program (the training "
+        "program's own data for its model kind)"});
+  v("data.path", c.data.path, Text{4096}, Doc{"the data file; required for these kinds", &kFileData});
+  v("data.dataset", c.data.dataset, Text{1024}, Doc{"name of the 1-D integer dataset in the file", &kHdf5});
+  v("data.seed", c.data.seed, IntRange{0, INT64_MAX},
+    Doc{"seeds the synthetic source itself (not the training order)", &kSynthetic});
+  v("data.branching", c.data.branching, IntRange{1, 1 << 20},
+    Doc{"successors per token (entropy floor = ln branching); at most model.vocab", &kSynthetic});
   // Each epoch's order is an int64 permutation of all samples: 2^28 of them is 2 GiB.
-  v("data.samples", c.data.samples, IntRange{1, int64_t(1) << 28});
-  v("data.workers", c.data.workers, IntRange{0, 64});
-  v("train.steps", c.train.steps, IntRange{1, int64_t(1) << 40});
-  v("train.micro_batch", c.train.micro_batch, IntRange{1, 1 << 20});
-  v("train.accum", c.train.accum, IntRange{1, 1 << 20});
-  v("train.lr", c.train.lr, RealRange{0, 10, true});
-  v("train.schedule", c.train.schedule, Choices{"constant", "linear", "cosine"});
-  v("train.warmup", c.train.warmup, IntRange{0, int64_t(1) << 40});
-  v("train.min_lr", c.train.min_lr, RealRange{0, 10});
-  v("train.beta1", c.train.beta1, RealRange{0, 0.999999});
-  v("train.beta2", c.train.beta2, RealRange{0, 0.999999});
-  v("train.eps", c.train.eps, RealRange{0, 1, true});
-  v("train.weight_decay", c.train.weight_decay, RealRange{0, 10});
-  v("train.clip_norm", c.train.clip_norm, RealRange{0, 1e9});
-  v("train.on_nan", c.train.on_nan, Choices{"stop", "skip_step"});
-  v("train.seed", c.train.seed, IntRange{0, INT64_MAX});
-  v("train.threads", c.train.threads, IntRange{1, 1024});
-  v("train.precision", c.train.precision, Choices{"fp32", "bf16", "fp16"});
-  v("train.loss_scale_init", c.train.loss_scale_init, RealRange{1, 1e30});
-  v("train.loss_scale_interval", c.train.loss_scale_interval, IntRange{1, int64_t(1) << 40});
-  v("train.loss_scale_growth", c.train.loss_scale_growth, RealRange{1, 1024});
-  v("train.loss_scale_backoff", c.train.loss_scale_backoff, RealRange{0, 1, true});
-  v("train.log_every", c.train.log_every, IntRange{1, int64_t(1) << 40});
-  v("train.checksum_every", c.train.checksum_every, IntRange{1, int64_t(1) << 40});
-  v("train.checkpoint_every", c.train.checkpoint_every, IntRange{0, int64_t(1) << 40});
-  v("train.keep_checkpoints", c.train.keep_checkpoints, IntRange{1, 1000000});
-  v("dist.world_size", c.dist.world_size, IntRange{1, 1 << 20});
-  v("dist.reduction", c.dist.reduction, Choices{"canonical", "native"});
-  v("dist.zero_stage", c.dist.zero_stage, IntRange{0, 3});
-  v("dist.find_unused", c.dist.find_unused, Choices{"zero", "error"});
-  v("dist.timeout_s", c.dist.timeout_s, RealRange{0, 1e7});
-  v("fault.inf_grad_step", c.fault.inf_grad_step, IntRange{0, int64_t(1) << 40});
-  v("fault.desync_step", c.fault.desync_step, IntRange{0, int64_t(1) << 40});
-  v("fault.desync_rank", c.fault.desync_rank, IntRange{0, 1 << 20});
-  v("fault.kill_step", c.fault.kill_step, IntRange{0, int64_t(1) << 40});
-  v("fault.kill_rank", c.fault.kill_rank, IntRange{0, 1 << 20});
-  v("fault.hang_step", c.fault.hang_step, IntRange{0, int64_t(1) << 40});
-  v("fault.hang_rank", c.fault.hang_rank, IntRange{0, 1 << 20});
-  // Test-only, like every fault.* key: see FaultConfig.
-  v("fault.nan_step", c.fault.nan_step, IntRange{0, int64_t(1) << 40});
-  v("fault.slow_ms", c.fault.slow_ms, IntRange{0, 600000});
-  v("fault.slow_rank", c.fault.slow_rank, IntRange{0, 1 << 20});
-  v("fault.crash_in_checkpoint_step", c.fault.crash_in_checkpoint_step, IntRange{0, int64_t(1) << 40});
-  v("fault.crash_in_record", c.fault.crash_in_record, IntRange{0, 1});
+  v("data.samples", c.data.samples, IntRange{1, int64_t(1) << 28}, Doc{"sequences per epoch", &kSynthetic});
+  v("data.workers", c.data.workers, IntRange{0, 64},
+    Doc{"background prefetch threads; results are identical for any count"});
+  v("data.eval_fraction", c.data.eval_fraction, RealRange{0, 0.5},
+    Doc{"held-out share of the data for evaluation, 0 = none: a file's last sequences, synthetic sequences past "
+        "data.samples, a program source's last sequences"});
+  v("data.eval_path", c.data.eval_path, Text{4096},
+    Doc{"a held-out file of the same kind, read whole; empty = none (not with data.eval_fraction)", &kFileData});
+  v("train.steps", c.train.steps, IntRange{1, int64_t(1) << 40}, Doc{"optimizer steps"});
+  v("train.micro_batch", c.train.micro_batch, IntRange{1, 1 << 20}, Doc{"sequences per micro-batch"});
+  v("train.accum", c.train.accum, IntRange{1, 1 << 20},
+    Doc{"micro-batches per rank per step (global batch = world_size x accum x micro_batch)"});
+  v("train.lr", c.train.lr, RealRange{0, 10, true}, Doc{"peak learning rate"});
+  v("train.schedule", c.train.schedule, kSchedules, Doc{"learning-rate decay after warmup, to train.min_lr"});
+  v("train.warmup", c.train.warmup, IntRange{0, int64_t(1) << 40},
+    Doc{"linear warmup steps from 0 to train.lr; at most train.steps"});
+  v("train.min_lr", c.train.min_lr, RealRange{0, 10},
+    Doc{"floor of the linear or cosine decay; at most train.lr (or give train.min_lr_ratio)", &kDecay});
+  v("train.beta1", c.train.beta1, RealRange{0, 0.999999}, Doc{"AdamW first-moment decay"});
+  v("train.beta2", c.train.beta2, RealRange{0, 0.999999}, Doc{"AdamW second-moment decay"});
+  v("train.eps", c.train.eps, RealRange{0, 1, true}, Doc{"AdamW denominator epsilon"});
+  v("train.weight_decay", c.train.weight_decay, RealRange{0, 10}, Doc{"AdamW decoupled weight decay"});
+  v("train.clip_norm", c.train.clip_norm, RealRange{0, 1e9}, Doc{"global gradient-norm clip; 0 = off"});
+  v("train.on_nan", c.train.on_nan, kOnNan,
+    Doc{"a non-finite loss or gradient (not an fp16 overflow): stop (status diverged) or skip_step (no update; "
+        "counted)"});
+  v("train.seed", c.train.seed, IntRange{0, INT64_MAX}, Doc{"seeds init, sampling order and every RNG of the run"});
+  v("train.threads", c.train.threads, IntRange{1, 1024}, Doc{"intra-op and BLAS threads per rank"});
+  v("train.precision", c.train.precision, kPrecisions,
+    Doc{"fp32, bf16 (autocast) or fp16 (on CPU emulated) with a dynamic loss scale"});
+  v("train.loss_scale_init", c.train.loss_scale_init, RealRange{1, 1e30}, Doc{"initial loss scale", &kFp16});
+  v("train.loss_scale_interval", c.train.loss_scale_interval, IntRange{1, int64_t(1) << 40},
+    Doc{"clean steps before the loss scale grows", &kFp16});
+  v("train.loss_scale_growth", c.train.loss_scale_growth, RealRange{1, 1024},
+    Doc{"factor the loss scale grows by", &kFp16});
+  v("train.loss_scale_backoff", c.train.loss_scale_backoff, RealRange{0, 1, true},
+    Doc{"factor on the loss scale after an overflow (the step is skipped)", &kFp16});
+  v("train.log_every", c.train.log_every, IntRange{1, int64_t(1) << 40}, Doc{"a rank-0 log line every N steps"});
+  v("train.checksum_every", c.train.checksum_every, IntRange{1, int64_t(1) << 40},
+    Doc{"parameter checksums every N steps (ranks compare them)"});
+  v("train.checkpoint_every", c.train.checkpoint_every, IntRange{0, int64_t(1) << 40},
+    Doc{"a checkpoint every N steps; 0 = never"});
+  v("train.keep_checkpoints", c.train.keep_checkpoints, IntRange{1, 1000000},
+    Doc{"complete checkpoints kept (older ones are deleted)", &kCheckpoints});
+  v("train.eval_every", c.train.eval_every, IntRange{0, int64_t(1) << 40},
+    Doc{"held-out evaluation every N steps and after the last; 0 = only after the last", &kEvaluates});
+  v("train.eval_batches", c.train.eval_batches, IntRange{1, 1 << 20},
+    Doc{"global batches (world_size x accum x micro_batch sequences) per evaluation", &kEvaluates});
+  v("dist.world_size", c.dist.world_size, IntRange{1, 1 << 20}, Doc{"ranks; checked against the launched world"});
+  v("dist.reduction", c.dist.reduction, kReductions,
+    Doc{"canonical (the same bits for any layout of a global batch) or native (MPI_Allreduce: deterministic only "
+        "for a fixed layout)"});
+  v("dist.zero_stage", c.dist.zero_stage, IntRange{0, 3},
+    Doc{"0 replicates all; 1 shards optimizer state; 2 also gradients; 3 also parameters (world_size >= 2)"});
+  v("dist.find_unused", c.dist.find_unused, kFindUnused, Doc{"parameters without a gradient: zero (counted) or error"});
+  v("dist.timeout_s", c.dist.timeout_s, RealRange{0, 1e7},
+    Doc{"a rank without progress for this many seconds ends the job"});
+  // Test-only, every fault.* key: see FaultConfig.
+  v("fault.inf_grad_step", c.fault.inf_grad_step, IntRange{0, int64_t(1) << 40},
+    Doc{"test only: makes the gradient of this step non-finite; 0 = off"});
+  v("fault.desync_step", c.fault.desync_step, IntRange{0, int64_t(1) << 40},
+    Doc{"test only: perturbs one parameter on rank fault.desync_rank after this step; 0 = off"});
+  v("fault.desync_rank", c.fault.desync_rank, IntRange{0, 1 << 20},
+    Doc{"test only: the rank fault.desync_step perturbs", &kDesync});
+  v("fault.kill_step", c.fault.kill_step, IntRange{0, int64_t(1) << 40},
+    Doc{"test only: rank fault.kill_rank sends itself SIGKILL at the start of this step; 0 = off"});
+  v("fault.kill_rank", c.fault.kill_rank, IntRange{0, 1 << 20},
+    Doc{"test only: the rank fault.kill_step kills", &kKill});
+  v("fault.hang_step", c.fault.hang_step, IntRange{0, int64_t(1) << 40},
+    Doc{"test only: rank fault.hang_rank stops making progress at the start of this step; 0 = off"});
+  v("fault.hang_rank", c.fault.hang_rank, IntRange{0, 1 << 20},
+    Doc{"test only: the rank fault.hang_step hangs", &kHang});
+  v("fault.nan_step", c.fault.nan_step, IntRange{0, int64_t(1) << 40},
+    Doc{"test only: rank 0's first micro-batch loss becomes NaN at this step; 0 = off"});
+  v("fault.slow_ms", c.fault.slow_ms, IntRange{0, 600000},
+    Doc{"test only: rank fault.slow_rank sleeps this long inside every step's compute; 0 = off"});
+  v("fault.slow_rank", c.fault.slow_rank, IntRange{0, 1 << 20}, Doc{"test only: the rank fault.slow_ms slows", &kSlow});
+  v("fault.crash_in_checkpoint_step", c.fault.crash_in_checkpoint_step, IntRange{0, int64_t(1) << 40},
+    Doc{"test only: exits while writing this step's checkpoint, before its DONE marker; 0 = off"});
+  v("fault.crash_in_record", c.fault.crash_in_record, IntRange{0, 1},
+    Doc{"test only: 1 exits just before the finished record is renamed into place"});
 }
 
 std::string format_int(int64_t x) { return std::to_string(x); }
@@ -163,17 +266,17 @@ struct Applier {
       bad_value(key, v, "one of " + join(choices, " | "));
     return v.text;
   }
-  void operator()(const char* key, int64_t& field, IntRange r) {
+  void operator()(const char* key, int64_t& field, IntRange r, const Doc&) {
     if (const ConfigValue* v = find(key)) field = parse(key, *v, r);
   }
-  void operator()(const char* key, double& field, RealRange r) {
+  void operator()(const char* key, double& field, RealRange r, const Doc&) {
     if (const ConfigValue* v = find(key)) field = parse(key, *v, r);
   }
-  void operator()(const char* key, std::string& field, const Choices& choices) {
+  void operator()(const char* key, std::string& field, const Choices& choices, const Doc&) {
     if (const ConfigValue* v = find(key)) field = parse(key, *v, choices);
   }
   /// A registered kind's key: checked as a built-in key of its type, kept as canonical text.
-  void operator()(const char* key, std::string& field, const ModelKey& k) {
+  void operator()(const char* key, std::string& field, const ModelKey& k, const Doc&) {
     const ConfigValue* v = find(key);
     if (!v) return;
     switch (k.type) {
@@ -188,8 +291,8 @@ struct Applier {
         break;
     }
   }
-  void operator()(const char* key, std::string&, Kind) { (void)find(key); }  // applied before the walk
-  void operator()(const char* key, std::string& field, Text t) {
+  void operator()(const char* key, std::string&, Kind, const Doc&) { (void)find(key); }  // applied before the walk
+  void operator()(const char* key, std::string& field, Text t, const Doc&) {
     const ConfigValue* v = find(key);
     if (!v) return;
     if (v->text.size() > t.max_len) bad_value(key, *v, "at most " + std::to_string(t.max_len) + " characters");
@@ -202,19 +305,19 @@ struct Applier {
 struct Lister {
   std::vector<std::string>* keys;
   template <class T, class S>
-  void operator()(const char* key, T&, const S&) {
+  void operator()(const char* key, T&, const S&, const Doc&) {
     keys->push_back(key);
   }
 };
 
 struct Flattener {
   std::vector<std::pair<std::string, std::string>>* out;
-  void operator()(const char* key, int64_t& f, IntRange) { out->emplace_back(key, format_int(f)); }
-  void operator()(const char* key, double& f, RealRange) { out->emplace_back(key, format_real(f)); }
-  void operator()(const char* key, std::string& f, const Choices&) { out->emplace_back(key, f); }
-  void operator()(const char* key, std::string& f, Text) { out->emplace_back(key, f); }
-  void operator()(const char* key, std::string& f, const ModelKey&) { out->emplace_back(key, f); }
-  void operator()(const char* key, std::string& f, Kind) { out->emplace_back(key, f); }
+  void operator()(const char* key, int64_t& f, IntRange, const Doc&) { out->emplace_back(key, format_int(f)); }
+  void operator()(const char* key, double& f, RealRange, const Doc&) { out->emplace_back(key, format_real(f)); }
+  template <class S>
+  void operator()(const char* key, std::string& f, const S&, const Doc&) {
+    out->emplace_back(key, f);
+  }
 };
 
 /// Double-quoted YAML scalar: any text (paths with ': ', '#', quotes) reads back unchanged.
@@ -340,17 +443,182 @@ void apply_kind(RunConfig& base, const ConfigValue& v) {
 
 }  // namespace
 
+namespace {
+
+constexpr const char* kMinLrRatio = "train.min_lr_ratio";
+
+/// ratio x lr to 15 significant digits, so 0.1 x 0.003 is 3e-4 as written by hand (the
+/// product in binary is 3.0000000000000003e-4), and never above lr.
+double scaled_lr(double ratio, double lr) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.15g", ratio * lr);
+  return std::min(std::strtod(buf, nullptr), lr);
+}
+
+/// train.min_lr_ratio: remembered in `c`, so a later train.lr (a grid axis applied on top
+/// of the base) moves min_lr with it; an explicit train.min_lr forgets it.
+void apply_min_lr_ratio(RunConfig& c, const FlatConfig& values) {
+  const auto ratio = values.find(kMinLrRatio);
+  const auto min_lr = values.find("train.min_lr");
+  if (ratio != values.end() && min_lr != values.end())
+    throw ConfigError(at(ratio->second) + "key 'train.min_lr_ratio': give either train.min_lr" +
+                      (min_lr->second.where.empty() ? "" : " (at " + min_lr->second.where + ")") +
+                      " or train.min_lr_ratio, not both");
+  if (ratio != values.end()) {
+    if (!ratio->second.is_scalar) bad_value(kMinLrRatio, ratio->second, "a single value, not a map or list");
+    c.train.min_lr_ratio = Applier::parse(kMinLrRatio, ratio->second, RealRange{0, 1});
+  } else if (min_lr != values.end()) {
+    c.train.min_lr_ratio = -1;
+  }
+  if (c.train.min_lr_ratio >= 0) c.train.min_lr = scaled_lr(c.train.min_lr_ratio, c.train.lr);
+}
+
+}  // namespace
+
+const std::vector<std::string>& input_only_keys() {
+  static const std::vector<std::string> keys = {kMinLrRatio};
+  return keys;
+}
+
 RunConfig apply_run_values(RunConfig base, const FlatConfig& values) {
   if (auto it = values.find("model.kind"); it != values.end()) apply_kind(base, it->second);
   const auto& keys = config_keys(base.model.kind);
   for (const auto& [key, v] : values) {
-    if (std::find(keys.begin(), keys.end(), key) != keys.end() || key == "model.kind") continue;
+    if (std::find(keys.begin(), keys.end(), key) != keys.end() || key == "model.kind" || key == kMinLrRatio) continue;
     std::string msg = at(v) + "unknown key '" + printable(key) + "'";
     if (base.model.kind != kDecoderKind && key.rfind("model.", 0) == 0) msg += " for model.kind " + base.model.kind;
-    throw ConfigError(msg + did_you_mean(key, keys));
+    std::vector<std::string> known = keys;
+    known.insert(known.end(), input_only_keys().begin(), input_only_keys().end());
+    throw ConfigError(msg + did_you_mean(key, known));
   }
   visit_fields(base, Applier{values});
+  apply_min_lr_ratio(base, values);
   return base;
+}
+
+namespace {
+
+/// An integer bound as a reader takes it in: "2^40" rather than 1099511627776.
+std::string format_bound(int64_t x) {
+  if (x == INT64_MAX) return "2^63 - 1";
+  if (x >= (int64_t(1) << 20) && (x & (x - 1)) == 0) {
+    int bits = 0;
+    while ((int64_t(1) << bits) != x) ++bits;
+    return "2^" + std::to_string(bits);
+  }
+  return format_int(x);
+}
+
+std::string int_range(int64_t min, int64_t max) { return "[" + format_bound(min) + ", " + format_bound(max) + "]"; }
+
+std::string real_range(double min, double max, bool min_exclusive) {
+  return std::string(min_exclusive ? "(" : "[") + format_real(min) + ", " + format_real(max) + "]";
+}
+
+/// The rows of the table for `sweep keys`: walked over a default config, so every field
+/// holds its default.
+struct Describer {
+  std::vector<KeyDoc>* out;
+  void add(const char* key, const char* type, std::string def, std::string range, const Doc& d) {
+    out->push_back({key, type, std::move(def), std::move(range), d.applies ? d.applies->when : "", d.help});
+  }
+  void operator()(const char* key, int64_t& f, IntRange r, const Doc& d) {
+    add(key, "integer", format_int(f), int_range(r.min, r.max), d);
+  }
+  void operator()(const char* key, double& f, RealRange r, const Doc& d) {
+    add(key, "real", format_real(f), real_range(r.min, r.max, r.min_exclusive), d);
+  }
+  void operator()(const char* key, std::string& f, const Choices& choices, const Doc& d) {
+    add(key, "choice", f, join(choices, ", "), d);
+  }
+  void operator()(const char* key, std::string& f, Text t, const Doc& d) {
+    add(key, "text", f, "at most " + std::to_string(t.max_len) + " characters", d);
+  }
+  void operator()(const char* key, std::string& f, Kind, const Doc& d) {
+    add(key, "choice", f, "decoder or a registered kind", d);
+  }
+  void operator()(const char* key, std::string& f, const ModelKey& k, const Doc& d) {
+    switch (k.type) {
+      case ModelKey::Type::integer:
+        add(key, "integer", f, int_range(k.int_min, k.int_max), d);
+        break;
+      case ModelKey::Type::real:
+        add(key, "real", f, real_range(k.real_min, k.real_max, k.min_exclusive), d);
+        break;
+      case ModelKey::Type::choice:
+        add(key, "choice", f, join(k.choices, ", "), d);
+        break;
+    }
+  }
+};
+
+/// The defaults of a kind's keys in table order: a default config walked.
+using DefaultValue = std::variant<int64_t, double, std::string>;
+struct DefaultsCollector {
+  std::vector<DefaultValue>* out;
+  template <class T, class S>
+  void operator()(const char*, T& f, const S&, const Doc&) {
+    out->emplace_back(f);
+  }
+};
+
+const std::vector<DefaultValue>& defaults_of(const std::string& kind) {
+  static std::map<std::string, std::vector<DefaultValue>> by_kind;  // kinds are registered at start-up
+  auto it = by_kind.find(kind);
+  if (it != by_kind.end()) return it->second;
+  RunConfig d;
+  select_kind(d.model, kind);
+  std::vector<DefaultValue> values;
+  visit_fields(d, DefaultsCollector{&values});
+  return by_kind.emplace(kind, std::move(values)).first->second;
+}
+
+/// Puts each key whose Doc says it has no effect in `c` back to its default. Cheap for the
+/// keys that always apply (one pointer test), since a grid resets every point.
+struct IdleResetter {
+  RunConfig& c;
+  const std::vector<DefaultValue>& defaults;
+  std::vector<IdleKey>* idle;
+  size_t index = 0;
+  template <class T, class S>
+  void operator()(const char* key, T& field, const S&, const Doc& doc) {
+    const size_t i = index++;
+    if (!doc.applies || doc.applies->holds(c)) return;
+    const T& d = std::get<T>(defaults[i]);
+    if (field == d) return;
+    idle->push_back({key, doc.applies->why_not(c)});
+    field = d;
+  }
+};
+
+}  // namespace
+
+std::vector<KeyDoc> describe_keys(const std::string& kind) {
+  RunConfig c;
+  select_kind(c.model, kind);
+  std::vector<KeyDoc> out;
+  if (kind == kDecoderKind)  // the decoder's table has no model.kind: it is the default
+    out.push_back({"model.kind", "choice", kDecoderKind, "decoder or a registered kind", "",
+                   "the model: decoder (built in) or a kind a training program registers (launch.trainer, "
+                   "program:); `sweep keys --trainer PROGRAM --model-kind KIND` lists its keys"});
+  visit_fields(c, Describer{&out});  // throws for an unknown kind
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i].key == "train.min_lr") {
+      out.insert(out.begin() + long(i) + 1,
+                 {kMinLrRatio, "real", "", "[0, 1]", kDecay.when,
+                  "input only: train.min_lr = this x train.lr of each point (a grid over train.lr keeps the ratio); "
+                  "not with train.min_lr; run ids hold min_lr"});
+      break;
+    }
+  return out;
+}
+
+std::vector<IdleKey> reset_idle_keys(RunConfig& c) {
+  std::vector<IdleKey> idle;
+  visit_fields(c, IdleResetter{c, defaults_of(c.model.kind), &idle});
+  for (const IdleKey& k : idle)
+    if (k.key == "train.min_lr") c.train.min_lr_ratio = -1;  // the ratio goes with the min_lr it set
+  return idle;
 }
 
 namespace {
@@ -425,6 +693,15 @@ void check_run_config(const RunConfig& c, const FlatConfig& values) {
   if (decoder && c.model.moe_experts > 0 && c.model.moe_top_k > c.model.moe_experts)
     throw ConfigError(at_any(values, {"model.moe.top_k", "model.moe.experts"}) +
                       "key 'model.moe.top_k': must be <= model.moe.experts (" + format_int(c.model.moe_experts) + ")");
+  if (!c.data.eval_path.empty() && (c.data.kind == "synthetic" || c.data.kind == "program"))
+    throw ConfigError(at_any(values, {"data.eval_path", "data.kind"}) + "key 'data.eval_path': data.kind " +
+                      c.data.kind + " has no files; use data.eval_fraction to hold out part of its sequences");
+  if (!c.data.eval_path.empty() && c.data.eval_fraction > 0)
+    throw ConfigError(at_any(values, {"data.eval_fraction", "data.eval_path"}) +
+                      "key 'data.eval_fraction': give either data.eval_fraction or data.eval_path, not both");
+  if (c.train.eval_every > 0 && !c.evaluates())
+    throw ConfigError(at_any(values, {"train.eval_every"}) +
+                      "key 'train.eval_every': there is no held-out data; set data.eval_fraction or data.eval_path");
   check_sizes(c, values);
   const int64_t crash = c.fault.crash_in_checkpoint_step;
   if (crash > 0 && (c.train.checkpoint_every == 0 || crash % c.train.checkpoint_every != 0 || crash >= c.train.steps))
@@ -436,6 +713,7 @@ void check_run_config(const RunConfig& c, const FlatConfig& values) {
 RunConfig apply_run_config(RunConfig base, const FlatConfig& values) {
   base = apply_run_values(std::move(base), values);
   check_run_config(base, values);
+  (void)reset_idle_keys(base);
   return base;
 }
 
@@ -487,42 +765,77 @@ RunConfig load_run_config(const std::string& path) {
   return apply_run_config(RunConfig{}, flatten_yaml(ss.str(), path));
 }
 
+namespace {
+
+/// Keys added after run ids were first published: at their default they are left out of
+/// the canonical text, so the run ids of configs that do not use them stay as they were.
+bool omitted_at_default(const std::string& key, const std::string& value) {
+  static const std::map<std::string, std::string> defaults = [] {
+    std::vector<std::pair<std::string, std::string>> all;
+    RunConfig probe;
+    visit_fields(probe, Flattener{&all});
+    std::map<std::string, std::string> out;
+    for (const char* k : {"data.eval_fraction", "data.eval_path", "train.eval_every", "train.eval_batches"})
+      for (const auto& [key, v] : all)
+        if (key == k) out[key] = v;
+    return out;
+  }();
+  const auto it = defaults.find(key);
+  return it != defaults.end() && it->second == value;
+}
+
+}  // namespace
+
 std::vector<std::pair<std::string, std::string>> to_flat(const RunConfig& c) {
-  std::vector<std::pair<std::string, std::string>> out;
+  std::vector<std::pair<std::string, std::string>> all, out;
   RunConfig copy = c;
-  visit_fields(copy, Flattener{&out});
+  visit_fields(copy, Flattener{&all});
+  for (auto& kv : all)
+    if (!omitted_at_default(kv.first, kv.second)) out.push_back(std::move(kv));
   return out;
 }
 
-std::string to_yaml(const RunConfig& c) {
+std::vector<std::string> canonical_pieces(const RunConfig& c) {
   // Keys come grouped by section in canonical order; within a section, keys with a
   // further dot ("moe.experts") are written as flow-free nested maps. Text fields are
-  // always double-quoted so any path reads back unchanged.
+  // always double-quoted so any path reads back unchanged. A header goes with the first
+  // key of its section in the table, present or not, so no piece depends on another key.
   static const std::vector<std::string> text_keys = [] {
     std::vector<std::string> k;
     RunConfig probe;
-    visit_fields(probe, [&](const char* key, auto&, const auto& spec) {
+    visit_fields(probe, [&](const char* key, auto&, const auto& spec, const Doc&) {
       if constexpr (std::is_same_v<std::decay_t<decltype(spec)>, Text>) k.push_back(key);
     });
     return k;
   }();
-  std::string out, section, sub;
-  for (const auto& [key, raw] : to_flat(c)) {
-    bool text = std::find(text_keys.begin(), text_keys.end(), key) != text_keys.end();
-    std::string value = text ? yaml_quote(raw) : raw;
-    auto dot = key.find('.');
-    std::string sec = key.substr(0, dot), rest = key.substr(dot + 1);
-    if (sec != section) out += sec + ":\n", section = sec, sub.clear();
-    auto dot2 = rest.find('.');
-    if (dot2 == std::string::npos) {
-      sub.clear();
-      out += "  " + rest + ": " + value + "\n";
-    } else {
-      std::string s = rest.substr(0, dot2);
-      if (s != sub) out += "  " + s + ":\n", sub = s;
-      out += "    " + rest.substr(dot2 + 1) + ": " + value + "\n";
+  std::vector<std::pair<std::string, std::string>> all;
+  RunConfig copy = c;
+  visit_fields(copy, Flattener{&all});
+  std::vector<std::string> out;
+  out.reserve(all.size());
+  std::string section, sub;
+  for (const auto& [key, raw] : all) {
+    const auto dot = key.find('.');
+    const std::string sec = key.substr(0, dot), rest = key.substr(dot + 1);
+    const auto dot2 = rest.find('.');
+    const std::string s = dot2 == std::string::npos ? "" : rest.substr(0, dot2);
+    std::string piece;
+    if (sec != section) piece += sec + ":\n";
+    if (!s.empty() && (sec != section || s != sub)) piece += "  " + s + ":\n";
+    section = sec, sub = s;
+    if (!omitted_at_default(key, raw)) {
+      const bool text = std::find(text_keys.begin(), text_keys.end(), key) != text_keys.end();
+      const std::string value = text ? yaml_quote(raw) : raw;
+      piece += s.empty() ? "  " + rest + ": " + value + "\n" : "    " + rest.substr(dot2 + 1) + ": " + value + "\n";
     }
+    out.push_back(std::move(piece));
   }
+  return out;
+}
+
+std::string to_yaml(const RunConfig& c) {
+  std::string out;
+  for (const std::string& piece : canonical_pieces(c)) out += piece;
   return out;
 }
 

@@ -1,6 +1,8 @@
 // The run config: every knob of one training run, its defaults, its valid ranges, and
 // its canonical text (whose hash is the run id). Free of LibTorch so the harness can
 // validate a grid without linking the trainer.
+// The comments on fields are for readers of the code; what users read (`sweep keys`,
+// docs/config.md) is each key's help line in the key table, run_config.cpp.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +52,12 @@ struct DataConfig {
   int64_t branching = 4;           ///< synthetic: successors per token (entropy floor = ln branching)
   int64_t samples = 65536;         ///< synthetic: sequences per epoch
   int64_t workers = 0;             ///< background prefetch threads; results identical for any count
+  /// Held-out share of the data for evaluation, 0 = none. A file's last sequences (the
+  /// training windows stop one window short, so no token is in both); synthetic data
+  /// holds out sequences past data.samples (training is unchanged); program data its
+  /// source's last sequences.
+  double eval_fraction = 0.0;
+  std::string eval_path;  ///< tokens/text/hdf5: a held-out file of the same kind, read whole; "" = none
 };
 
 /// Optimisation and everything that changes the math of a step.
@@ -79,6 +87,13 @@ struct TrainConfig {
   int64_t checksum_every = 1;          ///< parameter checksums every N steps
   int64_t checkpoint_every = 0;        ///< checkpoint every N steps; 0 = never
   int64_t keep_checkpoints = 2;        ///< complete checkpoints kept (older ones are deleted)
+  /// Held-out evaluation every N steps and after the last; 0 = only after the last step
+  /// (when there is held-out data: data.eval_fraction or data.eval_path).
+  int64_t eval_every = 0;
+  int64_t eval_batches = 4;  ///< global batches (world_size x accum x micro_batch sequences) per evaluation
+  /// Input only (train.min_lr_ratio): when >= 0, min_lr = min_lr_ratio x lr, recomputed
+  /// whenever lr is applied; never in the canonical text (min_lr is). -1 = not given.
+  double min_lr_ratio = -1;
 };
 
 /// Test-only fault injection; never set these in a real sweep. Every field is off at its
@@ -110,6 +125,8 @@ struct DistConfig {
 
 /// One training run, fully resolved.
 struct RunConfig {
+  /// Whether the run evaluates held-out data (data.eval_fraction or data.eval_path set).
+  bool evaluates() const { return data.eval_fraction > 0 || !data.eval_path.empty(); }
   ModelConfig model;
   DataConfig data;
   TrainConfig train;
@@ -136,6 +153,36 @@ using FlatConfig = std::map<std::string, ConfigValue>;
 /// Every dotted key the run config of the built-in decoder knows, in canonical order.
 const std::vector<std::string>& run_config_keys();
 
+/// Keys accepted in a config but never in its canonical text: train.min_lr_ratio (it sets
+/// train.min_lr from train.lr).
+const std::vector<std::string>& input_only_keys();
+
+/// One key of the table, described for `sweep keys` and docs/config.md.
+struct KeyDoc {
+  std::string key;            ///< dotted key
+  std::string type;           ///< integer | real | choice | text
+  std::string default_value;  ///< canonical text of the default; "" for empty text
+  std::string range;          ///< "[1, 256]", "(0, 10]", "fp32, bf16, fp16", "at most 4096 characters"
+  std::string applies;        ///< when the key has an effect ("data.kind synthetic"); "" = always
+  std::string help;           ///< one line
+};
+
+/// Every key of a config of model kind `kind`, in canonical order, with model.kind first
+/// and each input-only key after the key it sets. Throws ConfigError for an unknown kind.
+std::vector<KeyDoc> describe_keys(const std::string& kind);
+
+/// A key set to a value that has no effect with the rest of its config.
+struct IdleKey {
+  std::string key;     ///< dotted key
+  std::string reason;  ///< the setting that makes it idle: "data.kind text"
+};
+
+/// Resets every key that has no effect in `c` (data.seed unless data.kind is synthetic,
+/// train.loss_scale_* unless fp16, ...: describe_keys().applies) to its default, so such a
+/// key neither splits run ids nor reaches the run. Returns the keys that held another
+/// value; empty when `c` was already canonical.
+std::vector<IdleKey> reset_idle_keys(RunConfig& c);
+
 /// Every dotted key of a run config of model kind `kind`, in canonical order (the
 /// decoder's: run_config_keys()). Throws ConfigError for a kind this process does not know.
 const std::vector<std::string>& config_keys(const std::string& kind);
@@ -143,11 +190,13 @@ const std::vector<std::string>& config_keys(const std::string& kind);
 /// Applies `values` on top of `base`; `model.kind`, when given, first (another kind starts
 /// from that kind's defaults for its own keys). Throws ConfigError naming the key for an unknown
 /// key (with a did-you-mean), a wrong type or an out-of-range value, and checks the
-/// constraints between keys.
+/// constraints between keys; then resets the keys without effect (reset_idle_keys).
 RunConfig apply_run_config(RunConfig base, const FlatConfig& values);
 
-/// apply_run_config without the constraints between keys: a grid checks each value on
-/// its own, and the constraints only once the axes of a point are combined.
+/// apply_run_config without the constraints between keys and without resetting idle keys:
+/// a grid checks each value on its own, and the rest only once the axes of a point are
+/// combined. train.min_lr_ratio sets train.min_lr from the resulting train.lr; giving it
+/// and train.min_lr in one `values` is a ConfigError.
 RunConfig apply_run_values(RunConfig base, const FlatConfig& values);
 
 /// Throws ConfigError when keys contradict each other (heads must divide d_model,
@@ -168,6 +217,12 @@ std::vector<std::pair<std::string, std::string>> to_flat(const RunConfig& c);
 
 /// Canonical nested YAML text; equal configs give equal text.
 std::string to_yaml(const RunConfig& c);
+
+/// to_yaml(c) cut into one piece per key of config_keys(c.model.kind), in that order: the
+/// key's line after any section headers that open before it, or only those headers for a
+/// key left out at its default. The pieces joined are to_yaml(c), and each depends on its
+/// own key's value alone, so a grid hashes a point from the pieces of the keys it changed.
+std::vector<std::string> canonical_pieces(const RunConfig& c);
 
 /// Run id: 16 hex digits of XXH3-64 over to_yaml(c).
 std::string run_id(const RunConfig& c);

@@ -42,6 +42,24 @@ void check_values(const RunConfig& base, const GridAxis& axis) {
   for (const auto& v : axis.values) (void)apply_run_values(base, FlatConfig{{axis.key, v}});
 }
 
+/// train.min_lr and train.min_lr_ratio set the same value: a grid whose base, grid and zip
+/// spell both would give some point both. (An include is base + its own keys, checked as
+/// such when it is applied.)
+void check_one_min_lr(const SweepSpec& spec) {
+  std::string min_lr, ratio;  // where each is first given
+  auto see = [&](const std::string& key, const std::string& where) {
+    if (key == "train.min_lr" && min_lr.empty()) min_lr = where;
+    if (key == "train.min_lr_ratio" && ratio.empty()) ratio = where;
+  };
+  for (const auto& [k, v] : spec.base) see(k, v.where);
+  for (const auto& a : spec.axes) see(a.key, a.where);
+  for (const auto& z : spec.zips)
+    for (const auto& a : z.axes) see(a.key, a.where);
+  if (!min_lr.empty() && !ratio.empty())
+    throw ConfigError(ratio + ": key 'train.min_lr_ratio': give either train.min_lr (at " + min_lr +
+                      ") or train.min_lr_ratio, not both");
+}
+
 /// Remembers which section sweeps each key, so no key is swept twice.
 class KeyOwners {
  public:
@@ -301,6 +319,7 @@ SweepSpec parse_grid(const std::string& text, const std::string& source, const s
   if (!spec.seeds.values.empty()) owners.claim("train.seed", spec.seeds.where, "seeds"), check_values(base, spec.seeds);
   if (!spec.constraints.derive.empty())
     owners.claim(spec.constraints.derive, spec.constraints.where, "constraints.derive");
+  check_one_min_lr(spec);
   for (const auto& p : spec.excludes)
     for (const auto& a : p.keys) check_values(base, a);
   for (const auto& p : spec.includes)

@@ -1,8 +1,10 @@
 // Expanding a SweepSpec into points. Built to plan 100,000 points in well under a
 // second: every axis value is resolved once, points are formed incrementally (only the
 // dimensions that changed are re-applied), and the run id is hashed from the canonical
-// YAML lines of the base with the swept keys' lines substituted, which is byte for byte
-// what to_yaml() writes (each line depends on its own key only).
+// pieces of the base with the swept keys' pieces substituted, which is byte for byte
+// what to_yaml() writes (each piece depends on its own key only). A point with a key
+// that has no effect (reset_idle_keys) or a train.min_lr_ratio (min_lr follows lr) is
+// hashed from its whole to_yaml() instead.
 #include <xxhash.h>
 
 #include <algorithm>
@@ -19,32 +21,20 @@ namespace {
 /// Most points a product may have before anything is formed (memory, not policy).
 constexpr double kMaxPoints = 20e6;
 
-/// to_yaml(c) split into lines, with the line of every key.
+/// canonical_pieces(c) of the base, with the piece of every key.
 class CanonicalLines {
  public:
-  explicit CanonicalLines(const RunConfig& base) : lines_(split(to_yaml(base))) {
-    // Every key has exactly one line, in canonical order; the others are section headers.
+  explicit CanonicalLines(const RunConfig& base) : lines_(canonical_pieces(base)) {
     const auto& keys = config_keys(base.model.kind);
-    size_t k = 0;
-    for (size_t i = 0; i < lines_.size() && k < keys.size(); ++i)
-      if (lines_[i].find(": ") != std::string::npos) index_[keys[k++]] = i;
+    for (size_t i = 0; i < keys.size(); ++i) index_[keys[i]] = i;
   }
+  /// False for an input-only key (train.min_lr_ratio): it has no piece of its own.
+  bool has(const std::string& key) const { return index_.count(key) != 0; }
   size_t line_of(const std::string& key) const { return index_.at(key); }
   size_t size() const { return lines_.size(); }
   const std::string& base_line(size_t i) const { return lines_[i]; }
-  /// The line of `key` in the canonical text of `c`.
-  std::string line(const RunConfig& c, const std::string& key) const { return split(to_yaml(c))[line_of(key)]; }
-
-  static std::vector<std::string> split(const std::string& text) {
-    std::vector<std::string> out;
-    size_t start = 0;
-    while (start < text.size()) {
-      size_t nl = text.find('\n', start);
-      out.push_back(text.substr(start, nl - start + 1));
-      start = nl + 1;
-    }
-    return out;
-  }
+  /// The piece of `key` in the canonical text of `c`.
+  std::string line(const RunConfig& c, const std::string& key) const { return canonical_pieces(c)[line_of(key)]; }
 
  private:
   std::vector<std::string> lines_;
@@ -70,6 +60,15 @@ struct Dim {
   size_t size() const { return patch.size(); }
 };
 
+/// `key`'s value in `flat`; as written (`v`) for a key with no canonical text of its own
+/// (train.min_lr_ratio) or one left out at its default.
+std::string canonical_of(const std::vector<std::pair<std::string, std::string>>& flat, const std::string& key,
+                         const ConfigValue& v) {
+  for (const auto& [k, val] : flat)
+    if (k == key) return val;
+  return v.text;
+}
+
 Dim make_dim(const std::vector<const GridAxis*>& axes, const RunConfig& base, const CanonicalLines& cl) {
   Dim d;
   for (const GridAxis* a : axes) d.keys.push_back(a->key);
@@ -79,13 +78,12 @@ Dim make_dim(const std::vector<const GridAxis*>& axes, const RunConfig& base, co
     std::vector<std::string> shown;
     for (const GridAxis* a : axes) patch[a->key] = a->values[i], shown.push_back(a->values[i].text);
     RunConfig c = apply_run_values(base, patch);
-    auto text = CanonicalLines::split(to_yaml(c));
+    auto text = canonical_pieces(c);
     auto flat = to_flat(c);
     std::vector<std::string> lines, canon;
     for (const auto& k : d.keys) {
-      lines.push_back(text[cl.line_of(k)]);
-      for (const auto& [fk, fv] : flat)
-        if (fk == k) canon.push_back(fv);
+      lines.push_back(cl.has(k) ? text[cl.line_of(k)] : std::string());
+      canon.push_back(canonical_of(flat, k, patch.at(k)));
     }
     d.patch.push_back(std::move(patch));
     d.lines.push_back(std::move(lines));
@@ -97,10 +95,7 @@ Dim make_dim(const std::vector<const GridAxis*>& axes, const RunConfig& base, co
 
 /// Canonical value of `v` for `key` (so "1e-3" matches "0.001").
 std::string canonical_of(const RunConfig& base, const std::string& key, const ConfigValue& v) {
-  RunConfig c = apply_run_values(base, FlatConfig{{key, v}});
-  for (const auto& [k, val] : to_flat(c))
-    if (k == key) return val;
-  return v.text;
+  return canonical_of(to_flat(apply_run_values(base, FlatConfig{{key, v}})), key, v);
 }
 
 /// One condition of an exclude entry, resolved against the dimensions.
@@ -131,6 +126,21 @@ class Expander {
       dims_.push_back(std::move(d));
     }
     for (const auto& ex : s.excludes) excludes_.push_back(resolve(ex));
+    // Only a key the grid writes can hold a value without effect: a grid that writes none
+    // of the keys that do not always apply skips reset_idle_keys at every point.
+    std::set<std::string> conditional;
+    for (const KeyDoc& k : describe_keys(base_.model.kind))
+      if (!k.applies.empty()) conditional.insert(k.key);
+    auto written = [&](const std::string& key) {
+      whole_text_ |= key == "train.min_lr_ratio";
+      may_idle_ |= conditional.count(key) != 0;
+    };
+    for (const auto& [k, v] : s.base) written(k);
+    for (const auto& a : s.axes) written(a.key);
+    for (const auto& z : s.zips)
+      for (const auto& a : z.axes) written(a.key);
+    for (const auto& inc : s.includes)
+      for (const auto& a : inc.keys) written(a.key);
   }
 
   Expansion run() {
@@ -262,6 +272,24 @@ class Expander {
                             "layouts of the same global batch (the canonical reduction tree needs whole subtrees)");
   }
 
+  /// reset_idle_keys on the point, with a warning for each key the first time it is idle,
+  /// at the line that set it; returns the keys it reset.
+  template <class Values>
+  std::vector<IdleKey> reset_idle(GridPoint& p, const Values& values) {
+    if (!may_idle_) return {};
+    std::vector<IdleKey> idle = reset_idle_keys(p.config);
+    for (const IdleKey& k : idle) {
+      if (!warned_idle_.insert(k.key).second) continue;
+      const FlatConfig v = values();
+      auto it = v.find(k.key);
+      if (it == v.end() && k.key == "train.min_lr") it = v.find("train.min_lr_ratio");
+      const std::string where = it == v.end() || it->second.where.empty() ? spec_.source : it->second.where;
+      out_.warnings.push_back(where + ": warning: key '" + k.key + "' has no effect with " + k.reason +
+                              "; it is ignored and does not change run ids");
+    }
+    return idle;
+  }
+
   void add(GridPoint&& p, uint64_t hash) {
     if (!seen_.insert(hash).second) {
       ++out_.duplicates;
@@ -296,9 +324,11 @@ class Expander {
     std::vector<RunConfig> level(n);
     std::vector<const std::string*> line(lines_.size());
     for (size_t i = 0; i < lines_.size(); ++i) line[i] = &lines_.base_line(i);
-    std::vector<std::vector<size_t>> dim_lines(n);
+    // [dimension] (piece, key of the dimension): the pieces a dimension's value replaces.
+    std::vector<std::vector<std::pair<size_t, size_t>>> dim_lines(n);
     for (size_t d = 0; d < n; ++d)
-      for (const auto& k : dims_[d].keys) dim_lines[d].push_back(lines_.line_of(k));
+      for (size_t k = 0; k < dims_[d].keys.size(); ++k)
+        if (lines_.has(dims_[d].keys[k])) dim_lines[d].emplace_back(lines_.line_of(dims_[d].keys[k]), k);
     const bool derive = spec_.constraints.global_batch > 0 && !spec_.constraints.derive.empty();
     const size_t derive_line = derive ? lines_.line_of(spec_.constraints.derive) : 0;
     std::map<int64_t, std::string> derived_lines;
@@ -312,7 +342,7 @@ class Expander {
         } else {
           level[d] = apply_run_values(d == 0 ? base_ : level[d - 1], dims_[d].patch[idx[d]]);
         }
-        for (size_t k = 0; k < dim_lines[d].size(); ++k) line[dim_lines[d][k]] = &dims_[d].lines[idx[d]][k];
+        for (const auto& [piece, k] : dim_lines[d]) line[piece] = &dims_[d].lines[idx[d]][k];
       }
       GridPoint p;
       p.config = n ? level[n - 1] : base_;
@@ -324,32 +354,55 @@ class Expander {
         // Only a failing or warned point pays for the file:line lookups.
         check(p, [&] { return point_values(idx); });
         warn_accum(p, [&] { return accum_where(idx); });
-        const std::string* saved = derive ? line[derive_line] : nullptr;
-        if (derive) {
-          int64_t v = derived_value(p.config);
-          auto it = derived_lines.find(v);
-          if (it == derived_lines.end())
-            it = derived_lines.emplace(v, lines_.line(p.config, spec_.constraints.derive)).first;
-          line[derive_line] = &it->second;
+        const std::vector<IdleKey> idle = reset_idle(p, [&] { return point_values(idx); });
+        if (whole_text_) {
+          text = to_yaml(p.config);
+        } else {
+          // The derived key's piece and an idle key's (its default's, the same at every
+          // point) stand in for the ones substituted above, for this point only.
+          std::vector<std::pair<size_t, const std::string*>> saved;
+          auto put = [&](size_t i, const std::string* piece) {
+            saved.emplace_back(i, line[i]);
+            line[i] = piece;
+          };
+          if (derive) {
+            int64_t v = derived_value(p.config);
+            auto it = derived_lines.find(v);
+            if (it == derived_lines.end())
+              it = derived_lines.emplace(v, lines_.line(p.config, spec_.constraints.derive)).first;
+            put(derive_line, &it->second);
+          }
+          for (const IdleKey& k : idle) {
+            const size_t i = lines_.line_of(k.key);
+            auto it = idle_pieces_.find(i);
+            if (it == idle_pieces_.end()) it = idle_pieces_.emplace(i, lines_.line(p.config, k.key)).first;
+            put(i, &it->second);
+          }
+          text.clear();
+          for (const std::string* l : line) text += *l;
+          for (auto it = saved.rbegin(); it != saved.rend(); ++it) line[it->first] = it->second;
         }
-        text.clear();
-        for (const std::string* l : line) text += *l;
-        if (derive) line[derive_line] = saved;
         const uint64_t h = XXH3_64bits(text.data(), text.size());
         p.id = hex_id(h);
         add(std::move(p), h);
       }
-      // Odometer increment, last dimension fastest.
-      size_t d = n;
-      while (d > 0) {
-        --d;
-        if (++idx[d] < dims_[d].size()) break;
-        idx[d] = 0;
-        if (d == 0) return;
-      }
-      if (n == 0) return;
-      from = d;
+      if (!next(idx, from)) return;
     }
+  }
+
+  /// Odometer increment, last dimension fastest; `from` becomes the first dimension that
+  /// moved. False after the last point.
+  bool next(std::vector<size_t>& idx, size_t& from) const {
+    size_t d = idx.size();
+    while (d > 0) {
+      --d;
+      if (++idx[d] < dims_[d].size()) break;
+      idx[d] = 0;
+      if (d == 0) return false;
+    }
+    if (idx.empty()) return false;
+    from = d;
+    return true;
   }
 
   void include(const PointPattern& inc) {
@@ -369,6 +422,7 @@ class Expander {
         auto it = values.find("train.accum");
         return it == values.end() ? std::string() : it->second.where;
       });
+      reset_idle(p, [&] { return values; });
       p.id = run_id(p.config);
       std::string text = to_yaml(p.config);
       add(std::move(p), XXH3_64bits(text.data(), text.size()));
@@ -383,6 +437,10 @@ class Expander {
   Expansion out_;
   std::unordered_set<uint64_t> seen_;
   std::set<int64_t> warned_accum_;
+  std::set<std::string> warned_idle_;
+  std::map<size_t, std::string> idle_pieces_;  ///< piece -> an idle key's piece at its default
+  bool may_idle_ = false;                      ///< the grid writes a key that does not always apply
+  bool whole_text_ = false;                    ///< the grid writes train.min_lr_ratio: min_lr follows each point's lr
 };
 
 }  // namespace

@@ -249,10 +249,12 @@ TEST(GridIds, SamePointSameIdAcrossSpellingsAndKeyOrder) {
 
 TEST(GridIds, FastIdsEqualRunIdEverywhere) {
   // Every kind of key (text, choice, int, real, nested moe key) through the fast path.
+  // (data.dataset: data.path would have no effect with the synthetic data of the others.)
   Expansion e =
       ex("name: f\n"
+         "base: {data: {kind: hdf5, path: d.h5}}\n"
          "grid:\n"
-         "  data.path: ['', 'a b', \"$(touch pwned)\"]\n"
+         "  data.dataset: ['', 'a b', \"$(touch pwned)\"]\n"
          "  train.schedule: [constant, cosine]\n"
          "  model.moe.experts: [0, 4]\n"
          "  train.lr: {logspace: [1e-4, 1e-2, 2]}\n"
@@ -264,6 +266,88 @@ TEST(GridIds, FastIdsEqualRunIdEverywhere) {
     ids.insert(p.id);
   }
   EXPECT_EQ(ids.size(), 48u);
+}
+
+TEST(GridIdleKeys, PointsDifferingOnlyInAKeyWithoutEffectAreOneRunWithOneWarning) {
+  Expansion e = ex("name: i\nbase:\n  data: {kind: text, path: t.txt}\ngrid:\n  data.seed: [1, 2]\n");
+  ASSERT_EQ(e.points.size(), 1u);
+  EXPECT_EQ(e.duplicates, 1u);
+  EXPECT_EQ(e.points[0].config.data.seed, 0);
+  EXPECT_EQ(e.points[0].id, run_id(e.points[0].config));
+  EXPECT_EQ(e.points[0].id, ex("name: i\nbase:\n  data: {kind: text, path: t.txt}\n").points[0].id);
+  ASSERT_EQ(e.warnings.size(), 1u);
+  EXPECT_EQ(e.warnings[0],
+            "g.yaml:5:15: warning: key 'data.seed' has no effect with data.kind text; it is ignored and does not "
+            "change run ids");
+}
+
+TEST(GridIdleKeys, AKeyThatAppliesStillSplitsAndOnlyIdlePointsAreReset) {
+  Expansion e =
+      ex("name: i\nbase:\n  data: {seed: 3, path: t.txt}\ngrid:\n  data.kind: [synthetic, text]\n"
+         "  data.seed: [1, 2]\n");
+  // synthetic x 2 seeds (data.path is idle there) + text (data.seed idle) = 3 runs.
+  ASSERT_EQ(e.points.size(), 3u);
+  std::set<std::string> ids;
+  for (const auto& p : e.points) {
+    EXPECT_EQ(p.id, run_id(p.config));
+    ids.insert(p.id);
+  }
+  EXPECT_EQ(ids.size(), 3u);
+  EXPECT_EQ(e.points[0].config.data.seed, 1);
+  EXPECT_EQ(e.points[0].config.data.path, "");
+  EXPECT_EQ(e.points[2].config.data.seed, 0);
+  EXPECT_EQ(e.points[2].config.data.path, "t.txt");
+  ASSERT_EQ(e.warnings.size(), 2u);
+  EXPECT_CONTAINS(e.warnings[0], "g.yaml:3:25: warning: key 'data.path' has no effect with data.kind synthetic");
+  EXPECT_CONTAINS(e.warnings[1], "g.yaml:6:15: warning: key 'data.seed' has no effect with data.kind text");
+}
+
+TEST(GridIdleKeys, KeysLeftAtTheirDefaultNeverWarn) {
+  // data.seed, moe.top_k and the loss scale are idle here, but nobody set them.
+  Expansion e =
+      ex("name: i\nbase:\n  data: {kind: text, path: t.txt}\ngrid:\n  train.lr: [0.1, 0.2]\n"
+         "  model.moe.experts: [0, 2]\n");
+  EXPECT_EQ(e.points.size(), 4u);
+  EXPECT_TRUE(e.warnings.empty());
+  // Set to their default, they change nothing either.
+  e = ex("name: i\nbase:\n  data: {kind: text, path: t.txt, seed: 0}\ngrid:\n  train.lr: [0.1, 0.2]\n");
+  EXPECT_EQ(e.points.size(), 2u);
+  EXPECT_TRUE(e.warnings.empty());
+}
+
+TEST(GridIdleKeys, IncludedPointsAreResetToo) {
+  Expansion e = ex("name: i\nbase:\n  train: {precision: fp32}\ninclude:\n  - {train.loss_scale_init: 8}\n");
+  ASSERT_EQ(e.points.size(), 1u);
+  EXPECT_EQ(e.points[0].id, run_id(RunConfig{}));
+  ASSERT_EQ(e.warnings.size(), 1u);
+  EXPECT_CONTAINS(e.warnings[0],
+                  "g.yaml:5:29: warning: key 'train.loss_scale_init' has no effect with "
+                  "train.precision fp32");
+}
+
+TEST(GridMinLrRatio, MinLrFollowsEachPointsLr) {
+  Expansion r = ex("name: r\nbase:\n  train: {min_lr_ratio: 0.1}\ngrid:\n  train.lr: [0.001, 0.01]\n");
+  Expansion m = ex("name: m\nzip:\n  - {train.lr: [0.001, 0.01], train.min_lr: [0.0001, 0.001]}\n");
+  ASSERT_EQ(r.points.size(), 2u);
+  ASSERT_EQ(m.points.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(r.points[i].id, run_id(r.points[i].config));
+    EXPECT_EQ(r.points[i].id, m.points[i].id);
+  }
+  EXPECT_EQ(r.points[1].config.train.min_lr, 0.001);
+  // Swept itself, the ratio is a dimension like any key.
+  Expansion s = ex("name: s\ngrid:\n  train.min_lr_ratio: [0, 0.1]\n");
+  ASSERT_EQ(s.points.size(), 2u);
+  EXPECT_EQ(s.points[0].id, run_id(RunConfig{}));
+  EXPECT_EQ(s.points[1].config.train.min_lr, 1e-4);
+}
+
+TEST(GridMinLrRatio, BothSpellingsInOneGridAreAnErrorNamingTheLines) {
+  EXPECT_CONTAINS(error_of("name: b\nbase:\n  train: {min_lr: 0.0001}\ngrid:\n  train.min_lr_ratio: [0.1]\n"),
+                  "g.yaml:5:3: key 'train.min_lr_ratio': give either train.min_lr (at g.yaml:3:19) or "
+                  "train.min_lr_ratio, not both");
+  // An include is base + its keys: it may spell the other one.
+  EXPECT_EQ(error_of("name: b\ngrid:\n  train.min_lr_ratio: [0.1]\ninclude:\n  - {train.min_lr: 0.0001}\n"), "");
 }
 
 TEST(GridTop, UnknownKeysAndTooLargeGrids) {
