@@ -19,6 +19,7 @@ CliAction setup_report(CLI::App& app);     // cli_results.cpp
 CliAction setup_compare(CLI::App& app);    // cli_results.cpp
 CliAction setup_reproduce(CLI::App& app);  // cli_results.cpp
 CliAction setup_blas(CLI::App& app);       // cli_blas.cpp
+CliAction setup_keys(CLI::App& app);       // cli_keys.cpp
 
 /// Throws ConfigError (exit 2) when `dir` exists but is a file, or a directory that holds
 /// something yet no points.tsv, runs/ or sweep.lock: a sweep must not write into someone
