@@ -132,17 +132,21 @@ std::vector<std::string> check_data_files(const SweepSpec& spec, const std::vect
   for (size_t i = 0; i < points.size(); ++i) {
     const RunConfig& c = points[i].config;
     if (c.data.kind == "synthetic" || c.data.kind == "program") continue;  // no file of ours
-    auto it = seen.find(c.data.path);
-    if (it == seen.end()) it = seen.emplace(c.data.path, regular_file_problem(c.data.path)).first;
-    if (it->second.empty()) continue;
-    std::string values;
-    for (const auto& [k, v] : points[i].values) values += (values.empty() ? "" : " ") + k + "=" + v;
-    const std::string what = "key 'data.path' of point " + std::to_string(i + 1) + " of " +
-                             std::to_string(points.size()) + (values.empty() ? "" : " (" + values + ")") + ": '" +
-                             printable(c.data.path) + "': " + it->second;
-    if (!elsewhere) throw ConfigError(spec.source + ": " + what + "; nothing was started");
-    notes.push_back(spec.source + ": note: " + what + " on this machine; the run's node checks it when it starts");
-    it->second.clear();  // one note per path
+    for (const auto& [key, path] : {std::pair<std::string, std::string>{"data.path", c.data.path},
+                                    std::pair<std::string, std::string>{"data.eval_path", c.data.eval_path}}) {
+      if (path.empty()) continue;  // data.eval_path is optional; a missing data.path is a config error already
+      auto it = seen.find(path);
+      if (it == seen.end()) it = seen.emplace(path, regular_file_problem(path)).first;
+      if (it->second.empty()) continue;
+      std::string values;
+      for (const auto& [k, v] : points[i].values) values += (values.empty() ? "" : " ") + k + "=" + v;
+      const std::string what = "key '" + key + "' of point " + std::to_string(i + 1) + " of " +
+                               std::to_string(points.size()) + (values.empty() ? "" : " (" + values + ")") + ": '" +
+                               printable(path) + "': " + it->second;
+      if (!elsewhere) throw ConfigError(spec.source + ": " + what + "; nothing was started");
+      notes.push_back(spec.source + ": note: " + what + " on this machine; the run's node checks it when it starts");
+      it->second.clear();  // one note per path
+    }
   }
   return notes;
 }

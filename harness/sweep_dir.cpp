@@ -131,17 +131,22 @@ std::string run_id_mismatch(const std::string& dir, const std::string& recorded_
 }
 
 std::string data_changed(const Record& r) {
-  const std::string file = r.env("data.file"), hash = r.env("data.hash");
-  if (file.empty() || hash.empty()) return "";
-  std::error_code ec;
-  if (!fs::exists(file, ec)) return "";  // not visible here (a compute node's path): the run checks it
-  try {
-    const DataFileId now = identify_data_file(file, sweep_cache_dir());
-    if (now.hash == hash) return "";
-    return "its data file " + printable(file) + " changed since the run (" + hash + ", now " + now.hash + ")";
-  } catch (const std::runtime_error&) {
-    return "";  // unreadable now: the re-run would say so; the record stays as it is
+  // The training file, then the held-out file (data.eval_path).
+  for (const std::string prefix : {"data.", "data.eval_"}) {
+    const std::string file = r.env(prefix + "file"), hash = r.env(prefix + "hash");
+    if (file.empty() || hash.empty()) continue;
+    std::error_code ec;
+    if (!fs::exists(file, ec)) continue;  // not visible here (a compute node's path): the run checks it
+    try {
+      const DataFileId now = identify_data_file(file, sweep_cache_dir());
+      if (now.hash != hash)
+        return std::string("its ") + (prefix == "data." ? "data file " : "held-out data file ") + printable(file) +
+               " changed since the run (" + hash + ", now " + now.hash + ")";
+    } catch (const std::runtime_error&) {
+      // unreadable now: the re-run would say so; the record stays as it is
+    }
   }
+  return "";
 }
 
 std::string move_record_aside(const std::string& dir, const std::string& why) {

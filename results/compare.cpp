@@ -134,11 +134,14 @@ RecordComparison compare_records(const Record& a, const Record& b, const Compare
   }
   c.config = diff_maps(a.config, b.config);
   c.environment = diff_maps(a.environment, b.environment, /*missing_is_empty=*/true);
-  const std::string ha = a.env("data.hash"), hb = b.env("data.hash");
-  if (!ha.empty() && !hb.empty() && ha != hb) {
-    const std::string fa = a.env("data.file"), fb = b.env("data.file");
-    c.data_change = "the data differ: " + (fa == fb ? fa : fa + " vs " + fb) + " (" + ha + " -> " + hb +
-                    "): the contents of the data file changed";
+  // The training file, then the held-out file (data.eval_path), each by its contents.
+  for (const std::string prefix : {"data.", "data.eval_"}) {
+    const std::string ha = a.env(prefix + "hash"), hb = b.env(prefix + "hash");
+    if (ha.empty() || hb.empty() || ha == hb) continue;
+    const std::string fa = a.env(prefix + "file"), fb = b.env(prefix + "file");
+    c.data_change += std::string(c.data_change.empty() ? "the data differ: " : "; ") +
+                     (fa == fb ? fa : fa + " vs " + fb) + " (" + ha + " -> " + hb + "): the contents of the " +
+                     (prefix == "data." ? "data file" : "held-out data file") + " changed";
   }
   return c;
 }

@@ -236,6 +236,9 @@ struct RecordWriter::Impl {
   std::unique_ptr<Column<int64_t>> ck_step;
   std::unique_ptr<Column<uint64_t>> ck_params, ck_tensors;
   std::unique_ptr<Column<double>> rank_times;
+  H5 eval;  // /eval, when the run evaluates
+  std::unique_ptr<Column<int64_t>> ev_step, ev_tokens;
+  std::unique_ptr<Column<double>> ev_loss, ev_time;
   H5 ranks, summary;
   size_t n_tensors = 0, world = 1;
   bool finished = false;  // completed, or abandoned: no further writes
@@ -326,6 +329,13 @@ RecordWriter::RecordWriter(const std::string& path, const RecordHeader& h) : imp
   m.ranks = H5(H5Gcreate2(f, "ranks", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
   m.rank_times = std::make_unique<Column<double>>(m.ranks.get(), "step_time_s", m.world);
   m.summary = H5(H5Gcreate2(f, "summary", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  if (h.eval) {
+    m.eval = H5(H5Gcreate2(f, "eval", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+    m.ev_step = std::make_unique<Column<int64_t>>(m.eval.get(), "step");
+    m.ev_loss = std::make_unique<Column<double>>(m.eval.get(), "loss");
+    m.ev_tokens = std::make_unique<Column<int64_t>>(m.eval.get(), "tokens");
+    m.ev_time = std::make_unique<Column<double>>(m.eval.get(), "time_s");
+  }
   m.flush();
 }
 
@@ -361,6 +371,17 @@ void RecordWriter::append_checksum(const ChecksumRow& c) {
   m.ck_step->push(c.step);
   m.ck_params->push(c.params);
   if (m.ck_tensors) m.ck_tensors->push_row(c.tensors);
+}
+
+void RecordWriter::append_eval(const EvalRow& e) {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
+  if (m.finished) return;  // abandoned (maybe from the watchdog thread): nothing more is written
+  if (!m.eval) throw RecordError(m.partial + ": an evaluation row for a record whose header said no evaluation");
+  m.ev_step->push(e.step);
+  m.ev_loss->push(e.loss);
+  m.ev_tokens->push(e.tokens);
+  m.ev_time->push(e.time_s);
 }
 
 void RecordWriter::append_rank_times(const std::vector<double>& seconds) {
@@ -405,6 +426,7 @@ void RecordWriter::Impl::flush() {
   m.ck_step->flush();
   m.ck_params->flush();
   if (m.ck_tensors) m.ck_tensors->flush();
+  if (m.eval) m.ev_step->flush(), m.ev_loss->flush(), m.ev_tokens->flush(), m.ev_time->flush();
   errno = 0;
   check(H5Fflush(m.file.get(), H5F_SCOPE_GLOBAL), m.partial, "flush the record");
 }
@@ -465,6 +487,7 @@ void RecordWriter::Impl::close_datasets() {
   SWEEP_INT_METRICS(X)
 #undef X
   m.ck_step.reset(), m.ck_params.reset(), m.ck_tensors.reset();
+  m.ev_step.reset(), m.ev_loss.reset(), m.ev_tokens.reset(), m.ev_time.reset(), m.eval.reset();
 }
 
 /// After a failed write (a full disk) HDF5's handle of the file cannot be trusted to
@@ -731,6 +754,19 @@ Record read_record_file(const std::string& path, std::string* digest) {
     if (nt && ck_tensors.size() >= (i + 1) * nt)
       row.tensors.assign(ck_tensors.begin() + i * nt, ck_tensors.begin() + (i + 1) * nt);
     r.checksums.push_back(std::move(row));
+  }
+  // Version 3: held-out evaluations, when the run had them. Hashed only when present, so
+  // the digest of a record without them is what version 2 computed.
+  if (H5Lexists(f, "eval", H5P_DEFAULT) > 0) {
+    H5 ev = open_group(f, "eval", path);
+    auto step = read_list<int64_t>(ev.get(), "step", path);
+    auto loss = read_list<double>(ev.get(), "loss", path);
+    auto tokens = read_list<int64_t>(ev.get(), "tokens", path);
+    auto time = read_list<double>(ev.get(), "time_s", path);
+    if (loss.size() != step.size() || tokens.size() != step.size() || time.size() != step.size())
+      throw RecordError(path + ": the /eval datasets differ in length; the record is damaged");
+    d.nums("eval/step", step), d.nums("eval/loss", loss), d.nums("eval/tokens", tokens), d.nums("eval/time_s", time);
+    for (size_t i = 0; i < step.size(); ++i) r.evals.push_back({step[i], loss[i], tokens[i], time[i]});
   }
   *digest = d.text();
   return r;

@@ -14,9 +14,10 @@
 namespace sweep {
 
 /// Version of the on-disk layout; readers refuse newer files. Version 2 added the
-/// root attribute `digest` (results/SCHEMA.md, "Integrity"); version 1 records are still
-/// read, unverified.
-inline constexpr int64_t kSchemaVersion = 2;
+/// root attribute `digest` (results/SCHEMA.md, "Integrity"); version 3 the optional
+/// group /eval (held-out loss) and the /summary attributes `health*`. Versions 1 and 2
+/// are still read (version 1 unverified).
+inline constexpr int64_t kSchemaVersion = 3;
 
 /// One optimizer step, as recorded in /metrics.
 struct StepMetrics {
@@ -32,6 +33,14 @@ struct StepMetrics {
   double step_time_s = 0;     ///< wall time of the step on rank 0
   double tokens_per_s = 0;    ///< tokens / step_time_s
   double record_time_s = 0;   ///< time spent on checksums and record writes after the step
+};
+
+/// One held-out evaluation, as recorded in /eval (schema version 3).
+struct EvalRow {
+  int64_t step = 0;    ///< evaluated after this step's update
+  double loss = 0;     ///< token-mean loss over train.eval_batches global batches of held-out sequences
+  int64_t tokens = 0;  ///< target tokens evaluated
+  double time_s = 0;   ///< wall time of the evaluation (not part of any step's time)
 };
 
 /// One parameter tensor's place in the flat parameter vector.
@@ -58,6 +67,7 @@ struct RecordHeader {
   std::vector<std::pair<std::string, std::string>> environment;
   std::vector<ParamInfo> params;
   int64_t world_size = 1;  ///< ranks; columns of /ranks datasets
+  bool eval = false;       ///< the run evaluates held-out data: the record gets /eval
 };
 
 /// Memory per rank (one entry per rank): what it holds between steps, measured from its
@@ -87,6 +97,7 @@ struct Record {
     return it == environment.end() ? std::string() : it->second;
   }
   std::vector<StepMetrics> steps;
+  std::vector<EvalRow> evals;  ///< /eval rows; empty when the run did not evaluate
   std::vector<ChecksumRow> checksums;
   std::vector<ParamInfo> params;
   int64_t world_size = 1;
@@ -119,6 +130,8 @@ class RecordWriter {
 
   void append_step(const StepMetrics& m);
   void append_checksum(const ChecksumRow& c);
+  /// One held-out evaluation; the header must have said `eval`.
+  void append_eval(const EvalRow& e);
   /// Step time of every rank for one step (world_size values).
   void append_rank_times(const std::vector<double>& seconds);
   /// Per-rank memory; written once, any time before finish().

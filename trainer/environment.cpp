@@ -83,6 +83,14 @@ std::vector<std::pair<std::string, std::string>> collect_environment(const RunCo
     env.emplace_back("data.mtime_ns", std::to_string(id.mtime_ns));
     env.emplace_back("data.hash", id.hash);
   }
+  if (!cfg.data.eval_path.empty() &&
+      (cfg.data.kind == "tokens" || cfg.data.kind == "text" || cfg.data.kind == "hdf5")) {
+    const DataFileId id = identify_data_file(cfg.data.eval_path, sweep_cache_dir());
+    env.emplace_back("data.eval_file", id.path);
+    env.emplace_back("data.eval_size", std::to_string(id.size));
+    env.emplace_back("data.eval_mtime_ns", std::to_string(id.mtime_ns));
+    env.emplace_back("data.eval_hash", id.hash);
+  }
   // cpu, hosts, os, env.<NAME>, program*: what any record writer states.
   for (auto& kv : program_environment_defaults())
     if (std::none_of(env.begin(), env.end(), [&](const auto& e) { return e.first == kv.first; }))

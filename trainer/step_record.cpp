@@ -46,13 +46,24 @@ void StepRecorder::initial(ChecksumRow row) {
   if (record_) record_->append_checksum(checks_.back());
 }
 
-void StepRecorder::restore(std::vector<StepMetrics> metrics, std::vector<ChecksumRow> checksums) {
+void StepRecorder::restore(std::vector<StepMetrics> metrics, std::vector<ChecksumRow> checksums,
+                           std::vector<EvalRow> evals) {
   rows_ = std::move(metrics);
   checks_ = std::move(checksums);
+  evals_ = std::move(evals);
   if (!record_) return;
   for (const auto& r : rows_)
     record_->append_step(r), record_->append_rank_times(std::vector<double>(size_t(world_), r.step_time_s));
   for (const auto& c : checks_) record_->append_checksum(c);
+  for (const auto& e : evals_) record_->append_eval(e);
+}
+
+void StepRecorder::eval(const EvalRow& e, bool root) {
+  evals_.push_back(e);
+  if (record_) record_->append_eval(e);
+  if (root && !quiet_)
+    std::printf("eval at step %lld  loss %.6f  (%lld tokens, %.3f s)\n", (long long)e.step, e.loss, (long long)e.tokens,
+                e.time_s);
 }
 
 int64_t StepRecorder::updates() const {
@@ -105,6 +116,16 @@ void StepRecorder::summarize(const RankMemory& mem, bool scaler) {
   int64_t nan_skipped = 0;  // from the rows, so a resumed run counts the steps before it too
   for (const auto& r : rows_) nan_skipped += r.skipped && (!std::isfinite(r.loss) || !scaler);
   record_->set_summary("nonfinite_steps_skipped", std::to_string(nan_skipped));
+  if (!evals_.empty()) {  // what held-out evaluation cost, apart from the steps' times
+    double eval_s = 0, step_s = 0;
+    for (const auto& e : evals_) eval_s += e.time_s;
+    for (const auto& r : rows_) step_s += r.step_time_s;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.6g", eval_s);
+    record_->set_summary("eval_time_s", buf);
+    std::snprintf(buf, sizeof buf, "%.6g", step_s > 0 ? eval_s / step_s : 0.0);
+    record_->set_summary("eval_time_fraction", buf);
+  }
 }
 
 void StepRecorder::finish(const std::string& status, const std::string& failure, bool crash_before_rename) {

@@ -29,7 +29,7 @@ class StepRecorder {
   /// The checksum of the initial parameters (a run that starts at step 0).
   void initial(ChecksumRow row);
   /// A resumed run's history from its checkpoint, into the rows and the new record.
-  void restore(std::vector<StepMetrics> metrics, std::vector<ChecksumRow> checksums);
+  void restore(std::vector<StepMetrics> metrics, std::vector<ChecksumRow> checksums, std::vector<EvalRow> evals);
 
   /// Every rank's step time and compute (forward + backward) time of the step just taken.
   void rank_times(std::vector<double> step_s, std::vector<double> compute_s);
@@ -37,7 +37,11 @@ class StepRecorder {
   /// began (before the checksum): the record_time_s of `s`. Prints the log line.
   void step(StepMetrics s, std::optional<ChecksumRow> row, Clock::time_point r0, bool root);
 
+  /// A held-out evaluation after a step: kept, recorded and logged (rank 0's `root`).
+  void eval(const EvalRow& e, bool root);
+
   const std::vector<StepMetrics>& rows() const { return rows_; }
+  const std::vector<EvalRow>& evals() const { return evals_; }
   const std::vector<ChecksumRow>& checksums() const { return checks_; }
   /// Updates applied so far (steps not skipped).
   int64_t updates() const;
@@ -57,6 +61,7 @@ class StepRecorder {
   std::optional<RecordWriter> record_;
   std::vector<StepMetrics> rows_;
   std::vector<ChecksumRow> checks_;
+  std::vector<EvalRow> evals_;
   std::vector<std::vector<double>> rank_times_;     // [step][rank]
   std::vector<std::vector<double>> compute_times_;  // [step][rank]: forward+backward only, for stragglers
   Clock::time_point last_flush_ = Clock::now();

@@ -119,6 +119,14 @@ class Trainer {
   void open_record(const std::vector<std::pair<std::string, std::string>>& self_test);
   void restore(TrainState& st);
   void step_once(int64_t step, StepMetrics& s);
+  /// ZeRO 3: the whole parameter vector, for a forward pass, and back to the shard.
+  void gather_params();
+  void release_params();
+  /// The held-out loss after `step`: a forward pass over train.eval_batches global batches
+  /// of held-out sequences, summed leaf by leaf in the canonical order like the training loss.
+  EvalRow evaluate(int64_t step);
+  /// Checks what a model's loss() returned for a micro-batch.
+  void check_loss(const LossSum& ls) const;
   /// The micro-batches of this rank: forward and backward into the gradient tree; returns
   /// this rank's target count.
   int64_t compute(int64_t step, std::vector<double>& local_losses, double scale_used, int64_t tokens);
@@ -138,7 +146,8 @@ class Trainer {
   const int rank_, world_;
   std::string id_;
 
-  std::unique_ptr<TokenSource> source_;
+  std::shared_ptr<const TokenSource> source_;       // what the run trains on
+  std::shared_ptr<const TokenSource> eval_source_;  // held-out sequences; null when the run does not evaluate
   const ModelSpec* spec_ = nullptr;
   std::unique_ptr<Model> model_;
   std::unique_ptr<FaultInjector> faults_;  // null unless a fault.* key is on
@@ -195,10 +204,24 @@ RunStatus Trainer::run() {
   if (cfg_.data.kind != "program") {
     source_ = open_token_source(cfg_);
   } else if (spec_->data) {
-    source_ = std::make_unique<ProgramSource>(spec_->data(ModelArgs(cfg_, false)), cfg_);
+    source_ = std::make_shared<ProgramSource>(spec_->data(ModelArgs(cfg_, false)), cfg_);
   } else {
     throw ConfigError("key 'data.kind': program, but model '" + cfg_.model.kind +
                       "' supplies no data source of its own (ModelSpec::data); use synthetic, tokens, text or hdf5");
+  }
+  {
+    DataSplit split = split_held_out(std::move(source_), cfg_);
+    source_ = std::move(split.train), eval_source_ = std::move(split.eval);
+  }
+  if (eval_source_) {
+    const int64_t per_batch = cfg_.dist.world_size * cfg_.train.accum * cfg_.train.micro_batch;
+    const int64_t need = cfg_.train.eval_batches * per_batch;
+    if (eval_source_->samples() < need)
+      throw ConfigError("key 'train.eval_batches': " + std::to_string(cfg_.train.eval_batches) +
+                        " evaluation batches of " + std::to_string(per_batch) +
+                        " sequences (world_size x accum x micro_batch) need " + std::to_string(need) +
+                        " held-out sequences; the held-out data has " + std::to_string(eval_source_->samples()) + " (" +
+                        eval_source_->describe() + ")");
   }
   id_ = run_id(cfg_);
   std::optional<TrainState> resumed;
@@ -287,6 +310,10 @@ RunStatus Trainer::run() {
       const auto r0 = Clock::now();
       rec_.step(s, checksum_if_due(step), r0, is_root());
       if (status == RunStatus::diverged) break;
+      // Before the checkpoint, which carries the evaluations so far.
+      if (eval_source_ &&
+          ((cfg_.train.eval_every > 0 && step % cfg_.train.eval_every == 0) || step == cfg_.train.steps))
+        rec_.eval(evaluate(step), is_root());
       if (cfg_.train.checkpoint_every > 0 && step % cfg_.train.checkpoint_every == 0 && step < cfg_.train.steps) {
         TrainState st = snapshot(step);
         const bool crash = faults_ && faults_->crash_in_checkpoint(step);  // test-only
@@ -327,6 +354,8 @@ void Trainer::open_record(const std::vector<std::pair<std::string, std::string>>
   }
   header.environment.emplace_back("data.source", source_->describe());
   header.environment.emplace_back("data.entropy_floor", format_double(source_->entropy_floor()));
+  if (eval_source_) header.environment.emplace_back("data.eval_source", eval_source_->describe());
+  header.eval = eval_source_ != nullptr;
   if (device_.is_cpu())
     header.environment.emplace_back("precision.cpu",
                                     fp16   ? (decoder ? "fp16 emulated: fp16-rounded matmul inputs, fp32 accumulation"
@@ -367,15 +396,7 @@ int64_t Trainer::compute(int64_t step, std::vector<double>& local_losses, double
     if (bf16) autocast.emplace(device_.type(), at::kBFloat16, true);
     if (fp16 && !device_.is_cpu()) autocast.emplace(device_.type(), at::kHalf, true);
     LossSum ls = model_->loss(batch);
-    if (!ls.sum.defined() || ls.sum.dim() != 0 || !ls.sum.is_floating_point())
-      throw std::runtime_error(model_error("loss() returned " +
-                                           (ls.sum.defined() ? "a " + std::string(c10::toString(ls.sum.scalar_type())) +
-                                                                   " tensor of shape " + c10::str(ls.sum.sizes())
-                                                             : std::string("no tensor")) +
-                                           "; expected the summed loss as a floating-point scalar (0-dim) tensor"));
-    if (ls.targets < 1)
-      throw std::runtime_error(model_error("loss() reported " + std::to_string(ls.targets) +
-                                           " targets for a micro-batch; expected at least 1"));
+    check_loss(ls);
     if (!ls.sum.requires_grad())
       throw std::runtime_error(model_error("loss() returned a tensor that depends on no parameter"));
     targets += ls.targets;
@@ -397,6 +418,69 @@ int64_t Trainer::compute(int64_t step, std::vector<double>& local_losses, double
   return targets;
 }
 
+void Trainer::check_loss(const LossSum& ls) const {
+  if (!ls.sum.defined() || ls.sum.dim() != 0 || !ls.sum.is_floating_point())
+    throw std::runtime_error(model_error("loss() returned " +
+                                         (ls.sum.defined() ? "a " + std::string(c10::toString(ls.sum.scalar_type())) +
+                                                                 " tensor of shape " + c10::str(ls.sum.sizes())
+                                                           : std::string("no tensor")) +
+                                         "; expected the summed loss as a floating-point scalar (0-dim) tensor"));
+  if (ls.targets < 1)
+    throw std::runtime_error(model_error("loss() reported " + std::to_string(ls.targets) +
+                                         " targets for a micro-batch; expected at least 1"));
+}
+
+void Trainer::gather_params() {
+  if (cfg_.dist.zero_stage != 3) return;
+  flat_.params = torch::empty({flat_.n}, torch::kFloat);
+  std::copy(pshard_.begin(), pshard_.end(), flat_.params.data_ptr<float>() + s0_);
+  allgather_shards(comm_, flat_.params.data_ptr<float>(), layout_);
+  flat_.bind_params();
+}
+
+void Trainer::release_params() {
+  if (cfg_.dist.zero_stage != 3) return;
+  flat_.params = torch::Tensor();
+  flat_.bind_params();
+}
+
+EvalRow Trainer::evaluate(int64_t step) {
+  const auto t0 = Clock::now();
+  const int64_t A = cfg_.train.accum, M = world_ * A, B = cfg_.train.micro_batch, L = cfg_.model.seq_len;
+  const bool bf16 = cfg_.train.precision == "bf16", fp16 = cfg_.train.precision == "fp16";
+  gather_params();
+  flat_.push_params();
+  model_->module().eval();
+  std::vector<int64_t> tokens(static_cast<size_t>(B * (L + 1)));
+  std::vector<double> local(static_cast<size_t>(A)), leaves(static_cast<size_t>(M));
+  double total = 0;  // the batches' canonical sums, added in batch order
+  int64_t targets = 0;
+  for (int64_t e = 0; e < cfg_.train.eval_batches; ++e) {
+    dog_.beat(step);
+    for (int64_t k = 0; k < A; ++k) {
+      fill_eval(*eval_source_, cfg_, e, rank_ * A + k, M, tokens.data());
+      torch::Tensor batch = torch::from_blob(tokens.data(), {B, L + 1}, torch::kLong);
+      if (!device_.is_cpu()) {
+        pinned_batch_.copy_(batch);
+        batch = pinned_batch_.to(device_, /*non_blocking=*/true);
+      }
+      std::optional<compat::AutocastGuard> autocast;
+      if (bf16) autocast.emplace(device_.type(), at::kBFloat16, true);
+      if (fp16 && !device_.is_cpu()) autocast.emplace(device_.type(), at::kHalf, true);
+      const LossSum ls = model_->loss(batch);
+      check_loss(ls);
+      local[size_t(k)] = ls.sum.item<double>();
+      targets += ls.targets;
+    }
+    comm_.allgather(local.data(), size_t(A) * sizeof(double), leaves.data());
+    total += canonical_sum(leaves);
+  }
+  model_->module().train();
+  release_params();
+  comm_.allreduce_sum_i64(&targets, 1);
+  return EvalRow{step, total / double(targets), targets, seconds_since(t0)};
+}
+
 void Trainer::step_once(int64_t step, StepMetrics& s) {
   const auto t0 = Clock::now();
   if (faults_) faults_->step_start(step);  // test-only: kill or hang
@@ -407,12 +491,7 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
     flat_.grads = torch::zeros({flat_.n}, torch::kFloat);
     flat_.bind_grads();
   }
-  if (stage == 3) {  // gather the parameters for forward and backward
-    flat_.params = torch::empty({flat_.n}, torch::kFloat);
-    std::copy(pshard_.begin(), pshard_.end(), flat_.params.data_ptr<float>() + s0_);
-    allgather_shards(comm_, flat_.params.data_ptr<float>(), layout_);
-    flat_.bind_params();
-  }
+  gather_params();
   flat_.push_params();
   float* grads = flat_.grads.data_ptr<float>();
 
@@ -497,10 +576,7 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   scaler_.update(finite, cfg_.train);
   if (faults_ && flat_.params.defined())  // test-only: one bit of one replica
     faults_->parameters(step, flat_.params.data_ptr<float>(), flat_.n);
-  if (stage == 3) {
-    flat_.params = torch::Tensor();
-    flat_.bind_params();
-  }
+  release_params();
   const double mine[2] = {seconds_since(t0), compute_s};
   std::vector<double> both(2 * static_cast<size_t>(world_)), times, compute;
   comm_.allgather(mine, sizeof mine, both.data());
@@ -576,6 +652,7 @@ TrainState Trainer::snapshot(int64_t step) {
   st.rng = compat::cpu_rng_state();
   st.metrics = rec_.rows();
   st.checksums = rec_.checksums();
+  st.evals = rec_.evals();
   return st;
 }
 
@@ -591,7 +668,7 @@ void Trainer::restore(TrainState& st) {
   scaler_.scale = st.loss_scale;
   scaler_.clean_steps = st.clean_steps;
   compat::set_cpu_rng_state(st.rng);
-  rec_.restore(std::move(st.metrics), std::move(st.checksums));
+  rec_.restore(std::move(st.metrics), std::move(st.checksums), std::move(st.evals));
   updates_ = rec_.updates();
 }
 

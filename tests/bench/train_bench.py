@@ -5,7 +5,7 @@ ratio, model FLOP/s as a fraction of the one-thread sgemm peak measured in this 
 sweep-train's recording overhead (checksums + record writes) as a fraction of wall time,
 each with its target; exits 1 when a target is missed.
 
-Usage: train_bench.py BIN_DIR [--rounds N] [--quick] [--device cuda] [--blas K[,K2]]
+Usage: train_bench.py BIN_DIR [--rounds N] [--quick] [--device cuda] [--blas K[,K2]] [--eval]
   --rounds N: rounds (default 5). --quick: one round of fewer steps, a smoke run: the
   figures are printed, the targets are not judged (exit 0 unless a program fails).
   --device cuda: both programs on the GPU, the peak is the GPU's fp32 matmul (TF32 off),
@@ -15,6 +15,8 @@ Usage: train_bench.py BIN_DIR [--rounds N] [--quick] [--device cuda] [--blas K[,
   a kernel name; the targets are judged only for native. --blas A,B runs the whole
   benchmark once per kernel (a process each: OpenBLAS reads its kernel when it loads) and
   prints their tok/s and sgemm peaks side by side.
+  --eval: each round also runs sweep-train with held-out evaluation and prints its cost
+  (the recorded evaluation time over the timed wall time), apart from the overhead.
 Exit status: 0, or 1 when a judged target is missed (a failing program raises: exit 1).
 
 How both programs are timed (one method): each prints a line "step N" when step N is
@@ -150,19 +152,32 @@ def tokens_per_s(stamps, cfg):
     return mb * accum * seq * (steps - warm) / wall, wall
 
 
-def run_sweep_train(name, cfg, tmp, round_no):
+# --eval: each round also runs sweep-train with held-out evaluation (1% of the sequences
+# held out, EVAL_EVERY and EVAL_BATCHES below) and reports what evaluation costs: its
+# recorded /eval/time_s over the timed window, apart from the recording overhead.
+EVAL = "--eval" in sys.argv
+EVAL_EVERY, EVAL_BATCHES = 10, 4
+
+
+def run_sweep_train(name, cfg, tmp, round_no, evaluate=False):
     layers, d, heads, vocab, seq, mb, accum, steps, warm = cfg
-    path = os.path.join(tmp, f"{name}.yaml")
+    path = os.path.join(tmp, f"{name}{'-eval' if evaluate else ''}.yaml")
     with open(path, "w") as f:
         f.write(f"model: {{layers: {layers}, d_model: {d}, heads: {heads}, vocab: {vocab}, seq_len: {seq}}}\n")
+        if evaluate:
+            f.write("data: {eval_fraction: 0.01}\n")
         f.write(f"train: {{steps: {steps}, micro_batch: {mb}, accum: {accum}, lr: 1.0e-3, clip_norm: 1.0,"
-                f" threads: {THREADS}, checksum_every: 1, log_every: 1}}\n")
-    out = os.path.join(tmp, f"{name}-{round_no}")
+                f" threads: {THREADS}, checksum_every: 1, log_every: 1"
+                + (f", eval_every: {EVAL_EVERY}, eval_batches: {EVAL_BATCHES}" if evaluate else "") + "}\n")
+    out = os.path.join(tmp, f"{name}{'-eval' if evaluate else ''}-{round_no}")
     stamps = step_line_times([os.path.join(BIN, "sweep-train"), "--config", path, "--out", out, "--device", DEVICE])
     tps, wall = tokens_per_s(stamps, cfg)
     overhead, blas = float("nan"), "(h5py missing: not read)"
     if h5py is not None:
         with h5py.File(os.path.join(out, "record.h5"), "r") as f:
+            if evaluate:  # evaluations after steps warm+1 .. steps-1 lie inside the timed window
+                ev_step, ev_time = f["eval/step"][:], f["eval/time_s"][:]
+                return tps, ev_time[(ev_step > warm) & (ev_step < steps)].sum() / wall, ""
             overhead = f["metrics/record_time_s"][warm:steps].sum() / wall  # rows are steps 1..steps
             env = f["environment"].attrs
             kernel = env["blas.kernel"] if "blas.kernel" in env else ""
@@ -192,7 +207,7 @@ def verdict(value, target, fmt, cmp):
 # runs both programs on each config back to back, in an order that alternates between
 # rounds, so each round's ratio and MFU compare things that ran under the same conditions.
 ROUNDS = 1 if QUICK else int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 5
-peaks, results = [], {name: {"cpp": [], "ref": [], "overhead": []} for name in CONFIGS}
+peaks, results = [], {name: {"cpp": [], "ref": [], "overhead": [], "eval": []} for name in CONFIGS}
 blas = ""
 with tempfile.TemporaryDirectory() as tmp:
     for round_no in range(ROUNDS):
@@ -206,6 +221,8 @@ with tempfile.TemporaryDirectory() as tmp:
                     r["overhead"].append(overhead)
                 else:
                     r["ref"].append(run_reference(cfg))
+            if EVAL:
+                r["eval"].append(run_sweep_train(name, cfg, tmp, round_no, evaluate=True)[1])
 what = f"{THREADS} thread, 1024^3, PyTorch/OpenBLAS" if DEVICE == "cpu" else "GPU, 8192^3 fp32, TF32 off"
 judged = "" if JUDGE else "; targets not judged (" + (
     "--quick" if QUICK else "--device " + DEVICE if DEVICE != "cpu" else "--blas " + BLAS) + ")"
@@ -237,6 +254,10 @@ for name, cfg in CONFIGS.items():
     print(f"{'':6s} MFU sweep-train {med(mfu_cpp):.1%}{texts['MFU']} (per round: "
           f"{', '.join(f'{x:.1%}' for x in mfu_cpp)})  pytorch {med(mfu_ref):.1%}  "
           f"recording overhead {overhead:.2%}{texts['recording overhead']} (checksum_every 1)")
+    if EVAL and h5py is not None:
+        print(f"{'':6s} evaluation cost {med(r['eval']):.2%} of the timed wall time (eval_every {EVAL_EVERY}, "
+              f"eval_batches {EVAL_BATCHES}; per round: {', '.join(f'{x:.2%}' for x in r['eval'])}; "
+              f"apart from the recording overhead and the steps' tok/s)")
 print(f"BLAS: {blas}")
 if JUDGE:
     print("targets: " + ("MISSED: " + ", ".join(missed) + " (exit 1)" if missed else "all met (exit 0)"))

@@ -97,6 +97,11 @@ def record_digest(f):
     nums("checksums/params", f["checksums/params"][:], np.uint64)
     tensors = f["checksums/tensors"][:].ravel() if len(f["params/name"]) else []
     nums("checksums/tensors", tensors, np.uint64)
+    if "eval" in f:  # version 3: held-out evaluations, only in runs that had them
+        nums("eval/step", f["eval/step"][:], np.int64)
+        nums("eval/loss", f["eval/loss"][:], np.float64)
+        nums("eval/tokens", f["eval/tokens"][:], np.int64)
+        nums("eval/time_s", f["eval/time_s"][:], np.float64)
     return "xxh64:%016x" % h.intdigest()
 
 
@@ -113,7 +118,7 @@ with tempfile.TemporaryDirectory() as tmp:
             failures.append(what)
 
     with h5py.File(os.path.join(out, "record.h5"), "r") as f:
-        expect(int(f.attrs["schema_version"]) == 2, "schema_version == 2")
+        expect(int(f.attrs["schema_version"]) == 3, "schema_version == 3")
         digest = record_digest(f)
         expect(as_text(f.attrs["digest"]) == digest,
                f"digest recomputed from SCHEMA.md's Integrity section ({digest}) equals the stored one")
@@ -126,6 +131,10 @@ with tempfile.TemporaryDirectory() as tmp:
         expect(list(steps) == list(range(1, 13)), "metrics/step is 1..12")
         expect(loss.dtype == np.float64 and loss.shape == (12,), "metrics/loss is float64, one per step")
         expect(bool(np.all(np.isfinite(loss[:]))), "losses are finite")
+        expect(list(f["eval/step"][:]) == [4, 8, 12], "eval/step: after steps 4, 8 and 12 (train.eval_every 4)")
+        ev = f["eval/loss"][:]
+        expect(bool(np.all(np.isfinite(ev))) and ev[-1] < ev[0], f"held-out loss is finite and falls ({ev})")
+        expect(list(f["eval/tokens"][:]) == [2 * 2 * 2 * 16] * 3, "eval/tokens: 2 batches of 2 micro-batches of 2 x 16")
         params = f["checksums/params"]
         expect(list(f["checksums/step"][:]) == list(range(0, 13)), "checksums/step is 0 (initial) then every step")
         ranks = f["ranks"]

@@ -30,12 +30,15 @@ class MpiE2E : public sweep_test::E2eTest {
   }
 };
 
+/// Every run also evaluates held-out sequences after steps 3 and 6: the held-out loss
+/// must be as layout-free as the training loss (bit_difference compares it).
 std::string config(int world, int accum, const std::string& extra_model, const std::string& extra_train,
                    const std::string& dist = "") {
   return "model: {layers: 2, d_model: 32, heads: 2, vocab: 64, seq_len: 16" + extra_model +
          "}\n"
+         "data: {eval_fraction: 0.01}\n"
          "train: {steps: 6, micro_batch: 2, accum: " +
-         std::to_string(accum) + ", lr: 3.0e-3, clip_norm: 0.3" + extra_train +
+         std::to_string(accum) + ", lr: 3.0e-3, clip_norm: 0.3, eval_every: 3, eval_batches: 2" + extra_train +
          "}\n"
          "dist: {world_size: " +
          std::to_string(world) + dist + "}\n";
@@ -60,6 +63,8 @@ TEST_F(MpiE2E, WorldSizeAndAccumulationSplitsAreBitIdentical) {
     int clipped = 0;
     for (const auto& s : runs[1].steps) clipped += s.clip_coef < 1;
     EXPECT_GT(clipped, 0) << v.name << ": clip_norm 0.3 should clip";
+    ASSERT_EQ(runs[1].evals.size(), 2u) << v.name << ": held-out evaluations after steps 3 and 6";
+    EXPECT_EQ(runs[1].evals[1].tokens, 2 * 8 * 2 * 16) << v.name << ": 2 batches of 8 micro-batches of 2 x 16";
     for (int w : {2, 4}) EXPECT_EQ(bit_difference(runs[1], runs[w]), "") << v.name << ": W=1 vs W=" << w;
   }
 }

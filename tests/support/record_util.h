@@ -50,6 +50,12 @@ inline std::string bit_difference(const sweep::Record& a, const sweep::Record& b
                                                                 : nullptr;
     if (what) return "step " + std::to_string(x.step) + ": " + what;
   }
+  if (a.evals.size() != b.evals.size())
+    return std::to_string(a.evals.size()) + " evaluations vs " + std::to_string(b.evals.size());
+  for (size_t i = 0; i < a.evals.size(); ++i)
+    if (a.evals[i].step != b.evals[i].step || !same_bits(a.evals[i].loss, b.evals[i].loss) ||
+        a.evals[i].tokens != b.evals[i].tokens)
+      return "evaluation " + std::to_string(i) + " (step " + std::to_string(a.evals[i].step) + "): held-out loss";
   if (a.checksums.size() != b.checksums.size())
     return std::to_string(a.checksums.size()) + " checksum rows vs " + std::to_string(b.checksums.size());
   for (size_t i = 0; i < a.checksums.size(); ++i)

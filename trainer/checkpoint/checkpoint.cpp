@@ -157,6 +157,7 @@ void save_checkpoint(const std::string& run_dir, const TrainState& s, int keep, 
     w.pod(c.params);
     w.vec(c.tensors);
   }
+  w.vec(s.evals);  // version 3; EvalRow is plain data too
   w.close();
   // The marker goes last: a crash before this line leaves an incomplete checkpoint
   // that every reader skips.
@@ -179,9 +180,10 @@ TrainState read_state(const std::string& path, const std::string& run_id, const 
   r.raw(magic, sizeof magic);
   if (std::memcmp(magic, kMagic, sizeof kMagic) != 0) throw std::runtime_error(path + ": not a sweep checkpoint");
   auto version = r.pod<uint32_t>();
-  if (version != kCheckpointVersion && version != 1)
+  if (version > kCheckpointVersion || version < 1)
     throw std::runtime_error(path + ": checkpoint version " + std::to_string(version) +
-                             " is not supported (this build reads " + std::to_string(kCheckpointVersion) + " and 1)");
+                             " is not supported (this build reads versions 1 to " + std::to_string(kCheckpointVersion) +
+                             ")");
   TrainState s;
   s.run_id = r.str();
   if (version >= 2) s.math_id = r.str();
@@ -206,6 +208,7 @@ TrainState read_state(const std::string& path, const std::string& run_id, const 
     c.tensors = r.vec<uint64_t>();
     s.checksums.push_back(std::move(c));
   }
+  if (version >= 3) s.evals = r.vec<EvalRow>();
   return s;
 }
 

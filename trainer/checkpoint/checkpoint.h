@@ -12,11 +12,12 @@
 
 namespace sweep {
 
-/// Version of state.bin; readers take this one and 1. Version 2 adds the math id, so a
-/// checkpoint resumes any layout of the same math (elastic resume). The state itself has
+/// Version of state.bin; readers take this one and every earlier one. Version 2 adds the
+/// math id, so a checkpoint resumes any layout of the same math (elastic resume); version 3
+/// the held-out evaluation rows. The state itself has
 /// always been layout-free: parameters and both AdamW moments in the canonical flat order
 /// (gathered from the shards), the scaler, the RNG, the record rows.
-inline constexpr uint32_t kCheckpointVersion = 2;
+inline constexpr uint32_t kCheckpointVersion = 3;
 
 /// The state after `step` completed steps.
 struct TrainState {
@@ -29,6 +30,7 @@ struct TrainState {
   std::string rng;                     ///< LibTorch CPU generator state
   std::vector<StepMetrics> metrics;    ///< record rows so far, replayed into the new record
   std::vector<ChecksumRow> checksums;  ///< record rows so far
+  std::vector<EvalRow> evals;          ///< held-out evaluations so far (version 3)
 };
 
 /// Writes the checkpoint of `s` under `run_dir` and keeps only the newest `keep`.

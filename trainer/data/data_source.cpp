@@ -39,20 +39,20 @@ class SyntheticSource : public TokenSource {
 /// Read-only memory map of a whole file.
 class MappedFile {
  public:
-  explicit MappedFile(const std::string& path) {
+  MappedFile(const std::string& path, const std::string& key) {
     // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below).
     int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) throw ConfigError("key 'data.path': cannot open '" + path + "': " + std::strerror(errno));
+    if (fd < 0) throw ConfigError("key '" + key + "': cannot open '" + path + "': " + std::strerror(errno));
     struct stat st;
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
       ::close(fd);
-      throw ConfigError("key 'data.path': '" + path + "' is not a regular file");
+      throw ConfigError("key '" + key + "': '" + path + "' is not a regular file");
     }
     size_ = size_t(st.st_size);
     if (size_ > 0) {
       void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
       ::close(fd);
-      if (p == MAP_FAILED) throw ConfigError("key 'data.path': cannot map '" + path + "': " + std::strerror(errno));
+      if (p == MAP_FAILED) throw ConfigError("key '" + key + "': cannot map '" + path + "': " + std::strerror(errno));
       data_ = static_cast<const unsigned char*>(p);
     } else {
       ::close(fd);
@@ -76,17 +76,19 @@ class MappedFile {
 template <class Tokens>
 class WindowSource : public TokenSource {
  public:
-  WindowSource(Tokens tokens, const RunConfig& c, std::string what)
+  /// `key` and `path`: the config key that named the file, for messages.
+  WindowSource(Tokens tokens, const RunConfig& c, const char* key, const std::string& path, std::string what)
       : tokens_(std::move(tokens)), seq_len_(c.model.seq_len), what_(std::move(what)) {
     const int64_t n = tokens_.size();
     if (n < seq_len_ + 1)
-      throw ConfigError("key 'data.path': '" + c.data.path + "' holds " + std::to_string(n) +
+      throw ConfigError(std::string("key '") + key + "': '" + path + "' holds " + std::to_string(n) +
                         " tokens; one sequence needs " + std::to_string(seq_len_ + 1) + " (model.seq_len + 1)");
     for (int64_t i = 0; i < n; ++i) {
       int64_t t = tokens_[i];
       if (t < 0 || t >= c.model.vocab)
-        throw ConfigError("key 'data.path': '" + c.data.path + "' has token id " + std::to_string(t) + " at position " +
-                          std::to_string(i) + ", outside model.vocab = " + std::to_string(c.model.vocab));
+        throw ConfigError(std::string("key '") + key + "': '" + path + "' has token id " + std::to_string(t) +
+                          " at position " + std::to_string(i) +
+                          ", outside model.vocab = " + std::to_string(c.model.vocab));
     }
     samples_ = (n - 1) / seq_len_;
   }
@@ -123,6 +125,49 @@ struct IntVector {
   int64_t operator[](int64_t i) const { return v[size_t(i)]; }
 };
 
+/// Sequences [first, first + count) of another source, renumbered from 0.
+class RangeSource : public TokenSource {
+ public:
+  RangeSource(std::shared_ptr<const TokenSource> base, int64_t first, int64_t count, std::string what)
+      : base_(std::move(base)), first_(first), count_(count), what_(std::move(what)) {}
+  int64_t samples() const override { return count_; }
+  void sequence(int64_t sample, int64_t len, int64_t* out) const override {
+    base_->sequence(first_ + sample, len, out);
+  }
+  double entropy_floor() const override { return base_->entropy_floor(); }
+  std::string describe() const override { return base_->describe() + ", " + what_; }
+
+ private:
+  std::shared_ptr<const TokenSource> base_;
+  int64_t first_, count_;
+  std::string what_;
+};
+
+/// The file source of data.kind at `path`; `key` names it in messages.
+std::unique_ptr<TokenSource> open_file_source(const RunConfig& c, const std::string& path, const char* key) {
+  const std::string& kind = c.data.kind;
+  if (kind == "tokens") {
+    auto f = std::make_shared<MappedFile>(path, key);
+    if (f->size() % 2)
+      throw ConfigError(std::string("key '") + key + "': '" + path +
+                        "' has an odd byte count; expected uint16 token ids");
+    return std::make_unique<WindowSource<U16File>>(U16File{f}, c, key, path, "uint16 tokens file " + path);
+  }
+  if (kind == "text")
+    return std::make_unique<WindowSource<ByteFile>>(ByteFile{std::make_shared<MappedFile>(path, key)}, c, key, path,
+                                                    "text file " + path);
+  std::vector<int32_t> tokens;
+  try {
+    tokens = read_hdf5_tokens(path, c.data.dataset);
+  } catch (const std::runtime_error& e) {
+    throw ConfigError(std::string("key '") + key + "': " + e.what());
+  }
+  return std::make_unique<WindowSource<IntVector>>(IntVector{std::move(tokens)}, c, key, path,
+                                                   "hdf5 " + path + ":" + c.data.dataset);
+}
+
+std::string range_text(int64_t a, int64_t b) { return "[" + std::to_string(a) + ", " + std::to_string(b) + ")"; }
+
 }  // namespace
 
 std::unique_ptr<TokenSource> open_token_source(const RunConfig& c) {
@@ -130,23 +175,35 @@ std::unique_ptr<TokenSource> open_token_source(const RunConfig& c) {
   if (kind == "synthetic") return std::make_unique<SyntheticSource>(c);
   if (kind == "program")  // the trainer adapts the model's own DataSource instead
     throw ConfigError("key 'data.kind': program data come from the training program's model, not a file");
-  if (kind == "tokens") {
-    auto f = std::make_shared<MappedFile>(c.data.path);
-    if (f->size() % 2)
-      throw ConfigError("key 'data.path': '" + c.data.path + "' has an odd byte count; expected uint16 token ids");
-    return std::make_unique<WindowSource<U16File>>(U16File{f}, c, "uint16 tokens file " + c.data.path);
+  return open_file_source(c, c.data.path, "data.path");
+}
+
+DataSplit split_held_out(std::shared_ptr<const TokenSource> all, const RunConfig& c) {
+  if (!c.evaluates()) return {std::move(all), nullptr};
+  if (!c.data.eval_path.empty()) {
+    std::shared_ptr<const TokenSource> eval = open_file_source(c, c.data.eval_path, "data.eval_path");
+    return {std::move(all), std::move(eval)};
   }
-  if (kind == "text")
-    return std::make_unique<WindowSource<ByteFile>>(ByteFile{std::make_shared<MappedFile>(c.data.path)}, c,
-                                                    "text file " + c.data.path);
-  std::vector<int32_t> tokens;
-  try {
-    tokens = read_hdf5_tokens(c.data.path, c.data.dataset);
-  } catch (const std::runtime_error& e) {
-    throw ConfigError(std::string("key 'data.path': ") + e.what());
-  }
-  return std::make_unique<WindowSource<IntVector>>(IntVector{std::move(tokens)}, c,
-                                                   "hdf5 " + c.data.path + ":" + c.data.dataset);
+  const int64_t n = all->samples();
+  const auto h = int64_t(std::ceil(c.data.eval_fraction * double(n)));
+  if (c.data.kind == "synthetic")  // sequences past data.samples: a function of their index like the rest
+    return {all, std::make_shared<RangeSource>(all, n, h, "held out: sequences " + range_text(n, n + h))};
+  // Consecutive windows of a file share their boundary token: training stops one window
+  // short of the held-out ones.
+  const int64_t gap = c.data.kind == "program" ? 0 : 1, train = n - h - gap;
+  if (train < 1)
+    throw ConfigError("key 'data.eval_fraction': " + std::to_string(c.data.eval_fraction) + " of " + std::to_string(n) +
+                      " sequences holds out " + std::to_string(h) + (gap ? " and one more at the boundary" : "") +
+                      ", which leaves none to train on");
+  auto eval = std::make_shared<RangeSource>(all, n - h, h, "held out: sequences " + range_text(n - h, n));
+  auto kept = std::make_shared<RangeSource>(all, 0, train, "training on sequences " + range_text(0, train));
+  return {std::move(kept), std::move(eval)};
+}
+
+void fill_eval(const TokenSource& eval, const RunConfig& c, int64_t batch, int64_t j, int64_t micro_batches,
+               int64_t* out) {
+  const int64_t B = c.train.micro_batch, len = c.model.seq_len + 1;
+  for (int64_t b = 0; b < B; ++b) eval.sequence((batch * micro_batches + j) * B + b, len, out + b * len);
 }
 
 Sampler::Sampler(const RunConfig& cfg, const TokenSource& source)

@@ -32,6 +32,26 @@ class TokenSource {
 /// outside [0, model.vocab).
 std::unique_ptr<TokenSource> open_token_source(const RunConfig& cfg);
 
+/// The training and held-out sources of a run. Without held-out data (cfg.evaluates()
+/// false) `train` is `all` and `eval` is null. With data.eval_path, `eval` is that file,
+/// read whole. With data.eval_fraction f, h = ceil(f x samples) sequences are held out:
+/// synthetic data holds out the h sequences past data.samples (the training data is
+/// unchanged); a file (tokens, text, hdf5) its last h windows, and training stops one
+/// window before them (consecutive windows share a boundary token, so no token is in
+/// both); a program's source its last h sequences. Throws ConfigError when too little
+/// remains on either side.
+struct DataSplit {
+  std::shared_ptr<const TokenSource> train, eval;
+};
+DataSplit split_held_out(std::shared_ptr<const TokenSource> all, const RunConfig& cfg);
+
+/// The sequences of held-out evaluation `batch` (0-based; each of world x accum
+/// micro-batches of micro_batch rows) in a fixed order: global micro-batch j row b is
+/// sequence (batch x micro_batches + j) x micro_batch + b of `eval`. Layout-free like the
+/// training order, and without shuffling: every evaluation sees the same sequences.
+void fill_eval(const TokenSource& eval, const RunConfig& cfg, int64_t batch, int64_t j, int64_t micro_batches,
+               int64_t* out);
+
 /// Maps (step, global micro-batch j, row b) to a sample: a per-epoch shuffle from
 /// (train.seed, epoch). Thread-safe.
 class Sampler {
