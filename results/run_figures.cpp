@@ -1,0 +1,79 @@
+// The summary figures of one run, from its record alone.
+#include "run_figures.h"
+
+#include <algorithm>  // max, nth_element, min
+#include <cstdio>     // snprintf
+#include <vector>
+
+namespace sweep {
+namespace {
+
+std::string g4(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+}  // namespace
+
+double mean_finite_loss(const Record& r, size_t from, size_t to) {
+  double sum = 0;
+  size_t n = 0;
+  for (size_t i = from; i < to && i < r.steps.size(); ++i)
+    if (std::isfinite(r.steps[i].loss)) sum += r.steps[i].loss, ++n;
+  return n ? sum / double(n) : NAN;
+}
+
+RunFigures run_figures(const Record& r) {
+  RunFigures f;
+  const size_t n = r.steps.size();
+  if (n) f.final_loss = r.steps.back().loss;
+  f.train_loss_end_steps = std::min(n, kLossWindow);
+  f.train_loss_end = mean_finite_loss(r, n - f.train_loss_end_steps, n);
+  double tokens = 0, step_time = 0;
+  std::vector<double> rates;
+  rates.reserve(n);
+  for (const auto& s : r.steps) {
+    if (std::isfinite(s.loss) && !(s.loss >= f.best_loss)) f.best_loss = s.loss;
+    tokens += double(s.tokens), step_time += s.step_time_s;
+    f.train_time_s += s.step_time_s + s.record_time_s;
+    if (s.step_time_s > 0) rates.push_back(double(s.tokens) / s.step_time_s);  // = tokens_per_s, as the writer has it
+  }
+  if (step_time > 0) f.tokens_per_s = tokens / step_time;
+  if (!rates.empty()) {  // the upper median: a run of two steps is not judged by its slow first one
+    auto mid = rates.begin() + std::ptrdiff_t(rates.size() / 2);
+    std::nth_element(rates.begin(), mid, rates.end());
+    f.tokens_per_s_median = *mid;
+  }
+  const RankMemory& m = r.memory;
+  for (size_t i = 0; i < m.params.size(); ++i) {
+    int64_t b = m.params[i] + (i < m.grads.size() ? m.grads[i] : 0) + (i < m.optimizer.size() ? m.optimizer[i] : 0);
+    f.memory_bytes = std::max(f.memory_bytes, b);
+  }
+  for (const auto& e : r.evals)
+    if (std::isfinite(e.loss) && !(e.loss >= f.best_eval_loss)) f.best_eval_loss = e.loss, f.best_eval_step = e.step;
+  if (!r.evals.empty()) {
+    f.final_eval_loss = r.evals.back().loss;
+    f.objective = f.final_eval_loss;
+    f.objective_name = "final eval loss";
+  } else {
+    f.objective = f.train_loss_end;
+    f.objective_name = "final train loss";
+  }
+  return f;
+}
+
+std::string figures_text(const RunFigures& f) {
+  std::string s;
+  if (!std::isnan(f.final_eval_loss) || f.best_eval_step >= 0) {
+    s = "final eval loss " + g4(f.final_eval_loss);
+    if (f.best_eval_step >= 0)
+      s += " (best " + g4(f.best_eval_loss) + " at step " + std::to_string(f.best_eval_step) + ")";
+    s += ", ";
+  }
+  s += "train loss " + g4(f.train_loss_end) + " (mean of last " + std::to_string(f.train_loss_end_steps) + " steps)";
+  if (!std::isnan(f.tokens_per_s_median)) s += ", " + g4(f.tokens_per_s_median) + " tokens/s";
+  return s;
+}
+
+}  // namespace sweep

@@ -1,0 +1,49 @@
+// The summary figures of one run (final and best held-out loss, the training loss at its
+// end, throughput, the objective a sweep ranks runs by), computed once from its record so
+// that the report, compare, status and the driver all print the same numbers.
+#pragma once
+
+#include <cmath>  // NAN
+#include <cstdint>
+#include <string>
+
+#include "record.h"  // Record
+
+namespace sweep {
+
+/// Steps averaged for "the training loss" at a run's end (and its start): 20, or every
+/// step of a shorter run. One step's loss is one batch's, noisy; 20 steps smooth that and
+/// still describe the end of a run of a few hundred steps.
+inline constexpr size_t kLossWindow = 20;
+
+/// The figures of one run. Non-finite losses are left out of every mean and minimum.
+struct RunFigures {
+  double final_loss = NAN;           ///< loss of the last step as recorded (may be non-finite); NaN without steps
+  double best_loss = NAN;            ///< smallest finite loss of any step
+  double train_loss_end = NAN;       ///< mean of the finite losses of the last kLossWindow steps
+  size_t train_loss_end_steps = 0;   ///< steps in that window (fewer than kLossWindow in a short run)
+  double final_eval_loss = NAN;      ///< loss of the last held-out evaluation; NaN without evaluations
+  double best_eval_loss = NAN;       ///< smallest finite held-out loss
+  int64_t best_eval_step = -1;       ///< the step of best_eval_loss; -1 without one
+  double tokens_per_s = NAN;         ///< all tokens / all step time
+  double tokens_per_s_median = NAN;  ///< median over timed steps of tokens / step_time_s (robust to a slow first step)
+  double train_time_s = 0;           ///< step time plus recording time, summed
+  int64_t memory_bytes = -1;         ///< largest per-rank params + grads + optimizer bytes; -1 unknown
+  /// What a sweep ranks its runs by (lower is better): final_eval_loss when the run
+  /// evaluated held-out data, else train_loss_end. NaN when neither is known.
+  double objective = NAN;
+  std::string objective_name;  ///< "final eval loss" or "final train loss" (that is, train_loss_end)
+};
+
+/// The figures of `r`.
+RunFigures run_figures(const Record& r);
+
+/// Mean of the finite losses of the steps at positions [from, to) of `r.steps`; NaN when
+/// none is finite.
+double mean_finite_loss(const Record& r, size_t from, size_t to);
+
+/// One line for a console: "final eval loss 2.31 (best 2.29 at step 150), train loss
+/// 2.02 (mean of last 20 steps), 1.2e+04 tokens/s".
+std::string figures_text(const RunFigures& f);
+
+}  // namespace sweep

@@ -1,0 +1,217 @@
+// Health flags of a run from its record, and the sweep-level throughput outlier.
+#include "run_health.h"
+
+#include <algorithm>  // sort, min
+#include <cmath>      // isfinite, fabs
+#include <cstdint>
+#include <cstdio>   // snprintf
+#include <cstdlib>  // strtod
+#include <map>
+#include <tuple>
+
+namespace sweep {
+namespace {
+
+std::string g4(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+std::string percent(size_t part, size_t whole) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f%%", whole ? 100.0 * double(part) / double(whole) : 0.0);
+  return buf;
+}
+
+std::string config_value(const Record& r, const char* key) {
+  auto it = r.config.find(key);
+  return it == r.config.end() ? std::string() : it->second;
+}
+
+std::string summary_value(const Record& r, const std::string& key) {
+  auto it = r.summary.find(key);
+  return it == r.summary.end() ? std::string() : it->second;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
+void skipped_steps(const Record& r, std::vector<HealthFlag>& out) {
+  const size_t n = r.steps.size();
+  size_t skipped = 0;
+  for (const auto& s : r.steps) skipped += s.skipped ? 1 : 0;
+  if (n < kHealthMinSteps || double(skipped) < kSkippedShare * double(n)) return;
+  std::string d = std::to_string(skipped) + " of " + std::to_string(n) + " steps (" + percent(skipped, n) +
+                  ") skipped their update";
+  if (config_value(r, "train.precision") == "fp16")
+    d += " (fp16 loss scale " + g4(r.steps.back().loss_scale) + " at the last step)";
+  out.push_back({kFlagSkippedSteps, d + "."});
+}
+
+void nonfinite_loss(const Record& r, std::vector<HealthFlag>& out) {
+  size_t bad = 0;
+  int64_t first = -1;
+  for (const auto& s : r.steps)
+    if (!std::isfinite(s.loss)) {
+      if (bad++ == 0) first = s.step;
+    }
+  if (bad == 0) return;
+  out.push_back({kFlagNonfiniteLoss, std::to_string(bad) + " of " + std::to_string(r.steps.size()) +
+                                         " steps had a non-finite loss, the first at step " + std::to_string(first) +
+                                         "."});
+}
+
+void loss_rose(const Record& r, std::vector<HealthFlag>& out) {
+  const size_t n = r.steps.size(), k = std::min(kLossWindow, n / 2);
+  if (k == 0) return;
+  // The start is the lower of the first finite loss (the untrained model's) and the mean
+  // of the first k: a run that blew up within its first steps (lr 10: from 4.1 to ~2900
+  // by step 5) and came partway down under its schedule has a first-k mean far above
+  // where it began.
+  size_t first = 0;
+  while (first < n && !std::isfinite(r.steps[first].loss)) ++first;
+  if (first == n) return;
+  const double initial = r.steps[first].loss, head = mean_finite_loss(r, 0, k), end = mean_finite_loss(r, n - k, n);
+  if (!std::isfinite(end) || !(end > std::min(initial, head))) return;
+  out.push_back({kFlagLossRose, "the training loss ended above its start: mean " + g4(end) + " over the last " +
+                                    std::to_string(k) + " steps, against " + g4(initial) + " at step " +
+                                    std::to_string(r.steps[first].step) + " and a mean of " + g4(head) +
+                                    " over the first " + std::to_string(k) + "."});
+}
+
+void clipping(const Record& r, std::vector<HealthFlag>& out) {
+  const std::string norm = config_value(r, "train.clip_norm");
+  // Without the key (another writer's record) the rows alone say whether clipping ran.
+  if (!norm.empty() && !(std::strtod(norm.c_str(), nullptr) > 0)) return;
+  size_t applied = 0, clipped = 0;
+  for (const auto& s : r.steps) {
+    if (s.skipped) continue;
+    ++applied;
+    clipped += s.clip_coef < 1 ? 1 : 0;
+  }
+  if (applied < kHealthMinSteps || double(clipped) < kClippedShare * double(applied)) return;
+  out.push_back({kFlagClipping, std::to_string(clipped) + " of " + std::to_string(applied) + " applied steps (" +
+                                    percent(clipped, applied) + ") were clipped" +
+                                    (norm.empty() ? std::string() : " (train.clip_norm " + norm + ")") +
+                                    ": the gradient norm nearly always exceeds the clip."});
+}
+
+// Mean of the finite training losses of the kLossWindow steps up to and including `step`.
+double train_loss_at(const Record& r, int64_t step) {
+  size_t pos = 0;
+  while (pos < r.steps.size() && r.steps[pos].step <= step) ++pos;
+  return mean_finite_loss(r, pos - std::min(pos, kLossWindow), pos);
+}
+
+void eval_rising(const Record& r, std::vector<HealthFlag>& out) {
+  if (r.evals.size() < kEvalRisingMinEvals || r.steps.empty()) return;
+  const RunFigures f = run_figures(r);
+  if (f.best_eval_step < 0 || !std::isfinite(f.final_eval_loss)) return;
+  if (!(f.final_eval_loss > f.best_eval_loss + kEvalRisingMargin * std::fabs(f.best_eval_loss))) return;
+  const double at_best = train_loss_at(r, f.best_eval_step), at_end = train_loss_at(r, r.steps.back().step);
+  if (!(at_end < at_best)) return;
+  out.push_back({kFlagEvalRising, "the held-out loss rose from " + g4(f.best_eval_loss) + " at step " +
+                                      std::to_string(f.best_eval_step) + " to " + g4(f.final_eval_loss) + " at step " +
+                                      std::to_string(r.evals.back().step) + " while the training loss fell from " +
+                                      g4(at_best) + " to " + g4(at_end) + " (means of up to " +
+                                      std::to_string(kLossWindow) + " steps): overfitting."});
+}
+
+void straggler(const Record& r, std::vector<HealthFlag>& out) {
+  const std::string ranks = summary_value(r, "stragglers");
+  if (ranks.empty()) return;
+  const std::string medians = summary_value(r, "rank_compute_median_s");
+  out.push_back(
+      {kFlagStraggler, std::string(ranks.find(',') == std::string::npos ? "rank " : "ranks ") + ranks +
+                           " computed more slowly than the typical rank" +
+                           (medians.empty() ? std::string() : " (median compute s per rank: " + medians + ")") + "."});
+}
+
+}  // namespace
+
+std::vector<HealthFlag> compute_health(const Record& r) {
+  std::vector<HealthFlag> out;
+  skipped_steps(r, out);
+  nonfinite_loss(r, out);
+  loss_rose(r, out);
+  clipping(r, out);
+  eval_rising(r, out);
+  straggler(r, out);
+  return out;
+}
+
+bool health_stored(const Record& r) { return r.summary.count("health") != 0; }
+
+std::vector<HealthFlag> run_health(const Record& r) {
+  if (!health_stored(r)) return compute_health(r);
+  std::vector<HealthFlag> out;
+  const std::string names = summary_value(r, "health");
+  for (size_t at = 0; at < names.size();) {
+    const size_t end = std::min(names.find(' ', at), names.size());
+    if (end > at) {
+      const std::string name = names.substr(at, end - at);
+      out.push_back({name, summary_value(r, "health." + name)});
+    }
+    at = end + 1;
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> health_attributes(const std::vector<HealthFlag>& flags) {
+  std::vector<std::pair<std::string, std::string>> out = {{"health", health_names(flags)}};
+  for (const auto& f : flags) out.emplace_back("health." + f.name, f.detail);
+  return out;
+}
+
+std::string health_names(const std::vector<HealthFlag>& flags) {
+  std::string s;
+  for (const auto& f : flags) s += (s.empty() ? "" : " ") + f.name;
+  return s;
+}
+
+std::vector<std::vector<HealthFlag>> throughput_outliers(const std::vector<Record>& runs,
+                                                         const std::vector<RunFigures>& figs) {
+  std::vector<std::vector<HealthFlag>> out(runs.size());
+  // Runs compare only with runs doing the same work per step on the same number of ranks.
+  using Key = std::tuple<int64_t, int64_t, int64_t>;  // parameters, tokens per step, world size
+  std::map<Key, std::vector<size_t>> peers;
+  for (size_t i = 0; i < runs.size() && i < figs.size(); ++i) {
+    if (!std::isfinite(figs[i].tokens_per_s_median) || runs[i].steps.empty()) continue;
+    int64_t params = 0;
+    for (const auto& p : runs[i].params) params += p.numel;
+    peers[Key{params, runs[i].steps.front().tokens, runs[i].world_size}].push_back(i);
+  }
+  for (const auto& [key, members] : peers) {
+    if (members.size() < kThroughputMinRuns) continue;
+    std::vector<double> rates;
+    for (size_t i : members) rates.push_back(figs[i].tokens_per_s_median);
+    const double typical = median(rates);
+    for (size_t i : members)
+      if (figs[i].tokens_per_s_median < kThroughputShare * typical)
+        out[i].push_back({kFlagThroughputOutlier,
+                          "median " + g4(figs[i].tokens_per_s_median) + " tokens/s, below half the median " +
+                              g4(typical) + " of the " + std::to_string(members.size()) +
+                              " runs of this sweep with the same parameter count (" + std::to_string(std::get<0>(key)) +
+                              "), tokens per step (" + std::to_string(std::get<1>(key)) + ") and world size (" +
+                              std::to_string(std::get<2>(key)) + ")."});
+  }
+  return out;
+}
+
+std::vector<std::vector<HealthFlag>> sweep_health(const std::vector<Record>& runs,
+                                                  const std::vector<RunFigures>& figs) {
+  std::vector<std::vector<HealthFlag>> out = throughput_outliers(runs, figs);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::vector<HealthFlag> all = run_health(runs[i]);
+    all.insert(all.end(), out[i].begin(), out[i].end());
+    out[i] = std::move(all);
+  }
+  return out;
+}
+
+}  // namespace sweep

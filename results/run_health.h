@@ -1,0 +1,76 @@
+// Health flags: what a run that completed may still have gone wrong with (steps skipped,
+// a non-finite loss, a loss that rose, clipping on every step, held-out loss rising while
+// the training loss falls, a straggler rank, a throughput far below its sweep's). The
+// thresholds are documented in results/SCHEMA.md ("Health flags").
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "record.h"       // Record
+#include "run_figures.h"  // RunFigures
+
+namespace sweep {
+
+/// One flag: its name (the word in the `health` attribute) and one sentence with the numbers.
+struct HealthFlag {
+  std::string name;
+  std::string detail;
+};
+
+/// Flag names, in the order flags are listed.
+inline constexpr const char* kFlagSkippedSteps = "skipped_steps";
+inline constexpr const char* kFlagNonfiniteLoss = "nonfinite_loss";
+inline constexpr const char* kFlagLossRose = "loss_rose";
+inline constexpr const char* kFlagClipping = "clipping";
+inline constexpr const char* kFlagEvalRising = "eval_rising";
+inline constexpr const char* kFlagStraggler = "straggler";
+inline constexpr const char* kFlagThroughputOutlier = "throughput_outlier";  ///< sweep-level, never stored
+
+/// Thresholds (results/SCHEMA.md). Shares of steps are judged over at least kMinSteps.
+inline constexpr size_t kHealthMinSteps = 10;
+inline constexpr double kSkippedShare = 0.5;  ///< skipped_steps: at least this share of steps skipped
+inline constexpr double kClippedShare = 0.9;  ///< clipping: at least this share of applied steps clipped
+/// loss_rose: the mean of the last k finite losses above the run's start, the lower of its
+/// first finite loss and the mean of its first k, where k = min(kLossWindow, steps / 2),
+/// so the two windows never overlap.
+/// eval_rising: at least this many evaluations, and the final one above the best by this
+/// share of the best, while the training loss at the end (mean of the kLossWindow steps up
+/// to the last step) is below the one at the best evaluation's step (same window).
+inline constexpr size_t kEvalRisingMinEvals = 3;
+inline constexpr double kEvalRisingMargin = 0.01;
+/// throughput_outlier: tokens/s median below this share of the median over the sweep's runs
+/// with the same parameter count, tokens per step and world size, when there are at least
+/// kThroughputMinRuns of them (the run itself included).
+inline constexpr double kThroughputShare = 0.5;
+inline constexpr size_t kThroughputMinRuns = 3;
+
+/// The per-run flags, computed from the record's rows, config and summary (what the
+/// trainer stores when it finishes a record).
+std::vector<HealthFlag> compute_health(const Record& r);
+
+/// Whether `r` stores its flags (the /summary attribute `health`, schema version 3 from
+/// the trainer); records of versions 1-2 and of other writers do not.
+bool health_stored(const Record& r);
+
+/// The per-run flags of `r`: the stored ones when present, else compute_health(r).
+std::vector<HealthFlag> run_health(const Record& r);
+
+/// The /summary attributes that store `flags`: `health` (names, space-separated, "" when
+/// none) then `health.<name>` (its sentence) for each flag.
+std::vector<std::pair<std::string, std::string>> health_attributes(const std::vector<HealthFlag>& flags);
+
+/// "loss_rose eval_rising", or "" for none.
+std::string health_names(const std::vector<HealthFlag>& flags);
+
+/// The sweep-level flag of each run (parallel to `runs`; `figs` are their run_figures):
+/// throughput_outlier, or nothing.
+std::vector<std::vector<HealthFlag>> throughput_outliers(const std::vector<Record>& runs,
+                                                         const std::vector<RunFigures>& figs);
+
+/// Every flag of each run of a sweep: run_health, then the sweep-level ones.
+std::vector<std::vector<HealthFlag>> sweep_health(const std::vector<Record>& runs, const std::vector<RunFigures>& figs);
+
+}  // namespace sweep

@@ -1,0 +1,194 @@
+// Health flags on hand-built records: each flag raised by what it names and not by a
+// healthy run or a run just short of its threshold; stored flags win over computing; the
+// throughput outlier among a sweep's comparable runs.
+#include "run_health.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace sweep {
+namespace {
+
+// A healthy run of `n` steps: the loss falls from 5 towards 2, nothing skipped or clipped.
+Record healthy(size_t n = 100) {
+  Record r;
+  r.status = "completed";
+  r.config = {{"train.clip_norm", "1"}, {"train.precision", "fp32"}};
+  for (size_t i = 0; i < n; ++i) {
+    StepMetrics m;
+    m.step = int64_t(i) + 1;
+    m.loss = 2.0 + 3.0 * std::exp(-double(i) / 20.0);
+    m.clip_coef = i % 2 ? 1.0 : 0.5;  // half the steps clipped: clipping that works
+    m.loss_scale = 1;
+    m.tokens = 512;
+    m.step_time_s = 0.01;
+    r.steps.push_back(m);
+  }
+  r.summary = {{"stragglers", ""}, {"rank_compute_median_s", "0.005"}};
+  return r;
+}
+
+std::string names(const Record& r) { return health_names(compute_health(r)); }
+
+TEST(RunHealth, AHealthyRunRaisesNoFlag) {
+  EXPECT_EQ(names(healthy()), "");
+  EXPECT_EQ(names(healthy(1)), "");
+  Record empty;
+  EXPECT_EQ(names(empty), "");
+}
+
+TEST(RunHealth, MostStepsSkippedIsFlagged) {
+  Record r = healthy(20);
+  r.config["train.precision"] = "fp16";
+  for (size_t i = 0; i < 9; ++i) r.steps[i].skipped = 1;
+  EXPECT_EQ(names(r), "");  // 9 of 20: below half
+  r.steps[9].skipped = 1;
+  const auto flags = compute_health(r);
+  ASSERT_EQ(health_names(flags), "skipped_steps");
+  EXPECT_NE(flags[0].detail.find("10 of 20 steps (50%)"), std::string::npos) << flags[0].detail;
+  EXPECT_NE(flags[0].detail.find("fp16 loss scale"), std::string::npos) << flags[0].detail;
+  // Judged over at least 10 steps: a short run that skipped its first steps is not.
+  Record short_run = healthy(9);
+  for (auto& s : short_run.steps) s.skipped = 1;
+  EXPECT_EQ(names(short_run), "");
+}
+
+TEST(RunHealth, ANonFiniteLossOnAnyStepIsFlagged) {
+  Record r = healthy();
+  r.steps[40].loss = NAN;
+  r.steps[41].loss = INFINITY;
+  const auto flags = compute_health(r);
+  ASSERT_EQ(health_names(flags), "nonfinite_loss");
+  EXPECT_NE(flags[0].detail.find("2 of 100 steps"), std::string::npos) << flags[0].detail;
+  EXPECT_NE(flags[0].detail.find("at step 41"), std::string::npos) << flags[0].detail;
+}
+
+TEST(RunHealth, ALossEndingAboveItsStartIsFlagged) {
+  Record r = healthy(60);
+  for (auto& s : r.steps) s.loss = 3.0 + 0.01 * double(s.step);  // rising
+  const auto flags = compute_health(r);
+  ASSERT_EQ(health_names(flags), "loss_rose");
+  EXPECT_NE(flags[0].detail.find("last 20 steps"), std::string::npos) << flags[0].detail;
+  // A loss that blew up at once and came partway down under its schedule (lr 10) ended
+  // above its first step's, though below the mean of its first 20.
+  for (auto& s : r.steps) s.loss = s.step == 1 ? 4.1 : 3000.0 - 45.0 * double(s.step);
+  EXPECT_EQ(names(r), "loss_rose");
+  // A flat loss does not end above its start.
+  for (auto& s : r.steps) s.loss = 3.0;
+  EXPECT_EQ(names(r), "");
+  // Windows of half the run when it is shorter than 40 steps: last 3 against first 3.
+  Record short_run = healthy(6);
+  const double losses[] = {5, 4, 3, 4.5, 4.5, 4.5};
+  for (size_t i = 0; i < 6; ++i) short_run.steps[i].loss = losses[i];
+  EXPECT_EQ(names(short_run), "loss_rose");
+  short_run.steps[3].loss = short_run.steps[4].loss = short_run.steps[5].loss = 3.9;
+  EXPECT_EQ(names(short_run), "");
+}
+
+TEST(RunHealth, ClippingOnNearlyEveryStepIsFlagged) {
+  Record r = healthy(20);
+  for (auto& s : r.steps) s.clip_coef = 0.3;
+  r.steps[0].clip_coef = r.steps[1].clip_coef = 1.0;  // 18 of 20: 90%
+  const auto flags = compute_health(r);
+  ASSERT_EQ(health_names(flags), "clipping");
+  EXPECT_NE(flags[0].detail.find("18 of 20 applied steps (90%)"), std::string::npos) << flags[0].detail;
+  r.steps[2].clip_coef = 1.0;  // 17 of 20
+  EXPECT_EQ(names(r), "");
+  // Without clipping configured, a coefficient below 1 cannot mean a clip.
+  for (auto& s : r.steps) s.clip_coef = 0.3;
+  r.config["train.clip_norm"] = "0";
+  EXPECT_EQ(names(r), "");
+  // Over at least 10 applied steps: skipped steps do not count.
+  r.config["train.clip_norm"] = "1";
+  Record few = healthy(10);
+  for (auto& s : few.steps) s.clip_coef = 0.3;
+  EXPECT_EQ(names(few), "clipping");
+  few.steps[0].skipped = 1;
+  EXPECT_EQ(names(few), "");
+}
+
+TEST(RunHealth, HeldOutLossRisingWhileTrainLossFallsIsFlagged) {
+  Record r = healthy(100);  // the training loss falls throughout
+  r.evals = {{25, 3.0, 100, 0}, {50, 2.9, 100, 0}, {75, 3.0, 100, 0}, {100, 3.2, 100, 0}};
+  const auto flags = compute_health(r);
+  ASSERT_EQ(health_names(flags), "eval_rising");
+  EXPECT_NE(flags[0].detail.find("from 2.9 at step 50 to 3.2 at step 100"), std::string::npos) << flags[0].detail;
+  // Within the 1% margin of the best: noise, not a rise.
+  r.evals.back().loss = 2.9 * 1.009;
+  EXPECT_EQ(names(r), "");
+  // A rise the training loss shares is not overfitting (the training loss rose too).
+  r.evals.back().loss = 3.2;
+  for (auto& s : r.steps)
+    if (s.step > 50) s.loss = 3.0 + 0.01 * double(s.step);
+  EXPECT_EQ(health_names(compute_health(r)).find("eval_rising"), std::string::npos);
+  // Needs three evaluations.
+  Record two = healthy(100);
+  two.evals = {{50, 2.9, 100, 0}, {100, 3.2, 100, 0}};
+  EXPECT_EQ(names(two), "");
+}
+
+TEST(RunHealth, AStragglerRankIsFlagged) {
+  Record r = healthy();
+  r.summary["stragglers"] = "1";
+  r.summary["rank_compute_median_s"] = "0.01,0.05";
+  const auto flags = compute_health(r);
+  ASSERT_EQ(health_names(flags), "straggler");
+  EXPECT_NE(flags[0].detail.find("rank 1 "), std::string::npos) << flags[0].detail;
+  EXPECT_NE(flags[0].detail.find("0.01,0.05"), std::string::npos) << flags[0].detail;
+}
+
+TEST(RunHealth, StoredFlagsWinOverComputingThem) {
+  Record r = healthy();
+  r.steps[3].loss = NAN;  // would be flagged if computed
+  for (const auto& [k, v] : health_attributes({})) r.summary[k] = v;
+  EXPECT_TRUE(health_stored(r));
+  EXPECT_TRUE(run_health(r).empty());
+  const std::vector<HealthFlag> stored = {{"loss_rose", "one sentence."}, {"clipping", "another."}};
+  const auto attrs = health_attributes(stored);
+  ASSERT_EQ(attrs.size(), 3u);
+  EXPECT_EQ(attrs[0], (std::pair<std::string, std::string>{"health", "loss_rose clipping"}));
+  for (const auto& [k, v] : attrs) r.summary[k] = v;
+  const auto back = run_health(r);
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[1].name, "clipping");
+  EXPECT_EQ(back[1].detail, "another.");
+  // A record without the attribute (schema 1-2, other writers) has them computed.
+  r.summary.erase("health");
+  EXPECT_FALSE(health_stored(r));
+  EXPECT_EQ(health_names(run_health(r)), "nonfinite_loss");
+}
+
+TEST(RunHealth, AThroughputOutlierAmongComparableRunsIsFlagged) {
+  std::vector<Record> runs;
+  for (double t : {0.01, 0.011, 0.009, 0.025}) {  // tokens/s 51200, 46545, 56889, 20480
+    Record r = healthy(30);
+    for (auto& s : r.steps) s.step_time_s = t;
+    r.params = {{"w", {16, 16}, 0, 256}};
+    runs.push_back(r);
+  }
+  Record other = healthy(30);  // other work per step: not comparable, never flagged
+  for (auto& s : other.steps) s.step_time_s = 1.0, s.tokens = 1024;
+  runs.push_back(other);
+  std::vector<RunFigures> figs;
+  for (const auto& r : runs) figs.push_back(run_figures(r));
+  const auto out = sweep_health(runs, figs);
+  EXPECT_EQ(health_names(out[0]) + health_names(out[1]) + health_names(out[2]), "");
+  ASSERT_EQ(health_names(out[3]), "throughput_outlier");
+  EXPECT_NE(out[3].front().detail.find("of the 4 runs"), std::string::npos) << out[3].front().detail;
+  EXPECT_EQ(health_names(out[4]), "");
+  // Just above half the median: not an outlier.
+  for (auto& s : runs[3].steps) s.step_time_s = 0.0195;
+  figs[3] = run_figures(runs[3]);
+  EXPECT_TRUE(throughput_outliers(runs, figs)[3].empty());
+  // Fewer than three comparable runs: no typical speed to judge by.
+  for (auto& s : runs[3].steps) s.step_time_s = 0.05;
+  figs[3] = run_figures(runs[3]);
+  runs.erase(runs.begin(), runs.begin() + 2), figs.erase(figs.begin(), figs.begin() + 2);
+  EXPECT_TRUE(throughput_outliers(runs, figs)[1].empty());
+}
+
+}  // namespace
+}  // namespace sweep
