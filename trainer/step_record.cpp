@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "run_health.h"  // compute_health, health_attributes
+
 namespace sweep {
 namespace {
 
@@ -39,7 +41,10 @@ std::vector<int> stragglers(const std::vector<double>& med) {
 
 }  // namespace
 
-void StepRecorder::open(const std::string& path, const RecordHeader& header) { record_.emplace(path, header); }
+void StepRecorder::open(const std::string& path, const RecordHeader& header) {
+  record_.emplace(path, header);
+  config_ = {header.config.begin(), header.config.end()};
+}
 
 void StepRecorder::initial(ChecksumRow row) {
   checks_.push_back(std::move(row));
@@ -126,6 +131,19 @@ void StepRecorder::summarize(const RankMemory& mem, bool scaler) {
     std::snprintf(buf, sizeof buf, "%.6g", step_s > 0 ? eval_s / step_s : 0.0);
     record_->set_summary("eval_time_fraction", buf);
   }
+  // The flags readers show, judged once by the results library from what the record holds.
+  Record r;
+  r.config = config_;
+  r.steps = rows_;
+  r.evals = evals_;
+  r.world_size = world_;
+  r.summary = {{"stragglers", list}, {"rank_compute_median_s", medians}};
+  const std::vector<HealthFlag> flags = compute_health(r);
+  for (const auto& [key, value] : health_attributes(flags)) record_->set_summary(key, value);
+  if (quiet_) return;
+  std::printf("%s\n", figures_text(run_figures(r)).c_str());
+  std::printf("health: %s\n", flags.empty() ? "ok" : health_names(flags).c_str());
+  for (const auto& f : flags) std::printf("  %s: %s\n", f.name.c_str(), f.detail.c_str());
 }
 
 void StepRecorder::finish(const std::string& status, const std::string& failure, bool crash_before_rename) {

@@ -1,11 +1,13 @@
 // Per-step recording of a run: the rows of metrics, checksums and per-rank times every
 // rank keeps (checkpoints carry them), the record rank 0 writes (buffered, flushed every
-// two seconds), the log line, and the summary at the end (stragglers, skipped steps).
+// two seconds), the log line, and the summary at the end (stragglers, skipped steps, the
+// run's health flags).
 // LibTorch-free: the loop hands it numbers.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,7 +49,8 @@ class StepRecorder {
   int64_t updates() const;
 
   /// At the end: memory figures and the summary attributes (stragglers, per-rank median
-  /// compute time, non-finite steps skipped). `scaler` says whether a loss scale ran.
+  /// compute time, non-finite steps skipped, the health flags of results/run_health.h,
+  /// which it also prints). `scaler` says whether a loss scale ran.
   void summarize(const RankMemory& mem, bool scaler);
   /// The record is complete: renames it into place with `status` ("completed", "diverged").
   void finish(const std::string& status, const std::string& failure, bool crash_before_rename);
@@ -59,6 +62,7 @@ class StepRecorder {
   const bool quiet_;
   const int64_t log_every_, steps_;
   std::optional<RecordWriter> record_;
+  std::map<std::string, std::string> config_;  // the header's, for the health flags
   std::vector<StepMetrics> rows_;
   std::vector<ChecksumRow> checks_;
   std::vector<EvalRow> evals_;
