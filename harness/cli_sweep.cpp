@@ -13,7 +13,9 @@
 #include "cli.h"
 #include "grid.h"
 #include "plan.h"
-#include "record.h"  // read_partial_progress
+#include "record.h"      // read_partial_progress
+#include "report.h"      // load_sweep
+#include "run_health.h"  // sweep_health: the flags of completed runs
 #include "slurm_exec.h"
 #include "sweep_run.h"
 
@@ -192,10 +194,37 @@ std::string running_detail(const std::string& run_dir, const RunState& st) {
   return out;
 }
 
+/// What each completed run came to, by run id: its objective and every health flag, the
+/// sweep-level ones (throughput_outlier) included, which need the whole sweep's records.
+struct CompletedDetail {
+  std::string text;  ///< "final eval loss 2.31; health: eval_rising"
+  bool flagged = false;
+};
+std::map<std::string, CompletedDetail> completed_details(const std::string& dir) {
+  const SweepRecords sweep = load_sweep(dir);
+  std::vector<RunFigures> figs;
+  figs.reserve(sweep.runs.size());
+  for (const auto& r : sweep.runs) figs.push_back(run_figures(r));
+  const auto health = sweep_health(sweep.runs, figs);
+  std::map<std::string, CompletedDetail> out;
+  for (size_t i = 0; i < sweep.runs.size(); ++i) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " %.6g", figs[i].objective);
+    const std::string flags = health_names(health[i]);
+    out[sweep.runs[i].run_id] = {figs[i].objective_name + buf + "; health: " + (flags.empty() ? "ok" : flags),
+                                 !flags.empty()};
+  }
+  return out;
+}
+
 int run_status(const StatusOptions& o) {
   if (!fs::is_directory(o.dir + "/runs")) throw ConfigError(o.dir + ": not a sweep directory (no runs/ in it)");
   const std::string holder = SweepLock::holder(o.dir);
   auto runs = scan_runs(o.dir);
+  std::map<std::string, CompletedDetail> figures;
+  if (std::any_of(runs.begin(), runs.end(), [](const auto& kv) { return kv.second.state == "completed"; }))
+    figures = completed_details(o.dir);
+  size_t flagged = 0;
   auto points = read_points_file(o.dir);
   std::vector<std::pair<std::string, std::string>> rows = points;
   std::map<std::string, bool> listed;
@@ -210,6 +239,10 @@ int run_status(const StatusOptions& o) {
     // "running" with no driver holding the lock: the driver died without cleaning up.
     if (st.state == "running" && holder.empty()) st.state = "orphaned";
     if (st.state == "running") st.detail = running_detail(o.dir + "/runs/" + id, st);
+    if (st.state == "completed" && figures.count(id)) {
+      st.detail = figures[id].text;
+      flagged += figures[id].flagged ? 1 : 0;
+    }
     ++counts[st.state];
     // Escaped text may be longer than its column: padded, never cut.
     auto column = [](const std::string& s, size_t width) {
@@ -227,7 +260,10 @@ int run_status(const StatusOptions& o) {
   std::string summary;
   for (const char* s :
        {"completed", "running", "failed", "interrupted", "diverged", "orphaned", "stale", "damaged", "pending"})
-    if (counts[s]) summary += (summary.empty() ? "" : ", ") + std::to_string(counts[s]) + " " + s;
+    if (counts[s])
+      summary +=
+          (summary.empty() ? "" : ", ") + std::to_string(counts[s]) + " " + s +
+          (std::string(s) == "completed" && flagged ? " (" + std::to_string(flagged) + " with health flags)" : "");
   std::printf("%zu runs: %s\n", rows.size(), summary.empty() ? "none" : summary.c_str());
   std::printf("  %-16s  %-11s  %8s  %-11s  %s\n", "id", "state", "attempts", "failure", "values");
   std::fwrite(table.data(), 1, table.size(), stdout);

@@ -9,6 +9,7 @@
 #include "record.h"        // read_record, mark_partial_failed
 #include "report.h"        // load_sweep, render_html
 #include "run_files.h"     // check_run_entries
+#include "run_health.h"    // run_health, run_figures for the line of a completed run
 #include "stop_signals.h"  // StopSignals::release
 
 namespace fs = std::filesystem;
@@ -82,9 +83,10 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
         }
       }
       if (r.status == "completed") {
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "final loss %.6g", r.steps.empty() ? 0.0 : r.steps.back().loss);
-        *detail = buf;
+        // The run's figures and its own health flags (the sweep-level ones need the whole
+        // sweep: status and the report add them).
+        const std::string flags = health_names(run_health(r));
+        *detail = figures_text(run_figures(r)) + "; health: " + (flags.empty() ? "ok" : flags);
         return FailureClass::none;
       }
       *detail = "recorded as " + r.status + (r.failure.empty() ? "" : ": " + r.failure);

@@ -10,6 +10,8 @@
 #include <map>        // run id -> record
 #include <set>        // union of keys
 
+#include "run_figures.h"  // the objective of each run
+
 namespace sweep {
 namespace {
 
@@ -132,6 +134,10 @@ RecordComparison compare_records(const Record& a, const Record& b, const Compare
     if (sa) c.step_loss_a = sa->loss;
     if (sb) c.step_loss_b = sb->loss;
   }
+  const RunFigures fa = run_figures(a), fb = run_figures(b);
+  c.objective_a = fa.objective, c.objective_b = fb.objective;
+  c.objective_name =
+      fa.objective_name == fb.objective_name ? fa.objective_name : fa.objective_name + " / " + fb.objective_name;
   c.config = diff_maps(a.config, b.config);
   c.environment = diff_maps(a.environment, b.environment, /*missing_is_empty=*/true);
   // The training file, then the held-out file (data.eval_path), each by its contents.
@@ -187,6 +193,8 @@ std::vector<std::string> detail_lines(const RecordComparison& c) {
   if (c.missing_step != kNoStep)
     out.push_back(std::string("steps differ: ") + (c.missing_in_b ? "B" : "A") + " has no step " +
                   std::to_string(c.missing_step));
+  if (!same_bits(c.objective_a, c.objective_b))
+    out.push_back(c.objective_name + ": " + g6(c.objective_a) + " vs " + g6(c.objective_b));
   auto show = [](const std::string& v) { return v.empty() ? std::string("(unset)") : v; };
   if (!c.data_change.empty()) out.push_back(c.data_change);
   for (const auto& d : c.config) out.push_back("config " + d.key + ": " + show(d.a) + " -> " + show(d.b));

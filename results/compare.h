@@ -2,6 +2,7 @@
 // step, in which parameter, and with what else different (config, environment)?
 #pragma once
 
+#include <cmath>  // NAN
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -45,6 +46,10 @@ struct RecordComparison {
   /// "" or one line naming the data file when the two runs read different contents
   /// (environment data.hash): the first cause to suspect.
   std::string data_change;
+  /// Each run's objective (run_figures.h: final eval loss, else the mean training loss of
+  /// its last steps) and what it is ("final eval loss / final train loss" when they differ).
+  double objective_a = NAN, objective_b = NAN;
+  std::string objective_name;
 
   /// Same steps, bit-identical losses and identical checksum rows, at least one of them:
   /// without a common checksum row the parameters were never compared, so it is not

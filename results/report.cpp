@@ -107,43 +107,29 @@ int64_t config_int(const Record& r, const char* key, int64_t fallback) {
   return *end == '\0' ? v : fallback;
 }
 
-RunFigures run_figures(const Record& r) {
-  RunFigures f;
-  if (!r.steps.empty()) f.final_loss = r.steps.back().loss;
-  double tokens = 0, step_time = 0;
-  for (const auto& s : r.steps) {
-    if (std::isfinite(s.loss) && !(s.loss >= f.best_loss)) f.best_loss = s.loss;
-    tokens += double(s.tokens), step_time += s.step_time_s;
-    f.train_time_s += s.step_time_s + s.record_time_s;
-  }
-  if (step_time > 0) f.tokens_per_s = tokens / step_time;
-  const RankMemory& m = r.memory;
-  for (size_t i = 0; i < m.params.size(); ++i) {
-    int64_t b = m.params[i] + (i < m.grads.size() ? m.grads[i] : 0) + (i < m.optimizer.size() ? m.optimizer[i] : 0);
-    f.memory_bytes = std::max(f.memory_bytes, b);
-  }
-  return f;
-}
-
-void group_figures(const std::vector<Record>& runs, const std::vector<RunFigures>& figs, RunGroup& g) {
+void group_figures(const std::vector<Record>& runs, const std::vector<ReportRun>& figs, RunGroup& g) {
   double sum = 0, tps = 0;
   size_t tps_n = 0;
   std::map<std::string, size_t> statuses;
   for (size_t i : g.runs) {
-    const RunFigures& f = figs[i];
-    if (std::isfinite(f.final_loss)) sum += f.final_loss, ++g.finite_finals;
+    const ReportRun& f = figs[i];
+    if (std::isfinite(f.objective)) sum += f.objective, ++g.finite_objectives;
+    if (g.objective_name.empty()) g.objective_name = f.objective_name;
+    if (g.objective_name != f.objective_name) g.objective_name = "mixed";
     if (std::isfinite(f.best_loss) && !(f.best_loss >= g.best_loss)) g.best_loss = f.best_loss;
-    if (std::isfinite(f.tokens_per_s)) tps += f.tokens_per_s, ++tps_n;
+    if (std::isfinite(f.best_eval_loss) && !(f.best_eval_loss >= g.best_eval_loss)) g.best_eval_loss = f.best_eval_loss;
+    if (std::isfinite(f.tokens_per_s_median)) tps += f.tokens_per_s_median, ++tps_n;
     g.memory_bytes = std::max(g.memory_bytes, f.memory_bytes);
+    g.flagged += f.health.empty() ? 0 : 1;
     ++statuses[runs[i].status];
   }
-  if (g.finite_finals) {
-    g.final_mean = sum / double(g.finite_finals);
+  if (g.finite_objectives) {
+    g.objective_mean = sum / double(g.finite_objectives);
     double ss = 0;
     for (size_t i : g.runs)
-      if (std::isfinite(figs[i].final_loss))
-        ss += (figs[i].final_loss - g.final_mean) * (figs[i].final_loss - g.final_mean);
-    g.final_std = g.finite_finals > 1 ? std::sqrt(ss / double(g.finite_finals - 1)) : 0;
+      if (std::isfinite(figs[i].objective))
+        ss += (figs[i].objective - g.objective_mean) * (figs[i].objective - g.objective_mean);
+    g.objective_std = g.finite_objectives > 1 ? std::sqrt(ss / double(g.finite_objectives - 1)) : 0;
   }
   if (tps_n) g.tokens_per_s = tps / double(tps_n);
   for (const auto& [s, n] : statuses) g.status += (g.status.empty() ? "" : ", ") + std::to_string(n) + " " + s;
@@ -156,7 +142,7 @@ void group_figures(const std::vector<Record>& runs, const std::vector<RunFigures
     g.curve_steps.push_back(step), g.curve_loss.push_back(acc.first / double(acc.second));
 }
 
-std::vector<EquivalenceClass> equivalence_classes(const std::vector<Record>& runs, std::vector<RunFigures>& figs) {
+std::vector<EquivalenceClass> equivalence_classes(const std::vector<Record>& runs, std::vector<ReportRun>& figs) {
   std::vector<EquivalenceClass> out;
   std::map<std::vector<std::pair<int64_t, uint64_t>>, size_t> index;
   for (size_t i = 0; i < runs.size(); ++i) {
@@ -176,7 +162,7 @@ std::vector<EquivalenceClass> equivalence_classes(const std::vector<Record>& run
   return out;
 }
 
-std::vector<LayoutSet> layout_sets(const std::vector<Record>& runs, const std::vector<RunFigures>& figs) {
+std::vector<LayoutSet> layout_sets(const std::vector<Record>& runs, const std::vector<ReportRun>& figs) {
   std::map<std::map<std::string, std::string>, std::vector<size_t>> sets;
   for (size_t i = 0; i < runs.size(); ++i) {
     std::map<std::string, std::string> key = runs[i].config;
@@ -208,14 +194,14 @@ std::vector<LayoutSet> layout_sets(const std::vector<Record>& runs, const std::v
   return out;
 }
 
-std::vector<AxisEffect> axis_effects(const std::vector<Record>& runs, const std::vector<RunFigures>& figs,
+std::vector<AxisEffect> axis_effects(const std::vector<Record>& runs, const std::vector<ReportRun>& figs,
                                      const std::vector<std::string>& keys) {
   std::vector<AxisEffect> out;
   for (const auto& k : keys) {
     std::map<std::string, std::pair<double, size_t>> acc;
     for (size_t i = 0; i < runs.size(); ++i) {
       auto& a = acc[report_value(runs[i], k)];
-      if (std::isfinite(figs[i].final_loss)) a.first += figs[i].final_loss, ++a.second;
+      if (std::isfinite(figs[i].objective)) a.first += figs[i].objective, ++a.second;
     }
     AxisEffect e;
     e.key = k;
@@ -342,11 +328,19 @@ ReportModel build_report(const std::string& title, const SweepRecords& sweep, co
   for (const auto& k : m.varying)
     if (k != "train.seed" || opt.group_by == "train.seed") m.columns.push_back(k);
 
-  for (const auto& r : runs) {
-    m.runs.push_back(run_figures(r));
-    m.train_time_s += m.runs.back().train_time_s;
-    if (r.status == "completed") ++m.completed;
-    if (r.status == "diverged") ++m.diverged;
+  std::vector<RunFigures> figs;
+  figs.reserve(runs.size());
+  for (const auto& r : runs) figs.push_back(run_figures(r));
+  const std::vector<std::vector<HealthFlag>> health = sweep_health(runs, figs);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    ReportRun rr;
+    static_cast<RunFigures&>(rr) = figs[i];
+    rr.health = health[i];
+    m.runs.push_back(std::move(rr));
+    m.train_time_s += figs[i].train_time_s;
+    if (runs[i].status == "completed") ++m.completed;
+    if (runs[i].status == "diverged") ++m.diverged;
+    if (!health[i].empty()) ++m.flagged;
   }
   for (const auto& f : sweep.failed) {
     if (f.problem.empty()) continue;  // a readable record: counted by its status above
@@ -370,9 +364,14 @@ ReportModel build_report(const std::string& title, const SweepRecords& sweep, co
     }
     m.groups[it->second].runs.push_back(i);
   }
-  std::sort(m.groups.begin(), m.groups.end(),
-            [](const RunGroup& a, const RunGroup& b) { return values_less(a.values, b.values); });
   for (auto& g : m.groups) group_figures(runs, m.runs, g);
+  // Best objective first; groups without one last; ties in the grid's order of values.
+  std::sort(m.groups.begin(), m.groups.end(), [](const RunGroup& a, const RunGroup& b) {
+    const bool fa = std::isfinite(a.objective_mean), fb = std::isfinite(b.objective_mean);
+    if (fa != fb) return fa;
+    if (fa && a.objective_mean != b.objective_mean) return a.objective_mean < b.objective_mean;
+    return values_less(a.values, b.values);
+  });
 
   m.classes = equivalence_classes(runs, m.runs);
   m.layout_sets = layout_sets(runs, m.runs);

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "record.h"
+#include "run_figures.h"  // RunFigures, the objective
+#include "run_health.h"   // HealthFlag
 
 namespace sweep {
 
@@ -48,28 +50,28 @@ struct ReportOptions {
 /// global batch, world_size x accum) must be bit-identical.
 const std::vector<std::string>& layout_keys();
 
-/// Per-run figures.
-struct RunFigures {
-  double final_loss = NAN;    ///< loss of the last step; NaN without steps
-  double best_loss = NAN;     ///< smallest finite loss of any step
-  double tokens_per_s = NAN;  ///< all tokens / all step time
-  double train_time_s = 0;    ///< step time plus recording time, summed
-  int64_t memory_bytes = -1;  ///< largest per-rank params + grads + optimizer bytes; -1 unknown
-  size_t equivalence = 0;     ///< index into ReportModel::classes
+/// Per-run figures of the report: the run's own (run_figures.h), its health flags and
+/// its reproducibility class.
+struct ReportRun : RunFigures {
+  std::vector<HealthFlag> health;  ///< stored or computed per-run flags, then the sweep-level ones
+  size_t equivalence = 0;          ///< index into ReportModel::classes
 };
 
 /// Runs whose configs differ only in train.seed: one row of the report's table.
 struct RunGroup {
   std::vector<std::pair<std::string, std::string>> values;  ///< varying keys other than train.seed
   std::vector<size_t> runs;                                 ///< indexes into SweepRecords::runs
-  size_t finite_finals = 0;                                 ///< runs whose final loss is finite (the mean's sample)
-  double final_mean = NAN, final_std = NAN;                 ///< over those runs; std is the sample std (0 for one run)
-  double best_loss = NAN;                                   ///< best of the runs' best losses
-  double tokens_per_s = NAN;                                ///< mean over runs
-  int64_t memory_bytes = -1;                                ///< largest over runs and ranks
-  std::string status;                                       ///< e.g. "2 completed" or "1 completed, 1 diverged"
-  std::vector<int64_t> curve_steps;                         ///< steps of the mean loss curve
-  std::vector<double> curve_loss;                           ///< mean over the runs with a finite loss at that step
+  size_t finite_objectives = 0;                             ///< runs whose objective is finite (the mean's sample)
+  double objective_mean = NAN, objective_std = NAN;         ///< over those runs; std is the sample std (0 for one run)
+  std::string objective_name;        ///< the runs' (RunFigures::objective_name); "mixed" if they differ
+  double best_loss = NAN;            ///< best of the runs' best training losses
+  double best_eval_loss = NAN;       ///< best of the runs' best held-out losses
+  double tokens_per_s = NAN;         ///< mean over runs of their tokens/s median
+  size_t flagged = 0;                ///< runs with a health flag
+  int64_t memory_bytes = -1;         ///< largest over runs and ranks
+  std::string status;                ///< e.g. "2 completed" or "1 completed, 1 diverged"
+  std::vector<int64_t> curve_steps;  ///< steps of the mean loss curve
+  std::vector<double> curve_loss;    ///< mean over the runs with a finite loss at that step
 };
 
 /// Runs with identical checksum trajectories (every recorded step and hash).
@@ -85,12 +87,12 @@ struct LayoutSet {
   std::string first_difference;  ///< verdict of the first run against the first that differs
 };
 
-/// Effect of one grid axis: mean final loss at each of its values.
+/// Effect of one grid axis: mean objective at each of its values.
 struct AxisEffect {
   std::string key;
   std::vector<std::string> values;  ///< in natural order (numbers numerically)
-  std::vector<size_t> counts;       ///< runs with a finite final loss at each value
-  std::vector<double> means;        ///< their mean final loss
+  std::vector<size_t> counts;       ///< runs with a finite objective at each value
+  std::vector<double> means;        ///< their mean objective
   double spread = 0;                ///< largest mean minus smallest mean
 };
 
@@ -112,9 +114,10 @@ struct ReportModel {
   std::vector<std::string> varying;  ///< varying config keys (train.seed included)
   std::vector<std::string> columns;  ///< varying keys without train.seed: the table's columns
   size_t completed = 0, diverged = 0, failed = 0, running = 0, missing = 0;
+  size_t flagged = 0;  ///< readable runs with a health flag: problems, though still completed
   double wall_time_s = -1, train_time_s = 0;
-  std::vector<RunFigures> runs;  ///< parallel to SweepRecords::runs
-  std::vector<RunGroup> groups;
+  std::vector<ReportRun> runs;   ///< parallel to SweepRecords::runs
+  std::vector<RunGroup> groups;  ///< best objective first (NaN last), then by their values
   std::vector<EquivalenceClass> classes;
   std::vector<LayoutSet> layout_sets;  ///< only sets of two or more runs
   std::vector<AxisEffect> effects;     ///< largest spread first

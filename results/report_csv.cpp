@@ -30,9 +30,32 @@ std::string render_csv(const SweepRecords& sweep, const ReportModel& m) {
   const RunIndex x = index_runs(sweep, m);
   std::vector<std::string> head = {"run_id", "status"};
   for (const auto& k : m.varying) head.push_back(k);
-  for (const char* h : {"steps", "final_loss", "best_loss", "tokens_per_s", "train_time_s", "memory_bytes_per_rank_max",
-                        "final_params_checksum", "class", "class_size", "group", "group_runs", "group_final_loss_mean",
-                        "group_final_loss_std", "layout_set", "layout_set_identical", "cause", "log_tail"})
+  for (const char* h : {"steps",
+                        "final_loss",
+                        "best_loss",
+                        "train_loss_end",
+                        "final_eval_loss",
+                        "best_eval_loss",
+                        "best_eval_step",
+                        "objective",
+                        "objective_name",
+                        "tokens_per_s",
+                        "tokens_per_s_median",
+                        "train_time_s",
+                        "memory_bytes_per_rank_max",
+                        "health",
+                        "health_detail",
+                        "final_params_checksum",
+                        "class",
+                        "class_size",
+                        "group",
+                        "group_runs",
+                        "group_objective_mean",
+                        "group_objective_std",
+                        "layout_set",
+                        "layout_set_identical",
+                        "cause",
+                        "log_tail"})
     head.push_back(h);
   std::string s = csv_row(head);  // looks_like_report() knows it by its first and last columns
   auto tail_of = [&](const std::string& id) {
@@ -42,20 +65,40 @@ std::string render_csv(const SweepRecords& sweep, const ReportModel& m) {
   };
   for (size_t i = 0; i < sweep.runs.size(); ++i) {
     const Record& r = sweep.runs[i];
-    const RunFigures& f = m.runs[i];
+    const ReportRun& f = m.runs[i];
     const RunGroup& g = m.groups[x.group[i]];
     const EquivalenceClass& c = m.classes[f.equivalence];
     std::vector<std::string> row = {r.run_id, r.status};
     for (const auto& k : m.varying) row.push_back(report_value(r, k));
     const bool in_set = x.layout_set[i] != SIZE_MAX;
-    for (const std::string& v :
-         {std::to_string(r.steps.size()), csv_num(f.final_loss), csv_num(f.best_loss), csv_num(f.tokens_per_s),
-          csv_num(f.train_time_s), f.memory_bytes < 0 ? std::string() : std::to_string(f.memory_bytes),
-          final_checksum(r), c.name, std::to_string(c.runs.size()), std::to_string(x.group[i]),
-          std::to_string(g.runs.size()), csv_num(g.final_mean), csv_num(g.final_std),
-          in_set ? std::to_string(x.layout_set[i]) : std::string(),
-          std::string(in_set ? (m.layout_sets[x.layout_set[i]].identical ? "yes" : "no") : ""), r.failure,
-          r.status == "completed" ? std::string() : tail_of(r.run_id)})
+    std::string detail;  // one cell: "flag: sentence" per flag
+    for (const auto& h : f.health) detail += (detail.empty() ? "" : "\n") + h.name + ": " + h.detail;
+    for (const std::string& v : {std::to_string(r.steps.size()),
+                                 csv_num(f.final_loss),
+                                 csv_num(f.best_loss),
+                                 csv_num(f.train_loss_end),
+                                 csv_num(f.final_eval_loss),
+                                 csv_num(f.best_eval_loss),
+                                 f.best_eval_step < 0 ? std::string() : std::to_string(f.best_eval_step),
+                                 csv_num(f.objective),
+                                 f.objective_name,
+                                 csv_num(f.tokens_per_s),
+                                 csv_num(f.tokens_per_s_median),
+                                 csv_num(f.train_time_s),
+                                 f.memory_bytes < 0 ? std::string() : std::to_string(f.memory_bytes),
+                                 run_health_names(f),
+                                 detail,
+                                 final_checksum(r),
+                                 c.name,
+                                 std::to_string(c.runs.size()),
+                                 std::to_string(x.group[i]),
+                                 std::to_string(g.runs.size()),
+                                 csv_num(g.objective_mean),
+                                 csv_num(g.objective_std),
+                                 in_set ? std::to_string(x.layout_set[i]) : std::string(),
+                                 std::string(in_set ? (m.layout_sets[x.layout_set[i]].identical ? "yes" : "no") : ""),
+                                 r.failure,
+                                 r.status == "completed" ? std::string() : tail_of(r.run_id)})
       row.push_back(v);
     s += csv_row(row);
   }

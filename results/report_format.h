@@ -36,11 +36,56 @@ inline std::string hex16(uint64_t v) {
 
 inline std::string plural(size_t n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
 
-/// "1.234 ± 0.005 (n=3)", just the mean for one run, "-" for none.
+/// "1.234 ± 0.005 (n=3)" of the objective, just the mean for one run, "-" for none.
 inline std::string mean_std(const RunGroup& g) {
-  if (g.finite_finals == 0) return "-";
-  if (g.finite_finals == 1) return g6(g.final_mean);
-  return g6(g.final_mean) + " \u00b1 " + g6(g.final_std) + " (n=" + std::to_string(g.finite_finals) + ")";
+  if (g.finite_objectives == 0) return "-";
+  if (g.finite_objectives == 1) return g6(g.objective_mean);
+  return g6(g.objective_mean) + " \u00b1 " + g6(g.objective_std) + " (n=" + std::to_string(g.finite_objectives) + ")";
+}
+
+/// What the objective is when every group agrees ("final eval loss"), else "objective".
+inline std::string objective_title(const ReportModel& m) {
+  std::string name;
+  for (const auto& g : m.groups) {
+    if (g.objective_name.empty()) continue;
+    if (!name.empty() && name != g.objective_name) return "objective";
+    name = g.objective_name;
+  }
+  return name.empty() ? "objective" : name;
+}
+
+/// The objective cell of a group: mean_std, and what it is when the title cannot say.
+inline std::string objective_cell(const ReportModel& m, const RunGroup& g) {
+  const std::string title = objective_title(m);
+  return mean_std(g) + (title == "objective" && !g.objective_name.empty() ? " (" + g.objective_name + ")" : "");
+}
+
+/// The flags of a group's runs: each name once, with how many runs raised it when the
+/// group has more than one ("loss_rose (1 of 2)"); "" when healthy.
+inline std::string group_health(const ReportModel& m, const RunGroup& g) {
+  std::vector<std::pair<std::string, size_t>> names;
+  for (size_t i : g.runs)
+    for (const auto& f : m.runs[i].health) {
+      auto it = names.begin();
+      while (it != names.end() && it->first != f.name) ++it;
+      if (it == names.end())
+        names.emplace_back(f.name, 1);
+      else
+        ++it->second;
+    }
+  std::string s;
+  for (const auto& [name, n] : names)
+    s += (s.empty() ? "" : ", ") + name +
+         (g.runs.size() > 1 ? " (" + std::to_string(n) + " of " + std::to_string(g.runs.size()) + ")" : "");
+  return s;
+}
+
+/// A run's flag names, space-separated; "" when healthy.
+inline std::string run_health_names(const ReportRun& r) { return health_names(r.health); }
+
+/// Problems in the summary line: unreadable run directories and runs with a health flag.
+inline size_t problem_count(const SweepRecords& sweep, const ReportModel& m) {
+  return sweep.problems.size() + m.flagged;
 }
 
 /// Bytes as MiB with three significant digits; "-" when not recorded.
@@ -70,6 +115,7 @@ inline std::string counts_text(const ReportModel& m) {
   std::string s = std::to_string(m.completed) + " completed, " + std::to_string(m.diverged) + " diverged, " +
                   std::to_string(m.failed) + " failed, " + std::to_string(m.running) + " unfinished, " +
                   std::to_string(m.missing) + " without a record";
+  if (m.flagged) s += "; " + std::to_string(m.flagged) + " with health flags";
   return s;
 }
 

@@ -159,7 +159,7 @@ std::string svg_chart(const SweepRecords& sweep, const ReportModel& m, const Cha
 
 std::string summary(const SweepRecords& sweep, const ReportModel& m) {
   std::string h = "<p class=\"summary\">" + plural(sweep.runs.size(), "run") + ", " +
-                  plural(sweep.problems.size(), "problem") + "</p>\n";
+                  plural(problem_count(sweep, m), "problem") + "</p>\n";
   h += "<table>\n<tbody>\n<tr><th>runs</th><td>" + html_escape(counts_text(m)) + "</td></tr>\n";
   h +=
       "<tr><th>wall time</th><td>" + seconds(m.wall_time_s) + " (first run started to last record written)</td></tr>\n";
@@ -171,8 +171,9 @@ std::string summary(const SweepRecords& sweep, const ReportModel& m) {
 std::string groups_table(const SweepRecords& sweep, const ReportModel& m) {
   std::string t = "<h2>Results</h2>\n<table>\n<thead><tr>";
   for (const auto& k : m.columns) t += "<th>" + html_escape(k) + "</th>";
-  t += "<th>runs</th><th>final loss (mean &#177; std over seeds)</th><th>best loss</th><th>tokens/s</th>"
-       "<th>memory per rank</th><th>status</th><th>reproducibility class</th></tr></thead>\n<tbody>\n";
+  t += "<th>runs</th><th>" + html_escape(objective_title(m)) +
+       " (mean &#177; std over seeds)</th><th>best loss</th><th>best eval loss</th><th>tokens/s (median)</th>"
+       "<th>memory per rank</th><th>status</th><th>health</th><th>reproducibility class</th></tr></thead>\n<tbody>\n";
   for (const auto& g : m.groups) {
     t += "<tr>";
     for (const auto& kv : g.values) t += value_cell(kv.second);
@@ -181,18 +182,25 @@ std::string groups_table(const SweepRecords& sweep, const ReportModel& m) {
       const EquivalenceClass& c = m.classes[m.runs[i].equivalence];
       classes += (classes.empty() ? "" : " ") + c.name + (c.runs.size() > 1 ? "" : "&#185;");
     }
-    t += td(std::to_string(g.runs.size()), "num") + td(html_escape(mean_std(g)), "num") + td(g6(g.best_loss), "num") +
-         td(g6(g.tokens_per_s), "num") + td(mib(g.memory_bytes), "num") + td(html_escape(g.status)) + td(classes) +
-         "</tr>\n";
+    const std::string health = group_health(m, g);
+    t += td(std::to_string(g.runs.size()), "num") + td(html_escape(objective_cell(m, g)), "num") +
+         td(g6(g.best_loss), "num") + td(g6(g.best_eval_loss), "num") + td(g6(g.tokens_per_s), "num") +
+         td(mib(g.memory_bytes), "num") + td(html_escape(g.status)) +
+         (health.empty() ? td("ok", "ok") : td(html_escape(health), "flag")) + td(classes) + "</tr>\n";
   }
-  return t + "</tbody>\n</table>\n<p>&#185; a class of one run: no other run has its checksum trajectory.</p>\n";
+  return t + "</tbody>\n</table>\n<p>Best " + html_escape(objective_title(m)) +
+         " first (the final eval loss of a run that evaluated held-out data, else the mean training loss of its "
+         "last " +
+         std::to_string(kLossWindow) +
+         " steps).</p>\n<p>&#185; a class of one run: no other run has its checksum trajectory.</p>\n";
 }
 
 std::string effects_table(const ReportModel& m) {
   if (m.effects.empty()) return "";
   std::string t =
-      "<h2>Effect of each axis on final loss</h2>\n<table>\n<thead><tr><th>axis</th><th>spread of means</th>"
-      "<th>value</th><th>runs</th><th>mean final loss</th></tr></thead>\n<tbody>\n";
+      "<h2>Effect of each axis on the " + html_escape(objective_title(m)) +
+      "</h2>\n<table>\n<thead><tr><th>axis</th><th>spread of means</th><th>value</th><th>runs</th><th>mean " +
+      html_escape(objective_title(m)) + "</th></tr></thead>\n<tbody>\n";
   double widest = 0;
   for (const auto& e : m.effects) widest = std::max(widest, e.spread);
   for (const auto& e : m.effects) {
@@ -249,14 +257,25 @@ std::string reproducibility(const SweepRecords& sweep, const ReportModel& m) {
 std::string runs_table(const SweepRecords& sweep, const ReportModel& m) {
   std::string t = "<h2>Runs</h2>\n<table>\n<thead><tr><th>run</th><th>status</th>";
   for (const auto& k : m.varying) t += "<th>" + html_escape(k) + "</th>";
-  t += "<th>steps</th><th>final loss</th><th>params checksum</th><th>class</th></tr></thead>\n<tbody>\n";
+  t += "<th>steps</th><th>final loss</th><th>train loss (last " + std::to_string(kLossWindow) +
+       ")</th><th>final eval loss</th><th>best eval loss (step)</th><th>tokens/s "
+       "(median)</th><th>health</th><th>params checksum</th><th>class</th></tr></thead>\n"
+       "<tbody>\n";
   for (size_t i = 0; i < sweep.runs.size(); ++i) {
     const Record& r = sweep.runs[i];
     t += "<tr>" + td(html_escape(r.run_id)) + "<td>" + html_escape(r.status);
     if (!r.failure.empty()) t += "<div class=\"failure\">" + html_escape(r.failure) + "</div>";
     t += "</td>";
     for (const auto& k : m.varying) t += value_cell(report_value(r, k));
-    t += td(std::to_string(r.steps.size()), "num") + td(g6(m.runs[i].final_loss), "num") +
+    const ReportRun& f = m.runs[i];
+    std::string health = f.health.empty() ? "<span class=\"ok\">ok</span>" : "";
+    for (const auto& h : f.health)
+      health += "<div><span class=\"flag\">" + html_escape(h.name) + "</span> <span class=\"failure\">" +
+                html_escape(h.detail) + "</span></div>";
+    t += td(std::to_string(r.steps.size()), "num") + td(g6(f.final_loss), "num") + td(g6(f.train_loss_end), "num") +
+         td(g6(f.final_eval_loss), "num") +
+         td(f.best_eval_step < 0 ? "-" : g6(f.best_eval_loss) + " (" + std::to_string(f.best_eval_step) + ")", "num") +
+         td(g6(f.tokens_per_s_median), "num") + td(health) +
          td(r.checksums.empty() ? "-" : hex16(r.checksums.back().params), "hash") +
          td(m.classes[m.runs[i].equivalence].name) + "</tr>\n";
   }

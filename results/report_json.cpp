@@ -80,9 +80,11 @@ std::string json_group(const SweepRecords& sweep, const ReportModel& m, const Ru
   for (int64_t s : g.curve_steps) steps.push_back(jint(s));
   for (double l : g.curve_loss) losses.push_back(jnum(l));
   return "{\"values\":" + values + "},\"runs\":" + jrun_ids(sweep, g.runs) +
-         ",\"finite_finals\":" + jint(int64_t(g.finite_finals)) + ",\"final_loss_mean\":" + jnum(g.final_mean) +
-         ",\"final_loss_std\":" + jnum(g.final_std) + ",\"best_loss\":" + jnum(g.best_loss) +
-         ",\"tokens_per_s\":" + jnum(g.tokens_per_s) +
+         ",\"objective_name\":" + jstr(g.objective_name) +
+         ",\"finite_objectives\":" + jint(int64_t(g.finite_objectives)) +
+         ",\"objective_mean\":" + jnum(g.objective_mean) + ",\"objective_std\":" + jnum(g.objective_std) +
+         ",\"best_loss\":" + jnum(g.best_loss) + ",\"best_eval_loss\":" + jnum(g.best_eval_loss) +
+         ",\"tokens_per_s_median\":" + jnum(g.tokens_per_s) + ",\"flagged\":" + jint(int64_t(g.flagged)) +
          ",\"memory_bytes_per_rank_max\":" + (g.memory_bytes < 0 ? "null" : jint(g.memory_bytes)) +
          ",\"status\":" + jstr(g.status) + ",\"classes\":" + jlist(classes) + ",\"curve\":{\"step\":" + jlist(steps) +
          ",\"mean_loss\":" + jlist(losses) + "}}";
@@ -90,17 +92,24 @@ std::string json_group(const SweepRecords& sweep, const ReportModel& m, const Ru
 
 std::string json_run(const SweepRecords& sweep, const ReportModel& m, const RunIndex& x, size_t i) {
   const Record& r = sweep.runs[i];
-  const RunFigures& f = m.runs[i];
+  const ReportRun& f = m.runs[i];
+  std::vector<std::string> health;
+  for (const auto& h : f.health) health.push_back("{\"flag\":" + jstr(h.name) + ",\"detail\":" + jstr(h.detail) + "}");
   std::string varying = "{";
   for (size_t k = 0; k < m.varying.size(); ++k)
     varying += (k ? "," : "") + jstr(m.varying[k]) + ":" + jstr(report_value(r, m.varying[k]));
   return "{\"run_id\":" + jstr(r.run_id) + ",\"status\":" + jstr(r.status) + ",\"failure\":" + jstr(r.failure) +
          ",\"values\":" + varying + "},\"group\":" + jint(int64_t(x.group[i])) +
          ",\"steps\":" + jint(int64_t(r.steps.size())) + ",\"final_loss\":" + jnum(f.final_loss) +
-         ",\"best_loss\":" + jnum(f.best_loss) + ",\"tokens_per_s\":" + jnum(f.tokens_per_s) +
-         ",\"train_time_s\":" + jnum(f.train_time_s) + ",\"memory_bytes\":{\"params\":" + jints(r.memory.params) +
-         ",\"grads\":" + jints(r.memory.grads) + ",\"optimizer\":" + jints(r.memory.optimizer) +
-         "},\"final_params_checksum\":" + jstr(final_checksum(r)) +
+         ",\"best_loss\":" + jnum(f.best_loss) + ",\"train_loss_end\":" + jnum(f.train_loss_end) +
+         ",\"train_loss_end_steps\":" + jint(int64_t(f.train_loss_end_steps)) +
+         ",\"final_eval_loss\":" + jnum(f.final_eval_loss) + ",\"best_eval_loss\":" + jnum(f.best_eval_loss) +
+         ",\"best_eval_step\":" + (f.best_eval_step < 0 ? std::string("null") : jint(f.best_eval_step)) +
+         ",\"objective\":" + jnum(f.objective) + ",\"objective_name\":" + jstr(f.objective_name) +
+         ",\"tokens_per_s\":" + jnum(f.tokens_per_s) + ",\"tokens_per_s_median\":" + jnum(f.tokens_per_s_median) +
+         ",\"health\":" + jlist(health) + ",\"train_time_s\":" + jnum(f.train_time_s) +
+         ",\"memory_bytes\":{\"params\":" + jints(r.memory.params) + ",\"grads\":" + jints(r.memory.grads) +
+         ",\"optimizer\":" + jints(r.memory.optimizer) + "},\"final_params_checksum\":" + jstr(final_checksum(r)) +
          ",\"class\":" + jstr(m.classes[f.equivalence].name) + "}";
 }
 
@@ -109,11 +118,13 @@ std::string json_run(const SweepRecords& sweep, const ReportModel& m, const RunI
 std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
   const RunIndex x = index_runs(sweep, m);
   std::vector<std::string> strs, groups, runs, effects, classes, sets, charts, env, failed, problems;
-  std::string j = kJsonReportStart + ("\"version\":1,\"title\":" + jstr(m.title));
+  // Version 2: groups carry the objective (final eval loss, else the mean training loss of
+  // the last steps) instead of the final loss; runs their figures and health flags.
+  std::string j = kJsonReportStart + ("\"version\":2,\"title\":" + jstr(m.title));
   j += ",\"summary\":{\"runs\":" + jint(int64_t(sweep.runs.size())) + ",\"completed\":" + jint(int64_t(m.completed)) +
        ",\"diverged\":" + jint(int64_t(m.diverged)) + ",\"failed\":" + jint(int64_t(m.failed)) +
        ",\"unfinished\":" + jint(int64_t(m.running)) + ",\"without_record\":" + jint(int64_t(m.missing)) +
-       ",\"problems\":" + jint(int64_t(sweep.problems.size())) +
+       ",\"problems\":" + jint(int64_t(problem_count(sweep, m))) + ",\"health_flagged\":" + jint(int64_t(m.flagged)) +
        ",\"wall_time_s\":" + (m.wall_time_s < 0 ? "null" : jnum(m.wall_time_s)) +
        ",\"train_time_s\":" + jnum(m.train_time_s) + "}";
   for (const auto& k : m.varying) strs.push_back(jstr(k));
@@ -129,7 +140,7 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
     std::vector<std::string> levels;
     for (size_t i = 0; i < e.values.size(); ++i)
       levels.push_back("{\"value\":" + jstr(e.values[i]) + ",\"runs\":" + jint(int64_t(e.counts[i])) +
-                       ",\"mean_final_loss\":" + jnum(e.means[i]) + "}");
+                       ",\"mean_objective\":" + jnum(e.means[i]) + "}");
     effects.push_back("{\"key\":" + jstr(e.key) + ",\"spread\":" + jnum(e.spread) + ",\"levels\":" + jlist(levels) +
                       "}");
   }

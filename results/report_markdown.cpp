@@ -77,7 +77,7 @@ std::string md_ids(const SweepRecords& sweep, const std::vector<size_t>& runs) {
 
 std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
   std::string s = "# " + md(m.title) + "\n" + kMarkdownReportMark + "\n\n";
-  s += plural(sweep.runs.size(), "run") + ", " + plural(sweep.problems.size(), "problem") + ": " + counts_text(m) +
+  s += plural(sweep.runs.size(), "run") + ", " + plural(problem_count(sweep, m), "problem") + ": " + counts_text(m) +
        ".\n";
   s += "Wall time " + seconds(m.wall_time_s) + " (first run started to last record written); training time " +
        seconds(m.train_time_s) + " (summed over runs).\n\n";
@@ -85,20 +85,29 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
     s += "## Results\n\n";
     std::vector<std::string> head;
     for (const auto& k : m.columns) head.push_back(md(k));
-    for (const char* h : {"runs", "final loss (mean ± std over seeds)", "best loss", "tokens/s", "memory per rank",
-                          "status", "reproducibility class"})
-      head.push_back(h);
+    const std::string objective = objective_title(m);
+    for (const std::string& h :
+         {std::string("runs"), objective + " (mean ± std over seeds)", std::string("best loss"),
+          std::string("best eval loss"), std::string("tokens/s (median)"), std::string("memory per rank"),
+          std::string("status"), std::string("health"), std::string("reproducibility class")})
+      head.push_back(md(h));
     s += md_header(head);
     for (const auto& g : m.groups) {
       std::vector<std::string> row;
       for (const auto& kv : g.values) row.push_back(md(kv.second));
       std::string classes;
       for (size_t i : g.runs) classes += (classes.empty() ? "" : " ") + m.classes[m.runs[i].equivalence].name;
-      for (const std::string& c : {std::to_string(g.runs.size()), md(mean_std(g)), g6(g.best_loss), g6(g.tokens_per_s),
-                                   mib(g.memory_bytes), md(g.status), classes})
+      const std::string health = group_health(m, g);
+      for (const std::string& c : {std::to_string(g.runs.size()), md(objective_cell(m, g)), g6(g.best_loss),
+                                   g6(g.best_eval_loss), g6(g.tokens_per_s), mib(g.memory_bytes), md(g.status),
+                                   health.empty() ? "ok" : "**" + md(health) + "**", classes})
         row.push_back(c);
       s += md_row(row);
     }
+    s += "\nBest " + md(objective) +
+         " first (the final eval loss of a run that evaluated held-out data, else the mean "
+         "training loss of its last " +
+         std::to_string(kLossWindow) + " steps).\n";
     s += "\n## Loss curves\n\nMean loss over the runs of each group at the first, quartile and last steps.\n\n";
     for (const auto& c : m.charts) {
       s += "### " + md(c.title) + "\n\n" + md_header({"group", "step: loss"});
@@ -111,8 +120,8 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
       }
       s += "\n";
     }
-    s += "## Effect of each axis on final loss\n\n" +
-         md_header({"axis", "spread of means", "value", "runs", "mean final loss"});
+    s += "## Effect of each axis on the " + md(objective) + "\n\n" +
+         md_header({"axis", "spread of means", "value", "runs", "mean " + md(objective)});
     for (const auto& e : m.effects)
       for (size_t i = 0; i < e.values.size(); ++i)
         s += md_row(
@@ -131,17 +140,29 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
     s += "\n## Runs\n\n";
     head = {"run", "status"};
     for (const auto& k : m.varying) head.push_back(md(k));
-    for (const char* h : {"steps", "final loss", "params checksum", "class"}) head.push_back(h);
+    for (const std::string& h :
+         {std::string("steps"), std::string("final loss"), "train loss (last " + std::to_string(kLossWindow) + ")",
+          std::string("final eval loss"), std::string("best eval loss (step)"), std::string("tokens/s (median)"),
+          std::string("health"), std::string("params checksum"), std::string("class")})
+      head.push_back(md(h));
     s += md_header(head);
+    std::string flags;
     for (size_t i = 0; i < sweep.runs.size(); ++i) {
       const Record& r = sweep.runs[i];
+      const ReportRun& f = m.runs[i];
       std::vector<std::string> row = {md(r.run_id), md(r.status)};
       for (const auto& k : m.varying) row.push_back(md(report_value(r, k)));
-      for (const std::string& c : {std::to_string(r.steps.size()), g6(m.runs[i].final_loss), final_checksum(r),
-                                   m.classes[m.runs[i].equivalence].name})
+      const std::string health = run_health_names(f);
+      for (const std::string& c :
+           {std::to_string(r.steps.size()), g6(f.final_loss), g6(f.train_loss_end), g6(f.final_eval_loss),
+            f.best_eval_step < 0 ? "-" : g6(f.best_eval_loss) + " (" + std::to_string(f.best_eval_step) + ")",
+            g6(f.tokens_per_s_median), health.empty() ? "ok" : "**" + md(health) + "**", final_checksum(r),
+            m.classes[f.equivalence].name})
         row.push_back(c);
       s += md_row(row);
+      for (const auto& h : f.health) flags += md_row({md(r.run_id), md(h.name), md(h.detail)});
     }
+    if (!flags.empty()) s += "\n## Health\n\n" + md_header({"run", "flag", "what"}) + flags;
     s += "\n## Environment\n\n" + md_header({"key", "value (runs)"});
     for (const auto& e : m.environment) {
       std::string v;

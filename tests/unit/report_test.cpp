@@ -216,7 +216,7 @@ std::map<std::string, std::string> layout(const std::string& lr, int world, int 
 TEST(BuildReport, GroupsSeedsAndComputesTheirFigures) {
   SweepRecords s;
   s.runs.push_back(make_record("a", {{"train.lr", "0.1"}, {"train.seed", "0"}}, {3.0, 1.0, 2.0}));
-  s.runs.push_back(make_record("b", {{"train.lr", "0.1"}, {"train.seed", "1"}}, {3.0, 2.5, 4.0}));
+  s.runs.push_back(make_record("b", {{"train.lr", "0.1"}, {"train.seed", "1"}}, {3.0, 3.0, 6.0}));
   s.runs.push_back(make_record("c", {{"train.lr", "0.02"}, {"train.seed", "0"}}, {3.0, 0.5}));
   s.runs[0].steps[0].tokens = 100, s.runs[0].steps[0].step_time_s = 0.5;
   s.runs[0].memory = {{10, 20}, {1, 2}, {100, 200}};
@@ -228,14 +228,16 @@ TEST(BuildReport, GroupsSeedsAndComputesTheirFigures) {
   EXPECT_EQ(m.groups[0].values[0].second, "0.02");
   const RunGroup& g = m.groups[1];
   EXPECT_EQ(g.runs.size(), 2u);
-  EXPECT_DOUBLE_EQ(g.final_mean, 3.0);
-  EXPECT_DOUBLE_EQ(g.final_std, std::sqrt(2.0));  // sample std of {2, 4}
+  // The objective of a run without evaluations: the mean of its last 20 losses (all 3 here).
+  EXPECT_EQ(g.objective_name, "final train loss");
+  EXPECT_DOUBLE_EQ(g.objective_mean, 3.0);
+  EXPECT_DOUBLE_EQ(g.objective_std, std::sqrt(2.0));  // sample std of {2, 4}
   EXPECT_DOUBLE_EQ(g.best_loss, 1.0);
   EXPECT_DOUBLE_EQ(g.tokens_per_s, 200.0);  // only run a has timings
   EXPECT_EQ(g.memory_bytes, 222);           // rank 1 of run a: 20 + 2 + 200
   EXPECT_EQ(g.status, "2 completed");
   EXPECT_EQ(g.curve_steps, (std::vector<int64_t>{1, 2, 3}));
-  EXPECT_DOUBLE_EQ(g.curve_loss[2], 3.0);
+  EXPECT_DOUBLE_EQ(g.curve_loss[2], 4.0);
   EXPECT_EQ(m.completed, 3u);
 
   // Grouped by seed, the seeds are no longer averaged.
@@ -249,6 +251,39 @@ TEST(BuildReport, GroupsSeedsAndComputesTheirFigures) {
   const std::string html = render_html(s, ms);
   EXPECT_EQ(count(html, "<svg"), 2u);
   EXPECT_NE(html.find("<h3>train.seed = 1</h3>"), std::string::npos);
+}
+
+TEST(BuildReport, GroupsAreRankedByTheirObjectiveAndFlaggedRunsAreProblems) {
+  SweepRecords s;
+  s.runs.push_back(make_record("a", {{"train.lr", "0.1"}}, {3.0, 2.0}));
+  s.runs.push_back(make_record("b", {{"train.lr", "0.2"}}, {3.0, 1.0}));
+  s.runs.push_back(make_record("c", {{"train.lr", "0.3"}}, {3.0, NAN}));  // no objective: last
+  s.runs.push_back(make_record("d", {{"train.lr", "0.4"}}, {3.0, 1.5}));
+  // d evaluated held-out data: its objective is the final eval loss, 0.5.
+  s.runs[3].evals = {{1, 0.7, 10, 0}, {2, 0.5, 10, 0}};
+  const ReportModel m = build_report("t", s);
+  std::vector<std::string> order;
+  for (const auto& g : m.groups) order.push_back(g.values[0].second);
+  EXPECT_EQ(order, (std::vector<std::string>{"0.4", "0.2", "0.1", "0.3"}));
+  EXPECT_EQ(m.groups[0].objective_name, "final eval loss");
+  EXPECT_DOUBLE_EQ(m.groups[0].objective_mean, 0.5);
+  EXPECT_DOUBLE_EQ(m.groups[1].objective_mean, 2.0);  // mean of both steps' losses
+  // c's NaN loss is a health flag: still completed, but a problem in the summary line.
+  EXPECT_EQ(health_names(m.runs[2].health), "nonfinite_loss");
+  EXPECT_EQ(m.completed, 4u);
+  EXPECT_EQ(m.flagged, 1u);
+  const std::string md = render_report(s, m, ReportFormat::markdown);
+  EXPECT_NE(md.find("4 runs, 1 problem: 4 completed,"), std::string::npos) << md.substr(0, 300);
+  EXPECT_NE(md.find("1 with health flags"), std::string::npos);
+  EXPECT_NE(md.find("| c | completed | 0.3 | 2 | - | 3 | - | - | - | **nonfinite\\_loss** |"), std::string::npos) << md;
+  const std::string html = render_html(s, m);
+  EXPECT_NE(html.find("<span class=\"flag\">nonfinite_loss</span>"), std::string::npos);
+  EXPECT_NE(html.find("<th>objective (mean &#177; std over seeds)</th>"), std::string::npos);
+  const std::string csv = render_report(s, m, ReportFormat::csv);
+  EXPECT_NE(csv.find(",nonfinite_loss,\"nonfinite_loss: 1 of 2 steps had a non-finite loss"), std::string::npos) << csv;
+  const std::string json = render_report(s, m, ReportFormat::json);
+  EXPECT_NE(json.find("\"health\":[{\"flag\":\"nonfinite_loss\""), std::string::npos);
+  EXPECT_NE(json.find("\"problems\":1,\"health_flagged\":1"), std::string::npos);
 }
 
 TEST(BuildReport, AxisEffectsRankTheAxes) {
@@ -417,7 +452,7 @@ TEST(RenderFormats, CsvQuotesFieldsAndHasOneRowPerRun) {
 TEST(RenderFormats, JsonEscapesStringsAndWritesNullForNan) {
   SweepRecords s = hostile_sweep();
   const std::string json = render_report(s, build_report("t\"\\", s), ReportFormat::json);
-  EXPECT_EQ(json.rfind("{\"format\":\"sweep-report\",\"version\":1,\"title\":\"t\\\"\\\\\"", 0), 0u)
+  EXPECT_EQ(json.rfind("{\"format\":\"sweep-report\",\"version\":2,\"title\":\"t\\\"\\\\\"", 0), 0u)
       << json.substr(0, 80);
   EXPECT_NE(json.find("\"final_loss\":null"), std::string::npos);  // NaN is not JSON
   EXPECT_EQ(json.find("nan"), std::string::npos);
