@@ -1,4 +1,4 @@
-"""sweep_record: write sweep run records (results/SCHEMA.md, version 2) from Python.
+"""sweep_record: write sweep run records (results/SCHEMA.md, version 3) from Python.
 
 A training program that is not sweep-train (a PyTorch script, say) writes with this
 package a record that sweep's C++ reader accepts: `sweep compare`, `sweep report`.

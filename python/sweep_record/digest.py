@@ -96,6 +96,12 @@ def _digest_of_file(f):
     d.nums("checksums/params", ck["params"][:], "<u8")
     tensors = ck["tensors"][:] if len(f["params/name"]) else np.zeros(0, dtype="<u8")
     d.nums("checksums/tensors", tensors, "<u8")
+    if "eval" in f:  # version 3: held-out evaluations, only in runs that had them
+        ev = f["eval"]
+        d.nums("eval/step", ev["step"][:], "<i8")
+        d.nums("eval/loss", ev["loss"][:], "<f8")
+        d.nums("eval/tokens", ev["tokens"][:], "<i8")
+        d.nums("eval/time_s", ev["time_s"][:], "<f8")
     return d.text()
 
 

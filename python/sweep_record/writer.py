@@ -1,4 +1,4 @@
-"""RecordWriter: writes one run record (results/SCHEMA.md, version 2) as the C++
+"""RecordWriter: writes one run record (results/SCHEMA.md, version 3) as the C++
 RecordWriter does (results/record.cpp), so that sweep's reader accepts it.
 
 The record is ``record.h5.partial`` while the run goes on, holds ``status = running``, and
@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 #: results/record.h kSchemaVersion: the layout this package writes.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 PARTIAL_SUFFIX = ".partial"
 LOCK_NAME = "run.lock"
 

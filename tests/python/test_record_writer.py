@@ -141,8 +141,8 @@ def read_checkpoint_params(state_bin):
     if buf[:8] != b"SWPCKPT\n":
         raise AssertionError(f"{state_bin}: not a sweep checkpoint")
     (version,) = struct.unpack_from("<I", buf, 8)
-    if version not in (1, 2):
-        raise AssertionError(f"{state_bin}: checkpoint version {version}; this test reads 1 and 2")
+    if version not in (1, 2, 3):  # 3 appends the evaluation rows after what is read here
+        raise AssertionError(f"{state_bin}: checkpoint version {version}; this test reads 1 to 3")
     pos = 12
     for _ in range(2 if version >= 2 else 1):  # run_id, math_id
         (n,) = struct.unpack_from("<Q", buf, pos)
@@ -348,7 +348,7 @@ class H5pySchemaCheck(unittest.TestCase):
                 (passed if cond else failures).append(what)
 
             with h5py.File(os.path.join(tmp, "record.h5"), "r") as f:
-                expect(int(f.attrs["schema_version"]) == 2, "schema_version == 2")
+                expect(int(f.attrs["schema_version"]) == 3, "schema_version == 3")
                 digest = checks["record_digest"](f)
                 expect(checks["as_text"](f.attrs["digest"]) == digest,
                        f"digest recomputed by h5py_reads_record.py ({digest}) equals the stored one")
