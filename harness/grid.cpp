@@ -229,6 +229,28 @@ YAML::Node load_one_document(const std::string& text, const std::string& source)
   return root;
 }
 
+/// Data files a grid names by a relative path are next to the grid file, wherever sweep
+/// runs from: each such value becomes the absolute path (the run's config, and so its id,
+/// holds that). Every place a value is written is rewritten alike, so an exclude still
+/// matches the point it names.
+void resolve_data_paths(SweepSpec& spec) {
+  auto fix = [&](const std::string& key, ConfigValue& v) {
+    // A value with a NUL is left as written: the key's own check names it.
+    if ((key == "data.path" || key == "data.eval_path") && v.is_scalar && !v.text.empty() && v.text.front() != '/' &&
+        v.text.find('\0') == std::string::npos)
+      v.text = std::filesystem::absolute(next_to_grid(spec.source, v.text)).lexically_normal().string();
+  };
+  for (auto& [key, v] : spec.base) fix(key, v);
+  auto fix_axes = [&](std::vector<GridAxis>& axes) {
+    for (auto& a : axes)
+      for (auto& v : a.values) fix(a.key, v);
+  };
+  fix_axes(spec.axes);
+  for (auto& z : spec.zips) fix_axes(z.axes);
+  for (auto& p : spec.excludes) fix_axes(p.keys);
+  for (auto& p : spec.includes) fix_axes(p.keys);
+}
+
 }  // namespace
 
 SweepSpec parse_grid(const std::string& text, const std::string& source, const std::string& trainer,
@@ -310,6 +332,7 @@ SweepSpec parse_grid(const std::string& text, const std::string& source, const s
                           "'" + (given == spec.launch.trainer ? "" : " (" + printable(spec.launch.trainer) + ")"));
   }
 
+  resolve_data_paths(spec);
   // Every key and value on its own, at its own line, before any point is formed.
   RunConfig base = apply_run_values(RunConfig{}, spec.base);
   KeyOwners owners;

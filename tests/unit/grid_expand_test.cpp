@@ -2,6 +2,7 @@
 // generators, constraints and warnings; and every validation error they can raise.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <set>
 #include <string>
 
@@ -296,7 +297,7 @@ TEST(GridIdleKeys, AKeyThatAppliesStillSplitsAndOnlyIdlePointsAreReset) {
   EXPECT_EQ(e.points[0].config.data.seed, 1);
   EXPECT_EQ(e.points[0].config.data.path, "");
   EXPECT_EQ(e.points[2].config.data.seed, 0);
-  EXPECT_EQ(e.points[2].config.data.path, "t.txt");
+  EXPECT_EQ(e.points[2].config.data.path, std::filesystem::absolute("t.txt").string()) << "next to g.yaml";
   ASSERT_EQ(e.warnings.size(), 2u);
   EXPECT_CONTAINS(e.warnings[0], "g.yaml:3:25: warning: key 'data.path' has no effect with data.kind synthetic");
   EXPECT_CONTAINS(e.warnings[1], "g.yaml:6:15: warning: key 'data.seed' has no effect with data.kind text");

@@ -95,6 +95,22 @@ TEST(Grid, WithoutGridIsOnePoint) {
   EXPECT_EQ(points[0].id, run_id(RunConfig{}));
 }
 
+TEST(Grid, RelativeDataPathsAreNextToTheGridFileEverywhereTheyAreWritten) {
+  const std::string text =
+      "name: rel\n"
+      "base: {data: {kind: text, eval_path: held/out.txt}, model: {vocab: 256}}\n"
+      "grid: {data.path: [a.txt, /abs/b.txt, ../c.txt]}\n"
+      "exclude: [{data.path: [a.txt]}]\n";
+  const auto points = expand(parse_grid(text, "/proj/sweeps/grid.yaml"));
+  ASSERT_EQ(points.size(), 2u) << "the exclude, written relative too, still removes a.txt";
+  EXPECT_EQ(points[0].config.data.path, "/abs/b.txt") << "an absolute path stays as written";
+  EXPECT_EQ(points[1].config.data.path, "/proj/c.txt");
+  EXPECT_EQ(points[0].config.data.eval_path, "/proj/sweeps/held/out.txt");
+  // The run id holds the resolved path: the same grid text elsewhere is other data.
+  const auto elsewhere = expand(parse_grid(text, "/other/grid.yaml"));
+  EXPECT_NE(run_id(points[1].config), run_id(elsewhere[1].config));
+}
+
 TEST(Grid, AxisOverridesBase) {
   auto points = expand(parse_grid("name: o\nbase:\n  train:\n    seed: 5\ngrid:\n  train.seed: [6, 7]\n", "x.yaml"));
   ASSERT_EQ(points.size(), 2u);
