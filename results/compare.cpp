@@ -101,6 +101,31 @@ void compare_checksums(const Record& a, const Record& b, RecordComparison& c) {
   }
 }
 
+void compare_evals(const Record& a, const Record& b, const CompareOptions& opt, RecordComparison& c) {
+  size_t i = 0, j = 0;
+  while (i < a.evals.size() || j < b.evals.size()) {
+    const bool has_a = i < a.evals.size(), has_b = j < b.evals.size();
+    if (!has_b || (has_a && a.evals[i].step < b.evals[j].step)) {  // an evaluation B lacks
+      if (c.eval_step == kNoStep) c.eval_step = a.evals[i].step, c.eval_a = a.evals[i].loss;
+      c.evals_within_rtol = false, ++i;
+      continue;
+    }
+    if (!has_a || b.evals[j].step < a.evals[i].step) {
+      if (c.eval_step == kNoStep) c.eval_step = b.evals[j].step, c.eval_b = b.evals[j].loss;
+      c.evals_within_rtol = false, ++j;
+      continue;
+    }
+    const EvalRow &ea = a.evals[i++], &eb = b.evals[j++];
+    ++c.evals_compared;
+    if (same_bits(ea.loss, eb.loss)) continue;
+    if (c.eval_step == kNoStep) c.eval_step = ea.step, c.eval_a = ea.loss, c.eval_b = eb.loss;
+    const double scale = std::max(std::fabs(ea.loss), std::fabs(eb.loss));
+    const double rel =
+        std::isfinite(ea.loss) && std::isfinite(eb.loss) && scale > 0 ? std::fabs(ea.loss - eb.loss) / scale : INFINITY;
+    if (!(rel <= opt.rtol)) c.evals_within_rtol = false;
+  }
+}
+
 // Steps are recorded in increasing order, so a binary search finds one.
 const StepMetrics* find_step(const Record& r, int64_t step) {
   auto it = std::lower_bound(r.steps.begin(), r.steps.end(), step,
@@ -128,6 +153,7 @@ RecordComparison compare_records(const Record& a, const Record& b, const Compare
   c.rtol = opt.rtol;
   compare_losses(a, b, opt, c);
   compare_checksums(a, b, c);
+  compare_evals(a, b, opt, c);
   if (const int64_t s = c.divergent_step(); s != kNoStep) {
     const StepMetrics *sa = find_step(a, s), *sb = find_step(b, s);
     c.step_in_a = sa != nullptr, c.step_in_b = sb != nullptr;
@@ -161,7 +187,15 @@ std::string exact_number(double v) {
 std::string verdict_line(const RecordComparison& c) {
   const std::string counts =
       std::to_string(c.steps_compared) + " steps, " + std::to_string(c.checksums_compared) + " checksums";
-  if (c.bitwise()) return "identical bit-for-bit: " + counts;
+  if (c.bitwise())
+    return "identical bit-for-bit: " + counts +
+           (c.evals_compared ? ", " + std::to_string(c.evals_compared) + " evaluations" : "");
+  // The training matched; only the held-out losses differ (other held-out data, or none on one side).
+  if (c.loss_step == kNoStep && c.checksum_step == kNoStep && c.missing_step == kNoStep && c.checksums_compared > 0 &&
+      !c.match())
+    return "training identical bit-for-bit (" + counts + "), but the held-out loss differs after step " +
+           std::to_string(c.eval_step) + ": " + (std::isnan(c.eval_a) ? "(none)" : exact_number(c.eval_a)) + " vs " +
+           (std::isnan(c.eval_b) ? "(none)" : exact_number(c.eval_b));
   if (c.checksums_compared == 0 && c.loss_step == kNoStep && c.missing_step == kNoStep && !c.match())
     return "not shown identical: no checksum row at a common step, so the parameters were never compared (" + counts +
            "; the losses are identical)";

@@ -39,7 +39,14 @@ struct RecordComparison {
   bool step_in_a = false, step_in_b = false;  ///< whether each record has divergent_step() (step 0 never)
   double max_abs = 0, max_rel = 0;            ///< largest loss differences over the common steps
   int64_t max_abs_step = kNoStep, max_rel_step = kNoStep;
-  bool losses_within_rtol = true;      ///< every common loss within CompareOptions::rtol
+  bool losses_within_rtol = true;  ///< every common loss within CompareOptions::rtol
+  /// Held-out evaluations (/eval): how many rows both records have at the same step, and
+  /// the first step where they part (a loss with other bits, or an evaluation one side
+  /// lacks); the training can be identical while they differ (other held-out data).
+  size_t evals_compared = 0;
+  int64_t eval_step = kNoStep;
+  double eval_a = NAN, eval_b = NAN;  ///< the held-out losses at eval_step (NaN where a side has none)
+  bool evals_within_rtol = true;
   double rtol = 0;                     ///< the tolerance this comparison used
   std::vector<ValueDiff> config;       ///< differing /config values
   std::vector<ValueDiff> environment;  ///< differing /environment attributes
@@ -55,10 +62,13 @@ struct RecordComparison {
   /// without a common checksum row the parameters were never compared, so it is not
   /// called bit-for-bit.
   bool bitwise() const {
-    return loss_step == kNoStep && checksum_step == kNoStep && missing_step == kNoStep && checksums_compared > 0;
+    return loss_step == kNoStep && checksum_step == kNoStep && missing_step == kNoStep && checksums_compared > 0 &&
+           eval_step == kNoStep;
   }
-  /// bitwise(), or with rtol > 0: same steps and every loss within the tolerance.
-  bool match() const { return bitwise() || (rtol > 0 && missing_step == kNoStep && losses_within_rtol); }
+  /// bitwise(), or with rtol > 0: same steps and every loss (held-out ones too) within the tolerance.
+  bool match() const {
+    return bitwise() || (rtol > 0 && missing_step == kNoStep && losses_within_rtol && evals_within_rtol);
+  }
   /// First step at which the records part (loss, parameters or a missing step); kNoStep if none.
   int64_t divergent_step() const;
 };

@@ -107,6 +107,39 @@ class DataProvenance(unittest.TestCase):
         self.assertIn("already completed, skipped", p.stdout, show(p))
 
 
+    def test_b_a_changed_held_out_file_makes_the_run_stale_too(self):
+        """data.eval_path, given relative to the grid file: recorded by contents like the
+        training file; rewriting it makes the run stale and reproduce names it."""
+        held = os.path.join(self.tmp, "held.txt")
+        with open(held, "wb") as f:
+            f.write(TEXT[:2000])
+        with open(self.grid, encoding="utf-8") as f:
+            g = yaml.safe_load(f)
+        g["base"]["data"]["eval_path"] = "held.txt"  # next to grid.yaml, whatever the working directory
+        g["base"]["train"]["eval_batches"] = 1
+        with open(self.grid, "w", encoding="utf-8") as f:
+            yaml.safe_dump(g, f, sort_keys=False)
+        p = self.sweep("run", self.grid, "--out", self.out)
+        self.assertEqual(p.returncode, 0, show(p))
+        (rid,) = os.listdir(os.path.join(self.out, "runs"))
+        run = os.path.join(self.out, "runs", rid)
+        with h5py.File(os.path.join(run, "record.h5"), "r") as f:
+            self.assertEqual(f["environment"].attrs["data.eval_file"], os.path.realpath(held))
+            self.assertEqual(list(f["eval/step"][:]), [4], "one evaluation, after the last step")
+        st = os.stat(held)
+        with open(held, "r+b") as f:
+            f.write(TEXT[:2000].replace(b"quick", b"quack"))  # inside the evaluated sequences
+        os.utime(held, ns=(st.st_atime_ns, st.st_mtime_ns))
+        p = self.sweep("plan", self.grid, "--out", self.out)
+        self.assertIn("stale %s: its held-out data file %s changed since the run" % (rid, os.path.realpath(held)),
+                      p.stdout, show(p))
+        p = self.sweep("reproduce", run)
+        self.assertEqual(p.returncode, 1, show(p))
+        self.assertIn("the contents of the held-out data file changed", p.stdout, show(p))
+        self.assertIn("training identical bit-for-bit (4 steps, 5 checksums), but the held-out loss differs after step 4",
+                      p.stdout, show(p))
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
         BIN_DIR = os.path.abspath(sys.argv.pop(1))

@@ -38,6 +38,33 @@ std::string joined(const std::vector<std::string>& lines) {
   return s;
 }
 
+TEST(CompareRecords, HeldOutLossesAreComparedToo) {
+  Record a = make_record(4), b = make_record(4);
+  a.evals = b.evals = {{2, 3.5, 64, 0.01}, {4, 3.25, 64, 0.01}};
+  b.evals[1].time_s = 0.5;  // timing is not the math
+  RecordComparison c = compare_records(a, b);
+  EXPECT_TRUE(c.bitwise());
+  EXPECT_EQ(c.evals_compared, 2u);
+  EXPECT_CONTAINS(verdict_line(c), "identical bit-for-bit: 4 steps, 5 checksums, 2 evaluations");
+  // The same training, another held-out loss (other held-out data): not identical.
+  b.evals[1].loss = std::nextafter(3.25, 4.0);
+  c = compare_records(a, b);
+  EXPECT_FALSE(c.bitwise());
+  EXPECT_FALSE(c.match());
+  EXPECT_EQ(c.eval_step, 4);
+  EXPECT_CONTAINS(verdict_line(c),
+                  "training identical bit-for-bit (4 steps, 5 checksums), but the held-out loss differs "
+                  "after step 4: 3.25 vs 3.2500000000000004");
+  CompareOptions loose;
+  loose.rtol = 1e-9;
+  EXPECT_TRUE(compare_records(a, b, loose).match()) << "within the tolerance";
+  // An evaluation only one side has.
+  b.evals.pop_back();
+  c = compare_records(a, b);
+  EXPECT_FALSE(c.match());
+  EXPECT_CONTAINS(verdict_line(c), "differs after step 4: 3.25 vs (none)");
+}
+
 TEST(CompareRecords, IdenticalRecordsAreBitwise) {
   Record a = make_record(5), b = make_record(5);
   b.run_id = "other";  // the id is not part of the comparison
