@@ -37,7 +37,8 @@ std::vector<double> nice_ticks(double lo, double hi, bool integer) {
   if (!std::isfinite(lo) || !std::isfinite(hi) || lo > hi) return {};
   if (lo == hi) return {lo};
   // Candidate steps around a fifth of the range; keep the one whose count is nearest 5,
-  // counts within 4..7 before any other, the larger step on a tie.
+  // counts within 4..7 before 8 (where the next step up leaves 3) before any other, the
+  // larger step on a tie.
   const double magnitude = std::pow(10.0, std::floor(std::log10((hi - lo) / 5)));
   std::vector<double> best;
   int best_score = 1 << 30;
@@ -47,7 +48,7 @@ std::vector<double> nice_ticks(double lo, double hi, bool integer) {
       if (integer && step < 1) continue;
       std::vector<double> t = ticks_at(lo, hi, step);
       const int n = int(t.size());
-      const int score = std::abs(n - 5) + (n >= 4 && n <= 7 ? 0 : 100);
+      const int score = std::abs(n - 5) + (n >= 4 && n <= 7 ? 0 : n == 8 ? 50 : 100);
       if (score <= best_score) best_score = score, best = std::move(t);
     }
   if (best.empty()) best = {lo};

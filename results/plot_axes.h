@@ -10,7 +10,7 @@
 namespace sweep::plot {
 
 /// Ticks at a nice step (1, 2 or 5 x 10^k) inside [lo, hi]: the step whose count of ticks
-/// is nearest 5 within 4..7 where one exists. `integer` keeps the step at 1 or more (steps).
+/// is nearest 5 within 4..7 where one exists, else 8 (rather than 3). `integer` keeps the step at 1 or more (steps).
 /// One tick for lo == hi; none for a non-finite or reversed range.
 std::vector<double> nice_ticks(double lo, double hi, bool integer = false);
 
