@@ -1,8 +1,11 @@
 // The HTML report: one static page, inline CSS and SVG, no script, nothing fetched, so it
 // can be mailed or archived with the sweep and opened offline. Every string that came
 // from a record goes through html_escape.
-#include <algorithm>  // min, max
+#include <algorithm>  // min, max, clamp, all_of
+#include <cmath>      // log10, isfinite
+#include <optional>
 
+#include "plot_axes.h"  // ticks, robust limits, palette
 #include "report.h"
 #include "report_format.h"
 
@@ -10,11 +13,6 @@ namespace sweep {
 namespace {
 
 using namespace report_fmt;
-
-// Tableau 10: tells ten curves apart on white, also for most colour-vision deficiencies.
-constexpr const char* kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
-                                    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
-constexpr size_t kPaletteSize = sizeof(kPalette) / sizeof(kPalette[0]);
 
 // Chart geometry in SVG units; the legend extends the SVG below the plot area.
 constexpr double kWidth = 720, kHeight = 360;
@@ -38,6 +36,11 @@ constexpr const char* kStyle =
     "pre{background:#f7f7f7;padding:6px;max-width:100em;overflow-x:auto;font-size:smaller}\n"
     "svg{display:block;margin:1em 0;font:12px sans-serif}\n"
     "svg .axis{stroke:#444;stroke-width:1}\n"
+    "svg .grid{stroke:#e4e4e4;stroke-width:1}\n"
+    "svg .clipped{fill:#d00;stroke:#fff;stroke-width:1}\n"
+    "svg text.note{fill:#b00}\n"
+    ".wide{overflow-x:auto;max-width:100%}\n"
+    "td.id{overflow-wrap:anywhere;min-width:10em;max-width:28em}\n"
     "svg polyline{fill:none;stroke-width:1.5}\n";
 
 // One decimal is below a pixel and keeps large charts small.
@@ -50,19 +53,6 @@ std::string coord(double v) {
 std::string td(const std::string& escaped, const char* cls = nullptr) {
   return cls ? "<td class=\"" + std::string(cls) + "\">" + escaped + "</td>" : "<td>" + escaped + "</td>";
 }
-
-/// The extent of the plotted values along one axis.
-struct Range {
-  double lo = INFINITY, hi = -INFINITY;
-  void add(double v) { lo = std::min(lo, v), hi = std::max(hi, v); }
-  bool empty() const { return lo > hi; }
-  // A single step or a flat loss has zero width: centre it instead of dividing by zero.
-  // Halving first keeps hi - lo finite for values near DBL_MAX.
-  double frac(double v) const {
-    double f = (v * 0.5 - lo * 0.5) / (hi * 0.5 - lo * 0.5);
-    return hi > lo && std::isfinite(f) ? f : 0.5;
-  }
-};
 
 std::string svg_text(double x, double y, const char* anchor, const std::string& escaped,
                      const std::string& extra = "") {
@@ -92,47 +82,139 @@ std::string curve_label(const SweepRecords& sweep, const RunGroup& g) {
   return (vary.empty() ? std::string("all") : vary) + " (mean of " + std::to_string(g.runs.size()) + " runs)";
 }
 
-std::string svg_chart(const SweepRecords& sweep, const ReportModel& m, const Chart& chart) {
-  Range xs, ys;
+// A group whose every run diverged: drawn, but it does not set the y scale.
+bool all_diverged(const SweepRecords& sweep, const RunGroup& g) {
+  return !g.runs.empty() &&
+         std::all_of(g.runs.begin(), g.runs.end(), [&](size_t i) { return sweep.runs[i].status == "diverged"; });
+}
+
+// The scales every chart of the report shares, so that the --group-by panels compare.
+struct Scales {
+  double x_lo = INFINITY, x_hi = -INFINITY;  // steps
+  plot::Limits y;
+};
+
+Scales chart_scales(const SweepRecords& sweep, const ReportModel& m) {
+  Scales sc;
+  std::vector<std::vector<double>> bulk, all;
+  for (const Chart& c : m.charts)
+    for (size_t gi : c.groups) {
+      const RunGroup& g = m.groups[gi];
+      for (int64_t step : g.curve_steps)
+        sc.x_lo = std::min(sc.x_lo, double(step)), sc.x_hi = std::max(sc.x_hi, double(step));
+      all.push_back(g.curve_loss);
+      if (!all_diverged(sweep, g)) bulk.push_back(g.curve_loss);
+    }
+  sc.y = plot::robust_limits(bulk.empty() ? all : bulk);
+  return sc;
+}
+
+// What the legend calls each curve of a chart: only the keys whose values differ between
+// its curves (the group-by key and constant keys say nothing); the full label otherwise.
+std::vector<std::string> legend_names(const SweepRecords& sweep, const ReportModel& m, const Chart& chart) {
+  std::vector<bool> differs;
+  for (size_t gi : chart.groups) {
+    const RunGroup &g = m.groups[gi], &first = m.groups[chart.groups[0]];
+    differs.resize(std::max(differs.size(), g.values.size()), false);
+    for (size_t k = 0; k < g.values.size(); ++k)
+      if (k >= first.values.size() || first.values[k] != g.values[k]) differs[k] = true;
+  }
+  std::vector<std::string> names;
+  for (size_t gi : chart.groups) {
+    const RunGroup& g = m.groups[gi];
+    std::string name;
+    for (size_t k = 0; k < g.values.size(); ++k)
+      if (differs[k]) name += (name.empty() ? "" : ", ") + g.values[k].first + "=" + g.values[k].second;
+    if (name.empty())
+      name = curve_label(sweep, g);
+    else if (g.runs.size() > 1)
+      name += " (mean of " + std::to_string(g.runs.size()) + ")";
+    names.push_back(name);
+  }
+  return names;
+}
+
+std::string svg_line(double x1, double y1, double x2, double y2, const std::string& attrs) {
+  return "<line " + attrs + " x1=\"" + coord(x1) + "\" y1=\"" + coord(y1) + "\" x2=\"" + coord(x2) + "\" y2=\"" +
+         coord(y2) + "\"/>\n";
+}
+
+std::string svg_chart(const SweepRecords& sweep, const ReportModel& m, const Chart& chart, const Scales& sc) {
+  bool any = false;
   for (size_t g : chart.groups)
-    for (size_t i = 0; i < m.groups[g].curve_steps.size(); ++i)
-      xs.add(double(m.groups[g].curve_steps[i])), ys.add(m.groups[g].curve_loss[i]);
-  if (ys.empty()) return "<p>No finite loss values to plot.</p>\n";
+    for (double v : m.groups[g].curve_loss) any = any || std::isfinite(v);
+  if (!any) return "<p>No finite loss values to plot.</p>\n";
 
   const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom, base = kTop + ph;
-  auto px = [&](double x) { return kLeft + xs.frac(x) * pw; };
-  auto py = [&](double y) { return base - ys.frac(y) * ph; };
+  const plot::Limits& yl = sc.y;
+  auto px = [&](double x) {
+    const double f = (x - sc.x_lo) / (sc.x_hi - sc.x_lo);
+    return kLeft + (sc.x_hi > sc.x_lo && std::isfinite(f) ? f : 0.5) * pw;
+  };
+  // Where y lies between the limits (0 bottom, 1 top), unclamped; -inf for <= 0 on a log axis.
+  auto yfrac = [&](double y) {
+    if (yl.log)
+      return y > 0 ? (std::log10(y) - std::log10(yl.lo)) / (std::log10(yl.hi) - std::log10(yl.lo)) : -INFINITY;
+    return (y * 0.5 - yl.lo * 0.5) / (yl.hi * 0.5 - yl.lo * 0.5);  // halved: finite near DBL_MAX
+  };
+  auto py = [&](double y) { return base - std::clamp(yfrac(y), 0.0, 1.0) * ph; };
+
+  // Curves with points past the limits: drawn clipped at the edge, marked and named below.
+  struct Clip {
+    size_t curve;
+    double step, value;
+    bool above;
+  };
+  std::vector<Clip> clips;
+  for (size_t i = 0; i < chart.groups.size(); ++i) {
+    const RunGroup& g = m.groups[chart.groups[i]];
+    std::optional<Clip> worst;
+    for (size_t k = 0; k < g.curve_steps.size(); ++k) {
+      const double f = yfrac(g.curve_loss[k]);
+      if (f >= 0 && f <= 1) continue;
+      const bool above = f > 1;
+      if (!worst || (above && (!worst->above || g.curve_loss[k] > worst->value)) ||
+          (!above && !worst->above && g.curve_loss[k] < worst->value))
+        worst = Clip{i, double(g.curve_steps[k]), g.curve_loss[k], above};
+    }
+    if (worst) clips.push_back(*worst);
+  }
+
+  const std::vector<std::string> names = legend_names(sweep, m, chart);
   const size_t legend = std::min(chart.groups.size(), kLegendMax) + (chart.groups.size() > kLegendMax ? 1 : 0);
-  const double total_h = kHeight + kLegendRow * double(legend) + 8;
+  const double notes_top = kHeight + 4, legend_top = notes_top + kLegendRow * double(clips.size());
+  const double total_h = legend_top + kLegendRow * double(legend) + 8;
   std::string s = "<svg width=\"" + coord(kWidth) + "\" height=\"" + coord(total_h) + "\" viewBox=\"0 0 " +
                   coord(kWidth) + " " + coord(total_h) +
                   "\" role=\"img\" aria-label=\"loss against step: " + html_escape(chart.title) + "\">\n";
-  s += "<line class=\"axis\" x1=\"" + coord(kLeft) + "\" y1=\"" + coord(base) + "\" x2=\"" + coord(kLeft + pw) +
-       "\" y2=\"" + coord(base) + "\"/>\n";
-  s += "<line class=\"axis\" x1=\"" + coord(kLeft) + "\" y1=\"" + coord(kTop) + "\" x2=\"" + coord(kLeft) + "\" y2=\"" +
-       coord(base) + "\"/>\n";
-  // Ticks at the data's own min and max, so the labels are values that were recorded.
-  for (double x : {xs.lo, xs.hi}) {
-    s += "<line class=\"axis\" x1=\"" + coord(px(x)) + "\" y1=\"" + coord(base) + "\" x2=\"" + coord(px(x)) +
-         "\" y2=\"" + coord(base + 4) + "\"/>\n";
-    s += svg_text(px(x), base + 16, "middle", g6(x));
-    if (xs.lo == xs.hi) break;
+
+  // Gridlines and labelled ticks at nice numbers on both axes (decades on a log axis).
+  const std::vector<double> xt = plot::nice_ticks(sc.x_lo, sc.x_hi, true);
+  const double xstep = plot::tick_step(xt);
+  for (double x : xt) {
+    s += svg_line(px(x), kTop, px(x), base, "class=\"grid\"");
+    s += svg_line(px(x), base, px(x), base + 4, "class=\"axis\"");
+    s += svg_text(px(x), base + 16, "middle", plot::tick_label(x, xstep), " class=\"tick\"");
   }
-  for (double y : {ys.lo, ys.hi}) {
-    s += "<line class=\"axis\" x1=\"" + coord(kLeft - 4) + "\" y1=\"" + coord(py(y)) + "\" x2=\"" + coord(kLeft) +
-         "\" y2=\"" + coord(py(y)) + "\"/>\n";
-    s += svg_text(kLeft - 6, py(y) + 4, "end", g6(y));
-    if (ys.lo == ys.hi) break;
+  const std::vector<double> yt = yl.log ? plot::log_ticks(yl.lo, yl.hi) : plot::nice_ticks(yl.lo, yl.hi);
+  const double ystep = plot::tick_step(yt);
+  for (double y : yt) {
+    s += svg_line(kLeft, py(y), kLeft + pw, py(y), "class=\"grid\"");
+    s += svg_line(kLeft - 4, py(y), kLeft, py(y), "class=\"axis\"");
+    s += svg_text(kLeft - 6, py(y) + 4, "end", plot::tick_label(y, yl.log ? y : ystep), " class=\"tick\"");
   }
+  s += svg_line(kLeft, base, kLeft + pw, base, "class=\"axis\"");
+  s += svg_line(kLeft, kTop, kLeft, base, "class=\"axis\"");
   s += svg_text(kLeft + pw / 2, kHeight - 6, "middle", "step");
-  s += svg_text(16, kTop + ph / 2, "middle", "loss", " transform=\"rotate(-90 16 " + coord(kTop + ph / 2) + ")\"");
+  s += svg_text(16, kTop + ph / 2, "middle", yl.log ? "loss (log scale)" : "loss",
+                " transform=\"rotate(-90 16 " + coord(kTop + ph / 2) + ")\"");
 
   for (size_t i = 0; i < chart.groups.size(); ++i) {
     const RunGroup& g = m.groups[chart.groups[i]];
-    const std::string colour = kPalette[i % kPaletteSize];
-    // Past ten curves the colours repeat, so the dash pattern keeps them apart.
-    const std::string dash = i >= kPaletteSize ? " stroke-dasharray=\"6 3\"" : "";
-    const std::string name = curve_label(sweep, g), label = html_escape(name);
+    const std::string colour = plot::series_colour(i);
+    const std::string dash_pattern = plot::series_dash(i);
+    const std::string dash = dash_pattern.empty() ? "" : " stroke-dasharray=\"" + dash_pattern + "\"";
+    const std::string label = html_escape(curve_label(sweep, g));
     const size_t n = g.curve_steps.size();
     std::string points;
     for (size_t k = 0; k < n; ++k)
@@ -145,13 +227,27 @@ std::string svg_chart(const SweepRecords& sweep, const ReportModel& m, const Cha
            coord(py(g.curve_loss[0])) + "\"><title>" + label + "</title></circle>\n";
     }
     if (i >= kLegendMax) continue;
-    const double ly = kHeight + 4 + kLegendRow * double(i);
+    const double ly = legend_top + kLegendRow * double(i);
     s += "<line stroke=\"" + colour + "\" stroke-width=\"3\"" + dash + " x1=\"" + coord(kLeft) + "\" y1=\"" +
          coord(ly + 8) + "\" x2=\"" + coord(kLeft + 24) + "\" y2=\"" + coord(ly + 8) + "\"/>\n";
-    s += svg_text(kLeft + 30, ly + 12, "start", legend_text(name) + (n ? "" : " &#8212; no finite loss"));
+    // The legend names what differs; hovering it gives the curve's whole label.
+    s += svg_text(kLeft + 30, ly + 12, "start",
+                  legend_text(names[i]) + (n ? "" : " &#8212; no finite loss") + "<title>" + label + "</title>");
+  }
+  // A triangle at the edge where each clipped curve leaves the plot, and a note naming it.
+  for (size_t c = 0; c < clips.size(); ++c) {
+    const Clip& k = clips[c];
+    const std::string who = curve_label(sweep, m.groups[chart.groups[k.curve]]);
+    const std::string note = "clipped: " + who + (k.above ? " peaks at " : " dips to ") + plot::number_label(k.value);
+    const double x = px(k.step), y = k.above ? kTop : base, d = k.above ? -1 : 1;
+    s += "<path class=\"clipped\" d=\"M" + coord(x) + " " + coord(y + d * 7) + " L" + coord(x - 5) + " " +
+         coord(y - d * 2) + " L" + coord(x + 5) + " " + coord(y - d * 2) + " Z\"><title>" + html_escape(note) +
+         "</title></path>\n";
+    s += svg_text(kLeft, notes_top + kLegendRow * double(c) + 12, "start",
+                  (k.above ? "&#9650; " : "&#9660; ") + legend_text(note), " class=\"note\"");
   }
   if (chart.groups.size() > kLegendMax)
-    s += svg_text(kLeft, kHeight + 4 + kLegendRow * double(kLegendMax) + 12, "start",
+    s += svg_text(kLeft, legend_top + kLegendRow * double(kLegendMax) + 12, "start",
                   "&#8230; and " + std::to_string(chart.groups.size() - kLegendMax) +
                       " more curves (hover a curve for its name)");
   return s + "</svg>\n";
@@ -234,8 +330,8 @@ std::string reproducibility(const SweepRecords& sweep, const ReportModel& m) {
     ++shared;
     const Record& r = sweep.runs[c.runs[0]];
     rows += "<tr>" + td(c.name) + td(std::to_string(c.runs.size()), "num") +
-            td(r.checksums.empty() ? "-" : hex16(r.checksums.back().params), "hash") + td(run_list(sweep, c.runs)) +
-            "</tr>\n";
+            td(r.checksums.empty() ? "-" : hex16(r.checksums.back().params), "hash") +
+            td(run_list(sweep, c.runs), "id") + "</tr>\n";
   }
   h += "<p>" + std::to_string(m.classes.size()) + (m.classes.size() == 1 ? " class" : " classes") +
        " of identical checksum trajectories; " + std::to_string(shared) + " shared by two or more runs.</p>\n";
@@ -249,8 +345,8 @@ std::string reproducibility(const SweepRecords& sweep, const ReportModel& m) {
        "batch.</p>\n<table>\n"
        "<thead><tr><th>verdict</th><th>runs</th><th>first difference</th></tr></thead>\n<tbody>\n";
   for (const auto& s : m.layout_sets)
-    h += "<tr>" + (s.identical ? td("identical", "ok") : td("NOT IDENTICAL", "flag")) + td(run_list(sweep, s.runs)) +
-         td(html_escape(s.first_difference)) + "</tr>\n";
+    h += "<tr>" + (s.identical ? td("identical", "ok") : td("NOT IDENTICAL", "flag")) +
+         td(run_list(sweep, s.runs), "id") + td(html_escape(s.first_difference)) + "</tr>\n";
   return h + "</tbody>\n</table>\n";
 }
 
@@ -263,7 +359,7 @@ std::string runs_table(const SweepRecords& sweep, const ReportModel& m) {
        "<tbody>\n";
   for (size_t i = 0; i < sweep.runs.size(); ++i) {
     const Record& r = sweep.runs[i];
-    t += "<tr>" + td(html_escape(r.run_id)) + "<td>" + html_escape(r.status);
+    t += "<tr>" + td(html_escape(r.run_id), "id") + "<td>" + html_escape(r.status);
     if (!r.failure.empty()) t += "<div class=\"failure\">" + html_escape(r.failure) + "</div>";
     t += "</td>";
     for (const auto& k : m.varying) t += value_cell(report_value(r, k));
@@ -303,11 +399,19 @@ std::string failed_runs(const SweepRecords& sweep) {
       "<h2>Failed runs</h2>\n<table>\n<thead><tr><th>run</th><th>status</th><th>cause</th><th>end of "
       "log</th></tr></thead>\n<tbody>\n";
   for (const auto& f : sweep.failed)
-    h += "<tr>" + td(html_escape(f.run_id)) + td(html_escape(f.status)) + td(html_escape(f.cause), "failure") +
+    h += "<tr>" + td(html_escape(f.run_id), "id") + td(html_escape(f.status)) + td(html_escape(f.cause), "failure") +
          td(f.log_tail.empty() ? "<span class=\"missing\">no log</span>"
                                : "<pre>" + html_escape(f.log_tail) + "</pre>") +
          "</tr>\n";
   return h + "</tbody>\n</table>\n";
+}
+
+// Every table in a box that scrolls sideways, so a wide one does not widen the page. No
+// user string can hold "<table>": they are all escaped.
+std::string wrap_tables(std::string h) {
+  for (size_t at = 0; (at = h.find("<table>", at)) != std::string::npos; at += 30) h.insert(at, "<div class=\"wide\">");
+  for (size_t at = 0; (at = h.find("</table>", at)) != std::string::npos; at += 14) h.insert(at + 8, "</div>");
+  return h;
 }
 
 }  // namespace
@@ -322,9 +426,10 @@ std::string render_html(const SweepRecords& sweep, const ReportModel& m) {
   } else {
     h += groups_table(sweep, m);
     h += "<h2>Loss curves</h2>\n";
+    const Scales scales = chart_scales(sweep, m);
     for (const auto& c : m.charts) {
       if (m.charts.size() > 1 || !m.group_by.empty()) h += "<h3>" + html_escape(c.title) + "</h3>\n";
-      h += svg_chart(sweep, m, c);
+      h += svg_chart(sweep, m, c, scales);
     }
     h += effects_table(m);
     h += reproducibility(sweep, m);
@@ -340,7 +445,7 @@ std::string render_html(const SweepRecords& sweep, const ReportModel& m) {
     if (!shown) problems += "<li>" + html_escape(p) + "</li>\n";
   }
   if (!problems.empty()) h += "<h2>Problems</h2>\n<ul>\n" + problems + "</ul>\n";
-  return h + "</body>\n</html>\n";
+  return wrap_tables(h) + "</body>\n</html>\n";
 }
 
 }  // namespace sweep

@@ -184,11 +184,72 @@ TEST(RenderHtml, ChartSurvivesDegenerateRuns) {
 
 TEST(RenderHtml, ManyRunsCycleThePaletteWithDashes) {
   SweepRecords s;
-  for (int i = 0; i < 12; ++i)
+  for (int i = 0; i < 14; ++i)
     s.runs.push_back(make_record("r" + std::to_string(i), {{"seed", std::to_string(i)}}, {1.0 + i, 0.5}));
   std::string svg = svg_part(render_html("many", s));
-  EXPECT_EQ(count(svg, "<polyline"), 12u);
-  EXPECT_EQ(count(svg, "stroke-dasharray"), 4u);  // two curves and their two legend swatches
+  EXPECT_EQ(count(svg, "<polyline"), 14u);
+  EXPECT_EQ(count(svg, "stroke-dasharray"), 4u);  // curves 13 and 14 and their two legend swatches
+  // The legend names the key that differs, not the run ids (those are in the tooltips).
+  EXPECT_NE(svg.find(">seed=13<title>r13"), std::string::npos);
+}
+
+// The y tick labels of one chart (right-aligned tick texts), as numbers.
+std::vector<double> y_ticks(const std::string& svg) {
+  std::vector<double> out;
+  const std::string mark = "text-anchor=\"end\" class=\"tick\">";
+  for (size_t at = svg.find(mark); at != std::string::npos; at = svg.find(mark, at + 1)) {
+    std::string label = svg.substr(at + mark.size(), svg.find('<', at) - at - mark.size());
+    label.erase(std::remove(label.begin(), label.end(), ','), label.end());
+    out.push_back(std::stod(label));
+  }
+  return out;
+}
+
+// Five healthy runs between 2 and 3.4 and one that diverged after peaking at 9,251.
+SweepRecords sweep_with_a_diverged_run() {
+  SweepRecords s;
+  for (int r = 0; r < 5; ++r) {
+    std::vector<double> loss;
+    for (int k = 0; k < 20; ++k) loss.push_back(2.0 + 0.1 * r + 1.0 / (1 + k));
+    s.runs.push_back(make_record("ok" + std::to_string(r), {{"train.lr", "0.0" + std::to_string(r + 1)}}, loss));
+  }
+  Record bad = make_record("blowup", {{"train.lr", "10"}}, {3.0, 40.0, 800.0, 9251.0, NAN});
+  bad.status = "diverged";
+  s.runs.push_back(bad);
+  return s;
+}
+
+TEST(RenderHtml, ADivergedRunIsClippedAndTheTicksSpanTheBulk) {
+  std::string svg = svg_part(render_html("diverged", sweep_with_a_diverged_run()));
+  std::vector<double> ticks = y_ticks(svg);
+  ASSERT_GE(ticks.size(), 4u) << svg;
+  ASSERT_LE(ticks.size(), 8u) << svg;
+  for (double t : ticks) {
+    EXPECT_GE(t, 1.8) << "tick below the healthy curves";
+    EXPECT_LE(t, 3.6) << "tick set by the diverged run";
+  }
+  EXPECT_EQ(svg.find("log scale"), std::string::npos);
+  EXPECT_EQ(count(svg, "class=\"clipped\""), 1u);  // one marker, at the top edge
+  EXPECT_NE(svg.find("clipped: blowup (train.lr=10) peaks at 9,251"), std::string::npos) << svg;
+  EXPECT_GE(count(svg, "class=\"grid\""), 8u);  // gridlines on both axes
+}
+
+TEST(RenderHtml, GroupByPanelsShareOneYRange) {
+  SweepRecords s;
+  s.runs.push_back(make_record("a", {{"model.dim", "8"}, {"train.lr", "0.1"}}, {10.0, 8.0, 6.0}));
+  s.runs.push_back(make_record("b", {{"model.dim", "8"}, {"train.lr", "0.2"}}, {9.0, 7.5}));
+  s.runs.push_back(make_record("c", {{"model.dim", "16"}, {"train.lr", "0.1"}}, {3.0, 2.0, 1.0}));
+  s.runs.push_back(make_record("d", {{"model.dim", "16"}, {"train.lr", "0.2"}}, {2.5, 1.5}));
+  ReportOptions opt;
+  opt.group_by = "model.dim";
+  std::string html = render_html(s, build_report("panels", s, opt));
+  const size_t second = html.find("<svg", html.find("<svg") + 1);
+  ASSERT_NE(second, std::string::npos);
+  std::vector<double> first_ticks = y_ticks(svg_part(html)), second_ticks = y_ticks(svg_part(html.substr(second)));
+  EXPECT_GE(first_ticks.size(), 4u);
+  EXPECT_EQ(first_ticks, second_ticks);
+  EXPECT_LE(first_ticks.front(), 2.0);
+  EXPECT_GE(first_ticks.back(), 9.0);
 }
 
 TEST(HtmlEscape, EscapesAllFiveCharacters) {
