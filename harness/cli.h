@@ -17,6 +17,7 @@ CliAction setup_plan(CLI::App& app);       // cli_sweep.cpp
 CliAction setup_status(CLI::App& app);     // cli_sweep.cpp
 CliAction setup_report(CLI::App& app);     // cli_results.cpp
 CliAction setup_compare(CLI::App& app);    // cli_results.cpp
+CliAction setup_export(CLI::App& app);     // cli_results.cpp
 CliAction setup_reproduce(CLI::App& app);  // cli_results.cpp
 CliAction setup_blas(CLI::App& app);       // cli_blas.cpp
 CliAction setup_keys(CLI::App& app);       // cli_keys.cpp

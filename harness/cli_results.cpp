@@ -4,10 +4,12 @@
 #include <cstdlib>  // getenv for PATH
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 
 #include "cli.h"
 #include "compare.h"     // compare_records, compare_sweeps
+#include "export.h"      // render_export_csv
 #include "process.h"     // SpawnRunner, executable_dir
 #include "report.h"      // load_sweep, build_report, render_report
 #include "reproduce.h"   // reproduce
@@ -66,28 +68,35 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// `-o FILE` may replace only a report of the same format that sweep wrote: a typo such
-// as `-o runs/<id>/record.h5` must not turn a completed record into HTML. Special files
-// (/dev/null, a FIFO, a terminal) are written in place, as before.
-void check_report_output(const std::string& path, ReportFormat format) {
+// `-o FILE` may replace only a file of the same kind that sweep wrote (`ours` tells from
+// its first 64 KiB): a typo such as `-o runs/<id>/record.h5` must not turn a completed
+// record into HTML. Special files (/dev/null, a FIFO, a terminal) are written in place.
+void check_output_file(const std::string& path, const std::string& what, const std::string& ext,
+                       const std::function<bool(const std::string&)>& ours) {
   const std::string name = "-o " + printable(path);
   std::string lower = path;
   for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
   if (ends_with(lower, ".h5") || ends_with(lower, ".h5.partial"))
-    throw ConfigError(name + ": refusing to write a report to a record's name (.h5, .h5.partial); expected a ." +
-                      extension(format) + " file, or - for stdout");
+    throw ConfigError(name + ": refusing to write " + what + " to a record's name (.h5, .h5.partial); expected a ." +
+                      ext + " file, or - for stdout");
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (ec || !fs::exists(st)) return;
-  if (fs::is_directory(st)) throw ConfigError(name + ": is a directory; expected a report file name, or - for stdout");
+  if (fs::is_directory(st)) throw ConfigError(name + ": is a directory; expected a file name, or - for stdout");
   if (!fs::is_regular_file(st)) return;
   std::ifstream in(path, std::ios::binary);
   std::string head(size_t{64} * 1024, '\0');
   in.read(head.data(), std::streamsize(head.size()));
   head.resize(size_t(in.gcount()));
-  if (!looks_like_report(head, format))
-    throw ConfigError(name + ": exists and is not a sweep report (" + format_name(format) +
-                      "); refusing to replace it (remove it first, or choose another name)");
+  if (!ours(head))
+    throw ConfigError(name + ": exists and is not " + what +
+                      "; refusing to replace it (remove it first, or choose "
+                      "another name)");
+}
+
+void check_report_output(const std::string& path, ReportFormat format) {
+  check_output_file(path, std::string("a sweep report (") + format_name(format) + ")", extension(format),
+                    [format](const std::string& head) { return looks_like_report(head, format); });
 }
 
 int run_report(const ReportCliOptions& o) {
@@ -121,6 +130,34 @@ int run_report(const ReportCliOptions& o) {
   const std::string out = o.output.empty() ? o.dir + "/report." + extension(format) : o.output;
   write_file_atomically(out, text);
   std::printf("report: %s\n", out.c_str());
+  return 0;
+}
+
+// ------------------------------------------------------------------ export
+
+struct ExportCliOptions {
+  std::string dir;
+  std::string output;  // "-" = stdout
+  std::string format = "csv";
+};
+
+int run_export(const ExportCliOptions& o) {
+  if (!fs::is_directory(o.dir)) throw ConfigError(o.dir + ": not a sweep directory");
+  if (o.format != "csv") throw ConfigError("--format '" + printable(o.format) + "': expected csv");
+  auto ours = [](const std::string& head) { return head.rfind(kExportCsvStart, 0) == 0; };
+  if (o.output.empty())
+    check_sweep_dir_target(o.dir, "");
+  else if (o.output != "-")
+    check_output_file(o.output, "a sweep export (CSV)", "csv", ours);
+  const std::string text = render_export_csv(load_sweep(o.dir));
+  if (o.output == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+  }
+  const std::string out = o.output.empty() ? o.dir + "/export.csv" : o.output;
+  if (o.output.empty()) check_output_file(out, "a sweep export (CSV)", "csv", ours);
+  write_file_atomically(out, text);
+  std::printf("export: %s\n", out.c_str());
   return 0;
 }
 
@@ -236,6 +273,18 @@ CliAction setup_report(CLI::App& app) {
   cmd->add_option("--group-by", o->group_by,
                   "config key: one loss chart per value of it (seeds are averaged unless it is train.seed)");
   return [o, cmd]() { return cmd->parsed() ? run_report(*o) : -1; };
+}
+
+CliAction setup_export(CLI::App& app) {
+  auto o = std::make_shared<ExportCliOptions>();
+  auto* cmd = app.add_subcommand(
+      "export",
+      "write every run's per-step figures in long format (run_id, status, varying keys, step, metric, "
+      "value) for pandas and other tools");
+  cmd->add_option("dir", o->dir, "sweep directory")->required();
+  cmd->add_option("-o,--output", o->output, "output file, - for stdout (default <dir>/export.csv)");
+  cmd->add_option("--format", o->format, "csv (the default and, for now, the only one)");
+  return [o, cmd]() { return cmd->parsed() ? run_export(*o) : -1; };
 }
 
 CliAction setup_compare(CLI::App& app) {

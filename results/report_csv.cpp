@@ -8,19 +8,11 @@ namespace {
 
 using namespace report_fmt;
 
-// RFC 4180: quote a field holding a separator, quote or line break; double the quotes.
-std::string csv(const std::string& s) {
-  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
 std::string csv_num(double v) { return std::isfinite(v) ? g17(v) : ""; }
 
 std::string csv_row(const std::vector<std::string>& cells) {
   std::string s;
-  for (size_t i = 0; i < cells.size(); ++i) s += (i ? "," : "") + csv(cells[i]);
+  for (size_t i = 0; i < cells.size(); ++i) s += (i ? "," : "") + csv_field(cells[i]);
   return s + "\r\n";
 }
 

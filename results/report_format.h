@@ -28,6 +28,15 @@ inline std::string g17(double v) {
   return buf;
 }
 
+/// One CSV field (RFC 4180): quoted when it holds a separator, quote or line break, with
+/// its quotes doubled.
+inline std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
 inline std::string hex16(uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "%016" PRIx64, v);

@@ -1,0 +1,37 @@
+#include "export.h"
+
+#include "report_format.h"  // csv_field, g17
+
+namespace sweep {
+
+std::string render_export_csv(const SweepRecords& sweep) {
+  using report_fmt::csv_field;
+  using report_fmt::g17;
+  const std::vector<std::string> keys = varying_keys(sweep.runs);
+  std::string head = kExportCsvStart;
+  for (const auto& k : keys) head += csv_field(k) + ",";
+  std::string out = head + "step,metric,value\r\n";
+  for (const Record& r : sweep.runs) {
+    // The cells every row of this run starts with.
+    std::string lead = csv_field(r.run_id) + "," + csv_field(r.status) + ",";
+    for (const auto& k : keys) lead += csv_field(report_value(r, k)) + ",";
+    auto row = [&](int64_t step, const char* metric, const std::string& value) {
+      out += lead + std::to_string(step) + "," + metric + "," + value + "\r\n";
+    };
+    for (const StepMetrics& s : r.steps) {
+      row(s.step, "loss", g17(s.loss));
+      row(s.step, "lr", g17(s.lr));
+      row(s.step, "grad_norm", g17(s.grad_norm));
+      row(s.step, "clip_coef", g17(s.clip_coef));
+      row(s.step, "loss_scale", g17(s.loss_scale));
+      row(s.step, "skipped", std::to_string(s.skipped));
+      row(s.step, "tokens", std::to_string(s.tokens));
+      row(s.step, "step_time_s", g17(s.step_time_s));
+      row(s.step, "tokens_per_s", g17(s.tokens_per_s));
+    }
+    for (const EvalRow& e : r.evals) row(e.step, "eval_loss", g17(e.loss));
+  }
+  return out;
+}
+
+}  // namespace sweep
