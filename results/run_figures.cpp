@@ -6,15 +6,12 @@
 #include <vector>
 
 namespace sweep {
-namespace {
 
 std::string g4(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.4g", v);
   return buf;
 }
-
-}  // namespace
 
 double mean_finite_loss(const Record& r, size_t from, size_t to) {
   double sum = 0;

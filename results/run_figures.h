@@ -46,4 +46,7 @@ double mean_finite_loss(const Record& r, size_t from, size_t to);
 /// 2.02 (mean of last 20 steps), 1.2e+04 tokens/s".
 std::string figures_text(const RunFigures& f);
 
+/// A figure in a sentence: four significant digits ("2.346", "1.2e+04").
+std::string g4(double v);
+
 }  // namespace sweep

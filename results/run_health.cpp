@@ -12,12 +12,6 @@
 namespace sweep {
 namespace {
 
-std::string g4(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.4g", v);
-  return buf;
-}
-
 std::string percent(size_t part, size_t whole) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.0f%%", whole ? 100.0 * double(part) / double(whole) : 0.0);
