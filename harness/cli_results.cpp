@@ -71,18 +71,20 @@ bool ends_with(const std::string& s, const std::string& tail) {
 // `-o FILE` may replace only a file of the same kind that sweep wrote (`ours` tells from
 // its first 64 KiB): a typo such as `-o runs/<id>/record.h5` must not turn a completed
 // record into HTML. Special files (/dev/null, a FIFO, a terminal) are written in place.
-void check_output_file(const std::string& path, const std::string& what, const std::string& ext,
-                       const std::function<bool(const std::string&)>& ours) {
+/// `noun`: "report" or "export"; `what`: "a sweep report (HTML)".
+void check_output_file(const std::string& path, const std::string& noun, const std::string& what,
+                       const std::string& ext, const std::function<bool(const std::string&)>& ours) {
   const std::string name = "-o " + printable(path);
   std::string lower = path;
   for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
   if (ends_with(lower, ".h5") || ends_with(lower, ".h5.partial"))
-    throw ConfigError(name + ": refusing to write " + what + " to a record's name (.h5, .h5.partial); expected a ." +
+    throw ConfigError(name + ": refusing to write a " + noun + " to a record's name (.h5, .h5.partial); expected a ." +
                       ext + " file, or - for stdout");
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (ec || !fs::exists(st)) return;
-  if (fs::is_directory(st)) throw ConfigError(name + ": is a directory; expected a file name, or - for stdout");
+  if (fs::is_directory(st))
+    throw ConfigError(name + ": is a directory; expected a " + noun + " file name, or - for stdout");
   if (!fs::is_regular_file(st)) return;
   std::ifstream in(path, std::ios::binary);
   std::string head(size_t{64} * 1024, '\0');
@@ -95,7 +97,7 @@ void check_output_file(const std::string& path, const std::string& what, const s
 }
 
 void check_report_output(const std::string& path, ReportFormat format) {
-  check_output_file(path, std::string("a sweep report (") + format_name(format) + ")", extension(format),
+  check_output_file(path, "report", std::string("a sweep report (") + format_name(format) + ")", extension(format),
                     [format](const std::string& head) { return looks_like_report(head, format); });
 }
 
@@ -148,14 +150,14 @@ int run_export(const ExportCliOptions& o) {
   if (o.output.empty())
     check_sweep_dir_target(o.dir, "");
   else if (o.output != "-")
-    check_output_file(o.output, "a sweep export (CSV)", "csv", ours);
+    check_output_file(o.output, "export", "a sweep export (CSV)", "csv", ours);
   const std::string text = render_export_csv(load_sweep(o.dir));
   if (o.output == "-") {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return 0;
   }
   const std::string out = o.output.empty() ? o.dir + "/export.csv" : o.output;
-  if (o.output.empty()) check_output_file(out, "a sweep export (CSV)", "csv", ours);
+  if (o.output.empty()) check_output_file(out, "export", "a sweep export (CSV)", "csv", ours);
   write_file_atomically(out, text);
   std::printf("export: %s\n", out.c_str());
   return 0;
