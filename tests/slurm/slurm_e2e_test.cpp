@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "e2e_util.h"   // E2eTest, tiny_model, run_cli
 #include "process.h"    // capture
@@ -34,23 +36,30 @@ class SlurmE2E : public sweep_test::E2eTest {
 
 TEST_F(SlurmE2E, ArrayOfSixFiveCompleteLiterallyOneTimesOut) {
   // The base point, then the includes; the hang early, so it holds one CPU while the
-  // others go through the other one.
+  // others go through the other one. The points differ in data.path, a key that takes
+  // effect with text data: each names a real file whose name a shell would act on.
+  const std::vector<std::string> names = {
+      "base.txt", "hang", "$(touch pwned)", "'; rm -rf x", "`touch pwned2` \"$HOME\" \\ ; exit 7", "plain"};
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "the quick brown fox jumps over the lazy dog. ";
+  for (const auto& n : names) write(n, text);
   std::string grid = write("slurm.yaml",
                            "name: slurm-e2e\n"
-                           "base:\n" +
-                               sweep_test::tiny_model("  ") +
-                               "  train: {steps: 5, micro_batch: 2}\n"
-                               "  dist: {timeout_s: 0}\n"  // no watchdog: let Slurm's limit end the hang
-                               "include:\n"
-                               "  - {fault.hang_step: 2, data.path: hang}\n"
-                               "  - {data.path: '$(touch pwned)'}\n"
-                               "  - {data.path: \"'; rm -rf x\"}\n"
-                               "  - {data.path: '`touch pwned2` \"$HOME\" \\ ; exit 7'}\n"
-                               "  - {data.path: plain}\n"
-                               "launch:\n"
-                               "  launcher: slurm\n"
-                               "  parallel: 2\n"
-                               "  slurm: {time: '1', mpi: pmix, poll_s: 1}\n");
+                           "base:\n"
+                           "  model: {layers: 1, d_model: 32, heads: 2, vocab: 256, seq_len: 16}\n"
+                           "  data: {kind: text, path: base.txt}\n"  // next to the grid file
+                           "  train: {steps: 5, micro_batch: 2}\n"
+                           "  dist: {timeout_s: 0}\n"  // no watchdog: let Slurm's limit end the hang
+                           "include:\n"
+                           "  - {fault.hang_step: 2, data.path: hang}\n"
+                           "  - {data.path: '$(touch pwned)'}\n"
+                           "  - {data.path: \"'; rm -rf x\"}\n"
+                           "  - {data.path: '`touch pwned2` \"$HOME\" \\ ; exit 7'}\n"
+                           "  - {data.path: plain}\n"
+                           "launch:\n"
+                           "  launcher: slurm\n"
+                           "  parallel: 2\n"
+                           "  slurm: {time: '1', mpi: pmix, poll_s: 1}\n");
   const fs::path out = dir_ / "out";
   // cwd = the test dir, so a relative `rm -rf x` or `touch pwned` would land here.
   const auto st = sweep_test::run_cli({"/bin/sh", "-c", "cd \"$1\" && exec \"$2\" run \"$3\" --out \"$4\"", "sh",
@@ -82,8 +91,10 @@ TEST_F(SlurmE2E, ArrayOfSixFiveCompleteLiterallyOneTimesOut) {
   }
   EXPECT_EQ(completed, 5);
   EXPECT_EQ(timeouts, 1);
-  EXPECT_EQ(paths, (std::set<std::string>{"", "$(touch pwned)", "'; rm -rf x", "`touch pwned2` \"$HOME\" \\ ; exit 7",
-                                          "plain"}));
+  std::set<std::string> expected;  // every point but the hang, each path as given, next to the grid file
+  for (const auto& n : names)
+    if (n != "hang") expected.insert((dir_ / n).string());
+  EXPECT_EQ(paths, expected);
   EXPECT_TRUE(fs::is_directory(dir_ / "x"));
   for (const char* f : {"pwned", "pwned2"}) {
     EXPECT_FALSE(fs::exists(dir_ / f));
