@@ -127,6 +127,11 @@ class Trainer {
   EvalRow evaluate(int64_t step);
   /// Checks what a model's loss() returned for a micro-batch.
   void check_loss(const LossSum& ls) const;
+  /// A micro-batch of host tokens (micro_batch rows of seq_len + 1) as the model's input,
+  /// on the compute device.
+  torch::Tensor batch_on_device(const int64_t* tokens);
+  /// Autocast as the run's precision asks (bf16; fp16 on CUDA) for as long as `guard` lives.
+  void autocast(std::optional<compat::AutocastGuard>& guard) const;
   /// The micro-batches of this rank: forward and backward into the gradient tree; returns
   /// this rank's target count.
   int64_t compute(int64_t step, std::vector<double>& local_losses, double scale_used, int64_t tokens);
@@ -379,22 +384,15 @@ void Trainer::open_record(const std::vector<std::pair<std::string, std::string>>
 }
 
 int64_t Trainer::compute(int64_t step, std::vector<double>& local_losses, double scale_used, int64_t tokens) {
-  const int64_t A = cfg_.train.accum, B = cfg_.train.micro_batch, L = cfg_.model.seq_len;
-  const bool bf16 = cfg_.train.precision == "bf16", fp16 = cfg_.train.precision == "fp16";
+  const int64_t A = cfg_.train.accum;
   float* grads = flat_.grads.data_ptr<float>();
   int64_t targets = 0;
   for (int64_t k = 0; k < A; ++k) {
-    torch::Tensor batch = torch::from_blob(const_cast<int64_t*>(prefetch_->next()), {B, L + 1}, torch::kLong);
-    if (!device_.is_cpu()) {
-      // Through a pinned buffer, so the copy can overlap; the loss's item() waits for it.
-      pinned_batch_.copy_(batch);
-      batch = pinned_batch_.to(device_, /*non_blocking=*/true);
-    }
+    const torch::Tensor batch = batch_on_device(prefetch_->next());
     flat_.zero_grads();
     torch::AutoGradMode grad_on(true);
-    std::optional<compat::AutocastGuard> autocast;
-    if (bf16) autocast.emplace(device_.type(), at::kBFloat16, true);
-    if (fp16 && !device_.is_cpu()) autocast.emplace(device_.type(), at::kHalf, true);
+    std::optional<compat::AutocastGuard> guard;
+    autocast(guard);
     LossSum ls = model_->loss(batch);
     check_loss(ls);
     if (!ls.sum.requires_grad())
@@ -430,6 +428,21 @@ void Trainer::check_loss(const LossSum& ls) const {
                                          " targets for a micro-batch; expected at least 1"));
 }
 
+torch::Tensor Trainer::batch_on_device(const int64_t* tokens) {
+  torch::Tensor batch =
+      torch::from_blob(const_cast<int64_t*>(tokens), {cfg_.train.micro_batch, cfg_.model.seq_len + 1}, torch::kLong);
+  if (device_.is_cpu()) return batch;
+  // Through a pinned buffer, so the copy can overlap; the loss's item() waits for it.
+  pinned_batch_.copy_(batch);
+  return pinned_batch_.to(device_, /*non_blocking=*/true);
+}
+
+void Trainer::autocast(std::optional<compat::AutocastGuard>& guard) const {
+  const std::string& p = cfg_.train.precision;
+  if (p == "bf16") guard.emplace(device_.type(), at::kBFloat16, true);
+  if (p == "fp16" && !device_.is_cpu()) guard.emplace(device_.type(), at::kHalf, true);
+}
+
 void Trainer::gather_params() {
   if (cfg_.dist.zero_stage != 3) return;
   flat_.params = torch::empty({flat_.n}, torch::kFloat);
@@ -447,7 +460,6 @@ void Trainer::release_params() {
 EvalRow Trainer::evaluate(int64_t step) {
   const auto t0 = Clock::now();
   const int64_t A = cfg_.train.accum, M = world_ * A, B = cfg_.train.micro_batch, L = cfg_.model.seq_len;
-  const bool bf16 = cfg_.train.precision == "bf16", fp16 = cfg_.train.precision == "fp16";
   gather_params();
   flat_.push_params();
   model_->module().eval();
@@ -459,14 +471,9 @@ EvalRow Trainer::evaluate(int64_t step) {
     dog_.beat(step);
     for (int64_t k = 0; k < A; ++k) {
       fill_eval(*eval_source_, cfg_, e, rank_ * A + k, M, tokens.data());
-      torch::Tensor batch = torch::from_blob(tokens.data(), {B, L + 1}, torch::kLong);
-      if (!device_.is_cpu()) {
-        pinned_batch_.copy_(batch);
-        batch = pinned_batch_.to(device_, /*non_blocking=*/true);
-      }
-      std::optional<compat::AutocastGuard> autocast;
-      if (bf16) autocast.emplace(device_.type(), at::kBFloat16, true);
-      if (fp16 && !device_.is_cpu()) autocast.emplace(device_.type(), at::kHalf, true);
+      const torch::Tensor batch = batch_on_device(tokens.data());
+      std::optional<compat::AutocastGuard> guard;
+      autocast(guard);
       const LossSum ls = model_->loss(batch);
       check_loss(ls);
       local[size_t(k)] = ls.sum.item<double>();
