@@ -453,24 +453,23 @@ void RecordWriter::finish(const std::string& status, const std::string& failure,
   m.release_reserve();
   if (H5Fclose(m.file.release()) < 0)
     throw RecordError(m.partial + ": closing the record failed (" + std::strerror(errno) + ")");
-  // Health flags for a writer that did not store its own (a program's, through
-  // sweep/record_writer.h): judged from what is on disk, like every reader would.
-  if (status == "completed" || status == "diverged") {
-    const Record back = read_record_unverified(m.partial);
-    if (!health_stored(back)) {
-      H5 f(H5Fopen(m.partial.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
-      H5 summary(f ? H5Gopen2(f.get(), "summary", H5P_DEFAULT) : -1, H5Gclose);
-      if (!summary) throw RecordError(m.partial + ": cannot reopen the record to store its health flags");
-      for (const auto& [key, value] : health_attributes(compute_health(back)))
-        write_str_attr(summary.get(), key.c_str(), value);
-      summary.reset();
-      if (H5Fflush(f.get(), H5F_SCOPE_GLOBAL) < 0 || H5Fclose(f.release()) < 0)
-        throw RecordError(m.partial + ": storing the record's health flags failed (" + std::strerror(errno) + ")");
-    }
+  // Read back what is on disk: an unreadable file is never completed. Health flags for a
+  // writer that did not store its own (a program's, through sweep/record_writer.h) are
+  // judged from it, like every reader would; only then is it read again.
+  Record back = read_record_unverified(m.partial);
+  if ((status == "completed" || status == "diverged") && !health_stored(back)) {
+    H5 f(H5Fopen(m.partial.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    H5 summary(f ? H5Gopen2(f.get(), "summary", H5P_DEFAULT) : -1, H5Gclose);
+    if (!summary) throw RecordError(m.partial + ": cannot reopen the record to store its health flags");
+    for (const auto& [key, value] : health_attributes(compute_health(back)))
+      write_str_attr(summary.get(), key.c_str(), value);
+    summary.reset();
+    if (H5Fflush(f.get(), H5F_SCOPE_GLOBAL) < 0 || H5Fclose(f.release()) < 0)
+      throw RecordError(m.partial + ": storing the record's health flags failed (" + std::strerror(errno) + ")");
+    back = read_record_unverified(m.partial);
   }
-  // Integrity: read back what is on disk (so an unreadable file is never completed), hash
-  // it as every reader will, and store the digest.
-  const std::string digest = read_record_unverified(m.partial).computed_digest;
+  // Integrity: its digest, hashed as every reader will, is stored.
+  const std::string digest = back.computed_digest;
   {
     H5 f(H5Fopen(m.partial.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
     if (!f) throw RecordError(m.partial + ": cannot reopen the record to store its digest");
