@@ -52,6 +52,14 @@ std::string first_differing_param(const Record& a, const Record& b, const Checks
   return "";  // no per-tensor hashes recorded, or only the run hash differs
 }
 
+/// |x - y| over the larger magnitude; infinite when either is not finite (a NaN is infinitely
+/// far from any number, whatever the tolerance).
+double relative_difference(double x, double y) {
+  if (!std::isfinite(x) || !std::isfinite(y)) return INFINITY;
+  const double scale = std::max(std::fabs(x), std::fabs(y));
+  return scale > 0 ? std::fabs(x - y) / scale : 0;
+}
+
 void compare_losses(const Record& a, const Record& b, const CompareOptions& opt, RecordComparison& c) {
   size_t i = 0, j = 0;
   while (i < a.steps.size() || j < b.steps.size()) {
@@ -70,11 +78,9 @@ void compare_losses(const Record& a, const Record& b, const CompareOptions& opt,
     ++c.steps_compared;
     if (same_bits(sa.loss, sb.loss)) continue;
     if (c.loss_step == kNoStep) c.loss_step = sa.step, c.loss_a = sa.loss, c.loss_b = sb.loss;
-    // A NaN on one side is infinitely far from any number, whatever the tolerance.
     const bool finite = std::isfinite(sa.loss) && std::isfinite(sb.loss);
     const double abs = finite ? std::fabs(sa.loss - sb.loss) : INFINITY;
-    const double scale = std::max(std::fabs(sa.loss), std::fabs(sb.loss));
-    const double rel = !finite ? INFINITY : scale > 0 ? abs / scale : 0;
+    const double rel = relative_difference(sa.loss, sb.loss);
     if (abs > c.max_abs || c.max_abs_step == kNoStep) c.max_abs = abs, c.max_abs_step = sa.step;
     if (rel > c.max_rel || c.max_rel_step == kNoStep) c.max_rel = rel, c.max_rel_step = sa.step;
     if (!(rel <= opt.rtol)) c.losses_within_rtol = false;
@@ -119,10 +125,7 @@ void compare_evals(const Record& a, const Record& b, const CompareOptions& opt, 
     ++c.evals_compared;
     if (same_bits(ea.loss, eb.loss)) continue;
     if (c.eval_step == kNoStep) c.eval_step = ea.step, c.eval_a = ea.loss, c.eval_b = eb.loss;
-    const double scale = std::max(std::fabs(ea.loss), std::fabs(eb.loss));
-    const double rel =
-        std::isfinite(ea.loss) && std::isfinite(eb.loss) && scale > 0 ? std::fabs(ea.loss - eb.loss) / scale : INFINITY;
-    if (!(rel <= opt.rtol)) c.evals_within_rtol = false;
+    if (!(relative_difference(ea.loss, eb.loss) <= opt.rtol)) c.evals_within_rtol = false;
   }
 }
 
