@@ -1,8 +1,12 @@
 // The built-in decoder trains the bits it trained before the model registry existed
 // (issue 14: "the seam costs nothing"). tests/data/*_golden.tsv hold, per run, the run id,
-// the final step, the final parameter checksum and the final loss's bits, as the build
-// before the registry (commit cdb9dd0) recorded them for sweeps/quickstart.yaml and for
-// tests/data/golden_variants.yaml (MoE, fp16 emulated with its scaler, bf16 autocast).
+// the final step, the final parameter checksum and the final loss's bits for
+// sweeps/quickstart.yaml and tests/data/golden_variants.yaml (MoE, fp16 emulated with its
+// scaler, bf16 autocast), trained with the OpenBLAS kernel the file names (Haswell: every
+// CPU with AVX2 runs it, so the bits do not depend on the machine's own choice). The
+// first values were recorded by the build before the registry (commit cdb9dd0) with the
+// Cooperlake kernel; the Haswell values were recorded by a build that still trained those
+// Cooperlake bits (CI of c22f45d), so the chain back to cdb9dd0 holds.
 // A changed run id means the canonical config text changed; a changed checksum or loss
 // means the model, the loop or the numerics did.
 #include <gtest/gtest.h>
@@ -24,10 +28,14 @@ struct Golden {
   uint64_t params = 0, loss_bits = 0;
 };
 
-std::map<std::string, Golden> read_golden(const std::string& path) {
+/// The rows of a golden file, and the OpenBLAS kernel they were trained with (its
+/// "# kernel: NAME" line): each kernel gives other bits, so the runs pin it.
+std::map<std::string, Golden> read_golden(const std::string& path, std::string* kernel) {
   std::map<std::string, Golden> out;
   std::ifstream in(path);
+  const std::string mark = "# kernel: ";
   for (std::string line; std::getline(in, line);) {
+    if (line.rfind(mark, 0) == 0) *kernel = line.substr(mark.size());
     if (line.empty() || line[0] == '#') continue;
     std::istringstream f(line);
     std::string id, step, params, loss;
@@ -37,17 +45,35 @@ std::map<std::string, Golden> read_golden(const std::string& path) {
   return out;
 }
 
+namespace fs = std::filesystem;
+
+/// Whether /proc/cpuinfo lists `flag` for the CPU.
+bool cpu_has(const std::string& flag) {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("flags", 0) == 0) return (line + " ").find(" " + flag + " ") != std::string::npos;
+  return false;
+}
+
 class DecoderGolden : public sweep_test::E2eTest {
  protected:
   DecoderGolden() : E2eTest("decoder_golden") {}
 
   /// Runs `grid` and compares every record with `golden`.
   void expect_golden(const std::string& grid, const std::string& golden) {
-    const auto want = read_golden(std::string(SWEEP_SOURCE_DIR) + "/" + golden);
+    std::string kernel;
+    const auto want = read_golden(std::string(SWEEP_SOURCE_DIR) + "/" + golden, &kernel);
     ASSERT_FALSE(want.empty()) << golden;
+    ASSERT_EQ(kernel, "Haswell") << golden << ": its '# kernel:' line names the kernel its bits need";
+    if (!cpu_has("avx2")) GTEST_SKIP() << "the golden bits need OpenBLAS's Haswell kernel (AVX2); this CPU has no AVX2";
+    // The grid as shipped, with its runs pinned to the golden file's kernel (launch
+    // settings are not part of a run id, so the ids stay the shipped grid's).
+    std::ifstream in(std::string(SWEEP_SOURCE_DIR) + "/" + grid);
+    std::stringstream text;
+    text << in.rdbuf() << "launch: {blas: " << kernel << "}\n";
+    const std::string pinned = write(fs::path(grid).filename().string(), text.str());
     const auto out = dir_ / "out";
-    ASSERT_TRUE(sweep_cli({"run", std::string(SWEEP_SOURCE_DIR) + "/" + grid, "--out", out.string()}, "run.log").ok())
-        << read("run.log");
+    ASSERT_TRUE(sweep_cli({"run", pinned, "--out", out.string()}, "run.log").ok()) << read("run.log");
     const auto got = sweep_test::completed_records(out);
     ASSERT_EQ(got.size(), want.size()) << read("run.log");
     for (const auto& [id, g] : want) {
