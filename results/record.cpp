@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <type_traits>
 
 #include "run_files.h"   // create_exclusive, regular_file_problem, sync_path
@@ -67,6 +69,31 @@ class H5 {
 bool exists(const std::string& p) {
   struct stat st;
   return ::lstat(p.c_str(), &st) == 0;
+}
+
+/// Opens a record file read-only without taking HDF5's file lock. Readers never lock: a
+/// shared lock held by `sweep report` or `sweep status` at the moment the writer reopens
+/// its partial file to finish it would make that reopen fail and lose the run. (A
+/// completed record never changes; a partial one is read as of its last flush.)
+H5 open_for_reading(const std::string& path, bool chunk_cache = true) {
+  H5 fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  H5Pset_file_locking(fapl.get(), false, true);
+  // Each dataset is read once, whole: no chunk cache to set up and tear down per dataset
+  // (at 1,000 records a plan spent more time there than reading).
+  if (!chunk_cache) H5Pset_cache(fapl.get(), 0, 0, 0, 0.0);
+  return H5(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);
+}
+
+/// Opens the writer's own partial file for writing again. Another program's reader that
+/// does take HDF5's lock (h5py without HDF5_USE_FILE_LOCKING=FALSE) makes the open fail
+/// while it holds the file: wait for it, up to `patience`, rather than lose the record.
+H5 reopen_for_writing(const std::string& path, std::chrono::milliseconds patience = std::chrono::seconds(10)) {
+  const auto until = std::chrono::steady_clock::now() + patience;
+  for (;;) {
+    H5 f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    if (f || !exists(path) || std::chrono::steady_clock::now() >= until) return f;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 /// Throws when `rc` says an HDF5 call failed, with the errno text of the I/O error
@@ -458,7 +485,7 @@ void RecordWriter::finish(const std::string& status, const std::string& failure,
   // judged from it, like every reader would; only then is it read again.
   Record back = read_record_unverified(m.partial);
   if ((status == "completed" || status == "diverged") && !health_stored(back)) {
-    H5 f(H5Fopen(m.partial.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    H5 f = reopen_for_writing(m.partial);
     H5 summary(f ? H5Gopen2(f.get(), "summary", H5P_DEFAULT) : -1, H5Gclose);
     if (!summary) throw RecordError(m.partial + ": cannot reopen the record to store its health flags");
     for (const auto& [key, value] : health_attributes(compute_health(back)))
@@ -471,7 +498,7 @@ void RecordWriter::finish(const std::string& status, const std::string& failure,
   // Integrity: its digest, hashed as every reader will, is stored.
   const std::string digest = back.computed_digest;
   {
-    H5 f(H5Fopen(m.partial.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    H5 f = reopen_for_writing(m.partial);
     if (!f) throw RecordError(m.partial + ": cannot reopen the record to store its digest");
     write_str_attr(f.get(), "digest", digest);
     if (H5Fflush(f.get(), H5F_SCOPE_GLOBAL) < 0 || H5Fclose(f.release()) < 0)
@@ -512,7 +539,7 @@ void RecordWriter::Impl::mark_failed_fresh(const std::string& failure) {
   Impl& m = *this;
   m.close_datasets();
   H5Fclose(m.file.release());  // may fail again; the exit pass that would crash on it is off
-  H5 f(H5Fopen(m.partial.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+  H5 f = reopen_for_writing(m.partial);
   if (!f) return;  // the file on disk is not readable: the driver's post-mortem says why
   write_str_attr(f.get(), "status", "failed");
   write_str_attr(f.get(), "failure", failure);
@@ -654,11 +681,7 @@ class Digest {
 Record read_record_file(const std::string& path, std::string* digest) {
   if (std::string why = regular_file_problem(path); !why.empty()) throw RecordError(path + ": " + why);
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  // Each dataset is read once, whole: no chunk cache to set up and tear down per dataset
-  // (at 1,000 records a plan spent more time there than reading).
-  H5 fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-  H5Pset_cache(fapl.get(), 0, 0, 0, 0.0);
-  H5 file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);
+  H5 file = open_for_reading(path, /*chunk_cache=*/false);
   if (!file)
     throw RecordError(path + ": not a readable HDF5 file (truncated or corrupt); re-run the point to replace it");
   hid_t f = file.get();
@@ -798,7 +821,7 @@ Record read_record_unverified(const std::string& path) {
 
 std::string read_record_digest(const std::string& path) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  H5 file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  H5 file = open_for_reading(path);
   return file ? read_str_attr(file.get(), "digest") : "";
 }
 
@@ -837,9 +860,10 @@ RecordStatus read_record_status(const std::string& path) {
   if (!exists(st.path)) throw RecordError(path + ": no such record");
   if (std::string why = regular_file_problem(st.path); !why.empty()) throw RecordError(st.path + ": " + why);
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  H5 file(H5Fopen(st.path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  // A run still writing its partial holds HDF5's file lock, so this also covers "busy".
-  if (!file) throw RecordError(st.path + ": cannot be opened (truncated, corrupt, or still being written)");
+  H5 file = open_for_reading(st.path);
+  // A partial file is read as of the writer's last flush; one caught in the middle of a
+  // flush may not open.
+  if (!file) throw RecordError(st.path + ": cannot be opened (truncated, corrupt, or in the middle of a write)");
   st.run_id = read_str_attr(file.get(), "run_id");
   st.sweep_id = read_str_attr(file.get(), "sweep_id");
   st.status = read_str_attr(file.get(), "status");
@@ -851,9 +875,7 @@ RecordProgress read_partial_progress(const std::string& path) {
   const std::string partial = path + kPartialSuffix;
   if (std::string why = regular_file_problem(partial); !why.empty()) throw RecordError(partial + ": " + why);
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  H5 fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-  H5Pset_file_locking(fapl.get(), false, true);  // the writer holds the lock; reading takes none
-  H5 file(H5Fopen(partial.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);
+  H5 file = open_for_reading(partial);
   if (!file) throw RecordError(partial + ": cannot be read right now");
   RecordProgress p;
   H5 cfg = open_group(file.get(), "config", partial);
@@ -874,7 +896,7 @@ bool mark_partial_failed(const std::string& path, const std::string& failure) {
   struct stat st;
   if (::lstat(partial.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;  // never through a link
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  H5 file(H5Fopen(partial.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+  H5 file = reopen_for_writing(partial);
   if (!file) return false;
   const std::string status = read_str_attr(file.get(), "status");
   if (status != "running" && status != "failed") return false;

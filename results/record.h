@@ -173,8 +173,9 @@ struct RecordStatus {
 };
 
 /// Reads the status attributes of `path`, or of `path` + ".partial" when only that
-/// exists. Throws RecordError when neither can be opened (absent, corrupt, or locked
-/// by the run still writing it).
+/// exists. Takes no file lock, so a run still writing its partial reads as "running".
+/// Throws RecordError when neither can be opened (absent, corrupt, or caught in the
+/// middle of a flush).
 RecordStatus read_record_status(const std::string& path);
 
 /// How far a run still writing its record has come: the last step flushed to

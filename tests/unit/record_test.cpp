@@ -2,14 +2,19 @@
 // refusing a newer schema.
 #include "record.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <map>
@@ -17,10 +22,11 @@
 #include <thread>
 #include <vector>
 
-#include "hdf5_c.h"       // edits a record's schema version
-#include "record_util.h"  // read_error, same_bits
-#include "temp_dir.h"     // TempDirTest
-#include "test_util.h"    // EXPECT_CONTAINS, read_file
+#include "hdf5_c.h"        // edits a record's schema version
+#include "paused_child.h"  // PausedChild: the writer is another process
+#include "record_util.h"   // read_error, same_bits
+#include "temp_dir.h"      // TempDirTest
+#include "test_util.h"     // EXPECT_CONTAINS, read_file
 
 namespace sweep {
 namespace {
@@ -223,6 +229,64 @@ TEST_F(RecordTest, UnfinishedWriterLeavesOnlyPartial) {
   Record r = read_record_unverified((dir_ / "copy.h5").string());
   EXPECT_EQ(r.status, "running");
   EXPECT_EQ(r.steps.size(), 3u);
+}
+
+// `sweep report` and `sweep status` read a running run's partial record while its writer
+// (another process) holds it open: they take no HDF5 file lock, so they can read it, and
+// so they can never make the writer's own reopens (to finish it, or to mark it failed)
+// fail. (HDF5 refuses a second open of a file inside one process when their locking
+// differs, so the writer is a child process here.)
+TEST_F(RecordTest, ARunningRecordReadsWhileItsWriterHoldsItOpen) {
+  sweep_test::PausedChild writer([&](const std::function<void()>& pause) {
+    RecordWriter w(path_.string(), header());
+    for (const auto& s : steps()) w.append_step(s);
+    w.flush();
+    pause();  // flushed, and still open
+    w.finish("completed");
+  });
+  ASSERT_TRUE(writer.wait_paused());
+  RecordStatus st;
+  std::string error;
+  int64_t step = -1;
+  size_t rows = 0;
+  try {
+    st = read_record_status(path_.string());
+    step = read_partial_progress(path_.string()).step;
+    rows = read_record_unverified(path_.string() + kPartialSuffix).steps.size();
+  } catch (const RecordError& e) {
+    error = e.what();
+  }
+  ASSERT_EQ(writer.finish(), 0) << "the writer did not finish";
+  EXPECT_EQ(error, "");
+  EXPECT_TRUE(st.partial);
+  EXPECT_EQ(st.status, "running");
+  EXPECT_EQ(st.run_id, header().run_id);
+  EXPECT_EQ(step, steps().back().step);
+  EXPECT_EQ(rows, 3u);
+  EXPECT_EQ(read_record(path_.string()).steps.size(), 3u);
+}
+
+// Another program's reader that does lock (h5py by default) holds the partial file
+// while the run's end is recorded: the writer waits for it instead of losing the run.
+TEST_F(RecordTest, AReaderHoldingHdf5sLockDelaysMarkingThePartialFailedButLosesNothing) {
+  {
+    RecordWriter w(path_.string(), header());
+    w.append_step(steps()[0]);
+  }  // a killed rank: the partial says running
+  const std::string partial = path_.string() + kPartialSuffix;
+  const int fd = ::open(partial.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_SH | LOCK_NB), 0);  // what HDF5 takes for a read-only open
+  std::thread reader([fd] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ::close(fd);
+  });
+  const bool marked = mark_partial_failed(path_.string(), "rank 0 was killed by signal 9");
+  reader.join();
+  EXPECT_TRUE(marked);
+  RecordStatus st = read_record_status(path_.string());
+  EXPECT_EQ(st.status, "failed");
+  EXPECT_EQ(st.failure, "rank 0 was killed by signal 9");
 }
 
 TEST_F(RecordTest, AbandonRecordsTheFailureAndStaysPartial) {
