@@ -2,6 +2,9 @@
 """`sweep export --format csv` read back by pandas (Debian's python3-pandas, no project
 code): every per-step metric and every held-out loss of every run, as recorded (h5py reads
 the records for the comparison); -o refuses to replace a file that is not an export.
+`sweep export --format tensorboard` read back by the reader below, written here from the
+published TFRecord framing (CRC-32C) and the Event, Summary and HParams protobuf
+definitions over the protobuf wire format, sharing no code with sweep.
 
 Usage: test_export.py [BIN_DIR] [unittest options]
 """
@@ -12,6 +15,8 @@ import subprocess
 import sys
 import tempfile
 import unittest
+
+import struct
 
 import h5py
 import numpy as np
@@ -27,7 +32,181 @@ def show(p):
     return "exit %d\n--- stdout\n%s--- stderr\n%s" % (p.returncode, p.stdout, p.stderr)
 
 
-class Export(unittest.TestCase):
+# ------------------------------------------------------ an independent TensorBoard reader
+
+def _crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+    return crc ^ 0xFFFFFFFF
+
+
+def _masked(data):
+    c = _crc32c(data)
+    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def tfrecords(path):
+    """The data of every TFRecord frame of `path`, both CRCs checked."""
+    out = []
+    with open(path, "rb") as f:
+        blob = f.read()
+    at = 0
+    while at < len(blob):
+        header = blob[at:at + 8]
+        (n,) = struct.unpack("<Q", header)
+        (hcrc,) = struct.unpack("<I", blob[at + 8:at + 12])
+        assert hcrc == _masked(header), "length CRC"
+        data = blob[at + 12:at + 12 + n]
+        (dcrc,) = struct.unpack("<I", blob[at + 12 + n:at + 16 + n])
+        assert dcrc == _masked(data), "data CRC"
+        out.append(data)
+        at += 16 + n
+    return out
+
+
+def fields(msg):
+    """Protobuf wire format: {field number: [values]} (varints as int, fixed64/32 as bytes)."""
+    out, at = {}, 0
+
+    def varint():
+        nonlocal at
+        v, shift = 0, 0
+        while True:
+            b = msg[at]
+            at += 1
+            v |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                return v
+    while at < len(msg):
+        key = varint()
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            v = varint()
+        elif wire == 1:
+            v, at = msg[at:at + 8], at + 8
+        elif wire == 5:
+            v, at = msg[at:at + 4], at + 4
+        elif wire == 2:
+            n = varint()
+            v, at = msg[at:at + n], at + n
+        else:
+            raise ValueError("wire type %d" % wire)
+        out.setdefault(field, []).append(v)
+    return out
+
+
+def f64(b):
+    return struct.unpack("<d", b)[0]
+
+
+def f32(b):
+    return struct.unpack("<f", b)[0]
+
+
+def events(path):
+    """Each Event as (wall_time, step, file_version, [summary values as field dicts])."""
+    out = []
+    for data in tfrecords(path):
+        e = fields(data)
+        values = [fields(v) for v in fields(e[5][0]).get(1, [])] if 5 in e else []
+        out.append((f64(e[1][0]) if 1 in e else 0.0, e.get(2, [0])[0],
+                    e[3][0].decode() if 3 in e else None, values))
+    return out
+
+
+def hparams_data(value):
+    """The HParamsPluginData fields of a Summary.Value (metadata = 9)."""
+    plugin = fields(fields(value[9][0])[1][0])
+    assert plugin[1][0] == b"hparams"
+    return fields(plugin[2][0])
+
+
+class TensorBoardTests:
+    """`sweep export --format tensorboard`, on Export's sweep."""
+
+    def test_an_independent_reader_gets_every_scalar_and_the_hparams(self):
+        tb = os.path.join(self.tmp, "tb")
+        p = self.sweep("export", self.out, "--format", "tensorboard", "-o", tb)
+        self.assertEqual(p.returncode, 0, show(p))
+        # The experiment: the two varying keys, numbers with their interval, and two metrics.
+        top = events(os.path.join(tb, "events.out.tfevents.0.sweep"))
+        self.assertEqual(top[0][2], "brain.Event:2")
+        self.assertEqual(top[1][3][0][1][0], b"_hparams_/experiment")
+        exp = fields(hparams_data(top[1][3][0])[2][0])
+        infos = [fields(i) for i in exp[4]]
+        self.assertEqual([i[1][0] for i in infos], [b"train.lr", b"train.seed"])
+        self.assertEqual([i[4][0] for i in infos], [3, 3])  # DATA_TYPE_FLOAT64
+        interval = fields(infos[0][6][0])
+        self.assertEqual((f64(interval[1][0]), f64(interval[2][0])), (1.0e-3, 3.0e-3))
+        self.assertEqual([fields(fields(m)[1][0])[2][0] for m in exp[5]], [b"train/loss", b"eval/loss"])
+        runs = sorted(os.listdir(os.path.join(self.out, "runs")))
+        self.assertEqual(sorted(d for d in os.listdir(tb) if os.path.isdir(os.path.join(tb, d))), runs)
+        groups = set()
+        for rid in runs:
+            ev = events(os.path.join(tb, rid, "events.out.tfevents.0.sweep"))
+            self.assertEqual(ev[0][2], "brain.Event:2")
+            start = fields(hparams_data(ev[1][3][0])[3][0])
+            hp = {fields(e)[1][0].decode(): f64(fields(fields(e)[2][0])[2][0]) for e in start[1]}
+            groups.add(start[4][0])
+            end = fields(hparams_data(ev[-1][3][0])[4][0])
+            self.assertEqual(end[1][0], 1)  # STATUS_SUCCESS
+            scalars = {}
+            for wall, step, _, values in ev[2:-1]:
+                for v in values:
+                    scalars.setdefault(v[1][0].decode(), []).append((step, f32(v[2][0]), wall))
+            with h5py.File(os.path.join(self.out, "runs", rid, "record.h5"), "r") as f:
+                keys = [k.decode() for k in f["config/keys"][:]]
+                vals = [v.decode() for v in f["config/values"][:]]
+                self.assertEqual(hp, {"train.lr": float(vals[keys.index("train.lr")]),
+                                      "train.seed": float(vals[keys.index("train.seed")])})
+                for metric in ("loss", "lr", "grad_norm", "clip_coef", "loss_scale", "step_time_s", "tokens_per_s"):
+                    got = scalars["train/" + metric]
+                    self.assertEqual([s for s, _, _ in got], list(f["metrics/step"][:]), metric)
+                    # TensorBoard's scalars are float32: the recorded doubles, rounded once.
+                    np.testing.assert_array_equal(np.array([x for _, x, _ in got], dtype=np.float32),
+                                                  f["metrics/" + metric][:].astype(np.float32), err_msg=metric)
+                ev_loss = scalars["eval/loss"]
+                self.assertEqual([s for s, _, _ in ev_loss], [3, 6])
+                np.testing.assert_array_equal(np.array([x for _, x, _ in ev_loss], dtype=np.float32),
+                                              f["eval/loss"][:].astype(np.float32))
+            walls = [w for w, _, _, _ in ev]
+            self.assertEqual(walls, sorted(walls), "wall times go forward")
+        self.assertEqual(len(groups), 2, "the seeds of one lr are one session group")
+        # The same records give the same bytes; an earlier export is replaced.
+        with open(os.path.join(tb, runs[0], "events.out.tfevents.0.sweep"), "rb") as f:
+            first = f.read()
+        p = self.sweep("export", self.out, "--format", "tensorboard", "-o", tb)
+        self.assertEqual(p.returncode, 0, show(p))
+        with open(os.path.join(tb, runs[0], "events.out.tfevents.0.sweep"), "rb") as f:
+            self.assertEqual(f.read(), first)
+
+    def test_a_foreign_directory_or_stdout_is_refused(self):
+        foreign = os.path.join(self.tmp, "mine")
+        os.makedirs(foreign, exist_ok=True)
+        with open(os.path.join(foreign, "notes.txt"), "w") as f:
+            f.write("mine\n")
+        p = self.sweep("export", self.out, "--format", "tensorboard", "-o", foreign)
+        self.assertEqual(p.returncode, 2, show(p))
+        self.assertIn("holds other files and no earlier TensorBoard export", p.stderr)
+        self.assertEqual(os.listdir(foreign), ["notes.txt"])
+        p = self.sweep("export", self.out, "--format", "tensorboard", "-o", "-")
+        self.assertEqual(p.returncode, 2, show(p))
+        self.assertIn("a TensorBoard export is a directory", p.stderr)
+        link = os.path.join(self.tmp, "link")
+        if not os.path.lexists(link):
+            os.symlink(foreign, link)
+        p = self.sweep("export", self.out, "--format", "tensorboard", "-o", link)
+        self.assertEqual(p.returncode, 2, show(p))
+        self.assertIn("is a symbolic link", p.stderr)
+        self.assertEqual(os.listdir(foreign), ["notes.txt"])
+
+
+
+class Export(unittest.TestCase, TensorBoardTests):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="export_test.")
