@@ -215,7 +215,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const std::vector<GridPoint>& poin
         if (r.term_at > 0 && !r.killed && now - r.term_at > L.grace_s)
           runner.signal_group(id, SIGKILL), r.killed = true;
       }
-      session.progress().tick();
+      session.tick();
     }
   } catch (...) {
     // A fatal driver error (out of memory, a bug): stop every run it started before the

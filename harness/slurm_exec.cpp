@@ -222,7 +222,7 @@ SweepSummary run_sweep_slurm(const SweepSpec& spec, const std::vector<GridPoint>
       it = active.erase(it);
     }
     if (!retry.empty()) submit(retry);
-    session.progress().tick();
+    session.tick();
     // Sleep in short pieces so Ctrl-C is answered at once.
     for (double slept = 0; slept < spec.launch.slurm.poll_s && !StopSignals::received(); slept += 0.1)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));

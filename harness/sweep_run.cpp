@@ -145,8 +145,9 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
 SweepSession::SweepSession(const SweepSpec& spec, const std::vector<GridPoint>& points, const SweepRunOptions& opt)
     : spec_(spec), opt_(opt) {
   fs::create_directories(opt_.out_dir + "/runs");
-  lock_ = std::make_unique<SweepLock>(opt_.out_dir);
+  if (!opt_.lock_held) lock_ = std::make_unique<SweepLock>(opt_.out_dir);
   write_points_file(opt_.out_dir, points);
+  if (spec_.search.kind == "random") write_file_atomically(opt_.out_dir + "/search.log", search_log(spec_, points));
   total_ = points.size();
   size_t done = 0;
   std::vector<std::string> skipped_lines;
@@ -197,6 +198,10 @@ SweepSession::SweepSession(const SweepSpec& spec, const std::vector<GridPoint>& 
     tasks_.push_back(std::move(t));
   }
   progress_ = std::make_unique<Progress>(total_, done, size_t(sum_.failed), opt_.tty, stdout, opt_.progress_every_s);
+  if (opt_.report_every_s > 0 && !opt_.report_binary.empty())
+    live_ = std::make_unique<LiveReport>(std::vector<std::string>{opt_.report_binary, "report", opt_.out_dir, "-o",
+                                                                  opt_.out_dir + "/report.html", "--title", spec_.name},
+                                         opt_.out_dir + "/report.log", opt_.report_every_s);
   if (!opt_.quiet)
     for (const auto& l : skipped_lines) progress_->line(l);
 }
@@ -276,7 +281,13 @@ bool SweepSession::attempt_ended(RunTask& t, FailureClass c, const std::string& 
   return false;
 }
 
+void SweepSession::tick() {
+  progress_->tick();
+  if (live_) live_->tick([&](const std::string& warning) { progress_->line(warning); });
+}
+
 SweepSummary SweepSession::finish() {
+  if (live_) live_->stop();  // a rewrite in flight ends (or is killed) before the last one
   // Every run has ended and its state is written: from here a signal may end the
   // driver at once (the report is written atomically, so it is whole or absent).
   StopSignals::release();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "grid.h"
+#include "live_report.h"  // LiveReport
 #include "process.h"
 #include "progress.h"
 #include "sweep_dir.h"  // record_path, RunState
@@ -27,6 +28,13 @@ struct SweepRunOptions {
   bool tty = false;              ///< draw a live progress bar
   double progress_every_s = 30;  ///< without a tty: a progress line this often
   double poll_s = 0.2;           ///< how often the local executor looks at its runs
+  /// While runs go on, report.html is rewritten this often by `report_binary report`
+  /// (live_report.h); 0 = only at the end.
+  double report_every_s = 0;
+  std::string report_binary;  ///< the `sweep` executable
+  /// The caller holds the sweep directory's SweepLock for longer than one session (a tpe
+  /// search, across its batches): the session does not take it again.
+  bool lock_held = false;
 };
 
 /// What happened to the points of a sweep.
@@ -82,6 +90,8 @@ class SweepSession {
   /// An attempt ended with `c` (none = completed). Records the state and prints the
   /// line; returns true when the run should be started again (a retry).
   bool attempt_ended(RunTask& t, FailureClass c, const std::string& detail, const std::string& log);
+  /// Called often from the executor's loop: the progress line and the live report.
+  void tick();
   /// Writes the report and returns the summary.
   SweepSummary finish();
 
@@ -95,6 +105,7 @@ class SweepSession {
   std::unique_ptr<SweepLock> lock_;
   std::vector<RunTask> tasks_;
   std::unique_ptr<Progress> progress_;
+  std::unique_ptr<LiveReport> live_;  ///< null without report_every_s
   SweepSummary sum_;
   size_t total_ = 0;
 };
