@@ -8,15 +8,16 @@
 #include <set>
 
 #include "cli.h"
-#include "compare.h"     // compare_records, compare_sweeps
-#include "export.h"      // render_export_csv
-#include "process.h"     // SpawnRunner, executable_dir
-#include "report.h"      // load_sweep, build_report, render_report
-#include "reproduce.h"   // reproduce
-#include "run_config.h"  // ConfigError
-#include "run_health.h"  // run_health, run_figures: each run's figures in compare
-#include "sweep_dir.h"   // write_file_atomically
-#include "text.h"        // printable, did_you_mean
+#include "compare.h"             // compare_records, compare_sweeps
+#include "export.h"              // render_export_csv
+#include "export_tensorboard.h"  // render_tensorboard
+#include "process.h"             // SpawnRunner, executable_dir
+#include "report.h"              // load_sweep, build_report, render_report
+#include "reproduce.h"           // reproduce
+#include "run_config.h"          // ConfigError
+#include "run_health.h"          // run_health, run_figures: each run's figures in compare
+#include "sweep_dir.h"           // write_file_atomically
+#include "text.h"                // printable, did_you_mean
 
 namespace fs = std::filesystem;
 
@@ -34,6 +35,8 @@ struct ReportCliOptions {
   std::string output;  // "-" = stdout
   std::string format = "html";
   std::string group_by;
+  std::string title;     // "" = the directory's name
+  std::string baseline;  // KEY=VALUE, "" = none
 };
 
 const char* extension(ReportFormat f) {
@@ -101,6 +104,32 @@ void check_report_output(const std::string& path, ReportFormat format) {
                     [format](const std::string& head) { return looks_like_report(head, format); });
 }
 
+// --baseline KEY=VALUE: KEY a config key whose value differs between runs, VALUE one a run has.
+void check_baseline(const std::string& arg, const SweepRecords& sweep, ReportOptions* opt) {
+  const size_t eq = arg.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ConfigError("--baseline '" + printable(arg) + "': expected KEY=VALUE, e.g. train.precision=fp32");
+  const std::string key = arg.substr(0, eq), value = arg.substr(eq + 1);
+  if (sweep.runs.empty()) throw ConfigError("--baseline '" + printable(arg) + "': the sweep has no completed run");
+  std::set<std::string> keys, values;
+  for (const auto& r : sweep.runs) {
+    for (const auto& kv : r.config) keys.insert(kv.first);
+    values.insert(report_value(r, key));
+  }
+  if (!keys.count(key))
+    throw ConfigError("--baseline '" + printable(arg) + "': no run has the config key " + printable(key) +
+                      did_you_mean(key, {keys.begin(), keys.end()}));
+  std::string listed;
+  for (const auto& v : values) listed += (listed.empty() ? "" : ", ") + printable(v);
+  if (values.size() < 2)
+    throw ConfigError("--baseline '" + printable(arg) + "': " + printable(key) + " is " + listed +
+                      " in every run, so there is nothing to compare against it");
+  if (!values.count(value))
+    throw ConfigError("--baseline '" + printable(arg) + "': no run has " + printable(key) + " = " + printable(value) +
+                      " (its values: " + listed + ")");
+  opt->baseline_key = key, opt->baseline_value = value;
+}
+
 int run_report(const ReportCliOptions& o) {
   if (!fs::is_directory(o.dir)) throw ConfigError(o.dir + ": not a sweep directory");
   ReportFormat format;
@@ -120,10 +149,11 @@ int run_report(const ReportCliOptions& o) {
                         did_you_mean(o.group_by, {keys.begin(), keys.end()}));
     }
   }
-  std::string title = fs::path(o.dir).filename().string();
-  if (title.empty()) title = fs::path(o.dir).parent_path().filename().string();  // "dir/" has an empty last part
   ReportOptions opt;
   opt.group_by = o.group_by;
+  if (!o.baseline.empty()) check_baseline(o.baseline, sweep, &opt);
+  std::string title = o.title.empty() ? fs::path(o.dir).filename().string() : o.title;
+  if (title.empty()) title = fs::path(o.dir).parent_path().filename().string();  // "dir/" has an empty last part
   const std::string text = render_report(sweep, build_report(title.empty() ? o.dir : title, sweep, opt), format);
   if (o.output == "-") {
     std::fwrite(text.data(), 1, text.size(), stdout);
@@ -143,9 +173,45 @@ struct ExportCliOptions {
   std::string format = "csv";
 };
 
+/// Writes a TensorBoard export into directory `out`: a new or empty directory, or an
+/// earlier export (it holds kTensorboardMarker); never through a symbolic link.
+int write_tensorboard_export(const std::string& dir, const std::string& out) {
+  const std::string name = "-o " + printable(out);
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(out, ec);
+  if (!ec && fs::exists(st)) {
+    if (fs::is_symlink(st)) throw ConfigError(name + ": is a symbolic link; expected a directory");
+    if (!fs::is_directory(st)) throw ConfigError(name + ": exists and is not a directory; a TensorBoard export is one");
+    if (!fs::is_empty(out, ec) && !fs::exists(fs::path(out) / kTensorboardMarker))
+      throw ConfigError(name +
+                        ": is a directory that holds other files and no earlier TensorBoard export; refusing "
+                        "to write into it (choose a new or empty directory)");
+  }
+  const auto files = render_tensorboard(load_sweep(dir));
+  fs::create_directories(out);
+  for (const auto& [rel, bytes] : files) {
+    const fs::path p = fs::path(out) / rel;
+    if (p.parent_path() != fs::path(out)) {
+      const fs::file_status ps = fs::symlink_status(p.parent_path(), ec);
+      if (!ec && fs::exists(ps) && !fs::is_directory(ps))
+        throw ConfigError(p.parent_path().string() + ": exists and is not a directory; refusing to write through it");
+      fs::create_directories(p.parent_path());
+    }
+    write_file_atomically(p.string(), bytes);
+  }
+  std::printf("export: %s (%zu runs)\n", out.c_str(), files.size() - 2);
+  return 0;
+}
+
 int run_export(const ExportCliOptions& o) {
   if (!fs::is_directory(o.dir)) throw ConfigError(o.dir + ": not a sweep directory");
-  if (o.format != "csv") throw ConfigError("--format '" + printable(o.format) + "': expected csv");
+  if (o.format != "csv" && o.format != "tensorboard")
+    throw ConfigError("--format '" + printable(o.format) + "': expected csv or tensorboard");
+  if (o.format == "tensorboard") {
+    if (o.output == "-") throw ConfigError("-o -: a TensorBoard export is a directory; name one");
+    if (o.output.empty()) check_sweep_dir_target(o.dir, "");
+    return write_tensorboard_export(o.dir, o.output.empty() ? o.dir + "/tensorboard" : o.output);
+  }
   auto ours = [](const std::string& head) { return head.rfind(kExportCsvStart, 0) == 0; };
   if (o.output.empty())
     check_sweep_dir_target(o.dir, "");
@@ -274,6 +340,10 @@ CliAction setup_report(CLI::App& app) {
   cmd->add_option("--format", o->format, "html (default), md, csv or json");
   cmd->add_option("--group-by", o->group_by,
                   "config key: one loss chart per value of it (seeds are averaged unless it is train.seed)");
+  cmd->add_option("--title", o->title, "the report's title (default: the directory's name)");
+  cmd->add_option("--baseline", o->baseline,
+                  "KEY=VALUE: every group with another KEY minus its partner at VALUE, paired by seed "
+                  "(e.g. train.precision=fp32)");
   return [o, cmd]() { return cmd->parsed() ? run_report(*o) : -1; };
 }
 
@@ -284,8 +354,11 @@ CliAction setup_export(CLI::App& app) {
       "write every run's per-step figures in long format (run_id, status, varying keys, step, metric, "
       "value) for pandas and other tools");
   cmd->add_option("dir", o->dir, "sweep directory")->required();
-  cmd->add_option("-o,--output", o->output, "output file, - for stdout (default <dir>/export.csv)");
-  cmd->add_option("--format", o->format, "csv (the default and, for now, the only one)");
+  cmd->add_option("-o,--output", o->output,
+                  "csv: output file, - for stdout (default <dir>/export.csv); tensorboard: output directory (default "
+                  "<dir>/tensorboard)");
+  cmd->add_option("--format", o->format,
+                  "csv (the default: long format for pandas) or tensorboard (event files: scalars per run, hparams)");
   return [o, cmd]() { return cmd->parsed() ? run_export(*o) : -1; };
 }
 

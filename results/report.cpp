@@ -5,6 +5,7 @@
 #include <sys/stat.h>  // file times for the wall time
 
 #include <algorithm>     // sort, min, max
+#include <cstdio>        // snprintf
 #include <cstdlib>       // strtod
 #include <exception>     // std::exception for damaged records
 #include <filesystem>    // listing runs/
@@ -13,7 +14,10 @@
 #include <set>           // union of config keys
 #include <system_error>  // error_code for non-throwing listing
 
-#include "compare.h"  // compare_records for the first difference of a layout set
+#include "compare.h"        // compare_records for the first difference of a layout set
+#include "report_format.h"  // values_text
+#include "run_figures.h"    // g4
+#include "run_files.h"      // RunLock::holder: is a running record still being written
 
 namespace sweep {
 namespace {
@@ -72,22 +76,32 @@ FailedRun describe_unfinished(const fs::path& run_dir, const std::string& proble
             "the run ended (status " + st.status + ") but its record was never completed: only " + st.path + " exists";
       }
       if (!st.run_id.empty()) f.run_id = st.run_id;
+      if (st.partial && st.status == "running") {
+        if (RunLock::holder(run_dir.string()).empty()) {
+          f.status = "interrupted";
+          f.cause = "its record says running, but no process holds " + (run_dir / "run.lock").string() +
+                    ": the run stopped without finishing its record; `sweep run` resumes it";
+        } else {
+          f.problem.clear();  // a healthy run in progress is not a problem
+          f.cause = "running";
+          try {
+            const RecordProgress p = read_partial_progress(rec.string());
+            f.step = p.step, f.steps = p.steps, f.loss = p.loss;
+            char buf[96];
+            std::snprintf(buf, sizeof buf, ": step %lld of %lld, loss %.6g", static_cast<long long>(p.step),
+                          static_cast<long long>(p.steps), p.loss);
+            f.cause += p.step > 0 ? buf : ": no step recorded yet";
+          } catch (const RecordError&) {
+            f.cause += ": no step readable yet";  // before the first flush, or caught mid-update
+          }
+        }
+      }
     } catch (const std::exception&) {
       f.status = "unreadable";
     }
   }
   f.log_tail = log_tail(run_dir / "logs" / "rank0.log");
   return f;
-}
-
-// Numbers compare as numbers (1e-3 before 0.01), everything else as text.
-bool value_less(const std::string& a, const std::string& b) {
-  char *ea = nullptr, *eb = nullptr;
-  double x = std::strtod(a.c_str(), &ea), y = std::strtod(b.c_str(), &eb);
-  const bool na = !a.empty() && *ea == '\0', nb = !b.empty() && *eb == '\0';
-  if (na && nb && x != y) return x < y;
-  if (na != nb) return na;  // numbers first
-  return a < b;
 }
 
 bool values_less(const std::vector<std::pair<std::string, std::string>>& a,
@@ -133,13 +147,8 @@ void group_figures(const std::vector<Record>& runs, const std::vector<ReportRun>
   }
   if (tps_n) g.tokens_per_s = tps / double(tps_n);
   for (const auto& [s, n] : statuses) g.status += (g.status.empty() ? "" : ", ") + std::to_string(n) + " " + s;
-  // Mean curve: the runs of a group share their steps unless one ended early.
-  std::map<int64_t, std::pair<double, size_t>> by_step;
-  for (size_t i : g.runs)
-    for (const auto& s : runs[i].steps)
-      if (std::isfinite(s.loss)) by_step[s.step].first += s.loss, ++by_step[s.step].second;
-  for (const auto& [step, acc] : by_step)
-    g.curve_steps.push_back(step), g.curve_loss.push_back(acc.first / double(acc.second));
+  const Curve c = group_curve(runs, g.runs, &StepMetrics::loss);
+  g.curve_steps = c.steps, g.curve_loss = c.mean, g.curve_lo = c.lo, g.curve_hi = c.hi;
 }
 
 std::vector<EquivalenceClass> equivalence_classes(const std::vector<Record>& runs, std::vector<ReportRun>& figs) {
@@ -162,17 +171,30 @@ std::vector<EquivalenceClass> equivalence_classes(const std::vector<Record>& run
   return out;
 }
 
+// Whether a run's layout promises the canonical bits: only a power-of-two accumulation
+// keeps each rank's leaves a subtree of the canonical tree, and the native all-reduce is
+// deterministic only for a fixed layout (docs/design.md).
+bool layout_promises_bits(const Record& r) {
+  const int64_t a = config_int(r, "train.accum", 1);
+  return a > 0 && (a & (a - 1)) == 0 && report_value(r, "dist.reduction") != "native";
+}
+
+// The bits a run is held to: one class for every run whose layout promises them, one per
+// world size x accumulation (and reduction) for the others.
+std::string promise_class(const Record& r) {
+  if (layout_promises_bits(r)) return "canonical";
+  return std::to_string(config_int(r, "dist.world_size", 1)) + "x" + std::to_string(config_int(r, "train.accum", 1)) +
+         " " + report_value(r, "dist.reduction");
+}
+
 std::vector<LayoutSet> layout_sets(const std::vector<Record>& runs, const std::vector<ReportRun>& figs) {
   std::map<std::map<std::string, std::string>, std::vector<size_t>> sets;
   for (size_t i = 0; i < runs.size(); ++i) {
     std::map<std::string, std::string> key = runs[i].config;
     for (const auto& k : layout_keys()) key.erase(k);
+    key.erase("dist.reduction");
     const int64_t w = config_int(runs[i], "dist.world_size", 1), a = config_int(runs[i], "train.accum", 1);
     key["(global batch)"] = std::to_string(w * a);
-    // Only a power-of-two accumulation keeps each rank's leaves a subtree of the canonical
-    // tree, and the native all-reduce is deterministic only for a fixed layout (docs/design.md).
-    const bool invariant = a > 0 && (a & (a - 1)) == 0 && report_value(runs[i], "dist.reduction") != "native";
-    if (!invariant) key["(layout)"] = std::to_string(w) + "x" + std::to_string(a);
     sets[key].push_back(i);
   }
   std::vector<LayoutSet> out;
@@ -180,18 +202,77 @@ std::vector<LayoutSet> layout_sets(const std::vector<Record>& runs, const std::v
     if (members.size() < 2) continue;
     LayoutSet s;
     s.runs = members;
+    // Held to identity within each promise class; the first run is the reference.
+    std::map<std::string, size_t> first_of;
+    const std::string ref_class = promise_class(runs[members[0]]);
     for (size_t i : members) {
-      if (figs[i].equivalence == figs[members[0]].equivalence) continue;
+      const std::string cls = promise_class(runs[i]);
+      if (cls != ref_class) s.by_design.push_back(i);
+      auto [it, fresh] = first_of.emplace(cls, i);
+      if (fresh || !s.identical || figs[i].equivalence == figs[it->second].equivalence) continue;
       s.identical = false;
-      s.first_difference = runs[i].run_id + " vs " + runs[members[0]].run_id + ": " +
-                           verdict_line(compare_records(runs[members[0]], runs[i]));
-      break;
+      s.first_difference = runs[i].run_id + " vs " + runs[it->second].run_id + ": " +
+                           verdict_line(compare_records(runs[it->second], runs[i]));
+    }
+    for (size_t i : s.by_design) {
+      const RecordComparison c = compare_records(runs[members[0]], runs[i]);
+      if (!(c.max_rel <= s.by_design_max_rel)) {
+        s.by_design_max_rel = c.max_rel;
+        s.by_design_note = runs[i].run_id + " (" + promise_class(runs[i]) + ") vs " + runs[members[0]].run_id +
+                           ": largest relative loss difference " + g4(c.max_rel) +
+                           (c.max_rel_step == kNoStep ? std::string() : " at step " + std::to_string(c.max_rel_step));
+      }
     }
     out.push_back(std::move(s));
   }
   // The flagged sets are the news; identical ones confirm the promise.
   std::stable_partition(out.begin(), out.end(), [](const LayoutSet& s) { return !s.identical; });
   return out;
+}
+
+// Eta squared: the share of the finite objectives' sum of squares around their mean that
+// lies between the means at each value of the axis (`e.counts`, `e.means`).
+double explained_share(const std::vector<ReportRun>& figs, const AxisEffect& e) {
+  double sum = 0;
+  size_t n = 0;
+  for (const auto& f : figs)
+    if (std::isfinite(f.objective)) sum += f.objective, ++n;
+  if (n < 2) return NAN;
+  const double mean = sum / double(n);
+  double total = 0, between = 0;
+  for (const auto& f : figs)
+    if (std::isfinite(f.objective)) total += (f.objective - mean) * (f.objective - mean);
+  for (size_t v = 0; v < e.values.size(); ++v)
+    if (e.counts[v]) between += double(e.counts[v]) * (e.means[v] - mean) * (e.means[v] - mean);
+  return total > 0 ? std::min(1.0, between / total) : NAN;
+}
+
+// Whether one value of `a` always goes with one value of `b` and the other way round
+// (both vary, so each has at least two values).
+bool changes_together(const std::vector<Record>& runs, const std::string& a, const std::string& b) {
+  std::map<std::string, std::string> ab, ba;
+  for (const auto& r : runs) {
+    const std::string va = report_value(r, a), vb = report_value(r, b);
+    auto [i, fresh_a] = ab.emplace(va, vb);
+    auto [j, fresh_b] = ba.emplace(vb, va);
+    if (i->second != vb || j->second != va) return false;
+  }
+  return ab.size() > 1;
+}
+
+// Whether every value of `key` is run with the same set of combinations of the `others`
+// (train.seed included: a value with fewer seeds is not like with like).
+bool balanced_axis(const std::vector<Record>& runs, const std::vector<std::string>& others, const std::string& key) {
+  std::map<std::string, std::set<std::vector<std::string>>> rest;
+  for (const auto& r : runs) {
+    std::vector<std::string> values;
+    values.reserve(others.size());
+    for (const auto& k : others) values.push_back(report_value(r, k));
+    rest[report_value(r, key)].insert(std::move(values));
+  }
+  for (const auto& [v, combos] : rest)
+    if (combos != rest.begin()->second) return false;
+  return true;
 }
 
 std::vector<AxisEffect> axis_effects(const std::vector<Record>& runs, const std::vector<ReportRun>& figs,
@@ -215,11 +296,136 @@ std::vector<AxisEffect> axis_effects(const std::vector<Record>& runs, const std:
       if (a.second) lo = std::min(lo, e.means.back()), hi = std::max(hi, e.means.back());
     }
     e.spread = hi >= lo ? hi - lo : 0;
+    e.importance = explained_share(figs, e);
+    std::vector<std::string> others;  // keys that change together with k say nothing about balance
+    for (const auto& other : keys) {
+      if (other == k) continue;
+      if (changes_together(runs, k, other))
+        e.confounded_with.push_back(other);
+      else
+        others.push_back(other);
+    }
+    e.balanced = balanced_axis(runs, others, k);
     out.push_back(std::move(e));
   }
   std::stable_sort(out.begin(), out.end(),
                    [](const AxisEffect& a, const AxisEffect& b) { return a.spread > b.spread; });
   return out;
+}
+
+// The diagnostics of one run the report summarises: clipping, skipped steps, the slowest rank.
+void run_diagnostics(const Record& r, ReportRun& f) {
+  size_t applied = 0, clipped = 0;
+  for (const auto& s : r.steps) {
+    if (s.skipped) {
+      ++f.skipped_steps;
+      continue;
+    }
+    ++applied;
+    clipped += s.clip_coef < 1 ? 1 : 0;
+  }
+  if (applied) f.clipped_share = double(clipped) / double(applied);
+  if (r.rank_step_time_s.empty() || r.world_size < 1) return;
+  std::vector<double> medians;
+  for (size_t rank = 0; rank < size_t(r.world_size); ++rank) {
+    std::vector<double> t;
+    for (const auto& row : r.rank_step_time_s)
+      if (rank < row.size() && std::isfinite(row[rank])) t.push_back(row[rank]);
+    if (t.empty()) return;
+    std::nth_element(t.begin(), t.begin() + std::ptrdiff_t(t.size() / 2), t.end());
+    medians.push_back(t[t.size() / 2]);
+  }
+  std::vector<double> sorted = medians;
+  std::sort(sorted.begin(), sorted.end());
+  const double typical = sorted[sorted.size() / 2];
+  f.slowest_rank = int(std::max_element(medians.begin(), medians.end()) - medians.begin());
+  f.slowest_rank_ratio = typical > 0 ? medians[size_t(f.slowest_rank)] / typical : NAN;
+}
+
+// Marks the runs no other run beats in both objective (lower) and tokens/s (higher).
+void pareto_front(std::vector<ReportRun>& figs) {
+  for (auto& a : figs) {
+    if (!std::isfinite(a.objective) || !std::isfinite(a.tokens_per_s_median)) continue;
+    a.pareto = std::none_of(figs.begin(), figs.end(), [&](const ReportRun& b) {
+      return std::isfinite(b.objective) && std::isfinite(b.tokens_per_s_median) && b.objective <= a.objective &&
+             b.tokens_per_s_median >= a.tokens_per_s_median &&
+             (b.objective < a.objective || b.tokens_per_s_median > a.tokens_per_s_median);
+    });
+  }
+}
+
+// Each group against its partner at the baseline value, run by run paired by seed.
+void baseline_differences(const std::vector<Record>& runs, ReportModel& m) {
+  const std::string& key = m.baseline_key;
+  auto partner_values = [&](const RunGroup& g) {
+    auto v = g.values;
+    for (auto& kv : v)
+      if (kv.first == key) kv.second = m.baseline_value;
+    return v;
+  };
+  std::map<std::vector<std::pair<std::string, std::string>>, size_t> index;
+  for (size_t g = 0; g < m.groups.size(); ++g) index.emplace(m.groups[g].values, g);
+  for (size_t g = 0; g < m.groups.size(); ++g) {
+    const RunGroup& grp = m.groups[g];
+    if (report_value(runs[grp.runs[0]], key) == m.baseline_value) continue;
+    const auto it = index.find(partner_values(grp));
+    if (it == index.end()) {
+      m.baseline_unpaired.push_back(report_fmt::values_text(grp));
+      continue;
+    }
+    BaselineDiff d;
+    d.group = g, d.baseline = it->second;
+    std::map<std::string, size_t> base_by_seed;
+    for (size_t i : m.groups[d.baseline].runs) base_by_seed.emplace(report_value(runs[i], "train.seed"), i);
+    std::vector<size_t> members = grp.runs;  // in seed order
+    std::sort(members.begin(), members.end(), [&](size_t a, size_t b) {
+      return value_less(report_value(runs[a], "train.seed"), report_value(runs[b], "train.seed"));
+    });
+    std::vector<std::pair<size_t, size_t>> pairs;
+    for (size_t i : members) {
+      const std::string seed = report_value(runs[i], "train.seed");
+      auto b = base_by_seed.find(seed);
+      if (b == base_by_seed.end()) continue;
+      pairs.emplace_back(i, b->second);
+      d.seeds.push_back(seed);
+    }
+    if (pairs.empty()) {
+      m.baseline_unpaired.push_back(report_fmt::values_text(grp) + " (no seed in common)");
+      continue;
+    }
+    double sum = 0;
+    size_t n = 0;
+    for (const auto& [i, b] : pairs) {
+      const double diff = m.runs[i].objective - m.runs[b].objective;
+      d.objective_diffs.push_back(diff);
+      if (!std::isfinite(diff)) continue;
+      sum += diff, ++n;
+      d.objective_lo = std::isnan(d.objective_lo) ? diff : std::min(d.objective_lo, diff);
+      d.objective_hi = std::isnan(d.objective_hi) ? diff : std::max(d.objective_hi, diff);
+    }
+    if (n) d.objective_mean = sum / double(n);
+    // Steps both sides of every pair have a finite loss at.
+    std::map<int64_t, std::vector<double>> by_step;
+    for (const auto& [i, b] : pairs) {
+      std::map<int64_t, double> base;
+      for (const auto& s : runs[b].steps)
+        if (std::isfinite(s.loss)) base[s.step] = s.loss;
+      for (const auto& s : runs[i].steps) {
+        auto at = base.find(s.step);
+        if (std::isfinite(s.loss) && at != base.end()) by_step[s.step].push_back(s.loss - at->second);
+      }
+    }
+    for (const auto& [step, diffs] : by_step) {
+      if (diffs.size() != pairs.size()) continue;
+      double total = 0;
+      for (double x : diffs) total += x;
+      d.steps.push_back(step);
+      d.mean.push_back(total / double(diffs.size()));
+      d.lo.push_back(*std::min_element(diffs.begin(), diffs.end()));
+      d.hi.push_back(*std::max_element(diffs.begin(), diffs.end()));
+    }
+    m.baseline_diffs.push_back(std::move(d));
+  }
 }
 
 std::vector<EnvironmentEntry> environment_summary(const std::vector<Record>& runs) {
@@ -240,6 +446,38 @@ std::vector<EnvironmentEntry> environment_summary(const std::vector<Record>& run
 }
 
 }  // namespace
+
+Curve group_curve(const std::vector<Record>& runs, const std::vector<size_t>& members, double StepMetrics::*field) {
+  struct Acc {
+    double sum = 0, lo = INFINITY, hi = -INFINITY;
+    size_t n = 0;
+  };
+  // The runs of a group share their steps unless one ended early.
+  std::map<int64_t, Acc> by_step;
+  for (size_t i : members)
+    for (const auto& s : runs[i].steps) {
+      const double v = s.*field;
+      if (!std::isfinite(v)) continue;
+      Acc& a = by_step[s.step];
+      a.sum += v, ++a.n, a.lo = std::min(a.lo, v), a.hi = std::max(a.hi, v);
+    }
+  Curve c;
+  for (const auto& [step, a] : by_step) {
+    c.steps.push_back(step), c.mean.push_back(a.sum / double(a.n));
+    c.lo.push_back(a.lo), c.hi.push_back(a.hi);
+  }
+  return c;
+}
+
+// Numbers compare as numbers (1e-3 before 0.01), everything else as text.
+bool value_less(const std::string& a, const std::string& b) {
+  char *ea = nullptr, *eb = nullptr;
+  double x = std::strtod(a.c_str(), &ea), y = std::strtod(b.c_str(), &eb);
+  const bool na = !a.empty() && *ea == '\0', nb = !b.empty() && *eb == '\0';
+  if (na && nb && x != y) return x < y;
+  if (na != nb) return na;  // numbers first
+  return a < b;
+}
 
 std::string report_value(const Record& r, const std::string& key) {
   auto it = r.config.find(key);
@@ -277,8 +515,8 @@ SweepRecords load_sweep(const std::string& dir) {
       problem = path + ": damaged record (" + e.what() + "); re-run the point to replace it";
     }
     if (!problem.empty()) {
-      out.problems.push_back(problem);
       out.failed.push_back(describe_unfinished(d, problem));
+      if (!out.failed.back().problem.empty()) out.problems.push_back(problem);
     } else if (out.runs.back().status != "completed") {
       const Record& r = out.runs.back();
       out.failed.push_back({r.run_id, r.status, r.failure, "", log_tail(d / "logs" / "rank0.log")});
@@ -343,11 +581,12 @@ ReportModel build_report(const std::string& title, const SweepRecords& sweep, co
     if (!health[i].empty()) ++m.flagged;
   }
   for (const auto& f : sweep.failed) {
-    if (f.problem.empty()) continue;  // a readable record: counted by its status above
-    if (f.status == "failed")
-      ++m.failed;
-    else if (f.status == "running")
+    if (f.status == "running")
       ++m.running;
+    else if (f.problem.empty())
+      continue;  // a readable record: counted by its status above
+    else if (f.status == "failed" || f.status == "interrupted")
+      ++m.failed;
     else
       ++m.missing;
   }
@@ -372,6 +611,11 @@ ReportModel build_report(const std::string& title, const SweepRecords& sweep, co
     if (fa && a.objective_mean != b.objective_mean) return a.objective_mean < b.objective_mean;
     return values_less(a.values, b.values);
   });
+
+  for (size_t i = 0; i < runs.size(); ++i) run_diagnostics(runs[i], m.runs[i]);
+  pareto_front(m.runs);
+  m.baseline_key = opt.baseline_key, m.baseline_value = opt.baseline_value;
+  if (!m.baseline_key.empty() && !m.groups.empty()) baseline_differences(runs, m);
 
   m.classes = equivalence_classes(runs, m.runs);
   m.layout_sets = layout_sets(runs, m.runs);

@@ -21,6 +21,10 @@ struct FailedRun {
   std::string cause;     ///< the record's failure attribute, else the reader's sentence
   std::string problem;   ///< the matching entry of SweepRecords::problems ("" for diverged)
   std::string log_tail;  ///< last lines of runs/<id>/logs/rank0.log ("" when there is none)
+  /// A running run's progress, from its partial record as of the writer's last flush:
+  /// the last recorded step (0 before the first), train.steps and that step's loss.
+  int64_t step = -1, steps = -1;
+  double loss = NAN;
 };
 
 /// The records of a sweep directory and what could not be read.
@@ -33,17 +37,37 @@ struct SweepRecords {
 
 /// Reads `<dir>/runs/*/record.h5`. Missing or partial records become problems and
 /// failed runs (with the status a partial record holds and the tail of the run's log).
+/// A run whose partial record says running while a process holds its run.lock is a
+/// running run (status "running", with its progress), not a problem; one that says
+/// running with nobody holding the lock was stopped without finishing ("interrupted").
 SweepRecords load_sweep(const std::string& dir);
 
 /// Config keys whose canonical value differs between at least two runs, in key order.
 std::vector<std::string> varying_keys(const std::vector<Record>& runs);
 
+/// The natural order of config values: numbers as numbers (1e-3 before 0.01) and before
+/// everything else, which compares as text.
+bool value_less(const std::string& a, const std::string& b);
+
 /// The canonical value of `key` in the run's config, or "unset".
 std::string report_value(const Record& r, const std::string& key);
+
+/// A per-step figure over several runs: at each step some run recorded finitely, the mean,
+/// smallest and largest of their values.
+struct Curve {
+  std::vector<int64_t> steps;
+  std::vector<double> mean, lo, hi;
+};
+
+/// The curve of `field` (e.g. &StepMetrics::loss) over `runs[members]`.
+Curve group_curve(const std::vector<Record>& runs, const std::vector<size_t>& members, double StepMetrics::*field);
 
 /// Settings of one report.
 struct ReportOptions {
   std::string group_by;  ///< config key: one loss chart per value of it; "" = one chart
+  /// --baseline KEY=VALUE: every group whose KEY is another value is compared with its
+  /// partner at VALUE (same other values), run by run paired by seed. "" = none.
+  std::string baseline_key, baseline_value;
 };
 
 /// Keys that only say how a step is laid out: runs differing only in these (with the same
@@ -55,6 +79,15 @@ const std::vector<std::string>& layout_keys();
 struct ReportRun : RunFigures {
   std::vector<HealthFlag> health;  ///< stored or computed per-run flags, then the sweep-level ones
   size_t equivalence = 0;          ///< index into ReportModel::classes
+  /// On the Pareto front of objective (lower is better) against tokens/s median (higher is
+  /// better): no other run is at least as good in both and better in one.
+  bool pareto = false;
+  double clipped_share = NAN;  ///< share of applied steps whose gradient was clipped (clip_coef < 1)
+  int64_t skipped_steps = 0;   ///< steps whose update was skipped (fp16 overflow)
+  /// The rank with the largest median step time and that median over the median of all
+  /// ranks' medians (1 for one rank); -1 / NaN when the record has no per-rank times.
+  int slowest_rank = -1;
+  double slowest_rank_ratio = NAN;
 };
 
 /// Runs whose configs differ only in train.seed: one row of the report's table.
@@ -72,6 +105,21 @@ struct RunGroup {
   std::string status;                ///< e.g. "2 completed" or "1 completed, 1 diverged"
   std::vector<int64_t> curve_steps;  ///< steps of the mean loss curve
   std::vector<double> curve_loss;    ///< mean over the runs with a finite loss at that step
+  /// The band around it: the smallest and largest of those runs' losses at that step
+  /// (equal to the mean for one run).
+  std::vector<double> curve_lo, curve_hi;
+};
+
+/// One group against its baseline partner (ReportOptions::baseline_key): each of its runs
+/// minus the partner's run of the same seed, step by step, so that "fp16 minus fp32" is
+/// one curve with the seeds' spread around it.
+struct BaselineDiff {
+  size_t group = 0, baseline = 0;                                       ///< indexes into ReportModel::groups
+  std::vector<std::string> seeds;                                       ///< train.seed of each pair, in seed order
+  std::vector<double> objective_diffs;                                  ///< per pair: objective minus the partner's
+  double objective_mean = NAN, objective_lo = NAN, objective_hi = NAN;  ///< over the finite ones
+  std::vector<int64_t> steps;        ///< steps where every pair has a finite loss on both sides
+  std::vector<double> mean, lo, hi;  ///< mean, smallest and largest difference over the pairs
 };
 
 /// Runs with identical checksum trajectories (every recorded step and hash).
@@ -83,8 +131,15 @@ struct EquivalenceClass {
 /// Runs that differ only in layout keys with the same global batch.
 struct LayoutSet {
   std::vector<size_t> runs;      ///< indexes into SweepRecords::runs
-  bool identical = true;         ///< every run in the same equivalence class
+  bool identical = true;         ///< every run held to the bits is in its layout's class
   std::string first_difference;  ///< verdict of the first run against the first that differs
+  /// Runs of the set whose layout does the same math but by design not the same bits as
+  /// the set's first run (a non-power-of-two accumulation, whose ranks' leaves are not
+  /// subtrees of the canonical tree, or the native all-reduce): they are held to identity
+  /// only with runs of their own layout, and measured against the first run instead.
+  std::vector<size_t> by_design;
+  double by_design_max_rel = NAN;  ///< largest relative loss difference of those against the first run
+  std::string by_design_note;      ///< which run and step that was, in one sentence
 };
 
 /// Effect of one grid axis: mean objective at each of its values.
@@ -94,6 +149,17 @@ struct AxisEffect {
   std::vector<size_t> counts;       ///< runs with a finite objective at each value
   std::vector<double> means;        ///< their mean objective
   double spread = 0;                ///< largest mean minus smallest mean
+  /// Share of the objective's variance over the runs that this axis alone explains: the
+  /// between-values sum of squares over the total (eta squared of a one-way analysis of
+  /// variance), in [0, 1]; NaN with fewer than two finite objectives or no variance.
+  double importance = NAN;
+  /// Other varying keys whose values change exactly when this one's do (one value of each
+  /// always goes with one value of the other): their effects cannot be told apart.
+  std::vector<std::string> confounded_with;
+  /// Every value of this axis is run with the same combinations of the other varying
+  /// keys, so its means compare like with like; false in an incomplete grid, where the
+  /// means also carry the other axes' effects.
+  bool balanced = true;
 };
 
 /// One environment attribute across the runs.
@@ -124,6 +190,10 @@ struct ReportModel {
   std::vector<EnvironmentEntry> environment;
   std::string group_by;
   std::vector<Chart> charts;
+  std::string baseline_key, baseline_value;  ///< ReportOptions' baseline; "" = none
+  std::vector<BaselineDiff> baseline_diffs;  ///< in the order of ReportModel::groups
+  /// Groups that have no partner at the baseline value (their values, values_text style).
+  std::vector<std::string> baseline_unpaired;
 };
 
 /// Computes every figure of the report.

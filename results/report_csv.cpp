@@ -16,6 +16,17 @@ std::string csv_row(const std::vector<std::string>& cells) {
   return s + "\r\n";
 }
 
+// The run's objective minus its baseline partner's (same seed); NaN without one.
+double baseline_difference(const ReportModel& m, size_t group, const Record& r) {
+  for (const auto& d : m.baseline_diffs) {
+    if (d.group != group) continue;
+    const std::string seed = report_value(r, "train.seed");
+    for (size_t k = 0; k < d.seeds.size(); ++k)
+      if (d.seeds[k] == seed) return d.objective_diffs[k];
+  }
+  return NAN;
+}
+
 }  // namespace
 
 std::string render_csv(const SweepRecords& sweep, const ReportModel& m) {
@@ -44,6 +55,12 @@ std::string render_csv(const SweepRecords& sweep, const ReportModel& m) {
                         "group_runs",
                         "group_objective_mean",
                         "group_objective_std",
+                        "pareto",
+                        "clipped_share",
+                        "skipped_steps",
+                        "slowest_rank",
+                        "slowest_rank_ratio",
+                        "baseline_objective_difference",
                         "layout_set",
                         "layout_set_identical",
                         "cause",
@@ -87,6 +104,12 @@ std::string render_csv(const SweepRecords& sweep, const ReportModel& m) {
                                  std::to_string(g.runs.size()),
                                  csv_num(g.objective_mean),
                                  csv_num(g.objective_std),
+                                 std::string(f.pareto ? "yes" : "no"),
+                                 csv_num(f.clipped_share),
+                                 std::to_string(f.skipped_steps),
+                                 f.slowest_rank < 0 ? std::string() : std::to_string(f.slowest_rank),
+                                 csv_num(f.slowest_rank_ratio),
+                                 csv_num(baseline_difference(m, x.group[i], r)),
                                  in_set ? std::to_string(x.layout_set[i]) : std::string(),
                                  std::string(in_set ? (m.layout_sets[x.layout_set[i]].identical ? "yes" : "no") : ""),
                                  r.failure,

@@ -139,6 +139,56 @@ inline std::vector<size_t> curve_samples(size_t n) {
   return out;
 }
 
+/// How the report's "variance explained" is computed, said under every effects table.
+inline constexpr const char* kImportanceMethod =
+    "Variance explained: the share of the objective's variance over all runs that lies between the means at "
+    "each value of the axis (eta squared of a one-way analysis of variance). In a complete grid the axes' "
+    "shares add up to at most 1; what is left is interactions and seed noise. An axis that changes together "
+    "with another cannot be told apart from it, and the means of an unbalanced axis (an incomplete grid) also "
+    "carry other axes' effects.";
+
+/// "34.5%" of a share in [0, 1], "0.052%" below 1% (two significant digits), "0%" for
+/// none; "-" when unknown.
+inline std::string percent(double share) {
+  if (!std::isfinite(share)) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, share > 0 && share < 0.01 ? "%.2g%%" : "%.1f%%", 100 * share);
+  return share == 0 ? "0%" : buf;
+}
+
+/// The importance of an axis and what limits its reading: "72.0%; changes together with
+/// train.min_lr; unbalanced".
+inline std::string effect_notes(const AxisEffect& e) {
+  std::string s = percent(e.importance);
+  if (!e.confounded_with.empty()) {
+    s += "; changes together with ";
+    for (size_t i = 0; i < e.confounded_with.size(); ++i) s += (i ? ", " : "") + e.confounded_with[i];
+    s += " (effects not separable)";
+  }
+  if (!e.balanced) s += "; unbalanced (other axes differ between its values)";
+  return s;
+}
+
+/// "+0.0123 (min -0.001, max +0.02, 3 seeds)" of a baseline difference's objective.
+inline std::string diff_text(const BaselineDiff& d) {
+  if (std::isnan(d.objective_mean)) return "-";
+  auto sig = [](double v) { return (v > 0 ? "+" : "") + g6(v); };
+  if (d.seeds.size() == 1) return sig(d.objective_mean) + " (1 seed)";
+  return sig(d.objective_mean) + " (min " + sig(d.objective_lo) + ", max " + sig(d.objective_hi) + ", " +
+         std::to_string(d.seeds.size()) + " seeds)";
+}
+
+/// "train.precision=fp16 minus train.precision=fp32" for the difference's title.
+inline std::string diff_title(const ReportModel& m, const BaselineDiff& d) {
+  std::string other;
+  for (const auto& [k, v] : m.groups[d.group].values)
+    if (k == m.baseline_key) other = k + "=" + v;
+  std::string rest;
+  for (const auto& [k, v] : m.groups[d.group].values)
+    if (k != m.baseline_key) rest += (rest.empty() ? "" : ", ") + k + "=" + v;
+  return other + " minus " + m.baseline_key + "=" + m.baseline_value + (rest.empty() ? "" : " at " + rest);
+}
+
 /// Where each run sits in the model: its group and its layout set.
 struct RunIndex {
   std::vector<size_t> group, layout_set;  // per run; layout_set is SIZE_MAX when in none

@@ -3,23 +3,20 @@
 // from a record goes through html_escape.
 #include <algorithm>  // min, max, clamp, all_of
 #include <cmath>      // log10, isfinite
+#include <cstdlib>    // strtod
+#include <functional>
 #include <optional>
+#include <set>
 
-#include "plot_axes.h"  // ticks, robust limits, palette
+#include "plot_axes.h"  // palette
 #include "report.h"
 #include "report_format.h"
+#include "report_plots.h"  // line charts, parallel coordinates, scatter
 
 namespace sweep {
 namespace {
 
 using namespace report_fmt;
-
-// Chart geometry in SVG units; the legend extends the SVG below the plot area.
-constexpr double kWidth = 720, kHeight = 360;
-constexpr double kLeft = 70, kRight = 20, kTop = 20, kBottom = 40;
-constexpr double kLegendRow = 18;
-// Past this many curves a legend stops helping; the table names every group anyway.
-constexpr size_t kLegendMax = 40;
 
 constexpr const char* kStyle =
     "body{font-family:system-ui,sans-serif;margin:2em;color:#222}\n"
@@ -41,38 +38,24 @@ constexpr const char* kStyle =
     "svg text.note{fill:#b00}\n"
     ".wide{overflow-x:auto;max-width:100%}\n"
     "td.id{overflow-wrap:anywhere;min-width:10em;max-width:28em}\n"
-    "svg polyline{fill:none;stroke-width:1.5}\n";
-
-// One decimal is below a pixel and keeps large charts small.
-std::string coord(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
-}
+    "svg polyline{fill:none;stroke-width:1.5}\n"
+    "tr.best td{background:#eef7ee;font-weight:bold}\n"
+    "svg polygon.band{fill-opacity:0.15;stroke:none}\n"
+    "svg line.ref{stroke:#888;stroke-dasharray:6 3}\n"
+    "svg text.ref{fill:#666}\n"
+    "svg polyline.pc{stroke-opacity:0.7}\n"
+    "svg polyline.front{stroke:#d62728;stroke-width:1.5;stroke-dasharray:4 2}\n"
+    "svg circle.point{fill:#4e79a7;fill-opacity:0.6}\n"
+    "svg circle.front{fill:#4e79a7;stroke:#d62728;stroke-width:2}\n";
 
 std::string td(const std::string& escaped, const char* cls = nullptr) {
   return cls ? "<td class=\"" + std::string(cls) + "\">" + escaped + "</td>" : "<td>" + escaped + "</td>";
-}
-
-std::string svg_text(double x, double y, const char* anchor, const std::string& escaped,
-                     const std::string& extra = "") {
-  return "<text x=\"" + coord(x) + "\" y=\"" + coord(y) + "\" text-anchor=\"" + anchor + "\"" + extra + ">" + escaped +
-         "</text>\n";
 }
 
 // A config value as a cell: "unset" and "" are shown as such, not as a blank.
 std::string value_cell(const std::string& v) {
   if (v == "unset") return td("unset", "missing");
   return v.empty() ? td("(empty)", "missing") : td(html_escape(v));
-}
-
-// A legend line past the chart's width is cut; the curve's tooltip keeps the whole name.
-std::string legend_text(const std::string& label) {
-  constexpr size_t kMax = 100;
-  if (label.size() <= kMax) return html_escape(label);
-  size_t cut = kMax;
-  while (cut > 0 && (static_cast<unsigned char>(label[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 sequence
-  return html_escape(label.substr(0, cut)) + "&#8230;";
 }
 
 // A group of one run is named by its run id; a group of seeds by its values.
@@ -86,27 +69,6 @@ std::string curve_label(const SweepRecords& sweep, const RunGroup& g) {
 bool all_diverged(const SweepRecords& sweep, const RunGroup& g) {
   return !g.runs.empty() &&
          std::all_of(g.runs.begin(), g.runs.end(), [&](size_t i) { return sweep.runs[i].status == "diverged"; });
-}
-
-// The scales every chart of the report shares, so that the --group-by panels compare.
-struct Scales {
-  double x_lo = INFINITY, x_hi = -INFINITY;  // steps
-  plot::Limits y;
-};
-
-Scales chart_scales(const SweepRecords& sweep, const ReportModel& m) {
-  Scales sc;
-  std::vector<std::vector<double>> bulk, all;
-  for (const Chart& c : m.charts)
-    for (size_t gi : c.groups) {
-      const RunGroup& g = m.groups[gi];
-      for (int64_t step : g.curve_steps)
-        sc.x_lo = std::min(sc.x_lo, double(step)), sc.x_hi = std::max(sc.x_hi, double(step));
-      all.push_back(g.curve_loss);
-      if (!all_diverged(sweep, g)) bulk.push_back(g.curve_loss);
-    }
-  sc.y = plot::robust_limits(bulk.empty() ? all : bulk);
-  return sc;
 }
 
 // What the legend calls each curve of a chart: only the keys whose values differ between
@@ -134,123 +96,50 @@ std::vector<std::string> legend_names(const SweepRecords& sweep, const ReportMod
   return names;
 }
 
-std::string svg_line(double x1, double y1, double x2, double y2, const std::string& attrs) {
-  return "<line " + attrs + " x1=\"" + coord(x1) + "\" y1=\"" + coord(y1) + "\" x2=\"" + coord(x2) + "\" y2=\"" +
-         coord(y2) + "\"/>\n";
+// A chart of one curve per group of `chart`, its band when the group has several runs;
+// `curve_of(g)` gives group g's curve.
+report_plot::LineChart group_chart(const SweepRecords& sweep, const ReportModel& m, const Chart& chart,
+                                   const std::string& y_label, const std::function<Curve(size_t)>& curve_of) {
+  report_plot::LineChart c;
+  c.title = chart.title, c.y_label = y_label;
+  const std::vector<std::string> names = legend_names(sweep, m, chart);
+  for (size_t i = 0; i < chart.groups.size(); ++i) {
+    const RunGroup& g = m.groups[chart.groups[i]];
+    const Curve curve = curve_of(chart.groups[i]);
+    report_plot::Series s;
+    s.label = curve_label(sweep, g), s.legend = names[i];
+    s.x.assign(curve.steps.begin(), curve.steps.end());
+    s.y = curve.mean;
+    if (g.runs.size() > 1) s.lo = curve.lo, s.hi = curve.hi;
+    s.sets_scale = !all_diverged(sweep, g);
+    c.series.push_back(std::move(s));
+  }
+  return c;
 }
 
-std::string svg_chart(const SweepRecords& sweep, const ReportModel& m, const Chart& chart, const Scales& sc) {
-  bool any = false;
-  for (size_t g : chart.groups)
-    for (double v : m.groups[g].curve_loss) any = any || std::isfinite(v);
-  if (!any) return "<p>No finite loss values to plot.</p>\n";
+// The loss chart of one panel: each group's mean curve with the band of its seeds.
+report_plot::LineChart loss_chart(const SweepRecords& sweep, const ReportModel& m, const Chart& chart) {
+  return group_chart(sweep, m, chart, "loss", [&](size_t g) {
+    const RunGroup& r = m.groups[g];
+    return Curve{r.curve_steps, r.curve_loss, r.curve_lo, r.curve_hi};
+  });
+}
 
-  const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom, base = kTop + ph;
-  const plot::Limits& yl = sc.y;
-  auto px = [&](double x) {
-    const double f = (x - sc.x_lo) / (sc.x_hi - sc.x_lo);
-    return kLeft + (sc.x_hi > sc.x_lo && std::isfinite(f) ? f : 0.5) * pw;
-  };
-  // Where y lies between the limits (0 bottom, 1 top), unclamped; -inf for <= 0 on a log axis.
-  auto yfrac = [&](double y) {
-    if (yl.log)
-      return y > 0 ? (std::log10(y) - std::log10(yl.lo)) / (std::log10(yl.hi) - std::log10(yl.lo)) : -INFINITY;
-    return (y * 0.5 - yl.lo * 0.5) / (yl.hi * 0.5 - yl.lo * 0.5);  // halved: finite near DBL_MAX
-  };
-  auto py = [&](double y) { return base - std::clamp(yfrac(y), 0.0, 1.0) * ph; };
+// Whether any run recorded `field` as something other than 0 (writers that do not measure
+// a figure leave it 0).
+bool recorded(const SweepRecords& sweep, double StepMetrics::*field) {
+  return std::any_of(sweep.runs.begin(), sweep.runs.end(), [&](const Record& r) {
+    return std::any_of(r.steps.begin(), r.steps.end(), [&](const StepMetrics& s) { return s.*field != 0; });
+  });
+}
 
-  // Curves with points past the limits: drawn clipped at the edge, marked and named below.
-  struct Clip {
-    size_t curve;
-    double step, value;
-    bool above;
-  };
-  std::vector<Clip> clips;
-  for (size_t i = 0; i < chart.groups.size(); ++i) {
-    const RunGroup& g = m.groups[chart.groups[i]];
-    std::optional<Clip> worst;
-    for (size_t k = 0; k < g.curve_steps.size(); ++k) {
-      const double f = yfrac(g.curve_loss[k]);
-      if (f >= 0 && f <= 1) continue;
-      const bool above = f > 1;
-      if (!worst || (above && (!worst->above || g.curve_loss[k] > worst->value)) ||
-          (!above && !worst->above && g.curve_loss[k] < worst->value))
-        worst = Clip{i, double(g.curve_steps[k]), g.curve_loss[k], above};
-    }
-    if (worst) clips.push_back(*worst);
-  }
-
-  const std::vector<std::string> names = legend_names(sweep, m, chart);
-  const size_t legend = std::min(chart.groups.size(), kLegendMax) + (chart.groups.size() > kLegendMax ? 1 : 0);
-  const double notes_top = kHeight + 4, legend_top = notes_top + kLegendRow * double(clips.size());
-  const double total_h = legend_top + kLegendRow * double(legend) + 8;
-  std::string s = "<svg width=\"" + coord(kWidth) + "\" height=\"" + coord(total_h) + "\" viewBox=\"0 0 " +
-                  coord(kWidth) + " " + coord(total_h) +
-                  "\" role=\"img\" aria-label=\"loss against step: " + html_escape(chart.title) + "\">\n";
-
-  // Gridlines and labelled ticks at nice numbers on both axes (decades on a log axis).
-  const std::vector<double> xt = plot::nice_ticks(sc.x_lo, sc.x_hi, true);
-  const double xstep = plot::tick_step(xt);
-  for (double x : xt) {
-    s += svg_line(px(x), kTop, px(x), base, "class=\"grid\"");
-    s += svg_line(px(x), base, px(x), base + 4, "class=\"axis\"");
-    s += svg_text(px(x), base + 16, "middle", plot::tick_label(x, xstep), " class=\"tick\"");
-  }
-  const std::vector<double> yt = yl.log ? plot::log_ticks(yl.lo, yl.hi) : plot::nice_ticks(yl.lo, yl.hi);
-  const double ystep = plot::tick_step(yt);
-  for (double y : yt) {
-    s += svg_line(kLeft, py(y), kLeft + pw, py(y), "class=\"grid\"");
-    s += svg_line(kLeft - 4, py(y), kLeft, py(y), "class=\"axis\"");
-    s += svg_text(kLeft - 6, py(y) + 4, "end", plot::tick_label(y, yl.log ? y : ystep), " class=\"tick\"");
-  }
-  s += svg_line(kLeft, base, kLeft + pw, base, "class=\"axis\"");
-  s += svg_line(kLeft, kTop, kLeft, base, "class=\"axis\"");
-  s += svg_text(kLeft + pw / 2, kHeight - 6, "middle", "step");
-  s += svg_text(16, kTop + ph / 2, "middle", yl.log ? "loss (log scale)" : "loss",
-                " transform=\"rotate(-90 16 " + coord(kTop + ph / 2) + ")\"");
-
-  for (size_t i = 0; i < chart.groups.size(); ++i) {
-    const RunGroup& g = m.groups[chart.groups[i]];
-    const std::string colour = plot::series_colour(i);
-    const std::string dash_pattern = plot::series_dash(i);
-    const std::string dash = dash_pattern.empty() ? "" : " stroke-dasharray=\"" + dash_pattern + "\"";
-    const std::string label = html_escape(curve_label(sweep, g));
-    const size_t n = g.curve_steps.size();
-    std::string points;
-    for (size_t k = 0; k < n; ++k)
-      points += (k ? " " : "") + coord(px(double(g.curve_steps[k]))) + "," + coord(py(g.curve_loss[k]));
-    if (n >= 2) {
-      s += "<polyline stroke=\"" + colour + "\"" + dash + " points=\"" + points + "\"><title>" + label +
-           "</title></polyline>\n";
-    } else if (n == 1) {  // a one-point polyline draws nothing
-      s += "<circle fill=\"" + colour + "\" r=\"3\" cx=\"" + coord(px(double(g.curve_steps[0]))) + "\" cy=\"" +
-           coord(py(g.curve_loss[0])) + "\"><title>" + label + "</title></circle>\n";
-    }
-    if (i >= kLegendMax) continue;
-    const double ly = legend_top + kLegendRow * double(i);
-    s += "<line stroke=\"" + colour + "\" stroke-width=\"3\"" + dash + " x1=\"" + coord(kLeft) + "\" y1=\"" +
-         coord(ly + 8) + "\" x2=\"" + coord(kLeft + 24) + "\" y2=\"" + coord(ly + 8) + "\"/>\n";
-    // The legend names what differs; hovering it gives the curve's whole label.
-    s += svg_text(kLeft + 30, ly + 12, "start",
-                  legend_text(names[i]) + (n ? "" : " &#8212; no finite loss") + "<title>" + label + "</title>");
-  }
-  // A triangle at the edge where each clipped curve leaves the plot, and a note naming it.
-  for (size_t c = 0; c < clips.size(); ++c) {
-    const Clip& k = clips[c];
-    const std::string who = curve_label(sweep, m.groups[chart.groups[k.curve]]);
-    const std::string note = "clipped: " + who + (k.above ? " peaks at " : " dips to ") + plot::number_label(k.value);
-    const double x = px(k.step), y = k.above ? kTop : base, d = k.above ? -1 : 1;
-    s += "<path class=\"clipped\" d=\"M" + coord(x) + " " + coord(y + d * 7) + " L" + coord(x - 5) + " " +
-         coord(y - d * 2) + " L" + coord(x + 5) + " " + coord(y - d * 2) + " Z\"><title>" + html_escape(note) +
-         "</title></path>\n";
-    s += svg_text(kLeft, notes_top + kLegendRow * double(c) + 12, "start",
-                  (k.above ? "&#9650; " : "&#9660; ") + legend_text(note), " class=\"note\"");
-  }
-  if (chart.groups.size() > kLegendMax)
-    s += svg_text(kLeft, legend_top + kLegendRow * double(kLegendMax) + 12, "start",
-                  "&#8230; and " + std::to_string(chart.groups.size() - kLegendMax) +
-                      " more curves (hover a curve for its name)");
-  return s + "</svg>\n";
+// One chart of a per-step diagnostic over every group: each group's mean with its band.
+report_plot::LineChart diagnostic_chart(const SweepRecords& sweep, const ReportModel& m, double StepMetrics::*field,
+                                        const std::string& y_label) {
+  Chart all{"all runs", {}};
+  for (size_t g = 0; g < m.groups.size(); ++g) all.groups.push_back(g);
+  return group_chart(sweep, m, all, y_label,
+                     [&](size_t g) { return group_curve(sweep.runs, m.groups[g].runs, field); });
 }
 
 std::string summary(const SweepRecords& sweep, const ReportModel& m) {
@@ -270,8 +159,10 @@ std::string groups_table(const SweepRecords& sweep, const ReportModel& m) {
   t += "<th>runs</th><th>" + html_escape(objective_title(m)) +
        " (mean &#177; std over seeds)</th><th>best loss</th><th>best eval loss</th><th>tokens/s (median)</th>"
        "<th>memory per rank</th><th>status</th><th>health</th><th>reproducibility class</th></tr></thead>\n<tbody>\n";
-  for (const auto& g : m.groups) {
-    t += "<tr>";
+  for (size_t gi = 0; gi < m.groups.size(); ++gi) {
+    const RunGroup& g = m.groups[gi];
+    // Groups are sorted best first: the first with a finite objective is the best.
+    t += gi == 0 && std::isfinite(g.objective_mean) ? "<tr class=\"best\" title=\"best\">" : "<tr>";
     for (const auto& kv : g.values) t += value_cell(kv.second);
     std::string classes;
     for (size_t i : g.runs) {
@@ -285,7 +176,8 @@ std::string groups_table(const SweepRecords& sweep, const ReportModel& m) {
          (health.empty() ? td("ok", "ok") : td(html_escape(health), "flag")) + td(classes) + "</tr>\n";
   }
   return t + "</tbody>\n</table>\n<p>Best " + html_escape(objective_title(m)) +
-         " first (the final eval loss of a run that evaluated held-out data, else the mean training loss of its "
+         " first, the best row highlighted (the final eval loss of a run that evaluated held-out data, else the mean "
+         "training loss of its "
          "last " +
          std::to_string(kLossWindow) +
          " steps).</p>\n<p>&#185; a class of one run: no other run has its checksum trajectory.</p>\n";
@@ -295,7 +187,8 @@ std::string effects_table(const ReportModel& m) {
   if (m.effects.empty()) return "";
   std::string t =
       "<h2>Effect of each axis on the " + html_escape(objective_title(m)) +
-      "</h2>\n<table>\n<thead><tr><th>axis</th><th>spread of means</th><th>value</th><th>runs</th><th>mean " +
+      "</h2>\n<table>\n<thead><tr><th>axis</th><th>spread of means</th><th>variance explained</th><th>value</th>"
+      "<th>runs</th><th>mean " +
       html_escape(objective_title(m)) + "</th></tr></thead>\n<tbody>\n";
   double widest = 0;
   for (const auto& e : m.effects) widest = std::max(widest, e.spread);
@@ -306,19 +199,209 @@ std::string effects_table(const ReportModel& m) {
         const double w = widest > 0 ? 120 * e.spread / widest : 0;
         t += "<td rowspan=\"" + std::to_string(e.values.size()) + "\">" + html_escape(e.key) + "</td><td rowspan=\"" +
              std::to_string(e.values.size()) + "\" class=\"num\">" + g6(e.spread) +
-             " <span class=\"bar\" style=\"width:" + coord(w) + "px\"></span></td>";
+             " <span class=\"bar\" style=\"width:" + report_plot::coord(w) + "px\"></span></td><td rowspan=\"" +
+             std::to_string(e.values.size()) + "\">" + html_escape(effect_notes(e)) + "</td>";
       }
       t +=
           td(html_escape(e.values[i])) + td(std::to_string(e.counts[i]), "num") + td(g6(e.means[i]), "num") + "</tr>\n";
     }
   }
-  return t + "</tbody>\n</table>\n";
+  return t + "</tbody>\n</table>\n<p>" + html_escape(kImportanceMethod) + "</p>\n";
+}
+
+// "fp16 minus fp32" as curves: each group's paired differences against its baseline partner.
+std::string baseline_section(const SweepRecords& sweep, const ReportModel& m) {
+  if (m.baseline_key.empty()) return "";
+  std::string h = "<h2>Differences against " + html_escape(m.baseline_key + "=" + m.baseline_value) + "</h2>\n";
+  if (m.baseline_diffs.empty()) h += "<p>No group has a partner at the baseline value with a seed in common.</p>\n";
+  report_plot::LineChart c;
+  c.title = "differences against " + m.baseline_key + "=" + m.baseline_value;
+  c.y_label = "loss minus baseline";
+  c.lines.push_back({0, "baseline"});
+  // The legend names the compared value and only the other keys that differ between curves.
+  std::vector<bool> differs;
+  for (const auto& d : m.baseline_diffs) {
+    const auto& v = m.groups[d.group].values;
+    const auto& first = m.groups[m.baseline_diffs[0].group].values;
+    differs.resize(std::max(differs.size(), v.size()), false);
+    for (size_t k = 0; k < v.size(); ++k)
+      if (k >= first.size() || v[k] != first[k]) differs[k] = true;
+  }
+  std::string rows;
+  for (size_t i = 0; i < m.baseline_diffs.size(); ++i) {
+    const BaselineDiff& d = m.baseline_diffs[i];
+    report_plot::Series s;
+    s.label = diff_title(m, d);
+    std::string other, rest;
+    const auto& v = m.groups[d.group].values;
+    for (size_t k = 0; k < v.size(); ++k) {
+      if (v[k].first == m.baseline_key)
+        other = v[k].second;
+      else if (differs[k])
+        rest += (rest.empty() ? "" : ", ") + v[k].first + "=" + v[k].second;
+    }
+    s.legend = other + " minus " + m.baseline_value + (rest.empty() ? "" : " at " + rest);
+    s.x.assign(d.steps.begin(), d.steps.end());
+    s.y = d.mean;
+    if (d.seeds.size() > 1) s.lo = d.lo, s.hi = d.hi;
+    s.sets_scale = !all_diverged(sweep, m.groups[d.group]);
+    c.series.push_back(std::move(s));
+    std::string seeds;
+    for (const auto& x : d.seeds) seeds += (seeds.empty() ? "" : ", ") + x;
+    rows += "<tr>" + td(html_escape(diff_title(m, d))) + td(html_escape(seeds)) + td(html_escape(diff_text(d)), "num") +
+            "</tr>\n";
+  }
+  if (!c.series.empty()) {
+    h += "<p>Each curve is the mean over seeds of a run's loss minus the loss of the run with the same seed and "
+         "the baseline value, step by step; its band spans the smallest to the largest of those differences. "
+         "Below zero is better than the baseline.</p>\n";
+    h += report_plot::svg_line_chart(c, report_plot::shared_scale({&c}));
+    h += "<table>\n<thead><tr><th>difference</th><th>seeds paired</th><th>" + html_escape(objective_title(m)) +
+         " difference (mean, min, max over seeds)</th></tr></thead>\n<tbody>\n" + rows + "</tbody>\n</table>\n";
+  }
+  if (!m.baseline_unpaired.empty()) {
+    h += "<p>Without a partner at the baseline value:</p>\n<ul>\n";
+    for (const auto& u : m.baseline_unpaired) h += "<li>" + html_escape(u) + "</li>\n";
+    h += "</ul>\n";
+  }
+  return h;
+}
+
+// Each rank's step time, step by step, for the multi-rank run whose slowest rank is
+// furthest from the ranks' median: a straggler is the line above the others.
+std::string straggler_chart(const SweepRecords& sweep, const ReportModel& m) {
+  size_t worst = SIZE_MAX;
+  for (size_t i = 0; i < sweep.runs.size(); ++i)
+    if (sweep.runs[i].world_size > 1 && std::isfinite(m.runs[i].slowest_rank_ratio) &&
+        (worst == SIZE_MAX || m.runs[i].slowest_rank_ratio > m.runs[worst].slowest_rank_ratio))
+      worst = i;
+  if (worst == SIZE_MAX) return "";
+  const Record& r = sweep.runs[worst];
+  report_plot::LineChart c;
+  c.title = r.run_id, c.y_label = "step time (s)";
+  for (int64_t rank = 0; rank < r.world_size; ++rank) {
+    report_plot::Series s;
+    s.label = s.legend = "rank " + std::to_string(rank);
+    for (size_t k = 0; k < r.rank_step_time_s.size() && k < r.steps.size(); ++k)
+      if (size_t(rank) < r.rank_step_time_s[k].size())
+        s.x.push_back(double(r.steps[k].step)), s.y.push_back(r.rank_step_time_s[k][size_t(rank)]);
+    c.series.push_back(std::move(s));
+  }
+  return "<h3>Per-rank step time</h3>\n<p>" + html_escape(r.run_id) +
+         ", the multi-rank run whose slowest rank is furthest from the median of its ranks: rank " +
+         std::to_string(m.runs[worst].slowest_rank) + " at " + g6(m.runs[worst].slowest_rank_ratio) +
+         "x the median step time.</p>\n" + report_plot::svg_line_chart(c, report_plot::shared_scale({&c}));
+}
+
+// The seven tricks' diagnostics: gradient norm against the clip threshold, learning rate,
+// loss scale, throughput, and per run the share clipped, skipped steps, the slowest rank
+// and memory per rank by ZeRO stage.
+std::string diagnostics_section(const SweepRecords& sweep, const ReportModel& m) {
+  std::string h =
+      "<h2>Diagnostics</h2>\n<p>Mean over each group's seeds, with the band of their smallest to "
+      "largest value.</p>\n";
+  report_plot::LineChart norm = diagnostic_chart(sweep, m, &StepMetrics::grad_norm, "gradient norm");
+  std::set<std::string> clips;
+  for (const auto& r : sweep.runs) {
+    const std::string v = report_value(r, "train.clip_norm");
+    char* end = nullptr;
+    const double x = std::strtod(v.c_str(), &end);
+    if (*end == '\0' && x > 0 && clips.insert(v).second) norm.lines.push_back({x, "clip_norm " + v});
+  }
+  auto panel = [&](const std::string& title, const report_plot::LineChart& c, double StepMetrics::*field) {
+    h += "<h3>" + title + "</h3>\n" +
+         (recorded(sweep, field) ? report_plot::svg_line_chart(c, report_plot::shared_scale({&c}))
+                                 : "<p>Not recorded.</p>\n");
+  };
+  panel("Gradient norm (before clipping)", norm, &StepMetrics::grad_norm);
+  panel("Learning rate", diagnostic_chart(sweep, m, &StepMetrics::lr, "learning rate"), &StepMetrics::lr);
+  const bool scaled = std::any_of(sweep.runs.begin(), sweep.runs.end(), [](const Record& r) {
+    return std::any_of(r.steps.begin(), r.steps.end(), [](const StepMetrics& s) { return s.loss_scale != 1; });
+  });
+  if (scaled)
+    panel("Loss scale (fp16)", diagnostic_chart(sweep, m, &StepMetrics::loss_scale, "loss scale"),
+          &StepMetrics::loss_scale);
+  panel("Throughput", diagnostic_chart(sweep, m, &StepMetrics::tokens_per_s, "tokens/s"), &StepMetrics::tokens_per_s);
+  h += straggler_chart(sweep, m);
+
+  h += "<table>\n<thead><tr><th>run</th><th>clip_norm</th><th>steps clipped</th><th>steps skipped</th>"
+       "<th>slowest rank (median step time over the ranks' median)</th><th>ZeRO stage</th><th>ranks</th>"
+       "<th>memory per rank (params + grads + optimizer)</th><th>step peak per rank</th></tr></thead>\n<tbody>\n";
+  for (size_t i = 0; i < sweep.runs.size(); ++i) {
+    const Record& r = sweep.runs[i];
+    const ReportRun& f = m.runs[i];
+    std::string held, peak;
+    for (size_t k = 0; k < r.memory.params.size(); ++k) {
+      const int64_t b = r.memory.params[k] + (k < r.memory.grads.size() ? r.memory.grads[k] : 0) +
+                        (k < r.memory.optimizer.size() ? r.memory.optimizer[k] : 0);
+      held += (held.empty() ? "" : ", ") + mib(b);
+    }
+    for (int64_t b : r.memory.step_peak) peak += (peak.empty() ? "" : ", ") + mib(b);
+    const std::string slow =
+        f.slowest_rank < 0 ? "-" : "rank " + std::to_string(f.slowest_rank) + " (" + g6(f.slowest_rank_ratio) + "x)";
+    h += "<tr>" + td(html_escape(r.run_id), "id") + value_cell(report_value(r, "train.clip_norm")) +
+         td(percent(f.clipped_share), "num") + td(std::to_string(f.skipped_steps), "num") +
+         td(html_escape(slow), f.slowest_rank_ratio >= 1.25 ? "flag" : nullptr) +
+         value_cell(report_value(r, "dist.zero_stage")) + td(std::to_string(r.world_size), "num") +
+         td(held.empty() ? "-" : held, "num") + td(peak.empty() ? "-" : peak, "num") + "</tr>\n";
+  }
+  return h + "</tbody>\n</table>\n";
+}
+
+// Every run at once: a parallel-coordinates plot over the varying keys and the objective,
+// and the objective against throughput with its Pareto front.
+std::string all_runs_section(const SweepRecords& sweep, const ReportModel& m) {
+  std::vector<report_plot::ParallelAxis> axes;
+  for (const auto& k : m.varying)  // each key's values in their natural order, as its effect has them
+    for (const auto& e : m.effects)
+      if (e.key == k) axes.push_back({k, e.values});
+  axes.push_back({objective_title(m), {}});
+  size_t best = SIZE_MAX;
+  for (size_t i = 0; i < m.runs.size(); ++i)
+    if (std::isfinite(m.runs[i].objective) && (best == SIZE_MAX || m.runs[i].objective < m.runs[best].objective))
+      best = i;
+  std::vector<report_plot::ParallelLine> lines;
+  std::vector<report_plot::ScatterPoint> points;
+  for (size_t i = 0; i < sweep.runs.size(); ++i) {
+    report_plot::ParallelLine l;
+    l.label = sweep.runs[i].run_id;
+    for (size_t a = 0; a + 1 < axes.size(); ++a) {
+      const std::string v = report_value(sweep.runs[i], axes[a].name);
+      l.values.push_back(
+          double(std::find(axes[a].categories.begin(), axes[a].categories.end(), v) - axes[a].categories.begin()));
+      l.label += ", " + axes[a].name + "=" + v;
+    }
+    l.values.push_back(m.runs[i].objective);
+    l.label += ": " + objective_title(m) + " " + g6(m.runs[i].objective);
+    l.highlight = i == best;
+    lines.push_back(l);
+    points.push_back({l.label + ", " + g6(m.runs[i].tokens_per_s_median) + " tokens/s", m.runs[i].tokens_per_s_median,
+                      m.runs[i].objective, m.runs[i].pareto});
+  }
+  std::string h;
+  if (axes.size() >= 2) {
+    h += "<h2>All runs</h2>\n<p>One line per run through its values of every varying key and its " +
+         html_escape(objective_title(m)) +
+         ", coloured from the best (dark blue) to the worst (light orange); the "
+         "best run is drawn thick, a run without a finite objective grey and dashed.</p>\n";
+    h += report_plot::svg_parallel(axes, lines, m.title);
+  }
+  const std::string scatter = report_plot::svg_scatter(points, "tokens/s (median)", objective_title(m), m.title);
+  if (!scatter.empty())
+    h += "<h2>" + html_escape(objective_title(m)) + " against throughput</h2>\n<p>Ringed runs are the Pareto " +
+         "front: no other run has both a lower " + html_escape(objective_title(m)) + " and more tokens/s.</p>\n" +
+         scatter;
+  return h;
+}
+
+std::string run_list_text(const SweepRecords& sweep, const std::vector<size_t>& runs) {
+  std::string s;
+  for (size_t i : runs) s += (s.empty() ? "" : ", ") + sweep.runs[i].run_id;
+  return s;
 }
 
 std::string run_list(const SweepRecords& sweep, const std::vector<size_t>& runs) {
-  std::string s;
-  for (size_t i : runs) s += (s.empty() ? "" : ", ") + html_escape(sweep.runs[i].run_id);
-  return s;
+  return html_escape(run_list_text(sweep, runs));
 }
 
 std::string reproducibility(const SweepRecords& sweep, const ReportModel& m) {
@@ -344,10 +427,18 @@ std::string reproducibility(const SweepRecords& sweep, const ReportModel& m) {
   h += "<h3>Runs that should be identical</h3>\n<p>They differ only in layout keys with the same global "
        "batch.</p>\n<table>\n"
        "<thead><tr><th>verdict</th><th>runs</th><th>first difference</th></tr></thead>\n<tbody>\n";
-  for (const auto& s : m.layout_sets)
+  for (const auto& s : m.layout_sets) {
+    std::string note = html_escape(s.first_difference);
+    if (!s.by_design.empty())
+      note += std::string(note.empty() ? "" : "<br>") + "same math, other bits by design: " +
+              html_escape(run_list_text(sweep, s.by_design) + "; " + s.by_design_note);
     h += "<tr>" + (s.identical ? td("identical", "ok") : td("NOT IDENTICAL", "flag")) +
-         td(run_list(sweep, s.runs), "id") + td(html_escape(s.first_difference)) + "</tr>\n";
-  return h + "</tbody>\n</table>\n";
+         td(run_list(sweep, s.runs), "id") + td(note) + "</tr>\n";
+  }
+  return h +
+         "</tbody>\n</table>\n<p>A non-power-of-two accumulation or the native all-reduce does the same "
+         "math in another order: such runs are held to identity only with runs of their own layout, and their "
+         "largest relative loss difference from the set's first run is given instead.</p>\n";
 }
 
 std::string runs_table(const SweepRecords& sweep, const ReportModel& m) {
@@ -395,9 +486,11 @@ std::string environment(const ReportModel& m) {
 
 std::string failed_runs(const SweepRecords& sweep) {
   if (sweep.failed.empty()) return "";
-  std::string h =
-      "<h2>Failed runs</h2>\n<table>\n<thead><tr><th>run</th><th>status</th><th>cause</th><th>end of "
-      "log</th></tr></thead>\n<tbody>\n";
+  const bool running =
+      std::any_of(sweep.failed.begin(), sweep.failed.end(), [](const FailedRun& f) { return f.status == "running"; });
+  std::string h = std::string("<h2>") + (running ? "Running and failed runs" : "Failed runs") +
+                  "</h2>\n<table>\n<thead><tr><th>run</th><th>status</th><th>cause</th><th>end of "
+                  "log</th></tr></thead>\n<tbody>\n";
   for (const auto& f : sweep.failed)
     h += "<tr>" + td(html_escape(f.run_id), "id") + td(html_escape(f.status)) + td(html_escape(f.cause), "failure") +
          td(f.log_tail.empty() ? "<span class=\"missing\">no log</span>"
@@ -425,13 +518,23 @@ std::string render_html(const SweepRecords& sweep, const ReportModel& m) {
     h += "<p>no completed runs</p>\n";
   } else {
     h += groups_table(sweep, m);
-    h += "<h2>Loss curves</h2>\n";
-    const Scales scales = chart_scales(sweep, m);
-    for (const auto& c : m.charts) {
-      if (m.charts.size() > 1 || !m.group_by.empty()) h += "<h3>" + html_escape(c.title) + "</h3>\n";
-      h += svg_chart(sweep, m, c, scales);
+    h += "<h2>Loss curves</h2>\n<p>The mean over each group's seeds; the band spans their smallest to largest "
+         "loss at each step.</p>\n";
+    std::vector<report_plot::LineChart> charts;
+    charts.reserve(m.charts.size());
+    for (const auto& c : m.charts) charts.push_back(loss_chart(sweep, m, c));
+    std::vector<const report_plot::LineChart*> panels;
+    panels.reserve(charts.size());
+    for (const auto& c : charts) panels.push_back(&c);
+    const report_plot::Scale scale = report_plot::shared_scale(panels);  // the panels compare
+    for (size_t i = 0; i < charts.size(); ++i) {
+      if (m.charts.size() > 1 || !m.group_by.empty()) h += "<h3>" + html_escape(m.charts[i].title) + "</h3>\n";
+      h += report_plot::svg_line_chart(charts[i], scale);
     }
+    h += baseline_section(sweep, m);
     h += effects_table(m);
+    h += all_runs_section(sweep, m);
+    h += diagnostics_section(sweep, m);
     h += reproducibility(sweep, m);
     h += runs_table(sweep, m);
     h += environment(m);

@@ -71,14 +71,30 @@ std::string jints(const std::vector<int64_t>& v) {
   return jlist(s);
 }
 
+std::string jnums(const std::vector<double>& v) {
+  std::vector<std::string> s;
+  s.reserve(v.size());
+  for (double x : v) s.push_back(jnum(x));
+  return jlist(s);
+}
+
+std::string json_baseline(const ReportModel& m, const BaselineDiff& d) {
+  std::vector<std::string> seeds;
+  for (const auto& x : d.seeds) seeds.push_back(jstr(x));
+  return "{\"group\":" + jint(int64_t(d.group)) + ",\"baseline_group\":" + jint(int64_t(d.baseline)) +
+         ",\"title\":" + jstr(diff_title(m, d)) + ",\"seeds\":" + jlist(seeds) +
+         ",\"objective_differences\":" + jnums(d.objective_diffs) + ",\"objective_mean\":" + jnum(d.objective_mean) +
+         ",\"objective_min\":" + jnum(d.objective_lo) + ",\"objective_max\":" + jnum(d.objective_hi) +
+         ",\"curve\":{\"step\":" + jints(d.steps) + ",\"mean\":" + jnums(d.mean) + ",\"min\":" + jnums(d.lo) +
+         ",\"max\":" + jnums(d.hi) + "}}";
+}
+
 std::string json_group(const SweepRecords& sweep, const ReportModel& m, const RunGroup& g) {
   std::string values = "{";
   for (size_t i = 0; i < g.values.size(); ++i)
     values += (i ? "," : "") + jstr(g.values[i].first) + ":" + jstr(g.values[i].second);
-  std::vector<std::string> classes, steps, losses;
+  std::vector<std::string> classes;
   for (size_t i : g.runs) classes.push_back(jstr(m.classes[m.runs[i].equivalence].name));
-  for (int64_t s : g.curve_steps) steps.push_back(jint(s));
-  for (double l : g.curve_loss) losses.push_back(jnum(l));
   return "{\"values\":" + values + "},\"runs\":" + jrun_ids(sweep, g.runs) +
          ",\"objective_name\":" + jstr(g.objective_name) +
          ",\"finite_objectives\":" + jint(int64_t(g.finite_objectives)) +
@@ -86,8 +102,9 @@ std::string json_group(const SweepRecords& sweep, const ReportModel& m, const Ru
          ",\"best_loss\":" + jnum(g.best_loss) + ",\"best_eval_loss\":" + jnum(g.best_eval_loss) +
          ",\"tokens_per_s_median\":" + jnum(g.tokens_per_s) + ",\"flagged\":" + jint(int64_t(g.flagged)) +
          ",\"memory_bytes_per_rank_max\":" + (g.memory_bytes < 0 ? "null" : jint(g.memory_bytes)) +
-         ",\"status\":" + jstr(g.status) + ",\"classes\":" + jlist(classes) + ",\"curve\":{\"step\":" + jlist(steps) +
-         ",\"mean_loss\":" + jlist(losses) + "}}";
+         ",\"status\":" + jstr(g.status) + ",\"classes\":" + jlist(classes) +
+         ",\"curve\":{\"step\":" + jints(g.curve_steps) + ",\"mean_loss\":" + jnums(g.curve_loss) +
+         ",\"min_loss\":" + jnums(g.curve_lo) + ",\"max_loss\":" + jnums(g.curve_hi) + "}}";
 }
 
 std::string json_run(const SweepRecords& sweep, const ReportModel& m, const RunIndex& x, size_t i) {
@@ -110,7 +127,10 @@ std::string json_run(const SweepRecords& sweep, const ReportModel& m, const RunI
          ",\"health\":" + jlist(health) + ",\"train_time_s\":" + jnum(f.train_time_s) +
          ",\"memory_bytes\":{\"params\":" + jints(r.memory.params) + ",\"grads\":" + jints(r.memory.grads) +
          ",\"optimizer\":" + jints(r.memory.optimizer) + "},\"final_params_checksum\":" + jstr(final_checksum(r)) +
-         ",\"class\":" + jstr(m.classes[f.equivalence].name) + "}";
+         ",\"class\":" + jstr(m.classes[f.equivalence].name) + ",\"pareto\":" + (f.pareto ? "true" : "false") +
+         ",\"clipped_share\":" + jnum(f.clipped_share) + ",\"skipped_steps\":" + jint(f.skipped_steps) +
+         ",\"slowest_rank\":" + (f.slowest_rank < 0 ? std::string("null") : jint(f.slowest_rank)) +
+         ",\"slowest_rank_ratio\":" + jnum(f.slowest_rank_ratio) + "}";
 }
 
 }  // namespace
@@ -120,7 +140,10 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
   std::vector<std::string> strs, groups, runs, effects, classes, sets, charts, env, failed, problems;
   // Version 2: groups carry the objective (final eval loss, else the mean training loss of
   // the last steps) instead of the final loss; runs their figures and health flags.
-  std::string j = kJsonReportStart + ("\"version\":2,\"title\":" + jstr(m.title));
+  // Version 3: curves carry their band (min_loss, max_loss); effects their variance
+  // explained, confounding and balance; runs their Pareto membership and diagnostics;
+  // layout sets the runs that differ by design; "baseline" the paired differences.
+  std::string j = kJsonReportStart + ("\"version\":3,\"title\":" + jstr(m.title));
   j += ",\"summary\":{\"runs\":" + jint(int64_t(sweep.runs.size())) + ",\"completed\":" + jint(int64_t(m.completed)) +
        ",\"diverged\":" + jint(int64_t(m.diverged)) + ",\"failed\":" + jint(int64_t(m.failed)) +
        ",\"unfinished\":" + jint(int64_t(m.running)) + ",\"without_record\":" + jint(int64_t(m.missing)) +
@@ -141,8 +164,11 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
     for (size_t i = 0; i < e.values.size(); ++i)
       levels.push_back("{\"value\":" + jstr(e.values[i]) + ",\"runs\":" + jint(int64_t(e.counts[i])) +
                        ",\"mean_objective\":" + jnum(e.means[i]) + "}");
-    effects.push_back("{\"key\":" + jstr(e.key) + ",\"spread\":" + jnum(e.spread) + ",\"levels\":" + jlist(levels) +
-                      "}");
+    std::vector<std::string> with;
+    for (const auto& k : e.confounded_with) with.push_back(jstr(k));
+    effects.push_back("{\"key\":" + jstr(e.key) + ",\"spread\":" + jnum(e.spread) +
+                      ",\"variance_explained\":" + jnum(e.importance) + ",\"changes_together_with\":" + jlist(with) +
+                      ",\"balanced\":" + (e.balanced ? "true" : "false") + ",\"levels\":" + jlist(levels) + "}");
   }
   j += ",\"effects\":" + jlist(effects);
   for (const auto& c : m.classes)
@@ -150,8 +176,18 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
   j += ",\"classes\":" + jlist(classes);
   for (const auto& s : m.layout_sets)
     sets.push_back("{\"identical\":" + std::string(s.identical ? "true" : "false") +
-                   ",\"runs\":" + jrun_ids(sweep, s.runs) + ",\"first_difference\":" + jstr(s.first_difference) + "}");
+                   ",\"runs\":" + jrun_ids(sweep, s.runs) + ",\"first_difference\":" + jstr(s.first_difference) +
+                   ",\"by_design\":" + jrun_ids(sweep, s.by_design) + ",\"by_design_max_relative_difference\":" +
+                   jnum(s.by_design_max_rel) + ",\"by_design_note\":" + jstr(s.by_design_note) + "}");
   j += ",\"layout_sets\":" + jlist(sets);
+  std::vector<std::string> diffs;
+  for (const auto& d : m.baseline_diffs) diffs.push_back(json_baseline(m, d));
+  std::vector<std::string> unpaired;
+  for (const auto& u : m.baseline_unpaired) unpaired.push_back(jstr(u));
+  j += ",\"baseline\":" + (m.baseline_key.empty()
+                               ? std::string("null")
+                               : "{\"key\":" + jstr(m.baseline_key) + ",\"value\":" + jstr(m.baseline_value) +
+                                     ",\"differences\":" + jlist(diffs) + ",\"unpaired\":" + jlist(unpaired) + "}");
   for (const auto& c : m.charts) {
     std::vector<std::string> gs;
     for (size_t g : c.groups) gs.push_back(jint(int64_t(g)));
@@ -166,7 +202,8 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
   j += ",\"environment\":" + jlist(env);
   for (const auto& f : sweep.failed)
     failed.push_back("{\"run_id\":" + jstr(f.run_id) + ",\"status\":" + jstr(f.status) + ",\"cause\":" + jstr(f.cause) +
-                     ",\"log_tail\":" + jstr(f.log_tail) + "}");
+                     ",\"log_tail\":" + jstr(f.log_tail) + ",\"step\":" + (f.step >= 0 ? jint(f.step) : "null") +
+                     ",\"steps\":" + (f.steps >= 0 ? jint(f.steps) : "null") + ",\"loss\":" + jnum(f.loss) + "}");
   j += ",\"failed\":" + jlist(failed);
   for (const auto& p : sweep.problems) problems.push_back(jstr(p));
   return j + ",\"problems\":" + jlist(problems) + ",\"generator\":" + jstr(kReportGenerator) + "}\n";

@@ -120,12 +120,44 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
       }
       s += "\n";
     }
+    if (!m.baseline_key.empty()) {
+      s += "## Differences against " + md(m.baseline_key + "=" + m.baseline_value) +
+           "\n\nEach run minus the run with the same seed and the baseline value; loss differences are the mean "
+           "over seeds [smallest, largest] at the first, quartile and last steps.\n\n" +
+           md_header({"difference", "seeds paired", md(objective) + " difference", "step: loss difference"});
+      for (const auto& d : m.baseline_diffs) {
+        std::string seeds, pts;
+        for (const auto& x : d.seeds) seeds += (seeds.empty() ? "" : ", ") + x;
+        for (size_t k : curve_samples(d.steps.size()))
+          pts += (pts.empty() ? "" : ", ") + std::to_string(d.steps[k]) + ": " + g6(d.mean[k]) + " [" + g6(d.lo[k]) +
+                 ", " + g6(d.hi[k]) + "]";
+        s += md_row({md(diff_title(m, d)), md(seeds), md(diff_text(d)), pts.empty() ? "no common step" : pts});
+      }
+      for (const auto& u : m.baseline_unpaired) s += md_row({md(u), "", "no partner at the baseline value", ""});
+      s += "\n";
+    }
     s += "## Effect of each axis on the " + md(objective) + "\n\n" +
-         md_header({"axis", "spread of means", "value", "runs", "mean " + md(objective)});
+         md_header({"axis", "spread of means", "variance explained", "value", "runs", "mean " + md(objective)});
     for (const auto& e : m.effects)
       for (size_t i = 0; i < e.values.size(); ++i)
-        s += md_row(
-            {i ? "" : md(e.key), i ? "" : g6(e.spread), md(e.values[i]), std::to_string(e.counts[i]), g6(e.means[i])});
+        s += md_row({i ? "" : md(e.key), i ? "" : g6(e.spread), i ? "" : md(effect_notes(e)), md(e.values[i]),
+                     std::to_string(e.counts[i]), g6(e.means[i])});
+    s += "\n" + md(kImportanceMethod) + "\n";
+    std::string front;
+    for (size_t i = 0; i < m.runs.size(); ++i)
+      if (m.runs[i].pareto)
+        front += md_row({md(sweep.runs[i].run_id), g6(m.runs[i].objective), g6(m.runs[i].tokens_per_s_median)});
+    if (!front.empty())
+      s += "\n## Pareto front\n\nRuns no other run beats on both the " + md(objective) + " and tokens/s.\n\n" +
+           md_header({"run", md(objective), "tokens/s (median)"}) + front;
+    s += "\n## Diagnostics\n\n" + md_header({"run", "steps clipped", "steps skipped", "slowest rank", "ZeRO stage"});
+    for (size_t i = 0; i < m.runs.size(); ++i) {
+      const ReportRun& f = m.runs[i];
+      s += md_row(
+          {md(sweep.runs[i].run_id), percent(f.clipped_share), std::to_string(f.skipped_steps),
+           f.slowest_rank < 0 ? "-" : "rank " + std::to_string(f.slowest_rank) + " (" + g6(f.slowest_rank_ratio) + "x)",
+           md(report_value(sweep.runs[i], "dist.zero_stage"))});
+    }
     s += "\n## Reproducibility\n\nClasses of runs with identical checksum trajectories (classes of one run are not "
          "listed).\n\n";
     s += md_header({"class", "runs", "final params checksum", "run ids"});
@@ -134,9 +166,10 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
         s += md_row(
             {c.name, std::to_string(c.runs.size()), final_checksum(sweep.runs[c.runs[0]]), md_ids(sweep, c.runs)});
     s += "\nRuns that should be identical (they differ only in layout keys with the same global batch):\n\n";
-    s += md_header({"verdict", "runs", "first difference"});
+    s += md_header({"verdict", "runs", "first difference", "same math, other bits by design"});
     for (const auto& ls : m.layout_sets)
-      s += md_row({ls.identical ? "identical" : "**NOT IDENTICAL**", md_ids(sweep, ls.runs), md(ls.first_difference)});
+      s += md_row({ls.identical ? "identical" : "**NOT IDENTICAL**", md_ids(sweep, ls.runs), md(ls.first_difference),
+                   ls.by_design.empty() ? "" : md_ids(sweep, ls.by_design) + ": " + md(ls.by_design_note)});
     s += "\n## Runs\n\n";
     head = {"run", "status"};
     for (const auto& k : m.varying) head.push_back(md(k));
@@ -173,7 +206,9 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
     s += "\n";
   }
   if (!sweep.failed.empty()) {
-    s += "## Failed runs\n\n";
+    const bool running =
+        std::any_of(sweep.failed.begin(), sweep.failed.end(), [](const FailedRun& f) { return f.status == "running"; });
+    s += running ? "## Running and failed runs\n\n" : "## Failed runs\n\n";
     for (const auto& f : sweep.failed) {
       s += "### " + md(f.run_id) + ": " + md(f.status) + "\n\n" + md(f.cause) + "\n\n";
       if (!f.log_tail.empty()) s += md_code(f.log_tail) + "\n";

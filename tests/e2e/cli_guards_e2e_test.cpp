@@ -116,6 +116,28 @@ TEST_F(CliGuards, ReportOutputReplacesOnlyAReportOfTheSameFormat) {
   EXPECT_TRUE(fs::is_character_file("/dev/null"));
 }
 
+// --baseline KEY=VALUE must name a key that varies and a value some run has.
+TEST_F(CliGuards, ABadBaselineIsNamedAndNothingIsWritten) {
+  const fs::path d = work_ / "s";
+  ASSERT_EQ(sweep_test::run_cli({sweep_test::bin("make_records"), "--out", d.string(), "--runs", "4", "--steps", "3"},
+                                dir_ / "logs" / "make_records.log")
+                .code,
+            0);
+  const auto before = listing(work_);
+  expect_refusal(sweep({"report", d.string(), "--baseline", "train.lr"}), "--baseline 'train.lr'",
+                 "expected KEY=VALUE, e.g. train.precision=fp32");
+  expect_refusal(sweep({"report", d.string(), "--baseline", "train.lrr=1"}), "--baseline 'train.lrr=1'",
+                 "no run has the config key train.lrr (did you mean 'train.lr'?)");
+  expect_refusal(sweep({"report", d.string(), "--baseline", "train.lr=0.5"}), "--baseline 'train.lr=0.5'",
+                 "no run has train.lr = 0.5 (its values: ");
+  expect_refusal(sweep({"report", d.string(), "--baseline", "train.clip_norm=0"}), "--baseline 'train.clip_norm=0'",
+                 "train.clip_norm is 0 in every run, so there is nothing to compare against it");
+  EXPECT_EQ(listing(work_), before);
+  const CliResult ok = sweep({"report", d.string(), "--baseline", "dist.world_size=1", "-o", "-"});
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_CONTAINS(ok.out, "<h2>Differences against dist.world_size=1</h2>");
+}
+
 TEST_F(CliGuards, ReportIntoADirectoryThatIsNotASweepIsRefused) {
   fs::create_directories(work_ / "home");
   write_file(work_ / "home" / "thesis.tex", "keep me");

@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """The HTML report renders in a real browser: headless Chromium (Debian `chromium`) turns
 a report of generated records into a non-blank PNG with no console errors, and a grid
-value `<script>alert(1)</script>` stays text. The JSON, CSV and Markdown formats of the
-same sweep parse and carry the same counts.
+value `<script>alert(1)</script>` stays text. A probe script run on a copy of the report
+measures the layout Chromium computed: every plot has tick labels on both axes, no SVG
+text leaves its SVG, no cell overflows and nothing widens the page. The JSON, CSV and
+Markdown formats of the same sweep parse and carry the same counts.
 
 Usage: report_render_test.py BIN_DIR   (needs BIN_DIR/sweep and BIN_DIR/make_records)
 Exit 0 pass, 1 fail, 77 skipped (no chromium; containers/install-deps.sh installs it)."""
@@ -58,6 +60,51 @@ def png_distinct_bytes(path):
     return len(set(zlib.decompress(idat)))
 
 
+# Runs in Chromium on a copy of the report (the report itself has no script) and writes
+# what it measured as JSON into <pre id="probe">.
+LAYOUT_PROBE = """<script>
+(function () {
+  var out = {svgs: 0, no_ticks: [], outside: [], cells_overflow: [],
+             page_width: document.documentElement.scrollWidth, window_width: window.innerWidth};
+  document.querySelectorAll("svg").forEach(function (svg, i) {
+    out.svgs++;
+    var name = (svg.getAttribute("aria-label") || ("svg " + i)).slice(0, 60);
+    var x = svg.querySelectorAll("text.tick.x").length, y = svg.querySelectorAll("text.tick.y").length;
+    if (x < 2 || y < 2) out.no_ticks.push(name + " (" + x + " x, " + y + " y ticks)");
+    var box = svg.getBoundingClientRect();
+    svg.querySelectorAll("text").forEach(function (t) {
+      var r = t.getBoundingClientRect();
+      if (r.width === 0) return;
+      if (r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1 || r.bottom > box.bottom + 1)
+        out.outside.push(name + ": " + t.textContent.slice(0, 40));
+    });
+  });
+  document.querySelectorAll("td, th").forEach(function (c) {
+    if (c.scrollWidth > c.clientWidth + 1) out.cells_overflow.push(c.textContent.slice(0, 40));
+  });
+  var pre = document.createElement("pre");
+  pre.id = "probe";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+</script>
+"""
+
+
+def probe_result(dom):
+    """The probe's JSON from a dumped DOM, or None."""
+    start = dom.find('<pre id="probe">')
+    if start < 0:
+        return None
+    end = dom.find("</pre>", start)
+    text = dom[start + len('<pre id="probe">'):end]
+    text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"').replace("&amp;", "&")
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
 def main():
     bin_dir = sys.argv[1]
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -70,7 +117,8 @@ def main():
                  "--set-first", "data.path=" + HOSTILE, "--mismatch-step", "20", "--diverged", "1", "--failed", "1"])
         expect(r.returncode == 0, "make_records wrote a sweep: " + r.stderr.strip())
         html_path = os.path.join(tmp, "report.html")
-        r = run([os.path.join(bin_dir, "sweep"), "report", sweep_dir, "-o", html_path, "--group-by", "train.lr"])
+        r = run([os.path.join(bin_dir, "sweep"), "report", sweep_dir, "-o", html_path, "--group-by", "train.lr",
+                 "--baseline", "train.clip_norm=0"])
         expect(r.returncode == 0, "sweep report exits 0: " + r.stderr.strip())
         html = open(html_path, encoding="utf-8").read()
         expect("<script" not in html, "the HTML holds no <script element")
@@ -85,6 +133,34 @@ def main():
         expect("<script" not in r.stdout, "the parsed DOM has no script element")
         expect("&lt;script&gt;alert(1)&lt;/script&gt;" in r.stdout, "the hostile value is text in the parsed DOM")
         expect(not console_errors(r.stderr), "no console errors: " + "; ".join(console_errors(r.stderr)))
+
+        # Layout as Chromium lays it out: a copy of the report with a script that measures
+        # every plot (tick labels on both axes, no text outside its SVG) and the page (no
+        # table wider than the page: wide ones scroll inside their box).
+        probe_path = os.path.join(tmp, "probe.html")
+        with open(probe_path, "w", encoding="utf-8") as f:
+            f.write(html.replace("</body>", LAYOUT_PROBE + "</body>"))
+        r = run(chromium_argv(browser, tempfile.mkdtemp(dir=tmp)) +
+                ["--window-size=1200,1600", "--virtual-time-budget=10000", "--dump-dom", "file://" + probe_path])
+        layout = probe_result(r.stdout)
+        expect(layout is not None, "the layout probe ran in Chromium")
+        if layout:
+            expect(layout["svgs"] >= 8, f"the report has its plots ({layout['svgs']} SVGs)")
+            expect(not layout["no_ticks"], "every plot has tick labels on both axes: " + "; ".join(layout["no_ticks"]))
+            expect(not layout["outside"], "no SVG text outside its SVG: " + "; ".join(layout["outside"][:5]))
+            expect(layout["page_width"] <= layout["window_width"],
+                   f"nothing widens the page ({layout['page_width']} px in a {layout['window_width']} px window)")
+            expect(not layout["cells_overflow"], "no cell text overflows its cell: " + "; ".join(layout["cells_overflow"][:5]))
+        expect("Differences against train.clip_norm=0" in html, "--baseline adds the paired differences")
+        # The probe must see a text outside its SVG and a plot without ticks, or it proves nothing.
+        bad_path = os.path.join(tmp, "bad.html")
+        with open(bad_path, "w", encoding="utf-8") as f:
+            f.write("<!DOCTYPE html><html><body><svg width=\"100\" height=\"50\"><text x=\"90\" y=\"20\">"
+                    "far too long to fit</text></svg>" + LAYOUT_PROBE + "</body></html>")
+        r = run(chromium_argv(browser, tempfile.mkdtemp(dir=tmp)) +
+                ["--virtual-time-budget=10000", "--dump-dom", "file://" + bad_path])
+        bad = probe_result(r.stdout)
+        expect(bool(bad and bad["outside"] and bad["no_ticks"]), "the probe catches overflowing text and missing ticks")
 
         png = os.path.join(tmp, "report.png")
         r = run(chromium_argv(browser, tempfile.mkdtemp(dir=tmp)) +

@@ -6,12 +6,16 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "temp_dir.h"  // TempDirTest
+#include "export_tensorboard.h"  // crc32c
+#include "paused_child.h"        // PausedChild: the running run is another process
+#include "run_files.h"           // RunLock: the running run holds its run directory
+#include "temp_dir.h"            // TempDirTest
 
 namespace sweep {
 namespace {
@@ -89,6 +93,60 @@ TEST_F(ReportTest, LoadSweepFindsCompletedRunsAndReportsPartialOnes) {
   EXPECT_NE(s.problems[1].find("run-d"), std::string::npos) << s.problems[1];
 }
 
+// A sweep in progress: the run whose process holds run.lock and writes its partial
+// record is "running" with its step of total, not a problem; a partial that says running
+// with nobody holding the lock is a run that was stopped ("interrupted"). The writer is a
+// child process, as in a real sweep (HDF5 refuses a second, differently locked open of a
+// file inside one process).
+TEST_F(ReportTest, ARunInProgressIsRunningWithItsStepAndAnAbandonedOneIsInterrupted) {
+  write_run("done", {{"train.lr", "0.1"}, {"train.steps", "10"}}, {2.0, 1.0});
+  write_run("gone", {{"train.lr", "0.3"}, {"train.steps", "10"}}, {2.0}, /*finished=*/false);
+  const fs::path live = dir_ / "runs" / "live";
+  sweep_test::PausedChild writer([&](const std::function<void()>& pause) {
+    RunLock lock(live.string());
+    RecordHeader h;
+    h.run_id = "live";
+    h.config = {{"train.lr", "0.2"}, {"train.steps", "10"}};
+    RecordWriter w((live / "record.h5").string(), h);
+    for (int64_t i = 1; i <= 4; ++i) {
+      StepMetrics m;
+      m.step = i, m.loss = 3.0 - 0.25 * double(i);
+      w.append_step(m);
+    }
+    w.flush();
+    pause();
+  });
+  ASSERT_TRUE(writer.wait_paused());
+  const SweepRecords s = load_sweep(dir_.string());
+  const ReportModel m = build_report("t", s);
+  const std::string html = render_html(s, m), json = render_json(s, m), md = render_markdown(s, m);
+  ASSERT_EQ(writer.finish(), 0);
+
+  ASSERT_EQ(s.runs.size(), 1u);
+  ASSERT_EQ(s.failed.size(), 2u);
+  const FailedRun& gone = s.failed[0];
+  EXPECT_EQ(gone.run_id, "gone");
+  EXPECT_EQ(gone.status, "interrupted");
+  EXPECT_NE(gone.cause.find("no process holds"), std::string::npos) << gone.cause;
+  const FailedRun& running = s.failed[1];
+  EXPECT_EQ(running.run_id, "live");
+  EXPECT_EQ(running.status, "running");
+  EXPECT_EQ(running.cause, "running: step 4 of 10, loss 2");
+  EXPECT_EQ(running.step, 4);
+  EXPECT_EQ(running.steps, 10);
+  EXPECT_EQ(running.loss, 2.0);
+  EXPECT_TRUE(running.problem.empty());
+  ASSERT_EQ(s.problems.size(), 1u);  // only the interrupted run is a problem
+  EXPECT_NE(s.problems[0].find("gone"), std::string::npos) << s.problems[0];
+  EXPECT_EQ(m.running, 1u);
+  EXPECT_EQ(m.failed, 1u);
+  EXPECT_NE(html.find("<h2>Running and failed runs</h2>"), std::string::npos);
+  EXPECT_NE(html.find("running: step 4 of 10, loss 2"), std::string::npos);
+  EXPECT_NE(md.find("## Running and failed runs"), std::string::npos);
+  EXPECT_NE(json.find("\"status\":\"running\",\"cause\":\"running: step 4 of 10, loss 2\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"step\":4,\"steps\":10,\"loss\":2"), std::string::npos) << json;
+}
+
 TEST_F(ReportTest, LoadSweepWithoutRunsFolderIsEmpty) {
   SweepRecords s = load_sweep(dir_.string());
   EXPECT_TRUE(s.runs.empty());
@@ -124,7 +182,7 @@ TEST_F(ReportTest, RenderHtmlShowsRunsAndEscapesUserStrings) {
   EXPECT_NE(html.find("1.75"), std::string::npos);
   EXPECT_NE(html.find("0123456789abcdf1"), std::string::npos);  // last checksum of run-a
   EXPECT_NE(html.find("<svg"), std::string::npos);
-  EXPECT_EQ(count(html, "<polyline"), 2u);
+  EXPECT_EQ(count(svg_part(html), "<polyline"), 2u);  // the loss chart
   EXPECT_NE(html.find("2 runs, 0 problems"), std::string::npos);
   EXPECT_EQ(html.find("http://"), std::string::npos);
   EXPECT_EQ(html.find("https://"), std::string::npos);
@@ -133,7 +191,8 @@ TEST_F(ReportTest, RenderHtmlShowsRunsAndEscapesUserStrings) {
   // The value shows in the table and in the chart's title and legend.
   EXPECT_GE(count(html, "&lt;script&gt;"), 3u);
   EXPECT_EQ(html.find("<b>"), std::string::npos);
-  EXPECT_EQ(count(html, "sweep &lt;b&gt;&quot;x&quot;&lt;/b&gt;"), 2u);  // <title> and <h1>
+  // <title>, <h1> and the parallel-coordinates plot's label.
+  EXPECT_EQ(count(html, "sweep &lt;b&gt;&quot;x&quot;&lt;/b&gt;"), 3u);
 }
 
 TEST(RenderHtml, ZeroRunsSaysSoAndListsProblems) {
@@ -174,11 +233,12 @@ TEST(RenderHtml, ChartSurvivesDegenerateRuns) {
   EXPECT_EQ(svg.find("nan"), std::string::npos);
   EXPECT_EQ(count(svg, "<circle"), 1u);
 
-  // No finite loss anywhere: no chart, but the table still renders.
+  // No finite loss anywhere (and no other figure recorded): no chart, but the table still renders.
   SweepRecords none;
   none.runs.push_back(make_record("nothing", {}, {NAN}));
   html = render_html("none", none);
   EXPECT_EQ(html.find("<svg"), std::string::npos);
+  EXPECT_NE(html.find("No finite values to plot."), std::string::npos);
   EXPECT_NE(html.find("nothing"), std::string::npos);
 }
 
@@ -196,7 +256,7 @@ TEST(RenderHtml, ManyRunsCycleThePaletteWithDashes) {
 // The y tick labels of one chart (right-aligned tick texts), as numbers.
 std::vector<double> y_ticks(const std::string& svg) {
   std::vector<double> out;
-  const std::string mark = "text-anchor=\"end\" class=\"tick\">";
+  const std::string mark = "text-anchor=\"end\" class=\"tick y\">";
   for (size_t at = svg.find(mark); at != std::string::npos; at = svg.find(mark, at + 1)) {
     std::string label = svg.substr(at + mark.size(), svg.find('<', at) - at - mark.size());
     label.erase(std::remove(label.begin(), label.end(), ','), label.end());
@@ -310,7 +370,9 @@ TEST(BuildReport, GroupsSeedsAndComputesTheirFigures) {
   EXPECT_EQ(ms.charts[0].title, "train.seed = 0");
   EXPECT_EQ(ms.charts[0].groups.size(), 2u);
   const std::string html = render_html(s, ms);
-  EXPECT_EQ(count(html, "<svg"), 2u);
+  const size_t curves = html.find("<h2>Loss curves</h2>");
+  ASSERT_NE(curves, std::string::npos);
+  EXPECT_EQ(count(html.substr(curves, html.find("<h2>", curves + 1) - curves), "<svg"), 2u);  // one per panel
   EXPECT_NE(html.find("<h3>train.seed = 1</h3>"), std::string::npos);
 }
 
@@ -382,7 +444,7 @@ TEST(BuildReport, EquivalenceClassesAndRunsThatShouldBeIdentical) {
   EXPECT_EQ(m.runs[7].equivalence, 5u);
   EXPECT_EQ(m.runs[8].equivalence, 6u);
 
-  ASSERT_EQ(m.layout_sets.size(), 2u);
+  ASSERT_EQ(m.layout_sets.size(), 3u);
   // The flagged set comes first.
   EXPECT_EQ(m.layout_sets[0].runs, (std::vector<size_t>{3, 4}));
   EXPECT_FALSE(m.layout_sets[0].identical);
@@ -390,10 +452,241 @@ TEST(BuildReport, EquivalenceClassesAndRunsThatShouldBeIdentical) {
       << m.layout_sets[0].first_difference;
   EXPECT_EQ(m.layout_sets[1].runs, (std::vector<size_t>{0, 1}));
   EXPECT_TRUE(m.layout_sets[1].identical);
+  EXPECT_TRUE(m.layout_sets[1].by_design.empty());
+  // The native all-reduce promises no bits across layouts: r7 is measured, not flagged.
+  EXPECT_EQ(m.layout_sets[2].runs, (std::vector<size_t>{5, 6}));
+  EXPECT_TRUE(m.layout_sets[2].identical);
+  EXPECT_EQ(m.layout_sets[2].by_design, (std::vector<size_t>{6}));
+  EXPECT_EQ(m.layout_sets[2].by_design_max_rel, 0.0);
 
   const std::string html = render_html(s, m);
   EXPECT_EQ(count(html, "NOT IDENTICAL"), 1u);
   EXPECT_NE(html.find("<td>C1</td><td class=\"num\">3</td>"), std::string::npos);
+}
+
+// A non-power-of-two accumulation does the same math in another order: it is named as
+// such with its measured largest relative difference, and held to identity only with
+// runs of its own layout (1x3 twice with other ZeRO stages must still match).
+TEST(BuildReport, SameMathOtherBitsByDesignIsMeasuredNotFlagged) {
+  SweepRecords s;
+  s.runs.push_back(with_trajectory(make_record("a", layout("0.1", 3, 1), {2.0, 1.0}), 1));
+  s.runs.push_back(with_trajectory(make_record("b", layout("0.1", 1, 3), {2.0, 1.0 + 1e-6}), 2));
+  auto zero3 = layout("0.1", 1, 3);
+  zero3["dist.zero_stage"] = "3";
+  s.runs.push_back(with_trajectory(make_record("c", zero3, {2.0, 1.0 + 1e-6}), 2));
+  ReportModel m = build_report("t", s);
+  ASSERT_EQ(m.layout_sets.size(), 1u);
+  const LayoutSet& ls = m.layout_sets[0];
+  EXPECT_TRUE(ls.identical);
+  EXPECT_EQ(ls.by_design, (std::vector<size_t>{1, 2}));
+  EXPECT_NEAR(ls.by_design_max_rel, 1e-6, 1e-9);
+  EXPECT_NE(ls.by_design_note.find("b (1x3 canonical) vs a: largest relative loss difference 1e-06 at step 2"),
+            std::string::npos)
+      << ls.by_design_note;
+  // c leaving b (same layout, other ZeRO stage) is a real difference.
+  s.runs[2] = with_trajectory(make_record("c", zero3, {2.0, 1.5}), 3);
+  m = build_report("t", s);
+  EXPECT_FALSE(m.layout_sets[0].identical);
+  EXPECT_NE(m.layout_sets[0].first_difference.find("c vs b:"), std::string::npos) << m.layout_sets[0].first_difference;
+  const std::string html = render_html(s, m), md = render_markdown(s, m), json = render_json(s, m);
+  EXPECT_NE(html.find("same math, other bits by design: b, c; c (1x3 canonical) vs a"), std::string::npos);
+  EXPECT_NE(md.find("| b, c: c (1x3 canonical) vs a: largest relative loss difference 0.3333 at step 2 |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(json.find("\"by_design\":[\"b\",\"c\"],\"by_design_max_relative_difference\":"), std::string::npos);
+}
+
+// The band of a group is the smallest to the largest loss of its seeds at each step, and
+// it is drawn; a group of one run has none.
+TEST(BuildReport, SeedBandsSpanTheGroupsSmallestToLargestLoss) {
+  SweepRecords s;
+  s.runs.push_back(make_record("a", {{"train.lr", "0.1"}, {"train.seed", "0"}}, {3.0, 1.0, 2.0}));
+  s.runs.push_back(make_record("b", {{"train.lr", "0.1"}, {"train.seed", "1"}}, {4.0, NAN, 1.0}));
+  s.runs.push_back(make_record("c", {{"train.lr", "0.1"}, {"train.seed", "2"}}, {3.5, 2.0, 3.0}));
+  s.runs.push_back(make_record("d", {{"train.lr", "0.2"}, {"train.seed", "0"}}, {3.0, 2.0, 1.0}));
+  const ReportModel m = build_report("t", s);
+  ASSERT_EQ(m.groups.size(), 2u);
+  const RunGroup& g = m.groups[1].runs.size() == 3 ? m.groups[1] : m.groups[0];
+  ASSERT_EQ(g.runs.size(), 3u);
+  EXPECT_EQ(g.curve_lo, (std::vector<double>{3.0, 1.0, 1.0}));
+  EXPECT_EQ(g.curve_hi, (std::vector<double>{4.0, 2.0, 3.0}));  // b's NaN is left out
+  EXPECT_DOUBLE_EQ(g.curve_loss[1], 1.5);
+  const RunGroup& one = &g == &m.groups[0] ? m.groups[1] : m.groups[0];
+  EXPECT_EQ(one.curve_lo, one.curve_loss);
+  EXPECT_EQ(one.curve_hi, one.curve_loss);
+  const std::string html = render_html(s, m);
+  EXPECT_EQ(count(svg_part(html), "<polygon class=\"band\""), 1u);  // the loss chart: one band, for the seeds
+  EXPECT_NE(html.find("the band spans their smallest to largest loss"), std::string::npos);
+  EXPECT_NE(render_json(s, m).find("\"min_loss\":[3,1,1],\"max_loss\":[4,2,3]"), std::string::npos);
+}
+
+// "fp16 minus fp32": each run minus its partner of the same seed at the baseline value,
+// per step and for the objective; a seed without a partner is left out and a group
+// without any partner is named.
+TEST(BuildReport, BaselineDifferencesArePairedBySeed) {
+  SweepRecords s;
+  auto cfg = [](const std::string& p, const std::string& seed, const std::string& lr = "0.1") {
+    return std::map<std::string, std::string>{{"train.precision", p}, {"train.seed", seed}, {"train.lr", lr}};
+  };
+  s.runs.push_back(make_record("b0", cfg("fp32", "0"), {3.0, 2.0}));
+  s.runs.push_back(make_record("b1", cfg("fp32", "1"), {3.0, 1.0}));
+  s.runs.push_back(make_record("h0", cfg("fp16", "0"), {3.5, 2.5}));
+  s.runs.push_back(make_record("h1", cfg("fp16", "1"), {2.0, 2.0}));
+  s.runs.push_back(make_record("h2", cfg("fp16", "2"), {9.0, 9.0}));         // no fp32 run of seed 2
+  s.runs.push_back(make_record("x0", cfg("bf16", "0", "0.2"), {1.0, 1.0}));  // no fp32 run at lr 0.2
+  ReportOptions opt;
+  opt.baseline_key = "train.precision", opt.baseline_value = "fp32";
+  const ReportModel m = build_report("t", s, opt);
+  ASSERT_EQ(m.baseline_diffs.size(), 1u);
+  const BaselineDiff& d = m.baseline_diffs[0];
+  EXPECT_EQ(m.groups[d.group].values,
+            (std::vector<std::pair<std::string, std::string>>{{"train.lr", "0.1"}, {"train.precision", "fp16"}}));
+  EXPECT_EQ(report_value(s.runs[m.groups[d.baseline].runs[0]], "train.precision"), "fp32");
+  EXPECT_EQ(d.seeds, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(d.steps, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(d.mean, (std::vector<double>{-0.25, 0.75}));  // step 1: 0.5 and -1; step 2: 0.5 and 1
+  EXPECT_EQ(d.lo, (std::vector<double>{-1.0, 0.5}));
+  EXPECT_EQ(d.hi, (std::vector<double>{0.5, 1.0}));
+  // Objectives (mean of both steps): h0 3 - b0 2.5 = 0.5, h1 2 - b1 2 = 0.
+  EXPECT_EQ(d.objective_diffs, (std::vector<double>{0.5, 0.0}));
+  EXPECT_DOUBLE_EQ(d.objective_mean, 0.25);
+  EXPECT_EQ(d.objective_lo, 0.0);
+  EXPECT_EQ(d.objective_hi, 0.5);
+  ASSERT_EQ(m.baseline_unpaired.size(), 1u);
+  EXPECT_EQ(m.baseline_unpaired[0], "train.lr=0.2, train.precision=bf16");
+
+  const std::string html = render_html(s, m), md = render_markdown(s, m), json = render_json(s, m),
+                    csv = render_csv(s, m);
+  EXPECT_NE(html.find("<h2>Differences against train.precision=fp32</h2>"), std::string::npos);
+  EXPECT_NE(html.find("train.precision=fp16 minus train.precision=fp32 at train.lr=0.1"), std::string::npos);
+  EXPECT_NE(html.find("+0.25 (min 0, max +0.5, 2 seeds)"), std::string::npos);
+  EXPECT_NE(md.find("| train.precision=fp16 minus train.precision=fp32 at train.lr=0.1 | 0, 1 |"), std::string::npos)
+      << md;
+  EXPECT_NE(json.find("\"baseline\":{\"key\":\"train.precision\",\"value\":\"fp32\""), std::string::npos);
+  EXPECT_NE(json.find("\"objective_differences\":[0.5,0]"), std::string::npos);
+  EXPECT_NE(csv.find(",baseline_objective_difference,"), std::string::npos);
+  // Without a baseline nothing of it is shown.
+  const ReportModel plain = build_report("t", s);
+  EXPECT_TRUE(plain.baseline_diffs.empty());
+  EXPECT_EQ(render_html(s, plain).find("Differences against"), std::string::npos);
+}
+
+// Variance explained is eta squared: worked by hand on a 2 x 2 grid with two seeds. A key
+// that always changes with another is named, and an incomplete grid is unbalanced.
+TEST(BuildReport, AxisImportanceConfoundingAndBalance) {
+  SweepRecords s;
+  // Objectives (one step each): lr 0.1 -> 1, 1.2 (clip 1), 1.1, 1.3 (clip 2); lr 0.2 -> 3, 3.2, 3.1, 3.3.
+  int n = 0;
+  for (const char* lr : {"0.1", "0.2"})
+    for (const char* clip : {"1", "2"})
+      for (const char* seed : {"0", "1"}) {
+        const double base = std::string(lr) == "0.1" ? 1.0 : 3.0;
+        const double v = base + (std::string(clip) == "2" ? 0.1 : 0) + (std::string(seed) == "1" ? 0.2 : 0);
+        const std::string min_lr = std::string(lr) == "0.1" ? "0.01" : "0.02";  // derived from lr
+        s.runs.push_back(make_record(
+            "r" + std::to_string(n++),
+            {{"train.lr", lr}, {"train.clip_norm", clip}, {"train.seed", seed}, {"train.min_lr", min_lr}}, {v}));
+      }
+  ReportModel m = build_report("t", s);
+  std::map<std::string, const AxisEffect*> by_key;
+  for (const auto& e : m.effects) by_key[e.key] = &e;
+  // Grand mean 2.15; total SS = 8 + 8 * 0.0025 + 8 * 0.01 = 8.1; between lr = 8, clip 0.02, seed 0.08.
+  EXPECT_NEAR(by_key["train.lr"]->importance, 8.0 / 8.1, 1e-12);
+  EXPECT_NEAR(by_key["train.clip_norm"]->importance, 0.02 / 8.1, 1e-12);
+  EXPECT_NEAR(by_key["train.seed"]->importance, 0.08 / 8.1, 1e-12);
+  EXPECT_EQ(by_key["train.lr"]->confounded_with, (std::vector<std::string>{"train.min_lr"}));
+  EXPECT_EQ(by_key["train.min_lr"]->confounded_with, (std::vector<std::string>{"train.lr"}));
+  EXPECT_TRUE(by_key["train.clip_norm"]->confounded_with.empty());
+  for (const auto& e : m.effects) EXPECT_TRUE(e.balanced) << e.key;
+  const std::string html = render_html(s, m);
+  EXPECT_NE(html.find("98.8%; changes together with train.min_lr (effects not separable)"), std::string::npos);
+  EXPECT_NE(html.find("eta squared of a one-way analysis of variance"), std::string::npos);
+
+  s.runs.pop_back();  // lr 0.2, clip 2, seed 1 is gone
+  m = build_report("t", s);
+  for (const auto& e : m.effects) EXPECT_FALSE(e.balanced) << e.key;
+  EXPECT_NE(render_markdown(s, m).find("unbalanced (other axes differ between its values)"), std::string::npos);
+}
+
+// The Pareto front of objective (lower) against tokens/s (higher), and the per-run
+// diagnostics: share of applied steps clipped, skipped steps, the slowest rank.
+TEST(BuildReport, ParetoFrontAndRunDiagnostics) {
+  SweepRecords s;
+  const double objective[] = {1.0, 2.0, 1.5, 2.5, 1.0};
+  const double speed[] = {100, 300, 200, 250, 50};  // d is beaten by b; e by a
+  for (int i = 0; i < 5; ++i) {
+    s.runs.push_back(make_record(std::string(1, char('a' + i)), {{"train.lr", std::to_string(i)}}, {objective[i]}));
+    s.runs.back().steps[0].tokens = int64_t(speed[i]), s.runs.back().steps[0].step_time_s = 1;
+  }
+  Record& r = s.runs[0];
+  r.steps = {};
+  for (int k = 1; k <= 4; ++k) {
+    StepMetrics m;
+    m.step = k, m.loss = 1.0, m.tokens = 100, m.step_time_s = 1;
+    m.clip_coef = k <= 2 ? 0.5 : 1;
+    m.skipped = k == 4;
+    r.steps.push_back(m);
+  }
+  r.world_size = 3;
+  r.rank_step_time_s = {{1.0, 1.0, 2.0}, {1.0, 1.2, 2.2}, {1.0, 1.1, 2.1}, {1.0, 0.9, 1.9}};
+  const ReportModel m = build_report("t", s);
+  std::vector<bool> front;
+  for (const auto& f : m.runs) front.push_back(f.pareto);
+  EXPECT_EQ(front, (std::vector<bool>{true, true, true, false, false}));
+  EXPECT_DOUBLE_EQ(m.runs[0].clipped_share, 2.0 / 3.0);  // 2 of the 3 applied steps
+  EXPECT_EQ(m.runs[0].skipped_steps, 1);
+  EXPECT_EQ(m.runs[0].slowest_rank, 2);
+  // Rank medians 1, 1.1 (of 0.9, 1, 1.1, 1.2: the upper middle) and 2.1: 2.1 / 1.1.
+  EXPECT_NEAR(m.runs[0].slowest_rank_ratio, 2.1 / 1.1, 1e-12);
+  EXPECT_EQ(m.runs[1].slowest_rank, -1);
+  const std::string html = render_html(s, m);
+  EXPECT_NE(html.find("<h2>Diagnostics</h2>"), std::string::npos);
+  EXPECT_NE(html.find("rank 2 (1.90909x)"), std::string::npos);
+  // The straggler's run drawn rank by rank, and the best group's row highlighted.
+  EXPECT_NE(html.find("<h3>Per-rank step time</h3>\n<p>a, the multi-rank run whose slowest rank is furthest from "
+                      "the median of its ranks: rank 2 at 1.90909x"),
+            std::string::npos);
+  EXPECT_NE(html.find("aria-label=\"step time (s) against step: a\""), std::string::npos);
+  EXPECT_EQ(count(html, "<tr class=\"best\""), 1u);
+  EXPECT_EQ(count(html, "<circle class=\"front\""), 3u);
+  EXPECT_NE(html.find("aria-label=\"parallel coordinates: t\""), std::string::npos);
+  const std::string json = render_json(s, m);
+  EXPECT_NE(json.find("\"pareto\":true,\"clipped_share\":0.66666666666666663,\"skipped_steps\":1,"
+                      "\"slowest_rank\":2"),
+            std::string::npos);
+}
+
+// Every plot of the report has labelled ticks on both axes, and every string a plot shows
+// (keys, values, labels, tooltips) is escaped.
+TEST(RenderHtml, EveryPlotHasTickLabelsOnBothAxesAndEscapesItsStrings) {
+  SweepRecords s;
+  const std::string evil = "<img src=x onerror=alert(1)>";
+  for (int i = 0; i < 8; ++i) {
+    s.runs.push_back(make_record("r" + std::to_string(i),
+                                 {{"train.lr", i % 2 ? "0.1" : "0.2"},
+                                  {"model." + evil, (i / 2) % 2 ? evil : "plain"},
+                                  {"train.seed", std::to_string(i / 4)},
+                                  {"train.clip_norm", "1"}},
+                                 {3.0, 2.0 - 0.1 * i, 1.0 + 0.1 * i}));
+    for (auto& st : s.runs.back().steps)
+      st.tokens = 100 + i, st.step_time_s = 1, st.tokens_per_s = 100 + i, st.lr = 0.1, st.grad_norm = 1.5;
+  }
+  ReportOptions opt;
+  opt.baseline_key = "model." + evil, opt.baseline_value = "plain";
+  const ReportModel m = build_report("t", s, opt);
+  const std::string html = render_html(s, m);
+  EXPECT_EQ(html.find("<img"), std::string::npos);
+  EXPECT_NE(html.find("&lt;img src=x onerror=alert(1)&gt;"), std::string::npos);
+  size_t svgs = 0;
+  for (size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1)) {
+    const std::string svg = html.substr(at, html.find("</svg>", at) - at);
+    ++svgs;
+    EXPECT_GE(count(svg, "class=\"tick x\""), 2u) << svg.substr(0, 200);
+    EXPECT_GE(count(svg, "class=\"tick y\""), 2u) << svg.substr(0, 200);
+  }
+  // Loss, baseline difference, parallel coordinates, Pareto scatter, gradient norm, lr, tokens/s.
+  EXPECT_EQ(svgs, 7u);
+  EXPECT_NE(html.find("clip_norm 1"), std::string::npos);  // the threshold line on the gradient norm
 }
 
 TEST(BuildReport, EnvironmentSummaryFlagsDifferences) {
@@ -463,17 +756,18 @@ TEST_F(ReportTest, UnfinishedRecordsAreNamedByWhatTheyHold) {
   write_run("crashed", {{"train.lr", "0.1"}}, {2.0});
   // Died between the final status and the rename: whole, but never completed.
   fs::rename(dir_ / "runs" / "crashed" / "record.h5", dir_ / "runs" / "crashed" / "record.h5.partial");
-  write_run("running", {{"train.lr", "0.2"}}, {2.0}, /*finished=*/false);
+  // Says running, but nobody holds its run.lock: stopped (a running one is tested above).
+  write_run("stopped", {{"train.lr", "0.2"}}, {2.0}, /*finished=*/false);
   fs::create_directories(dir_ / "runs" / "empty");
   SweepRecords s = load_sweep(dir_.string());
   ASSERT_EQ(s.failed.size(), 3u);
   EXPECT_EQ(s.failed[0].status, "failed");
   EXPECT_NE(s.failed[0].cause.find("never completed"), std::string::npos) << s.failed[0].cause;
   EXPECT_EQ(s.failed[1].status, "missing");
-  EXPECT_EQ(s.failed[2].status, "running");
+  EXPECT_EQ(s.failed[2].status, "interrupted");
   ReportModel m = build_report("t", s);
-  EXPECT_EQ(m.failed, 1u);
-  EXPECT_EQ(m.running, 1u);
+  EXPECT_EQ(m.failed, 2u);
+  EXPECT_EQ(m.running, 0u);
   EXPECT_EQ(m.missing, 1u);
 }
 
@@ -513,13 +807,14 @@ TEST(RenderFormats, CsvQuotesFieldsAndHasOneRowPerRun) {
 TEST(RenderFormats, JsonEscapesStringsAndWritesNullForNan) {
   SweepRecords s = hostile_sweep();
   const std::string json = render_report(s, build_report("t\"\\", s), ReportFormat::json);
-  EXPECT_EQ(json.rfind("{\"format\":\"sweep-report\",\"version\":2,\"title\":\"t\\\"\\\\\"", 0), 0u)
+  EXPECT_EQ(json.rfind("{\"format\":\"sweep-report\",\"version\":3,\"title\":\"t\\\"\\\\\"", 0), 0u)
       << json.substr(0, 80);
   EXPECT_NE(json.find("\"final_loss\":null"), std::string::npos);  // NaN is not JSON
   EXPECT_EQ(json.find("nan"), std::string::npos);
   EXPECT_NE(json.find("no such \\u0001 record"), std::string::npos);
   EXPECT_NE(json.find("\"a,\\\"b\\\"\\nc\""), std::string::npos);
-  EXPECT_NE(json.find("\"curve\":{\"step\":[1,2],\"mean_loss\":[2,1.5]}"), std::string::npos);
+  EXPECT_NE(json.find("\"curve\":{\"step\":[1,2],\"mean_loss\":[2,1.5],\"min_loss\":[2,1.5],\"max_loss\":[2,1.5]}"),
+            std::string::npos);
   // JSON is UTF-8: a stray byte in a log becomes U+FFFD, valid sequences stay.
   s.failed[0].log_tail = "bad \xff byte, good \xc3\xbc";
   const std::string bytes = render_report(s, build_report("t", s), ReportFormat::json);
@@ -533,6 +828,20 @@ TEST(RenderFormats, ParsesFormatNames) {
   ASSERT_TRUE(parse_report_format("json", &f));
   EXPECT_EQ(f, ReportFormat::json);
   EXPECT_FALSE(parse_report_format("pdf", &f));
+}
+
+}  // namespace
+}  // namespace sweep
+
+namespace sweep {
+namespace {
+
+// The check value every CRC-32C implementation publishes, and TFRecord's mask of it.
+TEST(TensorBoardExport, Crc32cMatchesItsPublishedCheckValue) {
+  EXPECT_EQ(crc32c("123456789"), 0xe3069283u);
+  EXPECT_EQ(crc32c(""), 0u);
+  const uint32_t c = 0xe3069283u;
+  EXPECT_EQ(masked_crc32c("123456789"), ((c >> 15) | (c << 17)) + 0xa282ead8u);
 }
 
 }  // namespace
