@@ -7,6 +7,7 @@
 #include <ctime>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "blas_kernel.h"
@@ -17,7 +18,9 @@
 #include "report.h"      // load_sweep
 #include "run_health.h"  // sweep_health: the flags of completed runs
 #include "slurm_exec.h"
+#include "sweep_lock.h"  // SweepLock: a tpe search holds it across its batches
 #include "sweep_run.h"
+#include "tpe_search.h"  // run_tpe_search
 
 namespace fs = std::filesystem;
 
@@ -102,6 +105,7 @@ struct RunOptions {
   std::string trainer;
   int parallel = 0;
   double progress_every_s = 30;
+  double report_every_s = 30;
   bool quiet = false;
 };
 
@@ -119,6 +123,8 @@ int run_run(const RunOptions& o) {
   opt.quiet = o.quiet;
   opt.tty = ::isatty(STDOUT_FILENO) == 1;
   opt.progress_every_s = o.progress_every_s;
+  opt.report_every_s = o.report_every_s;
+  opt.report_binary = executable_dir() + "/sweep";
   if (spec.program.empty() && !fs::exists(opt.train_binary))
     throw ConfigError("trainer '" + opt.train_binary + "' not found (build it, or pass --trainer)");
   std::string blas;
@@ -127,16 +133,22 @@ int run_run(const RunOptions& o) {
   std::printf("sweep %s: %zu runs -> %s (launcher %s, parallel %d)\n", spec.name.c_str(), e.points.size(),
               opt.out_dir.c_str(), spec.launch.launcher.c_str(), spec.launch.parallel);
   std::fflush(stdout);
-  SweepSummary s;
-  if (spec.launch.launcher == "slurm") {
-    // Compute nodes see paths as given: make them absolute (out_dir already is).
+  if (spec.launch.launcher == "slurm")  // compute nodes see paths as given: make them absolute (out_dir already is)
     opt.train_binary = fs::absolute(opt.train_binary).lexically_normal().string();
-    SlurmCli slurm;
-    s = run_sweep_slurm(spec, e.points, opt, slurm);
-  } else {
+  const auto run_points = [&](const std::vector<GridPoint>& points) {
+    if (spec.launch.launcher == "slurm") {
+      SlurmCli slurm;
+      return run_sweep_slurm(spec, points, opt, slurm);
+    }
     SpawnRunner runner;
-    s = run_sweep(spec, e.points, opt, runner);
-  }
+    return run_sweep(spec, points, opt, runner);
+  };
+  // A tpe search runs batch after batch, each proposed from the records of the ones
+  // before, under one hold of the directory's lock: no other driver runs between batches.
+  std::unique_ptr<SweepLock> search_lock;
+  if (spec.search.kind == "tpe") search_lock = std::make_unique<SweepLock>(opt.out_dir), opt.lock_held = true;
+  const SweepSummary s =
+      spec.search.kind == "tpe" ? run_tpe_search(spec, opt.out_dir, run_points) : run_points(e.points);
   std::printf("sweep %s: %d completed, %d already done, %d failed", spec.name.c_str(), s.completed, s.skipped,
               s.failed);
   if (s.interrupted) std::printf(", %d interrupted", s.interrupted);
@@ -297,6 +309,9 @@ CliAction setup_run(CLI::App& app) {
                   "sweep-train beside sweep)");
   cmd->add_option("--parallel", o->parallel, "runs at once (overrides launch.parallel)")->check(CLI::Range(1, 100000));
   cmd->add_option("--progress-every", o->progress_every_s, "seconds between progress lines when not on a terminal")
+      ->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--report-every", o->report_every_s,
+                  "seconds between rewrites of report.html while runs go on (default 30; 0 = only at the end)")
       ->check(CLI::Range(0.0, 1e6));
   cmd->add_flag("--quiet", o->quiet, "no per-run lines");
   return [o, cmd]() { return cmd->parsed() ? run_run(*o) : -1; };

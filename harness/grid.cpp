@@ -19,8 +19,8 @@
 namespace sweep {
 namespace {
 
-const std::vector<std::string> kTopKeys = {"name",    "base",  "grid",        "zip",    "exclude",
-                                           "include", "seeds", "constraints", "launch", "program"};
+const std::vector<std::string> kTopKeys = {"name",  "base",        "grid",   "zip",     "exclude", "include",
+                                           "seeds", "constraints", "launch", "program", "search"};
 const std::vector<std::string> kSections = {"model", "data", "train", "dist", "fault"};
 
 bool safe_name(const std::string& s) {
@@ -303,6 +303,29 @@ SweepSpec parse_grid(const std::string& text, const std::string& source, const s
   if (const YAML::Node seeds = root["seeds"]) spec.seeds = parse_seeds(seeds, source);
   if (const YAML::Node c = root["constraints"]) spec.constraints = parse_constraints(c, source);
   if (const YAML::Node l = root["launch"]) spec.launch = parse_launch(l, source);
+  if (const YAML::Node sr = root["search"]) {
+    spec.search = parse_search(sr, source);
+    if (spec.search.kind != "grid") {
+      // Every point is drawn: listed values would be a second, competing way to set them.
+      for (const char* listed : {"grid", "zip", "include"})
+        if (const YAML::Node n = root[listed])
+          throw ConfigError(yaml_where(source, n) + ": key '" + listed + "': search.kind " + spec.search.kind +
+                            " draws every point from search.space; write a listed key there as {choice: [...]}");
+      // A tpe search starts with its random draws; later trials are added as it learns.
+      const int64_t drawn = spec.search.kind == "tpe" ? spec.search.startup : spec.search.samples;
+      ZipGroup draws;
+      draws.where = spec.search.where;
+      draws.section = "search.space";
+      for (const SearchDim& d : spec.search.space) {
+        GridAxis a;
+        a.key = d.key;
+        a.where = d.where;
+        for (int64_t i = 0; i < drawn; ++i) a.values.push_back(draw(d, spec.search.seed, i));
+        draws.axes.push_back(std::move(a));
+      }
+      spec.zips.push_back(std::move(draws));
+    }
+  }
   // The training program's model kinds, before any model key is checked.
   std::vector<std::string> offers;
   std::string program;  // how messages name the program
@@ -338,7 +361,7 @@ SweepSpec parse_grid(const std::string& text, const std::string& source, const s
   KeyOwners owners;
   for (const auto& a : spec.axes) owners.claim(a.key, a.where, "grid"), check_values(base, a);
   for (const auto& z : spec.zips)
-    for (const auto& a : z.axes) owners.claim(a.key, a.where, "zip"), check_values(base, a);
+    for (const auto& a : z.axes) owners.claim(a.key, a.where, z.section), check_values(base, a);
   if (!spec.seeds.values.empty()) owners.claim("train.seed", spec.seeds.where, "seeds"), check_values(base, spec.seeds);
   if (!spec.constraints.derive.empty())
     owners.claim(spec.constraints.derive, spec.constraints.where, "constraints.derive");

@@ -12,6 +12,7 @@
 #include "launch_config.h"  // LaunchSpec
 #include "program.h"        // ProgramSpec
 #include "run_config.h"
+#include "search.h"          // SearchSpec
 #include "trainer_models.h"  // load_trainer_models
 
 namespace sweep {
@@ -27,6 +28,7 @@ struct GridAxis {
 struct ZipGroup {
   std::vector<GridAxis> axes;
   std::string where;
+  std::string section = "zip";  ///< "search.space" for the points a search drew
 };
 
 /// A partial point: each key with the values it matches (exclude) or takes (include).
@@ -52,13 +54,14 @@ struct SweepSpec {
   std::string source;                  ///< the grid file, for messages
   FlatConfig base;                     ///< `base:` flattened to dotted keys
   std::vector<GridAxis> axes;          ///< `grid:` in file order (cartesian product)
-  std::vector<ZipGroup> zips;          ///< `zip:` groups, each one more dimension
+  std::vector<ZipGroup> zips;          ///< `zip:` groups, each one more dimension; a search's draws are one more
   std::vector<PointPattern> excludes;  ///< `exclude:` points matching every key are dropped
   std::vector<PointPattern> includes;  ///< `include:` extra points (base + these values)
   GridAxis seeds;                      ///< `seeds:` replicate every point over train.seed (empty = no)
   Constraints constraints;             ///< `constraints:`
   LaunchSpec launch;                   ///< `launch:`; never part of a run id
   ProgramSpec program;                 ///< `program:` (empty: sweep-train or launch.trainer); not in run ids
+  SearchSpec search;                   ///< `search:`; kind random adds its draws as the last zip group
 };
 
 /// One point of the expanded grid.

@@ -89,6 +89,17 @@ std::string render_plan(const SweepSpec& spec, const Expansion& e, const std::st
   if (e.mismatched) notes += (notes.empty() ? "" : ", ") + std::to_string(e.mismatched) + " skipped by constraints";
   if (e.duplicates) notes += (notes.empty() ? "" : ", ") + std::to_string(e.duplicates) + " duplicates";
   if (!notes.empty()) out += "points dropped: " + notes + "\n";
+  const std::string keys =
+      std::to_string(spec.search.space.size()) + (spec.search.space.size() == 1 ? " key" : " keys");
+  if (spec.search.kind == "random")
+    out += "search random: " + std::to_string(spec.search.samples) + " draws from " + keys + ", search seed " +
+           std::to_string(spec.search.seed) + "\n";
+  if (spec.search.kind == "tpe")
+    out += "search tpe: " + std::to_string(spec.search.samples) + " trials over " + keys + ", search seed " +
+           std::to_string(spec.search.seed) + ": the " + std::to_string(spec.search.startup) +
+           " random startup trials below, then batches of " + std::to_string(spec.search.parallel) +
+           " proposed from the " + spec.search.metric + " (" + spec.search.mode +
+           ") of every earlier trial, listed in search.log as they are made\n";
   out += "launcher " + spec.launch.launcher + ", parallel " + std::to_string(spec.launch.parallel) + ", largest run " +
          std::to_string(c.max_cores) + " cores\n";
 

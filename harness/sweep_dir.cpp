@@ -9,6 +9,8 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -190,6 +192,52 @@ void write_points_file(const std::string& dir, const std::vector<GridPoint>& poi
     text += '\n';
   }
   write_file_atomically(dir + "/points.tsv", text);
+}
+
+std::string search_inputs(const SearchSpec& s, const std::vector<ConfigValue>& values) {
+  std::string text;
+  for (size_t i = 0; i < s.space.size() && i < values.size(); ++i)
+    text += (i ? " " : "") + s.space[i].key + "=" + values[i].text;
+  return text;
+}
+
+std::map<std::string, std::vector<std::string>> search_runs(const SearchSpec& s, const std::vector<GridPoint>& points) {
+  std::map<std::string, std::vector<std::string>> ids_of;
+  for (const GridPoint& p : points) {
+    std::string inputs;
+    for (const SearchDim& d : s.space)
+      for (const auto& [k, v] : p.values)
+        if (k == d.key) inputs += (inputs.empty() ? "" : " ") + k + "=" + v;
+    ids_of[inputs].push_back(p.id);
+  }
+  return ids_of;
+}
+
+std::string search_log(const SweepSpec& spec, const std::vector<GridPoint>& points) {
+  const SearchSpec& s = spec.search;
+  std::string text = "# sweep search log: one decision per line; the same grid file gives the same lines\n";
+  text += "search " + s.kind + " seed=" + std::to_string(s.seed) + " samples=" + std::to_string(s.samples) + " keys=";
+  for (size_t i = 0; i < s.space.size(); ++i) text += (i ? "," : "") + s.space[i].key;
+  text += "\n";
+  // The points of one draw (its seeds) share its drawn values; a draw no point has was
+  // dropped by exclude, or resolved to the run of an earlier one.
+  const auto ids_of = search_runs(s, points);
+  std::set<std::string> seen;
+  for (int64_t i = 0; i < s.samples; ++i) {
+    std::vector<ConfigValue> values;
+    for (const SearchDim& d : s.space) values.push_back(draw(d, s.seed, i));
+    const std::string inputs = search_inputs(s, values);
+    text += "draw " + std::to_string(i) + ": " + inputs + " ->";
+    auto it = ids_of.find(inputs);
+    if (!seen.insert(inputs).second)
+      text += " (the same as an earlier draw)";
+    else if (it == ids_of.end())
+      text += " (no run: excluded, or the same run as an earlier draw)";
+    else
+      for (const auto& id : it->second) text += " " + id;
+    text += "\n";
+  }
+  return text;
 }
 
 std::vector<std::pair<std::string, std::string>> read_points_file(const std::string& dir) {

@@ -8,6 +8,7 @@
 //   <dir>/runs/<id>/rank<r>.failure  a note from a rank whose watchdog fired (trainer/comm/watchdog.h)
 #pragma once
 
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -72,6 +73,18 @@ std::unordered_map<std::string, RunState> scan_runs(const std::string& dir);
 
 /// Writes <dir>/points.tsv: every point's id and swept values.
 void write_points_file(const std::string& dir, const std::vector<GridPoint>& points);
+/// The decision log of a search (search.kind other than grid), written to <dir>/search.log
+/// by the driver: a header naming kind, seed, samples and keys, then one line per decision
+/// with its inputs and the run ids it made ("draw 3: train.lr=0.002 ... -> id id"). No
+/// time or host in it: the same grid file gives the same log on every machine.
+std::string search_log(const SweepSpec& spec, const std::vector<GridPoint>& points);
+
+/// "train.lr=0.001 train.clip_norm=1.5": a draw's values of the search's keys, as written.
+std::string search_inputs(const SearchSpec& s, const std::vector<ConfigValue>& values);
+
+/// The run ids of `points` by their search_inputs: a draw's runs (one per seed).
+std::map<std::string, std::vector<std::string>> search_runs(const SearchSpec& s, const std::vector<GridPoint>& points);
+
 /// Reads it back: (id, "k=v k=v"); empty when absent.
 std::vector<std::pair<std::string, std::string>> read_points_file(const std::string& dir);
 

@@ -8,11 +8,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <thread>
 
 #include "e2e_util.h"   // E2eTest, completed_records, wait_for, tiny_model
+#include "record.h"     // read_partial_progress
+#include "run_files.h"  // RunLock::holder
 #include "sweep_dir.h"  // read_run_state
 
 namespace fs = std::filesystem;
@@ -90,6 +93,208 @@ TEST_F(DriverE2E, SixRunsTwoAtATimeLocally) {
   EXPECT_CONTAINS(read_file(dir_ / "status.log"), "6 runs: 6 completed");
   ASSERT_TRUE(sweep_cli({"plan", grid, "--out", out.string()}, "plan.log").ok());
   EXPECT_CONTAINS(read_file(dir_ / "plan.log"), "(6 done, 0 to run)");
+}
+
+/// A random search of three draws, two runs at a time; `seed` is the search's.
+std::string random_search(int seed) {
+  return "name: rs\n"
+         "base:\n" +
+         sweep_test::tiny_model("  ") +
+         "  train: {steps: 6, micro_batch: 2, schedule: cosine, log_every: 50}\n"
+         "search:\n"
+         "  kind: random\n"
+         "  samples: 3\n"
+         "  seed: " +
+         std::to_string(seed) +
+         "\n"
+         "  space:\n"
+         "    train.lr: {loguniform: [1.0e-3, 1.0e-2]}\n"
+         "    train.clip_norm: {uniform: [0.5, 2.0]}\n"
+         "launch: {parallel: 2, slots: 2}\n";
+}
+
+// The search replays: the same file run into two directories, two runs at a time, gives
+// the same decision log and bit-identical runs; another search seed draws other points.
+TEST_F(DriverE2E, ARandomSearchReplaysInAnotherDirectoryAndAnotherSeedDrawsOthers) {
+  const std::string grid = write("rs.yaml", random_search(5));
+  std::map<std::string, sweep::Record> runs[2];
+  std::string logs[2];
+  for (int k = 0; k < 2; ++k) {
+    const fs::path out = dir_ / ("out" + std::to_string(k));
+    auto st = sweep_cli({"run", grid, "--out", out.string(), "--quiet"}, "run" + std::to_string(k) + ".log");
+    ASSERT_TRUE(st.ok()) << read_file(dir_ / ("run" + std::to_string(k) + ".log"));
+    runs[k] = completed(out);
+    logs[k] = read_file(out / "search.log");
+  }
+  ASSERT_EQ(runs[0].size(), 3u);
+  EXPECT_EQ(logs[0], logs[1]);
+  EXPECT_CONTAINS(logs[0], "search random seed=5 samples=3 keys=train.lr,train.clip_norm\n");
+  for (const auto& [id, r] : runs[0]) {
+    EXPECT_CONTAINS(logs[0], " -> " + id + "\n");
+    ASSERT_EQ(runs[1].count(id), 1u) << id;
+    EXPECT_EQ(sweep_test::bit_difference(r, runs[1].at(id)), "") << id;
+  }
+  ASSERT_TRUE(sweep_cli({"plan", write("rs6.yaml", random_search(6))}, "plan6.log").ok());
+  const std::string plan6 = read_file(dir_ / "plan6.log");
+  EXPECT_CONTAINS(plan6, "search random: 3 draws from 2 keys, search seed 6");
+  for (const auto& [id, r] : runs[0]) EXPECT_EQ(plan6.find(id), std::string::npos) << id;
+}
+
+std::string tpe_search(int seed) {
+  return "name: tpe\n"
+         "base:\n" +
+         sweep_test::tiny_model("  ") +
+         "  train: {steps: 6, micro_batch: 2, schedule: cosine, log_every: 50}\n"
+         "search:\n"
+         "  kind: tpe\n"
+         "  samples: 6\n"
+         "  startup: 2\n"
+         "  parallel: 2\n"
+         "  seed: " +
+         std::to_string(seed) +
+         "\n"
+         "  space:\n"
+         "    train.lr: {loguniform: [1.0e-3, 3.0e-2]}\n"
+         "    train.clip_norm: {uniform: [0.5, 2.0]}\n"
+         "launch: {parallel: 2, slots: 2}\n";
+}
+
+// A tpe search replays: the same file run into two directories, two runs at a time, makes
+// the same decisions and bit-identical runs; another search seed decides otherwise; and a
+// search stopped in the middle of a batch and run again reaches the same decisions and
+// the same bits as the uninterrupted one.
+TEST_F(DriverE2E, ATpeSearchReplaysAndAStoppedOneResumesToTheSameDecisions) {
+  const std::string grid = write("tpe.yaml", tpe_search(5));
+  std::map<std::string, sweep::Record> runs[2];
+  std::string logs[2];
+  for (int k = 0; k < 2; ++k) {
+    const fs::path out = dir_ / ("out" + std::to_string(k));
+    auto st = sweep_cli({"run", grid, "--out", out.string(), "--quiet"}, "tpe" + std::to_string(k) + ".log");
+    ASSERT_TRUE(st.ok()) << read_file(dir_ / ("tpe" + std::to_string(k) + ".log"));
+    runs[k] = completed(out);
+    logs[k] = read_file(out / "search.log");
+  }
+  EXPECT_EQ(logs[0], logs[1]);
+  EXPECT_CONTAINS(logs[0],
+                  "search tpe seed=5 samples=6 parallel=2 startup=2 metric=objective mode=min "
+                  "keys=train.lr,train.clip_norm\n");
+  EXPECT_CONTAINS(logs[0], "trial 0 batch 0 random: train.lr=");
+  EXPECT_CONTAINS(logs[0], "trial 2 batch 1 tpe (good 1 of 2): ");
+  EXPECT_CONTAINS(logs[0], "trial 5 batch 2 tpe (good 1 of 4): ");
+  EXPECT_EQ(logs[0].find("(not finished)"), std::string::npos);
+  EXPECT_GE(runs[0].size(), 5u);  // six trials; two may land on one run
+  for (const auto& [id, r] : runs[0]) {
+    EXPECT_CONTAINS(logs[0], " " + id + " loss=");
+    ASSERT_EQ(runs[1].count(id), 1u) << id;
+    EXPECT_EQ(sweep_test::bit_difference(r, runs[1].at(id)), "") << id;
+  }
+  ASSERT_TRUE(
+      sweep_cli({"run", write("tpe6.yaml", tpe_search(6)), "--out", (dir_ / "seed6").string(), "--quiet"}, "tpe6.log")
+          .ok());
+  EXPECT_NE(read_file(dir_ / "seed6" / "search.log"), logs[0]);
+
+  // Stopped while batch 1 runs, then run again.
+  const fs::path out = dir_ / "stopped";
+  sweep::SpawnRunner runner;
+  const int driver =
+      runner.start(sweep_argv({"run", grid, "--out", out.string(), "--quiet"}), (dir_ / "stopped.log").string());
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::pair<int, sweep::ExitStatus>> ended;
+  while (ended.empty() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120)) {
+    std::error_code ec;
+    if (fs::exists(out / "search.log", ec) &&
+        read_file(out / "search.log").find("trial 2 batch 1") != std::string::npos)
+      break;
+    ended = runner.wait_some(0.05);
+  }
+  ASSERT_TRUE(ended.empty()) << "the search ended before its second batch started: " << read_file(dir_ / "stopped.log");
+  ::kill(driver, SIGINT);
+  const sweep::ExitStatus st = sweep_test::wait_for(runner, driver);
+  EXPECT_EQ(st.code, 128 + SIGINT) << read_file(dir_ / "stopped.log");
+  EXPECT_CONTAINS(read_file(out / "search.log"), "(not finished)");  // it did stop half-way
+  ASSERT_TRUE(sweep_cli({"run", grid, "--out", out.string(), "--quiet"}, "resumed.log").ok())
+      << read_file(dir_ / "resumed.log");
+  EXPECT_EQ(read_file(out / "search.log"), logs[0]);
+  const auto resumed = completed(out);
+  EXPECT_EQ(resumed.size(), runs[0].size());
+  for (const auto& [id, r] : runs[0]) {
+    ASSERT_EQ(resumed.count(id), 1u) << id;
+    EXPECT_EQ(sweep_test::bit_difference(r, resumed.at(id)), "") << id;
+  }
+}
+
+/// The pid in a lock holder's line ("pid 123 on host, since ..."), or 0.
+pid_t holder_pid(const std::string& holder) {
+  return holder.rfind("pid ", 0) == 0 ? static_cast<pid_t>(std::atol(holder.c_str() + 4)) : 0;
+}
+
+// While runs go on, the driver has report.html rewritten, and the report shows them
+// running with their step of total (read from their partial records); the report at the
+// end shows them completed. No race with the runs' speed: once both runs have recorded a
+// step, the test stops their trainers (SIGSTOP) until a rewrite shows them running, so
+// the rewrite cannot come too late on a slow or a fast machine.
+TEST_F(DriverE2E, TheReportIsRewrittenWhileRunsGoOnAndShowsThemRunning) {
+  const std::string grid = write("live.yaml",
+                                 "name: live\n"
+                                 "base:\n" +
+                                     sweep_test::tiny_model("  ") +
+                                     "  train: {steps: 20000, micro_batch: 2, log_every: 5000}\n"
+                                     "grid:\n"
+                                     "  train.lr: [1.0e-3, 3.0e-3]\n"
+                                     "launch: {parallel: 2, slots: 2}\n");
+  const fs::path out = dir_ / "out";
+  sweep::SpawnRunner runner;
+  const int driver = runner.start(sweep_argv({"run", grid, "--out", out.string(), "--quiet", "--report-every", "1"}),
+                                  (dir_ / "run.log").string());
+  std::vector<std::pair<int, sweep::ExitStatus>> ended;
+  auto poll = [&](const std::function<bool()>& done, int seconds) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (ended.empty() && !done() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(seconds))
+      ended = runner.wait_some(0.1);
+    return done();
+  };
+  // Both trainers have flushed a step to their partial records.
+  std::vector<pid_t> trainers;
+  const bool stepping = poll(
+      [&] {
+        trainers.clear();
+        std::error_code ec;
+        if (!fs::is_directory(out / "runs", ec)) return false;
+        for (const auto& run : fs::directory_iterator(out / "runs", ec)) {
+          try {
+            if (sweep::read_partial_progress((run.path() / "record.h5").string()).step <= 0) return false;
+          } catch (const sweep::RecordError&) {
+            return false;
+          }
+          if (pid_t pid = holder_pid(sweep::RunLock::holder(run.path().string())); pid > 0) trainers.push_back(pid);
+        }
+        return trainers.size() == 2;
+      },
+      120);
+  ASSERT_TRUE(stepping) << "the runs never recorded a step while running:\n" << read_file(dir_ / "run.log");
+  for (pid_t pid : trainers) ::kill(pid, SIGSTOP);
+  std::string seen;  // a rewrite that showed a run in progress
+  poll(
+      [&] {
+        std::error_code ec;
+        if (!fs::exists(out / "report.html", ec)) return false;
+        const std::string html = read_file(out / "report.html");
+        if (html.find("running: step ") != std::string::npos) seen = html;
+        return !seen.empty();
+      },
+      60);
+  for (pid_t pid : trainers) ::kill(pid, SIGCONT);
+  poll([] { return false; }, 300);
+  ASSERT_EQ(ended.size(), 1u) << "the sweep did not end";
+  ASSERT_TRUE(ended[0].second.ok()) << read_file(dir_ / "run.log");
+  ASSERT_FALSE(seen.empty()) << "no rewrite showed a running run; report.log:\n" << read_file(out / "report.log");
+  EXPECT_CONTAINS(seen, "<h2>Running and failed runs</h2>");
+  EXPECT_CONTAINS(seen, " of 20000, loss ");
+  EXPECT_CONTAINS(read_file(out / "report.log"), "report: ");
+  const std::string last = read_file(out / "report.html");
+  EXPECT_EQ(last.find("running: step"), std::string::npos);
+  EXPECT_CONTAINS(last, "2 completed");
+  (void)driver;
 }
 
 TEST_F(DriverE2E, CtrlCStopsEveryRunAndTheRerunStartsOnlyUnfinishedOnes) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -104,7 +105,11 @@ TEST_F(SlurmE2E, ArrayOfSixFiveCompleteLiterallyOneTimesOut) {
 
   // `sweep status` reads the same states back.
   ASSERT_TRUE(sweep_cli({"status", out.string()}, "status.log").ok());
-  EXPECT_CONTAINS(read_file(dir_ / "status.log"), "6 runs: 5 completed, 1 failed");
+  // A throughput_outlier flag depends on the machine's load at the moment, not on Slurm:
+  // "(1 with health flags)" may stand after the count.
+  const std::string status = read_file(dir_ / "status.log");
+  EXPECT_TRUE(std::regex_search(status, std::regex("6 runs: 5 completed( \\(\\d with health flags\\))?, 1 failed")))
+      << status;
   EXPECT_CONTAINS(read_file(dir_ / "status.log"), "timeout");
 }
 

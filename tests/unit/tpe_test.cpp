@@ -1,0 +1,183 @@
+// The Tree-structured Parzen Estimator (harness/tpe.h): its estimators are proper
+// densities on their bounds, its proposals are a pure function of (space, seed, trial,
+// history), they learn (beating random draws on a known objective), and a bad tpe
+// section names its file:line:col.
+#include "tpe.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "grid.h"
+#include "test_util.h"  // EXPECT_CONTAINS, thrown_message
+
+namespace sweep {
+namespace {
+
+SearchDim numeric(const std::string& key, const std::string& kind, double lo, double hi, int64_t step = 1) {
+  SearchDim d;
+  d.key = key, d.kind = kind, d.lo = lo, d.hi = hi, d.step = step, d.where = "x.yaml:1:1";
+  return d;
+}
+
+double value(const ConfigValue& v) { return std::stod(v.text); }
+
+TEST(Tpe, GoodCountIsATenthCappedAt25) {
+  EXPECT_EQ(tpe_good_count(0), 1u);
+  EXPECT_EQ(tpe_good_count(1), 1u);
+  EXPECT_EQ(tpe_good_count(10), 1u);
+  EXPECT_EQ(tpe_good_count(11), 2u);
+  EXPECT_EQ(tpe_good_count(240), 24u);
+  EXPECT_EQ(tpe_good_count(1000), 25u);
+}
+
+// Widths are the larger gap to a neighbour (the prior's centre and the bounds count),
+// clipped below at range / min(100, n + 1); the prior spans the range.
+TEST(Tpe, ParzenWidthsComeFromTheNeighbours) {
+  // Nine observations: the floor is 1 / min(100, 10) = 0.1. Sorted with the prior's
+  // centre: 0.05 0.1 0.3 0.32 0.5 0.6 0.7 0.75 0.9 0.95.
+  const Parzen p = parzen({0.05, 0.1, 0.3, 0.32, 0.6, 0.7, 0.75, 0.9, 0.95}, 0, 1);
+  ASSERT_EQ(p.mu.size(), 10u);
+  EXPECT_NEAR(p.sigma[0], 0.1, 1e-12);   // max(0.05, 0.05), clipped up to the floor
+  EXPECT_NEAR(p.sigma[2], 0.2, 1e-12);   // max(0.3 - 0.1, 0.02)
+  EXPECT_NEAR(p.sigma[3], 0.18, 1e-12);  // max(0.02, 0.5 - 0.32)
+  EXPECT_NEAR(p.sigma[7], 0.15, 1e-12);  // max(0.9 - 0.75, 0.05)
+  EXPECT_NEAR(p.sigma[8], 0.1, 1e-12);   // max(0.05, 1 - 0.95), clipped
+  EXPECT_DOUBLE_EQ(p.mu[9], 0.5);
+  EXPECT_DOUBLE_EQ(p.sigma[9], 1.0);
+  EXPECT_DOUBLE_EQ(p.weight[9], kTpePriorWeight);
+  const Parzen few = parzen({0.1, 0.2, 0.9}, 0, 1);
+  EXPECT_DOUBLE_EQ(few.sigma[0], 0.25);  // clipped at 1 / (3 + 1)
+  const Parzen wide = parzen({0.0}, 0, 1);
+  EXPECT_DOUBLE_EQ(wide.sigma[0], 0.5);  // max(0, 0.5 - 0)
+}
+
+// The mixture is a density on [lo, hi] (integrates to 1), and its sampler draws from it:
+// the share of samples below the median of the density is one half.
+TEST(Tpe, ParzenIsADensityOnItsBoundsAndTheSamplerDrawsFromIt) {
+  const Parzen p = parzen({-1.5, 0.3, 0.4, 2.0}, -2, 3);
+  double integral = 0, below = 0;
+  const int n = 20000;
+  const double h = 5.0 / n;
+  std::vector<double> cdf;
+  for (int i = 0; i < n; ++i) {
+    integral += std::exp(parzen_log_density(p, -2 + (i + 0.5) * h)) * h;
+    cdf.push_back(integral);
+  }
+  EXPECT_NEAR(integral, 1.0, 1e-4);
+  const double median = -2 + h * double(std::lower_bound(cdf.begin(), cdf.end(), 0.5 * integral) - cdf.begin());
+  const int samples = 4000;
+  for (int i = 0; i < samples; ++i) {
+    const double x = parzen_sample(p, draw_unit(1, i, "c"), draw_unit(1, i, "v"));
+    ASSERT_GE(x, -2.0);
+    ASSERT_LE(x, 3.0);
+    below += x < median ? 1 : 0;
+  }
+  EXPECT_NEAR(below / samples, 0.5, 0.03);
+}
+
+// Same inputs, same proposal; another seed or trial number, another one. Values take the
+// form of draw(): within bounds, six digits, ints on their step, choices as written.
+TEST(Tpe, ProposalsAreAPureFunctionOfTheirInputs) {
+  std::vector<SearchDim> space = {numeric("train.lr", "loguniform", 1e-4, 1e-1),
+                                  numeric("train.warmup", "int", 0, 100, 10)};
+  SearchDim act;
+  act.key = "model.act", act.kind = "choice", act.choices = {{"gelu", "x.yaml:2:3"}, {"relu", "x.yaml:2:9"}};
+  space.push_back(act);
+  std::vector<TpeTrial> history;
+  for (int i = 0; i < 12; ++i) {
+    std::vector<ConfigValue> v;
+    for (const auto& d : space) v.push_back(draw(d, 3, i));
+    history.push_back({v, std::abs(std::log10(value(v[0])) + 2.5) + (i == 4 ? INFINITY : 0)});
+  }
+  const auto a = tpe_propose(space, history, 3, 12), b = tpe_propose(space, history, 3, 12);
+  ASSERT_EQ(a.size(), 3u);
+  for (size_t k = 0; k < a.size(); ++k) EXPECT_EQ(a[k].text, b[k].text);
+  const auto c = tpe_propose(space, history, 4, 12), d = tpe_propose(space, history, 3, 13);
+  EXPECT_NE(a[0].text, c[0].text);
+  EXPECT_NE(a[0].text, d[0].text);
+  for (const auto& p : {a, c, d}) {
+    EXPECT_GE(value(p[0]), 1e-4);
+    EXPECT_LE(value(p[0]), 1e-1);
+    const double w = value(p[1]);
+    EXPECT_EQ(std::fmod(w, 10), 0) << p[1].text;
+    EXPECT_TRUE(p[2].text == "gelu" || p[2].text == "relu");
+  }
+}
+
+// The estimator learns: on a known objective (a valley at lr 10^-2.5, warmup 30), TPE
+// after 8 random draws finds a better best in 30 trials than 30 random draws do, for
+// most search seeds; and it proposes near the valley once it has seen it.
+TEST(Tpe, BeatsRandomDrawsOnAKnownObjective) {
+  const std::vector<SearchDim> space = {numeric("train.lr", "loguniform", 1e-5, 1e-1),
+                                        numeric("train.warmup", "int", 0, 100, 1)};
+  auto f = [](const std::vector<ConfigValue>& v) {
+    const double a = std::log10(value(v[0])) + 2.5, b = (value(v[1]) - 30) / 50;
+    return a * a + b * b;
+  };
+  int wins = 0;
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    std::vector<TpeTrial> history;
+    double best_tpe = INFINITY, best_random = INFINITY;
+    for (int i = 0; i < 30; ++i) {
+      std::vector<ConfigValue> v;
+      if (i < 8)
+        for (const auto& d : space) v.push_back(draw(d, seed, i));
+      else
+        v = tpe_propose(space, history, seed, i);
+      history.push_back({v, f(v)});
+      best_tpe = std::min(best_tpe, f(v));
+      std::vector<ConfigValue> r;
+      for (const auto& d : space) r.push_back(draw(d, seed, i));
+      best_random = std::min(best_random, f(r));
+    }
+    wins += best_tpe <= best_random ? 1 : 0;
+  }
+  EXPECT_GE(wins, 4) << "TPE beat or matched random search in " << wins << " of 5 seeds";
+}
+
+std::string tpe_grid(const std::string& lines) {
+  return "name: t\n"                                     // 1
+         "base:\n"                                       // 2
+         "  train: {steps: 20}\n"                        // 3
+         "search:\n"                                     // 4
+         "  kind: tpe\n"                                 // 5
+         "  samples: 6\n"                                // 6
+         "  space:\n"                                    // 7
+         "    train.lr: {loguniform: [1e-4, 1e-2]}\n" +  // 8
+         lines;
+}
+
+std::string error_of(const std::string& text) {
+  return sweep_test::thrown_message<ConfigError>([&] { expand(parse_grid(text, "x.yaml")); });
+}
+
+TEST(Tpe, TheGridHoldsTheStartupDrawsOfTheRandomSearch) {
+  const SweepSpec spec = parse_grid(tpe_grid("  startup: 3\n  parallel: 2\n"), "x.yaml");
+  EXPECT_EQ(spec.search.kind, "tpe");
+  EXPECT_EQ(spec.search.startup, 3);
+  EXPECT_EQ(spec.search.parallel, 2);
+  const auto points = expand(spec);
+  ASSERT_EQ(points.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(points[size_t(i)].values[0].second, draw(spec.search.space[0], 0, i).text);
+  EXPECT_EQ(parse_grid(tpe_grid(""), "x.yaml").search.startup, 6);  // min(10, samples)
+}
+
+TEST(Tpe, BadInputNamesItsLineAndKey) {
+  EXPECT_CONTAINS(error_of(tpe_grid("  parallel: 0\n")), "x.yaml:9:13: key 'search.parallel'");
+  EXPECT_CONTAINS(error_of(tpe_grid("  parallel: 7\n")), "x.yaml:9:13: key 'search.parallel'");
+  EXPECT_CONTAINS(error_of(tpe_grid("  startup: 0\n")), "x.yaml:9:12: key 'search.startup'");
+  const std::string metric = error_of(tpe_grid("  metric: final_los\n"));
+  EXPECT_CONTAINS(metric, "x.yaml:9:11: key 'search.metric': expected one of objective, final_loss");
+  EXPECT_CONTAINS(metric, "did you mean 'final_loss'");
+  EXPECT_CONTAINS(error_of(tpe_grid("  mode: maximum\n")), "x.yaml:9:9: key 'search.mode': expected one of min, max");
+  std::string random = tpe_grid("  metric: final_loss\n");
+  random.replace(random.find("kind: tpe"), 9, "kind: random");
+  EXPECT_CONTAINS(error_of(random), "x.yaml:9:11: key 'search.metric': only a search that learns from its runs");
+}
+
+}  // namespace
+}  // namespace sweep
