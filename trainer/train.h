@@ -24,10 +24,15 @@ struct TrainOptions {
   /// changes the bits, so the record's environment names it; it is not in the run id.
   std::string device = "cpu";
   int local_rank = 0;  ///< this rank's index on its node (from the launcher)
+  /// Stop after this step, with a checkpoint, and finish the record as `stopped` (a rung
+  /// of a halving search, which may resume it later); 0 or >= train.steps = run to the
+  /// end. The learning-rate schedule stays that of train.steps, so a stopped run resumed
+  /// to the end is the run trained straight through.
+  int64_t stop_at = 0;
 };
 
 /// How a run ended; also the record's status.
-enum class RunStatus { completed, diverged };
+enum class RunStatus { completed, diverged, stopped };
 
 /// Trains `cfg` on the ranks of `comm` (its size must equal dist.world_size) and, on
 /// rank 0, writes the record; the model of kind cfg.model.kind comes from `models`.

@@ -1,5 +1,5 @@
 // train_main: sweep-train's command line over a program's models (sweep/trainer.h).
-// Exit codes: 0 completed, 1 failed or diverged, 2 bad config or usage,
+// Exit codes: 0 completed (or stopped at a search rung: <out>/stop_at), 1 failed or diverged, 2 bad config or usage,
 // 3 refused (a completed record is already in the output directory, another process is
 //   writing it, or one of its entries is a symbolic link or special file),
 // 4 a rank made no progress for dist.timeout_s (a peer died or hung).
@@ -23,6 +23,26 @@
 #include "train.h"
 
 namespace sweep {
+namespace {
+
+/// The step a halving search's rung stops this run after: the decimal integer in
+/// <out>/stop_at, written by the sweep driver (a file, so that every launcher and
+/// container carries it alike); 0 when there is no such file.
+int64_t read_stop_at(const std::string& out_dir) {
+  const std::string path = out_dir + "/stop_at";
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return 0;
+  if (!S_ISREG(st.st_mode)) throw ConfigError(path + ": not a regular file; expected the step to stop after");
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  long long v = -1;
+  char extra = 0;
+  const int got = f ? std::fscanf(f, "%lld %c", &v, &extra) : 0;
+  if (f) std::fclose(f);
+  if (got != 1 || v < 1) throw ConfigError(path + ": expected one step number >= 1 (the rung to stop after)");
+  return v;
+}
+
+}  // namespace
 
 int train_main(int argc, char** argv, const Models& models) {
   // Line by line into the rank's log (a file), so `tail -f` follows a run as it trains.
@@ -90,7 +110,7 @@ int train_main(int argc, char** argv, const Models& models) {
     // exits; every rank learns whether it got it.
     std::optional<sweep::RunLock> lock;
     std::string refused;
-    int64_t code = 0;
+    int64_t code = 0, stop_at = 0;
     struct stat before;
     out_created = ::lstat(opt.out_dir.c_str(), &before) != 0;
     if (root) {
@@ -101,18 +121,25 @@ int train_main(int argc, char** argv, const Models& models) {
         struct stat st;
         if (::lstat((opt.out_dir + "/record.h5").c_str(), &st) == 0)
           refused = opt.out_dir + "/record.h5: a completed record is already there; it is never overwritten", code = 3;
+        else
+          stop_at = read_stop_at(opt.out_dir);
       } catch (const sweep::RunRefused& e) {
         refused = e.what(), code = 3;
+      } catch (const sweep::ConfigError& e) {  // a stop_at file that is not a step
+        refused = e.what(), code = 2;
       } catch (const std::exception& e) {  // RecordError, filesystem_error: ENOSPC, EACCES, ...
         refused = e.what(), code = 1;
       }
     }
-    if (comm.size() > 1) comm.allreduce_sum_i64(&code, 1);
+    int64_t shared[2] = {code, stop_at};  // every rank stops at the step rank 0 read
+    if (comm.size() > 1) comm.allreduce_sum_i64(shared, 2);
+    code = shared[0], opt.stop_at = shared[1];
     if (code != 0) {
       if (root) std::fprintf(stderr, "%s: %s\n", name.c_str(), refused.c_str());
       return int(code);
     }
-    return sweep::train(cfg, opt, comm, models) == sweep::RunStatus::completed ? 0 : 1;
+    const sweep::RunStatus status = sweep::train(cfg, opt, comm, models);
+    return status == sweep::RunStatus::completed || status == sweep::RunStatus::stopped ? 0 : 1;
   } catch (const sweep::ConfigError& e) {
     // Every rank reads the same config and fails the same way: one line, from rank 0.
     // Errors found while parsing already start with the file; the rest get it here.
