@@ -106,7 +106,11 @@ RunState read_run_state(const std::string& dir) {
   if (::lstat((dir + "/record.h5").c_str(), &st) == 0) {
     try {
       Record r = read_record(dir + "/record.h5");
-      s.state = r.status == "completed" ? "completed" : r.status == "diverged" ? "diverged" : "damaged";
+      s.state = r.status == "completed"  ? "completed"
+                : r.status == "diverged" ? "diverged"
+                : r.status == "stopped"  ? "stopped"
+                                         : "damaged";
+      if (s.state == "stopped") s.stopped_at = r.steps.empty() ? 0 : r.steps.back().step;
       if (s.state == "diverged") s.failure = FailureClass::diverged;
       if (s.state == "damaged") s.detail = "record.h5 has status '" + r.status + "'";
       if (const std::string why = run_id_mismatch(dir, r.run_id); !why.empty()) s.state = "damaged", s.detail = why;

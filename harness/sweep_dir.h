@@ -38,7 +38,8 @@ std::string record_path(const std::string& dir, const std::string& id);
 
 /// What the driver knows about one run.
 struct RunState {
-  /// pending | running | completed | diverged | failed | interrupted | damaged (a
+  /// pending | running | completed | diverged | failed | interrupted | stopped (at a
+  /// halving search's rung; a later rung moves its record aside and resumes it) | damaged (a
   /// completed record that is missing, unreadable or fails its digest: the next
   /// `sweep run` moves it aside, never deleting it, and runs the point again) | stale (a
   /// completed record whose data file changed since: kept aside the same way, and re-run)
@@ -47,6 +48,9 @@ struct RunState {
   int attempts = 0;                           ///< attempts started, over all invocations
   std::string detail;                         ///< e.g. "killed by signal 9 (Killed)", "Slurm TIMEOUT"
   std::string updated;                        ///< UTC time of the last change, ISO 8601
+  /// state "stopped" (a halving search's rung: record.h5 has status stopped, and a
+  /// checkpoint is kept): the last step it trained. Read from the record, never stored.
+  int64_t stopped_at = 0;
   /// A verified record.h5 is there: the run is never started again.
   bool done() const { return state == "completed" || state == "diverged"; }
 };

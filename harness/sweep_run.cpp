@@ -89,6 +89,10 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
         *detail = figures_text(run_figures(r)) + "; health: " + (flags.empty() ? "ok" : flags);
         return FailureClass::none;
       }
+      if (r.status == "stopped") {  // a halving search's rung: the run may be resumed later
+        *detail = r.failure + "; " + figures_text(run_figures(r));
+        return FailureClass::none;
+      }
       *detail = "recorded as " + r.status + (r.failure.empty() ? "" : ": " + r.failure);
       return r.status == "diverged" ? FailureClass::diverged : FailureClass::crashed;
     } catch (const RecordError& e) {
@@ -158,6 +162,31 @@ SweepSession::SweepSession(const SweepSpec& spec, const std::vector<GridPoint>& 
     t.dir = run_dir(opt_.out_dir, p.id);
     auto it = known.find(p.id);
     if (it != known.end()) t.state = it->second;
+    if (const auto stop = opt_.stop_at.find(p.id); stop != opt_.stop_at.end()) t.stop_at = stop->second;
+    if (t.state.state == "stopped") {
+      const std::string at = std::to_string(t.state.stopped_at);
+      if (t.stop_at > 0 && t.state.stopped_at >= t.stop_at) {
+        ++sum_.skipped, ++done;
+        skipped_lines.push_back(label(t) + ": already stopped at step " + at + ", skipped");
+        continue;
+      }
+      // Promoted: the rung's record is kept beside the run, and the run resumes from the
+      // checkpoint its stop left.
+      try {
+        const std::string aside = move_record_aside(t.dir, "stopped");
+        t.state.state = "pending";
+        t.state.attempts = std::max(1, t.state.attempts);
+        t.state.detail = "promoted from step " + at + "; its rung record moved aside to " + aside;
+        write_run_state(t.dir, t.state);
+      } catch (const std::exception& e) {
+        ++sum_.failed;
+        skipped_lines.push_back(label(t) + ": stopped at step " + at + ", cannot move its record aside: " + e.what());
+        continue;
+      }
+      skipped_lines.push_back(label(t) + ": promoted from step " + at + ", resuming");
+      tasks_.push_back(std::move(t));
+      continue;
+    }
     if (t.state.state == "damaged" || t.state.state == "stale") {
       // A completed record that is gone, unreadable or fails its digest, or whose data
       // file changed since: keep the file (moved aside, never deleted) and run the point
@@ -214,6 +243,11 @@ void SweepSession::prepare(RunTask& t) {
   fs::create_directories(t.dir + "/logs", ec);
   if (ec) throw std::runtime_error(t.dir + "/logs: cannot create: " + ec.message());
   write_file_atomically(t.dir + "/config.yaml", to_yaml(t.point->config));
+  // The trainer reads its rung's stop from the run directory (every launcher carries it).
+  if (t.stop_at > 0)
+    write_file_atomically(t.dir + "/stop_at", std::to_string(t.stop_at) + "\n");
+  else if (fs::remove(t.dir + "/stop_at", ec); ec)
+    throw std::runtime_error(t.dir + "/stop_at: cannot remove: " + ec.message());
 }
 
 void SweepSession::attempt_started(RunTask& t, const std::string& log) {
@@ -245,11 +279,18 @@ bool SweepSession::attempt_ended(RunTask& t, FailureClass c, const std::string& 
   t.state.failure = c;
   t.state.detail = detail;
   if (c == FailureClass::none) {
-    t.state.state = "completed";
+    bool stopped = false;
+    try {
+      stopped = t.stop_at > 0 && read_record_status(t.dir + "/record.h5").status == "stopped";
+    } catch (const RecordError&) {
+      // classify_attempt read it a moment ago; a reader's hiccup leaves it "completed".
+    }
+    t.state.state = stopped ? "stopped" : "completed";
     save_state(t);
     ++sum_.completed;
     progress_->ended(true);
-    if (!opt_.quiet) progress_->line("completed " + label(t) + (detail.empty() ? "" : ", " + detail));
+    if (!opt_.quiet)
+      progress_->line((stopped ? "stopped   " : "completed ") + label(t) + (detail.empty() ? "" : ", " + detail));
     return false;
   }
   if (c == FailureClass::interrupted) {

@@ -4,6 +4,7 @@
 // slurm_exec.h; both share SweepSession.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,11 @@ struct SweepRunOptions {
   /// The caller holds the sweep directory's SweepLock for longer than one session (a tpe
   /// search, across its batches): the session does not take it again.
   bool lock_held = false;
+  /// A halving search's rung: run id -> the step that run stops after (its record then
+  /// says `stopped`, and its checkpoint stays); a run not named trains to train.steps. A
+  /// run already stopped at or past its step is skipped; one stopped earlier is promoted:
+  /// its record moves aside (kept) and it resumes from its checkpoint.
+  std::map<std::string, int64_t> stop_at;
 };
 
 /// What happened to the points of a sweep.
@@ -56,6 +62,7 @@ struct RunTask {
   RunState state;         ///< as on disk, updated as attempts go
   int retries_used = 0;   ///< retries made in this invocation
   double started_at = 0;  ///< steady-clock seconds of the current attempt
+  int64_t stop_at = 0;    ///< SweepRunOptions::stop_at of this run; 0 = to the end
   /// Earlier attempts may have left checkpoints: continue from them.
   bool resume() const { return state.attempts > 0; }
 };
