@@ -13,6 +13,7 @@
 #include "blas_kernel.h"
 #include "cli.h"
 #include "grid.h"
+#include "halving_search.h"  // run_halving_search
 #include "plan.h"
 #include "record.h"      // read_partial_progress
 #include "report.h"      // load_sweep
@@ -135,7 +136,8 @@ int run_run(const RunOptions& o) {
   std::fflush(stdout);
   if (spec.launch.launcher == "slurm")  // compute nodes see paths as given: make them absolute (out_dir already is)
     opt.train_binary = fs::absolute(opt.train_binary).lexically_normal().string();
-  const auto run_points = [&](const std::vector<GridPoint>& points) {
+  const auto run_points = [&](const std::vector<GridPoint>& points, const std::map<std::string, int64_t>& stop) {
+    opt.stop_at = stop;
     if (spec.launch.launcher == "slurm") {
       SlurmCli slurm;
       return run_sweep_slurm(spec, points, opt, slurm);
@@ -145,10 +147,14 @@ int run_run(const RunOptions& o) {
   };
   // A tpe search runs batch after batch, each proposed from the records of the ones
   // before, under one hold of the directory's lock: no other driver runs between batches.
+  // A halving search likewise, rung after rung.
   std::unique_ptr<SweepLock> search_lock;
-  if (spec.search.kind == "tpe") search_lock = std::make_unique<SweepLock>(opt.out_dir), opt.lock_held = true;
-  const SweepSummary s =
-      spec.search.kind == "tpe" ? run_tpe_search(spec, opt.out_dir, run_points) : run_points(e.points);
+  const bool staged = spec.search.kind == "tpe" || spec.search.kind == "halving";
+  if (staged) search_lock = std::make_unique<SweepLock>(opt.out_dir), opt.lock_held = true;
+  const auto whole = [&](const std::vector<GridPoint>& points) { return run_points(points, {}); };
+  const SweepSummary s = spec.search.kind == "tpe"       ? run_tpe_search(spec, opt.out_dir, whole)
+                         : spec.search.kind == "halving" ? run_halving_search(spec, e.points, opt.out_dir, run_points)
+                                                         : whole(e.points);
   std::printf("sweep %s: %d completed, %d already done, %d failed", spec.name.c_str(), s.completed, s.skipped,
               s.failed);
   if (s.interrupted) std::printf(", %d interrupted", s.interrupted);
@@ -270,8 +276,8 @@ int run_status(const StatusOptions& o) {
   std::printf("sweep dir %s: %s\n", terminal_text(o.dir).c_str(),
               holder.empty() ? "no driver running" : ("driver running (" + terminal_text(holder) + ")").c_str());
   std::string summary;
-  for (const char* s :
-       {"completed", "running", "failed", "interrupted", "diverged", "orphaned", "stale", "damaged", "pending"})
+  for (const char* s : {"completed", "running", "stopped", "failed", "interrupted", "diverged", "orphaned", "stale",
+                        "damaged", "pending"})
     if (counts[s])
       summary +=
           (summary.empty() ? "" : ", ") + std::to_string(counts[s]) + " " + s +

@@ -305,7 +305,7 @@ SweepSpec parse_grid(const std::string& text, const std::string& source, const s
   if (const YAML::Node l = root["launch"]) spec.launch = parse_launch(l, source);
   if (const YAML::Node sr = root["search"]) {
     spec.search = parse_search(sr, source);
-    if (spec.search.kind != "grid") {
+    if (spec.search.kind != "grid" && !spec.search.space.empty()) {
       // Every point is drawn: listed values would be a second, competing way to set them.
       for (const char* listed : {"grid", "zip", "include"})
         if (const YAML::Node n = root[listed])

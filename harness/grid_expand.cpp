@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include "grid.h"
+#include "halving_search.h"  // check_halving
 
 namespace sweep {
 namespace {
@@ -445,6 +446,10 @@ class Expander {
 
 }  // namespace
 
-Expansion expand_grid(const SweepSpec& spec) { return Expander(spec).run(); }
+Expansion expand_grid(const SweepSpec& spec) {
+  Expansion e = Expander(spec).run();
+  if (spec.search.kind == "halving") check_halving(spec, e.points);
+  return e;
+}
 
 }  // namespace sweep

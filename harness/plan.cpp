@@ -6,8 +6,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "run_files.h"  // regular_file_problem
-#include "sweep_dir.h"  // scan_runs
+#include "halving_search.h"  // halving_trials
+#include "run_files.h"       // regular_file_problem
+#include "sweep_dir.h"       // scan_runs
 
 namespace sweep {
 namespace {
@@ -73,6 +74,8 @@ std::string render_plan(const SweepSpec& spec, const Expansion& e, const std::st
       state[i] = "failed", ++c.pending;
     else if (s == "interrupted")
       state[i] = "interrupted", ++c.pending;
+    else if (s == "stopped")
+      state[i] = "stopped", ++c.pending;  // at a halving rung: a later rung may resume it
     else if (s == "running")
       state[i] = "running", ++c.pending;
     else
@@ -100,6 +103,22 @@ std::string render_plan(const SweepSpec& spec, const Expansion& e, const std::st
            " random startup trials below, then batches of " + std::to_string(spec.search.parallel) +
            " proposed from the " + spec.search.metric + " (" + spec.search.mode +
            ") of every earlier trial, listed in search.log as they are made\n";
+  if (spec.search.kind == "halving") {
+    const auto trials = halving_trials(spec, e.points);
+    const auto brackets =
+        halving_schedule(spec.search, e.points.empty() ? spec.search.min_steps : e.points.front().config.train.steps,
+                         int64_t(trials.size()));
+    out += "search halving: " + std::to_string(trials.size()) + " trials (" +
+           (spec.search.space.empty() ? "the grid's points" : "draws from " + keys) + "), eta " +
+           std::to_string(spec.search.eta) + ", by " + spec.search.metric + " (" + spec.search.mode + ")";
+    for (size_t b = 0; b < brackets.size(); ++b) {
+      out += b ? "; bracket " : ": bracket ";
+      out += std::to_string(b) + " rungs";
+      for (const HalvingRung& r : brackets[b].rungs)
+        out += " " + std::to_string(r.trials) + "x" + std::to_string(r.steps);
+    }
+    out += " (trials x steps; decisions in search.log as they are made)\n";
+  }
   out += "launcher " + spec.launch.launcher + ", parallel " + std::to_string(spec.launch.parallel) + ", largest run " +
          std::to_string(c.max_cores) + " cores\n";
 

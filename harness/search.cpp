@@ -1,6 +1,7 @@
 // Parsing `search:` and drawing its points.
 #include "search.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -110,10 +111,15 @@ std::string six_digits(double x) {
 }  // namespace
 
 SearchSpec parse_search(const YAML::Node& node, const std::string& source) {
-  YamlMap m(node, source, "search", {"kind", "samples", "seed", "space", "parallel", "startup", "metric", "mode"});
+  YamlMap m(
+      node, source, "search",
+      {"kind", "samples", "seed", "space", "parallel", "startup", "metric", "mode", "min_steps", "eta", "brackets"});
   SearchSpec s;
   s.where = yaml_where(source, node);
-  s.kind = m.choice("kind", "grid", {"grid", "random", "tpe"});
+  s.kind = m.choice("kind", "grid", {"grid", "random", "tpe", "halving"});
+  if (s.kind != "halving")
+    for (const char* k : {"min_steps", "eta", "brackets"})
+      if (m.has(k)) throw ConfigError(m.at(k) + "only a halving search has one (search.kind: halving)");
   if (s.kind == "grid") {
     for (const char* k : {"samples", "seed", "space", "parallel", "startup", "metric", "mode"})
       if (m.has(k))
@@ -126,6 +132,29 @@ SearchSpec parse_search(const YAML::Node& node, const std::string& source) {
       if (m.has(k))
         throw ConfigError(m.at(k) + "only a search that learns from its runs has one (search.kind: tpe); random " +
                           "draws every point before anything runs");
+  if (s.kind == "halving") {
+    for (const char* k : {"parallel", "startup"})
+      if (m.has(k))
+        throw ConfigError(m.at(k) + "a halving search runs every trial of a rung at once (launch.parallel says how " +
+                          "many at a time); it has no " + k);
+    if (!m.has("min_steps"))
+      throw ConfigError(s.where + ": key 'search.min_steps': required (the steps of the first rung)");
+    s.min_steps = m.integer("min_steps", 0, 1, 1LL << 40);
+    s.eta = m.integer("eta", 3, 2, 1000);
+    s.brackets = m.integer("brackets", 1, 1, 64);
+    s.min_steps_where = yaml_where(source, m.node("min_steps"));
+    s.brackets_where = m.has("brackets") ? yaml_where(source, m.node("brackets")) : s.where;
+    s.metric = m.choice("metric", "train_loss_end", search_metrics());
+    s.mode = m.choice("mode", "min", {"min", "max"});
+    s.seed = uint64_t(m.integer("seed", 0, 0, (1LL << 62)));
+    // Without a space the grid's own points are the candidates.
+    if (!m.has("space")) {
+      if (m.has("samples"))
+        throw ConfigError(m.at("samples") + "a halving search without search.space runs the grid's points; samples " +
+                          "is the number of points to draw from a space");
+      return s;
+    }
+  }
   if (!m.has("samples")) throw ConfigError(s.where + ": key 'search.samples': required (how many points to draw)");
   s.samples = m.integer("samples", 0, 1, kMaxSearchSamples);
   s.seed = uint64_t(m.integer("seed", 0, 0, (1LL << 62)));
@@ -151,6 +180,57 @@ SearchSpec parse_search(const YAML::Node& node, const std::string& source) {
 }
 
 double draw_unit(uint64_t seed, int64_t i, const std::string& key) { return unit(seed, i, key); }
+
+std::vector<HalvingBracket> halving_schedule(const SearchSpec& s, int64_t budget, int64_t trials) {
+  if (s.min_steps > budget)
+    throw ConfigError(s.min_steps_where + ": key 'search.min_steps': " + std::to_string(s.min_steps) +
+                      " is above train.steps " + std::to_string(budget) +
+                      " (the budget of a full run); expected <= " + std::to_string(budget));
+  int64_t s_max = 0;
+  for (int64_t r = s.min_steps; r <= budget / s.eta;) r *= s.eta, ++s_max;
+  if (s.brackets > s_max + 1)
+    throw ConfigError(s.brackets_where + ": key 'search.brackets': " + std::to_string(s.brackets) +
+                      " brackets, but min_steps " + std::to_string(s.min_steps) + " x eta " + std::to_string(s.eta) +
+                      "^s fits train.steps " + std::to_string(budget) + " only for s <= " + std::to_string(s_max) +
+                      "; expected <= " + std::to_string(s_max + 1));
+  if (trials < s.brackets)
+    throw ConfigError(s.brackets_where + ": key 'search.brackets': " + std::to_string(s.brackets) + " brackets need " +
+                      "a trial each, and the search has " + std::to_string(trials));
+  const auto power = [&](int64_t e) {
+    int64_t p = 1;
+    for (int64_t i = 0; i < e; ++i) p *= s.eta;
+    return p;
+  };
+  // Hyperband's share of each bracket, then largest remainders (ties: the earlier bracket).
+  std::vector<HalvingBracket> out(size_t(s.brackets));
+  std::vector<double> weight(out.size());
+  double total = 0;
+  for (size_t b = 0; b < out.size(); ++b) {
+    out[b].s = s_max - int64_t(b);
+    weight[b] = std::ceil(double(s_max + 1) * double(power(out[b].s)) / double(out[b].s + 1));
+    total += weight[b];
+  }
+  int64_t given = 0;
+  std::vector<std::pair<double, size_t>> rest;
+  for (size_t b = 0; b < out.size(); ++b) {
+    const double share = double(trials - s.brackets) * weight[b] / total;
+    out[b].count = 1 + int64_t(std::floor(share));
+    given += out[b].count;
+    rest.emplace_back(-(share - std::floor(share)), b);
+  }
+  std::sort(rest.begin(), rest.end());
+  for (size_t k = 0; given < trials; ++k, ++given) ++out[rest[k % rest.size()].second].count;
+  int64_t first = 0;
+  for (HalvingBracket& br : out) {
+    br.first = first, first += br.count;
+    int64_t n = br.count;
+    for (int64_t i = 0; i <= br.s; ++i) {
+      br.rungs.push_back({budget / power(br.s - i), n});
+      n = std::max<int64_t>(1, n / s.eta);
+    }
+  }
+  return out;
+}
 
 ConfigValue draw(const SearchDim& d, uint64_t seed, int64_t i) {
   const double u = unit(seed, i, d.key);

@@ -24,6 +24,17 @@
 //     startup: 8            # random draws first (default min(10, samples))
 //     metric: objective     # objective | final_loss | train_loss_end | final_eval_loss | best_eval_loss | tokens_per_s
 //     mode: min             # min | max
+//
+// kind halving (halving_search.h) trains trials rung by rung, each rung `eta` times the
+// steps of the one before, and promotes the best 1/eta of every rung (the budget is
+// train.steps; a stopped run resumes from its checkpoint):
+//     kind: halving
+//     min_steps: 20         # the first rung's steps
+//     eta: 3                # default 3, >= 2
+//     brackets: 1           # Hyperband brackets, default 1 (plain successive halving)
+//     metric: train_loss_end  # (the default here: the mean of the last losses a rung trained)
+// With a space (and samples) the trials are random draws; without one they are the grid's
+// points (one trial per point, its seeds together).
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -57,7 +68,7 @@ inline const std::vector<std::string>& search_metrics() {
 
 /// A parsed `search:` section.
 struct SearchSpec {
-  std::string kind = "grid";  ///< grid | random | tpe
+  std::string kind = "grid";  ///< grid | random | tpe | halving
   std::string where;          ///< file:line:col of the section
   int64_t samples = 0;        ///< random: points drawn; tpe: trials in all
   uint64_t seed = 0;          ///< the search's seed
@@ -67,7 +78,35 @@ struct SearchSpec {
   /// draws it starts with (the first `startup` draws of kind random with the same seed).
   int64_t parallel = 1, startup = 10;
   std::string metric = "objective", mode = "min";
+  /// halving (halving_search.h): the steps of the first rung, the factor between rungs
+  /// (1/eta of a rung's trials go on to the next, eta times as many steps), and how many
+  /// Hyperband brackets (1 = plain successive halving from min_steps).
+  int64_t min_steps = 0, eta = 3, brackets = 1;
+  std::string min_steps_where, brackets_where;  ///< file:line:col of those keys (or of the section)
 };
+
+/// One rung of a halving bracket: its trials train to `steps` (of train.steps).
+struct HalvingRung {
+  int64_t steps = 0;
+  int64_t trials = 0;  ///< how many trials reach it
+};
+
+/// One Hyperband bracket: trials [first, first + count) of the search's trial order,
+/// started at rungs[0].steps; the last rung is the full budget.
+struct HalvingBracket {
+  int64_t s = 0;  ///< eta^s times the first rung's steps is the budget
+  int64_t first = 0, count = 0;
+  std::vector<HalvingRung> rungs;
+};
+
+/// The schedule of a halving search over `trials` trials with `budget` = train.steps.
+/// s_max is the largest s with min_steps x eta^s <= budget; bracket b (0-based) has
+/// s = s_max - b, rung i trains budget / eta^(s - i) steps (integer division), and
+/// floor(n / eta) of a rung's n trials (at least 1) reach the next. Trials are split over
+/// the brackets in proportion to Hyperband's ceil((s_max + 1) eta^s / (s + 1)), largest
+/// remainders first, at least one each. Throws ConfigError naming the key when min_steps
+/// exceeds the budget, there are more brackets than s_max + 1, or fewer trials than brackets.
+std::vector<HalvingBracket> halving_schedule(const SearchSpec& s, int64_t budget, int64_t trials);
 
 /// Most points one search may draw.
 inline constexpr int64_t kMaxSearchSamples = 100000;

@@ -49,6 +49,10 @@ double run_metric(const std::string& dir, const std::string& id, const std::stri
     return NAN;  // failed, interrupted for good, or damaged: the worst
   }
   if (r.status != "completed") return NAN;
+  return record_metric(r, metric);
+}
+
+double record_metric(const Record& r, const std::string& metric) {
   const RunFigures f = run_figures(r);
   const double v = metric == "final_loss"        ? f.final_loss
                    : metric == "train_loss_end"  ? f.train_loss_end

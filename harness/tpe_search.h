@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "grid.h"       // SweepSpec, GridPoint
+#include "record.h"     // Record
 #include "sweep_run.h"  // SweepSummary
 
 namespace sweep {
@@ -25,6 +26,9 @@ struct SearchTrial {
   bool finished = false;             ///< every run has a completed or diverged record, or failed for good
   double loss = std::numeric_limits<double>::infinity();  ///< what TPE minimises (mode max negates)
 };
+
+/// The value of `metric` (search_metrics()) in `r`, or NaN when it is not finite.
+double record_metric(const Record& r, const std::string& metric);
 
 /// The value of `metric` for one run's record in `dir`, or NaN when the run has no
 /// completed record or the figure is not finite (a diverged run's included).

@@ -13,10 +13,11 @@
 #include <set>
 #include <thread>
 
-#include "e2e_util.h"   // E2eTest, completed_records, wait_for, tiny_model
-#include "record.h"     // read_partial_progress
-#include "run_files.h"  // RunLock::holder
-#include "sweep_dir.h"  // read_run_state
+#include "e2e_util.h"        // E2eTest, completed_records, wait_for, tiny_model
+#include "halving_search.h"  // truncate_record
+#include "record.h"          // read_partial_progress
+#include "run_files.h"       // RunLock::holder
+#include "sweep_dir.h"       // read_run_state
 
 namespace fs = std::filesystem;
 
@@ -221,6 +222,118 @@ TEST_F(DriverE2E, ATpeSearchReplaysAndAStoppedOneResumesToTheSameDecisions) {
     ASSERT_EQ(resumed.count(id), 1u) << id;
     EXPECT_EQ(sweep_test::bit_difference(r, resumed.at(id)), "") << id;
   }
+}
+
+/// Successive halving over a 3 x 3 grid: 18 steps, rungs 9x2 3x6 1x18; every step sleeps
+/// 60 ms (fault.slow_ms: no effect on the bits) so that a stage lasts long enough to be
+/// interrupted; held-out evaluation every 4 steps, so the checkpoints carry evaluations.
+std::string halving_search(const std::string& search = "search:\n  kind: halving\n  min_steps: 2\n  eta: 3\n") {
+  return "name: halving\n"
+         "base:\n" +
+         sweep_test::tiny_model("  ") +
+         "  train: {steps: 18, micro_batch: 2, schedule: cosine, warmup: 2, log_every: 50, eval_every: 4, "
+         "eval_batches: 1}\n"
+         "  data: {eval_fraction: 0.1}\n"
+         "  fault: {slow_ms: 60}\n"
+         "grid:\n"
+         "  train.lr: [1.0e-3, 3.0e-3, 1.0e-2]\n"
+         "  train.clip_norm: [0.5, 1.0, 2.0]\n" +
+         search + "launch: {parallel: 2, slots: 2}\n";
+}
+
+// A halving search replays: run twice with two runs at a time it makes the same decisions
+// and the same records; every run's record, stopped at a rung or promoted to the end, is
+// bit for bit the same config trained straight through (cut at its rung's step); and a
+// search interrupted in its second stage and run again reaches the same decisions and bits.
+TEST_F(DriverE2E, AHalvingSearchReplaysAndItsPromotedRunsAreTheRunsTrainedStraightThrough) {
+  const std::string grid = write("halving.yaml", halving_search());
+  std::map<std::string, sweep::Record> runs[2];
+  std::string logs[2];
+  for (int k = 0; k < 2; ++k) {
+    const fs::path out = dir_ / ("out" + std::to_string(k));
+    const std::string log = "halving" + std::to_string(k) + ".log";
+    ASSERT_TRUE(sweep_cli({"run", grid, "--out", out.string(), "--quiet"}, log).ok()) << read_file(dir_ / log);
+    runs[k] = completed(out);
+    logs[k] = read_file(out / "search.log");
+  }
+  EXPECT_EQ(logs[0], logs[1]);
+  EXPECT_CONTAINS(logs[0], "bracket 0 s=2: trials 0..8, rungs 9x2 3x6 1x18\n");
+  EXPECT_CONTAINS(logs[0], "bracket 0 rung 2 steps 18: rank 1 trial ");
+  EXPECT_CONTAINS(logs[0], "done\n");
+  ASSERT_EQ(runs[0].size(), 9u);
+  std::map<std::string, int> status;
+  for (const auto& [id, r] : runs[0]) {
+    ++status[r.status];
+    ASSERT_EQ(runs[1].count(id), 1u) << id;
+    EXPECT_EQ(sweep_test::bit_difference(r, runs[1].at(id)), "") << id;
+  }
+  EXPECT_EQ(status["completed"], 1);
+  EXPECT_EQ(status["stopped"], 8);
+  // The rung's records of promoted runs are kept beside them; the one run that reached
+  // the end was stopped twice.
+  for (const auto& [id, r] : runs[0]) {
+    size_t aside = 0;
+    for (const auto& e : fs::directory_iterator(dir_ / "out0" / "runs" / id))
+      aside += e.path().filename().string().rfind("record.h5.stopped-", 0) == 0;
+    EXPECT_EQ(aside, r.status == "completed" ? 2u : r.steps.back().step == 6 ? 1u : 0u) << id;
+    // A promoted run resumes from the checkpoint its rung left: its first steps are not
+    // trained again.
+    const std::string log = read_file(dir_ / "out0" / "runs" / id / "logs" / "rank0.log");
+    if (r.status == "completed") EXPECT_CONTAINS(log, "resumed from the checkpoint after step 6");
+    if (r.steps.back().step >= 6) EXPECT_CONTAINS(log, "resumed from the checkpoint after step 2");
+    if (r.steps.back().step >= 4) EXPECT_FALSE(r.evals.empty()) << id;
+  }
+
+  // The same points as a plain grid, every run trained straight through to step 18.
+  std::string plain = halving_search("");
+  const fs::path straight = dir_ / "straight";
+  ASSERT_TRUE(sweep_cli({"run", write("plain.yaml", plain), "--out", straight.string(), "--quiet"}, "plain.log").ok())
+      << read_file(dir_ / "plain.log");
+  const auto full = completed(straight);
+  for (const auto& [id, r] : runs[0]) {
+    ASSERT_EQ(full.count(id), 1u) << id;  // the same configs: the same run ids
+    const int64_t at = r.steps.back().step;
+    EXPECT_EQ(sweep_test::bit_difference(r, sweep::truncate_record(full.at(id), at)), "") << id << " at " << at;
+  }
+
+  // Interrupted while its second stage runs, then run again.
+  const fs::path out = dir_ / "stopped";
+  sweep::SpawnRunner runner;
+  const int driver =
+      runner.start(sweep_argv({"run", grid, "--out", out.string(), "--quiet"}), (dir_ / "stopped.log").string());
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::pair<int, sweep::ExitStatus>> ended;
+  while (ended.empty() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120)) {
+    std::error_code ec;
+    if (fs::exists(out / "search.log", ec) &&
+        read_file(out / "search.log").find("stage 1: running") != std::string::npos)
+      break;
+    ended = runner.wait_some(0.02);
+  }
+  ASSERT_TRUE(ended.empty()) << "the search ended before its second stage started: " << read_file(dir_ / "stopped.log");
+  ::kill(driver, SIGINT);
+  const sweep::ExitStatus st = sweep_test::wait_for(runner, driver);
+  EXPECT_EQ(st.code, 128 + SIGINT) << read_file(dir_ / "stopped.log");
+  EXPECT_CONTAINS(read_file(out / "search.log"), "stage 1: running");  // it did stop half-way
+  ASSERT_TRUE(sweep_cli({"run", grid, "--out", out.string(), "--quiet"}, "resumed.log").ok())
+      << read_file(dir_ / "resumed.log");
+  EXPECT_EQ(read_file(out / "search.log"), logs[0]);
+  const auto resumed = completed(out);
+  EXPECT_EQ(resumed.size(), runs[0].size());
+  for (const auto& [id, r] : runs[0]) {
+    ASSERT_EQ(resumed.count(id), 1u) << id;
+    EXPECT_EQ(resumed.at(id).status, r.status) << id;
+    EXPECT_EQ(sweep_test::bit_difference(r, resumed.at(id)), "") << id;
+  }
+  // sweep status and the report say which runs the search stopped.
+  sweep_cli({"status", out.string()}, "status.log");
+  EXPECT_CONTAINS(read_file(dir_ / "status.log"), "1 completed, 8 stopped");
+  ASSERT_TRUE(sweep_cli({"report", out.string(), "--format", "md", "-o", (dir_ / "r.md").string()}, "r.log").ok());
+  const std::string md = read_file(dir_ / "r.md");
+  EXPECT_CONTAINS(md, "8 stopped early by the search");
+  EXPECT_CONTAINS(md, "## Search (halving)");
+  EXPECT_CONTAINS(md, "| bracket 0 rung 2 (18 steps) | 42 |");  // 9 x 2 + 3 x 4 + 1 x 12 steps
+  EXPECT_EQ(md.find("## Failed runs"), std::string::npos);
 }
 
 /// The pid in a lock holder's line ("pid 123 on host, since ..."), or 0.

@@ -10,7 +10,8 @@
 #include <string>
 
 #include "grid.h"
-#include "test_util.h"  // EXPECT_CONTAINS, thrown_message
+#include "halving_search.h"  // halving_trials, truncate_record
+#include "test_util.h"       // EXPECT_CONTAINS, thrown_message
 
 namespace sweep {
 namespace {
@@ -165,6 +166,127 @@ TEST(RandomSearch, BadInputNamesItsLineAndKey) {
                "  samples: 3\n  space:\n    train.lr: {uniform: [0.1, 0.2]}\n    train.lr: {uniform: [0.1, 0.3]}\n"),
       "is given twice");
   EXPECT_CONTAINS(error_of(head + "  samples: 3\n  space:\n    train.seed: {int: [0, 9]}\nseeds: 2\n"), "swept twice");
+}
+
+SearchSpec halving(int64_t min_steps, int64_t eta, int64_t brackets) {
+  SearchSpec s;
+  s.kind = "halving", s.min_steps = min_steps, s.eta = eta, s.brackets = brackets;
+  s.min_steps_where = s.brackets_where = "x.yaml:9:3";
+  return s;
+}
+
+std::string rungs(const HalvingBracket& b) {
+  std::string out;
+  for (const auto& r : b.rungs)
+    out += (out.empty() ? "" : " ") + std::to_string(r.trials) + "x" + std::to_string(r.steps);
+  return out;
+}
+
+TEST(HalvingSchedule, OneBracketIsSuccessiveHalvingEndingAtTheFullBudget) {
+  const auto b = halving_schedule(halving(16, 3, 1), 150, 27);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].s, 2);  // 16 x 3^2 = 144 <= 150 < 432
+  EXPECT_EQ(rungs(b[0]), "27x16 9x50 3x150");
+  EXPECT_EQ(b[0].first, 0);
+  EXPECT_EQ(b[0].count, 27);
+  // A rung keeps at least one trial; eta 2 halves.
+  EXPECT_EQ(rungs(halving_schedule(halving(10, 2, 1), 80, 5)[0]), "5x10 2x20 1x40 1x80");
+  // min_steps equal to the budget: one rung, every trial trained to the end.
+  EXPECT_EQ(rungs(halving_schedule(halving(50, 3, 1), 50, 4)[0]), "4x50");
+}
+
+TEST(HalvingSchedule, BracketsShareTheTrialsAsHyperbandDoes) {
+  // s_max 2: Hyperband's n_s = ceil(3 x 3^s / (s + 1)) = 9, 5, 3 (of 17). 34 trials: one
+  // each, then 31 x 9/17 = 16.4, 31 x 5/17 = 9.1, 31 x 3/17 = 5.5, and the largest
+  // remainder (5.5) takes the last one.
+  const auto b = halving_schedule(halving(16, 3, 3), 150, 34);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(rungs(b[0]), "17x16 5x50 1x150");
+  EXPECT_EQ(rungs(b[1]), "10x50 3x150");
+  EXPECT_EQ(rungs(b[2]), "7x150");
+  EXPECT_EQ(b[1].first, 17);
+  EXPECT_EQ(b[2].first, 27);
+}
+
+TEST(HalvingSchedule, ImpossibleSchedulesNameTheirKey) {
+  EXPECT_CONTAINS(sweep_test::thrown_message<ConfigError>([] { halving_schedule(halving(200, 3, 1), 150, 9); }),
+                  "x.yaml:9:3: key 'search.min_steps': 200 is above train.steps 150");
+  EXPECT_CONTAINS(sweep_test::thrown_message<ConfigError>([] { halving_schedule(halving(16, 3, 4), 150, 40); }),
+                  "key 'search.brackets': 4 brackets, but min_steps 16 x eta 3^s fits train.steps 150 only for s <= 2");
+  EXPECT_CONTAINS(sweep_test::thrown_message<ConfigError>([] { halving_schedule(halving(16, 3, 3), 150, 2); }),
+                  "3 brackets need a trial each, and the search has 2");
+}
+
+TEST(HalvingSearch, BadInputNamesItsLineAndKey) {
+  const std::string head =
+      "name: hs\n"                      // 1
+      "base:\n"                         // 2
+      "  train: {steps: 90}\n"          // 3
+      "grid:\n"                         // 4
+      "  train.lr: [1.0e-3, 3.0e-3]\n"  // 5
+      "search:\n"                       // 6
+      "  kind: halving\n";              // 7
+  EXPECT_CONTAINS(error_of(head), "x.yaml:7:3: key 'search.min_steps': required");
+  EXPECT_CONTAINS(error_of(head + "  min_steps: 10\n  eta: 1\n"),
+                  "x.yaml:9:8: key 'search.eta': expected an integer in [2");
+  EXPECT_CONTAINS(error_of(head + "  min_steps: 91\n"),
+                  "x.yaml:8:14: key 'search.min_steps': 91 is above train.steps 90");
+  EXPECT_CONTAINS(error_of(head + "  min_steps: 10\n  metric: loss\n"), "x.yaml:9:11: key 'search.metric'");
+  EXPECT_CONTAINS(error_of(head + "  min_steps: 10\n  parallel: 2\n"), "it has no parallel");
+  EXPECT_CONTAINS(error_of(head + "  min_steps: 10\n  samples: 4\n"), "samples is the number of points to draw");
+  EXPECT_CONTAINS(error_of("name: hs\ngrid:\n  train.steps: [30, 60]\nsearch:\n  kind: halving\n  min_steps: 10\n"),
+                  "halving's budget is train.steps, so it must be one value");
+  EXPECT_CONTAINS(error_of("name: hs\nsearch:\n  kind: random\n  min_steps: 10\n"),
+                  "x.yaml:4:14: key 'search.min_steps': only a halving search has one");
+}
+
+TEST(HalvingSearch, TrialsAreTheGridsPointsWithTheirSeedsTogether) {
+  const std::string text =
+      "name: hs\nbase:\n  train: {steps: 90}\ngrid:\n  train.lr: [1.0e-3, 3.0e-3, 1.0e-2]\nseeds: 2\n"
+      "search:\n  kind: halving\n  min_steps: 10\n";
+  const SweepSpec spec = parse_grid(text, "x.yaml");
+  const auto points = expand(spec);
+  const auto trials = halving_trials(spec, points);
+  ASSERT_EQ(trials.size(), 3u);
+  EXPECT_EQ(trials[0].inputs, "train.lr=1.0e-3");
+  ASSERT_EQ(trials[0].run_ids.size(), 2u);
+  EXPECT_EQ(trials[0].run_ids[0], points[0].id);
+  EXPECT_EQ(trials[0].run_ids[1], points[1].id);
+  // With brackets the order is shuffled by the search seed, and another seed shuffles
+  // otherwise (27 trials: the chance of the same order is nil).
+  const auto order = [&](int seed) {
+    SweepSpec s = parse_grid(
+        "name: hs\nbase:\n  train: {steps: 90}\ngrid:\n  train.lr: [1, 2, 3]\n  train.warmup: [0, 1, 2]\n"
+        "  train.clip_norm: [1, 2, 3]\nsearch:\n  kind: halving\n  min_steps: 10\n  brackets: 2\n  seed: " +
+            std::to_string(seed) + "\n",
+        "x.yaml");
+    std::string o;
+    for (const auto& t : halving_trials(s, expand(s))) o += t.inputs + ";";
+    return o;
+  };
+  EXPECT_EQ(order(1), order(1));
+  EXPECT_NE(order(1), order(2));
+}
+
+TEST(HalvingSearch, ARecordTruncatedToAStepIsTheRunAsItStoodThen) {
+  Record r;
+  for (int64_t s = 1; s <= 10; ++s) {
+    StepMetrics m;
+    m.step = s, m.loss = double(20 - s);
+    r.steps.push_back(m);
+    r.rank_step_time_s.push_back({0.1});
+    if (s % 5 == 0) r.checksums.push_back(ChecksumRow{}), r.checksums.back().step = s;
+    if (s % 4 == 0) r.evals.push_back(EvalRow{}), r.evals.back().step = s;
+  }
+  const Record t = truncate_record(r, 6);
+  ASSERT_EQ(t.steps.size(), 6u);
+  EXPECT_EQ(t.steps.back().step, 6);
+  EXPECT_EQ(t.rank_step_time_s.size(), 6u);
+  ASSERT_EQ(t.checksums.size(), 1u);
+  EXPECT_EQ(t.checksums[0].step, 5);
+  ASSERT_EQ(t.evals.size(), 1u);
+  EXPECT_EQ(t.evals[0].step, 4);
+  EXPECT_EQ(truncate_record(r, 100).steps.size(), 10u);
 }
 
 }  // namespace
