@@ -517,7 +517,8 @@ SweepRecords load_sweep(const std::string& dir) {
     if (!problem.empty()) {
       out.failed.push_back(describe_unfinished(d, problem));
       if (!out.failed.back().problem.empty()) out.problems.push_back(problem);
-    } else if (out.runs.back().status != "completed") {
+    } else if (out.runs.back().status != "completed" && out.runs.back().status != "stopped") {
+      // (A run a halving search stopped at a rung is a result of the search, not a failure.)
       const Record& r = out.runs.back();
       out.failed.push_back({r.run_id, r.status, r.failure, "", log_tail(d / "logs" / "rank0.log")});
     }
@@ -526,6 +527,12 @@ SweepRecords load_sweep(const std::string& dir) {
     if (ended > last) last = ended;
   }
   if (first >= 0 && last >= first) out.wall_time_s = last - first;
+  // A search's decisions (a regular file of sane size; anything else is left out).
+  const std::string log = (fs::path(dir) / "search.log").string();
+  if (fs::exists(log, ec) && regular_file_problem(log).empty() && fs::file_size(log, ec) < (8u << 20) && !ec) {
+    std::ifstream in(log, std::ios::binary);
+    out.search_log.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
   std::stable_sort(out.runs.begin(), out.runs.end(),
                    [](const Record& a, const Record& b) { return a.run_id < b.run_id; });
   return out;
@@ -578,6 +585,7 @@ ReportModel build_report(const std::string& title, const SweepRecords& sweep, co
     m.train_time_s += figs[i].train_time_s;
     if (runs[i].status == "completed") ++m.completed;
     if (runs[i].status == "diverged") ++m.diverged;
+    if (runs[i].status == "stopped") ++m.stopped;
     if (!health[i].empty()) ++m.flagged;
   }
   for (const auto& f : sweep.failed) {
@@ -604,15 +612,22 @@ ReportModel build_report(const std::string& title, const SweepRecords& sweep, co
     m.groups[it->second].runs.push_back(i);
   }
   for (auto& g : m.groups) group_figures(runs, m.runs, g);
-  // Best objective first; groups without one last; ties in the grid's order of values.
-  std::sort(m.groups.begin(), m.groups.end(), [](const RunGroup& a, const RunGroup& b) {
+  // Best objective first; groups a search stopped at a rung after those that ran to the
+  // end (their figures are of fewer steps); groups without one last; ties in the grid's
+  // order of values.
+  const auto stopped = [&](const RunGroup& g) {
+    return std::all_of(g.runs.begin(), g.runs.end(), [&](size_t i) { return runs[i].status == "stopped"; });
+  };
+  std::sort(m.groups.begin(), m.groups.end(), [&](const RunGroup& a, const RunGroup& b) {
     const bool fa = std::isfinite(a.objective_mean), fb = std::isfinite(b.objective_mean);
     if (fa != fb) return fa;
+    if (stopped(a) != stopped(b)) return stopped(b);
     if (fa && a.objective_mean != b.objective_mean) return a.objective_mean < b.objective_mean;
     return values_less(a.values, b.values);
   });
 
   for (size_t i = 0; i < runs.size(); ++i) run_diagnostics(runs[i], m.runs[i]);
+  if (!sweep.search_log.empty()) m.search = search_progress(sweep.search_log, runs, m.runs);
   pareto_front(m.runs);
   m.baseline_key = opt.baseline_key, m.baseline_value = opt.baseline_value;
   if (!m.baseline_key.empty() && !m.groups.empty()) baseline_differences(runs, m);

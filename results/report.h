@@ -33,6 +33,7 @@ struct SweepRecords {
   std::vector<std::string> problems;  ///< one sentence per run dir without a readable record
   std::vector<FailedRun> failed;      ///< every run that did not complete, diverged ones included
   double wall_time_s = -1;            ///< first config.yaml written to last record written; -1 unknown
+  std::string search_log;             ///< <dir>/search.log of a search ("" for a grid)
 };
 
 /// Reads `<dir>/runs/*/record.h5`. Missing or partial records become problems and
@@ -174,12 +175,28 @@ struct Chart {
   std::vector<size_t> groups;  ///< indexes into ReportModel::groups
 };
 
+/// A search's decisions and its best result against the compute it spent, from its
+/// search.log (harness: search_log, tpe_log, run_halving_search) and the records.
+struct SearchProgress {
+  std::string kind;                    ///< random | tpe | halving; "" = no search
+  std::string metric = "objective";    ///< what the search ranked by
+  std::string mode = "min";            ///< min | max
+  std::vector<std::string> decisions;  ///< the log's lines after its header, as written
+  struct Point {
+    double compute = 0;  ///< training steps spent so far (over every run)
+    double best = 0;     ///< the best metric so far (halving: the rung's best, at its steps)
+    std::string label;   ///< "trial 7", "bracket 0 rung 1 (50 steps)"
+  };
+  std::vector<Point> best_so_far;
+};
+
 /// Everything a report shows, computed once so every format carries the same figures.
 struct ReportModel {
   std::string title;
   std::vector<std::string> varying;  ///< varying config keys (train.seed included)
   std::vector<std::string> columns;  ///< varying keys without train.seed: the table's columns
   size_t completed = 0, diverged = 0, failed = 0, running = 0, missing = 0;
+  size_t stopped = 0;  ///< records a halving search stopped at a rung (not problems)
   size_t flagged = 0;  ///< readable runs with a health flag: problems, though still completed
   double wall_time_s = -1, train_time_s = 0;
   std::vector<ReportRun> runs;   ///< parallel to SweepRecords::runs
@@ -194,7 +211,12 @@ struct ReportModel {
   std::vector<BaselineDiff> baseline_diffs;  ///< in the order of ReportModel::groups
   /// Groups that have no partner at the baseline value (their values, values_text style).
   std::vector<std::string> baseline_unpaired;
+  SearchProgress search;  ///< kind "" without a search.log
 };
+
+/// Reads `log` with the runs' records (for steps and, for kind random, objectives).
+SearchProgress search_progress(const std::string& log, const std::vector<Record>& runs,
+                               const std::vector<ReportRun>& figures);
 
 /// Computes every figure of the report.
 ReportModel build_report(const std::string& title, const SweepRecords& sweep, const ReportOptions& opt = {});

@@ -124,6 +124,7 @@ inline std::string counts_text(const ReportModel& m) {
   std::string s = std::to_string(m.completed) + " completed, " + std::to_string(m.diverged) + " diverged, " +
                   std::to_string(m.failed) + " failed, " + std::to_string(m.running) + " unfinished, " +
                   std::to_string(m.missing) + " without a record";
+  if (m.stopped) s += "; " + std::to_string(m.stopped) + " stopped early by the search (at a halving rung)";
   if (m.flagged) s += "; " + std::to_string(m.flagged) + " with health flags";
   return s;
 }

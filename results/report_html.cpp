@@ -509,6 +509,41 @@ std::string wrap_tables(std::string h) {
 
 }  // namespace
 
+// A search: its best result against the training steps it spent, and every decision.
+std::string search_section(const ReportModel& m) {
+  const SearchProgress& sp = m.search;
+  if (sp.kind.empty()) return "";
+  std::string h = "<h2>Search (" + html_escape(sp.kind) + ")</h2>\n";
+  if (!sp.best_so_far.empty()) {
+    report_plot::LineChart c;
+    c.title = "best " + sp.metric + " against training steps spent";
+    c.x_label = "training steps spent (all runs)";
+    c.y_label = sp.metric + (sp.mode == "max" ? " (higher is better)" : " (lower is better)");
+    report_plot::Series s;
+    s.label = s.legend = sp.kind == "halving" ? "best of each rung, at its steps" : "best so far";
+    for (const auto& pt : sp.best_so_far) s.x.push_back(pt.compute), s.y.push_back(pt.best);
+    c.series.push_back(std::move(s));
+    h += "<p>" +
+         html_escape(sp.kind == "halving"
+                         ? "Each point is a rung once it ran: the compute spent so far and the best " + sp.metric +
+                               " of that rung's trials after its steps (a promoted run resumes, so its earlier "
+                               "steps are not spent again)."
+                         : "Each point is a trial once it ran: the compute spent so far and the best " + sp.metric +
+                               " up to it.") +
+         "</p>\n";
+    h += report_plot::svg_line_chart(c, report_plot::shared_scale({&c}));
+  }
+  constexpr size_t kShown = 400;
+  std::string text;
+  for (size_t i = 0; i < sp.decisions.size() && i < kShown; ++i) text += sp.decisions[i] + "\n";
+  h += "<p>The decisions, as search.log has them" +
+       std::string(sp.decisions.size() > kShown
+                       ? " (the first " + std::to_string(kShown) + " of " + std::to_string(sp.decisions.size()) + ")"
+                       : "") +
+       ":</p>\n<pre>" + html_escape(text) + "</pre>\n";
+  return h;
+}
+
 std::string render_html(const SweepRecords& sweep, const ReportModel& m) {
   std::string h = kHtmlReportStart + ("<title>" + html_escape(m.title) + "</title>\n<style>\n");
   h += kStyle;
@@ -532,6 +567,7 @@ std::string render_html(const SweepRecords& sweep, const ReportModel& m) {
       h += report_plot::svg_line_chart(charts[i], scale);
     }
     h += baseline_section(sweep, m);
+    h += search_section(m);
     h += effects_table(m);
     h += all_runs_section(sweep, m);
     h += diagnostics_section(sweep, m);

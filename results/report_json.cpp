@@ -145,11 +145,22 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
   // layout sets the runs that differ by design; "baseline" the paired differences.
   std::string j = kJsonReportStart + ("\"version\":3,\"title\":" + jstr(m.title));
   j += ",\"summary\":{\"runs\":" + jint(int64_t(sweep.runs.size())) + ",\"completed\":" + jint(int64_t(m.completed)) +
-       ",\"diverged\":" + jint(int64_t(m.diverged)) + ",\"failed\":" + jint(int64_t(m.failed)) +
-       ",\"unfinished\":" + jint(int64_t(m.running)) + ",\"without_record\":" + jint(int64_t(m.missing)) +
-       ",\"problems\":" + jint(int64_t(problem_count(sweep, m))) + ",\"health_flagged\":" + jint(int64_t(m.flagged)) +
+       ",\"diverged\":" + jint(int64_t(m.diverged)) + ",\"stopped\":" + jint(int64_t(m.stopped)) +
+       ",\"failed\":" + jint(int64_t(m.failed)) + ",\"unfinished\":" + jint(int64_t(m.running)) +
+       ",\"without_record\":" + jint(int64_t(m.missing)) + ",\"problems\":" + jint(int64_t(problem_count(sweep, m))) +
+       ",\"health_flagged\":" + jint(int64_t(m.flagged)) +
        ",\"wall_time_s\":" + (m.wall_time_s < 0 ? "null" : jnum(m.wall_time_s)) +
        ",\"train_time_s\":" + jnum(m.train_time_s) + "}";
+  if (!m.search.kind.empty()) {
+    std::vector<std::string> points, decisions;
+    for (const auto& pt : m.search.best_so_far)
+      points.push_back("{\"compute_steps\":" + jnum(pt.compute) + ",\"best\":" + jnum(pt.best) +
+                       ",\"label\":" + jstr(pt.label) + "}");
+    for (const auto& d : m.search.decisions) decisions.push_back(jstr(d));
+    j += ",\"search\":{\"kind\":" + jstr(m.search.kind) + ",\"metric\":" + jstr(m.search.metric) +
+         ",\"mode\":" + jstr(m.search.mode) + ",\"best_so_far\":" + jlist(points) +
+         ",\"decisions\":" + jlist(decisions) + "}";
+  }
   for (const auto& k : m.varying) strs.push_back(jstr(k));
   j += ",\"varying\":" + jlist(strs);
   strs.clear();

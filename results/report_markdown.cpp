@@ -205,6 +205,17 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
     }
     s += "\n";
   }
+  if (!m.search.kind.empty()) {
+    s += "## Search (" + md(m.search.kind) + ")\n\n";
+    if (!m.search.best_so_far.empty()) {
+      s += md_row({"after", "training steps spent", "best " + md(m.search.metric)}) + md_row({"---", "---:", "---:"});
+      for (const auto& pt : m.search.best_so_far) s += md_row({md(pt.label), g6(pt.compute), g6(pt.best)});
+      s += "\n";
+    }
+    std::string text;
+    for (const auto& d : m.search.decisions) text += d + "\n";
+    s += "The decisions, as search.log has them:\n\n" + md_code(text) + "\n";
+  }
   if (!sweep.failed.empty()) {
     const bool running =
         std::any_of(sweep.failed.begin(), sweep.failed.end(), [](const FailedRun& f) { return f.status == "running"; });

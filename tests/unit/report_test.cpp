@@ -844,5 +844,61 @@ TEST(TensorBoardExport, Crc32cMatchesItsPublishedCheckValue) {
   EXPECT_EQ(masked_crc32c("123456789"), ((c >> 15) | (c << 17)) + 0xa282ead8u);
 }
 
+// The search section reads search.log back: a halving search's compute counts only the
+// steps each rung adds (a promoted run resumes), and its points are each rung's best.
+TEST(SearchProgress, HalvingSpendsOnlyEachRungsNewStepsAndShowsEachRungsBest) {
+  const std::string log =
+      "# sweep search log\n"
+      "search halving seed=0 eta=3 min_steps=2 brackets=1 budget=18 metric=train_loss_end mode=min trials=3\n"
+      "bracket 0 s=1: trials 0..2, rungs 3x6 1x18\n"
+      "trial 0: train.lr=1 -> 000000000000000a 000000000000000b\n"
+      "trial 1: train.lr=2 -> 000000000000000c 000000000000000d\n"
+      "trial 2: train.lr=3 -> 000000000000000e 000000000000000f\n"
+      "bracket 0 rung 0 steps 6: rank 1 trial 1 loss=2.5 promoted\n"
+      "bracket 0 rung 0 steps 6: rank 2 trial 0 loss=3 stopped\n"
+      "bracket 0 rung 0 steps 6: rank 3 trial 2 loss=worst (failed, diverged or no finite train_loss_end) stopped\n"
+      "bracket 0 rung 1 steps 18: rank 1 trial 1 loss=1.25 best of bracket\n"
+      "done\n";
+  const SearchProgress p = search_progress(log, {}, {});
+  EXPECT_EQ(p.kind, "halving");
+  EXPECT_EQ(p.metric, "train_loss_end");
+  ASSERT_EQ(p.best_so_far.size(), 2u);
+  EXPECT_EQ(p.best_so_far[0].compute, 3 * 2 * 6.0);  // three trials of two seeds, 6 steps
+  EXPECT_EQ(p.best_so_far[0].best, 2.5);
+  EXPECT_EQ(p.best_so_far[0].label, "bracket 0 rung 0 (6 steps)");
+  EXPECT_EQ(p.best_so_far[1].compute, 36 + 2 * 12.0);  // two runs, 12 more steps each
+  EXPECT_EQ(p.best_so_far[1].best, 1.25);
+  EXPECT_EQ(p.decisions.size(), 9u);
+}
+
+// A tpe search's losses are the log's (sign x metric: mode max is negated back), its
+// compute the records' steps; a random search's best comes from the records' objectives.
+TEST(SearchProgress, TpeAndRandomTakeTheBestSoFarInTheirDecisionOrder) {
+  std::vector<Record> runs = {make_record("00000000000000a1", {}, {3, 2}),
+                              make_record("00000000000000a2", {}, {3, 2, 1})};
+  const std::string tpe =
+      "search tpe seed=1 samples=3 parallel=1 startup=1 metric=tokens_per_s mode=max keys=train.lr\n"
+      "trial 0 batch 0 random: train.lr=1 -> 00000000000000a1 loss=-10\n"
+      "trial 1 batch 1 tpe (good 1 of 1): train.lr=2 -> 00000000000000a2 loss=-5\n"
+      "trial 2 batch 2 tpe (good 1 of 2): train.lr=3 -> (no run: excluded) loss=worst (failed)\n";
+  std::vector<ReportRun> figs(2);
+  const SearchProgress t = search_progress(tpe, runs, figs);
+  ASSERT_EQ(t.best_so_far.size(), 3u);
+  EXPECT_EQ(t.best_so_far[0].best, 10);  // tokens/s, higher is better
+  EXPECT_EQ(t.best_so_far[1].best, 10);
+  EXPECT_EQ(t.best_so_far[1].compute, 5);
+  EXPECT_EQ(t.best_so_far[2].label, "trial 2 batch 2 tpe (good 1 of 2)");
+  figs[0].objective = 0.5, figs[1].objective = 0.25;
+  const SearchProgress r = search_progress(
+      "search random seed=1 samples=2 keys=train.lr\ndraw 0: train.lr=1 -> 00000000000000a1\n"
+      "draw 1: train.lr=2 -> 00000000000000a2\n",
+      runs, figs);
+  ASSERT_EQ(r.best_so_far.size(), 2u);
+  EXPECT_EQ(r.best_so_far[0].best, 0.5);
+  EXPECT_EQ(r.best_so_far[1].best, 0.25);
+  EXPECT_EQ(r.best_so_far[1].compute, 5);
+  EXPECT_TRUE(search_progress("not a search log\n", runs, figs).kind.empty());
+}
+
 }  // namespace
 }  // namespace sweep

@@ -1,0 +1,135 @@
+// The report's search section: a search.log read back (its formats are written by the
+// harness: `draw` lines of kind random, `trial ... batch` lines of kind tpe, `trial` and
+// `bracket ... rung` lines of kind halving) with the records' steps and objectives.
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+
+#include "report.h"
+
+namespace sweep {
+namespace {
+
+std::vector<std::string> split_words(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+/// The run ids after " -> " (words of 16 hex digits, up to the first other word).
+std::vector<std::string> ids_after_arrow(const std::string& line) {
+  std::vector<std::string> ids;
+  const size_t arrow = line.find(" ->");
+  if (arrow == std::string::npos) return ids;
+  for (const std::string& w : split_words(line.substr(arrow + 3))) {
+    if (w.size() != 16 || w.find_first_not_of("0123456789abcdef") != std::string::npos) break;
+    ids.push_back(w);
+  }
+  return ids;
+}
+
+/// The number after "loss=" (NaN when absent or "worst").
+double loss_of(const std::string& line) {
+  const size_t at = line.find(" loss=");
+  if (at == std::string::npos) return NAN;
+  const char* p = line.c_str() + at + 6;
+  char* end = nullptr;
+  const double v = std::strtod(p, &end);
+  return end == p ? NAN : v;
+}
+
+/// The value of `key=` in the header's words, or `fallback`.
+std::string header_value(const std::vector<std::string>& words, const std::string& key, const std::string& fallback) {
+  for (const auto& w : words)
+    if (w.rfind(key + "=", 0) == 0) return w.substr(key.size() + 1);
+  return fallback;
+}
+
+}  // namespace
+
+SearchProgress search_progress(const std::string& log, const std::vector<Record>& runs,
+                               const std::vector<ReportRun>& figures) {
+  SearchProgress p;
+  std::map<std::string, size_t> run_of;
+  for (size_t i = 0; i < runs.size(); ++i) run_of[runs[i].run_id] = i;
+  const auto steps_of = [&](const std::string& id) {
+    const auto it = run_of.find(id);
+    return it == run_of.end() || runs[it->second].steps.empty() ? 0.0 : double(runs[it->second].steps.back().step);
+  };
+  std::istringstream in(log);
+  std::string line;
+  bool header = false;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    if (!header) {
+      const auto words = split_words(line);
+      if (words.size() < 2 || words[0] != "search") return SearchProgress{};  // not a search log we know
+      p.kind = words[1];
+      p.metric = header_value(words, "metric", p.kind == "halving" ? "train_loss_end" : "objective");
+      p.mode = header_value(words, "mode", "min");
+      header = true;
+      continue;
+    }
+    p.decisions.push_back(line);
+  }
+  const double sign = p.mode == "max" ? -1 : 1;
+  double compute = 0, best = INFINITY;  // best: sign x metric, lower is better
+  if (p.kind == "random" || p.kind == "tpe") {
+    for (const std::string& d : p.decisions) {
+      const bool draw = d.rfind("draw ", 0) == 0, trial = d.rfind("trial ", 0) == 0;
+      if (!draw && !trial) continue;
+      const auto ids = ids_after_arrow(d);
+      double sum = 0, v = NAN;
+      for (const auto& id : ids) compute += steps_of(id);
+      if (p.kind == "tpe") {
+        v = loss_of(d);  // the log's loss is already sign x metric
+      } else if (!ids.empty()) {
+        for (const auto& id : ids) {
+          const auto it = run_of.find(id);
+          sum += it == run_of.end() || runs[it->second].status != "completed" ? NAN : figures[it->second].objective;
+        }
+        v = sum / double(ids.size());
+      }
+      if (std::isfinite(v) && v < best) best = v;
+      if (std::isfinite(best)) p.best_so_far.push_back({compute, sign * best, d.substr(0, d.find(':'))});
+    }
+    if (p.kind == "random") p.metric = "objective", p.mode = "min";
+    return p;
+  }
+  if (p.kind == "halving") {
+    std::map<std::string, size_t> runs_of_trial;  // "trial J" -> its run count
+    std::map<std::string, double> reached;        // "trial J" -> steps trained so far
+    std::string rung;                             // "bracket B rung R" of the lines being read
+    double rung_best = INFINITY, rung_steps = 0;
+    const auto close_rung = [&] {
+      if (!rung.empty() && std::isfinite(rung_best))
+        p.best_so_far.push_back(
+            {compute, sign * rung_best, rung + " (" + std::to_string(int64_t(rung_steps)) + " steps)"});
+      rung.clear(), rung_best = INFINITY;
+    };
+    for (const std::string& d : p.decisions) {
+      const auto w = split_words(d);
+      if (w.size() >= 2 && w[0] == "trial" && d.find(" -> ") != std::string::npos) {
+        runs_of_trial["trial " + w[1].substr(0, w[1].find(':'))] = ids_after_arrow(d).size();
+        continue;
+      }
+      // bracket B rung R steps S: rank K trial J loss=X verdict
+      if (w.size() < 10 || w[0] != "bracket" || w[2] != "rung" || w[4] != "steps") continue;
+      const std::string this_rung = "bracket " + w[1] + " rung " + w[3];
+      if (this_rung != rung) close_rung(), rung = this_rung;
+      const double steps = std::atof(w[5].c_str());
+      const std::string trial = "trial " + w[9];
+      compute += (steps - reached[trial]) * double(runs_of_trial[trial]);
+      reached[trial] = steps;
+      rung_steps = steps;
+      const double v = loss_of(d);
+      if (std::isfinite(v) && sign * v < rung_best) rung_best = sign * v;
+    }
+    close_rung();
+  }
+  return p;
+}
+
+}  // namespace sweep
