@@ -187,6 +187,13 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
     out << to_yaml(config);
     if (!out.flush()) throw std::runtime_error(config_path + ": cannot write");
   }
+  // A run a halving search stopped at a rung is reproduced as far as it went.
+  const bool stopped = original.status == "stopped" && !original.steps.empty();
+  if (stopped) {
+    std::ofstream out(res.out_dir + "/stop_at", std::ios::binary);
+    out << original.steps.back().step << "\n";
+    if (!out.flush()) throw std::runtime_error(res.out_dir + "/stop_at: cannot write");
+  }
   const std::string log = res.out_dir + "/logs/rank0.log";
   // On the kind of device the original ran on (the environment says which).
   const auto dev = original.environment.find("device");
@@ -221,7 +228,10 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   const auto details = detail_lines(c);
   res.lines.insert(res.lines.end(), details.begin(), details.end());
   if (!blas_note.empty()) res.lines.push_back(blas_note);
-  if (again.status != "completed")
+  if (stopped)
+    res.lines.push_back("the original was stopped by a search after step " +
+                        std::to_string(original.steps.back().step) + ": the re-run stopped there too");
+  if (again.status != "completed" && !(stopped && again.status == "stopped"))
     res.lines.push_back("re-run status: " + again.status + (again.failure.empty() ? "" : " (" + again.failure + ")"));
   res.lines.push_back("original: " + original_path);
   res.lines.push_back("re-run:   " + new_path);

@@ -334,6 +334,16 @@ TEST_F(DriverE2E, AHalvingSearchReplaysAndItsPromotedRunsAreTheRunsTrainedStraig
   EXPECT_CONTAINS(md, "## Search (halving)");
   EXPECT_CONTAINS(md, "| bracket 0 rung 2 (18 steps) | 42 |");  // 9 x 2 + 3 x 4 + 1 x 12 steps
   EXPECT_EQ(md.find("## Failed runs"), std::string::npos);
+  // A stopped run reproduces as far as it went.
+  for (const auto& [id, r] : runs[0])
+    if (r.status == "stopped" && r.steps.back().step == 6) {
+      const auto rs = sweep_cli({"reproduce", (out / "runs" / id).string()}, "reproduce.log");
+      const std::string said = read_file(dir_ / "reproduce.log");
+      EXPECT_TRUE(rs.ok()) << said;
+      EXPECT_CONTAINS(said, "reproduced bit-for-bit: 6 steps");
+      EXPECT_CONTAINS(said, "the original was stopped by a search after step 6: the re-run stopped there too");
+      break;
+    }
 }
 
 /// The pid in a lock holder's line ("pid 123 on host, since ..."), or 0.
