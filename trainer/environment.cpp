@@ -50,6 +50,11 @@ void set_up_determinism(const RunConfig& cfg) {
   if (auto set_blas = reinterpret_cast<SetThreadsFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
     set_blas(threads);
   at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+  // oneDNN picks its kernels by the CPU's instruction set: a machine with AVX-512 BF16
+  // runs bf16 matrix products through other kernels, with other bits, than an AVX2 one,
+  // and no setting pins them. Without it LibTorch uses its own kernels over OpenBLAS,
+  // whose kernel sweep pins (launch.blas), so the same run trains the same bits on both.
+  at::globalContext().setUserEnabledMkldnn(false);
   torch::manual_seed(static_cast<uint64_t>(cfg.train.seed));
 }
 
