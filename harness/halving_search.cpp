@@ -59,6 +59,7 @@ std::vector<HalvingTrial> halving_trials(const SweepSpec& spec, const std::vecto
       order.emplace_back(draw_unit(spec.search.seed, int64_t(j), "search.brackets"), j);
     std::sort(order.begin(), order.end());
     std::vector<HalvingTrial> shuffled;
+    shuffled.reserve(order.size());
     for (const auto& [u, j] : order) shuffled.push_back(trials[j]);
     trials = std::move(shuffled);
   }

@@ -187,6 +187,8 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
     out << to_yaml(config);
     if (!out.flush()) throw std::runtime_error(config_path + ": cannot write");
   }
+  // oneDNN as the original had it (the trainer's SWEEP_ONEDNN; on unless it says off).
+  if (original.env("onednn").rfind("off", 0) == 0) launch.env.push_back("SWEEP_ONEDNN=0");
   // A run a halving search stopped at a rung is reproduced as far as it went.
   const bool stopped = original.status == "stopped" && !original.steps.empty();
   if (stopped) {

@@ -52,9 +52,12 @@ void set_up_determinism(const RunConfig& cfg) {
   at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
   // oneDNN picks its kernels by the CPU's instruction set: a machine with AVX-512 BF16
   // runs bf16 matrix products through other kernels, with other bits, than an AVX2 one,
-  // and no setting pins them. Without it LibTorch uses its own kernels over OpenBLAS,
-  // whose kernel sweep pins (launch.blas), so the same run trains the same bits on both.
-  at::globalContext().setUserEnabledMkldnn(false);
+  // and no setting pins them. SWEEP_ONEDNN=0 turns it off: LibTorch's own kernels over
+  // OpenBLAS, whose kernel sweep pins (launch.blas), give the same bits on both, but bf16
+  // on an AVX-512 machine runs far slower (tests/bench/README.md). The record's
+  // environment says which (`onednn`).
+  const char* onednn = std::getenv("SWEEP_ONEDNN");
+  at::globalContext().setUserEnabledMkldnn(onednn == nullptr || std::string(onednn) != "0");
   torch::manual_seed(static_cast<uint64_t>(cfg.train.seed));
 }
 
@@ -79,6 +82,7 @@ std::vector<std::pair<std::string, std::string>> collect_environment(const RunCo
   env.emplace_back("blas_threads", std::to_string(blas_threads));
   env.emplace_back("torch_threads", std::to_string(at::get_num_threads()));
   env.emplace_back("deterministic_algorithms", at::globalContext().deterministicAlgorithms() ? "1" : "0");
+  env.emplace_back("onednn", at::globalContext().userEnabledMkldnn() ? "on" : "off (SWEEP_ONEDNN=0)");
   // The data file, by its contents: a file rewritten under the same name is another
   // run's data (the driver re-runs a completed run whose data.hash no longer matches).
   if (!cfg.data.path.empty() && (cfg.data.kind == "tokens" || cfg.data.kind == "text" || cfg.data.kind == "hdf5")) {
