@@ -12,12 +12,6 @@
 namespace sweep {
 namespace {
 
-std::string g17(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
 std::string budget_of(const std::vector<GridPoint>& points) {
   return points.empty() ? "0" : std::to_string(points.front().config.train.steps);
 }

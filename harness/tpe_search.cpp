@@ -11,12 +11,6 @@
 namespace sweep {
 namespace {
 
-std::string g17(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
 // Each trial's runs and, once its batch has run, its loss (every trial's, read again from
 // the records: a decision is a function of what they hold at that moment).
 void observe(const SweepSpec& spec, const std::vector<GridPoint>& points, const std::string& dir,
@@ -40,6 +34,12 @@ void observe(const SweepSpec& spec, const std::vector<GridPoint>& points, const 
 }
 
 }  // namespace
+
+std::string g17(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
 
 double run_metric(const std::string& dir, const std::string& id, const std::string& metric) {
   Record r;

@@ -42,7 +42,7 @@ std::vector<std::pair<std::string, std::string>> program_environment_defaults() 
     env.emplace_back(key, "");
   env.emplace_back("hdf5", hdf5_version());
   for (const char* key :
-       {"cuda", "device", "blas", "blas.kernel", "blas_threads", "torch_threads", "deterministic_algorithms"})
+       {"cuda", "device", "blas", "blas.kernel", "blas_threads", "torch_threads", "deterministic_algorithms", "onednn"})
     env.emplace_back(key, "");
   env.emplace_back("cpu", cpu_model());
   char host[256] = {0};

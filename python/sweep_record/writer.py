@@ -111,6 +111,7 @@ def environment_defaults():
         "blas_threads": "",
         "torch_threads": "",
         "deterministic_algorithms": "",
+        "onednn": "",
         "cpu": _cpu_name(),
         "hosts": socket.gethostname(),
         "os": " ".join((platform.system(), platform.release(), platform.machine())),
@@ -135,6 +136,7 @@ def environment_defaults():
             env["cuda"] = str(torch.version.cuda) if torch.version.cuda else "none"
             env["torch_threads"] = str(torch.get_num_threads())
             env["deterministic_algorithms"] = "1" if torch.are_deterministic_algorithms_enabled() else "0"
+            env["onednn"] = "on" if torch.backends.mkldnn.enabled else "off"
         except Exception:  # an unusual torch build: these stay as they are
             pass
     for name in NUMERICS_ENV:

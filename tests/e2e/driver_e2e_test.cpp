@@ -54,6 +54,26 @@ class DriverE2E : public sweep_test::E2eTest {
   std::map<std::string, sweep::Record> completed(const fs::path& sweep_dir) {
     return sweep_test::completed_records(sweep_dir);
   }
+  /// Starts `sweep run grid --out out --quiet` and sends it SIGINT once out/search.log
+  /// holds `mark`; false (with the driver's output in `why`) when it ended before that.
+  bool interrupt_search_at(const std::string& grid, const fs::path& out, const std::string& mark, std::string* why) {
+    sweep::SpawnRunner runner;
+    const fs::path log = dir_ / "stopped.log";
+    const int driver = runner.start(sweep_argv({"run", grid, "--out", out.string(), "--quiet"}), log.string());
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::pair<int, sweep::ExitStatus>> ended;
+    while (ended.empty() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120)) {
+      std::error_code ec;
+      if (fs::exists(out / "search.log", ec) && read_file(out / "search.log").find(mark) != std::string::npos) break;
+      ended = runner.wait_some(0.02);
+    }
+    if (!ended.empty()) return *why = "the search ended before its log said '" + mark + "': " + read_file(log), false;
+    ::kill(driver, SIGINT);
+    const sweep::ExitStatus st = sweep_test::wait_for(runner, driver);
+    if (st.code != 128 + SIGINT)
+      return *why = "the interrupted driver exited " + st.describe() + ": " + read_file(log), false;
+    return true;
+  }
   std::string wrapper_;
 };
 
@@ -196,22 +216,8 @@ TEST_F(DriverE2E, ATpeSearchReplaysAndAStoppedOneResumesToTheSameDecisions) {
 
   // Stopped while batch 1 runs, then run again.
   const fs::path out = dir_ / "stopped";
-  sweep::SpawnRunner runner;
-  const int driver =
-      runner.start(sweep_argv({"run", grid, "--out", out.string(), "--quiet"}), (dir_ / "stopped.log").string());
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::pair<int, sweep::ExitStatus>> ended;
-  while (ended.empty() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120)) {
-    std::error_code ec;
-    if (fs::exists(out / "search.log", ec) &&
-        read_file(out / "search.log").find("trial 2 batch 1") != std::string::npos)
-      break;
-    ended = runner.wait_some(0.05);
-  }
-  ASSERT_TRUE(ended.empty()) << "the search ended before its second batch started: " << read_file(dir_ / "stopped.log");
-  ::kill(driver, SIGINT);
-  const sweep::ExitStatus st = sweep_test::wait_for(runner, driver);
-  EXPECT_EQ(st.code, 128 + SIGINT) << read_file(dir_ / "stopped.log");
+  std::string why;
+  ASSERT_TRUE(interrupt_search_at(grid, out, "trial 2 batch 1", &why)) << why;
   EXPECT_CONTAINS(read_file(out / "search.log"), "(not finished)");  // it did stop half-way
   ASSERT_TRUE(sweep_cli({"run", grid, "--out", out.string(), "--quiet"}, "resumed.log").ok())
       << read_file(dir_ / "resumed.log");
@@ -298,22 +304,8 @@ TEST_F(DriverE2E, AHalvingSearchReplaysAndItsPromotedRunsAreTheRunsTrainedStraig
 
   // Interrupted while its second stage runs, then run again.
   const fs::path out = dir_ / "stopped";
-  sweep::SpawnRunner runner;
-  const int driver =
-      runner.start(sweep_argv({"run", grid, "--out", out.string(), "--quiet"}), (dir_ / "stopped.log").string());
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::pair<int, sweep::ExitStatus>> ended;
-  while (ended.empty() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120)) {
-    std::error_code ec;
-    if (fs::exists(out / "search.log", ec) &&
-        read_file(out / "search.log").find("stage 1: running") != std::string::npos)
-      break;
-    ended = runner.wait_some(0.02);
-  }
-  ASSERT_TRUE(ended.empty()) << "the search ended before its second stage started: " << read_file(dir_ / "stopped.log");
-  ::kill(driver, SIGINT);
-  const sweep::ExitStatus st = sweep_test::wait_for(runner, driver);
-  EXPECT_EQ(st.code, 128 + SIGINT) << read_file(dir_ / "stopped.log");
+  std::string why;
+  ASSERT_TRUE(interrupt_search_at(grid, out, "stage 1: running", &why)) << why;
   EXPECT_CONTAINS(read_file(out / "search.log"), "stage 1: running");  // it did stop half-way
   ASSERT_TRUE(sweep_cli({"run", grid, "--out", out.string(), "--quiet"}, "resumed.log").ok())
       << read_file(dir_ / "resumed.log");
