@@ -75,7 +75,7 @@ std::string render_plan(const SweepSpec& spec, const Expansion& e, const std::st
     else if (s == "interrupted")
       state[i] = "interrupted", ++c.pending;
     else if (s == "stopped")
-      state[i] = "stopped", ++c.pending;  // at a halving rung: a later rung may resume it
+      state[i] = "stopped", ++c.done;  // at a halving rung: the search's decision (a later rung may resume it)
     else if (s == "running")
       state[i] = "running", ++c.pending;
     else

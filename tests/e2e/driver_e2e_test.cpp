@@ -320,6 +320,9 @@ TEST_F(DriverE2E, AHalvingSearchReplaysAndItsPromotedRunsAreTheRunsTrainedStraig
   // sweep status and the report say which runs the search stopped.
   sweep_cli({"status", out.string()}, "status.log");
   EXPECT_CONTAINS(read_file(dir_ / "status.log"), "1 completed, 8 stopped");
+  ASSERT_TRUE(sweep_cli({"plan", grid, "--out", out.string()}, "plan.log").ok());
+  EXPECT_CONTAINS(read_file(dir_ / "plan.log"), "9 runs in " + out.string() + " (9 done, 0 to run)");
+  EXPECT_CONTAINS(read_file(dir_ / "plan.log"), "bracket 0 rungs 9x2 3x6 1x18");
   ASSERT_TRUE(sweep_cli({"report", out.string(), "--format", "md", "-o", (dir_ / "r.md").string()}, "r.log").ok());
   const std::string md = read_file(dir_ / "r.md");
   EXPECT_CONTAINS(md, "8 stopped early by the search");
