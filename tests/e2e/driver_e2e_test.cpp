@@ -54,6 +54,20 @@ class DriverE2E : public sweep_test::E2eTest {
   std::map<std::string, sweep::Record> completed(const fs::path& sweep_dir) {
     return sweep_test::completed_records(sweep_dir);
   }
+  /// Runs a search's grid into two fresh directories (`name`0 and `name`1, two runs at a
+  /// time as its launch says): their records and search.log files, for replay checks.
+  bool run_twice(const std::string& grid, const std::string& name, std::map<std::string, sweep::Record> runs[2],
+                 std::string logs[2], std::string* why) {
+    for (int k = 0; k < 2; ++k) {
+      const fs::path out = dir_ / (name + std::to_string(k));
+      const std::string log = name + std::to_string(k) + ".log";
+      if (!sweep_cli({"run", grid, "--out", out.string(), "--quiet"}, log).ok())
+        return *why = read_file(dir_ / log), false;
+      runs[k] = completed(out);
+      logs[k] = read_file(out / "search.log");
+    }
+    return true;
+  }
   /// Starts `sweep run grid --out out --quiet` and sends it SIGINT once out/search.log
   /// holds `mark`; false (with the driver's output in `why`) when it ended before that.
   bool interrupt_search_at(const std::string& grid, const fs::path& out, const std::string& mark, std::string* why) {
@@ -139,14 +153,8 @@ std::string random_search(int seed) {
 TEST_F(DriverE2E, ARandomSearchReplaysInAnotherDirectoryAndAnotherSeedDrawsOthers) {
   const std::string grid = write("rs.yaml", random_search(5));
   std::map<std::string, sweep::Record> runs[2];
-  std::string logs[2];
-  for (int k = 0; k < 2; ++k) {
-    const fs::path out = dir_ / ("out" + std::to_string(k));
-    auto st = sweep_cli({"run", grid, "--out", out.string(), "--quiet"}, "run" + std::to_string(k) + ".log");
-    ASSERT_TRUE(st.ok()) << read_file(dir_ / ("run" + std::to_string(k) + ".log"));
-    runs[k] = completed(out);
-    logs[k] = read_file(out / "search.log");
-  }
+  std::string logs[2], why;
+  ASSERT_TRUE(run_twice(grid, "out", runs, logs, &why)) << why;
   ASSERT_EQ(runs[0].size(), 3u);
   EXPECT_EQ(logs[0], logs[1]);
   EXPECT_CONTAINS(logs[0], "search random seed=5 samples=3 keys=train.lr,train.clip_norm\n");
@@ -187,14 +195,8 @@ std::string tpe_search(int seed) {
 TEST_F(DriverE2E, ATpeSearchReplaysAndAStoppedOneResumesToTheSameDecisions) {
   const std::string grid = write("tpe.yaml", tpe_search(5));
   std::map<std::string, sweep::Record> runs[2];
-  std::string logs[2];
-  for (int k = 0; k < 2; ++k) {
-    const fs::path out = dir_ / ("out" + std::to_string(k));
-    auto st = sweep_cli({"run", grid, "--out", out.string(), "--quiet"}, "tpe" + std::to_string(k) + ".log");
-    ASSERT_TRUE(st.ok()) << read_file(dir_ / ("tpe" + std::to_string(k) + ".log"));
-    runs[k] = completed(out);
-    logs[k] = read_file(out / "search.log");
-  }
+  std::string logs[2], why;
+  ASSERT_TRUE(run_twice(grid, "out", runs, logs, &why)) << why;
   EXPECT_EQ(logs[0], logs[1]);
   EXPECT_CONTAINS(logs[0],
                   "search tpe seed=5 samples=6 parallel=2 startup=2 metric=objective mode=min "
@@ -216,7 +218,6 @@ TEST_F(DriverE2E, ATpeSearchReplaysAndAStoppedOneResumesToTheSameDecisions) {
 
   // Stopped while batch 1 runs, then run again.
   const fs::path out = dir_ / "stopped";
-  std::string why;
   ASSERT_TRUE(interrupt_search_at(grid, out, "trial 2 batch 1", &why)) << why;
   EXPECT_CONTAINS(read_file(out / "search.log"), "(not finished)");  // it did stop half-way
   ASSERT_TRUE(sweep_cli({"run", grid, "--out", out.string(), "--quiet"}, "resumed.log").ok())
@@ -254,14 +255,8 @@ std::string halving_search(const std::string& search = "search:\n  kind: halving
 TEST_F(DriverE2E, AHalvingSearchReplaysAndItsPromotedRunsAreTheRunsTrainedStraightThrough) {
   const std::string grid = write("halving.yaml", halving_search());
   std::map<std::string, sweep::Record> runs[2];
-  std::string logs[2];
-  for (int k = 0; k < 2; ++k) {
-    const fs::path out = dir_ / ("out" + std::to_string(k));
-    const std::string log = "halving" + std::to_string(k) + ".log";
-    ASSERT_TRUE(sweep_cli({"run", grid, "--out", out.string(), "--quiet"}, log).ok()) << read_file(dir_ / log);
-    runs[k] = completed(out);
-    logs[k] = read_file(out / "search.log");
-  }
+  std::string logs[2], why;
+  ASSERT_TRUE(run_twice(grid, "out", runs, logs, &why)) << why;
   EXPECT_EQ(logs[0], logs[1]);
   EXPECT_CONTAINS(logs[0], "bracket 0 s=2: trials 0..8, rungs 9x2 3x6 1x18\n");
   EXPECT_CONTAINS(logs[0], "bracket 0 rung 2 steps 18: rank 1 trial ");
@@ -304,7 +299,6 @@ TEST_F(DriverE2E, AHalvingSearchReplaysAndItsPromotedRunsAreTheRunsTrainedStraig
 
   // Interrupted while its second stage runs, then run again.
   const fs::path out = dir_ / "stopped";
-  std::string why;
   ASSERT_TRUE(interrupt_search_at(grid, out, "stage 1: running", &why)) << why;
   EXPECT_CONTAINS(read_file(out / "search.log"), "stage 1: running");  // it did stop half-way
   ASSERT_TRUE(sweep_cli({"run", grid, "--out", out.string(), "--quiet"}, "resumed.log").ok())
