@@ -335,6 +335,27 @@ TEST_F(DriverE2E, AHalvingSearchReplaysAndItsPromotedRunsAreTheRunsTrainedStraig
     }
 }
 
+// The rung a run stops at is a file in its run directory: one that is not a regular file
+// or not a step number is refused with exit 2, naming it, and no record is written.
+TEST_F(DriverE2E, ABadStopAtFileIsRefusedNamingIt) {
+  for (const std::string bad : {"text", "0", "link"}) {
+    const fs::path out = dir_ / ("run-" + bad);
+    fs::create_directories(out);
+    if (bad == "link")
+      fs::create_symlink(sweep_test::tiny_run_yaml(), out / "stop_at");
+    else
+      sweep_test::write_file(out / "stop_at", bad + "\n");
+    const auto st = sweep_test::run_cli(
+        {bin("sweep-train"), "--config", sweep_test::tiny_run_yaml(), "--out", out.string(), "--quiet"},
+        dir_ / ("stop-" + bad + ".log"));
+    EXPECT_EQ(st.code, 2) << bad << ": " << st.out;
+    EXPECT_CONTAINS(st.out, (out / "stop_at").string() + ": " +
+                                (bad == "link" ? "not a regular file" : "expected one step number >= 1"));
+    EXPECT_FALSE(fs::exists(out / "record.h5")) << bad;
+    EXPECT_FALSE(fs::exists(out / "record.h5.partial")) << bad;
+  }
+}
+
 /// The pid in a lock holder's line ("pid 123 on host, since ..."), or 0.
 pid_t holder_pid(const std::string& holder) {
   return holder.rfind("pid ", 0) == 0 ? static_cast<pid_t>(std::atol(holder.c_str() + 4)) : 0;
