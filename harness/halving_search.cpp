@@ -10,13 +10,6 @@
 #include "tpe_search.h"  // record_metric
 
 namespace sweep {
-namespace {
-
-std::string budget_of(const std::vector<GridPoint>& points) {
-  return points.empty() ? "0" : std::to_string(points.front().config.train.steps);
-}
-
-}  // namespace
 
 void check_halving(const SweepSpec& spec, const std::vector<GridPoint>& points) {
   const SearchSpec& s = spec.search;
@@ -93,7 +86,7 @@ SweepSummary run_halving_search(const SweepSpec& spec, const std::vector<GridPoi
   std::string head = "# sweep search log: one decision per line; the same grid file and results give the same lines\n";
   head += "search halving seed=" + std::to_string(s.seed) + " eta=" + std::to_string(s.eta) +
           " min_steps=" + std::to_string(s.min_steps) + " brackets=" + std::to_string(s.brackets) +
-          " budget=" + budget_of(points) + " metric=" + s.metric + " mode=" + s.mode +
+          " budget=" + std::to_string(budget) + " metric=" + s.metric + " mode=" + s.mode +
           " trials=" + std::to_string(trials.size()) + "\n";
   for (size_t b = 0; b < brackets.size(); ++b) {
     const HalvingBracket& br = brackets[b];

@@ -292,15 +292,11 @@ RunStatus Trainer::run() {
   dog_.arm();
   RunStatus status = RunStatus::completed;
   std::string failure;
-  // A rung's stop: the run ends after step `stop`, with a checkpoint there to go on from.
+  // A rung's stop: the run ends after step `stop`, with a checkpoint there to go on from
+  // (resumed at or past it, from a checkpoint written after it, it stops where it is).
   const int64_t stop = opt_.stop_at > 0 && opt_.stop_at < cfg_.train.steps ? opt_.stop_at : 0;
-  if (stop > 0 && start >= stop) {
-    // Resumed at or past the rung (a checkpoint written after it): stop where it is.
-    status = RunStatus::stopped;
-    failure = "stopped by the search at step " + std::to_string(start) + " of " + std::to_string(cfg_.train.steps);
-  }
   try {
-    for (int64_t step = start + 1; status != RunStatus::stopped && step <= cfg_.train.steps; ++step) {
+    for (int64_t step = start + 1; step <= (stop > 0 ? stop : cfg_.train.steps); ++step) {
       dog_.beat(step);
       StepMetrics s;
       TensorMemoryMeter::instance().start_window();
@@ -326,18 +322,19 @@ RunStatus Trainer::run() {
       if (eval_source_ &&
           ((cfg_.train.eval_every > 0 && step % cfg_.train.eval_every == 0) || step == cfg_.train.steps))
         rec_.eval(evaluate(step), is_root());
-      const bool stopping = step == stop;
       if ((cfg_.train.checkpoint_every > 0 && step % cfg_.train.checkpoint_every == 0 && step < cfg_.train.steps) ||
-          stopping) {
+          step == stop) {
         TrainState st = snapshot(step);
         const bool crash = faults_ && faults_->crash_in_checkpoint(step);  // test-only
         if (is_root()) save_checkpoint(opt_.out_dir, st, int(cfg_.train.keep_checkpoints), crash);
       }
-      if (stopping) {
-        status = RunStatus::stopped;
-        failure = "stopped by the search at step " + std::to_string(step) + " of " + std::to_string(cfg_.train.steps);
-        if (is_root() && !opt_.quiet) std::printf("%s (a rung; the checkpoint is kept)\n", failure.c_str());
-      }
+    }
+    if (stop > 0 && status == RunStatus::completed) {
+      status = RunStatus::stopped;
+      failure = "stopped by the search at step " + std::to_string(std::max(start, stop)) + " of " +
+                std::to_string(cfg_.train.steps);
+      if (is_root() && !opt_.quiet && start < stop)
+        std::printf("%s (a rung; the checkpoint is kept)\n", failure.c_str());
     }
     const RankMemory mem = measure_memory();
     rec_.summarize(mem, scaler_.enabled);

@@ -158,11 +158,8 @@ TEST_F(DriverE2E, ARandomSearchReplaysInAnotherDirectoryAndAnotherSeedDrawsOther
   ASSERT_EQ(runs[0].size(), 3u);
   EXPECT_EQ(logs[0], logs[1]);
   EXPECT_CONTAINS(logs[0], "search random seed=5 samples=3 keys=train.lr,train.clip_norm\n");
-  for (const auto& [id, r] : runs[0]) {
-    EXPECT_CONTAINS(logs[0], " -> " + id + "\n");
-    ASSERT_EQ(runs[1].count(id), 1u) << id;
-    EXPECT_EQ(sweep_test::bit_difference(r, runs[1].at(id)), "") << id;
-  }
+  for (const auto& [id, r] : runs[0]) EXPECT_CONTAINS(logs[0], " -> " + id + "\n");
+  EXPECT_EQ(sweep_test::sweep_bit_difference(runs[0], runs[1]), "");
   ASSERT_TRUE(sweep_cli({"plan", write("rs6.yaml", random_search(6))}, "plan6.log").ok());
   const std::string plan6 = read_file(dir_ / "plan6.log");
   EXPECT_CONTAINS(plan6, "search random: 3 draws from 2 keys, search seed 6");
@@ -206,11 +203,8 @@ TEST_F(DriverE2E, ATpeSearchReplaysAndAStoppedOneResumesToTheSameDecisions) {
   EXPECT_CONTAINS(logs[0], "trial 5 batch 2 tpe (good 1 of 4): ");
   EXPECT_EQ(logs[0].find("(not finished)"), std::string::npos);
   EXPECT_GE(runs[0].size(), 5u);  // six trials; two may land on one run
-  for (const auto& [id, r] : runs[0]) {
-    EXPECT_CONTAINS(logs[0], " " + id + " loss=");
-    ASSERT_EQ(runs[1].count(id), 1u) << id;
-    EXPECT_EQ(sweep_test::bit_difference(r, runs[1].at(id)), "") << id;
-  }
+  for (const auto& [id, r] : runs[0]) EXPECT_CONTAINS(logs[0], " " + id + " loss=");
+  EXPECT_EQ(sweep_test::sweep_bit_difference(runs[0], runs[1]), "");
   ASSERT_TRUE(
       sweep_cli({"run", write("tpe6.yaml", tpe_search(6)), "--out", (dir_ / "seed6").string(), "--quiet"}, "tpe6.log")
           .ok());
@@ -225,10 +219,7 @@ TEST_F(DriverE2E, ATpeSearchReplaysAndAStoppedOneResumesToTheSameDecisions) {
   EXPECT_EQ(read_file(out / "search.log"), logs[0]);
   const auto resumed = completed(out);
   EXPECT_EQ(resumed.size(), runs[0].size());
-  for (const auto& [id, r] : runs[0]) {
-    ASSERT_EQ(resumed.count(id), 1u) << id;
-    EXPECT_EQ(sweep_test::bit_difference(r, resumed.at(id)), "") << id;
-  }
+  EXPECT_EQ(sweep_test::sweep_bit_difference(runs[0], resumed), "");
 }
 
 /// Successive halving over a 3 x 3 grid: 18 steps, rungs 9x2 3x6 1x18; every step sleeps
@@ -262,12 +253,9 @@ TEST_F(DriverE2E, AHalvingSearchReplaysAndItsPromotedRunsAreTheRunsTrainedStraig
   EXPECT_CONTAINS(logs[0], "bracket 0 rung 2 steps 18: rank 1 trial ");
   EXPECT_CONTAINS(logs[0], "done\n");
   ASSERT_EQ(runs[0].size(), 9u);
+  EXPECT_EQ(sweep_test::sweep_bit_difference(runs[0], runs[1]), "");
   std::map<std::string, int> status;
-  for (const auto& [id, r] : runs[0]) {
-    ++status[r.status];
-    ASSERT_EQ(runs[1].count(id), 1u) << id;
-    EXPECT_EQ(sweep_test::bit_difference(r, runs[1].at(id)), "") << id;
-  }
+  for (const auto& [id, r] : runs[0]) ++status[r.status];
   EXPECT_EQ(status["completed"], 1);
   EXPECT_EQ(status["stopped"], 8);
   // The rung's records of promoted runs are kept beside them; the one run that reached
@@ -306,11 +294,7 @@ TEST_F(DriverE2E, AHalvingSearchReplaysAndItsPromotedRunsAreTheRunsTrainedStraig
   EXPECT_EQ(read_file(out / "search.log"), logs[0]);
   const auto resumed = completed(out);
   EXPECT_EQ(resumed.size(), runs[0].size());
-  for (const auto& [id, r] : runs[0]) {
-    ASSERT_EQ(resumed.count(id), 1u) << id;
-    EXPECT_EQ(resumed.at(id).status, r.status) << id;
-    EXPECT_EQ(sweep_test::bit_difference(r, resumed.at(id)), "") << id;
-  }
+  EXPECT_EQ(sweep_test::sweep_bit_difference(runs[0], resumed), "");
   // sweep status and the report say which runs the search stopped.
   sweep_cli({"status", out.string()}, "status.log");
   EXPECT_CONTAINS(read_file(dir_ / "status.log"), "1 completed, 8 stopped");

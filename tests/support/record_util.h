@@ -65,4 +65,17 @@ inline std::string bit_difference(const sweep::Record& a, const sweep::Record& b
   return "";
 }
 
+/// Where two sweeps' records first part, in words; "" when every run of `a` is in `b`
+/// with the same status and the same bits (bit_difference).
+inline std::string sweep_bit_difference(const std::map<std::string, sweep::Record>& a,
+                                        const std::map<std::string, sweep::Record>& b) {
+  for (const auto& [id, r] : a) {
+    const auto it = b.find(id);
+    if (it == b.end()) return id + ": missing";
+    if (it->second.status != r.status) return id + ": status " + r.status + " vs " + it->second.status;
+    if (const std::string d = bit_difference(r, it->second); !d.empty()) return id + ": " + d;
+  }
+  return "";
+}
+
 }  // namespace sweep_test
