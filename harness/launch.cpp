@@ -22,6 +22,10 @@ std::vector<std::string> mpiexec_prefix(const std::string& mpiexec, const std::v
 
 }  // namespace
 
+bool spans_hosts(const LaunchSpec& spec) {
+  return spec.launcher == "mpirun" && (!spec.hosts.empty() || !spec.hostfile.empty());
+}
+
 std::vector<std::string> program_head(const LocalLaunch& launch, const std::string& trainer,
                                       const std::string& run_dir) {
   if (launch.program.empty() && launch.env.empty()) return {trainer};
@@ -70,7 +74,9 @@ std::vector<std::string> rank_command(const LaunchSpec& spec, const LocalLaunch&
                                       const std::string& run_dir, const std::string& sweep_id, bool resume) {
   const bool boxed = !spec.container.runtime.empty();
   std::string wrapper = local.rank_wrapper.empty() ? executable_dir() + "/sweep-rank" : local.rank_wrapper;
-  std::vector<std::string> argv = {wrapper, "--log-dir", run_dir + "/logs", "--"};
+  std::vector<std::string> argv = {wrapper, "--log-dir", run_dir + "/logs"};
+  if (spans_hosts(spec)) argv.push_back("--per-host");
+  argv.push_back("--");
   auto inner = trainer_args(program_head(local, boxed ? spec.container.trainer : local.train_binary, run_dir), run_dir,
                             sweep_id, resume, spec.device);
   auto boxed_argv = wrap_in_container(spec.container, sweep_dir, inner);

@@ -32,4 +32,17 @@ std::string launcher_finding(const std::string& text) {
   return "";
 }
 
+std::string launcher_lost_host(const std::string& text) {
+  // A daemon gone: a rank that crashed leaves its daemon, which reports the rank instead.
+  const bool daemon_gone = text.find("lost communication with a remote daemon") != std::string::npos ||
+                           text.find("unable to reliably start one or more daemons") != std::string::npos;
+  if (!daemon_gone) return "";
+  std::smatch m;
+  static const std::regex daemon(R"(Remote daemon:\s*\S+ on node (\S+))");
+  if (std::regex_search(text, m, daemon)) return m[1].str();
+  static const std::regex peer(R"(peer process has unexpectedly disconnected[\s\S]*?Peer host:\s*(\S+))");
+  if (std::regex_search(text, m, peer)) return m[1].str();
+  return "";
+}
+
 }  // namespace sweep

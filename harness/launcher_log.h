@@ -15,4 +15,12 @@ std::string latest_attempt_output(const std::string& log_path);
 /// from Open MPI's or srun's messages in `text`; "" when they name no rank.
 std::string launcher_finding(const std::string& text);
 
+/// The host whose Open MPI daemon went away mid-job (every process of a node killed, or
+/// the node itself gone), from `text`: mpirun's "lost communication with a remote daemon"
+/// or "unable to reliably start one or more daemons", the host named by its "Remote
+/// daemon: ... on node H" or by a surviving rank's "peer process has unexpectedly
+/// disconnected ... Peer host: H". "" when no daemon was lost (a rank that crashed alone
+/// is reported by its daemon: launcher_finding) or no host is named.
+std::string launcher_lost_host(const std::string& text);
+
 }  // namespace sweep

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "launch.h"        // local_run_command
+#include "record.h"        // read_record_status
 #include "run_files.h"     // RunLock::holder
 #include "stop_signals.h"  // StopSignals
 #include "sweep_run.h"
@@ -28,7 +29,30 @@ struct Running {
   double term_at = 0;                        ///< when SIGTERM was sent (0 = not yet)
   bool killed = false;                       ///< SIGKILL sent
   FailureClass reason = FailureClass::none;  ///< timeout / interrupted when we stopped it
+  bool rank0_seen = false;                   ///< rank 0 held the run's lock during this attempt
+  double rank0_gone_at = 0;                  ///< when rank 0 was first seen gone with its record finished
 };
+
+/// How long a launcher may go on after rank 0 has exited with its record finished
+/// (completed or failed) before the driver ends it: mpirun whose peer node went away
+/// waits for that node's daemon to answer, which it never does.
+constexpr double kLauncherLingerS = 5;
+
+/// Whether rank 0 of the multi-rank run `r` has exited with its record finished, the
+/// launcher still running: it held the run's lock during this attempt and holds it no
+/// more, and the record is complete or its partial says failed. (Before rank 0 takes
+/// the lock, a partial left by an earlier attempt must not count.)
+bool rank0_finished(Running& r) {
+  const bool held = !RunLock::holder(r.task->dir).empty();
+  if (held) r.rank0_seen = true;
+  if (held || !r.rank0_seen) return false;
+  try {
+    const RecordStatus st = read_record_status(r.task->dir + "/record.h5");
+    return !st.partial || st.status == "failed";
+  } catch (const RecordError&) {
+    return false;  // caught mid-write, or no record: ask again at the next poll
+  }
+}
 
 /// launch.slots when unset: the hosts' slots for mpirun over `hosts` ("node:4", a bare
 /// name counts 1), else this machine's cores.
@@ -214,6 +238,15 @@ SweepSummary run_sweep(const SweepSpec& spec, const std::vector<GridPoint>& poin
           stop_run(id, r, FailureClass::timeout);
         if (r.term_at > 0 && !r.killed && now - r.term_at > L.grace_s)
           runner.signal_group(id, SIGKILL), r.killed = true;
+        if (r.term_at == 0 && r.task->point->config.dist.world_size > 1 && rank0_finished(r)) {
+          if (r.rank0_gone_at == 0) r.rank0_gone_at = now;
+          if (now - r.rank0_gone_at > kLauncherLingerS) {
+            session.progress().line("ending    " + r.task->point->id + ": rank 0 finished its record " +
+                                    std::to_string(int(kLauncherLingerS)) +
+                                    " s ago and the launcher goes on (waiting for a node that went away?)");
+            stop_run(id, r, FailureClass::none);
+          }
+        }
       }
       session.tick();
     }

@@ -3,7 +3,10 @@
 // launcher (mpiexec, srun, containers) the same per-rank log files, without a shell and
 // without the launchers' own %-patterns in file names.
 //
-//   sweep-rank --log-dir DIR -- COMMAND [ARGS...]
+//   sweep-rank --log-dir DIR [--per-host] -- COMMAND [ARGS...]
+//
+// With --per-host (a run whose ranks may span hosts) the log is <log-dir>/<host>/rank<R>.log,
+// <host> being this machine's host name, so each node's logs are apart.
 //
 // An argument equal to @SWEEP_RANK_ENV@ (docker/podman wrapping) becomes `-e NAME` for
 // every launcher variable set for this rank, so the containerised rank finds its peers.
@@ -13,8 +16,10 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +43,17 @@ std::string rank_of_env() {
   return "0";
 }
 
+/// This host's name as a safe directory name: characters other than letters, digits,
+/// '.', '-' and '_' become '_', and "", "." and ".." become "host".
+std::string host_dir_name() {
+  char buf[256] = {0};
+  ::gethostname(buf, sizeof buf - 1);
+  std::string h = buf;
+  for (char& c : h)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+  return h.empty() || h == "." || h == ".." ? "host" : h;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -49,27 +65,43 @@ int main(int argc, char** argv) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != launcher) return 127;  // it died before the line above took effect
   std::string log_dir;
+  bool per_host = false;
   int i = 1;
   for (; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--log-dir" && i + 1 < argc) {
       log_dir = argv[++i];
+    } else if (a == "--per-host") {
+      per_host = true;
     } else if (a == "--") {
       ++i;
       break;
     } else {
-      std::fprintf(stderr, "sweep-rank: unknown argument '%s'\nusage: sweep-rank --log-dir DIR -- COMMAND [ARGS...]\n",
-                   argv[i]);
+      std::fprintf(
+          stderr,
+          "sweep-rank: unknown argument '%s'\nusage: sweep-rank --log-dir DIR [--per-host] -- COMMAND [ARGS...]\n",
+          argv[i]);
       return 2;
     }
   }
   if (log_dir.empty() || i >= argc) {
-    std::fprintf(stderr, "usage: sweep-rank --log-dir DIR -- COMMAND [ARGS...]\n");
+    std::fprintf(stderr, "usage: sweep-rank --log-dir DIR [--per-host] -- COMMAND [ARGS...]\n");
     return 2;
   }
   std::string rank = rank_of_env();
   for (char c : rank)
     if (c < '0' || c > '9') rank = "x";  // never let the environment pick a path
+  if (per_host) {
+    log_dir += "/" + host_dir_name();
+    // A directory of its own, never a link planted in its place.
+    struct stat st;
+    if ((::mkdir(log_dir.c_str(), 0755) != 0 && errno != EEXIST) || ::lstat(log_dir.c_str(), &st) != 0 ||
+        !S_ISDIR(st.st_mode)) {
+      std::fprintf(stderr, "sweep-rank: %s: %s\n", log_dir.c_str(),
+                   errno == EEXIST || errno == 0 ? "exists and is not a directory" : std::strerror(errno));
+      return 127;
+    }
+  }
   const std::string log = log_dir + "/rank" + rank + ".log";
   int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0644);  // never through a link
   if (fd < 0) {

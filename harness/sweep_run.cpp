@@ -5,12 +5,13 @@
 #include <filesystem>
 #include <fstream>
 
-#include "launcher_log.h"  // launcher_finding
+#include "launcher_log.h"  // launcher_finding, launcher_lost_host
 #include "record.h"        // read_record, mark_partial_failed
 #include "report.h"        // load_sweep, render_html
-#include "run_files.h"     // check_run_entries
+#include "run_files.h"     // check_run_entries, rank_log_path
 #include "run_health.h"    // run_health, run_figures for the line of a completed run
 #include "stop_signals.h"  // StopSignals::release
+#include "text.h"          // split, join
 
 namespace fs = std::filesystem;
 
@@ -48,6 +49,23 @@ bool trainer_line(const std::string& line) {
   if (colon == std::string::npos || colon == 0 || line.find(' ') < colon) return false;
   const std::string rest = line.substr(colon + 2);
   return rest.rfind("error: ", 0) == 0 || rest.rfind("run failed: ", 0) == 0;
+}
+
+/// "node H (rank 1) was lost: ..." for the host a launcher lost, with the ranks that ran
+/// there by rank 0's partial record (environment rank_hosts).
+std::string lost_node_finding(const std::string& host, const std::string& partial) {
+  std::vector<std::string> ranks;
+  try {
+    const std::vector<std::string> hosts = split(read_record_unverified(partial).env("rank_hosts"), ',');
+    for (size_t r = 0; r < hosts.size(); ++r)
+      if (hosts[r] == host) ranks.push_back(std::to_string(r));
+  } catch (const RecordError&) {
+    // No partial record yet: the node is named without its ranks.
+  }
+  return "node " + host +
+         (ranks.empty() ? std::string()
+                        : std::string(ranks.size() == 1 ? " (rank " : " (ranks ") + join(ranks, ",") + ")") +
+         " was lost: its Open MPI daemon and ranks went away mid-run";
 }
 
 }  // namespace
@@ -112,13 +130,14 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
   // 3: the trainer refused the run directory (another writer, a planted link): retrying
   // cannot help, and the trainer's one line says why.
   if (st.signal == 0 && st.code == 3) {
-    const std::string why = last_line(run_dir + "/logs/rank0.log");
+    const std::string why = last_line(rank_log_path(run_dir, 0));
     return *detail += " (refused" + (why.empty() ? std::string() : ": " + why) + ")", FailureClass::config;
   }
   // Post-mortem: the launcher names a rank that died outright (it wrote nothing itself);
   // the partial record has rank 0's view, with any note a stuck rank left. Both go into
   // the run's state and, for a later reader of the file, into the partial record.
-  const std::string finding = launcher_finding(latest_attempt_output(run_dir + "/logs/launcher.log"));
+  const std::string said_by_launcher = latest_attempt_output(run_dir + "/logs/launcher.log");
+  std::string finding = launcher_finding(said_by_launcher);
   std::string recorded;
   try {
     RecordStatus rs = read_record_status(rec);
@@ -126,13 +145,16 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
   } catch (const RecordError&) {
     // No partial record (the run died before writing one) or an unreadable one.
   }
+  // A node that went away: named with its ranks, which rank 0's partial record lists.
+  const std::string lost_host = launcher_lost_host(said_by_launcher);
+  if (!lost_host.empty()) finding = lost_node_finding(lost_host, rec + ".partial");
   std::string cause = recorded;
   if (!finding.empty() && recorded.find(finding) == std::string::npos)
     cause = finding + (recorded.empty() ? "" : "; " + recorded);
   bool trainer_said = false;
   if (cause.empty()) {
     // Nothing recorded (the disk may be full): the trainer's own last line says why.
-    const std::string said = last_line(run_dir + "/logs/rank0.log");
+    const std::string said = last_line(rank_log_path(run_dir, 0));
     // A grid's program speaks its own language (a Python traceback's last line, ...): its
     // last line is the cause either way.
     trainer_said = trainer_line(said) || (!program.empty() && !said.empty());
@@ -141,6 +163,7 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
   }
   if (cause != recorded) mark_partial_failed(rec, cause);  // a no-op without a partial
   if (!finding.empty() || !recorded.empty() || trainer_said) *detail += "; " + cause;
+  if (!lost_host.empty()) return *detail += " (a node was lost)", FailureClass::node_fail;
   const bool hang = (st.signal == 0 && st.code == 4) || cause.find("(dist.timeout_s)") != std::string::npos;
   if (hang) return *detail += " (a rank made no progress)", FailureClass::hang;
   return FailureClass::crashed;

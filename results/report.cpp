@@ -17,7 +17,7 @@
 #include "compare.h"        // compare_records for the first difference of a layout set
 #include "report_format.h"  // values_text
 #include "run_figures.h"    // g4
-#include "run_files.h"      // RunLock::holder: is a running record still being written
+#include "run_files.h"      // RunLock::holder (is a running record still being written), rank_log_path
 
 namespace sweep {
 namespace {
@@ -100,7 +100,7 @@ FailedRun describe_unfinished(const fs::path& run_dir, const std::string& proble
       f.status = "unreadable";
     }
   }
-  f.log_tail = log_tail(run_dir / "logs" / "rank0.log");
+  f.log_tail = log_tail(rank_log_path(run_dir.string(), 0));
   return f;
 }
 
@@ -520,7 +520,7 @@ SweepRecords load_sweep(const std::string& dir) {
     } else if (out.runs.back().status != "completed" && out.runs.back().status != "stopped") {
       // (A run a halving search stopped at a rung is a result of the search, not a failure.)
       const Record& r = out.runs.back();
-      out.failed.push_back({r.run_id, r.status, r.failure, "", log_tail(d / "logs" / "rank0.log")});
+      out.failed.push_back({r.run_id, r.status, r.failure, "", log_tail(rank_log_path(d.string(), 0))});
     }
     const double started = mtime(d / "config.yaml"), ended = mtime(path);
     if (started >= 0 && (first < 0 || started < first)) first = started;

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -69,6 +70,34 @@ std::string regular_file_problem(const std::string& path) {
   return "is " + kind_of(st.st_mode) + ", not a regular file";
 }
 
+namespace {
+
+/// The first entry of the log directory `dir` that is not a regular file (or, where
+/// `hosts` allows, a directory of regular files), described; "" when there is none.
+std::string unsafe_log_entry(const std::string& dir, bool hosts) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return "";
+  std::string bad;
+  struct stat st;
+  while (dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    const std::string p = dir + "/" + name;
+    if (::lstat(p.c_str(), &st) != 0 || S_ISREG(st.st_mode)) continue;
+    if (hosts && S_ISDIR(st.st_mode)) {
+      if (!(bad = unsafe_log_entry(p, false)).empty()) break;
+      continue;
+    }
+    bad = p + " is " + kind_of(st.st_mode) +
+          "; sweep appends only to regular files it made there (remove it, then run again)";
+    break;
+  }
+  ::closedir(d);
+  return bad;
+}
+
+}  // namespace
+
 void check_run_entries(const std::string& run_dir) {
   struct stat st;
   if (::lstat(run_dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
@@ -90,22 +119,28 @@ void check_run_entries(const std::string& run_dir) {
     }
   }
   ::closedir(d);
-  // The per-rank logs are appended to by the launcher and sweep-rank: same rule.
-  if (bad.empty() && (d = ::opendir((run_dir + "/logs").c_str()))) {
+  // The per-rank logs are appended to by the launcher and sweep-rank: same rule, in logs/
+  // and in the per-host directories logs/<host>/ of a run that spans hosts.
+  if (bad.empty()) bad = unsafe_log_entry(run_dir + "/logs", true);
+  if (!bad.empty()) throw RunRefused(bad);
+}
+
+std::string rank_log_path(const std::string& run_dir, int rank) {
+  const std::string name = "rank" + std::to_string(rank) + ".log";
+  const std::string flat = run_dir + "/logs/" + name;
+  struct stat st;
+  if (::lstat(flat.c_str(), &st) == 0) return flat;
+  std::vector<std::string> found;
+  if (DIR* d = ::opendir((run_dir + "/logs").c_str())) {
     while (dirent* e = ::readdir(d)) {
-      const std::string name = e->d_name;
-      if (name == "." || name == "..") continue;
-      const std::string p = run_dir + "/logs/" + name;
-      if (::lstat(p.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-        bad = p + " is " + kind_of(st.st_mode) +
-              "; sweep appends only to regular files it made there (remove it, "
-              "then run again)";
-        break;
-      }
+      const std::string host = e->d_name;
+      const std::string p = run_dir + "/logs/" + host + "/" + name;
+      if (host != "." && host != ".." && ::lstat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode)) found.push_back(p);
     }
     ::closedir(d);
   }
-  if (!bad.empty()) throw RunRefused(bad);
+  std::sort(found.begin(), found.end());
+  return found.empty() ? flat : found.front();
 }
 
 int take_lock_file(const std::string& path, std::string* holder) {

@@ -37,6 +37,11 @@ int take_lock_file(const std::string& path, std::string* holder);
 /// creates the file.
 std::string lock_file_holder(const std::string& path);
 
+/// Where rank `rank`'s log of the run in `run_dir` is: logs/rank<r>.log, or for a run whose
+/// ranks spanned hosts logs/<host>/rank<r>.log (sweep-rank --per-host). The flat path when
+/// there is neither.
+std::string rank_log_path(const std::string& run_dir, int rank);
+
 /// The lock of one run directory (<run_dir>/run.lock).
 class RunLock {
  public:

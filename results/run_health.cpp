@@ -9,6 +9,8 @@
 #include <map>
 #include <tuple>
 
+#include "text.h"  // split
+
 namespace sweep {
 namespace {
 
@@ -116,13 +118,27 @@ void eval_rising(const Record& r, std::vector<HealthFlag>& out) {
                                       std::to_string(kLossWindow) + " steps): overfitting."});
 }
 
+/// "1" -> "1 (node-b)" for each rank of a comma list, when the record names each rank's
+/// host (environment rank_hosts, comma-separated in rank order).
+std::string ranks_with_hosts(const Record& r, const std::string& ranks) {
+  const std::vector<std::string> hosts = split(r.env("rank_hosts"), ',');
+  std::string out;
+  for (const std::string& rank : split(ranks, ',')) {
+    out += (out.empty() ? "" : ",") + rank;
+    char* end = nullptr;
+    const long i = std::strtol(rank.c_str(), &end, 10);
+    if (end != rank.c_str() && *end == '\0' && i >= 0 && size_t(i) < hosts.size()) out += " (" + hosts[size_t(i)] + ")";
+  }
+  return out;
+}
+
 void straggler(const Record& r, std::vector<HealthFlag>& out) {
   const std::string ranks = summary_value(r, "stragglers");
   if (ranks.empty()) return;
   const std::string medians = summary_value(r, "rank_compute_median_s");
   out.push_back(
-      {kFlagStraggler, std::string(ranks.find(',') == std::string::npos ? "rank " : "ranks ") + ranks +
-                           " computed more slowly than the typical rank" +
+      {kFlagStraggler, std::string(ranks.find(',') == std::string::npos ? "rank " : "ranks ") +
+                           ranks_with_hosts(r, ranks) + " computed more slowly than the typical rank" +
                            (medians.empty() ? std::string() : " (median compute s per rank: " + medians + ")") + "."});
 }
 

@@ -90,6 +90,15 @@ std::string join(const std::vector<std::string>& items, const std::string& sep) 
   return s;
 }
 
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  if (s.empty()) return out;
+  size_t at = 0;
+  for (size_t end; (end = s.find(sep, at)) != std::string::npos; at = end + 1) out.push_back(s.substr(at, end - at));
+  out.push_back(s.substr(at));
+  return out;
+}
+
 std::string closest_key(const std::string& key, const std::vector<std::string>& known) {
   // A bare leaf name ("lr") is matched against the last segment of each key first.
   for (const auto& k : known) {

@@ -28,6 +28,9 @@ std::string source_location(const std::string& source, int line0, int column0);
 /// The items separated by `sep`: join({"a", "b"}) is "a, b".
 std::string join(const std::vector<std::string>& items, const std::string& sep = ", ");
 
+/// The pieces of `s` between each `sep`: split("a,b", ',') is {"a", "b"}; split("", ',') is {}.
+std::vector<std::string> split(const std::string& s, char sep);
+
 /// Closest known key to `key` by edit distance, or "" when nothing is close. A bare leaf
 /// name ("lr") matches a dotted key by its last part ("train.lr").
 std::string closest_key(const std::string& key, const std::vector<std::string>& known);

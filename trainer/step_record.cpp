@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "run_health.h"  // compute_health, health_attributes
+#include "text.h"        // join
 
 namespace sweep {
 namespace {
@@ -113,11 +114,16 @@ void StepRecorder::summarize(const RankMemory& mem, bool scaler) {
     std::snprintf(buf, sizeof buf, "%.4g", m);
     medians += (medians.empty() ? "" : ",") + std::string(buf);
   }
-  for (int r : stragglers(med)) list += (list.empty() ? "" : ",") + std::to_string(r);
+  std::string named;  // "1 (node-b)": the rank and its host
+  for (int r : stragglers(med)) {
+    list += (list.empty() ? "" : ",") + std::to_string(r);
+    named += (named.empty() ? "" : ", ") + std::to_string(r) +
+             (size_t(r) < hosts_.size() ? " (" + hosts_[size_t(r)] + ")" : std::string());
+  }
   record_->set_summary("stragglers", list);
   record_->set_summary("rank_compute_median_s", medians);
   if (!list.empty() && !quiet_)
-    std::printf("straggler rank(s): %s (median compute time per rank: %s s)\n", list.c_str(), medians.c_str());
+    std::printf("straggler rank(s): %s (median compute time per rank: %s s)\n", named.c_str(), medians.c_str());
   int64_t nan_skipped = 0;  // from the rows, so a resumed run counts the steps before it too
   for (const auto& r : rows_) nan_skipped += r.skipped && (!std::isfinite(r.loss) || !scaler);
   record_->set_summary("nonfinite_steps_skipped", std::to_string(nan_skipped));
@@ -137,6 +143,7 @@ void StepRecorder::summarize(const RankMemory& mem, bool scaler) {
   r.steps = rows_;
   r.evals = evals_;
   r.world_size = world_;
+  r.environment["rank_hosts"] = join(hosts_, ",");
   r.summary = {{"stragglers", list}, {"rank_compute_median_s", medians}};
   const std::vector<HealthFlag> flags = compute_health(r);
   for (const auto& [key, value] : health_attributes(flags)) record_->set_summary(key, value);

@@ -28,6 +28,9 @@ class StepRecorder {
   bool writing() const { return record_.has_value(); }
   RecordWriter* record() { return record_ ? &*record_ : nullptr; }
 
+  /// Each rank's host, in rank order: stragglers are named with their host.
+  void set_hosts(std::vector<std::string> hosts) { hosts_ = std::move(hosts); }
+
   /// The checksum of the initial parameters (a run that starts at step 0).
   void initial(ChecksumRow row);
   /// A resumed run's history from its checkpoint, into the rows and the new record.
@@ -63,6 +66,7 @@ class StepRecorder {
   const int64_t log_every_, steps_;
   std::optional<RecordWriter> record_;
   std::map<std::string, std::string> config_;  // the header's, for the health flags
+  std::vector<std::string> hosts_;             // rank r's host at r
   std::vector<StepMetrics> rows_;
   std::vector<ChecksumRow> checks_;
   std::vector<EvalRow> evals_;

@@ -19,7 +19,7 @@
 #include "canonical_reduce.h"     // TreeAccumulator, canonical_sum
 #include "checkpoint.h"           // save_checkpoint, load_latest_checkpoint
 #include "checksum.h"             // flat_checksum, tensor_checksum
-#include "comm_selftest.h"        // comm_self_test
+#include "comm_selftest.h"        // comm_self_test, rank_hosts
 #include "data_source.h"          // open_token_source, Sampler
 #include "environment.h"          // set_up_determinism, collect_environment
 #include "faults.h"               // FaultInjector
@@ -150,6 +150,7 @@ class Trainer {
   const Models& models_;
   const int rank_, world_;
   std::string id_;
+  std::vector<std::string> hosts_;  // rank r's host name at r
 
   std::shared_ptr<const TokenSource> source_;       // what the run trains on
   std::shared_ptr<const TokenSource> eval_source_;  // held-out sequences; null when the run does not evaluate
@@ -253,7 +254,13 @@ RunStatus Trainer::run() {
   for (size_t i = 0; i < flat_.handles.size(); ++i)
     flat_.handles[i].register_hook([this, i](const torch::Tensor&) { used_[i] = 1; });
 
-  auto self_test = world_ > 1 ? comm_self_test(comm_, n) : std::vector<std::pair<std::string, std::string>>{};
+  // Which host each rank runs on: the record names them, and the self-test times the link
+  // between two hosts when the ranks span more than one.
+  hosts_ = rank_hosts(comm_);
+  rec_.set_hosts(hosts_);
+  dog_.set_hosts(hosts_);
+  auto self_test =
+      world_ > 1 ? comm_self_test(comm_, n, 3, hosts_) : std::vector<std::pair<std::string, std::string>>{};
 
   const int64_t A = cfg_.train.accum, M = world_ * A, B = cfg_.train.micro_batch, L = cfg_.model.seq_len;
   if (!device_.is_cpu()) pinned_batch_ = torch::empty({B, L + 1}, torch::kLong).pin_memory();
@@ -363,6 +370,13 @@ void Trainer::open_record(const std::vector<std::pair<std::string, std::string>>
   header.config = to_flat(cfg_);
   header.environment = collect_environment(cfg_);
   header.environment.emplace_back("world_size", std::to_string(world_));
+  // hosts: each host once, in the order of its first rank; rank_hosts: rank r's host at r.
+  std::vector<std::string> distinct;
+  for (const auto& h : hosts_)
+    if (std::find(distinct.begin(), distinct.end(), h) == distinct.end()) distinct.push_back(h);
+  for (auto& [k, v] : header.environment)
+    if (k == "hosts") v = join(distinct, ",");
+  header.environment.emplace_back("rank_hosts", join(hosts_, ","));
   if (!device_.is_cpu()) {
     for (auto& [k, v] : header.environment)
       if (k == "device")

@@ -112,12 +112,9 @@ TEST_F(Executor, RunsAtMostParallelAtOnce) {
   grid("{parallel: 2, slots: 8}", 5);
   ScriptedRunner r;
   for (int i = 0; i < 5; ++i) r.plan[id(i)] = {"slow-ok"};
-  auto t0 = std::chrono::steady_clock::now();
   SweepSummary s = run_sweep(spec_, points_, opt_, r);
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(s.completed, 5);
-  EXPECT_EQ(r.max_live, 2);
-  EXPECT_LT(secs, 5 * 0.4);  // not one after another
+  EXPECT_EQ(r.max_live, 2);  // two at once, never more: not one after another (no wall-clock bound, which load breaks)
   for (int i = 0; i < 5; ++i) EXPECT_EQ(state(i).state, "completed");
 }
 

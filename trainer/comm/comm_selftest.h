@@ -23,8 +23,19 @@ struct CommBandwidth {
 /// bytes / seconds and the all-reduce bus factor for `world` ranks.
 CommBandwidth allreduce_bandwidth(size_t bytes, double seconds, int world);
 
+/// Every rank's host name, in rank order (collective; names cut at 63 bytes).
+std::vector<std::string> rank_hosts(Communicator& comm);
+
+/// The first rank on another host than rank 0's, or -1 when every rank shares its host.
+int first_remote_rank(const std::vector<std::string>& hosts);
+
 /// Times `iters` native all-reduces and canonical reductions of n floats (collective).
 /// Returns key/value pairs for the record's /summary, e.g. "comm.native.busbw_GBps".
-std::vector<std::pair<std::string, std::string>> comm_self_test(Communicator& comm, size_t n, int iters = 3);
+/// When the ranks span hosts (`hosts`, from rank_hosts), it also times an exchange of the
+/// same n floats between rank 0 and the first rank on another host, both ways at once:
+/// "comm.internode.GBps" is the bytes one side sends over the seconds
+/// ("comm.internode.pair" names the two ranks and hosts).
+std::vector<std::pair<std::string, std::string>> comm_self_test(Communicator& comm, size_t n, int iters = 3,
+                                                                const std::vector<std::string>& hosts = {});
 
 }  // namespace sweep

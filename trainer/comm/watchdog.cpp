@@ -112,11 +112,26 @@ std::string Watchdog::peer_notes() const {
   return out;
 }
 
-std::string Watchdog::where() const {
+void Watchdog::set_hosts(std::vector<std::string> hosts) {
+  std::lock_guard<std::mutex> lock(hook_mu_);
+  hosts_ = std::move(hosts);
+}
+
+std::string Watchdog::host_of(int rank) {
+  std::lock_guard<std::mutex> lock(hook_mu_);
+  return rank >= 0 && size_t(rank) < hosts_.size() ? hosts_[size_t(rank)] : "";
+}
+
+std::string Watchdog::where() {
   const char* op = waiting_in_.load();
-  return "at step " + std::to_string(step_.load()) +
-         (op ? std::string(" while waiting for the other ranks in ") + op
-             : std::string(" while computing, outside any collective (this rank is stuck)"));
+  if (!op)
+    return "at step " + std::to_string(step_.load()) + " while computing, outside any collective (this rank is stuck)";
+  std::string peer;
+  if (const int p = peer_.load(); p >= 0) {
+    const std::string host = host_of(p);
+    peer = " with rank " + std::to_string(p) + (host.empty() ? "" : " on " + host);
+  }
+  return "at step " + std::to_string(step_.load()) + " while waiting for the other ranks in " + op + peer;
 }
 
 void Watchdog::stop(const std::string& why, int code) {

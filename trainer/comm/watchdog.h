@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "communicator.h"  // Communicator
 
@@ -44,10 +45,17 @@ class Watchdog {
   /// The notes other ranks left, one per line, or "" when there are none.
   std::string peer_notes() const;
 
-  /// Marks the time this rank waits for its peers (see WatchedCommunicator).
+  /// Each rank's host, in rank order: a cause that names a peer rank names its host too.
+  void set_hosts(std::vector<std::string> hosts);
+
+  /// Marks the time this rank waits for its peers (see WatchedCommunicator); `peer` is the
+  /// one rank it waits on (a sendrecv's source), -1 for a collective of all ranks.
   class Waiting {
    public:
-    Waiting(Watchdog& dog, const char* op) : dog_(dog) { dog_.waiting_in_.store(op); }
+    Waiting(Watchdog& dog, const char* op, int peer = -1) : dog_(dog) {
+      dog_.peer_.store(peer);
+      dog_.waiting_in_.store(op);
+    }
     ~Waiting() { dog_.waiting_in_.store(nullptr); }
     Waiting(const Waiting&) = delete;
     Waiting& operator=(const Waiting&) = delete;
@@ -58,7 +66,7 @@ class Watchdog {
 
  private:
   void watch();
-  std::string where() const;  // "at step S while ..."
+  std::string where();  // "at step S while ..." (locks hook_mu_: not from a stop hook)
   [[noreturn]] void stop(const std::string& why, int code);
 
   double timeout_s_;
@@ -70,7 +78,10 @@ class Watchdog {
   std::atomic<double> last_{0};
   std::atomic<long long> step_{0};
   std::atomic<const char*> waiting_in_{nullptr};
-  int wake_[2] = {-1, -1};  // self-pipe: the signal handler and the destructor write to it
+  std::atomic<int> peer_{-1};
+  std::vector<std::string> hosts_;  // under hook_mu_
+  std::string host_of(int rank);    // "" when unknown
+  int wake_[2] = {-1, -1};          // self-pipe: the signal handler and the destructor write to it
   std::thread thread_;
 };
 
@@ -91,7 +102,7 @@ class WatchedCommunicator : public Communicator {
     inner_.allgather(send, bytes_per_rank, recv);
   }
   void sendrecv(const void* send, size_t send_bytes, int dst, void* recv, size_t recv_bytes, int src) override {
-    Watchdog::Waiting w(dog_, "the gradient exchange (sendrecv)");
+    Watchdog::Waiting w(dog_, "the gradient exchange (sendrecv)", src == rank() ? -1 : src);
     inner_.sendrecv(send, send_bytes, dst, recv, recv_bytes, src);
   }
   void allreduce_sum_native(float* data, size_t n) override {

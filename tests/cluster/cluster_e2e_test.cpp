@@ -1,0 +1,229 @@
+// Runs across real "nodes": the test nodes of tests/cluster/start-nodes.sh, each a network
+// and UTS namespace of its own (own hostname, own address in 198.51.100.0/24), so Open MPI
+// between them goes over TCP as between machines. `sweep run` with launcher mpirun and
+// `hosts` starts the ranks through tests/cluster/node-rsh (Open MPI's rsh agent; users keep
+// ssh). The promise under test: the transport is layout, not math.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "e2e_util.h"  // E2eTest, bin, run_cli, completed_records, bit_difference
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using sweep_test::bit_difference;
+using sweep_test::read_file;
+
+const char* const kNodes[] = {"sweep-node1", "sweep-node2"};
+
+/// Whether test node `node` is up: its namespaces are bound under /run.
+bool node_up(const std::string& node) {
+  return fs::exists("/run/sweep-nodes/" + node + ".uts") && fs::exists("/run/netns/" + node);
+}
+
+/// Sends `sig` to every process in test node `node`'s network namespace whose command line
+/// mentions one of `needles` (Open MPI's daemon and the ranks of a run: the node's slurmd
+/// is left alone). Returns how many.
+int signal_node(const std::string& node, int sig, const std::vector<std::string>& needles) {
+  struct stat ns;
+  if (::stat(("/run/netns/" + node).c_str(), &ns) != 0) return 0;
+  int n = 0;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string pid = e.path().filename().string();
+    struct stat st;
+    if (pid.find_first_not_of("0123456789") != std::string::npos || ::stat((e.path() / "ns/net").c_str(), &st) != 0 ||
+        st.st_ino != ns.st_ino || st.st_dev != ns.st_dev)
+      continue;
+    std::string cmd = sweep_test::read_file(e.path() / "cmdline");
+    for (char& c : cmd)
+      if (c == '\0') c = ' ';
+    for (const auto& needle : needles)
+      if (cmd.find(needle) != std::string::npos) {
+        n += ::kill(std::atoi(pid.c_str()), sig) == 0;
+        break;
+      }
+  }
+  return n;
+}
+
+class ClusterE2E : public sweep_test::E2eTest {
+ protected:
+  ClusterE2E() : E2eTest("sweep_cluster") {}
+
+  void SetUp() override {
+    E2eTest::SetUp();
+    for (const char* n : kNodes)
+      if (!node_up(n)) GTEST_SKIP() << "test node " << n << " is not up (run tests/cluster/start-nodes.sh as root)";
+  }
+
+  /// The launch section: `hosts` for mpirun across the test nodes, else the local launcher.
+  static std::string launch(const std::string& hosts, const std::string& extra = "") {
+    const std::string blas = "  blas: native\n";  // one kernel for every layout (auto is native on remote hosts)
+    if (hosts.empty()) return "launch:\n  launcher: local\n" + blas + extra;
+    return "launch:\n  launcher: mpirun\n" + blas + "  hosts: [" + hosts +
+           "]\n"
+           "  mpi_args: [--mca, plm_rsh_agent, " +
+           std::string(SWEEP_SOURCE_DIR) +
+           "/tests/cluster/node-rsh, --mca, oob_tcp_if_include, 198.51.100.0/24, --mca, btl_tcp_if_include, "
+           "198.51.100.0/24, --mca, btl, 'self,tcp,vader']\n" +
+           extra;
+  }
+
+  /// A grid of fp32 and bf16 at ZeRO 0 and 3 (W=1: 0 alone) with a global batch of 8
+  /// micro-batches of 2.
+  std::string grid(const std::string& name, int world, const std::string& launch_section, int steps = 6,
+                   const std::string& more_train = "") const {
+    return write(name + ".yaml", "name: " + name + "\nbase:\n" + sweep_test::tiny_model("  ") +
+                                     "  data: {eval_fraction: 0.01}\n"
+                                     "  train: {steps: " +
+                                     std::to_string(steps) + ", micro_batch: 2, accum: " + std::to_string(8 / world) +
+                                     ", lr: 3.0e-3, clip_norm: 0.3, eval_every: 3, eval_batches: 2" + more_train +
+                                     "}\n"
+                                     "  dist: {world_size: " +
+                                     std::to_string(world) +
+                                     ", timeout_s: 20}\n"
+                                     "grid:\n  train.precision: [fp32, bf16]\n  dist.zero_stage: [" +
+                                     (world > 1 ? "0, 3" : "0") + "]\n" + launch_section);
+  }
+
+  /// The run directory of the one run of sweep `sweep` once its rank 1 logs in
+  /// sweep-node2 and its record is being written, a second after; "" after 60 s.
+  static fs::path wait_until_training(const fs::path& sweep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+      std::error_code ec;
+      for (fs::directory_iterator it(sweep / "runs", ec), end; !ec && it != end; it.increment(ec))
+        if (fs::exists(it->path() / "record.h5.partial") && fs::exists(it->path() / "logs/sweep-node2/rank1.log")) {
+          std::this_thread::sleep_for(std::chrono::seconds(1));
+          return it->path();
+        }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return {};
+  }
+
+  /// Seconds from `t0` until file `path` holds `text` (polled); 1e9 after 120 s.
+  static double seconds_until(const fs::path& path, const std::string& text, std::chrono::steady_clock::time_point t0) {
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120)) {
+      if (sweep_test::read_file(path).find(text) != std::string::npos)
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return 1e9;
+  }
+
+  /// Runs `sweep run` on grid `name` into <dir>/<name>; returns its records by
+  /// "precision zero" (W=1 has ZeRO 0 only: the stage is idle there).
+  std::map<std::string, sweep::Record> run(const std::string& name, const std::string& grid_path) {
+    auto r = sweep_cli({"run", grid_path, "--out", (dir_ / name).string()}, name + ".log");
+    EXPECT_TRUE(r.ok()) << log(name);
+    std::map<std::string, sweep::Record> out;
+    for (auto& [id, rec] : sweep_test::completed_records(dir_ / name)) {
+      rec.path = (dir_ / name / "runs" / id).string();
+      out[rec.config["train.precision"] + " zero" + rec.config["dist.zero_stage"]] = rec;
+    }
+    return out;
+  }
+};
+
+TEST_F(ClusterE2E, TwoNodesOverTcpEqualOneNodeAndOneRank) {
+  // W=2 across two nodes (TCP) = W=2 on one node (shared memory) = W=1 with accum doubled,
+  // and W=4 across the nodes (two ranks each), fp32 and bf16, ZeRO 0 and 3.
+  auto one = run("w1", grid("w1", 1, launch("")));
+  auto local2 = run("w2_local", grid("w2_local", 2, launch("")));
+  auto nodes2 = run("w2_nodes", grid("w2_nodes", 2, launch("sweep-node1:1, sweep-node2:1")));
+  auto nodes4 = run("w4_nodes", grid("w4_nodes", 4, launch("sweep-node1:2, sweep-node2:2")));
+  ASSERT_EQ(local2.size(), 4u);
+  ASSERT_EQ(nodes2.size(), 4u);
+  ASSERT_EQ(nodes4.size(), 4u);
+  for (const auto& [key, rec] : nodes2) {
+    SCOPED_TRACE(key);
+    const std::string p = key.substr(0, key.find(' '));
+    ASSERT_TRUE(one.count(p + " zero0")) << "W=1 has no " << p << " run";
+    EXPECT_EQ(bit_difference(one.at(p + " zero0"), rec), "") << "W=1 vs W=2 across nodes";
+    EXPECT_EQ(bit_difference(local2.at(key), rec), "") << "W=2 on one node vs across nodes";
+    EXPECT_EQ(bit_difference(rec, nodes4.at(key)), "") << "W=2 vs W=4 across nodes";
+    // The record names every host and where each rank ran, and the self-test timed the
+    // link between the nodes.
+    EXPECT_EQ(rec.env("hosts"), "sweep-node1,sweep-node2");
+    EXPECT_EQ(rec.env("rank_hosts"), "sweep-node1,sweep-node2");
+    EXPECT_EQ(nodes4.at(key).env("rank_hosts"), "sweep-node1,sweep-node1,sweep-node2,sweep-node2");
+    EXPECT_EQ(rec.summary.at("comm.internode.pair"), "0@sweep-node1<->1@sweep-node2");
+    EXPECT_GT(std::atof(rec.summary.at("comm.internode.GBps").c_str()), 0.0);
+    EXPECT_EQ(local2.at(key).summary.count("comm.internode.GBps"), 0u) << "one host: no link between hosts";
+    // Per-node logs: logs/<host>/rank<r>.log.
+    EXPECT_TRUE(fs::is_regular_file(fs::path(rec.path) / "logs/sweep-node1/rank0.log"));
+    EXPECT_TRUE(fs::is_regular_file(fs::path(rec.path) / "logs/sweep-node2/rank1.log"));
+    EXPECT_FALSE(fs::exists(fs::path(rec.path) / "logs/rank0.log"));
+    EXPECT_TRUE(fs::is_regular_file(fs::path(nodes4.at(key).path) / "logs/sweep-node2/rank3.log"));
+  }
+  // The plain runs keep their flat logs.
+  EXPECT_TRUE(fs::is_regular_file(fs::path(local2.begin()->second.path) / "logs/rank1.log"));
+}
+
+TEST_F(ClusterE2E, ANodeWhoseProcessesAreKilledFailsTheRunNamingItAndIsRetried) {
+  // A W=2 run across the nodes, long enough to be killed in the middle: every process of
+  // the run in sweep-node2 (its Open MPI daemon and rank 1) gets SIGKILL. The attempt
+  // fails at once (the peer's TCP connection is reset), classified node_fail, its cause
+  // naming the node and the rank, and launch.retries node_fail: 1 runs it to completion.
+  const std::string g = write("kill.yaml", "name: kill\nbase:\n" + sweep_test::tiny_model("  ") +
+                                               "  train: {steps: 300, micro_batch: 2, accum: 2, lr: 3.0e-3}\n"
+                                               "  dist: {world_size: 2, timeout_s: 20}\n" +
+                                               launch("sweep-node1:1, sweep-node2:1", "  retries: {node_fail: 1}\n"));
+  sweep::SpawnRunner runner;
+  const int id = runner.start(sweep_argv({"run", g, "--out", (dir_ / "kill").string()}), (dir_ / "kill.log").string());
+  const fs::path run_dir = wait_until_training(dir_ / "kill");
+  ASSERT_FALSE(run_dir.empty()) << "the run did not start on both nodes: " << log("kill");
+  const auto killed_at = std::chrono::steady_clock::now();
+  ASSERT_GE(signal_node("sweep-node2", SIGKILL, {"orted", dir_.string()}), 1) << "nothing of the run in sweep-node2";
+  const double failed_after = seconds_until(run_dir / "logs/launcher.log", "=== sweep: attempt 2", killed_at);
+  const sweep::ExitStatus st = sweep_test::wait_for(runner, id);
+  EXPECT_TRUE(st.ok()) << log("kill");
+  EXPECT_LT(failed_after, 20.0) << "the attempt should fail well within dist.timeout_s";
+  const std::string out = log("kill");
+  EXPECT_CONTAINS(out, "node_fail");
+  EXPECT_CONTAINS(out, "node sweep-node2 (rank 1) was lost");
+  EXPECT_CONTAINS(read_file(run_dir / "state"), "state: completed");
+  EXPECT_CONTAINS(read_file(run_dir / "state"), "attempts: 2");
+}
+
+TEST_F(ClusterE2E, ANodeThatFreezesEndsTheRunWithinTheTimeoutNamingTheStuckRank) {
+  // A node that stops answering without closing anything (its link down, its processes
+  // stopped: a hung machine or a cut cable): rank 0 waits in a collective until
+  // dist.timeout_s, records why and exits; mpirun would wait for the frozen node's daemon
+  // forever, so the driver ends it once rank 0 has finished its record. The whole failure
+  // takes dist.timeout_s plus a few seconds.
+  const std::string g = write("freeze.yaml", "name: freeze\nbase:\n" + sweep_test::tiny_model("  ") +
+                                                 "  train: {steps: 300, micro_batch: 2, accum: 2, lr: 3.0e-3}\n"
+                                                 "  dist: {world_size: 2, timeout_s: 6}\n" +
+                                                 launch("sweep-node1:1, sweep-node2:1"));
+  sweep::SpawnRunner runner;
+  const int id =
+      runner.start(sweep_argv({"run", g, "--out", (dir_ / "freeze").string()}), (dir_ / "freeze.log").string());
+  const fs::path run_dir = wait_until_training(dir_ / "freeze");
+  ASSERT_FALSE(run_dir.empty()) << "the run did not start on both nodes: " << log("freeze");
+  const auto frozen_at = std::chrono::steady_clock::now();
+  ASSERT_EQ(sweep_test::run_cli({"/usr/sbin/ip", "link", "set", "v-sweep-node2", "down"}, dir_ / "ip.log").code, 0);
+  const int stopped = signal_node("sweep-node2", SIGSTOP, {"orted", dir_.string()});
+  const sweep::ExitStatus st = sweep_test::wait_for(runner, id);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - frozen_at).count();
+  signal_node("sweep-node2", SIGCONT, {"orted", dir_.string()});
+  sweep_test::run_cli({"/usr/sbin/ip", "link", "set", "v-sweep-node2", "up"}, dir_ / "ip.log");
+  ASSERT_GE(stopped, 1) << "nothing of the run in sweep-node2";
+  EXPECT_FALSE(st.ok());
+  EXPECT_LT(took, 6 + 15.0) << "dist.timeout_s 6 plus a few seconds";
+  const std::string out = log("freeze");
+  EXPECT_CONTAINS(out, "hang");
+  EXPECT_CONTAINS(out, "rank 0: no progress for 6 s (dist.timeout_s)");
+  EXPECT_CONTAINS(out, "rank 0 finished its record");
+  EXPECT_CONTAINS(sweep::read_record_status((run_dir / "record.h5").string()).failure, "no progress for 6 s");
+}
+
+}  // namespace
