@@ -39,6 +39,40 @@ TEST(LauncherFinding, NothingNamedGivesEmpty) {
   EXPECT_EQ(launcher_finding("step 3 loss 4.1\nPrimary job terminated normally\n"), "");
 }
 
+// What Open MPI 4.1 printed here when every process of node sweep-node2 was killed in the
+// middle of a run (tests/cluster): its daemon's link to mpirun broke, and the surviving rank
+// saw its peer disconnect.
+const char* const kNodeKilled =
+    "--------------------------------------------------------------------------\n"
+    "ORTE was unable to reliably start one or more daemons.\n"
+    "This usually is caused by:\n"
+    "--------------------------------------------------------------------------\n"
+    "An MPI communication peer process has unexpectedly disconnected.  This\n"
+    "usually indicates a failure in the peer process (e.g., a crash or\n"
+    "otherwise exiting without calling MPI_FINALIZE first).\n\n"
+    "  Local host: sweep-node1\n"
+    "  Local PID:  30836\n"
+    "  Peer host:  sweep-node2\n"
+    "--------------------------------------------------------------------------\n";
+
+TEST(LauncherLostHost, ADaemonGoneNamesItsHost) {
+  EXPECT_EQ(launcher_lost_host(kNodeKilled), "sweep-node2");
+  EXPECT_EQ(launcher_lost_host("ORTE has lost communication with a remote daemon.\n\n"
+                               "  HNP daemon   : [[21542,0],0] on node head\n"
+                               "  Remote daemon: [[21542,0],2] on node gpu-07\n"),
+            "gpu-07");
+  EXPECT_EQ(launcher_finding(kNodeKilled), "") << "no rank's exit is reported: its daemon went with it";
+}
+
+TEST(LauncherLostHost, ARankThatCrashedAloneIsNoLostNode) {
+  // The rank's daemon lives on and reports it; the peer's disconnect is the rank's.
+  const std::string text =
+      "An MPI communication peer process has unexpectedly disconnected.\n  Peer host:  sweep-node2\n"
+      "mpirun noticed that process rank 1 with PID 0 on node sweep-node2 exited on signal 11 (Segmentation fault).\n";
+  EXPECT_EQ(launcher_lost_host(text), "");
+  EXPECT_EQ(launcher_lost_host(""), "");
+}
+
 TEST(LatestAttemptOutput, OnlyTheLastAttemptCounts) {
   const sweep_test::TempDir tmp("launcher_log_");
   const std::filesystem::path& dir = tmp.path();

@@ -101,6 +101,29 @@ TEST_F(RunFilesTest, LinksAndSpecialFilesInTheRunDirectoryAreRefused) {
   EXPECT_EQ(read_file(outside), "precious");
 }
 
+TEST_F(RunFilesTest, PerHostLogDirectoriesAreAcceptedAndALinkInThemIsRefused) {
+  // A run across hosts logs to logs/<host>/rank<r>.log: directories of regular files.
+  fs::create_directories(run_ / "logs" / "node-a");
+  std::ofstream(run_ / "logs" / "node-a" / "rank0.log") << "rank 0\n";
+  std::ofstream(run_ / "logs" / "launcher.log") << "mpirun\n";
+  EXPECT_NO_THROW(check_run_entries(run_.string()));
+  EXPECT_EQ(rank_log_path(run_.string(), 0), (run_ / "logs" / "node-a" / "rank0.log").string());
+  // A flat log wins (a run on one host); a rank with no log gets the flat path.
+  std::ofstream(run_ / "logs" / "rank0.log") << "flat\n";
+  EXPECT_EQ(rank_log_path(run_.string(), 0), (run_ / "logs" / "rank0.log").string());
+  EXPECT_EQ(rank_log_path(run_.string(), 7), (run_ / "logs" / "rank7.log").string());
+  const fs::path outside = dir_ / "outside.txt";
+  std::ofstream(outside) << "precious";
+  fs::create_symlink(outside, run_ / "logs" / "node-a" / "rank1.log");
+  try {
+    check_run_entries(run_.string());
+    ADD_FAILURE() << "a link planted in a per-host log directory was accepted";
+  } catch (const RunRefused& e) {
+    EXPECT_CONTAINS(e.what(), "node-a/rank1.log is a symbolic link");
+  }
+  EXPECT_EQ(read_file(outside), "precious");
+}
+
 TEST_F(RunFilesTest, TheRecordWriterNeverWritesThroughAPlantedPartial) {
   const fs::path outside = dir_ / "outside.txt";
   std::ofstream(outside) << "precious";

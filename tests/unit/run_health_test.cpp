@@ -140,6 +140,16 @@ TEST(RunHealth, AStragglerRankIsFlagged) {
   EXPECT_NE(flags[0].detail.find("0.01,0.05"), std::string::npos) << flags[0].detail;
 }
 
+TEST(RunHealth, AStragglerIsNamedWithItsHostWhenTheRecordNamesThem) {
+  Record r = healthy();
+  r.summary["stragglers"] = "0,2";
+  r.summary["rank_compute_median_s"] = "0.09,0.01,0.08";
+  r.environment["rank_hosts"] = "node-a,node-a,node-b";
+  const auto flags = compute_health(r);
+  ASSERT_EQ(health_names(flags), "straggler");
+  EXPECT_NE(flags[0].detail.find("ranks 0 (node-a),2 (node-b) computed"), std::string::npos) << flags[0].detail;
+}
+
 TEST(RunHealth, StoredFlagsWinOverComputingThem) {
   Record r = healthy();
   r.steps[3].loss = NAN;  // would be flagged if computed

@@ -11,6 +11,7 @@ using sweep::did_you_mean;
 using sweep::join;
 using sweep::printable;
 using sweep::source_location;
+using sweep::split;
 using sweep::utf8_length;
 using sweep::valid_utf8;
 
@@ -54,6 +55,14 @@ TEST(Printable, EscapesWhatATerminalWouldHideAndCutsLongText) {
 TEST(SourceLocation, CountsFromOneAsEditorsDo) {
   EXPECT_EQ(source_location("grid.yaml", 0, 0), "grid.yaml:1:1");
   EXPECT_EQ(source_location("a/b.yaml", 11, 4), "a/b.yaml:12:5");
+}
+
+TEST(Split, KeepsEmptyPiecesAndGivesNothingForNothing) {
+  EXPECT_EQ(split("", ','), std::vector<std::string>{});
+  EXPECT_EQ(split("a", ','), std::vector<std::string>{"a"});
+  EXPECT_EQ(split("a,b,,c", ','), (std::vector<std::string>{"a", "b", "", "c"}));
+  EXPECT_EQ(split("a,", ','), (std::vector<std::string>{"a", ""}));
+  EXPECT_EQ(join(split("x,y,z", ','), ","), "x,y,z");
 }
 
 TEST(Join, SeparatesItemsOnly) {
