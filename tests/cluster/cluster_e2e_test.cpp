@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "e2e_util.h"  // E2eTest, bin, run_cli, completed_records, bit_difference
@@ -212,12 +213,18 @@ TEST_F(ClusterE2E, ANodeThatFreezesEndsTheRunWithinTheTimeoutNamingTheStuckRank)
   const auto frozen_at = std::chrono::steady_clock::now();
   ASSERT_EQ(sweep_test::run_cli({"/usr/sbin/ip", "link", "set", "v-sweep-node2", "down"}, dir_ / "ip.log").code, 0);
   const int stopped = signal_node("sweep-node2", SIGSTOP, {"orted", dir_.string()});
-  const sweep::ExitStatus st = sweep_test::wait_for(runner, id);
+  // Bounded: without the driver's end of a lingering launcher, mpirun would wait forever.
+  std::optional<sweep::ExitStatus> ended;
+  while (!ended && std::chrono::steady_clock::now() - frozen_at < std::chrono::seconds(60))
+    for (auto& [pid, status] : runner.wait_some(0.5))
+      if (pid == id) ended = status;
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - frozen_at).count();
+  if (!ended) runner.signal_group(id, SIGKILL);
   signal_node("sweep-node2", SIGCONT, {"orted", dir_.string()});
   sweep_test::run_cli({"/usr/sbin/ip", "link", "set", "v-sweep-node2", "up"}, dir_ / "ip.log");
   ASSERT_GE(stopped, 1) << "nothing of the run in sweep-node2";
-  EXPECT_FALSE(st.ok());
+  ASSERT_TRUE(ended) << "the sweep was still running 60 s after the node froze: " << log("freeze");
+  EXPECT_FALSE(ended->ok());
   EXPECT_LT(took, 6 + 15.0) << "dist.timeout_s 6 plus a few seconds";
   const std::string out = log("freeze");
   EXPECT_CONTAINS(out, "hang");
