@@ -18,6 +18,22 @@ std::string latest_attempt_output(const std::string& log_path) {
 
 std::string launcher_finding(const std::string& text) {
   std::smatch m;
+  // First the root cause of a job that hangs or dies across hosts: a transport that does
+  // not connect them (btl_tcp_if_include naming an interface that does not reach the
+  // other host, a firewall).
+  static const std::regex tcp(
+      R"(failed to TCP connect to a peer MPI process[\s\S]*?Local host:\s*(\S+)[\s\S]*?Message:\s*([^\n]+))");
+  if (std::regex_search(text, m, tcp))
+    return "the ranks cannot reach each other: on " + m[1].str() + ", " + m[2].str() +
+           " (check the network between the hosts and Open MPI's btl_tcp_if_include)";
+  static const std::regex stranger(
+      R"(accepted a TCP connection from what appears to be[\s\S]*?cannot find a corresponding process[\s\S]*?Local host:\s*(\S+))");
+  if (std::regex_search(text, m, stranger))
+    return "the ranks cannot reach each other: on " + m[1].str() +
+           ", a connection came from a process that is not its peer (each host reached itself: an interface such as "
+           "lo in Open MPI's btl_tcp_if_include)";
+  if (text.find("unable to reach each other for MPI communications") != std::string::npos)
+    return "the ranks cannot reach each other over the transports Open MPI may use (its btl list)";
   // Open MPI 4: a rank that died on a signal.
   static const std::regex ompi_signal(
       R"(process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)( \([^)]*\))?)");
@@ -26,6 +42,15 @@ std::string launcher_finding(const std::string& text) {
   // Open MPI 4: the first rank to exit non-zero ("Process name: [[job,1],rank]").
   static const std::regex ompi_exit(R"(Process name:\s*\[\[\d+,\d+\],(\d+)\]\s*Exit code:\s*(\d+))");
   if (std::regex_search(text, m, ompi_exit)) return "rank " + m[1].str() + " exited with code " + m[2].str() + " first";
+  // A host the launcher could not start on: a name that does not resolve, a host it cannot
+  // log in to or that cannot connect back (Open MPI names no host; ssh names one).
+  static const std::regex unresolved(R"(Could not resolve hostname ([^:\s]+))");
+  if (std::regex_search(text, m, unresolved))
+    return "host " + m[1].str() + " does not resolve (a name in launch.hosts or the hostfile)";
+  if (text.find("unable to reliably start one or more daemons") != std::string::npos &&
+      text.find("peer process has unexpectedly disconnected") == std::string::npos)
+    return "mpirun could not start on every host (a host name that does not resolve, a host it cannot log in to, "
+           "or one that cannot connect back to this machine: see logs/launcher.log)";
   // srun: "srun: error: node: task 1: Killed" / "... task 1: Exited with exit code 4".
   static const std::regex srun(R"(srun: error: \S+: tasks? (\d+)[^:]*: ([^\n]+))");
   if (std::regex_search(text, m, srun)) return "rank " + m[1].str() + ": " + m[2].str();

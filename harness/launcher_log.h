@@ -12,7 +12,9 @@ namespace sweep {
 std::string latest_attempt_output(const std::string& log_path);
 
 /// "rank 1 exited on signal 9 (Killed)", "rank 1 exited with code 4" or "rank 1: Killed"
-/// from Open MPI's or srun's messages in `text`; "" when they name no rank.
+/// from Open MPI's or srun's messages in `text`; otherwise what stopped the job across
+/// hosts: a host that does not resolve or that mpirun could not start on, or ranks that
+/// cannot reach each other (the transport); "" when it says none of these.
 std::string launcher_finding(const std::string& text);
 
 /// The host whose Open MPI daemon went away mid-job (every process of a node killed, or

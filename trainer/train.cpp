@@ -254,6 +254,10 @@ RunStatus Trainer::run() {
   for (size_t i = 0; i < flat_.handles.size(); ++i)
     flat_.handles[i].register_hook([this, i](const torch::Tensor&) { used_[i] = 1; });
 
+  // From the first collective on, a rank that waits dist.timeout_s for its peers ends the
+  // run: ranks that cannot reach each other (a transport that does not connect two hosts)
+  // hang right here, before any step.
+  dog_.arm();
   // Which host each rank runs on: the record names them, and the self-test times the link
   // between two hosts when the ranks span more than one.
   hosts_ = rank_hosts(comm_);
@@ -296,7 +300,7 @@ RunStatus Trainer::run() {
   // A timeout or the launcher's SIGTERM ends the process from the watchdog thread;
   // before it does, the record says why (RecordWriter serialises with this thread).
   dog_.on_stop([this](const std::string& why) { rec_.abandon(why); });
-  dog_.arm();
+  dog_.beat(start);  // the clock of the steps starts now
   RunStatus status = RunStatus::completed;
   std::string failure;
   // A rung's stop: the run ends after step `stop`, with a checkpoint there to go on from

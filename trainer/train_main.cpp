@@ -21,6 +21,7 @@
 #include "run_files.h"  // RunLock
 #include "sweep/trainer.h"
 #include "train.h"
+#include "watchdog.h"  // StartupGuard
 
 namespace sweep {
 namespace {
@@ -100,6 +101,16 @@ int train_main(int argc, char** argv, const Models& models) {
       opt.local_rank = std::atoi(r);
       break;
     }
+  // MPI start-up is collective: ranks that cannot reach each other hang in it, before the
+  // run's watchdog exists. The config says how long they may (read again below, where a
+  // bad one is reported once by rank 0).
+  double startup_timeout_s = 0;
+  try {
+    startup_timeout_s = sweep::load_run_config(config_path).dist.timeout_s;
+  } catch (const std::exception&) {
+    // Reported below, once MPI is up.
+  }
+  std::optional<sweep::StartupGuard> startup(std::in_place, startup_timeout_s);
   sweep::MpiCommunicator comm(&argc, &argv);
   const bool root = comm.rank() == 0;
   bool out_created = false;  // this process made --out: a bad config leaves nothing behind
@@ -134,6 +145,7 @@ int train_main(int argc, char** argv, const Models& models) {
     int64_t shared[2] = {code, stop_at};  // every rank stops at the step rank 0 read
     if (comm.size() > 1) comm.allreduce_sum_i64(shared, 2);
     code = shared[0], opt.stop_at = shared[1];
+    startup.reset();  // from here on the run's watchdog keeps the time
     if (code != 0) {
       if (root) std::fprintf(stderr, "%s: %s\n", name.c_str(), refused.c_str());
       return int(code);

@@ -233,4 +233,26 @@ TEST_F(ClusterE2E, ANodeThatFreezesEndsTheRunWithinTheTimeoutNamingTheStuckRank)
   EXPECT_CONTAINS(sweep::read_record_status((run_dir / "record.h5").string()).failure, "no progress for 6 s");
 }
 
+TEST_F(ClusterE2E, AWrongHostOrATransportThatDoesNotConnectTheNodesIsSaidPlainly) {
+  // A host that is not there: mpirun cannot start its daemon; the run fails at once.
+  const std::string bad_host = write(
+      "badhost.yaml", "name: badhost\nbase:\n" + sweep_test::tiny_model("  ") +
+                          "  train: {steps: 4, micro_batch: 2, accum: 2}\n  dist: {world_size: 2, timeout_s: 6}\n" +
+                          launch("sweep-node1:1, sweep-node9:1"));
+  auto r = sweep_cli({"run", bad_host, "--out", (dir_ / "badhost").string()}, "badhost.log");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_CONTAINS(r.out, "mpirun could not start on every host");
+  // Open MPI told to use the loopback interface between two hosts: each rank reaches
+  // itself, the run hangs, rank 0's watchdog ends it, and the cause names the transport.
+  std::string bad_net = launch("sweep-node1:1, sweep-node2:1", "  timeout_s: 120\n");  // a bound, never reached
+  bad_net.replace(bad_net.find("btl_tcp_if_include, 198.51.100.0/24"), 35, "btl_tcp_if_include, lo");
+  const std::string bad_net_grid =
+      write("badnet.yaml",
+            "name: badnet\nbase:\n" + sweep_test::tiny_model("  ") +
+                "  train: {steps: 4, micro_batch: 2, accum: 2}\n  dist: {world_size: 2, timeout_s: 6}\n" + bad_net);
+  r = sweep_cli({"run", bad_net_grid, "--out", (dir_ / "badnet").string()}, "badnet.log");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_CONTAINS(r.out, "the ranks cannot reach each other");
+}
+
 }  // namespace

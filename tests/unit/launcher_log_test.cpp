@@ -6,7 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "temp_dir.h"  // TempDir
+#include "temp_dir.h"   // TempDir
+#include "test_util.h"  // EXPECT_CONTAINS
 
 namespace sweep {
 namespace {
@@ -71,6 +72,29 @@ TEST(LauncherLostHost, ARankThatCrashedAloneIsNoLostNode) {
       "mpirun noticed that process rank 1 with PID 0 on node sweep-node2 exited on signal 11 (Segmentation fault).\n";
   EXPECT_EQ(launcher_lost_host(text), "");
   EXPECT_EQ(launcher_lost_host(""), "");
+}
+
+TEST(LauncherFinding, AHostMpirunCouldNotStartOnIsSaidPlainly) {
+  EXPECT_EQ(launcher_finding("ssh: Could not resolve hostname gpu-7: Name or service not known\n"),
+            "host gpu-7 does not resolve (a name in launch.hosts or the hostfile)");
+  EXPECT_CONTAINS(launcher_finding("ORTE was unable to reliably start one or more daemons.\n"),
+                  "mpirun could not start on every host");
+}
+
+TEST(LauncherFinding, ATransportThatDoesNotConnectTheHostsComesFirst) {
+  // Seen here with btl_tcp_if_include lo across two test nodes: each reached itself.
+  const std::string stranger =
+      "WARNING: Open MPI accepted a TCP connection from what appears to be a\n"
+      "another Open MPI process but cannot find a corresponding process\n"
+      "entry for that peer.\n\n  Local host: sweep-node2\n  PID:        29927\n"
+      "  Process name: [[2762,1],0]\n  Exit code:    4\n";
+  EXPECT_CONTAINS(launcher_finding(stranger), "the ranks cannot reach each other: on sweep-node2");
+  const std::string refused =
+      "WARNING: Open MPI failed to TCP connect to a peer MPI process.  This\nshould not happen.\n\n"
+      "  Local host: sweep-node2\n  PID:        22678\n  Message:    connect() to 127.0.0.1:1025 failed\n";
+  EXPECT_EQ(launcher_finding(refused),
+            "the ranks cannot reach each other: on sweep-node2, connect() to 127.0.0.1:1025 failed (check the network "
+            "between the hosts and Open MPI's btl_tcp_if_include)");
 }
 
 TEST(LatestAttemptOutput, OnlyTheLastAttemptCounts) {

@@ -178,4 +178,31 @@ void Watchdog::watch() {
   }
 }
 
+StartupGuard::StartupGuard(double timeout_s) {
+  if (timeout_s <= 0) return;
+  thread_ = std::thread([this, timeout_s] {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [this] { return done_; })) return;
+    // No communicator yet, so no rank() either: the launcher's name for it.
+    const char* rank = nullptr;
+    for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+      if ((rank = std::getenv(v)) != nullptr) break;
+    std::fprintf(stderr,
+                 "sweep-train: rank %s: no progress for %.0f s (dist.timeout_s) while the ranks connect to each other "
+                 "(MPI start-up): they cannot reach each other; exiting (4)\n",
+                 rank ? rank : "?", timeout_s);
+    std::fflush(stderr);
+    std::_Exit(4);
+  });
+}
+
+void StartupGuard::done() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
 }  // namespace sweep

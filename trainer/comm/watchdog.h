@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <functional>
 #include <mutex>
@@ -82,6 +83,26 @@ class Watchdog {
   std::vector<std::string> hosts_;  // under hook_mu_
   std::string host_of(int rank);    // "" when unknown
   int wake_[2] = {-1, -1};          // self-pipe: the signal handler and the destructor write to it
+  std::thread thread_;
+};
+
+/// The watch over MPI start-up, before any Watchdog exists: MPI_Init and the first
+/// collectives are where ranks that cannot reach each other (a transport that does not
+/// connect two hosts) hang. Unless done() comes within `timeout_s` (<= 0: never), the
+/// process prints why and exits 4, as a Watchdog timeout does.
+class StartupGuard {
+ public:
+  explicit StartupGuard(double timeout_s);
+  ~StartupGuard() { done(); }
+  StartupGuard(const StartupGuard&) = delete;
+  StartupGuard& operator=(const StartupGuard&) = delete;
+  /// Start-up is over: the guard stands down.
+  void done();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
   std::thread thread_;
 };
 
