@@ -23,7 +23,8 @@ std::vector<std::string> mpiexec_prefix(const std::string& mpiexec, const std::v
 }  // namespace
 
 bool spans_hosts(const LaunchSpec& spec) {
-  return spec.launcher == "mpirun" && (!spec.hosts.empty() || !spec.hostfile.empty());
+  return (spec.launcher == "mpirun" && (!spec.hosts.empty() || !spec.hostfile.empty())) ||
+         (spec.launcher == "slurm" && spec.slurm.nodes > 1);
 }
 
 std::vector<std::string> program_head(const LocalLaunch& launch, const std::string& trainer,

@@ -59,8 +59,9 @@ struct RunCommand {
 RunCommand local_run_command(const LaunchSpec& spec, const LocalLaunch& local, int world, const std::string& sweep_dir,
                              const std::string& run_dir, const std::string& sweep_id, bool resume);
 
-/// Whether a run's ranks may run on more than one host (mpirun with hosts or a
-/// hostfile): then each rank logs to logs/<host>/rank<r>.log (sweep-rank --per-host).
+/// Whether a run's ranks may run on more than one host (mpirun with hosts or a hostfile,
+/// Slurm with launch.slurm.nodes > 1): then each rank logs to logs/<host>/rank<r>.log
+/// (sweep-rank --per-host).
 bool spans_hosts(const LaunchSpec& spec);
 
 /// The per-rank part shared by every launcher: [sweep-rank --log-dir D [--per-host] --] [container] sweep-train ...

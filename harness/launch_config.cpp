@@ -66,11 +66,12 @@ std::map<FailureClass, int> parse_retries(const YAML::Node& node, const std::str
 }
 
 SlurmSpec parse_slurm(const YAML::Node& node, const std::string& source) {
-  YamlMap m(node, source, "launch.slurm", {"partition", "time", "gpus", "mpi", "extra_args", "poll_s"});
+  YamlMap m(node, source, "launch.slurm", {"partition", "time", "gpus", "nodes", "mpi", "extra_args", "poll_s"});
   SlurmSpec s;
   s.partition = m.text("partition", "");
   s.time = m.text("time", "");
   s.gpus = int(m.integer("gpus", 0, 0, 1024));
+  s.nodes = int(m.integer("nodes", s.nodes, 1, 100000));
   s.mpi = m.text("mpi", s.mpi);
   if (s.mpi.empty() || s.mpi.find_first_of(" \t\n") != std::string::npos)
     throw ConfigError(m.at("mpi") + "expected an srun --mpi type such as pmix, pmi2 or none");
@@ -82,15 +83,25 @@ SlurmSpec parse_slurm(const YAML::Node& node, const std::string& source) {
 ContainerSpec parse_container(const YAML::Node& node, const std::string& source) {
   YamlMap m(node, source, "launch.container", {"runtime", "command", "image", "binds", "gpus", "trainer"});
   ContainerSpec c;
-  c.runtime = m.choice("runtime", "", {"apptainer", "singularity", "docker", "podman"});
-  c.command = m.text("command", c.runtime);
+  c.runtime = m.choice("runtime", "", {"apptainer", "singularity", "docker", "podman", "charliecloud"});
+  c.command = m.text("command", c.runtime == "charliecloud" ? "ch-run" : c.runtime);
   c.image = m.text("image", "");
   if (c.image.empty()) throw ConfigError(m.where("runtime") + ": key 'launch.container.image': required");
   c.binds = m.texts("binds");
   for (const auto& b : c.binds)
     if (b.empty() || b.front() == ':')
       throw ConfigError(m.at("binds") + "expected host[:container[:options]], got '" + b + "'");
+  // ch-run's -b takes SRC[:DST] only: a bind's options would be silently lost.
+  if (c.runtime == "charliecloud")
+    for (const auto& b : c.binds)
+      if (std::count(b.begin(), b.end(), ':') > 1)
+        throw ConfigError(m.at("binds") + "charliecloud binds are host[:container], without options; got '" + b + "'");
   c.gpus = m.boolean("gpus", false);
+  // ch-run has no switch for GPUs: the host's driver libraries go into the image once.
+  if (c.gpus && c.runtime == "charliecloud")
+    throw ConfigError(m.at("gpus") +
+                      "charliecloud has no run-time GPU switch: inject the host's NVIDIA libraries into the image "
+                      "once (ch-fromhost --nvidia IMAGE) and leave gpus false");
   c.trainer = m.text("trainer", c.trainer);
   return c;
 }

@@ -41,6 +41,7 @@ struct SlurmSpec {
   std::string partition;     ///< --partition; empty = the cluster default
   std::string time;          ///< --time (e.g. "10", "0:30:00"); empty = from timeout_s, else the partition default
   int gpus = 0;              ///< GPUs per run (--gpus); 0 = none
+  int nodes = 1;             ///< nodes per run (--nodes; a run of fewer ranks gets one node per rank)
   std::string mpi = "pmix";  ///< srun --mpi=; `srun --mpi=list` shows what the cluster has
   std::vector<std::string> extra_args;  ///< more sbatch arguments, each one argv element
   double poll_s = 5;                    ///< seconds between squeue/sacct polls
@@ -48,11 +49,11 @@ struct SlurmSpec {
 
 /// `launch.container`.
 struct ContainerSpec {
-  std::string runtime;                  ///< apptainer | singularity | docker | podman; empty = no container
-  std::string command;                  ///< program to run as the runtime; default: the runtime's name
-  std::string image;                    ///< image file (.sif) or name (docker/podman)
+  std::string runtime;  ///< apptainer | singularity | docker | podman | charliecloud; empty = no container
+  std::string command;  ///< program to run as the runtime; default: the runtime's name (ch-run for charliecloud)
+  std::string image;    ///< image file (.sif), directory (charliecloud) or name (docker/podman)
   std::vector<std::string> binds;       ///< "host[:container[:opts]]" mounts; the sweep dir is always bound
-  bool gpus = false;                    ///< expose GPUs (--nv / --gpus all / CDI)
+  bool gpus = false;                    ///< expose GPUs (--nv / --gpus all / CDI); refused for charliecloud
   std::string trainer = "sweep-train";  ///< sweep-train's path inside the image
 };
 

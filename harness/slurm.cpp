@@ -79,7 +79,8 @@ std::string sbatch_script(const SlurmArray& a, const LaunchSpec& spec, const Loc
   s += "args=()\n";
   s += "if [ \"${resume[$i]}\" = 1 ]; then args+=(--resume); fi\n";
   s += "exec >>\"$dir/logs/launcher.log\" 2>&1\n";
-  s += "echo \"=== sweep: slurm job ${SLURM_ARRAY_JOB_ID:-?}_$i on $(hostname) at $(date -u +%FT%TZ) ===\"\n";
+  s += "echo \"=== sweep: slurm job ${SLURM_ARRAY_JOB_ID:-?}_$i on $(hostname) (nodes ${SLURM_JOB_NODELIST:-?}) at "
+       "$(date -u +%FT%TZ) ===\"\n";
   s += "rm -f \"$dir/slurm-exit\"\n";
   // --kill-on-bad-exit: one rank dying ends its peers instead of leaving them in a collective.
   std::vector<std::string> srun = {"srun", "--mpi=" + spec.slurm.mpi, "-n", std::to_string(a.world),
@@ -97,14 +98,20 @@ std::string sbatch_script(const SlurmArray& a, const LaunchSpec& spec, const Loc
 }
 
 std::vector<std::string> sbatch_argv(const SlurmArray& a, const LaunchSpec& spec, const std::string& script_path) {
+  // At most one node per rank. The ranks spread evenly when they divide; otherwise Slurm
+  // places them (block: the first nodes filled first, every node at least one).
+  const int nodes = std::min(spec.slurm.nodes, a.world);
   std::vector<std::string> argv = {
       "sbatch",
       "--parsable",
       "--job-name=sweep-" + a.sweep_name,
       "--array=0-" + std::to_string(a.dirs.size() - 1) + "%" + std::to_string(spec.parallel),
       "--ntasks=" + std::to_string(a.world),
-      "--cpus-per-task=" + std::to_string(a.threads),
-      "--chdir=" + a.sweep_dir};
+      "--nodes=" + std::to_string(nodes)};
+  if (nodes > 1 && a.world % nodes == 0) argv.push_back("--ntasks-per-node=" + std::to_string(a.world / nodes));
+  argv.push_back("--cpus-per-task=" + std::to_string(a.threads));
+  argv.push_back("--chdir=" + a.sweep_dir);
+  argv.push_back("--no-requeue");
   // sbatch expands %A, %a, ... in --output; a directory with '%' or '\' in its name gets
   // no batch output file rather than a wrong one (each rank still logs under logs/).
   if (a.sweep_dir.find_first_of("%\\") == std::string::npos)
@@ -149,6 +156,26 @@ std::map<std::string, std::string> parse_sacct(const std::string& text) {
     state = state.substr(0, state.find_first_of(" |+"));             // "CANCELLED by 0", "RUNNING|..."
     if (id.find('.') == std::string::npos) add_ids(id, state, out);  // skip job steps (12_3.batch)
   });
+  return out;
+}
+
+std::string describe_down_nodes(const std::string& text) {
+  std::string out;
+  std::vector<std::string> seen;  // a node in two partitions is listed twice
+  std::stringstream ss(text);
+  std::string line;
+  while (std::getline(ss, line)) {
+    const size_t a = line.find('|'), b = a == std::string::npos ? a : line.find('|', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string node = trim(line.substr(0, a)), state = trim(line.substr(a + 1, b - a - 1));
+    const std::string reason = trim(line.substr(b + 1));
+    const bool down = state.rfind("down", 0) == 0 || state.rfind("drain", 0) == 0 || state.rfind("fail", 0) == 0 ||
+                      (!state.empty() && state.back() == '*');
+    if (!down || node.empty() || std::find(seen.begin(), seen.end(), node) != seen.end()) continue;
+    seen.push_back(node);
+    out += (out.empty() ? "" : ", ") + node + " (" + state + (reason.empty() || reason == "none" ? "" : ": " + reason) +
+           ")";
+  }
   return out;
 }
 

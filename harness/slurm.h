@@ -30,7 +30,9 @@ std::string shell_quote(const std::string& s);
 /// exit code to <run>/slurm-exit.
 std::string sbatch_script(const SlurmArray& a, const LaunchSpec& spec, const LocalLaunch& local);
 
-/// sbatch --parsable ... --array=0-N%P ... SCRIPT, one value per argv element.
+/// sbatch --parsable ... --array=0-N%P --ntasks=W --nodes=N ... SCRIPT, one value per argv
+/// element. --no-requeue: Slurm would requeue a task whose node failed and run the same
+/// attempt again unseen; the driver's retries (launch.retries) resubmit it instead.
 std::vector<std::string> sbatch_argv(const SlurmArray& a, const LaunchSpec& spec, const std::string& script_path);
 
 /// --time in minutes, rounded up (Slurm counts time limits in minutes).
@@ -41,6 +43,11 @@ std::string slurm_minutes(double seconds);
 std::map<std::string, std::string> parse_squeue(const std::string& text);
 /// "JOB_TASK" -> state from `sacct -n -P -X -o JobID,State` ("CANCELLED by 0" -> CANCELLED).
 std::map<std::string, std::string> parse_sacct(const std::string& text);
+
+/// The nodes of `sinfo -h -N -o %N|%T|%E` that Slurm holds down, drained, failing or not
+/// responding (a state ending in '*'), each once, in words:
+/// "sweep-node2 (down*: Not responding)"; "" when none is.
+std::string describe_down_nodes(const std::string& sinfo_text);
 
 /// True once a job in `state` will not run any more.
 bool slurm_state_final(const std::string& state);

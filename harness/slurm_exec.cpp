@@ -75,6 +75,16 @@ void SlurmCli::cancel(const std::vector<std::string>& jobs) {
   capture(argv, 60);
 }
 
+std::string SlurmCli::nodes_of(const std::string& job_task) {
+  Captured q = capture({"squeue", "--noheader", "--array", "--states=all", "--jobs=" + job_task, "--format=%N"}, 60);
+  std::string nodes = q.status.ok() ? q.output.substr(0, q.output.find('\n')) : "";
+  while (!nodes.empty() && (nodes.back() == ' ' || nodes.back() == '\r')) nodes.pop_back();
+  if (nodes.empty() || nodes.find_first_of(" |") != std::string::npos) return "";
+  Captured i = capture({"sinfo", "--noheader", "--Node", "--nodes=" + nodes, "--format=%N|%T|%E"}, 60);
+  const std::string down = i.status.ok() ? describe_down_nodes(i.output) : "";
+  return "on " + nodes + (down.empty() ? "" : ", down: " + down);
+}
+
 SweepSummary run_sweep_slurm(const SweepSpec& spec, const std::vector<GridPoint>& points, const SweepRunOptions& opt,
                              SlurmClient& slurm) {
   StopSignals stop_signals;
@@ -209,15 +219,18 @@ SweepSummary run_sweep_slurm(const SweepSpec& spec, const std::vector<GridPoint>
       // Killed by Slurm before the script could write its exit code: Slurm says why.
       if (exit.code == -1 && exit.signal == 0 && c != FailureClass::none && c != FailureClass::diverged)
         detail = "no exit code from the batch script";
-      // A completed or diverged record decides; otherwise Slurm's word on why it ended.
+      // A completed or diverged record decides; otherwise Slurm's word on why it ended. A
+      // node that failed is the cause of a rank's hang (its peers wait for it), not a hang.
       if (c != FailureClass::none && c != FailureClass::diverged && c != FailureClass::config &&
-          c != FailureClass::hang) {
+          (c != FailureClass::hang || slurm_failure_class(state) == FailureClass::node_fail)) {
         FailureClass sc = slurm_failure_class(state);
         if (sc != FailureClass::none && sc != FailureClass::crashed) c = sc;
         // "COMPLETED" (or forgotten) without a completed record: the classic silent failure.
         if (state == "UNKNOWN" || (state == "COMPLETED" && exit.code <= 0 && exit.signal == 0)) c = FailureClass::lost;
       }
-      detail = "Slurm " + state + ", " + detail;
+      // Which node failed: Slurm still knows the task's nodes and holds the failed one down.
+      std::string where = c == FailureClass::node_fail ? slurm.nodes_of(it->first) : "";
+      detail = "Slurm " + state + (where.empty() ? "" : " " + where) + ", " + detail;
       if (session.attempt_ended(*a.task, c, detail, log)) retry.push_back(a.task);
       it = active.erase(it);
     }

@@ -22,6 +22,10 @@ class SlurmClient {
   virtual std::map<std::string, std::string> states(const std::vector<std::string>& jobs) = 0;
   /// scancel `jobs` (Slurm sends SIGTERM, waits KillWait, then SIGKILL).
   virtual void cancel(const std::vector<std::string>& jobs) = 0;
+  /// Where task `job_task` ("JOB_TASK") ran and which of those nodes Slurm now holds down,
+  /// in words ("on n[1-2], down: n2 (down*: Not responding)"), for the message of a
+  /// NODE_FAIL; "" when Slurm cannot say.
+  virtual std::string nodes_of(const std::string& job_task) = 0;
 };
 
 /// SlurmClient over the sbatch, squeue, sacct and scancel programs.
@@ -30,6 +34,7 @@ class SlurmCli : public SlurmClient {
   std::string submit(const std::vector<std::string>& argv) override;
   std::map<std::string, std::string> states(const std::vector<std::string>& jobs) override;
   void cancel(const std::vector<std::string>& jobs) override;
+  std::string nodes_of(const std::string& job_task) override;
 };
 
 /// Runs every point of `spec` not yet completed as Slurm job array tasks, then writes

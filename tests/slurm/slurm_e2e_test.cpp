@@ -1,14 +1,25 @@
-// The Slurm launcher against a real one-node cluster (label slurm; start it with
-// tests/slurm/start-cluster.sh, which scripts/test does). One job array of six runs:
-// five finish with valid records although four data.path values are shell syntax
-// (which must arrive literally), and one that hangs past its one-minute time limit is
-// classified TIMEOUT. Then a two-rank run under srun --mpi=pmix.
+// The Slurm launcher against a real cluster (label slurm; start it with
+// tests/slurm/start-cluster.sh, which scripts/test does). On the one-node partition
+// debug: one job array of six runs, five finish with valid records although four
+// data.path values are shell syntax (which must arrive literally), and one that hangs
+// past its one-minute time limit is classified TIMEOUT; then two-rank runs under srun
+// --mpi=pmix. On the partition nodes (two test nodes, each a network namespace with its
+// own slurmd, tests/cluster/start-nodes.sh): runs of 2 and 4 ranks spread over both nodes
+// by launch.slurm.nodes, talking over TCP, with the bits of one local rank; and a node
+// killed in the middle of a run: NODE_FAIL, named, retried once it is back.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "e2e_util.h"   // E2eTest, tiny_model, run_cli
@@ -191,6 +202,194 @@ TEST_F(SlurmE2E, AGridsProgramOnTwoRanksUnderSrun) {
       EXPECT_CONTAINS(seen, "\"rank\": " + std::to_string(rank) + ", \"size\": 2");
     }
   }
+}
+
+// ---- The partition `nodes`: sweep-node1 and sweep-node2.
+
+const char* kNodesPartition = "nodes";
+const char* kNodes[] = {"sweep-node1", "sweep-node2"};
+
+/// Cross-node MPI traffic goes over TCP on the test nodes' bridge network, as a site's
+/// cluster config or a user's grid would say for its own interconnect.
+const char* kExportTcp = "'--export=ALL,OMPI_MCA_btl_tcp_if_include=198.51.100.0/24'";
+
+/// True when both nodes of the partition answer (idle, mixed or allocated).
+bool nodes_up() {
+  sweep::Captured c = sweep::capture({"sinfo", "-h", "-N", "-p", kNodesPartition, "-o", "%N %T"}, 30);
+  int up = 0;
+  std::istringstream in(c.output);
+  for (std::string node, state; in >> node >> state;) up += state == "idle" || state == "mixed" || state == "allocated";
+  return c.status.ok() && up == 2;
+}
+
+/// tests/slurm/start-cluster.sh: idempotent; brings back a node's slurmd that a test (or
+/// the cluster tests, which kill every process of sweep-node2 but its holder) took down.
+sweep::Captured start_cluster() {
+  return sweep::capture({std::string(SWEEP_SOURCE_DIR) + "/tests/slurm/start-cluster.sh"}, 180);
+}
+
+class SlurmNodesE2E : public sweep_test::E2eTest {
+ protected:
+  SlurmNodesE2E() : E2eTest("slurm nodes e2e") {}
+  void SetUp() override {
+    // As root, always (a second when all is up): a slurmd killed a moment ago still
+    // looks idle to Slurm for up to SlurmdTimeout.
+    if (::geteuid() == 0) {
+      sweep::Captured c = start_cluster();
+      ASSERT_TRUE(c.status.ok()) << "tests/slurm/start-cluster.sh: " << c.output;
+    }
+    ASSERT_TRUE(nodes_up()) << "the partition nodes is not up; start it with tests/slurm/start-cluster.sh as root";
+    E2eTest::SetUp();
+  }
+  /// The launch section of a run across both nodes.
+  static std::string nodes_launch(const std::string& more = "") {
+    return std::string("launch:\n  launcher: slurm\n  parallel: 2\n  blas: native\n") + more +
+           "  slurm: {partition: " + kNodesPartition + ", nodes: 2, mpi: pmix, poll_s: 0.5, extra_args: [" +
+           kExportTcp + "]}\n";
+  }
+};
+
+TEST_F(SlurmNodesE2E, RanksOnTwoNodesGiveTheBitsOfOneLocalRank) {
+  // W = 2 and 4 over both nodes (1 and 2 ranks per node), fp32 and bf16, ZeRO 0 and 3:
+  // each record equals the same global batch on one local rank (accum x W). bf16 keeps
+  // oneDNN's default: the nodes share this machine's CPU, as the mpi label's runs do.
+  const std::string common =
+      sweep_test::tiny_model("  ") + "  train: {steps: 4, micro_batch: 2, lr: 3.0e-3, clip_norm: 0.3, log_every: 1}\n";
+  const std::string nodes = write("nodes.yaml", "name: slurm-nodes\nbase:\n" + common +
+                                                    "grid:\n"
+                                                    "  dist.world_size: [2, 4]\n"
+                                                    "  train.precision: [fp32, bf16]\n"
+                                                    "  dist.zero_stage: [0, 3]\n"
+                                                    "constraints: {global_batch: 8, derive: train.accum}\n" +
+                                                    nodes_launch());
+  const std::string local = write("local.yaml", "name: slurm-nodes-ref\nbase:\n" + common +
+                                                    "grid: {train.precision: [fp32, bf16]}\n"
+                                                    "constraints: {global_batch: 8, derive: train.accum}\n"
+                                                    "launch: {launcher: local, parallel: 2, blas: native}\n");
+  const auto t0 = std::chrono::steady_clock::now();
+  sweep_test::CliResult st = sweep_cli({"run", nodes, "--out", (dir_ / "nodes").string()}, "nodes.log");
+  const double nodes_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(st.ok()) << st.out;
+  EXPECT_CONTAINS(st.out, "sweep slurm-nodes: 8 completed, 0 already done, 0 failed");
+  ASSERT_TRUE(sweep_cli({"run", local, "--out", (dir_ / "local").string()}, "local.log").ok()) << log("local");
+  std::cout << "8 runs on the partition nodes in " << nodes_s << " s\n";
+
+  std::map<std::string, sweep::Record> ref;  // precision -> the one-rank run
+  for (const auto& [id, r] : sweep_test::completed_records(dir_ / "local")) {
+    ASSERT_EQ(r.world_size, 1);
+    ASSERT_EQ(r.config.at("train.accum"), "4");
+    ref[r.config.at("train.precision")] = r;
+  }
+  ASSERT_EQ(ref.size(), 2u);
+  const auto runs = sweep_test::completed_records(dir_ / "nodes");
+  ASSERT_EQ(runs.size(), 8u);
+  std::set<std::string> shapes;
+  for (const auto& [id, r] : runs) {
+    const std::string what = "W=" + std::to_string(r.world_size) + " " + r.config.at("train.precision") + " ZeRO " +
+                             r.config.at("dist.zero_stage");
+    shapes.insert(what);
+    EXPECT_EQ(r.status, "completed") << what;
+    EXPECT_EQ(r.steps.size(), 4u) << what;
+    EXPECT_EQ(sweep_test::bit_difference(ref.at(r.config.at("train.precision")), r), "") << what << " vs W=1";
+    // Every rank ran where Slurm put it: rank r's log is under logs/<its host>/, and the
+    // ranks split evenly, rank 0 first (block distribution, --ntasks-per-node).
+    const fs::path rd = dir_ / "nodes" / "runs" / id;
+    for (int rank = 0; rank < r.world_size; ++rank) {
+      const char* host = kNodes[rank / (r.world_size / 2)];
+      EXPECT_TRUE(fs::is_regular_file(rd / "logs" / host / ("rank" + std::to_string(rank) + ".log")))
+          << what << ": rank " << rank << " not on " << host;
+    }
+    EXPECT_CONTAINS(read_file(rd / "logs" / "launcher.log"), "on sweep-node1 (nodes sweep-node[1-2])");
+  }
+  EXPECT_EQ(shapes.size(), 8u);
+}
+
+TEST_F(SlurmNodesE2E, ANodeThatDiesIsNodeFailNamedAndRetriedWhenBack) {
+  // A W=2 run across both nodes; every process of sweep-node2 (its slurmd, slurmstepd and
+  // rank 1) is killed with SIGKILL, as a node that loses power, only its namespace holder
+  // (the machine itself) kept. Slurm marks the node DOWN after SlurmdTimeout (10 s in
+  // the test cluster) and ends the task NODE_FAIL (not requeued: --no-requeue); the driver
+  // classifies it node_fail naming the node, launch.retries resubmits it, and the retry
+  // runs once the node is back, resuming from the checkpoint.
+  const std::string g = write("kill.yaml", "name: slurm-kill\nbase:\n" + sweep_test::tiny_model("  ") +
+                                               "  train: {steps: 1500, micro_batch: 2, accum: 1, lr: 3.0e-3, "
+                                               "checkpoint_every: 50, log_every: 50}\n"
+                                               "  dist: {world_size: 2}\n" +
+                                               nodes_launch("  retries: {node_fail: 1}\n"));
+  const fs::path out = dir_ / "kill";
+  // However the test ends, the node comes back for the tests after it.
+  struct Restore {
+    ~Restore() {
+      if (!nodes_up()) start_cluster();
+    }
+  } restore;
+  sweep::SpawnRunner runner;
+  const int id = runner.start(sweep_argv({"run", g, "--out", out.string()}), (dir_ / "kill.log").string());
+  // Wait for rank 1 on sweep-node2 and a first checkpoint, then pull the plug.
+  fs::path run_dir;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (run_dir.empty() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(out / "runs", ec))
+      if (fs::exists(e.path() / "logs/sweep-node2/rank1.log") && !fs::is_empty(e.path() / "checkpoints", ec) && !ec)
+        run_dir = e.path();
+  }
+  ASSERT_FALSE(run_dir.empty()) << "the run did not start on both nodes: " << log("kill");
+  const int holder = std::atoi(read_file("/run/sweep-nodes/sweep-node2.pid").c_str());
+  ASSERT_GT(holder, 0);
+  std::error_code ec;
+  const fs::path node_net = fs::read_symlink("/proc/" + std::to_string(holder) + "/ns/net", ec);
+  ASSERT_FALSE(ec);
+  std::vector<std::string> killed;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string pid = e.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos || std::atoi(pid.c_str()) == holder) continue;
+    std::error_code ec2;
+    if (fs::read_symlink(e.path() / "ns/net", ec2) != node_net || ec2) continue;
+    const std::string comm = read_file(e.path() / "comm");
+    if (::kill(std::atoi(pid.c_str()), SIGKILL) == 0) killed.push_back(comm.substr(0, comm.find('\n')));
+  }
+  const auto killed_at = std::chrono::steady_clock::now();
+  std::string names;
+  for (const auto& k : killed) names += k + " ";
+  ASSERT_NE(std::find(killed.begin(), killed.end(), "slurmd"), killed.end()) << names;
+  ASSERT_NE(std::find(killed.begin(), killed.end(), "sweep-train"), killed.end()) << names;
+
+  // The driver sees NODE_FAIL and resubmits; the node is DOWN meanwhile.
+  std::string text;
+  while (text.find("retrying") == std::string::npos &&
+         std::chrono::steady_clock::now() - killed_at < std::chrono::seconds(90)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    text = log("kill");
+  }
+  const double failed_after = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  std::cout << "node killed -> NODE_FAIL seen by the driver: " << failed_after << " s\n";
+  ASSERT_NE(text.find("retrying"), std::string::npos) << text;
+  EXPECT_LT(failed_after, 60) << "SlurmdTimeout is 10 s in the test cluster";
+  EXPECT_TRUE(
+      std::regex_search(text, std::regex("retrying  [0-9a-f]+ \\(base\\): node_fail \\(Slurm NODE_FAIL on "
+                                         "sweep-node\\[1-2\\], down: sweep-node2 \\(down\\*: Not responding\\)")))
+      << text;
+  EXPECT_CONTAINS(sweep::capture({"sinfo", "-h", "-N", "-n", "sweep-node2", "-o", "%T"}, 30).output, "down");
+
+  // The node comes back: its slurmd again, and Slurm returns it to service.
+  sweep::Captured c = start_cluster();
+  ASSERT_TRUE(c.status.ok()) << c.output;
+  const sweep::ExitStatus st = sweep_test::wait_for(runner, id);
+  EXPECT_TRUE(st.ok()) << log("kill");
+  const std::string end = log("kill");
+  EXPECT_CONTAINS(end, "1 completed, 0 already done, 0 failed (1 retries)");
+  sweep::RunState s = sweep::read_run_state(run_dir.string());
+  EXPECT_EQ(s.state, "completed");
+  EXPECT_EQ(s.attempts, 2);
+  const std::string launcher = read_file(run_dir / "logs" / "launcher.log");
+  EXPECT_CONTAINS(launcher, "DUE TO NODE FAILURE");
+  EXPECT_CONTAINS(launcher, "attempt 2 of run");
+  EXPECT_CONTAINS(launcher, "(--resume)");
+  sweep::Record r = sweep::read_record((run_dir / "record.h5").string());
+  EXPECT_EQ(r.status, "completed");
+  std::cout << "whole test: " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s\n";
 }
 
 }  // namespace

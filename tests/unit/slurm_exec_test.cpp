@@ -1,12 +1,14 @@
-// The Slurm executor against a fake Slurm: final states become failure classes,
-// retries are resubmitted as a new array with --resume, a task Slurm forgot is lost,
-// and Ctrl-C scancels every array and marks its runs interrupted.
+// The Slurm executor against a fake Slurm: final states become failure classes (a
+// NODE_FAIL naming the node that failed), retries are resubmitted as a new array with
+// --resume, a task Slurm forgot is lost, and Ctrl-C scancels every array and marks its
+// runs interrupted. Plus the sbatch argv of launch.slurm.nodes.
 #include "slurm_exec.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -14,7 +16,10 @@
 #include <thread>
 
 #include "fake_trainer.h"  // write_run_record
+#include "launch.h"        // spans_hosts
 #include "record.h"
+#include "run_config.h"  // ConfigError
+#include "slurm.h"       // sbatch_argv, describe_down_nodes
 #include "stop_signals.h"
 #include "temp_dir.h"  // TempDirTest
 
@@ -28,6 +33,7 @@ namespace fs = std::filesystem;
 class FakeSlurm : public SlurmClient {
  public:
   std::vector<std::string> final_states;  ///< per task, in submission order over all arrays
+  std::vector<int> exit_codes;            ///< per task, the batch script's exit code (absent: none written)
   std::vector<std::vector<std::string>> submitted;
   std::vector<std::string> scripts;
   std::vector<std::string> cancelled;
@@ -49,6 +55,7 @@ class FakeSlurm : public SlurmClient {
         in_runs = false;
       else if (in_runs) {
         std::string dir = line.substr(3, line.size() - 4);  // "  '/path'"
+        if (next_ < exit_codes.size()) std::ofstream(dir + "/slurm-exit") << exit_codes[next_] << "\n";
         std::string state = next_ < final_states.size() ? final_states[next_++] : "RUNNING";
         if (state == "COMPLETED") finish(dir);
         if (state == "COMPLETED-NORECORD") state = "COMPLETED";  // Slurm's word, but no record
@@ -64,6 +71,11 @@ class FakeSlurm : public SlurmClient {
     cancelled.insert(cancelled.end(), jobs.begin(), jobs.end());
     for (auto& [k, v] : states_) v = "CANCELLED";
   }
+  std::string nodes_of(const std::string& job_task) override {
+    asked_nodes.push_back(job_task);
+    return "on n[1-2], down: n2 (down*: Not responding)";
+  }
+  std::vector<std::string> asked_nodes;  ///< nodes_of calls
 
  private:
   static void finish(const std::string& dir) {
@@ -117,6 +129,82 @@ TEST_F(SlurmExec, FinalStatesBecomeClassesAndRetriesResubmitWithResume) {
   EXPECT_EQ(state(2).failure, FailureClass::oom);
   EXPECT_NE(state(2).detail.find("Slurm OUT_OF_MEMORY"), std::string::npos) << state(2).detail;
   EXPECT_EQ(state(3).failure, FailureClass::preempted);
+  // Slurm is asked which node failed for the NODE_FAIL task alone.
+  EXPECT_EQ(slurm.asked_nodes, (std::vector<std::string>{"101_1"}));
+}
+
+TEST_F(SlurmExec, ANodeFailureOutranksTheHangItCausesAndNamesTheNode) {
+  // The ranks left on the healthy node wait for the dead one until their watchdog ends
+  // them (exit 4, hang); Slurm's NODE_FAIL names the cause, and the node that failed.
+  grid("");
+  FakeSlurm slurm;
+  slurm.final_states = {"NODE_FAIL", "FAILED", "COMPLETED", "COMPLETED"};
+  slurm.exit_codes = {4, 4};
+  SweepSummary s = run_sweep_slurm(spec_, points_, opt_, slurm);
+  EXPECT_EQ(s.failed, 2);
+  EXPECT_EQ(state(0).failure, FailureClass::node_fail);
+  EXPECT_NE(state(0).detail.find("Slurm NODE_FAIL on n[1-2], down: n2 (down*: Not responding)"), std::string::npos)
+      << state(0).detail;
+  EXPECT_EQ(state(1).failure, FailureClass::hang) << "FAILED does not outrank the trainer's own word";
+  EXPECT_EQ(state(1).detail.find("down:"), std::string::npos) << state(1).detail;
+  EXPECT_EQ(slurm.asked_nodes, (std::vector<std::string>{"101_0"}));
+}
+
+TEST(SlurmArgv, NodesSpreadTheRanksEvenlyOrLeaveItToSlurm) {
+  SlurmArray a;
+  a.sweep_name = "n";
+  a.sweep_dir = "/s";
+  a.dirs = {"/s/runs/a"};
+  a.resume = {false};
+  LaunchSpec spec;
+  auto shape = [&](int world, int nodes) {
+    a.world = world;
+    spec.slurm.nodes = nodes;
+    const std::vector<std::string> argv = sbatch_argv(a, spec, "/s/slurm/batch-1.sh");
+    std::string out;
+    for (const auto& arg : argv)
+      if (arg.rfind("--ntasks", 0) == 0 || arg.rfind("--nodes", 0) == 0) out += (out.empty() ? "" : " ") + arg;
+    EXPECT_NE(std::find(argv.begin(), argv.end(), "--no-requeue"), argv.end()) << "the driver retries, not Slurm";
+    return out;
+  };
+  EXPECT_EQ(shape(2, 1), "--ntasks=2 --nodes=1");
+  EXPECT_EQ(shape(2, 2), "--ntasks=2 --nodes=2 --ntasks-per-node=1");
+  EXPECT_EQ(shape(4, 2), "--ntasks=4 --nodes=2 --ntasks-per-node=2");
+  EXPECT_EQ(shape(3, 2), "--ntasks=3 --nodes=2");  // Slurm places them: 2 + 1
+  EXPECT_EQ(shape(1, 2), "--ntasks=1 --nodes=1");  // never more nodes than ranks
+  EXPECT_EQ(shape(12, 4), "--ntasks=12 --nodes=4 --ntasks-per-node=3");
+}
+
+TEST(SlurmParse, DownNodesAreNamedOnceWithTheirReason) {
+  // sinfo -h -N -o %N|%T|%E: '*' is "not responding"; a node of two partitions is listed twice.
+  EXPECT_EQ(describe_down_nodes("n1|allocated|none\nn2|down*|Not responding\nn2|down*|Not responding\n"),
+            "n2 (down*: Not responding)");
+  EXPECT_EQ(describe_down_nodes("n1|mixed*|none\nn3|drained|maintenance\nn4|idle|none\n"),
+            "n1 (mixed*), n3 (drained: maintenance)");
+  EXPECT_EQ(describe_down_nodes("n1|idle|none\n\ngarbage\n"), "");
+}
+
+TEST(SlurmArgv, NodesKeyIsValidatedAndReachesTheRankLogs) {
+  auto launch = [](const std::string& slurm) {
+    return parse_grid("name: s\nlaunch: {launcher: slurm, slurm: " + slurm + "}\n", "g.yaml").launch;
+  };
+  EXPECT_EQ(launch("{}").slurm.nodes, 1);
+  EXPECT_EQ(launch("{nodes: 2}").slurm.nodes, 2);
+  auto error_of = [&](const std::string& slurm) {
+    try {
+      launch(slurm);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(error_of("{nodes: 0}"),
+            "g.yaml:2:42: key 'launch.slurm.nodes': expected an integer in [1, 100000], got '0'");
+  EXPECT_NE(error_of("{nodes: two}").find("key 'launch.slurm.nodes': expected an integer"), std::string::npos);
+  EXPECT_NE(error_of("{node: 2}").find("(did you mean 'launch.slurm.nodes'?)"), std::string::npos);
+  // Ranks that may run on several nodes log apart: logs/<host>/rank<r>.log.
+  EXPECT_FALSE(spans_hosts(launch("{nodes: 1}")));
+  EXPECT_TRUE(spans_hosts(launch("{nodes: 2}")));
 }
 
 TEST_F(SlurmExec, CompletedWithoutARecordIsNotSuccess) {
