@@ -5,6 +5,9 @@
 #
 #   containers/install-deps.sh            build + test + run deps
 #   SWEEP_DEPS=runtime containers/install-deps.sh   only what sweep-train needs at run time
+#   containers/install-deps.sh --list     print the chosen packages, one a line, and install
+#                                         nothing (build-charliecloud-image.sh reads the
+#                                         runtime list this way)
 set -euo pipefail
 
 runtime=(
@@ -23,10 +26,15 @@ build=(
   # a real one-node Slurm cluster for the `slurm` tests (tests/slurm/start-cluster.sh)
   slurmctld slurmd slurm-client munge
   chromium  # renders the HTML report headless in tests/e2e/report_render_test.py
+  charliecloud mmdebstrap  # containers/build-charliecloud-image.sh and the `container` tests
 )
 
 want=("${runtime[@]}")
 if [[ "${SWEEP_DEPS:-all}" != runtime ]]; then want+=("${build[@]}"); fi
+if [[ "${1:-}" == --list ]]; then
+  printf '%s\n' "${want[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${want[@]}"; do

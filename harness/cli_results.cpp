@@ -324,6 +324,10 @@ int run_reproduce(ReproduceCliOptions& o) {
   o.opt.launch.train_binary = o.trainer.empty() ? executable_dir() + "/sweep-train" : o.trainer;
   o.opt.trainer_given = !o.trainer.empty();
   o.opt.launch.mpiexec = find_in_path(o.mpiexec.empty() ? "mpiexec" : o.mpiexec);
+  ContainerSpec& box = o.opt.container;
+  if (box.runtime.empty() != box.image.empty())
+    throw ConfigError("--container and --image go together: the runtime and the image the re-run's ranks run in");
+  if (!box.runtime.empty()) box.command = box.runtime == "charliecloud" ? "ch-run" : box.runtime;
   SpawnRunner runner;
   const ReproduceResult r = reproduce(o.opt, runner);
   print_lines(r.lines);
@@ -392,6 +396,15 @@ CliAction setup_reproduce(CLI::App& app) {
       ->allow_extra_args(false);  // one KEY=VALUE per --set: a source after it stays the source
   cmd->add_option("--trainer", o->trainer, "sweep-train binary (default: beside sweep)");
   cmd->add_option("--mpiexec", o->mpiexec, "mpiexec for re-runs on more than one rank (default: from PATH)");
+  cmd->add_option("--container", o->opt.container.runtime,
+                  "run each rank in a container, as launch.container.runtime does (a warning says when it is not "
+                  "the record's image)")
+      ->check(CLI::IsMember({"apptainer", "singularity", "docker", "podman", "charliecloud"}));
+  cmd->add_option("--image", o->opt.container.image, "the container's image (with --container)");
+  cmd->add_option("--container-trainer", o->opt.container.trainer,
+                  "sweep-train's path inside the image (default: sweep-train)");
+  cmd->add_option("--bind", o->opt.container.binds, "host[:container] to bind besides the sweep directory, repeatable")
+      ->allow_extra_args(false);
   return [o, cmd, world, accum]() {
     if (!cmd->parsed()) return -1;
     o->world_size_given = world->count() > 0;

@@ -12,6 +12,8 @@
 
 #include "blas_kernel.h"
 #include "cli.h"
+#include "container_image.h"  // container_image_digest, check_charliecloud_image
+#include "data_file.h"        // sweep_cache_dir
 #include "grid.h"
 #include "halving_search.h"  // run_halving_search
 #include "plan.h"
@@ -131,6 +133,12 @@ int run_run(const RunOptions& o) {
   std::string blas;
   opt.run_env = choose_blas(spec, &blas);
   if (!blas.empty()) std::printf("%s\n", blas.c_str());
+  // The image by its contents, once per invocation: every record names it (container.*).
+  if (const ContainerSpec& box = spec.launch.container; !box.runtime.empty()) {
+    check_charliecloud_image(box, opt.out_dir, spec.source);
+    const auto env = container_run_env(box, container_image_digest(box, sweep_cache_dir()));
+    opt.run_env.insert(opt.run_env.end(), env.begin(), env.end());
+  }
   std::printf("sweep %s: %zu runs -> %s (launcher %s, parallel %d)\n", spec.name.c_str(), e.points.size(),
               opt.out_dir.c_str(), spec.launch.launcher.c_str(), spec.launch.parallel);
   std::fflush(stdout);

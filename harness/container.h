@@ -15,10 +15,11 @@ namespace sweep {
 /// environment into a container, and those names are only known once the rank runs.
 inline constexpr const char* kRankEnvPlaceholder = "@SWEEP_RANK_ENV@";
 
-/// `command` run inside `c`'s image: e.g. apptainer exec --bind D:D IMAGE command...
-/// `sweep_dir` (absolute) is bound at the same path so the run sees its config and
-/// writes its record where the driver looks. Returns `command` unchanged when no
-/// runtime is set.
+/// `command` run inside `c`'s image: e.g. apptainer exec --bind D:D IMAGE command..., or
+/// for charliecloud [env USER=NAME] ch-run -b D:D --cd D IMAGE -- command... (USER only
+/// when this process has none: ch-run refuses to start without it). `sweep_dir`
+/// (absolute) is bound at the same path so the run sees its config and writes its record
+/// where the driver looks. Returns `command` unchanged when no runtime is set.
 std::vector<std::string> wrap_in_container(const ContainerSpec& c, const std::string& sweep_dir,
                                            const std::vector<std::string>& command);
 

@@ -9,11 +9,13 @@
 #include <set>
 #include <system_error>
 
-#include "blas_kernel.h"     // find_blas_kernel, missing_cpu_flags
-#include "model_schema.h"    // kDecoderKind
-#include "process.h"         // executable_dir
-#include "record.h"          // read_record
-#include "trainer_models.h"  // load_trainer_models
+#include "blas_kernel.h"      // find_blas_kernel, missing_cpu_flags
+#include "container_image.h"  // container_difference, container_image_digest
+#include "data_file.h"        // sweep_cache_dir
+#include "model_schema.h"     // kDecoderKind
+#include "process.h"          // executable_dir
+#include "record.h"           // read_record
+#include "trainer_models.h"   // load_trainer_models
 
 namespace fs = std::filesystem;
 
@@ -56,6 +58,13 @@ void change_layout(RunConfig& c, int64_t world, int64_t accum) {
         "reduction tree and the sum would be taken in another order");
   c.dist.world_size = world;
   c.train.accum = accum;
+}
+
+/// What `sweep run` bound for the run in `run_dir`: its sweep directory when the run is
+/// one (<sweep>/runs/<id>), else the run directory itself.
+std::string bound_dir(const std::string& run_dir) {
+  const fs::path run = fs::absolute(run_dir).lexically_normal();
+  return run.parent_path().filename() == "runs" ? run.parent_path().parent_path().string() : run.string();
 }
 
 std::string read_tail(const std::string& path, size_t max_bytes) {
@@ -152,10 +161,20 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
                                    : ", not this machine's own choice " + (native.empty() ? "(unknown)" : native));
     }
   }
+  // The container: the re-run's image by its contents, against the record's.
+  std::string digest;
+  if (!opt.container.runtime.empty()) {
+    digest = container_image_digest(opt.container, sweep_cache_dir());
+    const auto env = container_run_env(opt.container, digest);
+    launch.env.insert(launch.env.end(), env.begin(), env.end());
+  }
+  const std::string container_note = container_difference(
+      {original.env("container.runtime"), original.env("container.image"), original.env("container.digest")},
+      opt.container, digest);
   const RunConfig config = reproduce_config(original, opt.world_size, opt.accum, opt.set);
   launch.threads = config.train.threads;
   launch.run_id = run_id(config);
-  if (launch.program.empty() && !fs::exists(launch.train_binary))
+  if (launch.program.empty() && opt.container.runtime.empty() && !fs::exists(launch.train_binary))
     throw ConfigError("trainer '" + launch.train_binary + "' not found (build it, or pass --trainer)");
   if (config.dist.world_size > 1 && !fs::exists(opt.launch.mpiexec))
     throw ConfigError("mpiexec '" + opt.launch.mpiexec + "' not found; a re-run on " +
@@ -200,9 +219,25 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   // On the kind of device the original ran on (the environment says which).
   const auto dev = original.environment.find("device");
   if (dev != original.environment.end() && dev->second.rfind("cuda", 0) == 0) launch.device = "cuda";
-  auto argv = train_argv(launch, int(config.dist.world_size), res.out_dir, original.sweep_id, /*resume=*/false);
+  std::vector<std::string> argv;
+  std::string run_log = log;
+  if (opt.container.runtime.empty()) {
+    argv = train_argv(launch, int(config.dist.world_size), res.out_dir, original.sweep_id, /*resume=*/false);
+  } else {
+    // Each rank in the image, as `sweep run` starts them (sweep-rank writes rank<r>.log);
+    // the container's own confinement applies, as there (sweep-confine is not in the image).
+    launch.confine.clear();
+    LaunchSpec spec;
+    spec.container = opt.container;
+    spec.device = launch.device;
+    const RunCommand c = local_run_command(spec, launch, int(config.dist.world_size),
+                                           bound_dir(fs::path(original_path).parent_path().string()), res.out_dir,
+                                           original.sweep_id, /*resume=*/false);
+    argv = c.argv;
+    run_log = c.log;
+  }
   if (opt.from_step > 0) argv.insert(argv.end(), {"--resume-from", checkpoint});
-  const ExitStatus st = runner.run(argv, log);
+  const ExitStatus st = runner.run(argv, run_log);
 
   const std::string new_path = res.out_dir + "/record.h5";
   if (!fs::exists(new_path)) {
@@ -210,6 +245,7 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
     res.lines.push_back("re-run failed (" + st.describe() + ") without a record; log: " + log);
     std::string tail = read_tail(log, 2000);
     if (!tail.empty()) res.lines.push_back(tail);
+    if (!container_note.empty()) res.lines.push_back(container_note);
     return res;
   }
   const Record again = read_record(new_path);
@@ -230,6 +266,7 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   const auto details = detail_lines(c);
   res.lines.insert(res.lines.end(), details.begin(), details.end());
   if (!blas_note.empty()) res.lines.push_back(blas_note);
+  if (!container_note.empty()) res.lines.push_back(container_note);
   if (stopped)
     res.lines.push_back("the original was stopped by a search after step " +
                         std::to_string(original.steps.back().step) + ": the re-run stopped there too");

@@ -22,6 +22,9 @@ struct ReproduceOptions {
   int64_t from_step = 0;         ///< > 0: resume the re-run from the original's checkpoint after this step
                                  ///< (any layout: checkpoints are layout-free); steps after it are recomputed
   LocalLaunch launch;            ///< sweep-train binary and mpiexec (an absolute path when world > 1)
+  /// The image the re-run's ranks run in (its trainer, binds); runtime "" = on the host.
+  /// A re-run elsewhere than the record's container is run, with a warning line.
+  ContainerSpec container;
   /// launch.train_binary was chosen (--trainer). Otherwise a record of a model kind other
   /// than the built-in decoder is re-run by the program that trained it (its environment
   /// names it), and the decoder by launch.train_binary.

@@ -128,6 +128,10 @@ def environment_defaults():
         "program.digest": os.environ.get("SWEEP_PROGRAM_DIGEST", ""),
         "program.keys": os.environ.get("SWEEP_PROGRAM_KEYS", ""),
         "program.writes": os.environ.get("SWEEP_PROGRAM_WRITES", ""),
+        # The container image the run ran in (sweep sets these when launch.container is).
+        "container.runtime": os.environ.get("SWEEP_CONTAINER_RUNTIME", ""),
+        "container.image": os.environ.get("SWEEP_CONTAINER_IMAGE", ""),
+        "container.digest": os.environ.get("SWEEP_CONTAINER_DIGEST", ""),
     }
     torch = sys.modules.get("torch")
     if torch is not None:

@@ -590,8 +590,12 @@ TEST_F(DriverE2E, ContainerRuntimeWrapsEveryRank) {
   auto argv = lines(dir_ / "runtime-argv");
   ASSERT_EQ(argv.size(), 6u) << "one container per rank: 1 + 2 ranks, two runtimes";
   const std::string sweep_dir = (dir_ / "out-apptainer").string();
-  EXPECT_CONTAINS(argv[0], "exec --bind " + sweep_dir + ":" + sweep_dir + " --bind /tmp --pwd " + sweep_dir +
-                               " test-image " + bin("sweep-train") + " --config ");
+  EXPECT_CONTAINS(
+      argv[0], "exec --bind " + sweep_dir + ":" + sweep_dir + " --bind /tmp --pwd " + sweep_dir + " test-image env ");
+  // Which image the run ran in reaches its record (no digest: the image is not a file here).
+  EXPECT_CONTAINS(argv[0],
+                  "SWEEP_CONTAINER_RUNTIME=apptainer SWEEP_CONTAINER_IMAGE=test-image SWEEP_CONTAINER_DIGEST= " +
+                      bin("sweep-train") + " --config ");
   bool docker_env = false;
   for (const auto& a : argv) {
     EXPECT_EQ(a.find("@SWEEP_RANK_ENV@"), std::string::npos) << a;

@@ -364,6 +364,28 @@ class H5pySchemaCheck(unittest.TestCase):
             self.assertGreater(len(passed), 40)
 
 
+class ContainerKeys(unittest.TestCase):
+    def test_the_image_the_driver_names_is_recorded(self):
+        """container.* come from the driver's SWEEP_CONTAINER_* (empty on the host), as in
+        results/program_env.cpp."""
+        names = {"SWEEP_CONTAINER_RUNTIME": "charliecloud", "SWEEP_CONTAINER_IMAGE": "/img/sweep",
+                 "SWEEP_CONTAINER_DIGEST": "xxh3:0123456789abcdef"}
+        saved = {k: os.environ.pop(k, None) for k in names}
+        try:
+            env = sr.environment_defaults()
+            self.assertEqual([env[k] for k in ("container.runtime", "container.image", "container.digest")],
+                             ["", "", ""])
+            os.environ.update(names)
+            env = sr.environment_defaults()
+            self.assertEqual([env[k] for k in ("container.runtime", "container.image", "container.digest")],
+                             list(names.values()))
+        finally:
+            for k, v in saved.items():
+                os.environ.pop(k, None)
+                if v is not None:
+                    os.environ[k] = v
+
+
 # ---------------------------------------------------------------- 4. the digest
 
 class DigestGuardsTheRecord(unittest.TestCase):

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>  // setenv: ch-run's USER
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -102,7 +103,8 @@ TEST(LaunchConfig, Errors) {
   EXPECT_CONTAINS(error_of("name: l\nlaunch: {launcher: slurm, slurm: {gpu: 1}}\n"),
                   "(did you mean 'launch.slurm.gpus'?)");
   EXPECT_CONTAINS(error_of("name: l\nlaunch: {container: {runtime: lxc, image: x}}\n"),
-                  "key 'launch.container.runtime': expected one of apptainer, singularity, docker, podman");
+                  "key 'launch.container.runtime': expected one of apptainer, singularity, docker, podman, "
+                  "charliecloud");
   EXPECT_CONTAINS(error_of("name: l\nlaunch: {container: {runtime: docker}}\n"),
                   "key 'launch.container.image': required");
   EXPECT_CONTAINS(error_of("name: l\nlaunch: {container: {runtime: docker, image: i, gpus: maybe}}\n"),
@@ -196,6 +198,56 @@ TEST(Container, ApptainerAndDockerWrapEachRank) {
   EXPECT_EQ(std::find(c.argv.begin(), c.argv.end(), "/host/sweep-train"), c.argv.end());
 }
 
+TEST(Container, CharliecloudRunsEachRankThroughChRun) {
+  LaunchSpec l = launch_of("  container: {runtime: charliecloud, image: /img/sweep, binds: [/data, '/a:/b']}\n");
+  const ContainerSpec& c = l.container;
+  EXPECT_EQ(c.command, "ch-run");  // the runtime is charliecloud, its program ch-run
+  V cmd = {"env", "SWEEP_CONTAINER_RUNTIME=charliecloud", "sweep-train", "--out", "/s/runs/x"};
+  // ch-run refuses to start without USER: given with env (no shell) only when unset here.
+  const char* had = std::getenv("USER");
+  const std::string saved = had ? had : "";
+  ::setenv("USER", "someone", 1);
+  EXPECT_EQ(wrap_in_container(c, "/s", cmd),
+            (V{"ch-run", "-b", "/s:/s", "-b", "/data", "-b", "/a:/b", "--cd", "/s", "/img/sweep", "--", "env",
+               "SWEEP_CONTAINER_RUNTIME=charliecloud", "sweep-train", "--out", "/s/runs/x"}));
+  ::unsetenv("USER");
+  V w = wrap_in_container(c, "/s", cmd);
+  ASSERT_GE(w.size(), 3u);
+  EXPECT_EQ(w[0], "env");
+  EXPECT_EQ(w[1].rfind("USER=", 0), 0u) << w[1];
+  EXPECT_GT(w[1].size(), 5u) << "a name, never empty";
+  EXPECT_EQ(w[2], "ch-run");
+  if (had) ::setenv("USER", saved.c_str(), 1);
+  EXPECT_FALSE(container_needs_rank_env(c)) << "ch-run passes the host environment itself";
+
+  // A rank under mpiexec: sweep-rank, then ch-run, then the image's trainer.
+  LaunchSpec spec;
+  spec.container = c;
+  spec.container.trainer = "/opt/sweep/bin/sweep-train";
+  LocalLaunch local;
+  local.train_binary = "/host/sweep-train";
+  local.rank_wrapper = "/b/sweep-rank";
+  RunCommand r = local_run_command(spec, local, 2, "/s", "/s/runs/x", "sw", false);
+  const auto ch = std::find(r.argv.begin(), r.argv.end(), "ch-run");
+  ASSERT_NE(ch, r.argv.end());
+  EXPECT_EQ(*(std::find(r.argv.begin(), r.argv.end(), "/b/sweep-rank") + 4), had ? "ch-run" : "env");
+  const auto dashes = std::find(ch, r.argv.end(), "--");
+  ASSERT_NE(dashes, r.argv.end());
+  EXPECT_EQ(*(dashes - 1), "/img/sweep");
+  EXPECT_EQ(*(dashes + 1), "/opt/sweep/bin/sweep-train");
+  EXPECT_EQ(std::find(r.argv.begin(), r.argv.end(), kRankEnvPlaceholder), r.argv.end());
+
+  // What ch-run cannot honour is refused where the grid says it, not at run time.
+  EXPECT_CONTAINS(error_of("name: l\nlaunch:\n  container: {runtime: charliecloud, image: /i, gpus: true}\n"),
+                  "l.yaml:3:55: key 'launch.container.gpus': charliecloud has no run-time GPU switch: inject the "
+                  "host's NVIDIA libraries into the image once (ch-fromhost --nvidia IMAGE)");
+  EXPECT_CONTAINS(error_of("name: l\nlaunch:\n  container: {runtime: charliecloud, image: /i, binds: ['/a:/b:ro']}\n"),
+                  "key 'launch.container.binds': charliecloud binds are host[:container], without options");
+  EXPECT_EQ(
+      launch_of("  container: {runtime: charliecloud, image: /i, command: /opt/ch/bin/ch-run}\n").container.command,
+      "/opt/ch/bin/ch-run");
+}
+
 class SlurmScript : public sweep_test::TempDirTest {
  protected:
   SlurmScript() : TempDirTest("slurm_script") {}
@@ -259,9 +311,9 @@ TEST_F(SlurmScript, SbatchArgvCarriesShapeThrottleAndLimits) {
   spec.slurm.extra_args = {"--qos=x y"};
   spec.timeout_s = 61;
   V argv = sbatch_argv(a, spec, "/s/slurm/batch-1.sh");
-  EXPECT_EQ(argv, (V{"sbatch", "--parsable", "--job-name=sweep-n", "--array=0-2%2", "--ntasks=4", "--cpus-per-task=2",
-                     "--chdir=/s", "--output=/s/slurm/%A_%a.out", "--partition=p", "--time=2", "--gpus=1", "--qos=x y",
-                     "/s/slurm/batch-1.sh"}));
+  EXPECT_EQ(argv, (V{"sbatch", "--parsable", "--job-name=sweep-n", "--array=0-2%2", "--ntasks=4", "--nodes=1",
+                     "--cpus-per-task=2", "--chdir=/s", "--no-requeue", "--output=/s/slurm/%A_%a.out", "--partition=p",
+                     "--time=2", "--gpus=1", "--qos=x y", "/s/slurm/batch-1.sh"}));
   spec.slurm.time = "0:20";
   a.sweep_dir = "/s/100%";
   argv = sbatch_argv(a, spec, "x.sh");

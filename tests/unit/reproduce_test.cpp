@@ -4,12 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
 #include "record.h"
 #include "temp_dir.h"   // TempDirTest
-#include "test_util.h"  // thrown_message
+#include "test_util.h"  // thrown_message, EXPECT_CONTAINS
 
 namespace sweep {
 namespace {
@@ -75,8 +76,8 @@ class ReproduceDir : public sweep_test::TempDirTest {
  protected:
   ReproduceDir() : TempDirTest("reproduce_test") {}
 
-  // A completed record of 3 steps in <dir>/run/record.h5.
-  std::string write_record() {
+  // A completed record of 3 steps in <dir>/run/record.h5 (`environment` added to its own).
+  std::string write_record(const std::vector<std::pair<std::string, std::string>>& environment = {}) {
     RunConfig c;
     c.train.steps = 3;
     RecordHeader h;
@@ -84,6 +85,7 @@ class ReproduceDir : public sweep_test::TempDirTest {
     h.config_yaml = to_yaml(c);
     h.config = to_flat(c);
     h.environment = {{"hosts", "here"}};
+    h.environment.insert(h.environment.end(), environment.begin(), environment.end());
     h.params = {{"w", {2}, 0, 2}};
     fs::create_directories(dir_ / "run");
     const std::string path = (dir_ / "run" / "record.h5").string();
@@ -149,6 +151,51 @@ TEST_F(ReproduceDir, SameRecordIsReproducedAndADifferentOneDiverges) {
   EXPECT_NE(r.lines.at(0).find("re-run failed (exit code 1) without a record; log: "), std::string::npos)
       << r.lines.at(0);
   EXPECT_EQ(r.out_dir, (dir_ / "run" / "reproduce" / "2").string());
+}
+
+TEST_F(ReproduceDir, WarnsWhenTheReRunsImageIsNotTheRecordsButStillRunsIt) {
+  const std::string original = write_record({{"container.runtime", "charliecloud"},
+                                             {"container.image", "/images/old"},
+                                             {"container.digest", "xxh3:0123456789abcdef"}});
+  fs::create_directories(dir_ / "image/opt/sweep/bin");
+  std::ofstream(dir_ / "image/opt/sweep/bin/sweep-train") << "another build";
+  ReproduceOptions opt;
+  opt.source = (dir_ / "run").string();
+  opt.launch.train_binary = original;
+  opt.container.runtime = "charliecloud";
+  opt.container.command = "ch-run";
+  opt.container.image = (dir_ / "image").string();
+  opt.container.trainer = "/opt/sweep/bin/sweep-train";
+  CopyRunner same(original);
+  ReproduceResult r = reproduce(opt, same);
+  EXPECT_TRUE(r.reproduced()) << "a warning, not a failure";
+  std::string warning;
+  for (const auto& l : r.lines)
+    if (l.rfind("warning: container: ", 0) == 0) warning = l;
+  EXPECT_CONTAINS(warning,
+                  "the record ran in the charliecloud image /images/old (xxh3:0123456789abcdef); this re-run "
+                  "uses the charliecloud image " +
+                      opt.container.image + " (xxh3:");
+  // The ranks ran in the image, and were told which one (their record names it).
+  const auto& argv = same.argv_;
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "ch-run"), argv.end());
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "/opt/sweep/bin/sweep-train"), argv.end());
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "SWEEP_CONTAINER_IMAGE=" + opt.container.image), argv.end());
+  // The run's directory is bound (the record is not under <sweep>/runs/ here), never the record file.
+  const std::string run = (dir_ / "run").string();
+  const auto bind = std::find(argv.begin(), argv.end(), "-b");
+  ASSERT_NE(bind, argv.end());
+  EXPECT_EQ(*(bind + 1), run + ":" + run);
+
+  // The same record re-run on the host: warned too.
+  opt.container = ContainerSpec{};
+  r = reproduce(opt, same);
+  EXPECT_TRUE(r.reproduced());
+  warning.clear();
+  for (const auto& l : r.lines)
+    if (l.rfind("warning: container: ", 0) == 0) warning = l;
+  EXPECT_CONTAINS(warning, "this re-run runs on the host");
+  EXPECT_EQ(std::find(same.argv_.begin(), same.argv_.end(), "ch-run"), same.argv_.end());
 }
 
 TEST_F(ReproduceDir, RefusesPartialRecordsAndMissingTrainer) {
