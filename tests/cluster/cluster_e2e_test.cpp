@@ -255,4 +255,46 @@ TEST_F(ClusterE2E, AWrongHostOrATransportThatDoesNotConnectTheNodesIsSaidPlainly
   EXPECT_CONTAINS(r.out, "the ranks cannot reach each other");
 }
 
+// Ranks in a container on every node: the charliecloud image of the `container` tests
+// (ctest fixture charliecloud_image), ch-run started by each rank inside its node, the
+// launcher and Open MPI's daemons on the nodes outside it (the hybrid model).
+class ClusterContainerE2E : public ClusterE2E {
+ protected:
+  const fs::path image_ = fs::path(SWEEP_BINARY_DIR) / "charliecloud-image";
+  void SetUp() override {
+    ClusterE2E::SetUp();
+    if (IsSkipped()) return;
+    if (!fs::exists(image_ / "opt/sweep/bin/sweep-train"))
+      GTEST_SKIP() << "no charliecloud image at " << image_.string() << " (ctest -L container builds it)";
+  }
+};
+
+TEST_F(ClusterContainerE2E, RanksInTheImageOnTwoNodesGiveTheBitsOfOneRankOnTheHost) {
+  const std::string model = sweep_test::tiny_model("  ");
+  auto grid_of = [&](const std::string& name, int world, const std::string& launch_section) {
+    return write(name + ".yaml", "name: " + name + "\nbase:\n" + model +
+                                     "  train: {steps: 6, micro_batch: 2, accum: " + std::to_string(4 / world) +
+                                     ", lr: 3.0e-3}\n  dist: {world_size: " + std::to_string(world) +
+                                     ", timeout_s: 30}\n" + launch_section);
+  };
+  auto one = sweep_cli({"run", grid_of("host", 1, launch("")), "--out", (dir_ / "host").string()}, "host.log");
+  ASSERT_TRUE(one.ok()) << one.out;
+  const std::string boxed =
+      "  container: {runtime: charliecloud, image: '" + image_.string() + "', trainer: /opt/sweep/bin/sweep-train}\n";
+  auto two = sweep_cli(
+      {"run", grid_of("boxed", 2, launch("sweep-node1:1, sweep-node2:1", boxed)), "--out", (dir_ / "boxed").string()},
+      "boxed.log");
+  ASSERT_TRUE(two.ok()) << two.out;
+  const auto host = sweep_test::completed_records(dir_ / "host"),
+             in_image = sweep_test::completed_records(dir_ / "boxed");
+  ASSERT_EQ(host.size(), 1u);
+  ASSERT_EQ(in_image.size(), 1u);
+  const sweep::Record& r = in_image.begin()->second;
+  EXPECT_EQ(bit_difference(host.begin()->second, r), "") << "W=1 on the host vs W=2 in the image across the nodes";
+  EXPECT_EQ(r.env("container.runtime"), "charliecloud");
+  EXPECT_EQ(r.env("container.digest").rfind("xxh3:", 0), 0u) << r.env("container.digest");
+  EXPECT_EQ(r.env("rank_hosts"), "sweep-node1,sweep-node2");
+  EXPECT_EQ(r.env("trainer"), "/opt/sweep/bin/sweep-train") << "the image's trainer ran";
+}
+
 }  // namespace
