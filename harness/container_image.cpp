@@ -13,7 +13,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "data_file.h"   // identify_data_file
+#include "data_file.h"   // identify_data_file, hash_fd
 #include "run_config.h"  // ConfigError
 
 namespace fs = std::filesystem;
@@ -60,25 +60,14 @@ std::vector<Entry> walk(const fs::path& root) {
 std::string file_hash(const std::string& path, const struct stat& st) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return "unreadable:" + std::to_string(st.st_size);
-  XXH3_state_t* state = XXH3_createState();
-  XXH3_64bits_reset(state);
-  std::vector<char> buf(1 << 20);
-  bool ok = true;
-  for (;;) {
-    const ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n > 0) {
-      XXH3_64bits_update(state, buf.data(), size_t(n));
-    } else if (n == 0) {
-      break;
-    } else if (errno != EINTR) {
-      ok = false;
-      break;
-    }
+  std::string h;
+  try {
+    h = hash_fd(fd, path).substr(5);  // without "xxh3:"
+  } catch (const std::runtime_error&) {
+    h = "unreadable:" + std::to_string(st.st_size);
   }
   ::close(fd);
-  const unsigned long long h = XXH3_64bits_digest(state);
-  XXH3_freeState(state);
-  return ok ? hex(h) : "unreadable:" + std::to_string(st.st_size);
+  return h;
 }
 
 void feed(XXH3_state_t* s, const std::string& text) { XXH3_64bits_update(s, text.c_str(), text.size() + 1); }

@@ -37,6 +37,8 @@ std::string stat_key(const struct stat& st) {
   return k.str();
 }
 
+}  // namespace
+
 std::string hash_fd(int fd, const std::string& path) {
   XXH3_state_t* state = XXH3_createState();
   XXH3_64bits_reset(state);
@@ -50,15 +52,13 @@ std::string hash_fd(int fd, const std::string& path) {
     } else if (errno != EINTR) {
       const std::string why = std::strerror(errno);
       XXH3_freeState(state);
-      throw std::runtime_error(path + ": cannot read the data file (" + why + ")");
+      throw std::runtime_error(path + ": cannot read it to hash it (" + why + ")");
     }
   }
   const unsigned long long h = XXH3_64bits_digest(state);
   XXH3_freeState(state);
   return "xxh3:" + hex(h);
 }
-
-}  // namespace
 
 std::string sweep_cache_dir() {
   auto env = [](const char* name) {

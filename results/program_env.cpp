@@ -48,6 +48,7 @@ std::vector<std::pair<std::string, std::string>> program_environment_defaults() 
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   env.emplace_back("hosts", host);
+  env.emplace_back("rank_hosts", host);  // the writing process's; sweep-train puts every rank's
   struct utsname u;
   if (uname(&u) == 0) env.emplace_back("os", std::string(u.sysname) + " " + u.release + " " + u.machine);
   for (const char* var :

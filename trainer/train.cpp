@@ -379,8 +379,10 @@ void Trainer::open_record(const std::vector<std::pair<std::string, std::string>>
   for (const auto& h : hosts_)
     if (std::find(distinct.begin(), distinct.end(), h) == distinct.end()) distinct.push_back(h);
   for (auto& [k, v] : header.environment)
-    if (k == "hosts") v = join(distinct, ",");
-  header.environment.emplace_back("rank_hosts", join(hosts_, ","));
+    if (k == "hosts")
+      v = join(distinct, ",");
+    else if (k == "rank_hosts")
+      v = join(hosts_, ",");
   if (!device_.is_cpu()) {
     for (auto& [k, v] : header.environment)
       if (k == "device")

@@ -114,6 +114,8 @@ def environment_defaults():
         "onednn": "",
         "cpu": _cpu_name(),
         "hosts": socket.gethostname(),
+        # One process writes the record: rank 0's host is the one known here.
+        "rank_hosts": socket.gethostname(),
         "os": " ".join((platform.system(), platform.release(), platform.machine())),
         "data.entropy_floor": "",
         "data.file": "",

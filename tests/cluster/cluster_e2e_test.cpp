@@ -12,8 +12,11 @@
 #include <map>
 #include <optional>
 #include <thread>
+#include <tuple>
+#include <utility>
 
-#include "e2e_util.h"  // E2eTest, bin, run_cli, completed_records, bit_difference
+#include "e2e_util.h"   // E2eTest, bin, run_cli, completed_records, bit_difference
+#include "run_files.h"  // RunLock::holder
 
 namespace fs = std::filesystem;
 
@@ -94,14 +97,15 @@ class ClusterE2E : public sweep_test::E2eTest {
                                      (world > 1 ? "0, 3" : "0") + "]\n" + launch_section);
   }
 
-  /// The run directory of the one run of sweep `sweep` once its rank 1 logs in
-  /// sweep-node2 and its record is being written, a second after; "" after 60 s.
+  /// The run directory of the one run of sweep `sweep` once rank 0 holds its lock and its
+  /// rank 1 has logged in sweep-node2, a second after; "" after 60 s.
   static fs::path wait_until_training(const fs::path& sweep) {
     const auto t0 = std::chrono::steady_clock::now();
     while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
       std::error_code ec;
       for (fs::directory_iterator it(sweep / "runs", ec), end; !ec && it != end; it.increment(ec))
-        if (fs::exists(it->path() / "record.h5.partial") && fs::exists(it->path() / "logs/sweep-node2/rank1.log")) {
+        if (!sweep::RunLock::holder(it->path().string()).empty() && fs::exists(it->path() / "record.h5.partial") &&
+            fs::exists(it->path() / "logs/sweep-node2/rank1.log")) {
           std::this_thread::sleep_for(std::chrono::seconds(1));
           return it->path();
         }
@@ -110,14 +114,11 @@ class ClusterE2E : public sweep_test::E2eTest {
     return {};
   }
 
-  /// Seconds from `t0` until file `path` holds `text` (polled); 1e9 after 120 s.
-  static double seconds_until(const fs::path& path, const std::string& text, std::chrono::steady_clock::time_point t0) {
-    while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120)) {
-      if (sweep_test::read_file(path).find(text) != std::string::npos)
-        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return 1e9;
+  /// How often `needle` occurs in `text`.
+  static size_t count(const std::string& text, const std::string& needle) {
+    size_t n = 0;
+    for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+    return n;
   }
 
   /// Runs `sweep run` on grid `name` into <dir>/<name>; returns its records by
@@ -173,26 +174,56 @@ TEST_F(ClusterE2E, ANodeWhoseProcessesAreKilledFailsTheRunNamingItAndIsRetried) 
   // A W=2 run across the nodes, long enough to be killed in the middle: every process of
   // the run in sweep-node2 (its Open MPI daemon and rank 1) gets SIGKILL. The attempt
   // fails at once (the peer's TCP connection is reset), classified node_fail, its cause
-  // naming the node and the rank, and launch.retries node_fail: 1 runs it to completion.
-  const std::string g = write("kill.yaml", "name: kill\nbase:\n" + sweep_test::tiny_model("  ") +
-                                               "  train: {steps: 300, micro_batch: 2, accum: 2, lr: 3.0e-3}\n"
-                                               "  dist: {world_size: 2, timeout_s: 20}\n" +
-                                               launch("sweep-node1:1, sweep-node2:1", "  retries: {node_fail: 1}\n"));
+  // naming the node and the rank, in the record too. The same run under a grid with
+  // launch.retries node_fail: 1 (launch settings are not the run's identity), killed
+  // again, is retried to completion.
+  const std::string base = "base:\n" + sweep_test::tiny_model("  ") +
+                           "  train: {steps: 300, micro_batch: 2, accum: 2, lr: 3.0e-3}\n"
+                           "  dist: {world_size: 2, timeout_s: 20}\n";
+  const std::string once = write("once.yaml", "name: kill\n" + base + launch("sweep-node1:1, sweep-node2:1"));
+  const std::string again = write(
+      "again.yaml", "name: kill\n" + base + launch("sweep-node1:1, sweep-node2:1", "  retries: {node_fail: 1}\n"));
   sweep::SpawnRunner runner;
-  const int id = runner.start(sweep_argv({"run", g, "--out", (dir_ / "kill").string()}), (dir_ / "kill.log").string());
-  const fs::path run_dir = wait_until_training(dir_ / "kill");
-  ASSERT_FALSE(run_dir.empty()) << "the run did not start on both nodes: " << log("kill");
-  const auto killed_at = std::chrono::steady_clock::now();
-  ASSERT_GE(signal_node("sweep-node2", SIGKILL, {"orted", dir_.string()}), 1) << "nothing of the run in sweep-node2";
-  const double failed_after = seconds_until(run_dir / "logs/launcher.log", "=== sweep: attempt 2", killed_at);
-  const sweep::ExitStatus st = sweep_test::wait_for(runner, id);
-  EXPECT_TRUE(st.ok()) << log("kill");
-  EXPECT_LT(failed_after, 20.0) << "the attempt should fail well within dist.timeout_s";
-  const std::string out = log("kill");
-  EXPECT_CONTAINS(out, "node_fail");
-  EXPECT_CONTAINS(out, "node sweep-node2 (rank 1) was lost");
+  // Starts `sweep run GRID`, kills the node's part of the run once it trains, waits for the
+  // driver to end (`st`); returns the run directory and how long after the kill the driver
+  // saw the attempt end (a new attempt in the log, or its own end).
+  auto run_and_kill = [&](const std::string& grid, const std::string& log_name, sweep::ExitStatus* st) {
+    const int id =
+        runner.start(sweep_argv({"run", grid, "--out", (dir_ / "kill").string()}), (dir_ / log_name).string());
+    const fs::path run_dir = wait_until_training(dir_ / "kill");
+    EXPECT_FALSE(run_dir.empty()) << "the run did not start on both nodes: " << read(log_name);
+    const size_t attempts = count(read_file(run_dir / "logs/launcher.log"), "=== sweep: attempt");
+    const auto killed_at = std::chrono::steady_clock::now();
+    EXPECT_GE(signal_node("sweep-node2", SIGKILL, {"orted", dir_.string()}), 1) << "nothing of the run in sweep-node2";
+    double ended_after = 1e9;
+    while (std::chrono::steady_clock::now() - killed_at < std::chrono::seconds(300)) {
+      bool done = false;
+      for (auto& [pid, status] : runner.wait_some(0.1))
+        if (pid == id) *st = status, done = true;
+      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+      if (ended_after > 1e8 &&
+          (done || count(read_file(run_dir / "logs/launcher.log"), "=== sweep: attempt") > attempts))
+        ended_after = t;
+      if (done) break;
+    }
+    return std::make_pair(run_dir, ended_after);
+  };
+  sweep::ExitStatus st;
+  auto [run_dir, ended_after] = run_and_kill(once, "once.log", &st);
+  ASSERT_FALSE(run_dir.empty());
+  EXPECT_EQ(st.code, 1) << log("once");
+  EXPECT_LT(ended_after, 20.0) << "the attempt should fail well within dist.timeout_s";
+  EXPECT_CONTAINS(log("once"), "node_fail");
+  EXPECT_CONTAINS(log("once"), "node sweep-node2 (rank 1) was lost");
+  EXPECT_CONTAINS(sweep::read_record_status((run_dir / "record.h5").string()).failure,
+                  "node sweep-node2 (rank 1) was lost");
+  std::tie(run_dir, ended_after) = run_and_kill(again, "again.log", &st);
+  ASSERT_FALSE(run_dir.empty());
+  EXPECT_LT(ended_after, 20.0);
+  EXPECT_TRUE(st.ok()) << log("again");
+  EXPECT_CONTAINS(log("again"), "retrying");
+  EXPECT_CONTAINS(log("again"), "node sweep-node2 (rank 1) was lost");
   EXPECT_CONTAINS(read_file(run_dir / "state"), "state: completed");
-  EXPECT_CONTAINS(read_file(run_dir / "state"), "attempts: 2");
 }
 
 TEST_F(ClusterE2E, ANodeThatFreezesEndsTheRunWithinTheTimeoutNamingTheStuckRank) {
