@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 
@@ -66,6 +67,35 @@ TEST_F(WatchdogTest, ARankWaitingOnItsPeersSaysSoAndRankZeroFoldsInThePeersNote)
       ::testing::ExitedWithCode(4),
       "rank 1: no progress .* at step 3 while computing; rank 0: .*waiting for the other "
       "ranks in allreduce");
+}
+
+TEST_F(WatchdogTest, AWaitOnOnePeerNamesItsRankAndHost) {
+  const std::string dir = dir_.string();
+  EXPECT_EXIT(
+      {
+        sweep::Watchdog dog(0.2, 0, dir);
+        dog.set_hosts({"node-a", "node-b"});
+        dog.arm();
+        sweep::Watchdog::Waiting waiting(dog, "the gradient exchange (sendrecv)", 1);
+        std::this_thread::sleep_for(10s);
+      },
+      ::testing::ExitedWithCode(4), "in the gradient exchange \\(sendrecv\\) with rank 1 on node-b");
+}
+
+TEST_F(WatchdogTest, MpiStartUpThatDoesNotFinishExitsFourAndOneThatDoesIsLeftAlone) {
+  EXPECT_EXIT(
+      {
+        ::setenv("OMPI_COMM_WORLD_RANK", "3", 1);
+        sweep::StartupGuard guard(0.2);
+        std::this_thread::sleep_for(10s);  // MPI_Init that never returns
+      },
+      ::testing::ExitedWithCode(4), "rank 3: no progress for 0 s \\(dist.timeout_s\\) while the ranks connect");
+  sweep::StartupGuard guard(0.3);
+  std::this_thread::sleep_for(50ms);
+  guard.done();
+  std::this_thread::sleep_for(500ms);  // past the timeout: still here
+  sweep::StartupGuard off(0);          // 0: no guard at all
+  SUCCEED();
 }
 
 TEST_F(WatchdogTest, SigtermEndsTheRankWith143AfterTheHook) {
