@@ -127,7 +127,7 @@ void check_run_entries(const std::string& run_dir) {
 
 std::string rank_log_path(const std::string& run_dir, int rank) {
   const std::string name = "rank" + std::to_string(rank) + ".log";
-  const std::string flat = run_dir + "/logs/" + name;
+  std::string flat = run_dir + "/logs/" + name;
   struct stat st;
   if (::lstat(flat.c_str(), &st) == 0) return flat;
   std::vector<std::string> found;

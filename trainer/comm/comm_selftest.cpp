@@ -52,6 +52,7 @@ std::vector<std::string> rank_hosts(Communicator& comm) {
   std::vector<char> all(kName * size_t(comm.size()));
   comm.allgather(mine, kName, all.data());
   std::vector<std::string> hosts;
+  hosts.reserve(size_t(comm.size()));
   for (int r = 0; r < comm.size(); ++r)
     hosts.emplace_back(all.data() + kName * size_t(r), strnlen(all.data() + kName * size_t(r), kName));
   return hosts;
