@@ -392,4 +392,36 @@ TEST_F(SlurmNodesE2E, ANodeThatDiesIsNodeFailNamedAndRetriedWhenBack) {
   std::cout << "whole test: " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s\n";
 }
 
+// Ranks in the charliecloud image of the `container` tests (fixture charliecloud_image),
+// started by srun on both nodes: each rank's ch-run inside its node.
+class SlurmContainerE2E : public SlurmNodesE2E {};
+
+TEST_F(SlurmContainerE2E, RanksInTheImageOnTwoNodesGiveTheBitsOfOneRankOnTheHost) {
+  const fs::path image = fs::path(SWEEP_BINARY_DIR) / "charliecloud-image";
+  if (!fs::exists(image / "opt/sweep/bin/sweep-train"))
+    GTEST_SKIP() << "no charliecloud image at " << image.string() << " (ctest -L container builds it)";
+  const std::string common =
+      sweep_test::tiny_model("  ") + "  train: {steps: 4, micro_batch: 2, accum: 2, lr: 3.0e-3}\n";
+  const std::string boxed =
+      write("boxed.yaml", "name: slurm-boxed\nbase:\n" + common + "  dist: {world_size: 2}\n" +
+                              nodes_launch("  container: {runtime: charliecloud, image: '" + image.string() +
+                                           "', trainer: /opt/sweep/bin/sweep-train}\n"));
+  const std::string host = write("host.yaml", "name: slurm-boxed-ref\nbase:\n" + sweep_test::tiny_model("  ") +
+                                                  "  train: {steps: 4, micro_batch: 2, accum: 4, lr: 3.0e-3}\n"
+                                                  "launch: {launcher: local, blas: native}\n");
+  sweep_test::CliResult st = sweep_cli({"run", boxed, "--out", (dir_ / "boxed").string()}, "boxed.log");
+  ASSERT_TRUE(st.ok()) << st.out;
+  ASSERT_TRUE(sweep_cli({"run", host, "--out", (dir_ / "host").string()}, "host.log").ok()) << log("host");
+  const auto in_image = sweep_test::completed_records(dir_ / "boxed"),
+             ref = sweep_test::completed_records(dir_ / "host");
+  ASSERT_EQ(in_image.size(), 1u);
+  ASSERT_EQ(ref.size(), 1u);
+  const sweep::Record& r = in_image.begin()->second;
+  EXPECT_EQ(sweep_test::bit_difference(ref.begin()->second, r), "")
+      << "W=2 in the image on two nodes vs W=1 on the host";
+  EXPECT_EQ(r.env("container.runtime"), "charliecloud");
+  EXPECT_EQ(r.env("rank_hosts"), "sweep-node1,sweep-node2");
+  EXPECT_EQ(r.env("trainer"), "/opt/sweep/bin/sweep-train") << "the image's trainer ran";
+}
+
 }  // namespace
