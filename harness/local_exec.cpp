@@ -14,7 +14,7 @@
 
 #include "launch.h"        // local_run_command
 #include "record.h"        // read_record_status
-#include "run_files.h"     // RunLock::holder
+#include "run_files.h"     // RunLock::holder, rank_log_path
 #include "stop_signals.h"  // StopSignals
 #include "sweep_run.h"
 
@@ -143,9 +143,9 @@ SweepSummary run_sweep(const SweepSpec& spec, const std::vector<GridPoint>& poin
         if (t->state.done()) {
           try {
             session.attempt_ended(*t, t->state.state == "completed" ? FailureClass::none : FailureClass::diverged,
-                                  "finished by the process that held it", t->dir + "/logs/rank0.log");
+                                  "finished by the process that held it", rank_log_path(t->dir, 0));
           } catch (const std::exception& e) {
-            io_failed(t, t->dir + "/logs/rank0.log", e);
+            io_failed(t, rank_log_path(t->dir, 0), e);
           }
         } else {
           queue.push_front(t);

@@ -242,8 +242,8 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   const std::string new_path = res.out_dir + "/record.h5";
   if (!fs::exists(new_path)) {
     // No record: nothing to compare, and the log says why.
-    res.lines.push_back("re-run failed (" + st.describe() + ") without a record; log: " + log);
-    std::string tail = read_tail(log, 2000);
+    res.lines.push_back("re-run failed (" + st.describe() + ") without a record; log: " + run_log);
+    std::string tail = read_tail(run_log, 2000);
     if (!tail.empty()) res.lines.push_back(tail);
     if (!container_note.empty()) res.lines.push_back(container_note);
     return res;
