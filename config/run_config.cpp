@@ -147,6 +147,9 @@ void visit_fields(RunConfig& c, Visitor&& v) {
   v("train.micro_batch", c.train.micro_batch, IntRange{1, 1 << 20}, Doc{"sequences per micro-batch"});
   v("train.accum", c.train.accum, IntRange{1, 1 << 20},
     Doc{"micro-batches per rank per step (global batch = world_size x accum x micro_batch)"});
+  v("train.leaf", c.train.leaf, IntRange{0, 1 << 20},
+    Doc{"sequences per leaf of the canonical gradient tree; 0 = the micro-batch. With a leaf, micro_batch is "
+        "layout: any world_size x accum x micro_batch of the same global batch gives the same bits"});
   v("train.lr", c.train.lr, RealRange{0, 10, true}, Doc{"peak learning rate"});
   v("train.schedule", c.train.schedule, kSchedules, Doc{"learning-rate decay after warmup, to train.min_lr"});
   v("train.warmup", c.train.warmup, IntRange{0, int64_t(1) << 40},
@@ -702,6 +705,19 @@ void check_run_config(const RunConfig& c, const FlatConfig& values) {
   if (c.train.eval_every > 0 && !c.evaluates())
     throw ConfigError(at_any(values, {"train.eval_every"}) +
                       "key 'train.eval_every': there is no held-out data; set data.eval_fraction or data.eval_path");
+  if (c.train.leaf > 0) {
+    const int64_t global = c.dist.world_size * c.train.accum * c.train.micro_batch;
+    if (c.train.leaf > global)
+      throw ConfigError(at_any(values, {"train.leaf", "train.micro_batch", "train.accum", "dist.world_size"}) +
+                        "key 'train.leaf': a leaf of " + format_int(c.train.leaf) +
+                        " sequences is larger than the global batch of " + format_int(global) +
+                        " (world_size x accum x micro_batch = " + format_int(c.dist.world_size) + " x " +
+                        format_int(c.train.accum) + " x " + format_int(c.train.micro_batch) + ")");
+    if (c.train.micro_batch % c.train.leaf != 0)
+      throw ConfigError(at_any(values, {"train.micro_batch", "train.leaf"}) + "key 'train.micro_batch': " +
+                        format_int(c.train.micro_batch) + " is not a multiple of train.leaf (" +
+                        format_int(c.train.leaf) + "); a micro-batch holds whole leaves");
+  }
   check_sizes(c, values);
   const int64_t crash = c.fault.crash_in_checkpoint_step;
   if (crash > 0 && (c.train.checkpoint_every == 0 || crash % c.train.checkpoint_every != 0 || crash >= c.train.steps))
@@ -843,6 +859,10 @@ std::string math_id(const RunConfig& c) {
   RunConfig m = c;
   const RunConfig defaults;
   m.train.accum = c.dist.world_size * c.train.accum;
+  if (c.train.leaf > 0) {  // with a leaf the micro-batch is layout too: one leaf per micro-batch
+    m.train.accum = c.dist.world_size * c.train.accum * c.train.micro_batch / c.train.leaf;
+    m.train.micro_batch = c.train.leaf;
+  }
   m.dist.world_size = 1;
   m.dist.zero_stage = 0;
   m.dist.timeout_s = defaults.dist.timeout_s;

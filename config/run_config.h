@@ -65,6 +65,10 @@ struct TrainConfig {
   int64_t steps = 100;                 ///< optimizer steps
   int64_t micro_batch = 4;             ///< sequences per micro-batch
   int64_t accum = 1;                   ///< micro-batches per rank per step
+  /// Sequences per leaf of the canonical gradient tree; 0 = the micro-batch is the leaf.
+  /// With a leaf, micro_batch is layout like accum and world_size: every
+  /// world_size x accum x micro_batch of the same global batch gives the same bits.
+  int64_t leaf = 0;
   double lr = 1e-3;                    ///< peak learning rate
   std::string schedule = "cosine";     ///< constant | linear | cosine (after warmup)
   int64_t warmup = 0;                  ///< linear warmup steps from 0 to lr
@@ -228,7 +232,8 @@ std::vector<std::string> canonical_pieces(const RunConfig& c);
 std::string run_id(const RunConfig& c);
 
 /// The id of a run's math alone: run_id of `c` with its layout set to one canonical
-/// form: one rank with accum = world_size x accum (the same global batch), ZeRO 0, no
+/// form: one rank with accum = world_size x accum (the same global batch; with train.leaf,
+/// also micro_batch = leaf and accum = the global batch's leaves), ZeRO 0, no
 /// data workers, and default logging, checkpoint and watchdog settings; the fault keys
 /// that only stop a process (kill, hang, slow, crash) off. Two configs with the same
 /// math id train the same bits, so a checkpoint of one resumes the other.

@@ -119,6 +119,39 @@ TEST(CanonicalAllreduce, BitIdenticalToOneProcessTree) {
   }
 }
 
+// Any number of leaves per rank, power of two or not (W=2 x A=3 = 6 leaves, W=4 x 3 = 12,
+// W=1 x 5): each rank pushes its leaves into a NodeAccumulator (the canonical cover of its
+// range) and the node form combines the covers with the bits of one process's tree.
+TEST(CanonicalAllreduce, NodesOfAnyLayoutGiveTheBitsOfOneProcessTree) {
+  Communicator& comm = *g_comm;
+  const int w = comm.size(), r = comm.rank();
+  std::vector<float> workspace;
+  for (size_t per_rank : {3, 5, 1, 6}) {
+    const size_t m = per_rank * size_t(w);
+    for (size_t n : kSizes) {
+      SCOPED_TRACE("n=" + std::to_string(n) + " W=" + std::to_string(w) + " per rank " + std::to_string(per_rank));
+      Leaves leaves = make_leaves(m, n, 3);
+      std::vector<float> reference = tree_sum(leaves, 0, m);
+      NodeAccumulator acc(n, int64_t(m));
+      for (size_t j = size_t(r) * per_rank; j < size_t(r + 1) * per_rank; ++j) acc.push({int64_t(j), 1}, leaves[j].data());
+      std::vector<std::vector<TreeNode>> nodes;
+      for (int s = 0; s < w; ++s)
+        nodes.push_back(canonical_cover(int64_t(m), int64_t(size_t(s) * per_rank), int64_t(size_t(s + 1) * per_rank)));
+      std::vector<std::vector<float>> mine;
+      std::vector<const float*> partials;
+      for (size_t i = 0; i < acc.size(); ++i) mine.emplace_back(acc.sum(i), acc.sum(i) + n);
+      for (const auto& v : mine) partials.push_back(v.data());
+      EXPECT_EQ(partials.size(), nodes[size_t(r)].size());
+      std::vector<float> out(n, -1.0f);
+      canonical_allreduce(comm, partials, nodes, int64_t(m), out.data(), n, shard_layout(n, w), true, &workspace);
+      EXPECT_TRUE(same_bits(out.data(), reference.data(), n)) << "rank " << r;
+      // In place into the first partial.
+      canonical_allreduce(comm, partials, nodes, int64_t(m), mine[0].data(), n, shard_layout(n, w), true, &workspace);
+      EXPECT_TRUE(same_bits(mine[0].data(), reference.data(), n)) << "rank " << r << " (in place)";
+    }
+  }
+}
+
 TEST(CanonicalAllreduce, InPlaceAndReusedWorkspace) {
   Communicator& comm = *g_comm;
   const int w = comm.size(), r = comm.rank();

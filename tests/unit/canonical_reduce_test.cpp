@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -178,6 +180,113 @@ TEST(CanonicalSum, IsNotTheLeftToRightSum) {
   // M = 3 is (a + b) + c: the tree's first split is at P = 2.
   EXPECT_EQ(canonical_sum({1e16, 1.0, 1.0}), 1e16);
   EXPECT_EQ(canonical_sum({1.0, 1.0, 1e16}), 1e16 + 2.0);
+}
+
+// ------------------------------------------------------------- subtrees of the tree
+
+/// Whether `n` is a node of the canonical tree over `leaves`, by the definition.
+bool is_node(int64_t lo, int64_t hi, int64_t a, int64_t b) {
+  if (a == lo && b == hi) return true;
+  if (hi - lo == 1) return false;
+  int64_t p = 1;
+  while (p * 2 < hi - lo) p *= 2;
+  return b <= lo + p ? is_node(lo, lo + p, a, b) : a >= lo + p && is_node(lo + p, hi, a, b);
+}
+
+TEST(CanonicalCover, IsTheFewestCanonicalSubtreesThatMakeTheRange) {
+  for (int64_t leaves = 1; leaves <= 40; ++leaves)
+    for (int64_t a = 0; a < leaves; ++a)
+      for (int64_t b = a + 1; b <= leaves; ++b) {
+        const auto nodes = canonical_cover(leaves, a, b);
+        int64_t at = a;
+        for (size_t i = 0; i < nodes.size(); ++i) {
+          ASSERT_EQ(nodes[i].lo, at) << leaves << " [" << a << "," << b << ")";
+          ASSERT_TRUE(is_node(0, leaves, nodes[i].lo, nodes[i].end()));
+          // Maximal: no two neighbours are siblings (they would be one node).
+          if (i > 0) {
+            ASSERT_FALSE(canonical_siblings(leaves, nodes[i - 1], nodes[i]));
+          }
+          at = nodes[i].end();
+        }
+        ASSERT_EQ(at, b);
+        ASSERT_LE(nodes.size(), size_t(2 * std::log2(double(leaves)) + 2));
+      }
+  EXPECT_EQ(canonical_cover(8, 2, 4), (std::vector<TreeNode>{{2, 2}}));
+  EXPECT_EQ(canonical_cover(6, 0, 3), (std::vector<TreeNode>{{0, 2}, {2, 1}}));  // W=2 x A=3 of 6
+  EXPECT_EQ(canonical_cover(6, 3, 6), (std::vector<TreeNode>{{3, 1}, {4, 2}}));
+  EXPECT_THROW(canonical_cover(6, 3, 3), std::invalid_argument);
+  EXPECT_THROW(canonical_cover(6, 3, 7), std::invalid_argument);
+}
+
+TEST(CanonicalCover, SiblingsAreExactlyTheChildrenOfOneNode) {
+  EXPECT_TRUE(canonical_siblings(6, {0, 4}, {4, 2}));
+  EXPECT_TRUE(canonical_siblings(6, {4, 1}, {5, 1}));
+  EXPECT_FALSE(canonical_siblings(6, {2, 2}, {4, 2}));  // equal sizes, but not one node's children
+  EXPECT_FALSE(canonical_siblings(6, {0, 2}, {2, 1}));  // inside [0,4): [0,3) is no node
+  EXPECT_FALSE(canonical_siblings(7, {4, 1}, {5, 2}));  // [4,7) splits as [4,6) + [6,7)
+  EXPECT_TRUE(canonical_siblings(7, {4, 2}, {6, 1}));
+}
+
+/// Pushes leaves [0, leaves) cut at random into pieces, each pushed as its canonical
+/// cover (or leaf by leaf), and ranks' covers combined with tree_over_nodes: every way
+/// gives the bits of one TreeAccumulator over all the leaves.
+TEST(NodeAccumulator, AnyCutOfTheLeavesGivesTheBitsOfTheWholeTree) {
+  std::mt19937 rng(7);
+  const size_t n = 37;
+  for (int64_t leaves : {1, 2, 3, 5, 6, 7, 12, 16, 24, 31}) {
+    std::vector<Vec> g;
+    for (int64_t i = 0; i < leaves; ++i) g.push_back(mixed<float>(n, uint32_t(1000 + i + 100 * leaves)));
+    const Vec want = reference_tree(g, 0, size_t(leaves));
+    for (int trial = 0; trial < 20; ++trial) {
+      // Ranks: cut [0, leaves) into up to 5 ranges; each rank's range is cut again into
+      // micro-batches pushed as their covers.
+      std::vector<int64_t> cuts{0, leaves};
+      for (int c = 0; c < 4; ++c) cuts.push_back(int64_t(rng() % uint32_t(leaves + 1)));
+      std::sort(cuts.begin(), cuts.end());
+      cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+      std::vector<TreeNode> all;
+      std::vector<Vec> sums;
+      for (size_t r = 0; r + 1 < cuts.size(); ++r) {
+        NodeAccumulator acc(n, leaves);
+        for (int64_t lo = cuts[r]; lo < cuts[r + 1];) {
+          const int64_t hi = std::min(cuts[r + 1], lo + 1 + int64_t(rng() % 4));
+          for (const TreeNode& node : canonical_cover(leaves, lo, hi))
+            acc.push(node, reference_tree(g, size_t(node.lo), size_t(node.end())).data());
+          lo = hi;
+        }
+        ASSERT_EQ(acc.size(), canonical_cover(leaves, cuts[r], cuts[r + 1]).size());
+        for (size_t i = 0; i < acc.size(); ++i) {
+          ASSERT_EQ(acc.node(i), canonical_cover(leaves, cuts[r], cuts[r + 1])[i]);
+          all.push_back(acc.node(i));
+          sums.emplace_back(acc.sum(i), acc.sum(i) + n);
+        }
+      }
+      std::vector<Vec> scratch(all.size(), Vec(n));
+      std::vector<const float*> pieces;
+      std::vector<float*> slots;
+      for (size_t i = 0; i < all.size(); ++i) pieces.push_back(sums[i].data()), slots.push_back(scratch[i].data());
+      Vec got(n);
+      tree_over_nodes(all, pieces.data(), slots.data(), n, leaves, got.data());
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), n * sizeof(float)), 0) << leaves << " leaves, trial " << trial;
+      // In place: each piece its own scratch, the result into the first piece.
+      for (size_t i = 0; i < all.size(); ++i) slots[i] = sums[i].data();
+      tree_over_nodes(all, pieces.data(), slots.data(), n, leaves, sums[0].data());
+      ASSERT_EQ(std::memcmp(sums[0].data(), want.data(), n * sizeof(float)), 0);
+    }
+  }
+}
+
+TEST(NodeAccumulator, RefusesAGapAndTreeOverNodesRefusesNodesThatAreNotAPartition) {
+  NodeAccumulator acc(1, 8);
+  const float one = 1;
+  acc.push({0, 2}, &one);
+  EXPECT_THROW(acc.push({3, 1}, &one), std::invalid_argument);
+  Vec a(1, 1), b(1, 2);
+  const float* p[2] = {a.data(), b.data()};
+  float* s[2] = {a.data(), b.data()};
+  float out = 0;
+  EXPECT_THROW(tree_over_nodes({{0, 3}, {3, 1}}, p, s, 1, 4, &out), std::invalid_argument);  // [0,3) is no node of 4
+  EXPECT_THROW(tree_over_nodes({{0, 2}}, p, s, 1, 4, &out), std::invalid_argument);          // leaves 2..3 missing
 }
 
 }  // namespace

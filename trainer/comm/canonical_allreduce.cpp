@@ -30,33 +30,6 @@ void check_layout(const Communicator& comm, const ShardLayout& layout, size_t n,
                                 std::to_string(comm.size()) + " ranks");
 }
 
-// dst[i] = a[i] + b[i]. dst may be a or b (same index), never otherwise overlapping.
-SWEEP_VECTOR_CLONES void add(float* dst, const float* a, const float* b, size_t len) {
-  for (size_t i = 0; i < len; ++i) dst[i] = a[i] + b[i];
-}
-
-// Canonical tree over W equal-length pieces (piece[s], len elements each) into `dst`:
-// tree(lo,hi) = tree(lo,lo+P) + tree(lo+P,hi), P the largest power of two < hi-lo. An
-// inner subtree's sum goes to slot[lo] (its leftmost piece's scratch; slot[s] may be
-// piece[s], overwritten once read). Same shape and operand order as TreeAccumulator
-// (left + right), so the same bits.
-void tree_into(const float* const* piece, float* const* slot, size_t len, int lo, int hi, float* dst) {
-  if (hi - lo == 1) {
-    if (dst != piece[lo] && len) std::memcpy(dst, piece[lo], len * sizeof(float));
-    return;
-  }
-  int p = 1;
-  while (p * 2 < hi - lo) p *= 2;
-  auto subtree = [&](int a, int b) -> const float* {
-    if (b - a == 1) return piece[a];
-    tree_into(piece, slot, len, a, b, slot[a]);
-    return slot[a];
-  };
-  const float* left = subtree(lo, lo + p);
-  const float* right = subtree(lo + p, hi);
-  add(dst, left, right, len);
-}
-
 // Ring all-gather, in place: block s of `buf` is [offsets[s], offsets[s+1]) bytes and
 // is valid on rank s on entry, everywhere on return. At step t a rank forwards the block
 // it received at step t-1 to its right neighbour: W-1 steps, each moving one block.
@@ -91,45 +64,75 @@ ShardLayout shard_layout(size_t n, int world, size_t align) {
 
 void canonical_allreduce(Communicator& comm, const float* partial, float* out, size_t n, const ShardLayout& layout,
                          bool gather, std::vector<float>* workspace) {
+  // Rank s's partial is one subtree: leaf s of a tree over the W ranks.
+  std::vector<std::vector<TreeNode>> nodes(static_cast<size_t>(comm.size()));
+  for (size_t s = 0; s < nodes.size(); ++s) nodes[s] = {TreeNode{int64_t(s), 1}};
+  canonical_allreduce(comm, std::vector<const float*>{partial}, nodes, comm.size(), out, n, layout, gather, workspace);
+}
+
+void canonical_allreduce(Communicator& comm, const std::vector<const float*>& partials,
+                         const std::vector<std::vector<TreeNode>>& nodes, int64_t leaves, float* out, size_t n,
+                         const ShardLayout& layout, bool gather, std::vector<float>* workspace) {
   check_layout(comm, layout, n, "canonical_allreduce");
   const int w = comm.size(), r = comm.rank();
-  if (w == 1) {
-    if (out != partial && n) std::memmove(out, partial, n * sizeof(float));
-    return;
-  }
+  if (nodes.size() != size_t(w) || partials.size() != nodes[size_t(r)].size() || partials.empty())
+    throw std::invalid_argument("canonical_allreduce on rank " + std::to_string(r) + ": " +
+                                std::to_string(partials.size()) + " partial sums for " +
+                                std::to_string(nodes.size() == size_t(w) ? nodes[size_t(r)].size() : 0) +
+                                " subtrees of " + std::to_string(nodes.size()) + " ranks");
+  // Node i of all ranks in order: rank s's j-th is first[s] + j.
+  std::vector<TreeNode> all;
+  std::vector<size_t> first;
+  for (const auto& mine : nodes) first.push_back(all.size()), all.insert(all.end(), mine.begin(), mine.end());
+  const size_t total = all.size(), own = first[size_t(r)], k = partials.size();
   std::vector<float> local;
   std::vector<float>& ws = workspace ? *workspace : local;
+  if (w == 1) {
+    std::vector<float*> slot(k);
+    if (k > 1 && ws.size() < k * n) ws.resize(k * n);
+    for (size_t j = 0; j < k; ++j) slot[j] = j == 0 ? out : ws.data() + j * n;
+    if (k == 1) {
+      if (out != partials[0] && n) std::memmove(out, partials[0], n * sizeof(float));
+      return;
+    }
+    tree_over_nodes(all, partials.data(), slot.data(), n, leaves, out);
+    return;
+  }
   const size_t chunk = std::max<size_t>(1, std::min(kChunk, layout.size(0)));  // shard 0 is the largest
   // Chunks exchanged at once: a link with a high latency (TCP between hosts) pays it per
   // exchange, so several chunks go together, within kExchangeBytes of workspace.
-  const size_t group = std::max<size_t>(1, kExchangeBytes / (size_t(w) * chunk * sizeof(float)));
+  const size_t group = std::max<size_t>(1, kExchangeBytes / (total * chunk * sizeof(float)));
   const size_t span = chunk * group;
   const size_t rounds = std::max<size_t>(1, (layout.size(0) + span - 1) / span);
-  if (ws.size() < size_t(w) * span) ws.resize(size_t(w) * span);
+  if (ws.size() < total * span) ws.resize(total * span);
   // Round c's piece of shard s: `len(s, c)` elements from `at(s, c)` (0 elements, at the
   // shard's end, once the shard is used up). Every rank computes the same.
   auto at = [&](int s, size_t c) { return layout.begin(s) + std::min(c * span, layout.size(s)); };
   auto len = [&](int s, size_t c) { return std::min(span, layout.end(s) - at(s, c)); };
-  std::vector<const float*> piece(static_cast<size_t>(w));
-  std::vector<float*> slot(static_cast<size_t>(w));
+  std::vector<const float*> piece(total);
+  std::vector<float*> slot(total);
   for (size_t c = 0; c < rounds; ++c) {
-    // All-to-all of round c, pairwise: at step t send round c's piece of shard r+t of our
-    // partial to its owner and take round c's piece of shard r of rank r-t's partial into
-    // slot r-t. Our own piece is read where it lies, not copied. The tree writes only
-    // shard r of `out`, which is never sent, so out == partial works.
+    // All-to-all of round c, pairwise: at step t send round c's piece of shard r+t of each
+    // of our partials to its owner and take round c's pieces of shard r of rank r-t's
+    // partials into their slots (one message per subtree; a rank with fewer subtrees
+    // sends or receives nothing in the calls past its count). Our own pieces are read
+    // where they lie. The tree writes only shard r of `out`, which is never sent.
     for (int t = 1; t < w; ++t) {
-      int dst = (r + t) % w, src = (r - t + w) % w;
-      comm.sendrecv(partial + at(dst, c), len(dst, c) * sizeof(float), dst, ws.data() + size_t(src) * span,
-                    len(r, c) * sizeof(float), src);
+      const int dst = (r + t) % w, src = (r - t + w) % w;
+      const size_t theirs = nodes[size_t(src)].size();
+      for (size_t j = 0; j < std::max(k, theirs); ++j)
+        comm.sendrecv(j < k ? partials[j] + at(dst, c) : nullptr, j < k ? len(dst, c) * sizeof(float) : 0, dst,
+                      j < theirs ? ws.data() + (first[size_t(src)] + j) * span : nullptr,
+                      j < theirs ? len(r, c) * sizeof(float) : 0, src);
     }
     // Then the tree, chunk by chunk, each while its pieces are in cache.
     for (size_t o = 0; o < len(r, c); o += chunk) {
       const size_t l = std::min(chunk, len(r, c) - o);
-      for (int s = 0; s < w; ++s) {
-        slot[size_t(s)] = ws.data() + size_t(s) * span + o;
-        piece[size_t(s)] = s == r ? partial + at(r, c) + o : slot[size_t(s)];
+      for (size_t i = 0; i < total; ++i) {
+        slot[i] = ws.data() + i * span + o;
+        piece[i] = i >= own && i < own + k ? partials[i - own] + at(r, c) + o : slot[i];
       }
-      tree_into(piece.data(), slot.data(), l, 0, w, out + at(r, c) + o);
+      tree_over_nodes(all, piece.data(), slot.data(), l, leaves, out + at(r, c) + o);
     }
   }
   if (gather) allgather_shards(comm, out, layout);

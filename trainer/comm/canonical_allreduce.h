@@ -7,7 +7,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "communicator.h"  // Communicator
+#include "canonical_reduce.h"  // TreeNode
+#include "communicator.h"      // Communicator
 #include "optimizer.h"     // kNormBlock, sum_of_squares
 
 namespace sweep {
@@ -57,6 +58,19 @@ ShardLayout shard_layout(size_t n, int world, size_t align = kNormBlock);
 /// Collective; `layout` must be shard_layout(n, comm.size(), ...) on every rank.
 void canonical_allreduce(Communicator& comm, const float* partial, float* out, size_t n, const ShardLayout& layout,
                          bool gather = true, std::vector<float>* workspace = nullptr);
+
+/// The general form, for ranks whose leaves are not one subtree of the canonical tree
+/// (any world_size x accum x micro_batch of a global batch of `leaves` leaves): rank s holds
+/// the sums of the subtrees `nodes[s]` (its NodeAccumulator: the canonical cover of its
+/// leaves), this rank's in `partials` (nodes[rank()].size() vectors of n floats), and
+/// `nodes` over all ranks partition [0, leaves) in rank order. `out` gets the canonical
+/// tree over all the leaves, bit-identical to one process running TreeAccumulator over
+/// them. A rank sends each of its nodes' pieces, so k nodes cost it k times the bytes of
+/// one partial (1 node per rank, as with a power-of-two accumulation, is the form above).
+/// `out` may be partials[0]. Collective; every rank passes the same `nodes` and `leaves`.
+void canonical_allreduce(Communicator& comm, const std::vector<const float*>& partials,
+                         const std::vector<std::vector<TreeNode>>& nodes, int64_t leaves, float* out, size_t n,
+                         const ShardLayout& layout, bool gather = true, std::vector<float>* workspace = nullptr);
 
 /// In place: shard s of `data` (n floats, indexed globally) is valid on rank s on entry
 /// and everywhere on return (ZeRO 1-3 parameter gather). Collective.
