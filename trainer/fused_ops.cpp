@@ -7,10 +7,7 @@
 #include "vector_clones.h"  // SWEEP_VECTOR_CLONES
 
 namespace sweep {
-namespace {
-
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+namespace kernels {
 
 // ------------------------------------------------------------------------ RMSNorm
 
@@ -41,6 +38,15 @@ SWEEP_VECTOR_CLONES void rms_backward(const float* g, const float* x, const floa
     }
   }
 }
+
+}  // namespace kernels
+
+namespace {
+
+using kernels::rms_backward;
+using kernels::rms_forward;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
 
 struct RmsNormFn : torch::autograd::Function<RmsNormFn> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w, double eps) {

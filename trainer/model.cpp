@@ -2,7 +2,8 @@
 
 #include <cmath>
 
-#include "fused_ops.h"  // rms_norm, swiglu, split_heads_rope
+#include "fused_ops.h"   // swiglu, split_heads_rope
+#include "sweep/leaf.h"  // leaf-aware linear, embedding, rms_norm: plain layers outside a leaf step
 
 namespace sweep {
 
@@ -70,24 +71,25 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg, MatmulPrecision precisi
   causal_mask_ = register_buffer("causal_mask", torch::full({L, L}, -std::numeric_limits<float>::infinity()).triu(1));
 }
 
-torch::Tensor TransformerImpl::linear(const torch::Tensor& x, const torch::Tensor& w) const {
-  if (precision_ == MatmulPrecision::fp16_emulated)
-    // Round both operands to fp16 (overflowing to inf as real fp16 would); the product
-    // accumulates in fp32. The backward of the casts rounds gradients to fp16 as well.
-    return F::linear(x.to(torch::kHalf).to(torch::kFloat), w.to(torch::kHalf).to(torch::kFloat));
-  return F::linear(x, w);
+torch::Tensor TransformerImpl::linear(const torch::Tensor& x, const std::vector<torch::Tensor>& w,
+                                      const std::vector<int64_t>& rows_per_leaf) const {
+  // fp16 emulation: both operands rounded to fp16 (overflowing to inf as real fp16 would);
+  // the product accumulates in fp32. The casts' backward rounds gradients to fp16 as well.
+  const bool fp16 = precision_ == MatmulPrecision::fp16_emulated;
+  return leaf::linear(fp16 ? x.to(torch::kHalf).to(torch::kFloat) : x, w, rows_per_leaf, fp16);
 }
 
-torch::Tensor TransformerImpl::mlp_forward(const Mlp& m, const torch::Tensor& x) const {
+torch::Tensor TransformerImpl::mlp_forward(const Mlp& m, const torch::Tensor& x,
+                                           const std::vector<int64_t>& rows_per_leaf) const {
   // w1 and w3 as one [2 hidden, d] matrix: one wider matmul instead of two (and one
   // instead of two in the backward for x).
-  return linear(swiglu(linear(x, torch::cat({m.w1, m.w3}, 0))), m.w2);
+  return linear(swiglu(linear(x, {m.w1, m.w3}, rows_per_leaf)), {m.w2}, rows_per_leaf);
 }
 
 torch::Tensor TransformerImpl::moe_forward(const Block& b, const torch::Tensor& x) const {
   // x: [T, d] tokens. Routing: softmax over experts, top-k, gate = routed probability.
   // Experts that receive no token are not run, so their parameters get no gradient.
-  auto probs = torch::softmax(linear(x, b.router).to(torch::kFloat), -1);
+  auto probs = torch::softmax(linear(x, {b.router}).to(torch::kFloat), -1);
   auto top = probs.topk(cfg_.moe_top_k, -1);
   auto gates = std::get<0>(top), chosen = std::get<1>(top);  // [T, k]
   torch::Tensor out = b.mlp ? mlp_forward(*b.mlp, x) : torch::zeros_like(x);
@@ -96,7 +98,10 @@ torch::Tensor TransformerImpl::moe_forward(const Block& b, const torch::Tensor& 
     auto rows = hit.any(-1).nonzero().squeeze(-1);
     if (rows.numel() == 0) continue;
     auto gate = (gates * hit.to(gates.scalar_type())).sum(-1).index_select(0, rows).unsqueeze(-1);
-    auto y = mlp_forward(*b.experts[size_t(e)], x.index_select(0, rows)) * gate;
+    // In a leaf step the expert's rows are counted per leaf: each leaf's tokens go through
+    // it as they would in a micro-batch of that leaf alone.
+    const auto counts = leaf::active() ? leaf::rows_per_leaf(rows, x.size(0)) : std::vector<int64_t>{};
+    auto y = mlp_forward(*b.experts[size_t(e)], x.index_select(0, rows), counts) * gate;
     out = out.index_add(0, rows, y.to(out.scalar_type()));
   }
   return out;
@@ -104,29 +109,36 @@ torch::Tensor TransformerImpl::moe_forward(const Block& b, const torch::Tensor& 
 
 torch::Tensor TransformerImpl::block_forward(const Block& b, const torch::Tensor& x) const {
   const int64_t B = x.size(0), L = x.size(1), H = cfg_.heads, hd = cfg_.d_model / H;
-  auto h = rms_norm(x, b.attn_norm, kNormEps);
+  auto h = leaf::rms_norm(x, b.attn_norm, kNormEps);
   // q, k and v from one [3d, d] matmul, split into heads [B, H, L, hd] with rotary q, k.
-  auto qkv = split_heads_rope(linear(h, torch::cat({b.wq, b.wk, b.wv}, 0)), H, rope_cos_, rope_sin_);
+  auto qkv = split_heads_rope(linear(h, {b.wq, b.wk, b.wv}), H, rope_cos_, rope_sin_);
   auto q = qkv[0].reshape({B * H, L, hd}), k = qkv[1].reshape({B * H, L, hd}), v = qkv[2].reshape({B * H, L, hd});
   // Scale and causal mask inside the batched matmul: mask + (q k^T) / sqrt(hd).
   auto scores = torch::baddbmm(causal_mask_.narrow(0, 0, L).narrow(1, 0, L), q, k.transpose(1, 2), /*beta=*/1.0,
                                /*alpha=*/1.0 / std::sqrt(double(hd)));
   auto att =
       torch::bmm(torch::softmax(scores, -1), v).view({B, H, L, hd}).transpose(1, 2).reshape({B, L, cfg_.d_model});
-  auto y = x + linear(att, b.wo);
-  auto m = rms_norm(y, b.mlp_norm, kNormEps);
+  auto y = x + linear(att, {b.wo});
+  auto m = leaf::rms_norm(y, b.mlp_norm, kNormEps);
   if (b.experts.empty()) return y + mlp_forward(*b.mlp, m);
   return y + moe_forward(b, m.reshape({B * L, cfg_.d_model})).view({B, L, cfg_.d_model});
 }
 
-torch::Tensor TransformerImpl::loss_sum(const torch::Tensor& tokens) {
+LeafLoss TransformerImpl::loss_sum(const torch::Tensor& tokens) {
   const int64_t L = tokens.size(1) - 1;
   auto inputs = tokens.narrow(1, 0, L), targets = tokens.narrow(1, 1, L);
-  auto x = F::embedding(inputs, embed_);
+  auto x = leaf::embedding(inputs, embed_);
   for (const auto& b : blocks_) x = block_forward(*b, x);
-  auto logits = linear(rms_norm(x, final_norm_, kNormEps), head_).to(torch::kFloat);
-  return F::cross_entropy(logits.reshape({-1, cfg_.vocab}), targets.reshape({-1}),
-                          F::CrossEntropyFuncOptions().reduction(torch::kSum));
+  auto logits = linear(leaf::rms_norm(x, final_norm_, kNormEps), {head_}).to(torch::kFloat);
+  if (!leaf::active())
+    return {F::cross_entropy(logits.reshape({-1, cfg_.vocab}), targets.reshape({-1}),
+                             F::CrossEntropyFuncOptions().reduction(torch::kSum)),
+            torch::Tensor()};
+  // A leaf step: each leaf's tokens summed on their own.
+  auto per_token = F::cross_entropy(logits.reshape({-1, cfg_.vocab}), targets.reshape({-1}),
+                                    F::CrossEntropyFuncOptions().reduction(torch::kNone));
+  auto per_leaf = leaf::sum_per_leaf(per_token);
+  return {per_leaf.sum(), per_leaf};
 }
 
 }  // namespace sweep

@@ -15,13 +15,19 @@ enum class MatmulPrecision {
   fp16_emulated,  ///< inputs rounded to fp16, products accumulated in fp32 (CPU fp16)
 };
 
+/// The summed loss of a micro-batch and, in a leaf step, its per-leaf sums.
+struct LeafLoss {
+  torch::Tensor sum, per_leaf;
+};
+
 class TransformerImpl : public torch::nn::Module {
  public:
   TransformerImpl(const ModelConfig& cfg, MatmulPrecision precision);
 
   /// Summed (not mean) next-token cross-entropy of `tokens` [B, L+1]: inputs are
-  /// tokens[:, :L], targets tokens[:, 1:].
-  torch::Tensor loss_sum(const torch::Tensor& tokens);
+  /// tokens[:, :L], targets tokens[:, 1:]. Built from the leaf-aware layers (sweep/leaf.h):
+  /// in a leaf step also each leaf's sum (per_leaf), else per_leaf is undefined.
+  LeafLoss loss_sum(const torch::Tensor& tokens);
 
  private:
   /// A SwiGLU MLP: w2(silu(w1 x) * w3 x).
@@ -37,8 +43,10 @@ class TransformerImpl : public torch::nn::Module {
     torch::Tensor router;                       // [experts, d] when MoE
     std::vector<std::shared_ptr<Mlp>> experts;  // routed experts
   };
-  torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w) const;
-  torch::Tensor mlp_forward(const Mlp& m, const torch::Tensor& x) const;
+  /// x [w_1; w_2; ...]^T, rounded as the precision says.
+  torch::Tensor linear(const torch::Tensor& x, const std::vector<torch::Tensor>& w,
+                       const std::vector<int64_t>& rows_per_leaf = {}) const;
+  torch::Tensor mlp_forward(const Mlp& m, const torch::Tensor& x, const std::vector<int64_t>& rows_per_leaf = {}) const;
   torch::Tensor moe_forward(const Block& b, const torch::Tensor& x) const;
   torch::Tensor block_forward(const Block& b, const torch::Tensor& x) const;
 

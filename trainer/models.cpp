@@ -55,8 +55,10 @@ class DecoderModel : public Model {
       : net_(a.config().model, a.fp16_emulated() ? MatmulPrecision::fp16_emulated : MatmulPrecision::fp32) {}
   torch::nn::Module& module() override { return *net_; }
   LossSum loss(const torch::Tensor& tokens) override {
-    return {net_->loss_sum(tokens), tokens.size(0) * (tokens.size(1) - 1)};
+    LeafLoss l = net_->loss_sum(tokens);
+    return {l.sum, tokens.size(0) * (tokens.size(1) - 1), l.per_leaf};
   }
+  bool leaf_aware() const override { return true; }
 
  private:
   Transformer net_;

@@ -64,6 +64,31 @@ class AutocastGuard {
   at::ScalarType prev_dtype_ = at::kFloat;
 };
 
+/// Whether autocast is on for CPU tensors, and to which dtype.
+inline bool cpu_autocast_on() {
+#if SWEEP_TORCH_AT_LEAST(2, 4)
+  return at::autocast::is_autocast_enabled(torch::kCPU);
+#else
+  return at::autocast::is_cpu_enabled();
+#endif
+}
+inline at::ScalarType cpu_autocast_dtype() {
+#if SWEEP_TORCH_AT_LEAST(2, 4)
+  return at::autocast::get_autocast_dtype(torch::kCPU);
+#else
+  return at::autocast::get_autocast_cpu_dtype();
+#endif
+}
+
+/// While it lives, ops on CPU tensors run in the dtypes they are given, autocast or not.
+class NoCpuAutocast {
+ public:
+  NoCpuAutocast() : guard_(c10::DispatchKeySet(c10::DispatchKey::AutocastCPU)) {}
+
+ private:
+  c10::impl::ExcludeDispatchKeyGuard guard_;
+};
+
 /// Deterministic CUDA math: cuDNN deterministic and not autotuned, no TF32 in matmuls or
 /// convolutions. (cuBLAS's workspace setting is an environment variable, set before
 /// CUDA starts.) The calls exist, as no-ops, in a CPU-only LibTorch.

@@ -16,7 +16,7 @@
 #include <optional>
 
 #include "canonical_allreduce.h"  // canonical_allreduce, shard_layout, allgather_shards
-#include "canonical_reduce.h"     // TreeAccumulator, canonical_sum
+#include "canonical_reduce.h"     // TreeAccumulator, NodeAccumulator, canonical_cover, canonical_sum
 #include "checkpoint.h"           // save_checkpoint, load_latest_checkpoint
 #include "checksum.h"             // flat_checksum, tensor_checksum
 #include "comm_selftest.h"        // comm_self_test, rank_hosts
@@ -24,6 +24,7 @@
 #include "environment.h"          // set_up_determinism, collect_environment
 #include "faults.h"               // FaultInjector
 #include "flat_params.h"          // FlatParams, flatten
+#include "leaf_scope.h"           // LeafScope, LeafScopeGuard
 #include "memory_meter.h"         // TensorMemoryMeter
 #include "model_schema.h"         // kDecoderKind
 #include "optimizer.h"            // adamw, learning_rate, clipping, LossScaler
@@ -135,6 +136,15 @@ class Trainer {
   /// The micro-batches of this rank: forward and backward into the gradient tree; returns
   /// this rank's target count.
   int64_t compute(int64_t step, std::vector<double>& local_losses, double scale_used, int64_t tokens);
+  /// The same for a run with leaves or a rank whose leaves are not one subtree: the rank's
+  /// subtree sums end in nodes_.
+  int64_t compute_leaves(int64_t step, std::vector<double>& local_losses, double scale_used, int64_t tokens);
+  /// One forward and backward of `batch` (one or more leaves) with autocast and the
+  /// checks; `losses` gets each leaf's loss over `tokens`. Returns the targets.
+  int64_t forward_backward(int64_t step, int64_t k, const torch::Tensor& batch, double scale_used, int64_t tokens,
+                           double* losses);
+  /// Sets up leaves, the path (fused or split) and the reduction's subtrees.
+  void plan_leaves();
   std::optional<ChecksumRow> checksum_if_due(int64_t step);
   void check_replicas(int64_t step, const ChecksumRow& mine);
   TrainState snapshot(int64_t step);
@@ -165,6 +175,17 @@ class Trainer {
   std::vector<float> reduce_ws_;
   int64_t step_peak_tensors_ = 0;  // most bytes of LibTorch CPU tensors alive during a step
   std::unique_ptr<TreeAccumulator> tree_;
+  // Leaves (docs/design.md): K per micro-batch (train.leaf; else the micro-batch is one
+  // leaf), N per step. `general_`: the rank's leaves are not one subtree of the tree, or
+  // a micro-batch holds several leaves: subtree sums go into nodes_, and the reduction
+  // takes every rank's cover (rank_nodes_).
+  int64_t K_ = 1, N_ = 1;
+  bool general_ = false, fused_ = false;
+  std::unique_ptr<NodeAccumulator> nodes_;
+  std::vector<std::vector<TreeNode>> rank_nodes_;
+  LeafScope scope_;                             // the fused path's micro-batch (sweep/leaf.h)
+  std::vector<std::vector<float>> node_bufs_;  // its subtree sums past the first (that one is the gradient buffer)
+  std::vector<int64_t> plain_;                  // per parameter tensor: autograd gave it a gradient this micro-batch
   LossScaler scaler_;
   int64_t updates_ = 0;
   std::vector<int64_t> used_;  // per parameter tensor: got a gradient this step; then the target count
@@ -251,8 +272,10 @@ RunStatus Trainer::run() {
   tree_ = std::make_unique<TreeAccumulator>(n);
   scaler_ = LossScaler::from(cfg_.train);
   used_.assign(flat_.handles.size() + 1, 0);
+  plain_.assign(flat_.handles.size(), 0);
   for (size_t i = 0; i < flat_.handles.size(); ++i)
-    flat_.handles[i].register_hook([this, i](const torch::Tensor&) { used_[i] = 1; });
+    flat_.handles[i].register_hook([this, i](const torch::Tensor&) { used_[i] = 1, plain_[i] = 1; });
+  plan_leaves();
 
   // From the first collective on, a rank that waits dist.timeout_s for its peers ends the
   // run: ranks that cannot reach each other (a transport that does not connect two hosts)
@@ -410,6 +433,26 @@ void Trainer::open_record(const std::vector<std::pair<std::string, std::string>>
   std::vector<std::string> kinds;
   for (const auto& s : models_.specs()) kinds.push_back(s.schema.kind);
   header.environment.emplace_back("trainer.models", join(kinds));
+  if (cfg_.train.leaf > 0)
+    header.environment.emplace_back(
+        "leaf.path", fused_ ? "fused: one forward and backward per micro-batch, through the leaf-aware layers"
+                            : std::string("split: one forward and backward per leaf (") +
+                                  (model_->leaf_aware() ? "leaf-aware layers run on the host only"
+                                                        : "the model is not built from the leaf-aware layers") +
+                                  ")");
+  if (general_) {
+    // What the reduction moves beyond one partial per rank: each extra subtree of a rank
+    // goes to every other rank's shard.
+    size_t most = 0;
+    int64_t extra = 0;
+    for (int s = 0; s < world_; ++s) {
+      most = std::max(most, rank_nodes_[size_t(s)].size());
+      extra += int64_t(rank_nodes_[size_t(s)].size() - 1) * int64_t(flat_.n - int64_t(layout_.size(s))) * 4;
+    }
+    header.environment.emplace_back("reduction.subtrees", std::to_string(most) + " at most per rank; " +
+                                                              std::to_string(extra) +
+                                                              " bytes per step beyond one partial sum per rank");
+  }
   header.params = flat_.table;
   header.world_size = world_;
   std::filesystem::create_directories(opt_.out_dir);
@@ -445,6 +488,111 @@ int64_t Trainer::compute(int64_t step, std::vector<double>& local_losses, double
   tree_->finish_with_last(grads);
   // A parameter registered or replaced after construction is not in the flat buffer: it
   // would train outside every guarantee.
+  if (const std::string what = flat_.changed(model_->module()); !what.empty())
+    throw std::runtime_error(model_error("its parameters changed during step " + std::to_string(step) + ": " + what));
+  return targets;
+}
+
+void Trainer::plan_leaves() {
+  const int64_t A = cfg_.train.accum, leaf = cfg_.train.leaf;
+  K_ = leaf > 0 ? cfg_.train.micro_batch / leaf : 1;
+  N_ = int64_t(world_) * A * K_;
+  rank_nodes_.clear();
+  bool one_subtree = true;
+  for (int s = 0; s < world_; ++s) {
+    rank_nodes_.push_back(canonical_cover(N_, s * A * K_, (s + 1) * A * K_));
+    one_subtree = one_subtree && rank_nodes_.back().size() == 1;
+  }
+  // Without a leaf and with each rank's micro-batches one subtree (a power-of-two
+  // accumulation), the original path: its bits and its copies are the same as ever.
+  general_ = leaf > 0 || !one_subtree;
+  if (!general_) return;
+  nodes_ = std::make_unique<NodeAccumulator>(size_t(flat_.n), N_);
+  // One pass per micro-batch through the leaf-aware layers, on the host; a model of plain
+  // layers (or a device) gets one pass per leaf.
+  fused_ = leaf > 0 && model_->leaf_aware() && device_.is_cpu();
+  if (!fused_) return;
+  for (const auto& p : flat_.table) scope_.offsets.push_back(p.offset), scope_.numels.push_back(p.numel);
+  scope_.n = flat_.n;
+  scope_.used = &used_;
+}
+
+int64_t Trainer::forward_backward(int64_t step, int64_t k, const torch::Tensor& batch, double scale_used,
+                                  int64_t tokens, double* losses) {
+  torch::AutoGradMode grad_on(true);
+  std::optional<compat::AutocastGuard> guard;
+  autocast(guard);
+  LossSum ls = model_->loss(batch);
+  check_loss(ls);
+  if (!ls.sum.requires_grad())
+    throw std::runtime_error(model_error("loss() returned a tensor that depends on no parameter"));
+  torch::Tensor loss = ls.sum / double(tokens);
+  if (faults_ && faults_->nan_loss(step, k)) loss = loss * std::numeric_limits<double>::quiet_NaN();  // test-only
+  if (fused_) {
+    if (!ls.per_leaf.defined() || ls.per_leaf.dim() != 1 || ls.per_leaf.size(0) != K_)
+      throw std::runtime_error(model_error(
+          "it is leaf-aware, but loss() returned " +
+          (ls.per_leaf.defined() ? "per_leaf of shape " + c10::str(ls.per_leaf.sizes()) : std::string("no per_leaf")) +
+          "; expected [" + std::to_string(K_) + "] (sweep::leaf::sum_per_leaf)"));
+    // Each leaf's loss over the step's tokens, like the whole micro-batch's (the NaN of a
+    // test fault reaches all of them).
+    torch::Tensor per = (ls.per_leaf / double(tokens)).to(torch::kDouble).cpu();
+    if (faults_ && faults_->nan_loss(step, k)) per = per * std::numeric_limits<double>::quiet_NaN();
+    for (int64_t l = 0; l < K_; ++l) losses[l] = per[l].item<double>();
+  } else {
+    losses[0] = loss.item<double>();
+  }
+  (scaler_.enabled ? loss * scale_used : loss).backward();
+  return ls.targets;
+}
+
+int64_t Trainer::compute_leaves(int64_t step, std::vector<double>& local_losses, double scale_used, int64_t tokens) {
+  const int64_t A = cfg_.train.accum, first = int64_t(rank_) * A * K_, leaf = cfg_.train.leaf;
+  float* grads = flat_.grads.data_ptr<float>();
+  const size_t n = size_t(flat_.n);
+  nodes_->clear();
+  int64_t targets = 0;
+  for (int64_t k = 0; k < A; ++k) {
+    const torch::Tensor batch = batch_on_device(prefetch_->next());
+    const int64_t lo = first + k * K_;
+    if (!fused_) {  // one forward and backward per leaf, each gradient a leaf of the tree
+      for (int64_t l = 0; l < K_; ++l) {
+        flat_.zero_grads();
+        const torch::Tensor chunk = K_ == 1 ? batch : batch.narrow(0, l * leaf, leaf);
+        targets += forward_backward(step, k, chunk, scale_used, tokens, &local_losses[size_t(k * K_ + l)]);
+        flat_.pull_grads();
+        nodes_->push({lo + l, 1}, grads);
+      }
+      continue;
+    }
+    // One pass: the leaf-aware layers fold each leaf's gradient into the sums of the
+    // micro-batch's subtrees, the first in the gradient buffer, the others beside it.
+    scope_.leaves = K_;
+    scope_.nodes = canonical_cover(N_, lo, lo + K_);
+    if (node_bufs_.size() + 1 < scope_.nodes.size()) node_bufs_.resize(scope_.nodes.size() - 1);
+    scope_.bufs = {grads};
+    for (size_t j = 1; j < scope_.nodes.size(); ++j) {
+      node_bufs_[j - 1].assign(n, 0.0f);
+      scope_.bufs.push_back(node_bufs_[j - 1].data());
+    }
+    for (auto& node : scope_.nodes) node.lo -= lo;
+    scope_.params = flat_.params.data_ptr<float>();
+    scope_.written.assign(flat_.table.size(), 0);
+    std::fill(plain_.begin(), plain_.end(), 0);
+    flat_.zero_grads();
+    {
+      LeafScopeGuard on(&scope_);
+      targets += forward_backward(step, k, batch, scale_used, tokens, &local_losses[size_t(k * K_)]);
+    }
+    for (size_t i = 0; i < plain_.size(); ++i)
+      if (plain_[i])
+        throw std::runtime_error(model_error(
+            "parameter '" + flat_.table[i].name +
+            "' got its gradient from a plain LibTorch op, but the model says it is leaf-aware; build it from the "
+            "layers of sweep/leaf.h, or let leaf_aware() return false"));
+    for (size_t j = 0; j < scope_.nodes.size(); ++j)
+      nodes_->push({lo + scope_.nodes[j].lo, scope_.nodes[j].count}, scope_.bufs[j]);
+  }
   if (const std::string what = flat_.changed(model_->module()); !what.empty())
     throw std::runtime_error(model_error("its parameters changed during step " + std::to_string(step) + ": " + what));
   return targets;
@@ -494,11 +642,12 @@ void Trainer::release_params() {
 EvalRow Trainer::evaluate(int64_t step) {
   const auto t0 = Clock::now();
   const int64_t A = cfg_.train.accum, M = world_ * A, B = cfg_.train.micro_batch, L = cfg_.model.seq_len;
+  const int64_t leaf = cfg_.train.leaf;
   gather_params();
   flat_.push_params();
   model_->module().eval();
   std::vector<int64_t> tokens(static_cast<size_t>(B * (L + 1)));
-  std::vector<double> local(static_cast<size_t>(A)), leaves(static_cast<size_t>(M));
+  std::vector<double> local(static_cast<size_t>(A * K_)), leaves(static_cast<size_t>(N_));
   double total = 0;  // the batches' canonical sums, added in batch order
   int64_t targets = 0;
   for (int64_t e = 0; e < cfg_.train.eval_batches; ++e) {
@@ -508,12 +657,27 @@ EvalRow Trainer::evaluate(int64_t step) {
       const torch::Tensor batch = batch_on_device(tokens.data());
       std::optional<compat::AutocastGuard> guard;
       autocast(guard);
-      const LossSum ls = model_->loss(batch);
-      check_loss(ls);
-      local[size_t(k)] = ls.sum.item<double>();
-      targets += ls.targets;
+      if (fused_) {  // one pass, the loss of each leaf
+        scope_.leaves = K_;
+        LeafScopeGuard on(&scope_);
+        const LossSum ls = model_->loss(batch);
+        check_loss(ls);
+        if (!ls.per_leaf.defined() || ls.per_leaf.numel() != K_)
+          throw std::runtime_error(model_error("it is leaf-aware, but loss() returned no per_leaf of " +
+                                               std::to_string(K_) + " leaves in evaluation"));
+        const torch::Tensor per = ls.per_leaf.to(torch::kDouble).cpu();
+        for (int64_t l = 0; l < K_; ++l) local[size_t(k * K_ + l)] = per[l].item<double>();
+        targets += ls.targets;
+        continue;
+      }
+      for (int64_t l = 0; l < K_; ++l) {  // one pass per leaf (the micro-batch is one without a leaf)
+        const LossSum ls = model_->loss(K_ == 1 ? batch : batch.narrow(0, l * leaf, leaf));
+        check_loss(ls);
+        local[size_t(k * K_ + l)] = ls.sum.item<double>();
+        targets += ls.targets;
+      }
     }
-    comm_.allgather(local.data(), size_t(A) * sizeof(double), leaves.data());
+    comm_.allgather(local.data(), local.size() * sizeof(double), leaves.data());
     total += canonical_sum(leaves);
   }
   model_->module().train();
@@ -537,11 +701,12 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   float* grads = flat_.grads.data_ptr<float>();
 
   std::fill(used_.begin(), used_.end(), 0);
-  std::vector<double> local_losses(static_cast<size_t>(A)), leaf_losses(static_cast<size_t>(M));
+  std::vector<double> local_losses(static_cast<size_t>(A * K_)), leaf_losses(static_cast<size_t>(N_));
   const double scale_used = scaler_.scale;
   const auto c0 = Clock::now();
   if (faults_) faults_->compute();  // test-only: a slow device or host
-  used_.back() = compute(step, local_losses, scale_used, tokens);
+  used_.back() = general_ ? compute_leaves(step, local_losses, scale_used, tokens)
+                          : compute(step, local_losses, scale_used, tokens);
   const double compute_s = seconds_since(c0);
 
   // Parameters no micro-batch on any rank reached, and the step's target count (one
@@ -555,8 +720,19 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
     throw std::runtime_error("step " + std::to_string(step) + ": parameters without a gradient on every rank: " +
                              unused_names + " (dist.find_unused: error; use zero to train them as zero-gradient)");
 
-  comm_.allgather(local_losses.data(), size_t(A) * sizeof(double), leaf_losses.data());
-  if (cfg_.dist.reduction == "native") {
+  comm_.allgather(local_losses.data(), local_losses.size() * sizeof(double), leaf_losses.data());
+  if (general_) {
+    std::vector<const float*> partials;
+    for (size_t i = 0; i < nodes_->size(); ++i) partials.push_back(nodes_->sum(i));
+    if (cfg_.dist.reduction == "native") {  // this rank's subtrees added in order, then the library's sum
+      std::memcpy(grads, partials[0], n * sizeof(float));
+      for (size_t i = 1; i < partials.size(); ++i)
+        for (size_t e = 0; e < n; ++e) grads[e] += partials[i][e];
+      comm_.allreduce_sum_native(grads, n);
+    } else {
+      canonical_allreduce(comm_, partials, rank_nodes_, N_, grads, n, layout_, /*gather=*/stage < 2, &reduce_ws_);
+    }
+  } else if (cfg_.dist.reduction == "native") {
     comm_.allreduce_sum_native(grads, n);
   } else {
     canonical_allreduce(comm_, grads, grads, n, layout_, /*gather=*/stage < 2, &reduce_ws_);

@@ -23,6 +23,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "sweep/model_keys.h"
@@ -65,6 +66,9 @@ class ModelArgs {
 struct LossSum {
   torch::Tensor sum;    ///< a scalar (0-dim) tensor that depends on the parameters
   int64_t targets = 0;  ///< at least 1
+  /// A leaf-aware model in a leaf step (sweep/leaf.h): [leaves] each leaf's summed loss
+  /// (leaf::sum_per_leaf), whose sum is `sum`. Undefined otherwise.
+  torch::Tensor per_leaf;
 };
 
 /// A model in the loop. Its module's parameters, in registration order (named_parameters),
@@ -77,6 +81,10 @@ class Model {
   /// `tokens`: [micro_batch, seq_len + 1] int64 on the compute device; the usual
   /// next-token task reads inputs tokens[:, :-1] and targets tokens[:, 1:].
   virtual LossSum loss(const torch::Tensor& tokens) = 0;
+  /// True when the model is built from the leaf-aware layers of sweep/leaf.h alone: a run
+  /// with train.leaf then makes one forward and backward per micro-batch; otherwise one
+  /// per leaf (the same bits for any micro-batch size either way).
+  virtual bool leaf_aware() const { return false; }
 };
 
 /// Sequences a program supplies itself, for runs that say `data.kind: program` (otherwise
@@ -114,8 +122,20 @@ class ModuleModel : public Model {
   explicit ModuleModel(std::shared_ptr<M> m) : m_(std::move(m)) {}
   torch::nn::Module& module() override { return *m_; }
   LossSum loss(const torch::Tensor& tokens) override { return m_->loss(tokens); }
+  /// M's own `bool leaf_aware() const`, when it has one.
+  bool leaf_aware() const override {
+    if constexpr (HasLeafAware<M>::value) {
+      return m_->leaf_aware();
+    } else {
+      return false;
+    }
+  }
 
  private:
+  template <class T, class = void>
+  struct HasLeafAware : std::false_type {};
+  template <class T>
+  struct HasLeafAware<T, std::void_t<decltype(std::declval<const T&>().leaf_aware())>> : std::true_type {};
   std::shared_ptr<M> m_;
 };
 
