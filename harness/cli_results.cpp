@@ -294,7 +294,7 @@ int run_compare(const CompareCliOptions& o) {
 struct ReproduceCliOptions {
   ReproduceOptions opt;
   std::string trainer, mpiexec;
-  bool world_size_given = false, accum_given = false;
+  bool world_size_given = false, accum_given = false, micro_given = false;
 };
 
 // posix_spawn does not search PATH, so a bare program name is resolved here.
@@ -318,6 +318,9 @@ int run_reproduce(ReproduceCliOptions& o) {
   if (o.world_size_given && o.opt.world_size < 1)
     throw ConfigError("--world-size " + std::to_string(o.opt.world_size) +
                       ": expected a positive number of ranks (leave it out to keep the recorded one)");
+  if (o.micro_given && o.opt.micro_batch < 1)
+    throw ConfigError("--micro-batch " + std::to_string(o.opt.micro_batch) +
+                      ": expected a positive number of sequences (leave it out to keep the recorded one)");
   if (o.accum_given && o.opt.accum < 1)
     throw ConfigError("--accum " + std::to_string(o.opt.accum) +
                       ": expected a positive number of accumulation steps (leave it out to keep the recorded one)");
@@ -385,7 +388,10 @@ CliAction setup_reproduce(CLI::App& app) {
   cmd->add_option("source", o->opt.source, "record.h5 or a run directory (sweep-dir/runs/ID)")->required();
   auto* world = cmd->add_option("--world-size", o->opt.world_size,
                                 "ranks for the re-run (the global batch world_size x accum must hold)");
-  auto* accum = cmd->add_option("--accum", o->opt.accum, "accumulation steps for the re-run (a power of two)");
+  auto* accum = cmd->add_option("--accum", o->opt.accum, "accumulation steps for the re-run");
+  auto* micro = cmd->add_option("--micro-batch", o->opt.micro_batch,
+                                "sequences per micro-batch for the re-run: a multiple of the recorded train.leaf "
+                                "(a run without one keeps its micro-batch)");
   cmd->add_option("--from-step", o->opt.from_step,
                   "resume the re-run from the original's checkpoint after step S (on any layout: checkpoints are "
                   "layout-free); the steps after S are recomputed and compared")
@@ -405,10 +411,11 @@ CliAction setup_reproduce(CLI::App& app) {
                   "sweep-train's path inside the image (default: sweep-train)");
   cmd->add_option("--bind", o->opt.container.binds, "host[:container] to bind besides the sweep directory, repeatable")
       ->allow_extra_args(false);
-  return [o, cmd, world, accum]() {
+  return [o, cmd, world, accum, micro]() {
     if (!cmd->parsed()) return -1;
     o->world_size_given = world->count() > 0;
     o->accum_given = accum->count() > 0;
+    o->micro_given = micro->count() > 0;
     return run_reproduce(*o);
   };
 }

@@ -108,7 +108,6 @@ struct Cond {
   bool constant = false;            ///< dim < 0 and not derived: the base value matches or not
 };
 
-bool is_power_of_two(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
 
 class Expander {
  public:
@@ -263,16 +262,6 @@ class Expander {
     }
   }
 
-  template <class Where>
-  void warn_accum(const GridPoint& p, const Where& where_of) {
-    int64_t a = p.config.train.accum;
-    if (is_power_of_two(a) || !warned_accum_.insert(a).second) return;
-    const std::string where = where_of();
-    out_.warnings.push_back((where.empty() ? spec_.source : where) + ": warning: train.accum " + std::to_string(a) +
-                            " is not a power of two: its runs get the same math but not bit-identical to other "
-                            "layouts of the same global batch (the canonical reduction tree needs whole subtrees)");
-  }
-
   /// reset_idle_keys on the point, with a warning for each key the first time it is idle,
   /// at the line that set it; returns the keys it reset.
   template <class Values>
@@ -305,16 +294,6 @@ class Expander {
     for (size_t d = 0; d < dims_.size(); ++d)
       for (const auto& [k, val] : dims_[d].patch[idx[d]]) v[k] = val;
     return v;
-  }
-
-  std::string accum_where(const std::vector<size_t>& idx) const {
-    for (size_t d = 0; d < dims_.size(); ++d) {
-      auto it = dims_[d].patch[idx[d]].find("train.accum");
-      if (it != dims_[d].patch[idx[d]].end()) return it->second.where;
-    }
-    if (spec_.constraints.derive == "train.accum") return spec_.constraints.where;
-    auto it = spec_.base.find("train.accum");
-    return it == spec_.base.end() ? "" : it->second.where;
   }
 
   void product() {
@@ -354,7 +333,6 @@ class Expander {
       if (keep(p, &idx)) {
         // Only a failing or warned point pays for the file:line lookups.
         check(p, [&] { return point_values(idx); });
-        warn_accum(p, [&] { return accum_where(idx); });
         const std::vector<IdleKey> idle = reset_idle(p, [&] { return point_values(idx); });
         if (whole_text_) {
           text = to_yaml(p.config);
@@ -419,10 +397,6 @@ class Expander {
       p.config = apply_run_values(RunConfig{}, values);
       if (!keep(p, nullptr)) continue;
       check(p, [&] { return values; });
-      warn_accum(p, [&] {
-        auto it = values.find("train.accum");
-        return it == values.end() ? std::string() : it->second.where;
-      });
       reset_idle(p, [&] { return values; });
       p.id = run_id(p.config);
       std::string text = to_yaml(p.config);
@@ -437,7 +411,6 @@ class Expander {
   std::vector<std::vector<Cond>> excludes_;
   Expansion out_;
   std::unordered_set<uint64_t> seen_;
-  std::set<int64_t> warned_accum_;
   std::set<std::string> warned_idle_;
   std::map<size_t, std::string> idle_pieces_;  ///< piece -> an idle key's piece at its default
   bool may_idle_ = false;                      ///< the grid writes a key that does not always apply

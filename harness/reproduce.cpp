@@ -22,42 +22,58 @@ namespace fs = std::filesystem;
 namespace sweep {
 namespace {
 
-bool power_of_two(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
-
-std::string layout_text(int64_t world, int64_t accum) {
-  return "world " + std::to_string(world) + " x accum " + std::to_string(accum);
+std::string layout_text(int64_t world, int64_t accum, int64_t micro) {
+  return "world " + std::to_string(world) + " x accum " + std::to_string(accum) + " x micro-batch " +
+         std::to_string(micro);
 }
 
-// The canonical tree makes the bits independent of the layout only while the global
-// batch is the same and each rank's leaves form a subtree (docs/design.md).
-void change_layout(RunConfig& c, int64_t world, int64_t accum) {
-  const int64_t w0 = c.dist.world_size, a0 = c.train.accum, m = w0 * a0;
-  const std::string recorded =
-      "the recorded global batch is " + std::to_string(m) + " micro-batches (" + layout_text(w0, a0) + ")";
-  if (world < 0 || accum < 0) throw ConfigError("--world-size and --accum must be positive");
-  if (world && accum && world * accum != m)
-    throw ConfigError("cannot reproduce with " + layout_text(world, accum) + " = " + std::to_string(world * accum) +
-                      " micro-batches: " + recorded + ", and only the same global batch can give the same bits");
+// The canonical tree makes the bits independent of the layout while the global batch is
+// the same (docs/design.md): without a leaf the micro-batch is the tree's leaf and stays
+// as recorded; with one, any micro-batch that holds whole leaves.
+void change_layout(RunConfig& c, int64_t world, int64_t accum, int64_t micro) {
+  const int64_t w0 = c.dist.world_size, a0 = c.train.accum, b0 = c.train.micro_batch, g = w0 * a0 * b0;
+  if (world < 0 || accum < 0 || micro < 0) throw ConfigError("--world-size, --accum and --micro-batch must be positive");
+  if (!world && !accum && !micro) return;  // layout unchanged
+  const std::string recorded = "the recorded global batch is " + std::to_string(g) + " sequences (" +
+                               layout_text(w0, a0, b0) + ")";
+  if (micro && micro != b0 && c.train.leaf == 0)
+    throw ConfigError("cannot reproduce with micro-batch " + std::to_string(micro) +
+                      ": the recorded run has no train.leaf, so its micro-batch of " + std::to_string(b0) +
+                      " sequences is the leaf of the canonical tree and another one sums in another order (a run "
+                      "with train.leaf can change it)");
+  if (micro && c.train.leaf > 0 && micro % c.train.leaf != 0)
+    throw ConfigError("cannot reproduce with micro-batch " + std::to_string(micro) +
+                      ": it is not a multiple of the recorded train.leaf (" + std::to_string(c.train.leaf) + ")");
+  const int64_t b = micro ? micro : b0;
+  if (g % b != 0)
+    throw ConfigError("cannot reproduce with micro-batch " + std::to_string(b) + ": " + recorded +
+                      ", which is not a multiple of " + std::to_string(b));
+  const int64_t m = g / b;  // micro-batches per step
+  if (!world && !accum) world = m % w0 == 0 ? w0 : 0, accum = world ? m / world : 0;
+  if (!world && !accum)
+    throw ConfigError("cannot reproduce with micro-batch " + std::to_string(b) + " on the recorded " +
+                      std::to_string(w0) + " ranks: " + recorded + "; give --world-size or --accum");
+  if (world && accum && world * accum * b != g)
+    throw ConfigError("cannot reproduce with " + layout_text(world, accum, b) + " = " +
+                      std::to_string(world * accum * b) + " sequences: " + recorded +
+                      ", and only the same global batch can give the same bits");
   if (world && !accum) {
     if (m % world != 0)
-      throw ConfigError("cannot reproduce on " + std::to_string(world) + " ranks: " + recorded + ", which " +
-                        std::to_string(world) + " ranks cannot split evenly");
+      throw ConfigError("cannot reproduce on " + std::to_string(world) + " ranks: " + recorded + ", whose " +
+                        std::to_string(m) + " micro-batches of " + std::to_string(b) + " " + std::to_string(world) +
+                        " ranks cannot split evenly");
     accum = m / world;
   }
   if (accum && !world) {
     if (m % accum != 0)
-      throw ConfigError("cannot reproduce with accum " + std::to_string(accum) + ": " + recorded +
-                        ", which is not a multiple of " + std::to_string(accum));
+      throw ConfigError("cannot reproduce with accum " + std::to_string(accum) + ": " + recorded + ", whose " +
+                        std::to_string(m) + " micro-batches of " + std::to_string(b) + " are not a multiple of " +
+                        std::to_string(accum));
     world = m / accum;
   }
-  if (!world) return;  // layout unchanged
-  if (!power_of_two(accum))
-    throw ConfigError(
-        "cannot reproduce with " + layout_text(world, accum) + ": accum " + std::to_string(accum) +
-        " is not a power of two, so each rank's micro-batches would not form one subtree of the canonical "
-        "reduction tree and the sum would be taken in another order");
   c.dist.world_size = world;
   c.train.accum = accum;
+  c.train.micro_batch = b;
 }
 
 /// What `sweep run` bound for the run in `run_dir`: its sweep directory when the run is
@@ -81,10 +97,10 @@ std::string resolve_record_path(const std::string& source) {
   return source;
 }
 
-RunConfig reproduce_config(const Record& original, int64_t world_size, int64_t accum,
+RunConfig reproduce_config(const Record& original, int64_t world_size, int64_t accum, int64_t micro_batch,
                            const std::vector<std::string>& set) {
   RunConfig c = apply_run_config(RunConfig{}, flatten_yaml(original.config_yaml, original.path + " (/config/yaml)"));
-  change_layout(c, world_size, accum);
+  change_layout(c, world_size, accum, micro_batch);
   FlatConfig overrides;
   for (const auto& item : set) {
     const size_t eq = item.find('=');
@@ -171,7 +187,7 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   const std::string container_note = container_difference(
       {original.env("container.runtime"), original.env("container.image"), original.env("container.digest")},
       opt.container, digest);
-  const RunConfig config = reproduce_config(original, opt.world_size, opt.accum, opt.set);
+  const RunConfig config = reproduce_config(original, opt.world_size, opt.accum, opt.micro_batch, opt.set);
   launch.threads = config.train.threads;
   launch.run_id = run_id(config);
   if (launch.program.empty() && opt.container.runtime.empty() && !fs::exists(launch.train_binary))

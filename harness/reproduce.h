@@ -18,6 +18,7 @@ struct ReproduceOptions {
   std::string source;            ///< record.h5, or a run directory holding one
   int64_t world_size = 0;        ///< ranks for the re-run; 0 = as recorded (or derived from accum)
   int64_t accum = 0;             ///< accumulation for the re-run; 0 = as recorded (or derived from world_size)
+  int64_t micro_batch = 0;       ///< micro-batch for the re-run (a run with train.leaf); 0 = as recorded
   std::vector<std::string> set;  ///< test-only KEY=VALUE overrides of the re-run's config, applied last
   int64_t from_step = 0;         ///< > 0: resume the re-run from the original's checkpoint after this step
                                  ///< (any layout: checkpoints are layout-free); steps after it are recomputed
@@ -34,10 +35,11 @@ struct ReproduceOptions {
 /// The record a source names: the file itself, or `<dir>/record.h5` for a run directory.
 std::string resolve_record_path(const std::string& source);
 
-/// The re-run's config: the recorded one, on a new layout only when the global batch
-/// (world_size x accum) holds and accum stays a power of two, then the `set` overrides.
+/// The re-run's config: the recorded one, on a new layout (0 = derived or as recorded)
+/// only when the global batch (world_size x accum x micro_batch sequences) holds and, for a
+/// run without train.leaf, the micro-batch stays as recorded; then the `set` overrides.
 /// Throws ConfigError with a sentence that says why a change is refused.
-RunConfig reproduce_config(const Record& original, int64_t world_size, int64_t accum,
+RunConfig reproduce_config(const Record& original, int64_t world_size, int64_t accum, int64_t micro_batch,
                            const std::vector<std::string>& set);
 
 /// Creates the first unused `<run_dir>/reproduce/<n>` (n = 1, 2, ...) and returns it.

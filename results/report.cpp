@@ -171,20 +171,17 @@ std::vector<EquivalenceClass> equivalence_classes(const std::vector<Record>& run
   return out;
 }
 
-// Whether a run's layout promises the canonical bits: only a power-of-two accumulation
-// keeps each rank's leaves a subtree of the canonical tree, and the native all-reduce is
-// deterministic only for a fixed layout (docs/design.md).
-bool layout_promises_bits(const Record& r) {
-  const int64_t a = config_int(r, "train.accum", 1);
-  return a > 0 && (a & (a - 1)) == 0 && report_value(r, "dist.reduction") != "native";
-}
+// Whether a run's layout promises the canonical bits: every layout of a global batch does
+// (a rank whose leaves are not one subtree sends the subtrees that cover them), but the
+// native all-reduce is deterministic only for a fixed layout (docs/design.md).
+bool layout_promises_bits(const Record& r) { return report_value(r, "dist.reduction") != "native"; }
 
 // The bits a run is held to: one class for every run whose layout promises them, one per
-// world size x accumulation (and reduction) for the others.
+// world size x accumulation x micro-batch for the others.
 std::string promise_class(const Record& r) {
   if (layout_promises_bits(r)) return "canonical";
   return std::to_string(config_int(r, "dist.world_size", 1)) + "x" + std::to_string(config_int(r, "train.accum", 1)) +
-         " " + report_value(r, "dist.reduction");
+         "x" + std::to_string(config_int(r, "train.micro_batch", 1)) + " " + report_value(r, "dist.reduction");
 }
 
 std::vector<LayoutSet> layout_sets(const std::vector<Record>& runs, const std::vector<ReportRun>& figs) {
@@ -193,8 +190,10 @@ std::vector<LayoutSet> layout_sets(const std::vector<Record>& runs, const std::v
     std::map<std::string, std::string> key = runs[i].config;
     for (const auto& k : layout_keys()) key.erase(k);
     key.erase("dist.reduction");
+    // With a leaf the micro-batch is layout too; without one it is the tree's leaf.
+    if (config_int(runs[i], "train.leaf", 0) > 0) key.erase("train.micro_batch");
     const int64_t w = config_int(runs[i], "dist.world_size", 1), a = config_int(runs[i], "train.accum", 1);
-    key["(global batch)"] = std::to_string(w * a);
+    key["(global batch)"] = std::to_string(w * a * config_int(runs[i], "train.micro_batch", 1));
     sets[key].push_back(i);
   }
   std::vector<LayoutSet> out;

@@ -72,7 +72,8 @@ struct ReportOptions {
 };
 
 /// Keys that only say how a step is laid out: runs differing only in these (with the same
-/// global batch, world_size x accum) must be bit-identical.
+/// global batch, world_size x accum x micro_batch sequences) must be bit-identical; so must
+/// runs with train.leaf that also differ in train.micro_batch.
 const std::vector<std::string>& layout_keys();
 
 /// Per-run figures of the report: the run's own (run_figures.h), its health flags and

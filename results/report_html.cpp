@@ -436,9 +436,9 @@ std::string reproducibility(const SweepRecords& sweep, const ReportModel& m) {
          td(run_list(sweep, s.runs), "id") + td(note) + "</tr>\n";
   }
   return h +
-         "</tbody>\n</table>\n<p>A non-power-of-two accumulation or the native all-reduce does the same "
-         "math in another order: such runs are held to identity only with runs of their own layout, and their "
-         "largest relative loss difference from the set's first run is given instead.</p>\n";
+         "</tbody>\n</table>\n<p>The native all-reduce does the same math in another order: its runs are held "
+         "to identity only with runs of their own layout, and their largest relative loss difference from the "
+         "set's first run is given instead. With train.leaf the micro-batch is layout too.</p>\n";
 }
 
 std::string runs_table(const SweepRecords& sweep, const ReportModel& m) {

@@ -464,14 +464,16 @@ TEST(BuildReport, EquivalenceClassesAndRunsThatShouldBeIdentical) {
   EXPECT_NE(html.find("<td>C1</td><td class=\"num\">3</td>"), std::string::npos);
 }
 
-// A non-power-of-two accumulation does the same math in another order: it is named as
-// such with its measured largest relative difference, and held to identity only with
-// runs of its own layout (1x3 twice with other ZeRO stages must still match).
+// The native all-reduce does the same math in another order: it is named as such with its
+// measured largest relative difference, and held to identity only with runs of its own
+// layout (1x3 native twice with other ZeRO stages must still match).
 TEST(BuildReport, SameMathOtherBitsByDesignIsMeasuredNotFlagged) {
   SweepRecords s;
   s.runs.push_back(with_trajectory(make_record("a", layout("0.1", 3, 1), {2.0, 1.0}), 1));
-  s.runs.push_back(with_trajectory(make_record("b", layout("0.1", 1, 3), {2.0, 1.0 + 1e-6}), 2));
-  auto zero3 = layout("0.1", 1, 3);
+  auto native = layout("0.1", 1, 3);
+  native["dist.reduction"] = "native";
+  s.runs.push_back(with_trajectory(make_record("b", native, {2.0, 1.0 + 1e-6}), 2));
+  auto zero3 = native;
   zero3["dist.zero_stage"] = "3";
   s.runs.push_back(with_trajectory(make_record("c", zero3, {2.0, 1.0 + 1e-6}), 2));
   ReportModel m = build_report("t", s);
@@ -480,7 +482,7 @@ TEST(BuildReport, SameMathOtherBitsByDesignIsMeasuredNotFlagged) {
   EXPECT_TRUE(ls.identical);
   EXPECT_EQ(ls.by_design, (std::vector<size_t>{1, 2}));
   EXPECT_NEAR(ls.by_design_max_rel, 1e-6, 1e-9);
-  EXPECT_NE(ls.by_design_note.find("b (1x3 canonical) vs a: largest relative loss difference 1e-06 at step 2"),
+  EXPECT_NE(ls.by_design_note.find("b (1x3x1 native) vs a: largest relative loss difference 1e-06 at step 2"),
             std::string::npos)
       << ls.by_design_note;
   // c leaving b (same layout, other ZeRO stage) is a real difference.
@@ -489,8 +491,8 @@ TEST(BuildReport, SameMathOtherBitsByDesignIsMeasuredNotFlagged) {
   EXPECT_FALSE(m.layout_sets[0].identical);
   EXPECT_NE(m.layout_sets[0].first_difference.find("c vs b:"), std::string::npos) << m.layout_sets[0].first_difference;
   const std::string html = render_html(s, m), md = render_markdown(s, m), json = render_json(s, m);
-  EXPECT_NE(html.find("same math, other bits by design: b, c; c (1x3 canonical) vs a"), std::string::npos);
-  EXPECT_NE(md.find("| b, c: c (1x3 canonical) vs a: largest relative loss difference 0.3333 at step 2 |"),
+  EXPECT_NE(html.find("same math, other bits by design: b, c; c (1x3x1 native) vs a"), std::string::npos);
+  EXPECT_NE(md.find("| b, c: c (1x3x1 native) vs a: largest relative loss difference 0.3333 at step 2 |"),
             std::string::npos)
       << md;
   EXPECT_NE(json.find("\"by_design\":[\"b\",\"c\"],\"by_design_max_relative_difference\":"), std::string::npos);

@@ -28,42 +28,76 @@ Record recorded(int64_t world, int64_t accum) {
 }
 
 std::string refusal(const Record& r, int64_t world, int64_t accum, const std::vector<std::string>& set = {}) {
-  return sweep_test::thrown_message<ConfigError>([&] { reproduce_config(r, world, accum, set); });
+  return sweep_test::thrown_message<ConfigError>([&] { reproduce_config(r, world, accum, 0, set); });
 }
 
 TEST(ReproduceConfig, KeepsTheRecordedConfigByDefault) {
-  RunConfig c = reproduce_config(recorded(1, 2), 0, 0, {});
+  RunConfig c = reproduce_config(recorded(1, 2), 0, 0, 0, {});
   EXPECT_EQ(c.dist.world_size, 1);
   EXPECT_EQ(c.train.accum, 2);
   EXPECT_EQ(to_yaml(c), recorded(1, 2).config_yaml);
 }
 
 TEST(ReproduceConfig, ChangesTheLayoutWhenTheGlobalBatchHolds) {
-  RunConfig c = reproduce_config(recorded(1, 4), 2, 0, {});  // accum derived: 4 / 2
+  RunConfig c = reproduce_config(recorded(1, 4), 2, 0, 0, {});  // accum derived: 4 / 2
   EXPECT_EQ(c.dist.world_size, 2);
   EXPECT_EQ(c.train.accum, 2);
-  c = reproduce_config(recorded(1, 4), 0, 1, {});  // world derived: 4 / 1
+  c = reproduce_config(recorded(1, 4), 0, 1, 0, {});  // world derived: 4 / 1
   EXPECT_EQ(c.dist.world_size, 4);
   EXPECT_EQ(c.train.accum, 1);
-  c = reproduce_config(recorded(2, 2), 4, 1, {});
+  c = reproduce_config(recorded(2, 2), 4, 1, 0, {});
   EXPECT_EQ(c.dist.world_size, 4);
 }
 
 TEST(ReproduceConfig, RefusesLayoutsThatChangeTheBits) {
+  // The default micro-batch is 4 sequences: 16 in all for world 1 x accum 4.
   EXPECT_NE(refusal(recorded(1, 4), 3, 0)
-                .find("cannot reproduce on 3 ranks: the recorded global batch is 4 micro-batches (world 1 x accum 4)"),
+                .find("cannot reproduce on 3 ranks: the recorded global batch is 16 sequences (world 1 x accum 4 x "
+                      "micro-batch 4)"),
             std::string::npos)
       << refusal(recorded(1, 4), 3, 0);
-  EXPECT_NE(refusal(recorded(1, 4), 2, 4).find("world 2 x accum 4 = 8 micro-batches"), std::string::npos);
+  EXPECT_NE(refusal(recorded(1, 4), 2, 4).find("world 2 x accum 4 x micro-batch 4 = 32 sequences"), std::string::npos);
   EXPECT_NE(refusal(recorded(1, 4), 0, 3).find("not a multiple of 3"), std::string::npos);
-  // 6 micro-batches on 2 ranks would need accum 3: not a power of two.
-  EXPECT_NE(refusal(recorded(1, 6), 2, 0).find("accum 3 is not a power of two"), std::string::npos)
-      << refusal(recorded(1, 6), 2, 0);
-  EXPECT_EQ(refusal(recorded(1, 6), 6, 0), "");  // accum 1 is a power of two
+  // Any factorization of the micro-batches now: 6 on 2 ranks is accum 3.
+  EXPECT_EQ(refusal(recorded(1, 6), 2, 0), "");
+  EXPECT_EQ(reproduce_config(recorded(1, 6), 2, 0, 0, {}).train.accum, 3);
+}
+
+/// A recorded run with train.leaf `leaf`.
+Record recorded_leaf(int64_t world, int64_t accum, int64_t micro, int64_t leaf) {
+  RunConfig c;
+  c.dist.world_size = world, c.train.accum = accum, c.train.micro_batch = micro, c.train.leaf = leaf;
+  Record r;
+  r.path = "runs/x/record.h5";
+  r.config_yaml = to_yaml(c);
+  return r;
+}
+
+TEST(ReproduceConfig, TheMicroBatchIsLayoutOnlyWithALeaf) {
+  const auto micro_refusal = [](const Record& r, int64_t w, int64_t a, int64_t b) {
+    return sweep_test::thrown_message<ConfigError>([&] { reproduce_config(r, w, a, b, {}); });
+  };
+  // 16 sequences, leaf 1: micro-batch 1 on the recorded 2 ranks is accum 8; micro-batch 2
+  // on 4 ranks is accum 2.
+  RunConfig c = reproduce_config(recorded_leaf(2, 2, 4, 1), 0, 0, 1, {});
+  EXPECT_EQ(c.dist.world_size, 2);
+  EXPECT_EQ(c.train.accum, 8);
+  EXPECT_EQ(c.train.micro_batch, 1);
+  c = reproduce_config(recorded_leaf(2, 2, 4, 1), 4, 0, 2, {});
+  EXPECT_EQ(c.train.accum, 2);
+  EXPECT_EQ(math_id(c), math_id(reproduce_config(recorded_leaf(2, 2, 4, 1), 0, 0, 0, {})));
+  EXPECT_NE(micro_refusal(recorded_leaf(2, 2, 4, 2), 0, 0, 3).find("not a multiple of the recorded train.leaf (2)"),
+            std::string::npos);
+  EXPECT_NE(micro_refusal(recorded_leaf(1, 1, 6, 1), 0, 0, 4).find("which is not a multiple of 4"), std::string::npos)
+      << micro_refusal(recorded_leaf(1, 1, 6, 1), 0, 0, 4);
+  // Without a leaf the micro-batch is the tree's leaf.
+  EXPECT_NE(micro_refusal(recorded_leaf(1, 2, 4, 0), 0, 0, 2).find("the recorded run has no train.leaf"),
+            std::string::npos);
+  EXPECT_EQ(micro_refusal(recorded_leaf(1, 2, 4, 0), 0, 0, 4), "");  // the recorded one
 }
 
 TEST(ReproduceConfig, SetOverridesAreValidated) {
-  RunConfig c = reproduce_config(recorded(1, 2), 0, 0, {"train.threads=2", "fault.desync_step=3"});
+  RunConfig c = reproduce_config(recorded(1, 2), 0, 0, 0, {"train.threads=2", "fault.desync_step=3"});
   EXPECT_EQ(c.train.threads, 2);
   EXPECT_EQ(c.fault.desync_step, 3);
   EXPECT_NE(refusal(recorded(1, 2), 0, 0, {"train.thread=2"}).find("did you mean 'train.threads'"), std::string::npos);
