@@ -10,7 +10,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "canonical_reduce.h"  // TreeAccumulator
 #include "fused_ops.h"         // kernels::rms_forward, rms_backward
 #include "leaf_scope.h"
 #include "sweep/leaf.h"
@@ -51,12 +50,10 @@ std::vector<int64_t> leaf_starts(int64_t rows, int64_t leaves, const std::vector
   return starts;
 }
 
-/// Folds the per-leaf gradients of parameters `params` (adjacent blocks of one gradient
-/// of `numel` floats, in order) into the scope's subtree sums: for each node of the
-/// micro-batch's cover, the canonical tree over its leaves' gradients, made one leaf at a
-/// time by `leaf_grad(l, out)` (out: numel floats to overwrite).
-template <class F>
-void fold(LeafScope& s, const std::vector<torch::Tensor>& params, int64_t numel, F&& leaf_grad) {
+/// The parameters `params` (adjacent blocks of one gradient of `numel` floats, in order)
+/// as the scope's parameter indices, each marked written and used; a parameter written
+/// twice in one micro-batch is refused.
+std::vector<size_t> claim(LeafScope& s, const std::vector<torch::Tensor>& params, int64_t numel) {
   std::vector<size_t> index;
   int64_t total = 0;
   for (const auto& p : params) {
@@ -70,20 +67,81 @@ void fold(LeafScope& s, const std::vector<torch::Tensor>& params, int64_t numel,
     total += p.numel();
   }
   if (total != numel) throw std::logic_error("leaf fold: parameter sizes do not add up");
-  std::vector<float> block(size_t(numel), 0.0f);
-  TreeAccumulator acc{size_t(numel)};
+  return index;
+}
+
+/// Writes a node's sum (numel floats) into its buffer, parameter by parameter.
+void scatter(const LeafScope& s, const std::vector<size_t>& index, size_t node, const float* sum) {
+  int64_t at = 0;
+  for (size_t i : index) {
+    std::memcpy(s.bufs[node] + s.offsets[i], sum + at, size_t(s.numels[i]) * sizeof(float));
+    at += s.numels[i];
+  }
+}
+
+void add_into(float* l, const float* r, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) l[i] = l[i] + r[i];
+}
+
+/// In place over rows [lo, lo + count) of g (numel floats each): the canonical tree of
+/// those rows ends in row lo, each inner sum (left + right) in its left part's first row.
+void tree_rows(float* g, int64_t numel, int64_t lo, int64_t count) {
+  if (count == 1) return;
+  int64_t p = 1;
+  while (p * 2 < count) p *= 2;
+  tree_rows(g, numel, lo, p);
+  tree_rows(g, numel, lo + p, count - p);
+  add_into(g + lo * numel, g + (lo + p) * numel, numel);
+}
+
+/// Folds every leaf's gradient of `params`, rows of `per_leaf` ([leaves, numel] fp32,
+/// contiguous, overwritten), into the scope's subtree sums.
+void fold_rows(LeafScope& s, const std::vector<torch::Tensor>& params, torch::Tensor per_leaf) {
+  const int64_t numel = per_leaf.size(1);
+  const auto index = claim(s, params, numel);
+  float* g = per_leaf.data_ptr<float>();
   for (size_t j = 0; j < s.nodes.size(); ++j) {
-    const TreeNode node = s.nodes[j];
-    for (int64_t l = node.lo; l < node.end(); ++l) {
-      leaf_grad(l, block.data());
-      if (l + 1 < node.end()) acc.push(block.data());
+    tree_rows(g, numel, s.nodes[j].lo, s.nodes[j].count);
+    scatter(s, index, j, g + s.nodes[j].lo * numel);
+  }
+}
+
+/// The same, one leaf at a time (a gradient too large to hold for every leaf at once):
+/// `leaf_grad(l, out)` overwrites out (numel floats) with leaf l's; a node's leaves are
+/// summed as a binary counter of owned buffers (equal-sized neighbours merge; the rest fold
+/// right to left), the canonical tree's shape.
+template <class F>
+void fold_stream(LeafScope& s, const std::vector<torch::Tensor>& params, int64_t numel, F&& leaf_grad) {
+  const auto index = claim(s, params, numel);
+  struct Part {
+    int64_t leaves;
+    std::vector<float> sum;
+  };
+  std::vector<Part> stack;
+  std::vector<std::vector<float>> spare;
+  for (size_t j = 0; j < s.nodes.size(); ++j) {
+    for (int64_t l = s.nodes[j].lo; l < s.nodes[j].end(); ++l) {
+      std::vector<float> buf;
+      if (!spare.empty()) buf = std::move(spare.back()), spare.pop_back();
+      buf.resize(size_t(numel));
+      leaf_grad(l, buf.data());
+      stack.push_back({1, std::move(buf)});
+      while (stack.size() >= 2 && stack[stack.size() - 2].leaves == stack.back().leaves) {
+        Part right = std::move(stack.back());
+        stack.pop_back();
+        add_into(stack.back().sum.data(), right.sum.data(), numel);
+        stack.back().leaves += right.leaves;
+        spare.push_back(std::move(right.sum));
+      }
     }
-    acc.finish_with_last(block.data());
-    int64_t at = 0;
-    for (size_t k = 0; k < index.size(); ++k) {
-      std::memcpy(s.bufs[j] + s.offsets[index[k]], block.data() + at, size_t(s.numels[index[k]]) * sizeof(float));
-      at += s.numels[index[k]];
+    for (size_t k = stack.size() - 1; k-- > 0;) {  // s_1 + (s_2 + (... + s_m))
+      add_into(stack[k].sum.data(), stack[k + 1].sum.data(), numel);
+      spare.push_back(std::move(stack[k + 1].sum));
+      stack.pop_back();
     }
+    scatter(s, index, j, stack.back().sum.data());
+    spare.push_back(std::move(stack.back().sum));
+    stack.clear();
   }
 }
 
@@ -147,17 +205,23 @@ struct LinearFn : torch::autograd::Function<LinearFn> {
       torch::Tensor dxl = dx.narrow(0, r0, rl);
       torch::mm_out(dxl, g.narrow(0, r0, rl), w);
     }
-    fold(s, params, out * in, [&](int64_t l, float* dst) {
+    // Each leaf's weight gradient g_l^T x_l, one matmul per leaf into its row of
+    // per_leaf: the same call on the same shape for a leaf whatever the other leaves are
+    // (a batched matmul may pick its kernel by the batch: oneDNN's bf16 one gave other bits
+    // for 16 leaves than for one).
+    const int64_t leaves = int64_t(starts.size()) - 1;
+    torch::Tensor per_leaf = torch::empty({leaves, out, in}, xc.options());
+    for (int64_t l = 0; l < leaves; ++l) {
       const int64_t r0 = starts[size_t(l)], rl = starts[size_t(l) + 1] - r0;
+      torch::Tensor dst = per_leaf[l];
       if (rl == 0) {
-        std::fill(dst, dst + out * in, 0.0f);
-        return;
+        dst.zero_();
+        continue;
       }
-      torch::Tensor dw = torch::mm(g.narrow(0, r0, rl).t(), xc.narrow(0, r0, rl));
-      if (round_fp16) dw = dw.to(torch::kHalf);
-      dw = dw.to(torch::kFloat).contiguous();
-      std::memcpy(dst, dw.data_ptr<float>(), size_t(out * in) * sizeof(float));
-    });
+      torch::mm_out(dst, g.narrow(0, r0, rl).t(), xc.narrow(0, r0, rl));
+    }
+    if (round_fp16) per_leaf = per_leaf.to(torch::kHalf);
+    fold_rows(s, params, per_leaf.to(torch::kFloat).contiguous().view({leaves, out * in}));
     variable_list result{dx.to(c10::ScalarType(ctx->saved_data["x_dtype"].toInt()))
                              .view(ctx->saved_data["x_sizes"].toIntVector())};
     for (int64_t i = 0; i < nw; ++i) result.emplace_back();
@@ -193,7 +257,7 @@ struct EmbeddingFn : torch::autograd::Function<EmbeddingFn> {
                                          : torch::zeros({rows, d}, torch::kFloat);
     const int64_t* id = ids.data_ptr<int64_t>();
     const float* gp = g.data_ptr<float>();
-    fold(s, {weight}, vocab * d, [&](int64_t l, float* dst) {
+    fold_stream(s, {weight}, vocab * d, [&](int64_t l, float* dst) {
       std::fill(dst, dst + vocab * d, 0.0f);
       for (int64_t r = starts[size_t(l)]; r < starts[size_t(l) + 1]; ++r) {
         float* row = dst + id[r] * d;
@@ -233,7 +297,7 @@ struct RmsNormFn : torch::autograd::Function<RmsNormFn> {
     const auto starts = leaf_starts(rows, s.leaves, {}, "rms_norm");
     torch::Tensor g = grads[0].defined() ? grads[0].to(torch::kFloat).contiguous() : torch::zeros_like(x);
     auto dx = torch::empty_like(x);
-    fold(s, {ctx->saved_data["weight"].toTensor()}, d, [&](int64_t l, float* dw) {
+    fold_stream(s, {ctx->saved_data["weight"].toTensor()}, d, [&](int64_t l, float* dw) {
       std::fill(dw, dw + d, 0.0f);
       const int64_t r0 = starts[size_t(l)], rl = starts[size_t(l) + 1] - r0;
       kernels::rms_backward(g.data_ptr<float>() + r0 * d, x.data_ptr<float>() + r0 * d, w.data_ptr<float>(),

@@ -607,18 +607,20 @@ TEST_F(DriverE2E, ContainerRuntimeWrapsEveryRank) {
 
 }  // namespace
 
-// The README's promise as users meet it: sweeps/invariance.yaml, run as shipped (world
-// size 1, 2, 4 x ZeRO 0-3 at one global batch), gives a report with exactly one
-// bit-identical class holding all 11 runs.
-TEST_F(DriverMpi, TheShippedInvarianceSweepFormsExactlyOneBitIdenticalClass) {
-  const std::string grid = std::string(SWEEP_SOURCE_DIR) + "/sweeps/invariance.yaml";
-  const fs::path out = dir_ / "out";
-  auto st = sweep_cli({"run", grid, "--out", out.string(), "--quiet"}, "run.log");
-  ASSERT_TRUE(st.ok()) << read_file(dir_ / "run.log");
-  EXPECT_CONTAINS(read_file(dir_ / "run.log"), "11 completed, 0 already done, 0 failed");
-  st = sweep_cli({"report", out.string(), "--format", "json", "-o", (dir_ / "report.json").string()}, "report.log");
-  ASSERT_TRUE(st.ok()) << read_file(dir_ / "report.log");
-  const std::string json = read_file(dir_ / "report.json");
+// The README's promise as users meet it: a shipped sweep, run as shipped, gives a report
+// with exactly one bit-identical class holding all its runs.
+void expect_one_class(const fs::path& dir, const std::string& grid_name, size_t runs_expected) {
+  const std::string grid = std::string(SWEEP_SOURCE_DIR) + "/sweeps/" + grid_name;
+  const fs::path out = dir / "out";
+  auto st = run_cli({sweep_test::bin("sweep"), "run", grid, "--out", out.string(), "--quiet"}, dir / "run.log");
+  ASSERT_TRUE(st.ok()) << read_file(dir / "run.log");
+  EXPECT_CONTAINS(read_file(dir / "run.log"),
+                  std::to_string(runs_expected) + " completed, 0 already done, 0 failed");
+  st = run_cli({sweep_test::bin("sweep"), "report", out.string(), "--format", "json", "-o",
+                (dir / "report.json").string()},
+               dir / "report.log");
+  ASSERT_TRUE(st.ok()) << read_file(dir / "report.log");
+  const std::string json = read_file(dir / "report.json");
   const auto classes = json.find("\"classes\":[{");  // the list of classes (runs also name theirs)
   ASSERT_NE(classes, std::string::npos) << json.substr(0, 400);
   const std::string section = json.substr(classes, json.find(']', json.find("\"runs\"", classes)) - classes);
@@ -632,5 +634,16 @@ TEST_F(DriverMpi, TheShippedInvarianceSweepFormsExactlyOneBitIdenticalClass) {
     ++runs;
     EXPECT_NE(section.find(e.path().filename().string()), std::string::npos) << e.path().filename() << " not in C1";
   }
-  EXPECT_EQ(runs, 11u);
+  EXPECT_EQ(runs, runs_expected);
+}
+
+// sweeps/invariance.yaml: world size 1, 2, 4 x ZeRO 0-3 at one global batch, 11 runs.
+TEST_F(DriverMpi, TheShippedInvarianceSweepFormsExactlyOneBitIdenticalClass) {
+  expect_one_class(dir_, "invariance.yaml", 11);
+}
+
+// sweeps/leaf-invariance.yaml: with train.leaf, micro-batches of 16 to 1 sequences on 1, 2
+// and 4 ranks (MoE, bf16), 12 runs.
+TEST_F(DriverMpi, TheShippedLeafInvarianceSweepFormsExactlyOneBitIdenticalClass) {
+  expect_one_class(dir_, "leaf-invariance.yaml", 12);
 }
