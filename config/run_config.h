@@ -62,9 +62,9 @@ struct DataConfig {
 
 /// Optimisation and everything that changes the math of a step.
 struct TrainConfig {
-  int64_t steps = 100;                 ///< optimizer steps
-  int64_t micro_batch = 4;             ///< sequences per micro-batch
-  int64_t accum = 1;                   ///< micro-batches per rank per step
+  int64_t steps = 100;      ///< optimizer steps
+  int64_t micro_batch = 4;  ///< sequences per micro-batch
+  int64_t accum = 1;        ///< micro-batches per rank per step
   /// Sequences per leaf of the canonical gradient tree; 0 = the micro-batch is the leaf.
   /// With a leaf, micro_batch is layout like accum and world_size: every
   /// world_size x accum x micro_batch of the same global batch gives the same bits.

@@ -108,7 +108,6 @@ struct Cond {
   bool constant = false;            ///< dim < 0 and not derived: the base value matches or not
 };
 
-
 class Expander {
  public:
   explicit Expander(const SweepSpec& s) : spec_(s), base_(apply_run_values(RunConfig{}, s.base)), lines_(base_) {

@@ -32,10 +32,11 @@ std::string layout_text(int64_t world, int64_t accum, int64_t micro) {
 // as recorded; with one, any micro-batch that holds whole leaves.
 void change_layout(RunConfig& c, int64_t world, int64_t accum, int64_t micro) {
   const int64_t w0 = c.dist.world_size, a0 = c.train.accum, b0 = c.train.micro_batch, g = w0 * a0 * b0;
-  if (world < 0 || accum < 0 || micro < 0) throw ConfigError("--world-size, --accum and --micro-batch must be positive");
+  if (world < 0 || accum < 0 || micro < 0)
+    throw ConfigError("--world-size, --accum and --micro-batch must be positive");
   if (!world && !accum && !micro) return;  // layout unchanged
-  const std::string recorded = "the recorded global batch is " + std::to_string(g) + " sequences (" +
-                               layout_text(w0, a0, b0) + ")";
+  const std::string recorded =
+      "the recorded global batch is " + std::to_string(g) + " sequences (" + layout_text(w0, a0, b0) + ")";
   if (micro && micro != b0 && c.train.leaf == 0)
     throw ConfigError("cannot reproduce with micro-batch " + std::to_string(micro) +
                       ": the recorded run has no train.leaf, so its micro-batch of " + std::to_string(b0) +

@@ -33,8 +33,8 @@ namespace kernels {
 /// RMSNorm's fp32 kernels over `rows` rows of d: y and rstd from x and w; dx from g, and
 /// dw += each row's g x rstd in row order (dw starts where the caller left it).
 void rms_forward(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t d, float eps);
-void rms_backward(const float* g, const float* x, const float* w, const float* rstd, float* dx, float* dw,
-                  int64_t rows, int64_t d);
+void rms_backward(const float* g, const float* x, const float* w, const float* rstd, float* dx, float* dw, int64_t rows,
+                  int64_t d);
 
 }  // namespace kernels
 

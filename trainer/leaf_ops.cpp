@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "fused_ops.h"         // kernels::rms_forward, rms_backward
+#include "fused_ops.h"  // kernels::rms_forward, rms_backward
 #include "leaf_scope.h"
 #include "sweep/leaf.h"
 #include "torch_compat.h"  // cpu_autocast_on, NoCpuAutocast
@@ -222,8 +222,8 @@ struct LinearFn : torch::autograd::Function<LinearFn> {
     }
     if (round_fp16) per_leaf = per_leaf.to(torch::kHalf);
     fold_rows(s, params, per_leaf.to(torch::kFloat).contiguous().view({leaves, out * in}));
-    variable_list result{dx.to(c10::ScalarType(ctx->saved_data["x_dtype"].toInt()))
-                             .view(ctx->saved_data["x_sizes"].toIntVector())};
+    variable_list result{
+        dx.to(c10::ScalarType(ctx->saved_data["x_dtype"].toInt())).view(ctx->saved_data["x_sizes"].toIntVector())};
     for (int64_t i = 0; i < nw; ++i) result.emplace_back();
     result.emplace_back();  // counts
     result.emplace_back();  // round_fp16
@@ -352,7 +352,8 @@ torch::Tensor sum_per_leaf(const torch::Tensor& per_row) {
   if (!g_scope) return flat.sum().reshape({1});
   const auto starts = leaf_starts(flat.numel(), g_scope->leaves, {}, "sum_per_leaf");
   std::vector<torch::Tensor> sums;
-  for (size_t l = 0; l + 1 < starts.size(); ++l) sums.push_back(flat.narrow(0, starts[l], starts[l + 1] - starts[l]).sum());
+  for (size_t l = 0; l + 1 < starts.size(); ++l)
+    sums.push_back(flat.narrow(0, starts[l], starts[l + 1] - starts[l]).sum());
   return torch::stack(sums);
 }
 

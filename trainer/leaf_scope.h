@@ -11,9 +11,9 @@
 namespace sweep {
 
 struct LeafScope {
-  int64_t leaves = 1;          ///< leaves in this micro-batch
-  std::vector<TreeNode> nodes;  ///< the micro-batch's canonical cover, leaf numbers relative to its first leaf
-  std::vector<float*> bufs;     ///< node j's flat gradient (n floats, zero on entry)
+  int64_t leaves = 1;             ///< leaves in this micro-batch
+  std::vector<TreeNode> nodes;    ///< the micro-batch's canonical cover, leaf numbers relative to its first leaf
+  std::vector<float*> bufs;       ///< node j's flat gradient (n floats, zero on entry)
   const float* params = nullptr;  ///< the flat parameter buffer the module's parameters view
   int64_t n = 0;
   std::vector<int64_t> offsets;  ///< each parameter tensor's offset in the flat buffer, in table order

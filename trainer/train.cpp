@@ -183,9 +183,9 @@ class Trainer {
   bool general_ = false, fused_ = false;
   std::unique_ptr<NodeAccumulator> nodes_;
   std::vector<std::vector<TreeNode>> rank_nodes_;
-  LeafScope scope_;                             // the fused path's micro-batch (sweep/leaf.h)
+  LeafScope scope_;                            // the fused path's micro-batch (sweep/leaf.h)
   std::vector<std::vector<float>> node_bufs_;  // its subtree sums past the first (that one is the gradient buffer)
-  std::vector<int64_t> plain_;                  // per parameter tensor: autograd gave it a gradient this micro-batch
+  std::vector<int64_t> plain_;                 // per parameter tensor: autograd gave it a gradient this micro-batch
   LossScaler scaler_;
   int64_t updates_ = 0;
   std::vector<int64_t> used_;  // per parameter tensor: got a gradient this step; then the target count

@@ -609,16 +609,16 @@ TEST_F(DriverE2E, ContainerRuntimeWrapsEveryRank) {
 
 // The README's promise as users meet it: a shipped sweep, run as shipped, gives a report
 // with exactly one bit-identical class holding all its runs.
-void expect_one_class(const fs::path& dir, const std::string& grid_name, size_t runs_expected) {
+static void expect_one_class(const fs::path& dir, const std::string& grid_name, size_t runs_expected) {
   const std::string grid = std::string(SWEEP_SOURCE_DIR) + "/sweeps/" + grid_name;
   const fs::path out = dir / "out";
-  auto st = run_cli({sweep_test::bin("sweep"), "run", grid, "--out", out.string(), "--quiet"}, dir / "run.log");
+  auto st =
+      sweep_test::run_cli({sweep_test::bin("sweep"), "run", grid, "--out", out.string(), "--quiet"}, dir / "run.log");
   ASSERT_TRUE(st.ok()) << read_file(dir / "run.log");
-  EXPECT_CONTAINS(read_file(dir / "run.log"),
-                  std::to_string(runs_expected) + " completed, 0 already done, 0 failed");
-  st = run_cli({sweep_test::bin("sweep"), "report", out.string(), "--format", "json", "-o",
-                (dir / "report.json").string()},
-               dir / "report.log");
+  EXPECT_CONTAINS(read_file(dir / "run.log"), std::to_string(runs_expected) + " completed, 0 already done, 0 failed");
+  st = sweep_test::run_cli(
+      {sweep_test::bin("sweep"), "report", out.string(), "--format", "json", "-o", (dir / "report.json").string()},
+      dir / "report.log");
   ASSERT_TRUE(st.ok()) << read_file(dir / "report.log");
   const std::string json = read_file(dir / "report.json");
   const auto classes = json.find("\"classes\":[{");  // the list of classes (runs also name theirs)

@@ -16,9 +16,7 @@ using sweep_test::bit_difference;
 
 struct Layout {
   int micro, accum, world;
-  std::string name() const {
-    return std::to_string(micro) + "x" + std::to_string(accum) + "x" + std::to_string(world);
-  }
+  std::string name() const { return std::to_string(micro) + "x" + std::to_string(accum) + "x" + std::to_string(world); }
 };
 
 // The table: a global batch of 16 sequences.
@@ -35,8 +33,9 @@ class LeafE2E : public sweep_test::E2eTest {
   static std::string config(const Layout& l, const std::string& model, const std::string& extra_train,
                             const std::string& dist = "") {
     // `model` adds to the decoder's keys, or replaces them when it names another kind.
-    const std::string keys = model.rfind(", kind:", 0) == 0 ? "vocab: 64, seq_len: 16"
-                                                             : "layers: 2, d_model: 32, heads: 2, vocab: 64, seq_len: 16";
+    const std::string keys = model.rfind(", kind:", 0) == 0
+                                 ? "vocab: 64, seq_len: 16"
+                                 : "layers: 2, d_model: 32, heads: 2, vocab: 64, seq_len: 16";
     return "model: {" + keys + model +
            "}\n"
            "data: {eval_fraction: 0.05}\n"
@@ -124,11 +123,11 @@ TEST_F(LeafE2E, ACheckpointResumesOnALayoutWithAnotherMicroBatch) {
   ASSERT_TRUE(train("ref", config({16, 1, 1}, kMoe, ", leaf: 1"), 1, {"--quiet"}).ok()) << log("ref");
   ASSERT_TRUE(train("w2", config({4, 2, 2}, kMoe, ck, ", zero_stage: 3"), 2, {"--quiet"}).ok()) << log("w2");
   const std::string from = (dir_ / "w2" / "checkpoints").string();
-  ASSERT_TRUE(train("w1", config({1, 16, 1}, kMoe, ", leaf: 1"), 1, {"--resume-from", from + "/step_0000000001"})
-                  .ok())
+  ASSERT_TRUE(train("w1", config({1, 16, 1}, kMoe, ", leaf: 1"), 1, {"--resume-from", from + "/step_0000000001"}).ok())
       << log("w1");
-  ASSERT_TRUE(train("w4", config({2, 2, 4}, kMoe, ", leaf: 1"), 4, {"--quiet", "--resume-from", from + "/step_0000000002"})
-                  .ok())
+  ASSERT_TRUE(
+      train("w4", config({2, 2, 4}, kMoe, ", leaf: 1"), 4, {"--quiet", "--resume-from", from + "/step_0000000002"})
+          .ok())
       << log("w4");
   EXPECT_NE(log("w1").find("resumed from the checkpoint after step 1"), std::string::npos) << log("w1");
   // `sweep reproduce --micro-batch` re-runs a record on another micro-batch, bit for bit.

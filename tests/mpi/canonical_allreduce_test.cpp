@@ -133,7 +133,8 @@ TEST(CanonicalAllreduce, NodesOfAnyLayoutGiveTheBitsOfOneProcessTree) {
       Leaves leaves = make_leaves(m, n, 3);
       std::vector<float> reference = tree_sum(leaves, 0, m);
       NodeAccumulator acc(n, int64_t(m));
-      for (size_t j = size_t(r) * per_rank; j < size_t(r + 1) * per_rank; ++j) acc.push({int64_t(j), 1}, leaves[j].data());
+      for (size_t j = size_t(r) * per_rank; j < size_t(r + 1) * per_rank; ++j)
+        acc.push({int64_t(j), 1}, leaves[j].data());
       std::vector<std::vector<TreeNode>> nodes;
       for (int s = 0; s < w; ++s)
         nodes.push_back(canonical_cover(int64_t(m), int64_t(size_t(s) * per_rank), int64_t(size_t(s + 1) * per_rank)));

@@ -6,9 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <stdexcept>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 namespace sweep {

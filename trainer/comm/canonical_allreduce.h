@@ -9,7 +9,7 @@
 
 #include "canonical_reduce.h"  // TreeNode
 #include "communicator.h"      // Communicator
-#include "optimizer.h"     // kNormBlock, sum_of_squares
+#include "optimizer.h"         // kNormBlock, sum_of_squares
 
 namespace sweep {
 
