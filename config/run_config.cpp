@@ -791,7 +791,8 @@ bool omitted_at_default(const std::string& key, const std::string& value) {
     RunConfig probe;
     visit_fields(probe, Flattener{&all});
     std::map<std::string, std::string> out;
-    for (const char* k : {"data.eval_fraction", "data.eval_path", "train.eval_every", "train.eval_batches"})
+    for (const char* k :
+         {"data.eval_fraction", "data.eval_path", "train.eval_every", "train.eval_batches", "train.leaf"})
       for (const auto& [key, v] : all)
         if (key == k) out[key] = v;
     return out;

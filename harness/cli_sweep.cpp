@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "blas_kernel.h"
@@ -21,7 +22,8 @@
 #include "report.h"      // load_sweep
 #include "run_health.h"  // sweep_health: the flags of completed runs
 #include "slurm_exec.h"
-#include "sweep_lock.h"  // SweepLock: a tpe search holds it across its batches
+#include "stop_signals.h"  // StopSignals
+#include "sweep_lock.h"    // SweepLock: a tpe search holds it across its batches
 #include "sweep_run.h"
 #include "tpe_search.h"  // run_tpe_search
 
@@ -159,6 +161,12 @@ int run_run(const RunOptions& o) {
   std::unique_ptr<SweepLock> search_lock;
   const bool staged = spec.search.kind == "tpe" || spec.search.kind == "halving";
   if (staged) search_lock = std::make_unique<SweepLock>(opt.out_dir), opt.lock_held = true;
+  // And between batches too a stop signal is caught, not fatal: it stops the next batch at
+  // once, as it would have stopped this one (each batch's executor takes the handlers over
+  // and hands them back). Without this, a Ctrl-C right after search.log named a batch's
+  // trials killed the driver before that batch's executor had its handlers.
+  std::optional<StopSignals> between_batches;
+  if (staged) between_batches.emplace();
   const auto whole = [&](const std::vector<GridPoint>& points) { return run_points(points, {}); };
   const SweepSummary s = spec.search.kind == "tpe"       ? run_tpe_search(spec, opt.out_dir, whole)
                          : spec.search.kind == "halving" ? run_halving_search(spec, e.points, opt.out_dir, run_points)
