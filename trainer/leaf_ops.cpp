@@ -10,7 +10,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "fused_ops.h"  // kernels::rms_forward, rms_backward
+#include "canonical_reduce.h"  // TreeAccumulator
+#include "fused_ops.h"         // kernels::rms_forward, rms_backward
 #include "leaf_scope.h"
 #include "sweep/leaf.h"
 #include "torch_compat.h"  // cpu_autocast_on, NoCpuAutocast
@@ -107,41 +108,20 @@ void fold_rows(LeafScope& s, const std::vector<torch::Tensor>& params, torch::Te
 }
 
 /// The same, one leaf at a time (a gradient too large to hold for every leaf at once):
-/// `leaf_grad(l, out)` overwrites out (numel floats) with leaf l's; a node's leaves are
-/// summed as a binary counter of owned buffers (equal-sized neighbours merge; the rest fold
-/// right to left), the canonical tree's shape.
+/// `leaf_grad(l, out)` overwrites out (numel floats) with leaf l's, written straight into
+/// the TreeAccumulator that sums each node's leaves.
 template <class F>
 void fold_stream(LeafScope& s, const std::vector<torch::Tensor>& params, int64_t numel, F&& leaf_grad) {
   const auto index = claim(s, params, numel);
-  struct Part {
-    int64_t leaves;
-    std::vector<float> sum;
-  };
-  std::vector<Part> stack;
-  std::vector<std::vector<float>> spare;
+  TreeAccumulator acc{size_t(numel)};
+  std::vector<float> sum(static_cast<size_t>(numel));
   for (size_t j = 0; j < s.nodes.size(); ++j) {
     for (int64_t l = s.nodes[j].lo; l < s.nodes[j].end(); ++l) {
-      std::vector<float> buf;
-      if (!spare.empty()) buf = std::move(spare.back()), spare.pop_back();
-      buf.resize(size_t(numel));
-      leaf_grad(l, buf.data());
-      stack.push_back({1, std::move(buf)});
-      while (stack.size() >= 2 && stack[stack.size() - 2].leaves == stack.back().leaves) {
-        Part right = std::move(stack.back());
-        stack.pop_back();
-        add_into(stack.back().sum.data(), right.sum.data(), numel);
-        stack.back().leaves += right.leaves;
-        spare.push_back(std::move(right.sum));
-      }
+      leaf_grad(l, acc.next());
+      acc.push_next();
     }
-    for (size_t k = stack.size() - 1; k-- > 0;) {  // s_1 + (s_2 + (... + s_m))
-      add_into(stack[k].sum.data(), stack[k + 1].sum.data(), numel);
-      spare.push_back(std::move(stack[k + 1].sum));
-      stack.pop_back();
-    }
-    scatter(s, index, j, stack.back().sum.data());
-    spare.push_back(std::move(stack.back().sum));
-    stack.clear();
+    acc.finish(sum.data());
+    scatter(s, index, j, sum.data());
   }
 }
 

@@ -145,6 +145,10 @@ class Trainer {
                            double* losses);
   /// Sets up leaves, the path (fused or split) and the reduction's subtrees.
   void plan_leaves();
+  /// A leaf-aware model's per-leaf losses [K_]; throws naming the model when it gave none.
+  torch::Tensor per_leaf(const LossSum& ls) const;
+  /// Throws naming the model when its parameters are not the ones flattened.
+  void check_params_unchanged(int64_t step) const;
   std::optional<ChecksumRow> checksum_if_due(int64_t step);
   void check_replicas(int64_t step, const ChecksumRow& mine);
   TrainState snapshot(int64_t step);
@@ -467,30 +471,29 @@ int64_t Trainer::compute(int64_t step, std::vector<double>& local_losses, double
   for (int64_t k = 0; k < A; ++k) {
     const torch::Tensor batch = batch_on_device(prefetch_->next());
     flat_.zero_grads();
-    torch::AutoGradMode grad_on(true);
-    std::optional<compat::AutocastGuard> guard;
-    autocast(guard);
-    LossSum ls = model_->loss(batch);
-    check_loss(ls);
-    if (!ls.sum.requires_grad())
-      throw std::runtime_error(model_error("loss() returned a tensor that depends on no parameter"));
-    targets += ls.targets;
-    // Token-weighted: each micro-batch's summed loss over the whole global batch's token
-    // count, so the leaves add up to the global mean (rescaled after the reduction when the
-    // model's targets are not all the tokens).
-    torch::Tensor loss = ls.sum / double(tokens);
-    if (faults_ && faults_->nan_loss(step, k)) loss = loss * std::numeric_limits<double>::quiet_NaN();  // test-only
-    local_losses[size_t(k)] = loss.item<double>();
-    (scaler_.enabled ? loss * scale_used : loss).backward();
+    targets += forward_backward(step, k, batch, scale_used, tokens, &local_losses[size_t(k)]);
     flat_.pull_grads();
     if (k + 1 < A) tree_->push(grads);  // the last leaf stays where it is
   }
   tree_->finish_with_last(grads);
+  check_params_unchanged(step);
+  return targets;
+}
+
+torch::Tensor Trainer::per_leaf(const LossSum& ls) const {
+  if (!ls.per_leaf.defined() || ls.per_leaf.dim() != 1 || ls.per_leaf.size(0) != K_)
+    throw std::runtime_error(model_error(
+        "it is leaf-aware, but loss() returned " +
+        (ls.per_leaf.defined() ? "per_leaf of shape " + c10::str(ls.per_leaf.sizes()) : std::string("no per_leaf")) +
+        "; expected [" + std::to_string(K_) + "] (sweep::leaf::sum_per_leaf)"));
+  return ls.per_leaf;
+}
+
+void Trainer::check_params_unchanged(int64_t step) const {
   // A parameter registered or replaced after construction is not in the flat buffer: it
   // would train outside every guarantee.
   if (const std::string what = flat_.changed(model_->module()); !what.empty())
     throw std::runtime_error(model_error("its parameters changed during step " + std::to_string(step) + ": " + what));
-  return targets;
 }
 
 void Trainer::plan_leaves() {
@@ -512,6 +515,7 @@ void Trainer::plan_leaves() {
   // layers (or a device) gets one pass per leaf.
   fused_ = leaf > 0 && model_->leaf_aware() && device_.is_cpu();
   if (!fused_) return;
+  scope_.leaves = K_;
   for (const auto& p : flat_.table) scope_.offsets.push_back(p.offset), scope_.numels.push_back(p.numel);
   scope_.n = flat_.n;
   scope_.used = &used_;
@@ -526,19 +530,17 @@ int64_t Trainer::forward_backward(int64_t step, int64_t k, const torch::Tensor& 
   check_loss(ls);
   if (!ls.sum.requires_grad())
     throw std::runtime_error(model_error("loss() returned a tensor that depends on no parameter"));
+  // Token-weighted: each leaf's summed loss over the whole global batch's token count, so
+  // the leaves add up to the global mean (rescaled after the reduction when the model's
+  // targets are not all the tokens).
   torch::Tensor loss = ls.sum / double(tokens);
   if (faults_ && faults_->nan_loss(step, k)) loss = loss * std::numeric_limits<double>::quiet_NaN();  // test-only
   if (fused_) {
-    if (!ls.per_leaf.defined() || ls.per_leaf.dim() != 1 || ls.per_leaf.size(0) != K_)
-      throw std::runtime_error(model_error(
-          "it is leaf-aware, but loss() returned " +
-          (ls.per_leaf.defined() ? "per_leaf of shape " + c10::str(ls.per_leaf.sizes()) : std::string("no per_leaf")) +
-          "; expected [" + std::to_string(K_) + "] (sweep::leaf::sum_per_leaf)"));
     // Each leaf's loss over the step's tokens, like the whole micro-batch's (the NaN of a
     // test fault reaches all of them).
-    torch::Tensor per = (ls.per_leaf / double(tokens)).to(torch::kDouble).cpu();
+    torch::Tensor per = per_leaf(ls) / double(tokens);
     if (faults_ && faults_->nan_loss(step, k)) per = per * std::numeric_limits<double>::quiet_NaN();
-    for (int64_t l = 0; l < K_; ++l) losses[l] = per[l].item<double>();
+    std::copy_n(per.to(torch::kDouble).cpu().contiguous().data_ptr<double>(), K_, losses);
   } else {
     losses[0] = loss.item<double>();
   }
@@ -567,7 +569,6 @@ int64_t Trainer::compute_leaves(int64_t step, std::vector<double>& local_losses,
     }
     // One pass: the leaf-aware layers fold each leaf's gradient into the sums of the
     // micro-batch's subtrees, the first in the gradient buffer, the others beside it.
-    scope_.leaves = K_;
     scope_.nodes = canonical_cover(N_, lo, lo + K_);
     if (node_bufs_.size() + 1 < scope_.nodes.size()) node_bufs_.resize(scope_.nodes.size() - 1);
     scope_.bufs = {grads};
@@ -593,8 +594,7 @@ int64_t Trainer::compute_leaves(int64_t step, std::vector<double>& local_losses,
     for (size_t j = 0; j < scope_.nodes.size(); ++j)
       nodes_->push({lo + scope_.nodes[j].lo, scope_.nodes[j].count}, scope_.bufs[j]);
   }
-  if (const std::string what = flat_.changed(model_->module()); !what.empty())
-    throw std::runtime_error(model_error("its parameters changed during step " + std::to_string(step) + ": " + what));
+  check_params_unchanged(step);
   return targets;
 }
 
@@ -658,15 +658,10 @@ EvalRow Trainer::evaluate(int64_t step) {
       std::optional<compat::AutocastGuard> guard;
       autocast(guard);
       if (fused_) {  // one pass, the loss of each leaf
-        scope_.leaves = K_;
         LeafScopeGuard on(&scope_);
         const LossSum ls = model_->loss(batch);
         check_loss(ls);
-        if (!ls.per_leaf.defined() || ls.per_leaf.numel() != K_)
-          throw std::runtime_error(model_error("it is leaf-aware, but loss() returned no per_leaf of " +
-                                               std::to_string(K_) + " leaves in evaluation"));
-        const torch::Tensor per = ls.per_leaf.to(torch::kDouble).cpu();
-        for (int64_t l = 0; l < K_; ++l) local[size_t(k * K_ + l)] = per[l].item<double>();
+        std::copy_n(per_leaf(ls).to(torch::kDouble).cpu().contiguous().data_ptr<double>(), K_, &local[size_t(k * K_)]);
         targets += ls.targets;
         continue;
       }

@@ -87,14 +87,14 @@ void canonical_allreduce(Communicator& comm, const std::vector<const float*>& pa
   const size_t total = all.size(), own = first[size_t(r)], k = partials.size();
   std::vector<float> local;
   std::vector<float>& ws = workspace ? *workspace : local;
-  if (w == 1) {
+  if (w == 1 && k == 1) {
+    if (out != partials[0] && n) std::memmove(out, partials[0], n * sizeof(float));
+    return;
+  }
+  if (w == 1) {  // the tree over this rank's own subtrees; `out` is the first one's scratch
+    if (ws.size() < k * n) ws.resize(k * n);
     std::vector<float*> slot(k);
-    if (k > 1 && ws.size() < k * n) ws.resize(k * n);
     for (size_t j = 0; j < k; ++j) slot[j] = j == 0 ? out : ws.data() + j * n;
-    if (k == 1) {
-      if (out != partials[0] && n) std::memmove(out, partials[0], n * sizeof(float));
-      return;
-    }
     tree_over_nodes(all, partials.data(), slot.data(), n, leaves, out);
     return;
   }

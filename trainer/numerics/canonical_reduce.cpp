@@ -9,23 +9,42 @@
 
 namespace sweep {
 
+namespace {
+
+// dst[i] = a[i] + b[i]; dst may be a or b (same index), never otherwise overlapping.
+SWEEP_VECTOR_CLONES void add(float* dst, const float* a, const float* b, size_t len) {
+  for (size_t i = 0; i < len; ++i) dst[i] = a[i] + b[i];
+}
+
+}  // namespace
+
 void TreeAccumulator::push(const float* g) {
-  std::vector<float> buf;
-  if (!spare_.empty()) {
-    buf = std::move(spare_.back());
-    spare_.pop_back();
+  std::copy(g, g + n_, next());
+  push_next();
+}
+
+float* TreeAccumulator::next() {
+  if (next_.size() != n_) {
+    if (!spare_.empty()) {
+      next_ = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    next_.resize(n_);
   }
-  buf.assign(g, g + n_);
-  stack_.push_back({1, std::move(buf)});
+  return next_.data();
+}
+
+void TreeAccumulator::push_next() {
+  if (next_.size() != n_) throw std::logic_error("TreeAccumulator::push_next without next()");
+  stack_.push_back({1, std::move(next_)});
+  next_.clear();
   ++count_;
   // Merge equal-sized neighbours: each completed power-of-two block becomes one subtree.
   while (stack_.size() >= 2 && stack_[stack_.size() - 2].leaves == stack_.back().leaves) {
     Node right = std::move(stack_.back());
     stack_.pop_back();
     Node& left = stack_.back();
-    float* l = left.sum.data();
-    const float* r = right.sum.data();
-    for (size_t i = 0; i < n_; ++i) l[i] = l[i] + r[i];
+    add(left.sum.data(), left.sum.data(), right.sum.data(), n_);
     left.leaves += right.leaves;
     spare_.push_back(std::move(right.sum));
   }
@@ -72,11 +91,6 @@ double canonical_sum(const std::vector<double>& leaves) {
 }
 
 namespace {
-
-// dst[i] = a[i] + b[i]; dst may be a or b (same index), never otherwise overlapping.
-SWEEP_VECTOR_CLONES void add(float* dst, const float* a, const float* b, size_t len) {
-  for (size_t i = 0; i < len; ++i) dst[i] = a[i] + b[i];
-}
 
 // The split of the canonical node [lo, lo + count): its left child's size.
 int64_t left_size(int64_t count) {

@@ -16,6 +16,11 @@ class TreeAccumulator {
   explicit TreeAccumulator(size_t n) : n_(n) {}
   /// Adds leaf number `count()`; `g` has n elements.
   void push(const float* g);
+  /// A buffer of n floats for the next leaf, to be written and then added by push_next()
+  /// without a copy (valid until then).
+  float* next();
+  /// Adds the leaf written into next()'s buffer.
+  void push_next();
   /// Leaves pushed so far.
   size_t count() const { return count_; }
   /// Canonical tree sum of all leaves into `out` (n elements); the accumulator is reset.
@@ -34,6 +39,7 @@ class TreeAccumulator {
   size_t count_ = 0;
   std::vector<Node> stack_;
   std::vector<std::vector<float>> spare_;  // recycled buffers, so steady state allocates nothing
+  std::vector<float> next_;                // next()'s buffer
 };
 
 /// Canonical tree sum of scalars (the per-leaf losses).
