@@ -61,15 +61,15 @@ void change_layout(RunConfig& c, int64_t world, int64_t accum, int64_t micro) {
   if (world && !accum) {
     if (m % world != 0)
       throw ConfigError("cannot reproduce on " + std::to_string(world) + " ranks: " + recorded + ", whose " +
-                        std::to_string(m) + " micro-batches of " + std::to_string(b) + " " + std::to_string(world) +
-                        " ranks cannot split evenly");
+                        std::to_string(m) + " micro-batches of " + std::to_string(b) +
+                        " sequences do not split evenly over " + std::to_string(world) + " ranks");
     accum = m / world;
   }
   if (accum && !world) {
     if (m % accum != 0)
       throw ConfigError("cannot reproduce with accum " + std::to_string(accum) + ": " + recorded + ", whose " +
-                        std::to_string(m) + " micro-batches of " + std::to_string(b) + " are not a multiple of " +
-                        std::to_string(accum));
+                        std::to_string(m) + " micro-batches of " + std::to_string(b) +
+                        " sequences are not a multiple of " + std::to_string(accum));
     world = m / accum;
   }
   c.dist.world_size = world;

@@ -20,10 +20,13 @@ def check_schema_doc(f, expect):
     documented type: the document and the writer cannot drift apart unnoticed. What the
     document calls optional is required only where it applies: a section titled "only in
     runs ..." when its group exists; in an attribute section, a paragraph beginning "When
-    `/eval` exists" when the record has /eval, and one beginning "Written by the C++
-    writers" unless the Python writer wrote it (its /environment `compiler` is "python ...")."""
+    `/eval` exists" when the record has /eval, one beginning "When train.leaf is set" when
+    its config sets train.leaf, and one beginning "Written by the C++ writers" unless the
+    Python writer wrote it (its /environment `compiler` is "python ...")."""
     env = f["environment"].attrs
     by_cpp = not as_text(env["compiler"]).startswith("python ") if "compiler" in env else True
+    config_keys = [as_text(k) for k in f["config/keys"][:]] if "config/keys" in f else []
+    leaf = "train.leaf" in config_keys
     sections = re.split(r"^## ", open(SCHEMA, encoding="utf-8").read(), flags=re.M)[1:]
     found = 0
     for sec in sections:
@@ -44,6 +47,7 @@ def check_schema_doc(f, expect):
             attrs = f[group.group(1)].attrs
             paragraphs = [p for p in re.split(r"\n\s*\n", body)
                           if not (p.startswith("When `/eval` exists") and "eval" not in f)
+                          and not (p.startswith("When train.leaf is set") and not leaf)
                           and not (p.startswith("Written by the C++ writers") and not by_cpp)]
             for tok in re.findall(r"`([^`]+)`", "\n\n".join(paragraphs)):
                 if " " in tok or "<" in tok or tok.startswith("comm.") or tok.startswith("/"):

@@ -156,9 +156,10 @@ TEST_F(ReproduceE2E, FromACheckpointOnAnotherLayoutTheStepsAfterItReproduce) {
 TEST_F(ReproduceE2E, RefusesALayoutThatChangesTheGlobalBatch) {
   auto st = cli({"reproduce", run_dir_.string(), "--world-size", "3"}, "w3.log");
   EXPECT_EQ(st.code, 2) << out("w3.log");
-  EXPECT_NE(out("w3.log").find(
-                "cannot reproduce on 3 ranks: the recorded global batch is 2 micro-batches (world 1 x accum 2)"),
-            std::string::npos)
+  EXPECT_NE(
+      out("w3.log").find("cannot reproduce on 3 ranks: the recorded global batch is 4 sequences (world 1 x accum 2 x "
+                         "micro-batch 2), whose 2 micro-batches of 2 sequences do not split evenly over 3 ranks"),
+      std::string::npos)
       << out("w3.log");
 }
 
