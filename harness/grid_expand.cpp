@@ -250,6 +250,16 @@ class Expander {
   /// message names the line that set the offending key.
   template <class Values>
   void check(const GridPoint& p, const Values& values) {
+    // The leaf step is sweep-train's (and a program's built on sweep/trainer.h): a grid's
+    // program: would get the key and train the micro-batch's own bits.
+    if (p.config.train.leaf > 0 && !spec_.program.empty()) {
+      const FlatConfig v = values();
+      const auto it = v.find("train.leaf");
+      throw ConfigError((it == v.end() ? spec_.source : it->second.where) +
+                        ": key 'train.leaf': the leaf step (micro_batch as layout) is sweep-train's and a program's "
+                        "built on sweep/trainer.h (launch.trainer); a grid's program: trains its own way (at point " +
+                        describe(p.values) + ")");
+    }
     try {
       check_run_config(p.config);
     } catch (const ConfigError&) {
