@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "canonical_reduce.h"  // TreeAccumulator
+#include "canonical_reduce.h"  // TreeAccumulator, tree_over_nodes
 #include "fused_ops.h"         // kernels::rms_forward, rms_backward
 #include "leaf_scope.h"
 #include "sweep/leaf.h"
@@ -80,21 +80,6 @@ void scatter(const LeafScope& s, const std::vector<size_t>& index, size_t node, 
   }
 }
 
-void add_into(float* l, const float* r, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) l[i] = l[i] + r[i];
-}
-
-/// In place over rows [lo, lo + count) of g (numel floats each): the canonical tree of
-/// those rows ends in row lo, each inner sum (left + right) in its left part's first row.
-void tree_rows(float* g, int64_t numel, int64_t lo, int64_t count) {
-  if (count == 1) return;
-  int64_t p = 1;
-  while (p * 2 < count) p *= 2;
-  tree_rows(g, numel, lo, p);
-  tree_rows(g, numel, lo + p, count - p);
-  add_into(g + lo * numel, g + (lo + p) * numel, numel);
-}
-
 /// Folds every leaf's gradient of `params`, rows of `per_leaf` ([leaves, numel] fp32,
 /// contiguous, overwritten), into the scope's subtree sums.
 void fold_rows(LeafScope& s, const std::vector<torch::Tensor>& params, torch::Tensor per_leaf) {
@@ -102,8 +87,15 @@ void fold_rows(LeafScope& s, const std::vector<torch::Tensor>& params, torch::Te
   const auto index = claim(s, params, numel);
   float* g = per_leaf.data_ptr<float>();
   for (size_t j = 0; j < s.nodes.size(); ++j) {
-    tree_rows(g, numel, s.nodes[j].lo, s.nodes[j].count);
-    scatter(s, index, j, g + s.nodes[j].lo * numel);
+    // The node's canonical tree over its leaves' rows, in place: each row is its own
+    // scratch, and the sum ends in the node's first row.
+    const TreeNode node = s.nodes[j];
+    std::vector<TreeNode> leaves;
+    std::vector<float*> rows;
+    for (int64_t l = 0; l < node.count; ++l) leaves.push_back({l, 1}), rows.push_back(g + (node.lo + l) * numel);
+    const std::vector<const float*> pieces(rows.begin(), rows.end());
+    tree_over_nodes(leaves, pieces.data(), rows.data(), size_t(numel), node.count, rows[0]);
+    scatter(s, index, j, rows[0]);
   }
 }
 
@@ -221,7 +213,6 @@ struct EmbeddingFn : torch::autograd::Function<EmbeddingFn> {
     ctx->saved_data["scope"] = scope_key(&s);
     ctx->saved_data["ids"] = flat;
     ctx->saved_data["weight"] = weight;
-    ctx->saved_data["sizes"] = ids.sizes().vec();
     auto sizes = ids.sizes().vec();
     sizes.push_back(weight.size(1));
     return weight.detach().index_select(0, flat).view(sizes);
