@@ -25,9 +25,14 @@ thread_local LeafScope* g_scope = nullptr;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-int64_t scope_key(LeafScope* s) { return int64_t(reinterpret_cast<intptr_t>(s)); }
-LeafScope& scope_of(AutogradContext* ctx) {
-  return *reinterpret_cast<LeafScope*>(intptr_t(ctx->saved_data["scope"].toInt()));
+/// The running leaf step. A leaf-aware layer's backward runs inside it too: on the CPU,
+/// autograd runs the backward on the thread that called backward(), within the trainer's
+/// LeafScopeGuard.
+LeafScope& running_scope(const char* what) {
+  if (!g_scope)
+    throw std::logic_error(std::string("sweep::leaf::") + what +
+                           ": its backward ran outside the leaf step that ran its forward");
+  return *g_scope;
 }
 
 /// Row ranges of the leaves: `counts` when given (checked), else rows / leaves each.
@@ -82,7 +87,7 @@ void scatter(const LeafScope& s, const std::vector<size_t>& index, size_t node, 
 
 /// Folds every leaf's gradient of `params`, rows of `per_leaf` ([leaves, numel] fp32,
 /// contiguous, overwritten), into the scope's subtree sums.
-void fold_rows(LeafScope& s, const std::vector<torch::Tensor>& params, torch::Tensor per_leaf) {
+void fold_rows(LeafScope& s, const std::vector<torch::Tensor>& params, const torch::Tensor& per_leaf) {
   const int64_t numel = per_leaf.size(1);
   const auto index = claim(s, params, numel);
   float* g = per_leaf.data_ptr<float>();
@@ -121,7 +126,7 @@ void fold_stream(LeafScope& s, const std::vector<torch::Tensor>& params, int64_t
 
 struct LinearFn : torch::autograd::Function<LinearFn> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, at::TensorList weights,
-                               std::vector<int64_t> counts, bool round_fp16) {
+                               const std::vector<int64_t>& counts, bool round_fp16) {
     LeafScope& s = *g_scope;
     const at::ScalarType ct = compat::cpu_autocast_on() ? compat::cpu_autocast_dtype() : at::kFloat;
     compat::NoCpuAutocast no_autocast;
@@ -144,7 +149,6 @@ struct LinearFn : torch::autograd::Function<LinearFn> {
       torch::mm_out(yl, xc.narrow(0, r0, rl), wt);
     }
     ctx->save_for_backward({xc, w});
-    ctx->saved_data["scope"] = scope_key(&s);
     ctx->saved_data["starts"] = starts;
     ctx->saved_data["round"] = round_fp16;
     ctx->saved_data["x_dtype"] = x.scalar_type();
@@ -157,7 +161,7 @@ struct LinearFn : torch::autograd::Function<LinearFn> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    LeafScope& s = scope_of(ctx);
+    LeafScope& s = running_scope("linear");
     compat::NoCpuAutocast no_autocast;
     torch::NoGradGuard no_grad;
     const auto saved = ctx->get_saved_variables();
@@ -207,10 +211,8 @@ struct LinearFn : torch::autograd::Function<LinearFn> {
 
 struct EmbeddingFn : torch::autograd::Function<EmbeddingFn> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& ids, const torch::Tensor& weight) {
-    LeafScope& s = *g_scope;
     torch::NoGradGuard no_grad;
     auto flat = ids.reshape({-1}).contiguous();
-    ctx->saved_data["scope"] = scope_key(&s);
     ctx->saved_data["ids"] = flat;
     ctx->saved_data["weight"] = weight;
     auto sizes = ids.sizes().vec();
@@ -218,7 +220,7 @@ struct EmbeddingFn : torch::autograd::Function<EmbeddingFn> {
     return weight.detach().index_select(0, flat).view(sizes);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    LeafScope& s = scope_of(ctx);
+    LeafScope& s = running_scope("embedding");
     torch::NoGradGuard no_grad;
     const auto ids = ctx->saved_data["ids"].toTensor();
     const auto weight = ctx->saved_data["weight"].toTensor();
@@ -244,7 +246,6 @@ struct EmbeddingFn : torch::autograd::Function<EmbeddingFn> {
 
 struct RmsNormFn : torch::autograd::Function<RmsNormFn> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight, double eps) {
-    LeafScope& s = *g_scope;
     torch::NoGradGuard no_grad;
     auto xc = x.to(torch::kFloat).contiguous();
     auto wc = weight.detach().contiguous();
@@ -254,13 +255,12 @@ struct RmsNormFn : torch::autograd::Function<RmsNormFn> {
     kernels::rms_forward(xc.data_ptr<float>(), wc.data_ptr<float>(), y.data_ptr<float>(), rstd.data_ptr<float>(), rows,
                          d, float(eps));
     ctx->save_for_backward({xc, wc, rstd});
-    ctx->saved_data["scope"] = scope_key(&s);
     ctx->saved_data["weight"] = weight;
     ctx->saved_data["x_dtype"] = x.scalar_type();
     return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    LeafScope& s = scope_of(ctx);
+    LeafScope& s = running_scope("rms_norm");
     torch::NoGradGuard no_grad;
     const auto saved = ctx->get_saved_variables();
     const auto &x = saved[0], &w = saved[1], &rstd = saved[2];
