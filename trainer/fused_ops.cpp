@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "lane_sum.h"       // lane_dot
+#include "arith.h"          // lane_dot
 #include "vector_clones.h"  // SWEEP_VECTOR_CLONES
 
 namespace sweep {

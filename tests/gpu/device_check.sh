@@ -12,7 +12,9 @@
 # travels with the working tree. This script unpacks them into build-gpu/prefix (no
 # root, no package manager). Output: build-gpu/device-check/, one log per step.
 #
-# Checks, each against two records compared with `sweep compare` (exit 0 = bit-identical):
+# First the device kernels (tree, norm, AdamW, finite check) against the host's, bit for bit
+# (device_numerics_check, CUDA builds only). Then checks, each against two records compared
+# with `sweep compare` (exit 0 = bit-identical):
 #   1. determinism: the same config twice on the GPU, bit-identical;
 #   2. canonical reduction: W=1, A=4 against W=2, A=2 (two ranks on the one GPU, same
 #      global batch), bit-identical;
@@ -90,12 +92,20 @@ with_cuda=OFF
 rm -f "$build/CMakeCache.txt"  # a cache from another set-up would keep its library paths
 check configure cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DSWEEP_TORCH_FROM_PYTHON=ON \
   -DSWEEP_PYTHON="$(command -v "$python")" -DSWEEP_WITH_CUDA=$with_cuda "${cmake_args[@]}"
-check build cmake --build "$build" -j"$(nproc)" --target sweep sweep-train sweep-rank trainer_test
+targets=(sweep sweep-train sweep-rank trainer_test)
+[ $with_cuda = ON ] && targets+=(device_numerics_check)
+check build cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
 bin=$root/$build/bin
 [ $fail = 0 ] || { say "build failed; nothing run"; exit 1; }
 missing=$(ldd "$bin/sweep-train" "$bin/sweep" | grep 'not found' | sort -u || true)
 [ -z "$missing" ] || { say "FAIL shared libraries not found: $missing"; exit 1; }
 say "built in $((SECONDS - t0)) s"
+
+# --- device kernels against the host's, bit for bit (one GPU is enough) -----------------------
+if [ $with_cuda = ON ]; then
+  check device_numerics "$bin/device_numerics_check" --require-device
+  grep -E '^device_numerics_check: (PASS|FAIL)' "$out/device_numerics.log" | tee -a "$out/summary.txt" || true
+fi
 
 # --- GPU tests ----------------------------------------------------------------------------
 runs=$out/runs

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "arith.h"          // canonical_split
 #include "vector_clones.h"  // SWEEP_VECTOR_CLONES
 
 namespace sweep {
@@ -80,8 +81,7 @@ void TreeAccumulator::finish_with_last(float* inout) {
 namespace {
 double tree(const double* v, size_t n) {
   if (n == 1) return v[0];
-  size_t p = 1;
-  while (p * 2 < n) p *= 2;
+  const size_t p = size_t(canonical_split(int64_t(n)));
   return tree(v, p) + tree(v + p, n - p);
 }
 }  // namespace
@@ -92,20 +92,13 @@ double canonical_sum(const std::vector<double>& leaves) {
 
 namespace {
 
-// The split of the canonical node [lo, lo + count): its left child's size.
-int64_t left_size(int64_t count) {
-  int64_t p = 1;
-  while (p * 2 < count) p *= 2;
-  return p;
-}
-
 void cover(TreeNode node, int64_t a, int64_t b, std::vector<TreeNode>& out) {
   if (node.end() <= a || node.lo >= b) return;
   if (node.lo >= a && node.end() <= b) {
     out.push_back(node);
     return;
   }
-  const int64_t p = left_size(node.count);
+  const int64_t p = canonical_split(node.count);
   cover({node.lo, p}, a, b, out);
   cover({node.lo + p, node.count - p}, a, b, out);
 }
@@ -123,7 +116,7 @@ const float* tree_nodes(const std::vector<TreeNode>& nodes, const float* const* 
     return dst ? dst : p;
   }
   const size_t mine = first;
-  const int64_t p = left_size(range.count);
+  const int64_t p = canonical_split(range.count);
   const float* left = tree_nodes(nodes, pieces, scratch, n, {range.lo, p}, first, nullptr);
   const float* right = tree_nodes(nodes, pieces, scratch, n, {range.lo + p, range.count - p}, first, nullptr);
   float* out = dst ? dst : scratch[mine];
@@ -147,8 +140,8 @@ bool canonical_siblings(int64_t leaves, TreeNode left, TreeNode right) {
   TreeNode node{0, leaves};
   const TreeNode parent{left.lo, left.count + right.count};
   while (node.count > 1 && node.lo <= parent.lo && node.end() >= parent.end()) {
-    if (node == parent) return left_size(node.count) == left.count;
-    const int64_t p = left_size(node.count);
+    if (node == parent) return canonical_split(node.count) == left.count;
+    const int64_t p = canonical_split(node.count);
     node = parent.lo < node.lo + p ? TreeNode{node.lo, p} : TreeNode{node.lo + p, node.count - p};
   }
   return false;

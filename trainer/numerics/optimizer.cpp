@@ -1,17 +1,17 @@
 #include "optimizer.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "lane_sum.h"       // lane_dot
+#include "arith.h"          // norm_block_sum, adamw_element: one definition for host and device
 #include "vector_clones.h"  // SWEEP_VECTOR_CLONES
 
 namespace sweep {
 
 SWEEP_VECTOR_CLONES double sum_of_squares(const float* g, size_t n) {
+  // sum_in_order over the block sums, without storing them.
   double total = 0;
-  for (size_t lo = 0; lo < n; lo += kNormBlock) total += lane_dot<double>(g + lo, g + lo, std::min(n - lo, kNormBlock));
+  for (size_t b = 0, blocks = norm_blocks(n); b < blocks; ++b) total += norm_block_sum(g, n, b);
   return total;
 }
 
@@ -44,20 +44,8 @@ AdamWStep AdamWStep::at(const TrainConfig& t, double lr, int64_t step) {
 
 SWEEP_VECTOR_CLONES void adamw(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
                                size_t n, const AdamWStep& s) {
-  const float decay = 1.0f - s.lr * s.weight_decay;
-  const float c1 = 1.0f - s.beta1, c2 = 1.0f - s.beta2;
-  const float step_size = s.lr / s.bias1;
-  const float sqrt_bias2 = std::sqrt(s.bias2);
-  const float gscale = s.grad_scale, beta1 = s.beta1, beta2 = s.beta2, eps = s.eps;
-  for (size_t i = 0; i < n; ++i) {
-    float gi = g[i] * gscale;  // the clip factor, as `scale` would have applied it
-    float mi = beta1 * m[i] + c1 * gi;
-    float vi = beta2 * v[i] + c2 * (gi * gi);
-    m[i] = mi;
-    v[i] = vi;
-    float denom = std::sqrt(vi) / sqrt_bias2 + eps;
-    p[i] = p[i] * decay - step_size * (mi / denom);
-  }
+  const AdamWConsts k = s.consts();
+  for (size_t i = 0; i < n; ++i) adamw_element(p[i], g[i], m[i], v[i], k);
 }
 
 }  // namespace sweep
@@ -67,12 +55,11 @@ namespace sweep {
 SWEEP_VECTOR_CLONES bool all_finite(const float* g, size_t n) {
   // Inf and NaN are the floats whose exponent bits are all ones. An integer OR over the
   // elements keeps the loop branch-free and vectorizable (a float sum would not be).
-  constexpr uint32_t kExp = 0x7f800000u;
   uint32_t seen = 0;
   for (size_t i = 0; i < n; ++i) {
     uint32_t bits;
     std::memcpy(&bits, g + i, sizeof bits);
-    seen |= uint32_t((bits & kExp) == kExp);
+    seen |= uint32_t(!finite_bits(bits));
   }
   return seen == 0;
 }

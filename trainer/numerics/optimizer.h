@@ -6,15 +6,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "arith.h"  // kNormBlock, the per-element and per-block arithmetic
 #include "run_config.h"
 
 namespace sweep {
 
-/// Elements per block of the gradient-norm reduction; fixed so the sum order is fixed.
-inline constexpr size_t kNormBlock = 4096;
-
-/// Sum of squares of `g` as double: each kNormBlock block summed by lane_dot<double>
-/// (lane_sum.h: 8 lanes in a fixed order, then the tail), the block sums added in block
+/// Sum of squares of `g` as double: each kNormBlock block summed by norm_block_sum
+/// (arith.h: 8 lanes in a fixed order, then the tail), the block sums added in block
 /// order. Every piece of that order is fixed, so a shard that starts on a block boundary
 /// gives the same block sums.
 double sum_of_squares(const float* g, size_t n);
@@ -35,6 +33,8 @@ struct AdamWStep {
   float bias1, bias2;       ///< 1 - beta^step, computed once per step
   float grad_scale = 1.0f;  ///< multiplies each gradient first (the clip factor)
   static AdamWStep at(const TrainConfig& t, double lr, int64_t step);
+  /// What every element's update uses (arith.h), host and device alike.
+  AdamWConsts consts() const { return adamw_consts(lr, beta1, beta2, eps, weight_decay, bias1, bias2, grad_scale); }
 };
 void adamw(float* p, const float* g, float* m, float* v, size_t n, const AdamWStep& s);
 

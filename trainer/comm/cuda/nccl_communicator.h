@@ -36,9 +36,4 @@ class NcclCommunicator final : public Communicator {
   std::unique_ptr<Impl> impl_;
 };
 
-/// The canonical pairwise tree over `w` device pieces of `len` floats laid out one after
-/// another in `pieces`, written to `out` (device); the same order of float additions as
-/// the host TreeAccumulator, with round-to-nearest adds and no contraction.
-void cuda_tree_sum(const float* pieces, size_t len, int w, float* out, void* stream);
-
 }  // namespace sweep

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "canonical_reduce.h"
+#include "device_numerics.h"
 #include "mpi_communicator.h"
 #include "nccl_communicator.h"
 
@@ -34,7 +35,7 @@ int main(int argc, char** argv) {
   cudaMalloc(&d_in, host.size() * sizeof(float));
   cudaMalloc(&d_out, len * sizeof(float));
   cudaMemcpy(d_in, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice);
-  sweep::cuda_tree_sum(d_in, len, w, d_out, nullptr);
+  sweep::device::tree_sum(d_in, len, w, d_out, nullptr);
   cudaMemcpy(got.data(), d_out, len * sizeof(float), cudaMemcpyDeviceToHost);
   const bool same = std::memcmp(got.data(), expect.data(), len * sizeof(float)) == 0;
   int64_t bad = same ? 0 : 1;
