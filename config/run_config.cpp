@@ -71,6 +71,9 @@ const Applies kKill{"fault.kill_step > 0", [](const RunConfig& c) { return c.fau
                     [](const RunConfig&) { return std::string("fault.kill_step 0"); }};
 const Applies kHang{"fault.hang_step > 0", [](const RunConfig& c) { return c.fault.hang_step > 0; },
                     [](const RunConfig&) { return std::string("fault.hang_step 0"); }};
+const Applies kDeterministic{"train.deterministic true",
+                             [](const RunConfig& c) { return c.train.deterministic == "true"; },
+                             [](const RunConfig&) { return std::string("train.deterministic false"); }};
 const Applies kSlow{"fault.slow_ms > 0", [](const RunConfig& c) { return c.fault.slow_ms > 0; },
                     [](const RunConfig&) { return std::string("fault.slow_ms 0"); }};
 
@@ -87,6 +90,7 @@ const Choices kSchedules{"constant", "linear", "cosine"};
 const Choices kOnNan{"stop", "skip_step"};
 const Choices kPrecisions{"fp32", "bf16", "fp16"};
 const Choices kReductions{"canonical", "native"};
+const Choices kBools{"true", "false"};
 const Choices kFindUnused{"zero", "error"};
 const Doc kVocabDoc{"token ids are in [0, vocab)"};
 const Doc kSeqLenDoc{"tokens per sequence (the model predicts seq_len of them)"};
@@ -166,6 +170,10 @@ void visit_fields(RunConfig& c, Visitor&& v) {
         "counted)"});
   v("train.seed", c.train.seed, IntRange{0, INT64_MAX}, Doc{"seeds init, sampling order and every RNG of the run"});
   v("train.threads", c.train.threads, IntRange{1, 1024}, Doc{"intra-op and BLAS threads per rank"});
+  v("train.deterministic", c.train.deterministic, kBools,
+    Doc{"true: the same bits for every run and layout (dist.reduction, deterministic algorithms; on CUDA cuDNN "
+        "deterministic, no TF32). false: benchmark mode, to measure what determinism costs: the native reduction, "
+        "nondeterministic algorithms allowed (on CUDA cuDNN autotuned, TF32); its bits are not promised"});
   v("train.precision", c.train.precision, kPrecisions,
     Doc{"fp32, bf16 (autocast) or fp16 (on CPU emulated) with a dynamic loss scale"});
   v("train.loss_scale_init", c.train.loss_scale_init, RealRange{1, 1e30}, Doc{"initial loss scale", &kFp16});
@@ -189,7 +197,8 @@ void visit_fields(RunConfig& c, Visitor&& v) {
   v("dist.world_size", c.dist.world_size, IntRange{1, 1 << 20}, Doc{"ranks; checked against the launched world"});
   v("dist.reduction", c.dist.reduction, kReductions,
     Doc{"canonical (the same bits for any layout of a global batch) or native (MPI_Allreduce: deterministic only "
-        "for a fixed layout)"});
+        "for a fixed layout)",
+        &kDeterministic});
   v("dist.zero_stage", c.dist.zero_stage, IntRange{0, 3},
     Doc{"0 replicates all; 1 shards optimizer state; 2 also gradients; 3 also parameters (world_size >= 2)"});
   v("dist.find_unused", c.dist.find_unused, kFindUnused, Doc{"parameters without a gradient: zero (counted) or error"});
@@ -791,8 +800,8 @@ bool omitted_at_default(const std::string& key, const std::string& value) {
     RunConfig probe;
     visit_fields(probe, Flattener{&all});
     std::map<std::string, std::string> out;
-    for (const char* k :
-         {"data.eval_fraction", "data.eval_path", "train.eval_every", "train.eval_batches", "train.leaf"})
+    for (const char* k : {"data.eval_fraction", "data.eval_path", "train.eval_every", "train.eval_batches",
+                          "train.leaf", "train.deterministic"})
       for (const auto& [key, v] : all)
         if (key == k) out[key] = v;
     return out;

@@ -69,19 +69,22 @@ struct TrainConfig {
   /// With a leaf, micro_batch is layout like accum and world_size: every
   /// world_size x accum x micro_batch of the same global batch gives the same bits.
   int64_t leaf = 0;
-  double lr = 1e-3;                    ///< peak learning rate
-  std::string schedule = "cosine";     ///< constant | linear | cosine (after warmup)
-  int64_t warmup = 0;                  ///< linear warmup steps from 0 to lr
-  double min_lr = 0.0;                 ///< floor of the linear/cosine decay
-  double beta1 = 0.9;                  ///< AdamW first-moment decay
-  double beta2 = 0.95;                 ///< AdamW second-moment decay
-  double eps = 1e-8;                   ///< AdamW denominator epsilon
-  double weight_decay = 0.0;           ///< AdamW decoupled weight decay
-  double clip_norm = 0.0;              ///< global gradient-norm clip; 0 = off
-  std::string on_nan = "stop";         ///< non-finite loss or gradient (not an fp16 overflow): stop (status diverged) |
-                                       ///< skip_step (no update; counted)
-  int64_t seed = 0;                    ///< seeds init, sampling order and every RNG of the run
-  int64_t threads = 1;                 ///< intra-op and BLAS threads per rank
+  double lr = 1e-3;                 ///< peak learning rate
+  std::string schedule = "cosine";  ///< constant | linear | cosine (after warmup)
+  int64_t warmup = 0;               ///< linear warmup steps from 0 to lr
+  double min_lr = 0.0;              ///< floor of the linear/cosine decay
+  double beta1 = 0.9;               ///< AdamW first-moment decay
+  double beta2 = 0.95;              ///< AdamW second-moment decay
+  double eps = 1e-8;                ///< AdamW denominator epsilon
+  double weight_decay = 0.0;        ///< AdamW decoupled weight decay
+  double clip_norm = 0.0;           ///< global gradient-norm clip; 0 = off
+  std::string on_nan = "stop";      ///< non-finite loss or gradient (not an fp16 overflow): stop (status diverged) |
+                                    ///< skip_step (no update; counted)
+  int64_t seed = 0;                 ///< seeds init, sampling order and every RNG of the run
+  int64_t threads = 1;              ///< intra-op and BLAS threads per rank
+  /// "true": every run and layout gives the same bits; "false": benchmark mode (native
+  /// reduction, nondeterministic algorithms allowed; on CUDA cuDNN autotuned and TF32).
+  std::string deterministic = "true";
   std::string precision = "fp32";      ///< fp32 | bf16 (autocast) | fp16 (CPU: emulated) with a dynamic loss scale
   double loss_scale_init = 65536;      ///< fp16: initial loss scale
   int64_t loss_scale_interval = 2000;  ///< fp16: clean steps before the scale grows
@@ -129,6 +132,11 @@ struct DistConfig {
 
 /// One training run, fully resolved.
 struct RunConfig {
+  /// Whether the run promises its bits (train.deterministic true).
+  bool deterministic() const { return train.deterministic == "true"; }
+  /// Whether gradients are reduced by the library's all-reduce: dist.reduction native, or
+  /// benchmark mode (train.deterministic false).
+  bool native_reduction() const { return dist.reduction == "native" || !deterministic(); }
   /// Whether the run evaluates held-out data (data.eval_fraction or data.eval_path set).
   bool evaluates() const { return data.eval_fraction > 0 || !data.eval_path.empty(); }
   ModelConfig model;

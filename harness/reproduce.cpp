@@ -284,6 +284,10 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   res.lines.insert(res.lines.end(), details.begin(), details.end());
   if (!blas_note.empty()) res.lines.push_back(blas_note);
   if (!container_note.empty()) res.lines.push_back(container_note);
+  if (!config.deterministic())
+    res.lines.push_back(
+        "the run trained in benchmark mode (train.deterministic false): its bits are not promised, "
+        "so a difference here is not a fault");
   if (stopped)
     res.lines.push_back("the original was stopped by a search after step " +
                         std::to_string(original.steps.back().step) + ": the re-run stopped there too");

@@ -41,8 +41,8 @@ std::vector<std::pair<std::string, std::string>> program_environment_defaults() 
   for (const char* key : {"sweep_version", "git_commit", "git_dirty", "compiler", "libtorch"})
     env.emplace_back(key, "");
   env.emplace_back("hdf5", hdf5_version());
-  for (const char* key :
-       {"cuda", "device", "blas", "blas.kernel", "blas_threads", "torch_threads", "deterministic_algorithms", "onednn"})
+  for (const char* key : {"cuda", "device", "blas", "blas.kernel", "blas_threads", "torch_threads",
+                          "deterministic_algorithms", "onednn", "determinism"})
     env.emplace_back(key, "");
   env.emplace_back("cpu", cpu_model());
   char host[256] = {0};

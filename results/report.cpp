@@ -171,14 +171,21 @@ std::vector<EquivalenceClass> equivalence_classes(const std::vector<Record>& run
   return out;
 }
 
+// Whether a run was trained in benchmark mode (train.deterministic false): it promises no
+// bits, not even against a run of its own layout.
+bool benchmark_mode(const Record& r) { return report_value(r, "train.deterministic") == "false"; }
+
 // Whether a run's layout promises the canonical bits: every layout of a global batch does
 // (a rank whose leaves are not one subtree sends the subtrees that cover them), but the
 // native all-reduce is deterministic only for a fixed layout (docs/design.md).
-bool layout_promises_bits(const Record& r) { return report_value(r, "dist.reduction") != "native"; }
+bool layout_promises_bits(const Record& r) {
+  return report_value(r, "dist.reduction") != "native" && !benchmark_mode(r);
+}
 
 // The bits a run is held to: one class for every run whose layout promises them, one per
-// world size x accumulation x micro-batch for the others.
+// world size x accumulation x micro-batch for the others, and one per run in benchmark mode.
 std::string promise_class(const Record& r) {
+  if (benchmark_mode(r)) return "benchmark " + r.run_id;
   if (layout_promises_bits(r)) return "canonical";
   return std::to_string(config_int(r, "dist.world_size", 1)) + "x" + std::to_string(config_int(r, "train.accum", 1)) +
          "x" + std::to_string(config_int(r, "train.micro_batch", 1)) + " " + report_value(r, "dist.reduction");
@@ -226,6 +233,34 @@ std::vector<LayoutSet> layout_sets(const std::vector<Record>& runs, const std::v
   }
   // The flagged sets are the news; identical ones confirm the promise.
   std::stable_partition(out.begin(), out.end(), [](const LayoutSet& s) { return !s.identical; });
+  return out;
+}
+
+// Runs that differ only in train.deterministic (benchmark runs have dist.reduction at its
+// default: the key is idle there), paired one to one in the order of the runs.
+std::vector<DeterminismCost> determinism_costs(const std::vector<Record>& runs, const std::vector<ReportRun>& figs) {
+  std::map<std::map<std::string, std::string>, std::vector<size_t>> deterministic, benchmark;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::map<std::string, std::string> key = runs[i].config;
+    key.erase("train.deterministic");
+    (benchmark_mode(runs[i]) ? benchmark : deterministic)[key].push_back(i);
+  }
+  std::vector<DeterminismCost> out;
+  for (const auto& [key, det] : deterministic) {
+    auto it = benchmark.find(key);
+    if (it == benchmark.end()) continue;
+    for (size_t k = 0; k < std::min(det.size(), it->second.size()); ++k) {
+      DeterminismCost c;
+      c.deterministic = det[k], c.benchmark = it->second[k];
+      c.deterministic_tokens_per_s = figs[c.deterministic].tokens_per_s_median;
+      c.benchmark_tokens_per_s = figs[c.benchmark].tokens_per_s_median;
+      if (c.deterministic_tokens_per_s > 0 && c.benchmark_tokens_per_s > 0)
+        c.cost = c.benchmark_tokens_per_s / c.deterministic_tokens_per_s;
+      out.push_back(c);
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const DeterminismCost& a, const DeterminismCost& b) { return a.deterministic < b.deterministic; });
   return out;
 }
 
@@ -633,6 +668,7 @@ ReportModel build_report(const std::string& title, const SweepRecords& sweep, co
 
   m.classes = equivalence_classes(runs, m.runs);
   m.layout_sets = layout_sets(runs, m.runs);
+  m.determinism_costs = determinism_costs(runs, m.runs);
   m.effects = axis_effects(runs, m.runs, m.varying);
   m.environment = environment_summary(runs);
 

@@ -144,6 +144,17 @@ struct LayoutSet {
   std::string by_design_note;      ///< which run and step that was, in one sentence
 };
 
+/// A run in benchmark mode (train.deterministic false) and its deterministic partner: the
+/// same config otherwise. What determinism costs in throughput.
+struct DeterminismCost {
+  size_t deterministic = 0, benchmark = 0;  ///< indexes into SweepRecords::runs
+  /// Each run's tokens/s median (RunFigures::tokens_per_s_median).
+  double deterministic_tokens_per_s = NAN, benchmark_tokens_per_s = NAN;
+  /// Step time in deterministic mode over step time in benchmark mode: benchmark tokens/s
+  /// over deterministic tokens/s (1.05 = determinism costs 5%); NaN without both figures.
+  double cost = NAN;
+};
+
 /// Effect of one grid axis: mean objective at each of its values.
 struct AxisEffect {
   std::string key;
@@ -204,7 +215,10 @@ struct ReportModel {
   std::vector<RunGroup> groups;  ///< best objective first (NaN last), then by their values
   std::vector<EquivalenceClass> classes;
   std::vector<LayoutSet> layout_sets;  ///< only sets of two or more runs
-  std::vector<AxisEffect> effects;     ///< largest spread first
+  /// Pairs of runs that differ only in train.deterministic, in the order of their
+  /// deterministic run; empty when the sweep has none.
+  std::vector<DeterminismCost> determinism_costs;
+  std::vector<AxisEffect> effects;  ///< largest spread first
   std::vector<EnvironmentEntry> environment;
   std::string group_by;
   std::vector<Chart> charts;

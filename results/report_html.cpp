@@ -441,6 +441,22 @@ std::string reproducibility(const SweepRecords& sweep, const ReportModel& m) {
          "set's first run is given instead. With train.leaf the micro-batch is layout too.</p>\n";
 }
 
+// Runs in benchmark mode beside their deterministic partners: the throughput determinism costs.
+std::string determinism_section(const SweepRecords& sweep, const ReportModel& m) {
+  if (m.determinism_costs.empty()) return "";
+  std::string h =
+      "<h3>What determinism costs</h3>\n<p>Runs that differ only in train.deterministic: tokens/s (median over "
+      "steps) of each, and the deterministic step time over the benchmark step time.</p>\n<table>\n"
+      "<thead><tr><th>deterministic run</th><th>tokens/s</th><th>benchmark run</th><th>tokens/s</th>"
+      "<th>cost</th></tr></thead>\n<tbody>\n";
+  for (const auto& c : m.determinism_costs)
+    h += "<tr>" + td(html_escape(sweep.runs[c.deterministic].run_id), "id") +
+         td(g4(c.deterministic_tokens_per_s), "num") + td(html_escape(sweep.runs[c.benchmark].run_id), "id") +
+         td(g4(c.benchmark_tokens_per_s), "num") + td(std::isfinite(c.cost) ? g4(c.cost) + "x" : "-", "num") +
+         "</tr>\n";
+  return h + "</tbody>\n</table>\n";
+}
+
 std::string runs_table(const SweepRecords& sweep, const ReportModel& m) {
   std::string t = "<h2>Runs</h2>\n<table>\n<thead><tr><th>run</th><th>status</th>";
   for (const auto& k : m.varying) t += "<th>" + html_escape(k) + "</th>";
@@ -572,6 +588,7 @@ std::string render_html(const SweepRecords& sweep, const ReportModel& m) {
     h += all_runs_section(sweep, m);
     h += diagnostics_section(sweep, m);
     h += reproducibility(sweep, m);
+    h += determinism_section(sweep, m);
     h += runs_table(sweep, m);
     h += environment(m);
   }

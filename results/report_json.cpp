@@ -191,6 +191,13 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
                    ",\"by_design\":" + jrun_ids(sweep, s.by_design) + ",\"by_design_max_relative_difference\":" +
                    jnum(s.by_design_max_rel) + ",\"by_design_note\":" + jstr(s.by_design_note) + "}");
   j += ",\"layout_sets\":" + jlist(sets);
+  std::vector<std::string> costs;
+  for (const auto& c : m.determinism_costs)
+    costs.push_back("{\"deterministic\":" + jstr(sweep.runs[c.deterministic].run_id) +
+                    ",\"deterministic_tokens_per_s\":" + jnum(c.deterministic_tokens_per_s) +
+                    ",\"benchmark\":" + jstr(sweep.runs[c.benchmark].run_id) + ",\"benchmark_tokens_per_s\":" +
+                    jnum(c.benchmark_tokens_per_s) + ",\"cost\":" + jnum(c.cost) + "}");
+  j += ",\"determinism_costs\":" + jlist(costs);
   std::vector<std::string> diffs;
   for (const auto& d : m.baseline_diffs) diffs.push_back(json_baseline(m, d));
   std::vector<std::string> unpaired;

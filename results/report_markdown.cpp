@@ -1,6 +1,7 @@
 // The report as Markdown, for reviews and diffs: the HTML page's sections as tables, the
 // loss curves sampled at the first, quartile and last steps.
 #include <algorithm>  // max, none_of
+#include <cmath>      // isfinite
 
 #include "report.h"
 #include "report_format.h"
@@ -170,6 +171,15 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
     for (const auto& ls : m.layout_sets)
       s += md_row({ls.identical ? "identical" : "**NOT IDENTICAL**", md_ids(sweep, ls.runs), md(ls.first_difference),
                    ls.by_design.empty() ? "" : md_ids(sweep, ls.by_design) + ": " + md(ls.by_design_note)});
+    if (!m.determinism_costs.empty()) {
+      s += "\nWhat determinism costs (runs that differ only in train.deterministic; tokens/s median, and the "
+           "deterministic step time over the benchmark step time):\n\n";
+      s += md_header({"deterministic run", "tokens/s", "benchmark run", "tokens/s", "cost"});
+      for (const auto& c : m.determinism_costs)
+        s += md_row({md(sweep.runs[c.deterministic].run_id), g6(c.deterministic_tokens_per_s),
+                     md(sweep.runs[c.benchmark].run_id), g6(c.benchmark_tokens_per_s),
+                     std::isfinite(c.cost) ? g4(c.cost) + "x" : "-"});
+    }
     s += "\n## Runs\n\n";
     head = {"run", "status"};
     for (const auto& k : m.varying) head.push_back(md(k));

@@ -49,7 +49,8 @@ void set_up_determinism(const RunConfig& cfg) {
   at::set_num_interop_threads(1);
   if (auto set_blas = reinterpret_cast<SetThreadsFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
     set_blas(threads);
-  at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+  // Benchmark mode (train.deterministic false) lets LibTorch pick nondeterministic kernels.
+  at::globalContext().setDeterministicAlgorithms(cfg.deterministic(), /*warn_only=*/false);
   // oneDNN picks its kernels by the CPU's instruction set: a machine with AVX-512 BF16
   // runs bf16 matrix products through other kernels, with other bits, than an AVX2 one,
   // and no setting pins them. SWEEP_ONEDNN=0 turns it off: LibTorch's own kernels over
@@ -82,6 +83,13 @@ std::vector<std::pair<std::string, std::string>> collect_environment(const RunCo
   env.emplace_back("blas_threads", std::to_string(blas_threads));
   env.emplace_back("torch_threads", std::to_string(at::get_num_threads()));
   env.emplace_back("deterministic_algorithms", at::globalContext().deterministicAlgorithms() ? "1" : "0");
+  // What train.deterministic turned on or off, in one line; the report pairs runs by it.
+  env.emplace_back("determinism",
+                   cfg.deterministic()
+                       ? "deterministic: " + std::string(cfg.native_reduction() ? "native" : "canonical") +
+                             " reduction, deterministic algorithms"
+                       : "benchmark: native reduction, nondeterministic algorithms allowed; bits not "
+                         "promised");
   env.emplace_back("onednn", at::globalContext().userEnabledMkldnn() ? "on" : "off (SWEEP_ONEDNN=0)");
   // The data file, by its contents: a file rewritten under the same name is another
   // run's data (the driver re-runs a completed run whose data.hash no longer matches).

@@ -89,15 +89,17 @@ class NoCpuAutocast {
   c10::impl::ExcludeDispatchKeyGuard guard_;
 };
 
-/// Deterministic CUDA math: cuDNN deterministic and not autotuned, no TF32 in matmuls or
-/// convolutions. (cuBLAS's workspace setting is an environment variable, set before
-/// CUDA starts.) The calls exist, as no-ops, in a CPU-only LibTorch.
-inline void set_cuda_determinism() {
+/// CUDA math. Deterministic (`on`): cuDNN deterministic and not autotuned, no TF32 in
+/// matmuls or convolutions (cuBLAS's workspace setting is an environment variable, set
+/// before CUDA starts). Benchmark mode (train.deterministic false): cuDNN autotuned and
+/// free to pick nondeterministic algorithms, TF32 allowed. The calls exist, as no-ops, in a
+/// CPU-only LibTorch.
+inline void set_cuda_determinism(bool on) {
   auto& ctx = at::globalContext();
-  ctx.setDeterministicCuDNN(true);
-  ctx.setBenchmarkCuDNN(false);
-  ctx.setAllowTF32CuBLAS(false);
-  ctx.setAllowTF32CuDNN(false);
+  ctx.setDeterministicCuDNN(on);
+  ctx.setBenchmarkCuDNN(!on);
+  ctx.setAllowTF32CuBLAS(!on);
+  ctx.setAllowTF32CuDNN(!on);
 }
 
 /// Serialized state of the default CPU generator (for checkpoints).

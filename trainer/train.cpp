@@ -42,14 +42,15 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 /// The device forward and backward run on. CUDA: GPU local_rank modulo the GPU count,
-/// with deterministic math; cuBLAS reads its workspace setting when it starts.
-torch::Device compute_device(const TrainOptions& opt) {
+/// with deterministic math unless in benchmark mode; cuBLAS reads its workspace setting
+/// when it starts.
+torch::Device compute_device(const TrainOptions& opt, bool deterministic) {
   if (opt.device == "cpu") return torch::Device(torch::kCPU);
   if (opt.device != "cuda") throw ConfigError("--device: expected cpu or cuda, got '" + opt.device + "'");
   if (!torch::cuda::is_available())
     throw ConfigError("--device cuda: no CUDA device is visible, or this LibTorch is built without CUDA");
   ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
-  compat::set_cuda_determinism();
+  compat::set_cuda_determinism(deterministic);
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(opt.local_rank % int(torch::cuda::device_count())));
 }
 
@@ -262,7 +263,7 @@ RunStatus Trainer::run() {
     resumed = load_latest_checkpoint(opt_.out_dir, id_, math_id(cfg_));
   faults_ = FaultInjector::make(cfg_.fault, rank_, opt_.resume);
 
-  device_ = compute_device(opt_);
+  device_ = compute_device(opt_, cfg_.deterministic());
   set_up_determinism(cfg_);
   torch::NoGradGuard outer_no_grad;  // gradients only where a micro-batch asks for them
   build_model();
@@ -316,7 +317,7 @@ RunStatus Trainer::run() {
   if (is_root() && !opt_.quiet) {
     std::printf("run %s: %s model, %zu parameters, %d rank(s), %lld tokens/step, %s, zero %lld, %s reduction, %s\n",
                 id_.c_str(), cfg_.model.kind.c_str(), n, world_, static_cast<long long>(M) * B * L,
-                cfg_.train.precision.c_str(), (long long)stage, cfg_.dist.reduction.c_str(),
+                cfg_.train.precision.c_str(), (long long)stage, cfg_.native_reduction() ? "native" : "canonical",
                 source_->describe().c_str());
     if (resumed) std::printf("resumed from the checkpoint after step %lld\n", (long long)start);
   }
@@ -414,7 +415,9 @@ void Trainer::open_record(const std::vector<std::pair<std::string, std::string>>
     for (auto& [k, v] : header.environment)
       if (k == "device")
         v = device_.str() + " (of " + std::to_string(torch::cuda::device_count()) +
-            "; cuDNN deterministic, TF32 off, CUBLAS_WORKSPACE_CONFIG " + std::getenv("CUBLAS_WORKSPACE_CONFIG") + ")";
+            (cfg_.deterministic() ? "; cuDNN deterministic, TF32 off, CUBLAS_WORKSPACE_CONFIG " +
+                                        std::string(std::getenv("CUBLAS_WORKSPACE_CONFIG")) + ")"
+                                  : "; benchmark mode: cuDNN autotuned, TF32 on)");
       else if (k == "cuda")
         v = "available";
   }
@@ -429,9 +432,10 @@ void Trainer::open_record(const std::vector<std::pair<std::string, std::string>>
                                     : bf16 ? "bf16 autocast"
                                            : "fp32");
   else
-    header.environment.emplace_back("precision.cuda", fp16   ? "fp16 autocast"
-                                                      : bf16 ? "bf16 autocast"
-                                                             : "fp32, TF32 off");
+    header.environment.emplace_back("precision.cuda", fp16                   ? "fp16 autocast"
+                                                      : bf16                 ? "bf16 autocast"
+                                                      : cfg_.deterministic() ? "fp32, TF32 off"
+                                                                             : "fp32, TF32 on");
   // Which program trained it: `sweep reproduce` starts a model of its own again.
   header.environment.emplace_back("trainer", self_path());
   std::vector<std::string> kinds;
@@ -719,7 +723,7 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   if (general_) {
     std::vector<const float*> partials;
     for (size_t i = 0; i < nodes_->size(); ++i) partials.push_back(nodes_->sum(i));
-    if (cfg_.dist.reduction == "native") {  // this rank's subtrees added in order, then the library's sum
+    if (cfg_.native_reduction()) {  // this rank's subtrees added in order, then the library's sum
       std::memcpy(grads, partials[0], n * sizeof(float));
       for (size_t i = 1; i < partials.size(); ++i)
         for (size_t e = 0; e < n; ++e) grads[e] += partials[i][e];
@@ -727,7 +731,7 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
     } else {
       canonical_allreduce(comm_, partials, rank_nodes_, N_, grads, n, layout_, /*gather=*/stage < 2, &reduce_ws_);
     }
-  } else if (cfg_.dist.reduction == "native") {
+  } else if (cfg_.native_reduction()) {
     comm_.allreduce_sum_native(grads, n);
   } else {
     canonical_allreduce(comm_, grads, grads, n, layout_, /*gather=*/stage < 2, &reduce_ws_);

@@ -112,6 +112,7 @@ def environment_defaults():
         "torch_threads": "",
         "deterministic_algorithms": "",
         "onednn": "",
+        "determinism": "",
         "cpu": _cpu_name(),
         "hosts": socket.gethostname(),
         # One process writes the record: rank 0's host is the one known here.

@@ -647,3 +647,33 @@ TEST_F(DriverMpi, TheShippedInvarianceSweepFormsExactlyOneBitIdenticalClass) {
 TEST_F(DriverMpi, TheShippedLeafInvarianceSweepFormsExactlyOneBitIdenticalClass) {
   expect_one_class(dir_, "leaf-invariance.yaml", 12);
 }
+
+// sweeps/determinism-cost.yaml: one run in each mode on 2 ranks. Each record says which
+// mode ran; the report puts their tokens/s side by side.
+TEST_F(DriverMpi, TheShippedDeterminismCostSweepReportsWhatDeterminismCosts) {
+  const std::string grid = std::string(SWEEP_SOURCE_DIR) + "/sweeps/determinism-cost.yaml";
+  const fs::path out = dir_ / "out";
+  auto st = sweep_test::run_cli({bin("sweep"), "run", grid, "--out", out.string(), "--quiet"}, dir_ / "run.log");
+  ASSERT_TRUE(st.ok()) << read_file(dir_ / "run.log");
+  auto recs = completed(out);
+  ASSERT_EQ(recs.size(), 2u);
+  size_t benchmark = 0;
+  for (const auto& [id, r] : recs) {
+    const bool bench = r.config.count("train.deterministic") && r.config.at("train.deterministic") == "false";
+    benchmark += bench;
+    EXPECT_CONTAINS(r.env("determinism"), bench ? "benchmark: native reduction" : "deterministic: canonical reduction");
+    EXPECT_EQ(r.env("deterministic_algorithms"), bench ? "0" : "1") << id;
+  }
+  EXPECT_EQ(benchmark, 1u);
+  st = sweep_test::run_cli({bin("sweep"), "report", out.string(), "--format", "json", "-o", (dir_ / "r.json").string()},
+                           dir_ / "report.log");
+  ASSERT_TRUE(st.ok()) << read_file(dir_ / "report.log");
+  const std::string json = read_file(dir_ / "r.json");
+  const size_t at = json.find("\"determinism_costs\":[{");
+  ASSERT_NE(at, std::string::npos) << json.substr(0, 400);
+  const std::string entry = json.substr(at, json.find('}', at) - at);
+  EXPECT_EQ(entry.find("null"), std::string::npos) << "a cost without both figures: " << entry;
+  EXPECT_CONTAINS(entry, "\"cost\":");
+  // Neither run is flagged: the two are not held to each other's bits.
+  EXPECT_EQ(json.find("\"identical\":false"), std::string::npos) << json;
+}

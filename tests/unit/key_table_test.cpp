@@ -85,6 +85,7 @@ const std::vector<IdleCase>& idle_cases() {
       {"train.keep_checkpoints", "5", "{}", "train: {checkpoint_every: 10}"},
       {"train.eval_every", "10", "error", "data: {eval_fraction: 0.1}"},
       {"train.eval_batches", "2", "{}", "data: {eval_fraction: 0.1}"},
+      {"dist.reduction", "native", "train: {deterministic: false}", "{}"},
       {"fault.desync_rank", "0", "{}", "fault: {desync_step: 3}"},
       {"fault.kill_rank", "1", "{}", "fault: {kill_step: 3}"},
       {"fault.hang_rank", "1", "{}", "fault: {hang_step: 3}"},

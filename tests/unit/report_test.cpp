@@ -464,6 +464,62 @@ TEST(BuildReport, EquivalenceClassesAndRunsThatShouldBeIdentical) {
   EXPECT_NE(html.find("<td>C1</td><td class=\"num\">3</td>"), std::string::npos);
 }
 
+// train.deterministic false (benchmark mode) beside its deterministic partner: the report
+// gives each run's tokens/s and the cost of determinism; benchmark runs of one layout are
+// not held to each other's bits; a run with another config is not paired.
+TEST(BuildReport, DeterminismCostPairsRunsThatDifferOnlyInTrainDeterministic) {
+  SweepRecords s;
+  const auto timed = [](Record r, double tokens_per_s) {
+    for (auto& st : r.steps) st.tokens = int64_t(tokens_per_s), st.step_time_s = 1;
+    return r;
+  };
+  auto bench = layout("0.1", 2, 1);
+  bench["train.deterministic"] = "false";
+  s.runs.push_back(timed(with_trajectory(make_record("det", layout("0.1", 2, 1), {2, 1}), 1), 1000));
+  s.runs.push_back(timed(with_trajectory(make_record("bench", bench, {2, 1}), 2), 1100));
+  s.runs.push_back(timed(with_trajectory(make_record("bench2", bench, {2, 1.5}), 3), 1050));  // no partner left
+  s.runs.push_back(timed(with_trajectory(make_record("other", layout("0.2", 2, 1), {2, 1}), 4), 900));  // no partner
+  auto bench_w1 = layout("0.1", 1, 2);
+  bench_w1["train.deterministic"] = "false";
+  s.runs.push_back(timed(with_trajectory(make_record("bench_w1", bench_w1, {2, 1.25}), 5), 1200));
+  ReportModel m = build_report("t", s);
+  ASSERT_EQ(m.determinism_costs.size(), 1u);
+  const DeterminismCost& c = m.determinism_costs[0];
+  EXPECT_EQ(c.deterministic, 0u);
+  EXPECT_EQ(c.benchmark, 1u);
+  EXPECT_DOUBLE_EQ(c.deterministic_tokens_per_s, 1000);
+  EXPECT_DOUBLE_EQ(c.benchmark_tokens_per_s, 1100);
+  EXPECT_DOUBLE_EQ(c.cost, 1.1);
+  // Benchmark runs promise no bits: the layout set of bench, bench2 and bench_w1 differs
+  // everywhere, but nothing in it is flagged; each is measured against the first instead.
+  bool found = false;
+  for (const auto& ls : m.layout_sets)
+    if (ls.runs == std::vector<size_t>{1, 2, 4}) {
+      found = true;
+      EXPECT_TRUE(ls.identical) << ls.first_difference;
+      EXPECT_EQ(ls.by_design, (std::vector<size_t>{2, 4}));
+    }
+  EXPECT_TRUE(found);
+  const std::string html = render_html(s, m), md = render_markdown(s, m), json = render_json(s, m);
+  EXPECT_NE(html.find("<h3>What determinism costs</h3>"), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"id\">det</td><td class=\"num\">1000</td><td class=\"id\">bench</td><td "
+                      "class=\"num\">1100</td><td class=\"num\">1.1x</td>"),
+            std::string::npos)
+      << html;
+  EXPECT_NE(md.find("| det | 1000 | bench | 1100 | 1.1x |"), std::string::npos) << md;
+  EXPECT_NE(json.find("\"determinism_costs\":[{\"deterministic\":\"det\",\"deterministic_tokens_per_s\":1000,"
+                      "\"benchmark\":\"bench\",\"benchmark_tokens_per_s\":1100,\"cost\":1.1"),
+            std::string::npos)
+      << json;
+
+  // Without a benchmark run there is no section.
+  s.runs.erase(s.runs.begin() + 1, s.runs.begin() + 3);
+  s.runs.pop_back();
+  m = build_report("t", s);
+  EXPECT_TRUE(m.determinism_costs.empty());
+  EXPECT_EQ(render_html(s, m).find("What determinism costs"), std::string::npos);
+}
+
 // The native all-reduce does the same math in another order: it is named as such with its
 // measured largest relative difference, and held to identity only with runs of its own
 // layout (1x3 native twice with other ZeRO stages must still match).

@@ -25,12 +25,15 @@ TEST(RunConfig, DefaultsRoundTripThroughYaml) {
   RunConfig back = apply_run_config(RunConfig{}, flatten_yaml(text, "defaults.yaml"));
   EXPECT_EQ(to_yaml(back), text);
   EXPECT_EQ(run_id(back), run_id(c));
-  // The canonical text names every key once, but for the keys of held-out evaluation and
-  // train.leaf: added after run ids were published, they are left out at their default.
+  // The canonical text names every key once, but for the keys of held-out evaluation,
+  // train.leaf and train.deterministic: added after run ids were published, they are left
+  // out at their default.
   const FlatConfig flat = flatten_yaml(text, "defaults.yaml");
-  EXPECT_EQ(flat.size(), run_config_keys().size() - 5);
+  EXPECT_EQ(flat.size(), run_config_keys().size() - 6);
   for (const auto& key : run_config_keys())
-    EXPECT_EQ(flat.count(key), key.find("eval_") == std::string::npos && key != "train.leaf" ? 1u : 0u) << key;
+    EXPECT_EQ(flat.count(key),
+              key.find("eval_") == std::string::npos && key != "train.leaf" && key != "train.deterministic" ? 1u : 0u)
+        << key;
 }
 
 TEST(RunConfig, NonDefaultValuesRoundTripExactly) {
@@ -109,6 +112,23 @@ TEST(RunConfig, RunIdChangesWithEveryKey) {
   RunConfig world = base;
   world.dist.world_size = 2;
   EXPECT_NE(run_id(world), run_id(base));
+}
+
+// Benchmark mode: its own run id, the native reduction whatever dist.reduction says (the
+// key is idle there), and only true or false accepted.
+TEST(RunConfig, TrainDeterministicFalseIsBenchmarkModeWithTheNativeReduction) {
+  const RunConfig det = parse("{}"), bench = parse("train:\n  deterministic: false\n");
+  EXPECT_TRUE(det.deterministic());
+  EXPECT_FALSE(det.native_reduction());
+  EXPECT_FALSE(bench.deterministic());
+  EXPECT_TRUE(bench.native_reduction());
+  EXPECT_NE(run_id(bench), run_id(det));
+  EXPECT_EQ(run_id(parse("train:\n  deterministic: true\n")), run_id(det));  // the default, as before the key
+  EXPECT_CONTAINS(to_yaml(bench), "deterministic: false");
+  EXPECT_EQ(run_id(parse("train:\n  deterministic: false\ndist:\n  reduction: native\n")), run_id(bench));
+  EXPECT_TRUE(parse("dist:\n  reduction: native\n").native_reduction());
+  EXPECT_CONTAINS(error_of("train:\n  deterministic: yes\n"),
+                  "x.yaml:2:18: key 'train.deterministic': expected one of true | false, got 'yes'");
 }
 
 TEST(RunConfig, ClosestKeySuggestsTheIntendedKey) {
