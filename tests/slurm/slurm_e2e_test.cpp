@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -341,15 +342,20 @@ TEST_F(SlurmNodesE2E, ANodeThatDiesIsNodeFailNamedAndRetriedWhenBack) {
   std::error_code ec;
   const fs::path node_net = fs::read_symlink("/proc/" + std::to_string(holder) + "/ns/net", ec);
   ASSERT_FALSE(ec);
-  std::vector<std::string> killed;
+  // Every process of the node first, then the kills: a process can die of its parent's
+  // death (slurmstepd's children) between two kills, and is then killed all the same.
+  std::vector<std::pair<int, std::string>> node_processes;
   for (const auto& e : fs::directory_iterator("/proc")) {
     const std::string pid = e.path().filename().string();
     if (pid.find_first_not_of("0123456789") != std::string::npos || std::atoi(pid.c_str()) == holder) continue;
     std::error_code ec2;
     if (fs::read_symlink(e.path() / "ns/net", ec2) != node_net || ec2) continue;
     const std::string comm = read_file(e.path() / "comm");
-    if (::kill(std::atoi(pid.c_str()), SIGKILL) == 0) killed.push_back(comm.substr(0, comm.find('\n')));
+    node_processes.emplace_back(std::atoi(pid.c_str()), comm.substr(0, comm.find('\n')));
   }
+  std::vector<std::string> killed;
+  for (const auto& [pid, comm] : node_processes)
+    if (::kill(pid, SIGKILL) == 0 || errno == ESRCH) killed.push_back(comm);
   const auto killed_at = std::chrono::steady_clock::now();
   std::string names;
   for (const auto& k : killed) names += k + " ";
