@@ -11,11 +11,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <new>
 #include <optional>
 
 #include "model_schema.h"  // register_model_schema, describe_models_yaml
 #include "mpi_communicator.h"
+#include "solo_communicator.h"
 #include "record.h"
 #include "run_config.h"
 #include "run_files.h"  // RunLock
@@ -111,7 +113,13 @@ int train_main(int argc, char** argv, const Models& models) {
     // Reported below, once MPI is up.
   }
   std::optional<sweep::StartupGuard> startup(std::in_place, startup_timeout_s);
-  sweep::MpiCommunicator comm(&argc, &argv);
+  // One process that no launcher started needs no MPI (solo_communicator.h).
+  std::unique_ptr<sweep::Communicator> comm_owner;
+  if (sweep::started_as_mpi_rank())
+    comm_owner = std::make_unique<sweep::MpiCommunicator>(&argc, &argv);
+  else
+    comm_owner = std::make_unique<sweep::SoloCommunicator>();
+  sweep::Communicator& comm = *comm_owner;
   const bool root = comm.rank() == 0;
   bool out_created = false;  // this process made --out: a bad config leaves nothing behind
   try {
