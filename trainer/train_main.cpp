@@ -17,10 +17,10 @@
 
 #include "model_schema.h"  // register_model_schema, describe_models_yaml
 #include "mpi_communicator.h"
-#include "solo_communicator.h"
 #include "record.h"
 #include "run_config.h"
 #include "run_files.h"  // RunLock
+#include "solo_communicator.h"
 #include "sweep/trainer.h"
 #include "train.h"
 #include "watchdog.h"  // StartupGuard

@@ -12,8 +12,7 @@ void SoloCommunicator::allgather(const void* send, size_t bytes_per_rank, void* 
   if (bytes_per_rank) std::memmove(recv, send, bytes_per_rank);
 }
 
-void SoloCommunicator::sendrecv(const void* send, size_t send_bytes, int dst, void* recv, size_t recv_bytes,
-                                int src) {
+void SoloCommunicator::sendrecv(const void* send, size_t send_bytes, int dst, void* recv, size_t recv_bytes, int src) {
   if (dst != 0 || src != 0)
     throw std::logic_error("rank 0/1: sendrecv with rank " + std::to_string(dst != 0 ? dst : src) +
                            " of a one-rank run");
