@@ -86,6 +86,9 @@ SWEEP_HD float tree_element(const float* pieces, size_t n, size_t i, int64_t lo,
   return tree_element(pieces, n, i, lo, mid) + tree_element(pieces, n, i, mid, hi);
 }
 
+/// g scaled by coef (the clip factor): how `scale` and AdamW apply it, so both agree.
+SWEEP_HD float scaled(float g, float coef) { return g * coef; }
+
 /// Whether x is finite, from its bits (inf and NaN have every exponent bit set).
 SWEEP_HD bool finite_bits(uint32_t bits) { return (bits & 0x7f800000u) != 0x7f800000u; }
 
@@ -110,7 +113,7 @@ SWEEP_HD AdamWConsts adamw_consts(float lr, float beta1, float beta2, float eps,
 
 /// One element of AdamW (decoupled weight decay, bias-corrected moments).
 SWEEP_HD void adamw_element(float& p, float g, float& m, float& v, const AdamWConsts& k) {
-  const float gi = g * k.gscale;  // the clip factor, as scaling the gradient would apply it
+  const float gi = scaled(g, k.gscale);  // the clip factor, as `scale` applies it
   const float mi = k.beta1 * m + k.c1 * gi;
   const float vi = k.beta2 * v + k.c2 * (gi * gi);
   m = mi;

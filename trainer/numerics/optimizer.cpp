@@ -16,7 +16,7 @@ SWEEP_VECTOR_CLONES double sum_of_squares(const float* g, size_t n) {
 }
 
 SWEEP_VECTOR_CLONES void scale(float* g, size_t n, float coef) {
-  for (size_t i = 0; i < n; ++i) g[i] = g[i] * coef;
+  for (size_t i = 0; i < n; ++i) g[i] = scaled(g[i], coef);
 }
 
 double clip_coefficient(double norm, double clip_norm) {

@@ -37,7 +37,7 @@ __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, size_
 
 __global__ void scale_kernel(float* g, size_t n, float coef) {
   const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) g[i] = g[i] * coef;
+  if (i < n) g[i] = scaled(g[i], coef);
 }
 
 __global__ void nonfinite_kernel(const float* g, size_t n, int* nonfinite) {

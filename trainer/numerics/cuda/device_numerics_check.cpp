@@ -18,6 +18,7 @@
 #include "canonical_reduce.h"
 #include "device_numerics.h"
 #include "optimizer.h"
+#include "order_sensitive_values.h"
 
 namespace {
 
@@ -35,18 +36,7 @@ void cuda(cudaError_t err, const char* what) {
   }
 }
 
-// Deterministic values of mixed magnitude and sign, some subnormal, some signed zeros.
-std::vector<float> values(size_t n, uint64_t seed) {
-  std::vector<float> v(n);
-  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (size_t i = 0; i < n; ++i) {
-    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-    const float unit = float(s >> 40) / float(1 << 24) - 0.5f;
-    const int kind = int(s % 11);
-    v[i] = kind == 0 ? unit * 1e4f : kind == 1 ? unit * 1e-40f : kind == 2 ? (s & 1 ? 0.0f : -0.0f) : unit;
-  }
-  return v;
-}
+std::vector<float> values(size_t n, uint64_t seed) { return sweep::order_sensitive_values(n, seed); }
 
 template <class T>
 struct Device {
