@@ -178,9 +178,7 @@ bool benchmark_mode(const Record& r) { return report_value(r, "train.determinist
 // Whether a run's layout promises the canonical bits: every layout of a global batch does
 // (a rank whose leaves are not one subtree sends the subtrees that cover them), but the
 // native all-reduce is deterministic only for a fixed layout (docs/design.md).
-bool layout_promises_bits(const Record& r) {
-  return report_value(r, "dist.reduction") != "native" && !benchmark_mode(r);
-}
+bool layout_promises_bits(const Record& r) { return report_value(r, "dist.reduction") != "native"; }
 
 // The bits a run is held to: one class for every run whose layout promises them, one per
 // world size x accumulation x micro-batch for the others, and one per run in benchmark mode.

@@ -451,8 +451,8 @@ std::string determinism_section(const SweepRecords& sweep, const ReportModel& m)
       "<th>cost</th></tr></thead>\n<tbody>\n";
   for (const auto& c : m.determinism_costs)
     h += "<tr>" + td(html_escape(sweep.runs[c.deterministic].run_id), "id") +
-         td(g4(c.deterministic_tokens_per_s), "num") + td(html_escape(sweep.runs[c.benchmark].run_id), "id") +
-         td(g4(c.benchmark_tokens_per_s), "num") + td(std::isfinite(c.cost) ? g4(c.cost) + "x" : "-", "num") +
+         td(g6(c.deterministic_tokens_per_s), "num") + td(html_escape(sweep.runs[c.benchmark].run_id), "id") +
+         td(g6(c.benchmark_tokens_per_s), "num") + td(std::isfinite(c.cost) ? g4(c.cost) + "x" : "-", "num") +
          "</tr>\n";
   return h + "</tbody>\n</table>\n";
 }
