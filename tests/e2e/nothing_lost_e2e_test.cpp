@@ -304,15 +304,21 @@ TEST_F(NothingLost, ChaosSoakEndsWithTheUndisturbedSweepsBits) {
   std::mt19937 rng(seed);
   const std::string g =
       write("g.yaml", grid("chaos", 300, 3, ", retries: {crashed: 2}", "  dist.world_size: [1, 2]\n"));
-  const fs::path ref = dir_ / "ref", out = dir_ / "out";
+  const fs::path ref = dir_ / "ref";
   ASSERT_TRUE(sweep_cli({"run", g, "--out", ref.string(), "--quiet"}, "ref.log").ok()) << read_file(dir_ / "ref.log");
   const auto want = records(ref);
   ASSERT_EQ(want.size(), 6u);
   const int signals[] = {SIGKILL, SIGTERM, SIGHUP};
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(100);
+  // The sweeps disturbed: a sweep that completes before three strikes have landed (a
+  // fast machine) is followed by a fresh one, so that every soak strikes at least three
+  // times however fast the runs are.
+  std::vector<fs::path> outs;
   int round = 0, strikes = 0;
-  bool done = false;
-  while (!done && std::chrono::steady_clock::now() < deadline) {
+  bool done = true;
+  while ((!done || strikes < 3) && std::chrono::steady_clock::now() < deadline) {
+    if (done) outs.push_back(dir_ / ("out" + std::to_string(outs.size())));
+    const fs::path& out = outs.back();
     ++round;
     const std::string log = "round" + std::to_string(round) + ".log";
     const int pid = start_sweep({"run", g, "--out", out.string(), "--quiet"}, log);
@@ -325,17 +331,20 @@ TEST_F(NothingLost, ChaosSoakEndsWithTheUndisturbedSweepsBits) {
       if (rng() % 3 == 0) {
         ::kill(pid, sig);
       } else {
+        // Between two runs no trainer may be alive for a moment: wait up to 3 s for one.
         std::vector<int> train_pids;
-        for (int p : processes_mentioning(out.string() + "/runs/"))
-          if (read_file(fs::path("/proc") / std::to_string(p) / "cmdline").find("sweep-train") != std::string::npos)
-            train_pids.push_back(p);
-        if (train_pids.empty()) break;
+        for (const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+             train_pids.empty() && std::chrono::steady_clock::now() < end; sleep_s(0.05))
+          for (int p : processes_mentioning(out.string() + "/runs/"))
+            if (read_file(fs::path("/proc") / std::to_string(p) / "cmdline").find("sweep-train") != std::string::npos)
+              train_pids.push_back(p);
+        if (train_pids.empty()) break;  // the sweep has ended
         const int victim = train_pids[rng() % train_pids.size()];
         ::kill(victim, sig);
         target = "trainer " + std::to_string(victim);
       }
       ++strikes;
-      std::printf("round %d: %s -> %s\n", round, strsignal(sig), target.c_str());
+      std::printf("round %d (%s): %s -> %s\n", round, out.filename().c_str(), strsignal(sig), target.c_str());
       if (target == "driver") break;
     }
     sweep::ExitStatus st = wait_for(pid);
@@ -344,17 +353,20 @@ TEST_F(NothingLost, ChaosSoakEndsWithTheUndisturbedSweepsBits) {
     for (const auto& d : run_dirs(g, out))
       if (sweep::read_run_state(d.string()).state != "completed") done = false;
   }
-  // Whatever the strikes left, a rerun without any must complete the sweep.
-  ASSERT_TRUE(wait_gone(out.string(), 15).empty()) << "processes left after round " << round;
-  ASSERT_TRUE(sweep_cli({"run", g, "--out", out.string()}, "final.log").ok()) << read_file(dir_ / "final.log");
-  EXPECT_TRUE(wait_gone(out.string(), 5).empty()) << "processes of the sweep left running";
-  const auto got = records(out);
-  ASSERT_EQ(got.size(), want.size());
-  for (const auto& [id, r] : want) {
-    EXPECT_TRUE(got.at(id).verified) << id;
-    EXPECT_EQ(bit_difference(got.at(id), r), "") << id << " (seed " << seed << ")";
+  // Whatever the strikes left, a rerun without any must complete each sweep.
+  for (const fs::path& out : outs) {
+    ASSERT_TRUE(wait_gone(out.string(), 15).empty()) << "processes left in " << out << " after round " << round;
+    ASSERT_TRUE(sweep_cli({"run", g, "--out", out.string()}, "final.log").ok()) << read_file(dir_ / "final.log");
+    EXPECT_TRUE(wait_gone(out.string(), 5).empty()) << "processes of the sweep left running";
+    const auto got = records(out);
+    ASSERT_EQ(got.size(), want.size()) << out;
+    for (const auto& [id, r] : want) {
+      EXPECT_TRUE(got.at(id).verified) << id;
+      EXPECT_EQ(bit_difference(got.at(id), r), "") << id << " in " << out << " (seed " << seed << ")";
+    }
   }
-  std::printf("chaos: %d rounds, %d strikes; every record complete, verified and bit-identical\n", round, strikes);
+  std::printf("chaos: %d rounds over %zu sweeps, %d strikes; every record complete, verified and bit-identical\n",
+              round, outs.size(), strikes);
   EXPECT_GE(strikes, 3);
 }
 
