@@ -425,20 +425,19 @@ TEST_F(DriverE2E, CtrlCStopsEveryRunAndTheRerunStartsOnlyUnfinishedOnes) {
   while (lines(dir_ / "launches").size() < 4 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120))
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ASSERT_GE(lines(dir_ / "launches").size(), 4u) << read_file(dir_ / "first.log");
-  // Hold the second pair where it is (SIGSTOP) until the Ctrl-C: on a slow machine the
-  // checks below outlasted its 400 steps, and both runs completed before the signal.
-  std::vector<pid_t> held;
+  // Hold the two running runs where they are (SIGSTOP) until the Ctrl-C: on a slow
+  // machine the checks below outlasted their 400 steps, and both completed before the
+  // signal. Each is stopped as soon as its trainer holds its run lock (most of a short
+  // run is start-up, so the two may never hold theirs at the same moment).
+  std::set<pid_t> held;
   for (t0 = std::chrono::steady_clock::now();
        held.size() < 2 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60);
-       std::this_thread::sleep_for(std::chrono::milliseconds(20))) {
-    held.clear();
-    const auto launched = lines(dir_ / "launches");
-    for (size_t i = 2; i < 4; ++i)
-      if (pid_t pid = holder_pid(sweep::RunLock::holder((out / "runs" / out_id(launched[i])).string())); pid > 0)
-        held.push_back(pid);
-  }
-  ASSERT_EQ(held.size(), 2u) << "the second pair never held its run locks:\n" << read_file(dir_ / "first.log");
-  for (pid_t pid : held) ::kill(pid, SIGSTOP);
+       std::this_thread::sleep_for(std::chrono::milliseconds(10)))
+    for (const auto& l : lines(dir_ / "launches"))
+      if (pid_t pid = holder_pid(sweep::RunLock::holder((out / "runs" / out_id(l)).string()));
+          pid > 0 && held.insert(pid).second)
+        ::kill(pid, SIGSTOP);
+  ASSERT_EQ(held.size(), 2u) << "no two runs held their run locks:\n" << read_file(dir_ / "first.log");
 
   // A second driver on the same directory is refused while the first runs.
   auto second = sweep_cli({"run", grid, "--out", out.string(), "--trainer", wrapper_}, "second.log");
