@@ -15,7 +15,7 @@ runtime=(
   openmpi-bin
 )
 build=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git ccache
   libtorch-dev libopenblas-dev libhdf5-dev libyaml-cpp-dev libcli11-dev libxxhash-dev
   libopenmpi-dev
   googletest libgtest-dev libbenchmark-dev
