@@ -20,8 +20,8 @@ install(TARGETS sweep-train RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # Everything in sweep_trainer's link interface that this project defines; CMake exports
 # them all (static libraries carry their private dependencies). The interface targets
 # only pass on link options (sanitizers) there.
-set(sweep_exported sweep_trainer sweep_numerics sweep_data sweep_checkpoint sweep_comm sweep_results sweep_config
-                   sweep_text sweep_compile_flags sweep_build_info)
+set(sweep_exported sweep_trainer sweep_numerics sweep_data sweep_checkpoint sweep_comm sweep_results sweep_report
+                   sweep_analysis sweep_record sweep_config sweep_text sweep_compile_flags sweep_build_info)
 
 # Each folder names its own source (and build) directories as include directories, which
 # the build tree's targets and tests use. Those are the build tree's only: wrapped in
@@ -51,8 +51,8 @@ target_include_directories(sweep_results INTERFACE $<INSTALL_INTERFACE:${CMAKE_I
 # sweep/record_writer.h includes record.h and checksum.h beside it.
 install(FILES ${PROJECT_SOURCE_DIR}/include/sweep/trainer.h ${PROJECT_SOURCE_DIR}/include/sweep/model_keys.h
               ${PROJECT_SOURCE_DIR}/include/sweep/leaf.h
-              ${PROJECT_SOURCE_DIR}/include/sweep/record_writer.h ${PROJECT_SOURCE_DIR}/results/record.h
-              ${PROJECT_SOURCE_DIR}/results/checksum.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/sweep)
+              ${PROJECT_SOURCE_DIR}/include/sweep/record_writer.h ${PROJECT_SOURCE_DIR}/results/record/record.h
+              ${PROJECT_SOURCE_DIR}/results/record/checksum.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/sweep)
 install(TARGETS ${sweep_exported} EXPORT sweepTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 
 set(sweep_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/sweep)

@@ -8,7 +8,7 @@
 #include <deque>
 #include <stdexcept>
 
-#include "run_config.h"  // ConfigError
+#include "config_error.h"  // ConfigError
 #include "text.h"        // join, printable
 
 namespace sweep {

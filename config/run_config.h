@@ -11,7 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "text.h"  // printable, closest_key: the messages of every config error
+#include "config_error.h"  // ConfigError
+#include "text.h"          // printable, closest_key: the messages of every config error
 
 namespace YAML {
 class Node;
@@ -144,12 +145,6 @@ struct RunConfig {
   TrainConfig train;
   DistConfig dist;
   FaultConfig fault;
-};
-
-/// A bad key or value; the message names the source, the line when known, and the key.
-class ConfigError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
 };
 
 /// One scalar of a config as written: its text and where it came from (for messages).

@@ -1,5 +1,6 @@
-// The environment facts of a record that need no LibTorch (include/sweep/record_writer.h):
-// shared by sweep-train's collect_environment and by programs that write records themselves.
+// The record-writing API for programs (include/sweep/record_writer.h): the environment facts
+// of a record that need no LibTorch, shared by sweep-train's collect_environment and by
+// programs that write records themselves, and the health judge such a record stores.
 #include <sys/utsname.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -8,6 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "run_health.h"  // compute_health, health_attributes
 #include "sweep/record_writer.h"
 
 namespace sweep {
@@ -62,11 +64,15 @@ std::vector<std::pair<std::string, std::string>> program_environment_defaults() 
   env.emplace_back("program.digest", env_or_empty("SWEEP_PROGRAM_DIGEST"));
   env.emplace_back("program.keys", env_or_empty("SWEEP_PROGRAM_KEYS"));
   env.emplace_back("program.writes", env_or_empty("SWEEP_PROGRAM_WRITES"));
-  // The image the run's ranks ran in, as the driver identified it (harness/container_image.h).
+  // The image the run's ranks ran in, as the driver identified it (harness/launch/container_image.h).
   env.emplace_back("container.runtime", env_or_empty("SWEEP_CONTAINER_RUNTIME"));
   env.emplace_back("container.image", env_or_empty("SWEEP_CONTAINER_IMAGE"));
   env.emplace_back("container.digest", env_or_empty("SWEEP_CONTAINER_DIGEST"));
   return env;
+}
+
+std::vector<std::pair<std::string, std::string>> judge_health_attributes(const Record& r) {
+  return health_attributes(compute_health(r));
 }
 
 }  // namespace sweep

@@ -52,7 +52,7 @@ class StepRecorder {
   int64_t updates() const;
 
   /// At the end: memory figures and the summary attributes (stragglers, per-rank median
-  /// compute time, non-finite steps skipped, the health flags of results/run_health.h,
+  /// compute time, non-finite steps skipped, the health flags of results/analysis/run_health.h,
   /// which it also prints). `scaler` says whether a loss scale ran.
   void summarize(const RankMemory& mem, bool scaler);
   /// The record is complete: renames it into place with `status` ("completed", "diverged").

@@ -11,6 +11,7 @@
 //   h.config = {{"model.kind", "linreg"}, ...};        // dotted key -> value, as in the file
 //   h.environment = sweep::program_environment_defaults();
 //   h.params = {{"w", {16}, 0, 16}};
+//   h.health_judge = sweep::judge_health_attributes;  // store the health flags readers judge
 //   sweep::RecordWriter w(out_dir + "/record.h5", h);  // writes record.h5.partial
 //   w.append_step(...); w.append_checksum(...);
 //   w.finish("completed");                            // renames it to record.h5
@@ -36,5 +37,10 @@ std::string run_id_of_text(const std::string& config_text);
 /// SWEEP_PROGRAM_DIGEST, SWEEP_PROGRAM_KEYS, SWEEP_PROGRAM_WRITES). The rest are empty for the program to fill (device,
 /// blas, ...): replace a value rather than adding the key twice.
 std::vector<std::pair<std::string, std::string>> program_environment_defaults();
+
+/// The health flags every reader would judge of `r` (results/SCHEMA.md: /summary health*),
+/// as attributes to store: set RecordHeader::health_judge to it, and finish() stores them in
+/// a completed or diverged record, so that h5py readers see them too.
+std::vector<std::pair<std::string, std::string>> judge_health_attributes(const Record& r);
 
 }  // namespace sweep

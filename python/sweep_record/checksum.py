@@ -1,6 +1,6 @@
-"""Parameter checksums, byte for byte those of results/checksum.cpp.
+"""Parameter checksums, byte for byte those of results/record/checksum.cpp.
 
-The C++ definitions (results/checksum.{h,cpp}, pinned by tests/unit/checksum_test.cpp):
+The C++ definitions (results/record/checksum.{h,cpp}, pinned by tests/unit/checksum_test.cpp):
 
 * ``tensor_checksum``: XXH3-64 (seed 0) of one tensor's fp32 bytes.
 * ``flat_checksum``: XXH3-64 of each 65,536-element block of the flat fp32 vector (the
@@ -25,7 +25,7 @@ __all__ = [
     "run_id_of",
 ]
 
-#: Elements per checksum block (results/checksum.h kChecksumBlock). Fixed forever for a
+#: Elements per checksum block (results/record/checksum.h kChecksumBlock). Fixed forever for a
 #: schema version: changing it changes every recorded checksum.
 CHECKSUM_BLOCK = 65536
 

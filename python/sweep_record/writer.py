@@ -1,5 +1,5 @@
 """RecordWriter: writes one run record (results/SCHEMA.md, version 3) as the C++
-RecordWriter does (results/record.cpp), so that sweep's reader accepts it.
+RecordWriter does (results/record/record.cpp), so that sweep's reader accepts it.
 
 The record is ``record.h5.partial`` while the run goes on, holds ``status = running``, and
 is renamed to ``record.h5`` only by ``finish()``, after the ``digest`` of SCHEMA.md's
@@ -36,12 +36,12 @@ __all__ = [
     "environment_defaults",
 ]
 
-#: results/record.h kSchemaVersion: the layout this package writes.
+#: results/record/record.h kSchemaVersion: the layout this package writes.
 SCHEMA_VERSION = 3
 PARTIAL_SUFFIX = ".partial"
 LOCK_NAME = "run.lock"
 
-#: StepMetrics (results/record.h): field -> default. `step` has no default.
+#: StepMetrics (results/record/record.h): field -> default. `step` has no default.
 STEP_FIELDS = {
     "step": None,
     "loss": 0.0,

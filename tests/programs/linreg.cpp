@@ -126,6 +126,7 @@ int run(int argc, char** argv) {
     if (key == "compiler") value = std::string("gcc ") + __VERSION__;
   }
   h.params = {{"w", {features}, 0, features}};
+  h.health_judge = sweep::judge_health_attributes;
   sweep::RecordWriter rec(out + "/record.h5", h);
 
   std::vector<float> truth(static_cast<size_t>(features)), w(static_cast<size_t>(features));

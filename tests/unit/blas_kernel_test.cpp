@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "run_config.h"  // ConfigError
+#include "config_error.h"  // ConfigError
 #include "temp_dir.h"    // TempDirTest
 #include "test_util.h"   // EXPECT_CONTAINS, read_file, write_file
 

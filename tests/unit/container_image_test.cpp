@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "run_config.h"  // ConfigError
+#include "config_error.h"  // ConfigError
 #include "temp_dir.h"    // TempDirTest
 #include "test_util.h"   // EXPECT_CONTAINS, thrown_message
 

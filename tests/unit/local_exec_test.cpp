@@ -20,6 +20,7 @@
 #include "sweep_run.h"
 #include "temp_dir.h"   // TempDirTest
 #include "test_util.h"  // EXPECT_CONTAINS, read_file
+#include "atomic_file.h"  // write_file_atomically
 
 namespace sweep {
 namespace {

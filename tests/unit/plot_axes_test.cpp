@@ -1,4 +1,4 @@
-// The report charts' axes (results/plot_axes.h): nice ticks, decades, robust limits,
+// The report charts' axes (results/report/plot_axes.h): nice ticks, decades, robust limits,
 // labels and a palette that keeps twelve curves apart.
 #include "plot_axes.h"
 

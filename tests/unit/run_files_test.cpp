@@ -1,5 +1,5 @@
 // One writer per run directory, no writing through planted links, and records whose
-// damage is detected: results/run_files.h and the record digest (results/SCHEMA.md).
+// damage is detected: results/record/run_files.h and the record digest (results/SCHEMA.md).
 #include "run_files.h"
 
 #include <gtest/gtest.h>

@@ -18,7 +18,7 @@
 #include "fake_trainer.h"  // write_run_record
 #include "launch.h"        // spans_hosts
 #include "record.h"
-#include "run_config.h"  // ConfigError
+#include "config_error.h"  // ConfigError
 #include "slurm.h"       // sbatch_argv, describe_down_nodes
 #include "stop_signals.h"
 #include "temp_dir.h"  // TempDirTest

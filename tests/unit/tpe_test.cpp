@@ -1,4 +1,4 @@
-// The Tree-structured Parzen Estimator (harness/tpe.h): its estimators are proper
+// The Tree-structured Parzen Estimator (harness/search/tpe.h): its estimators are proper
 // densities on their bounds, its proposals are a pure function of (space, seed, trial,
 // history), they learn (beating random draws on a known objective), and a bad tpe
 // section names its file:line:col.

@@ -1,0 +1,423 @@
+// `sweep report`, `sweep compare` and `sweep reproduce`: commands over records.
+#include <cctype>  // tolower
+#include <cstdio>
+#include <cstdlib>  // getenv for PATH
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
+
+#include "cli.h"
+#include "compare.h"             // compare_records, compare_sweeps
+#include "export.h"              // render_export_csv
+#include "export_tensorboard.h"  // render_tensorboard
+#include "process.h"             // SpawnRunner, executable_dir
+#include "report.h"              // load_sweep, build_report, render_report
+#include "reproduce.h"           // reproduce
+#include "config_error.h"          // ConfigError
+#include "run_health.h"          // run_health, run_figures: each run's figures in compare
+#include "text.h"                // printable, did_you_mean
+#include "atomic_file.h"  // write_file_atomically
+
+namespace fs = std::filesystem;
+
+namespace sweep {
+namespace {
+
+void print_lines(const std::vector<std::string>& lines, const char* indent = "") {
+  for (const auto& l : lines) std::printf("%s%s\n", indent, l.c_str());
+}
+
+// ------------------------------------------------------------------ report
+
+struct ReportCliOptions {
+  std::string dir;
+  std::string output;  // "-" = stdout
+  std::string format = "html";
+  std::string group_by;
+  std::string title;     // "" = the directory's name
+  std::string baseline;  // KEY=VALUE, "" = none
+};
+
+const char* extension(ReportFormat f) {
+  switch (f) {
+    case ReportFormat::markdown:
+      return "md";
+    case ReportFormat::csv:
+      return "csv";
+    case ReportFormat::json:
+      return "json";
+    case ReportFormat::html:
+      break;
+  }
+  return "html";
+}
+
+const char* format_name(ReportFormat f) {
+  switch (f) {
+    case ReportFormat::markdown:
+      return "Markdown";
+    case ReportFormat::csv:
+      return "CSV";
+    case ReportFormat::json:
+      return "JSON";
+    case ReportFormat::html:
+      break;
+  }
+  return "HTML";
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// `-o FILE` may replace only a file of the same kind that sweep wrote (`ours` tells from
+// its first 64 KiB): a typo such as `-o runs/<id>/record.h5` must not turn a completed
+// record into HTML. Special files (/dev/null, a FIFO, a terminal) are written in place.
+/// `noun`: "report" or "export"; `what`: "a sweep report (HTML)".
+void check_output_file(const std::string& path, const std::string& noun, const std::string& what,
+                       const std::string& ext, const std::function<bool(const std::string&)>& ours) {
+  const std::string name = "-o " + printable(path);
+  std::string lower = path;
+  for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+  if (ends_with(lower, ".h5") || ends_with(lower, ".h5.partial"))
+    throw ConfigError(name + ": refusing to write a " + noun + " to a record's name (.h5, .h5.partial); expected a ." +
+                      ext + " file, or - for stdout");
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) return;
+  if (fs::is_directory(st))
+    throw ConfigError(name + ": is a directory; expected a " + noun + " file name, or - for stdout");
+  if (!fs::is_regular_file(st)) return;
+  std::ifstream in(path, std::ios::binary);
+  std::string head(size_t{64} * 1024, '\0');
+  in.read(head.data(), std::streamsize(head.size()));
+  head.resize(size_t(in.gcount()));
+  if (!ours(head))
+    throw ConfigError(name + ": exists and is not " + what +
+                      "; refusing to replace it (remove it first, or choose "
+                      "another name)");
+}
+
+void check_report_output(const std::string& path, ReportFormat format) {
+  check_output_file(path, "report", std::string("a sweep report (") + format_name(format) + ")", extension(format),
+                    [format](const std::string& head) { return looks_like_report(head, format); });
+}
+
+// --baseline KEY=VALUE: KEY a config key whose value differs between runs, VALUE one a run has.
+void check_baseline(const std::string& arg, const SweepRecords& sweep, ReportOptions* opt) {
+  const size_t eq = arg.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ConfigError("--baseline '" + printable(arg) + "': expected KEY=VALUE, e.g. train.precision=fp32");
+  const std::string key = arg.substr(0, eq), value = arg.substr(eq + 1);
+  if (sweep.runs.empty()) throw ConfigError("--baseline '" + printable(arg) + "': the sweep has no completed run");
+  std::set<std::string> keys, values;
+  for (const auto& r : sweep.runs) {
+    for (const auto& kv : r.config) keys.insert(kv.first);
+    values.insert(report_value(r, key));
+  }
+  if (!keys.count(key))
+    throw ConfigError("--baseline '" + printable(arg) + "': no run has the config key " + printable(key) +
+                      did_you_mean(key, {keys.begin(), keys.end()}));
+  std::string listed;
+  for (const auto& v : values) listed += (listed.empty() ? "" : ", ") + printable(v);
+  if (values.size() < 2)
+    throw ConfigError("--baseline '" + printable(arg) + "': " + printable(key) + " is " + listed +
+                      " in every run, so there is nothing to compare against it");
+  if (!values.count(value))
+    throw ConfigError("--baseline '" + printable(arg) + "': no run has " + printable(key) + " = " + printable(value) +
+                      " (its values: " + listed + ")");
+  opt->baseline_key = key, opt->baseline_value = value;
+}
+
+int run_report(const ReportCliOptions& o) {
+  if (!fs::is_directory(o.dir)) throw ConfigError(o.dir + ": not a sweep directory");
+  ReportFormat format;
+  if (!parse_report_format(o.format, &format))
+    throw ConfigError("--format '" + printable(o.format) + "': expected html, md, csv or json");
+  if (o.output.empty())
+    check_sweep_dir_target(o.dir, "");
+  else if (o.output != "-")
+    check_report_output(o.output, format);
+  const SweepRecords sweep = load_sweep(o.dir);
+  if (!o.group_by.empty() && !sweep.runs.empty()) {
+    std::set<std::string> keys;
+    for (const auto& r : sweep.runs)
+      for (const auto& kv : r.config) keys.insert(kv.first);
+    if (!keys.count(o.group_by)) {
+      throw ConfigError("--group-by '" + printable(o.group_by) + "': no run has this config key" +
+                        did_you_mean(o.group_by, {keys.begin(), keys.end()}));
+    }
+  }
+  ReportOptions opt;
+  opt.group_by = o.group_by;
+  if (!o.baseline.empty()) check_baseline(o.baseline, sweep, &opt);
+  std::string title = o.title.empty() ? fs::path(o.dir).filename().string() : o.title;
+  if (title.empty()) title = fs::path(o.dir).parent_path().filename().string();  // "dir/" has an empty last part
+  const std::string text = render_report(sweep, build_report(title.empty() ? o.dir : title, sweep, opt), format);
+  if (o.output == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+  }
+  const std::string out = o.output.empty() ? o.dir + "/report." + extension(format) : o.output;
+  write_file_atomically(out, text);
+  std::printf("report: %s\n", out.c_str());
+  return 0;
+}
+
+// ------------------------------------------------------------------ export
+
+struct ExportCliOptions {
+  std::string dir;
+  std::string output;  // "-" = stdout
+  std::string format = "csv";
+};
+
+/// Writes a TensorBoard export into directory `out`: a new or empty directory, or an
+/// earlier export (it holds kTensorboardMarker); never through a symbolic link.
+int write_tensorboard_export(const std::string& dir, const std::string& out) {
+  const std::string name = "-o " + printable(out);
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(out, ec);
+  if (!ec && fs::exists(st)) {
+    if (fs::is_symlink(st)) throw ConfigError(name + ": is a symbolic link; expected a directory");
+    if (!fs::is_directory(st)) throw ConfigError(name + ": exists and is not a directory; a TensorBoard export is one");
+    if (!fs::is_empty(out, ec) && !fs::exists(fs::path(out) / kTensorboardMarker))
+      throw ConfigError(name +
+                        ": is a directory that holds other files and no earlier TensorBoard export; refusing "
+                        "to write into it (choose a new or empty directory)");
+  }
+  const auto files = render_tensorboard(load_sweep(dir));
+  fs::create_directories(out);
+  for (const auto& [rel, bytes] : files) {
+    const fs::path p = fs::path(out) / rel;
+    if (p.parent_path() != fs::path(out)) {
+      const fs::file_status ps = fs::symlink_status(p.parent_path(), ec);
+      if (!ec && fs::exists(ps) && !fs::is_directory(ps))
+        throw ConfigError(p.parent_path().string() + ": exists and is not a directory; refusing to write through it");
+      fs::create_directories(p.parent_path());
+    }
+    write_file_atomically(p.string(), bytes);
+  }
+  std::printf("export: %s (%zu runs)\n", out.c_str(), files.size() - 2);
+  return 0;
+}
+
+int run_export(const ExportCliOptions& o) {
+  if (!fs::is_directory(o.dir)) throw ConfigError(o.dir + ": not a sweep directory");
+  if (o.format != "csv" && o.format != "tensorboard")
+    throw ConfigError("--format '" + printable(o.format) + "': expected csv or tensorboard");
+  if (o.format == "tensorboard") {
+    if (o.output == "-") throw ConfigError("-o -: a TensorBoard export is a directory; name one");
+    if (o.output.empty()) check_sweep_dir_target(o.dir, "");
+    return write_tensorboard_export(o.dir, o.output.empty() ? o.dir + "/tensorboard" : o.output);
+  }
+  auto ours = [](const std::string& head) { return head.rfind(kExportCsvStart, 0) == 0; };
+  if (o.output.empty())
+    check_sweep_dir_target(o.dir, "");
+  else if (o.output != "-")
+    check_output_file(o.output, "export", "a sweep export (CSV)", "csv", ours);
+  const std::string text = render_export_csv(load_sweep(o.dir));
+  if (o.output == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+  }
+  const std::string out = o.output.empty() ? o.dir + "/export.csv" : o.output;
+  if (o.output.empty()) check_output_file(out, "export", "a sweep export (CSV)", "csv", ours);
+  write_file_atomically(out, text);
+  std::printf("export: %s\n", out.c_str());
+  return 0;
+}
+
+// ------------------------------------------------------------------ compare
+
+struct CompareCliOptions {
+  std::string a, b;
+  double rtol = 0;
+};
+
+enum class Kind { record, sweep };
+
+// A run directory holds record.h5; a sweep directory holds runs/.
+Kind classify(const std::string& p) {
+  std::error_code ec;
+  if (!fs::exists(p, ec)) throw ConfigError(p + ": no such file or directory");
+  if (!fs::is_directory(p, ec)) return Kind::record;
+  if (fs::is_directory(fs::path(p) / "runs", ec)) return Kind::sweep;
+  return Kind::record;  // read_record names what is missing
+}
+
+int compare_two_records(const CompareCliOptions& o) {
+  const Record a = read_record(resolve_record_path(o.a)), b = read_record(resolve_record_path(o.b));
+  const RecordComparison c = compare_records(a, b, {o.rtol});
+  // Each run's own figures and health first: what the two runs came to, before how they differ.
+  for (const Record* r : {&a, &b}) {
+    const std::string flags = health_names(run_health(*r));
+    std::printf("%s: %s\n   %s; health: %s\n", r == &a ? "A" : "B", r->path.c_str(),
+                figures_text(run_figures(*r)).c_str(), flags.empty() ? "ok" : flags.c_str());
+  }
+  std::printf("%s\n", verdict_line(c).c_str());
+  print_lines(detail_lines(c));
+  return c.match() ? 0 : 1;
+}
+
+int compare_two_sweeps(const CompareCliOptions& o) {
+  const SweepComparison s = compare_sweeps(load_sweep(o.a), load_sweep(o.b), {o.rtol});
+  std::printf("A: %s\nB: %s\n", o.a.c_str(), o.b.c_str());
+  size_t identical = 0, tolerant = 0, differ = 0;
+  for (const auto& p : s.pairs) {
+    const RecordComparison& c = p.result;
+    c.bitwise() ? ++identical : c.match() ? ++tolerant : ++differ;
+    std::printf("%s  %s\n", p.run_id.c_str(), verdict_line(c).c_str());
+    if (!c.match()) print_lines(detail_lines(c), "    ");
+  }
+  for (const auto& id : s.only_a) std::printf("%s  only in A\n", id.c_str());
+  for (const auto& id : s.only_b) std::printf("%s  only in B\n", id.c_str());
+  for (const auto& p : s.problems) std::printf("problem: %s\n", p.c_str());
+  std::printf("%zu pairs: %zu identical, %zu within tolerance, %zu differ; %zu only in A, %zu only in B\n",
+              s.pairs.size(), identical, tolerant, differ, s.only_a.size(), s.only_b.size());
+  return s.match() ? 0 : 1;
+}
+
+int run_compare(const CompareCliOptions& o) {
+  if (!(o.rtol >= 0)) throw ConfigError("--rtol must be >= 0");
+  const Kind ka = classify(o.a), kb = classify(o.b);
+  if (ka != kb)
+    throw ConfigError("compare needs two records or two sweep directories; got " +
+                      std::string(ka == Kind::sweep ? "a sweep directory" : "a record") + " and " +
+                      (kb == Kind::sweep ? "a sweep directory" : "a record"));
+  return ka == Kind::record ? compare_two_records(o) : compare_two_sweeps(o);
+}
+
+// ------------------------------------------------------------------ reproduce
+
+struct ReproduceCliOptions {
+  ReproduceOptions opt;
+  std::string trainer, mpiexec;
+  bool world_size_given = false, accum_given = false, micro_given = false;
+};
+
+// posix_spawn does not search PATH, so a bare program name is resolved here.
+std::string find_in_path(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  for (size_t start = 0; start <= dirs.size();) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    const fs::path cand = fs::path(dirs.substr(start, end - start)) / name;
+    std::error_code ec;
+    if (end > start && fs::is_regular_file(cand, ec)) return cand.string();
+    start = end + 1;
+  }
+  return name;
+}
+
+int run_reproduce(ReproduceCliOptions& o) {
+  // 0 inside ReproduceOptions means "as recorded"; given on the command line it is a mistake.
+  if (o.world_size_given && o.opt.world_size < 1)
+    throw ConfigError("--world-size " + std::to_string(o.opt.world_size) +
+                      ": expected a positive number of ranks (leave it out to keep the recorded one)");
+  if (o.micro_given && o.opt.micro_batch < 1)
+    throw ConfigError("--micro-batch " + std::to_string(o.opt.micro_batch) +
+                      ": expected a positive number of sequences (leave it out to keep the recorded one)");
+  if (o.accum_given && o.opt.accum < 1)
+    throw ConfigError("--accum " + std::to_string(o.opt.accum) +
+                      ": expected a positive number of accumulation steps (leave it out to keep the recorded one)");
+  o.opt.launch.train_binary = o.trainer.empty() ? executable_dir() + "/sweep-train" : o.trainer;
+  o.opt.trainer_given = !o.trainer.empty();
+  o.opt.launch.mpiexec = find_in_path(o.mpiexec.empty() ? "mpiexec" : o.mpiexec);
+  ContainerSpec& box = o.opt.container;
+  if (box.runtime.empty() != box.image.empty())
+    throw ConfigError("--container and --image go together: the runtime and the image the re-run's ranks run in");
+  if (!box.runtime.empty()) box.command = box.runtime == "charliecloud" ? "ch-run" : box.runtime;
+  SpawnRunner runner;
+  const ReproduceResult r = reproduce(o.opt, runner);
+  print_lines(r.lines);
+  return r.reproduced() ? 0 : 1;
+}
+
+}  // namespace
+
+CliAction setup_report(CLI::App& app) {
+  auto o = std::make_shared<ReportCliOptions>();
+  auto* cmd = app.add_subcommand("report", "write the report of a sweep directory (HTML, Markdown, CSV or JSON)");
+  cmd->add_option("dir", o->dir, "sweep directory")->required();
+  cmd->add_option("-o,--output", o->output, "output file, - for stdout (default <dir>/report.<format>)");
+  cmd->add_option("--format", o->format, "html (default), md, csv or json");
+  cmd->add_option("--group-by", o->group_by,
+                  "config key: one loss chart per value of it (seeds are averaged unless it is train.seed)");
+  cmd->add_option("--title", o->title, "the report's title (default: the directory's name)");
+  cmd->add_option("--baseline", o->baseline,
+                  "KEY=VALUE: every group with another KEY minus its partner at VALUE, paired by seed "
+                  "(e.g. train.precision=fp32)");
+  return [o, cmd]() { return cmd->parsed() ? run_report(*o) : -1; };
+}
+
+CliAction setup_export(CLI::App& app) {
+  auto o = std::make_shared<ExportCliOptions>();
+  auto* cmd = app.add_subcommand(
+      "export",
+      "write every run's per-step figures in long format (run_id, status, varying keys, step, metric, "
+      "value) for pandas and other tools");
+  cmd->add_option("dir", o->dir, "sweep directory")->required();
+  cmd->add_option("-o,--output", o->output,
+                  "csv: output file, - for stdout (default <dir>/export.csv); tensorboard: output directory (default "
+                  "<dir>/tensorboard)");
+  cmd->add_option("--format", o->format,
+                  "csv (the default: long format for pandas) or tensorboard (event files: scalars per run, hparams)");
+  return [o, cmd]() { return cmd->parsed() ? run_export(*o) : -1; };
+}
+
+CliAction setup_compare(CLI::App& app) {
+  auto o = std::make_shared<CompareCliOptions>();
+  auto* cmd = app.add_subcommand("compare",
+                                 "compare two records (or two sweep directories, runs paired by id) step by step; "
+                                 "exit 0 match, 1 differ, 2 usage");
+  cmd->add_option("a", o->a, "record.h5, run directory or sweep directory")->required();
+  cmd->add_option("b", o->b, "record.h5, run directory or sweep directory")->required();
+  cmd->add_option("--rtol", o->rtol, "relative tolerance on losses; default 0 = bit-for-bit");
+  return [o, cmd]() { return cmd->parsed() ? run_compare(*o) : -1; };
+}
+
+CliAction setup_reproduce(CLI::App& app) {
+  auto o = std::make_shared<ReproduceCliOptions>();
+  auto* cmd = app.add_subcommand("reproduce",
+                                 "re-run a recorded run into <run dir>/reproduce/<n>/ and compare it bit for bit; "
+                                 "exit 0 reproduced, 1 diverged, 2 usage");
+  cmd->add_option("source", o->opt.source, "record.h5 or a run directory (sweep-dir/runs/ID)")->required();
+  auto* world = cmd->add_option("--world-size", o->opt.world_size,
+                                "ranks for the re-run (the global batch world_size x accum must hold)");
+  auto* accum = cmd->add_option("--accum", o->opt.accum, "accumulation steps for the re-run");
+  auto* micro = cmd->add_option("--micro-batch", o->opt.micro_batch,
+                                "sequences per micro-batch for the re-run: a multiple of the recorded train.leaf "
+                                "(a run without one keeps its micro-batch)");
+  cmd->add_option("--from-step", o->opt.from_step,
+                  "resume the re-run from the original's checkpoint after step S (on any layout: checkpoints are "
+                  "layout-free); the steps after S are recomputed and compared")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--set", o->opt.set,
+                  "test only: KEY=VALUE override of the re-run's config, repeatable (e.g. train.threads=2, or "
+                  "fault.desync_step=3 with fault.desync_rank=0 to perturb one parameter by one ulp after step 3)")
+      ->allow_extra_args(false);  // one KEY=VALUE per --set: a source after it stays the source
+  cmd->add_option("--trainer", o->trainer, "sweep-train binary (default: beside sweep)");
+  cmd->add_option("--mpiexec", o->mpiexec, "mpiexec for re-runs on more than one rank (default: from PATH)");
+  cmd->add_option("--container", o->opt.container.runtime,
+                  "run each rank in a container, as launch.container.runtime does (a warning says when it is not "
+                  "the record's image)")
+      ->check(CLI::IsMember({"apptainer", "singularity", "docker", "podman", "charliecloud"}));
+  cmd->add_option("--image", o->opt.container.image, "the container's image (with --container)");
+  cmd->add_option("--container-trainer", o->opt.container.trainer,
+                  "sweep-train's path inside the image (default: sweep-train)");
+  cmd->add_option("--bind", o->opt.container.binds, "host[:container] to bind besides the sweep directory, repeatable")
+      ->allow_extra_args(false);
+  return [o, cmd, world, accum, micro]() {
+    if (!cmd->parsed()) return -1;
+    o->world_size_given = world->count() > 0;
+    o->accum_given = accum->count() > 0;
+    o->micro_given = micro->count() > 0;
+    return run_reproduce(*o);
+  };
+}
+
+}  // namespace sweep

@@ -1,0 +1,226 @@
+#include "sweep_dir.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "data_file.h"  // identify_data_file, sweep_cache_dir
+#include "record.h"     // read_record, RecordError
+#include "atomic_file.h"  // write_file_atomically
+
+namespace fs = std::filesystem;
+
+namespace sweep {
+namespace {
+const char* kStateMagic = "sweep-run-state";
+const char* kPointsMagic = "sweep-points";
+}  // namespace
+
+std::string run_dir(const std::string& dir, const std::string& id) { return dir + "/runs/" + id; }
+std::string record_path(const std::string& dir, const std::string& id) { return run_dir(dir, id) + "/record.h5"; }
+
+void write_run_state(const std::string& dir, RunState s) {
+  if (s.updated.empty()) s.updated = utc_now();
+  std::string detail = s.detail;
+  for (char& c : detail)
+    if (c == '\n' || c == '\r') c = ' ';
+  std::ostringstream o;
+  o << kStateMagic << " " << kStateVersion << "\n"
+    << "state: " << s.state << "\n"
+    << "failure: " << failure_class_name(s.failure) << "\n"
+    << "attempts: " << s.attempts << "\n"
+    << "updated: " << s.updated << "\n"
+    << "detail: " << detail << "\n";
+  write_file_atomically(dir + "/state", o.str());
+}
+
+RunState read_run_state(const std::string& dir) {
+  RunState s;
+  std::ifstream in(dir + "/state");
+  std::string line;
+  if (in && std::getline(in, line) && line == std::string(kStateMagic) + " " + std::to_string(kStateVersion)) {
+    while (std::getline(in, line)) {
+      auto colon = line.find(": ");
+      if (colon == std::string::npos) continue;
+      std::string k = line.substr(0, colon), v = line.substr(colon + 2);
+      if (k == "state")
+        s.state = v;
+      else if (k == "failure")
+        s.failure = failure_class_from(v);
+      else if (k == "attempts")
+        s.attempts = std::atoi(v.c_str());
+      else if (k == "updated")
+        s.updated = v;
+      else if (k == "detail")
+        s.detail = v;
+    }
+  }
+  // The record is the truth: a driver killed between the rename and its state write
+  // leaves a stale "running"; a record deleted, truncated or changed after completion
+  // leaves a stale "completed".
+  struct stat st;
+  if (::lstat((dir + "/record.h5").c_str(), &st) == 0) {
+    try {
+      Record r = read_record(dir + "/record.h5");
+      s.state = r.status == "completed"  ? "completed"
+                : r.status == "diverged" ? "diverged"
+                : r.status == "stopped"  ? "stopped"
+                                         : "damaged";
+      if (s.state == "stopped") s.stopped_at = r.steps.empty() ? 0 : r.steps.back().step;
+      if (s.state == "diverged") s.failure = FailureClass::diverged;
+      if (s.state == "damaged") s.detail = "record.h5 has status '" + r.status + "'";
+      if (const std::string why = run_id_mismatch(dir, r.run_id); !why.empty()) s.state = "damaged", s.detail = why;
+      if (s.state == "completed") {
+        if (const std::string why = data_changed(r); !why.empty()) s.state = "stale", s.detail = why;
+      }
+    } catch (const RecordError& e) {
+      s.state = "damaged";
+      s.detail = e.what();
+    }
+  } else if (s.done()) {
+    s.detail = "recorded as " + s.state + " but record.h5 is gone";
+    s.state = "damaged";
+  }
+  return s;
+}
+
+std::string run_id_mismatch(const std::string& dir, const std::string& recorded_id) {
+  const std::string name = fs::path(dir).filename().string();
+  const bool id_like = name.size() == 16 && name.find_first_not_of("0123456789abcdef") == std::string::npos;
+  if (!id_like || recorded_id == name) return "";
+  return "record.h5 names run '" + printable(recorded_id) + "', not this run " + name +
+         " (a training program must record the run id of its config: XXH3-64 of the config file's text)";
+}
+
+std::string data_changed(const Record& r) {
+  // The training file, then the held-out file (data.eval_path).
+  for (const std::string prefix : {"data.", "data.eval_"}) {
+    const std::string file = r.env(prefix + "file"), hash = r.env(prefix + "hash");
+    if (file.empty() || hash.empty()) continue;
+    std::error_code ec;
+    if (!fs::exists(file, ec)) continue;  // not visible here (a compute node's path): the run checks it
+    try {
+      const DataFileId now = identify_data_file(file, sweep_cache_dir());
+      if (now.hash != hash)
+        return std::string("its ") + (prefix == "data." ? "data file " : "held-out data file ") + printable(file) +
+               " changed since the run (" + hash + ", now " + now.hash + ")";
+    } catch (const std::runtime_error&) {
+      // unreadable now: the re-run would say so; the record stays as it is
+    }
+  }
+  return "";
+}
+
+std::string move_record_aside(const std::string& dir, const std::string& why) {
+  const std::string rec = dir + "/record.h5";
+  struct stat st;
+  if (::lstat(rec.c_str(), &st) != 0) return "";
+  const std::string base = rec + "." + why + "-" + utc_now();
+  for (int n = 0; n < 1000; ++n) {
+    std::string to = n ? base + "-" + std::to_string(n) : base;
+    // link + unlink, not rename: rename would replace an existing file of that name.
+    if (::link(rec.c_str(), to.c_str()) == 0) {
+      if (::unlink(rec.c_str()) != 0)
+        throw std::runtime_error(rec + ": cannot move the " + why + " record aside: " + std::strerror(errno));
+      return to;
+    }
+    if (errno != EEXIST)
+      throw std::runtime_error(rec + ": cannot move the " + why + " record aside: " + std::strerror(errno));
+  }
+  throw std::runtime_error(rec + ": cannot move the " + why + " record aside: too many earlier copies");
+}
+
+std::unordered_map<std::string, RunState> scan_runs(const std::string& dir) {
+  std::unordered_map<std::string, RunState> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir + "/runs", ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_directory(ec)) out.emplace(it->path().filename().string(), read_run_state(it->path().string()));
+  return out;
+}
+
+void write_points_file(const std::string& dir, const std::vector<GridPoint>& points) {
+  std::string text = std::string(kPointsMagic) + " " + std::to_string(kStateVersion) + "\n";
+  for (const auto& p : points) {
+    text += p.id;
+    text += '\t';
+    for (size_t i = 0; i < p.values.size(); ++i) {
+      std::string v = p.values[i].second;
+      for (char& c : v)
+        if (c == '\t' || c == '\n') c = ' ';
+      text += (i ? " " : "") + p.values[i].first + "=" + v;
+    }
+    text += '\n';
+  }
+  write_file_atomically(dir + "/points.tsv", text);
+}
+
+std::string search_inputs(const SearchSpec& s, const std::vector<ConfigValue>& values) {
+  std::string text;
+  for (size_t i = 0; i < s.space.size() && i < values.size(); ++i)
+    text += (i ? " " : "") + s.space[i].key + "=" + values[i].text;
+  return text;
+}
+
+std::map<std::string, std::vector<std::string>> search_runs(const SearchSpec& s, const std::vector<GridPoint>& points) {
+  std::map<std::string, std::vector<std::string>> ids_of;
+  for (const GridPoint& p : points) {
+    std::string inputs;
+    for (const SearchDim& d : s.space)
+      for (const auto& [k, v] : p.values)
+        if (k == d.key) inputs += (inputs.empty() ? "" : " ") + k + "=" + v;
+    ids_of[inputs].push_back(p.id);
+  }
+  return ids_of;
+}
+
+std::string search_log(const SweepSpec& spec, const std::vector<GridPoint>& points) {
+  const SearchSpec& s = spec.search;
+  std::string text = "# sweep search log: one decision per line; the same grid file gives the same lines\n";
+  text += "search " + s.kind + " seed=" + std::to_string(s.seed) + " samples=" + std::to_string(s.samples) + " keys=";
+  for (size_t i = 0; i < s.space.size(); ++i) text += (i ? "," : "") + s.space[i].key;
+  text += "\n";
+  // The points of one draw (its seeds) share its drawn values; a draw no point has was
+  // dropped by exclude, or resolved to the run of an earlier one.
+  const auto ids_of = search_runs(s, points);
+  std::set<std::string> seen;
+  for (int64_t i = 0; i < s.samples; ++i) {
+    std::vector<ConfigValue> values;
+    for (const SearchDim& d : s.space) values.push_back(draw(d, s.seed, i));
+    const std::string inputs = search_inputs(s, values);
+    text += "draw " + std::to_string(i) + ": " + inputs + " ->";
+    auto it = ids_of.find(inputs);
+    if (!seen.insert(inputs).second)
+      text += " (the same as an earlier draw)";
+    else if (it == ids_of.end())
+      text += " (no run: excluded, or the same run as an earlier draw)";
+    else
+      for (const auto& id : it->second) text += " " + id;
+    text += "\n";
+  }
+  return text;
+}
+
+std::vector<std::pair<std::string, std::string>> read_points_file(const std::string& dir) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::ifstream in(dir + "/points.tsv");
+  std::string line;
+  if (!in || !std::getline(in, line) || line != std::string(kPointsMagic) + " " + std::to_string(kStateVersion))
+    return out;
+  while (std::getline(in, line)) {
+    auto tab = line.find('\t');
+    if (tab != std::string::npos) out.emplace_back(line.substr(0, tab), line.substr(tab + 1));
+  }
+  return out;
+}
+
+}  // namespace sweep

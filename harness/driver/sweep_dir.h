@@ -1,0 +1,95 @@
+// The layout of a sweep directory and the small text files the driver keeps in it:
+//   <dir>/points.tsv            the points of the grid last run (for `sweep status`)
+//   <dir>/sweep.lock            held by the running driver (sweep_lock.h)
+//   <dir>/runs/<id>/config.yaml the run's resolved config
+//   <dir>/runs/<id>/state       what the driver last knew about the run (versioned)
+//   <dir>/runs/<id>/record.h5   the record (.partial while unfinished)
+//   <dir>/runs/<id>/logs/       rank<r>.log per rank, launcher.log for mpiexec/srun
+//   <dir>/runs/<id>/rank<r>.failure  a note from a rank whose watchdog fired (trainer/comm/watchdog.h)
+#pragma once
+
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "grid.h"
+#include "launch_config.h"  // FailureClass
+#include "run_files.h"      // utc_now
+
+namespace sweep {
+struct Record;  // record.h
+}  // namespace sweep
+
+namespace sweep {
+
+/// Version of the state and points files; readers ignore files of another version.
+inline constexpr int kStateVersion = 1;
+
+std::string run_dir(const std::string& dir, const std::string& id);
+
+/// "" when the record in run directory `dir` may be that run's: the directory is not named
+/// like a run id, or `recorded_id` is its name; otherwise why not (a program of one's own
+/// that records another run id than its config's).
+std::string run_id_mismatch(const std::string& dir, const std::string& recorded_id);
+/// Path of the record of run `id` in sweep directory `dir`.
+std::string record_path(const std::string& dir, const std::string& id);
+
+/// What the driver knows about one run.
+struct RunState {
+  /// pending | running | completed | diverged | failed | interrupted | stopped (at a
+  /// halving search's rung; a later rung moves its record aside and resumes it) | damaged (a
+  /// completed record that is missing, unreadable or fails its digest: the next
+  /// `sweep run` moves it aside, never deleting it, and runs the point again) | stale (a
+  /// completed record whose data file changed since: kept aside the same way, and re-run)
+  std::string state = "pending";
+  FailureClass failure = FailureClass::none;  ///< why the last attempt failed
+  int attempts = 0;                           ///< attempts started, over all invocations
+  std::string detail;                         ///< e.g. "killed by signal 9 (Killed)", "Slurm TIMEOUT"
+  std::string updated;                        ///< UTC time of the last change, ISO 8601
+  /// state "stopped" (a halving search's rung: record.h5 has status stopped, and a
+  /// checkpoint is kept): the last step it trained. Read from the record, never stored.
+  int64_t stopped_at = 0;
+  /// A verified record.h5 is there: the run is never started again.
+  bool done() const { return state == "completed" || state == "diverged"; }
+};
+
+/// Writes runs/<id>/state atomically.
+void write_run_state(const std::string& run_dir, RunState s);
+/// Reads runs/<id>/state; a missing or unreadable file gives "pending". The record is
+/// the truth: when record.h5 is there it is read and verified (its digest), and its own
+/// status wins over a stale state file; a state that says done without a verified
+/// record becomes "damaged".
+RunState read_run_state(const std::string& run_dir);
+
+/// Moves a run's record.h5 aside to record.h5.<why>-<UTC time>[-n] (never deleting it;
+/// `why` is damaged or stale) and returns the new path, or "" when there was no record.h5.
+std::string move_record_aside(const std::string& run_dir, const std::string& why = "damaged");
+
+/// Why a completed record's data no longer matches: "its data file P changed since the
+/// run (OLD, now NEW)" when the file it names (environment data.file) hashes differently
+/// now; "" when it matches, names no file, or the file is not visible here.
+std::string data_changed(const Record& r);
+
+/// Every run directory under <dir>/runs with its state, by run id. One directory listing.
+std::unordered_map<std::string, RunState> scan_runs(const std::string& dir);
+
+/// Writes <dir>/points.tsv: every point's id and swept values.
+void write_points_file(const std::string& dir, const std::vector<GridPoint>& points);
+/// The decision log of a search (search.kind other than grid), written to <dir>/search.log
+/// by the driver: a header naming kind, seed, samples and keys, then one line per decision
+/// with its inputs and the run ids it made ("draw 3: train.lr=0.002 ... -> id id"). No
+/// time or host in it: the same grid file gives the same log on every machine.
+std::string search_log(const SweepSpec& spec, const std::vector<GridPoint>& points);
+
+/// "train.lr=0.001 train.clip_norm=1.5": a draw's values of the search's keys, as written.
+std::string search_inputs(const SearchSpec& s, const std::vector<ConfigValue>& values);
+
+/// The run ids of `points` by their search_inputs: a draw's runs (one per seed).
+std::map<std::string, std::vector<std::string>> search_runs(const SearchSpec& s, const std::vector<GridPoint>& points);
+
+/// Reads it back: (id, "k=v k=v"); empty when absent.
+std::vector<std::pair<std::string, std::string>> read_points_file(const std::string& dir);
+
+}  // namespace sweep

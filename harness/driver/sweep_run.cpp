@@ -1,0 +1,373 @@
+// SweepSession (shared by every executor) and the attempt classifier.
+#include "sweep_run.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "launcher_log.h"  // launcher_finding, launcher_lost_host
+#include "record.h"        // read_record, mark_partial_failed
+#include "report.h"        // load_sweep, render_html
+#include "run_files.h"     // check_run_entries, rank_log_path
+#include "run_health.h"    // run_health, run_figures for the line of a completed run
+#include "stop_signals.h"  // StopSignals::release
+#include "text.h"          // split, join
+#include "atomic_file.h"  // write_file_atomically
+
+namespace fs = std::filesystem;
+
+namespace sweep {
+namespace {
+
+/// The last non-empty line of a text file, or "".
+std::string last_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return last;
+}
+
+std::string describe_point(const GridPoint& p) {
+  std::string s;
+  for (const auto& [k, v] : p.values) s += (s.empty() ? "" : " ") + k + "=" + v;
+  return s.empty() ? "(base)" : s;
+}
+
+}  // namespace
+
+void write_report(const std::string& dir, const std::string& title, const std::string& out_path) {
+  write_file_atomically(out_path, render_html(title, load_sweep(dir)));
+}
+
+namespace {
+
+/// A training program's own last word: "PROGRAM: error: ..." or "PROGRAM: run failed: ..."
+/// (train_main names itself after its executable), or any "sweep-train: ..." line.
+bool trainer_line(const std::string& line) {
+  if (line.rfind("sweep-train: ", 0) == 0) return true;
+  const size_t colon = line.find(": ");
+  if (colon == std::string::npos || colon == 0 || line.find(' ') < colon) return false;
+  const std::string rest = line.substr(colon + 2);
+  return rest.rfind("error: ", 0) == 0 || rest.rfind("run failed: ", 0) == 0;
+}
+
+/// "node H (rank 1) was lost: ..." for the host a launcher lost, with the ranks that ran
+/// there by rank 0's partial record (environment rank_hosts).
+std::string lost_node_finding(const std::string& host, const std::string& partial) {
+  std::vector<std::string> ranks;
+  try {
+    const std::vector<std::string> hosts = split(read_record_unverified(partial).env("rank_hosts"), ',');
+    for (size_t r = 0; r < hosts.size(); ++r)
+      if (hosts[r] == host) ranks.push_back(std::to_string(r));
+  } catch (const RecordError&) {
+    // No partial record yet: the node is named without its ranks.
+  }
+  return "node " + host +
+         (ranks.empty() ? std::string()
+                        : std::string(ranks.size() == 1 ? " (rank " : " (ranks ") + join(ranks, ",") + ")") +
+         " was lost: its Open MPI daemon and ranks went away mid-run";
+}
+
+}  // namespace
+
+FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, std::string* detail,
+                              const std::string& program) {
+  const std::string rec = run_dir + "/record.h5";
+  std::error_code ec;
+  if (fs::exists(rec, ec)) {
+    try {
+      Record r = read_record(rec);
+      // Another run's record (a program of one's own that got its run id wrong): a failure
+      // of the program, the same on every attempt; the next sweep moves the file aside.
+      if (const std::string why = run_id_mismatch(run_dir, r.run_id); !why.empty()) {
+        *detail = why;
+        return FailureClass::config;
+      }
+      // A grid's program: its record must say which program made it, or reproduce could not.
+      if (!program.empty()) {
+        const std::string named = r.env("program");
+        if (named != program) {
+          *detail = "the record does not name the program that ran (environment 'program' is " +
+                    (named.empty() ? std::string("missing") : "'" + printable(named.substr(0, 200)) + "'") +
+                    ", expected '" + printable(program) +
+                    "'); write it with python/sweep_record or sweep/record_writer.h, which copy SWEEP_PROGRAM";
+          // Kept, never deleted, but not left where the next sweep would count it as done.
+          try {
+            *detail += "; moved aside to " + move_record_aside(run_dir);
+          } catch (const std::exception& e) {
+            *detail += std::string("; cannot move it aside: ") + e.what();
+          }
+          return FailureClass::config;
+        }
+      }
+      if (r.status == "completed") {
+        // The run's figures and its own health flags (the sweep-level ones need the whole
+        // sweep: status and the report add them).
+        const std::string flags = health_names(run_health(r));
+        *detail = figures_text(run_figures(r)) + "; health: " + (flags.empty() ? "ok" : flags);
+        return FailureClass::none;
+      }
+      if (r.status == "stopped") {  // a halving search's rung: the run may be resumed later
+        *detail = r.failure + "; " + figures_text(run_figures(r));
+        return FailureClass::none;
+      }
+      *detail = "recorded as " + r.status + (r.failure.empty() ? "" : ": " + r.failure);
+      return r.status == "diverged" ? FailureClass::diverged : FailureClass::crashed;
+    } catch (const RecordError& e) {
+      *detail = std::string("unreadable record: ") + e.what();
+      // The program finished and says it succeeded, yet its record is not one sweep reads
+      // (a newer schema version, a missing dataset): every attempt would do the same.
+      if (st.ok()) return *detail = "exit code 0 but an invalid record: " + std::string(e.what()), FailureClass::config;
+      return FailureClass::crashed;
+    }
+  }
+  *detail = st.describe();
+  if (st.ok()) {
+    *detail = "exit code 0 but no record";
+    return FailureClass::lost;
+  }
+  if (st.signal == 0 && st.code == 2) return *detail += " (bad config)", FailureClass::config;
+  // 3: the trainer refused the run directory (another writer, a planted link): retrying
+  // cannot help, and the trainer's one line says why.
+  if (st.signal == 0 && st.code == 3) {
+    const std::string why = last_line(rank_log_path(run_dir, 0));
+    return *detail += " (refused" + (why.empty() ? std::string() : ": " + why) + ")", FailureClass::config;
+  }
+  // Post-mortem: the launcher names a rank that died outright (it wrote nothing itself);
+  // the partial record has rank 0's view, with any note a stuck rank left. Both go into
+  // the run's state and, for a later reader of the file, into the partial record.
+  const std::string said_by_launcher = latest_attempt_output(run_dir + "/logs/launcher.log");
+  std::string finding = launcher_finding(said_by_launcher);
+  std::string recorded;
+  try {
+    RecordStatus rs = read_record_status(rec);
+    if (rs.partial && rs.status == "failed") recorded = rs.failure;
+  } catch (const RecordError&) {
+    // No partial record (the run died before writing one) or an unreadable one.
+  }
+  // A node that went away: named with its ranks, which rank 0's partial record lists.
+  const std::string lost_host = launcher_lost_host(said_by_launcher);
+  if (!lost_host.empty()) finding = lost_node_finding(lost_host, rec + ".partial");
+  std::string cause = recorded;
+  if (!finding.empty() && recorded.find(finding) == std::string::npos)
+    cause = finding + (recorded.empty() ? "" : "; " + recorded);
+  bool trainer_said = false;
+  if (cause.empty()) {
+    // Nothing recorded (the disk may be full): the trainer's own last line says why.
+    const std::string said = last_line(rank_log_path(run_dir, 0));
+    // A grid's program speaks its own language (a Python traceback's last line, ...): its
+    // last line is the cause either way.
+    trainer_said = trainer_line(said) || (!program.empty() && !said.empty());
+    cause = "the run ended (" + st.describe() + ") before finishing its record" +
+            (trainer_said ? ": " + said : std::string());
+  }
+  if (cause != recorded) mark_partial_failed(rec, cause);  // a no-op without a partial
+  if (!finding.empty() || !recorded.empty() || trainer_said) *detail += "; " + cause;
+  if (!lost_host.empty()) return *detail += " (a node was lost)", FailureClass::node_fail;
+  const bool hang = (st.signal == 0 && st.code == 4) || cause.find("(dist.timeout_s)") != std::string::npos;
+  if (hang) return *detail += " (a rank made no progress)", FailureClass::hang;
+  return FailureClass::crashed;
+}
+
+SweepSession::SweepSession(const SweepSpec& spec, const std::vector<GridPoint>& points, const SweepRunOptions& opt)
+    : spec_(spec), opt_(opt) {
+  fs::create_directories(opt_.out_dir + "/runs");
+  if (!opt_.lock_held) lock_ = std::make_unique<SweepLock>(opt_.out_dir);
+  write_points_file(opt_.out_dir, points);
+  if (spec_.search.kind == "random") write_file_atomically(opt_.out_dir + "/search.log", search_log(spec_, points));
+  total_ = points.size();
+  size_t done = 0;
+  std::vector<std::string> skipped_lines;
+  const auto known = scan_runs(opt_.out_dir);  // one listing, not a stat per point
+  for (const GridPoint& p : points) {
+    RunTask t;
+    t.point = &p;
+    t.dir = run_dir(opt_.out_dir, p.id);
+    auto it = known.find(p.id);
+    if (it != known.end()) t.state = it->second;
+    if (const auto stop = opt_.stop_at.find(p.id); stop != opt_.stop_at.end()) t.stop_at = stop->second;
+    if (t.state.state == "stopped") {
+      const std::string at = std::to_string(t.state.stopped_at);
+      if (t.stop_at > 0 && t.state.stopped_at >= t.stop_at) {
+        ++sum_.skipped, ++done;
+        skipped_lines.push_back(label(t) + ": already stopped at step " + at + ", skipped");
+        continue;
+      }
+      // Promoted: the rung's record is kept beside the run, and the run resumes from the
+      // checkpoint its stop left.
+      try {
+        const std::string aside = move_record_aside(t.dir, "stopped");
+        t.state.state = "pending";
+        t.state.attempts = std::max(1, t.state.attempts);
+        t.state.detail = "promoted from step " + at + "; its rung record moved aside to " + aside;
+        write_run_state(t.dir, t.state);
+      } catch (const std::exception& e) {
+        ++sum_.failed;
+        skipped_lines.push_back(label(t) + ": stopped at step " + at + ", cannot move its record aside: " + e.what());
+        continue;
+      }
+      skipped_lines.push_back(label(t) + ": promoted from step " + at + ", resuming");
+      tasks_.push_back(std::move(t));
+      continue;
+    }
+    if (t.state.state == "damaged" || t.state.state == "stale") {
+      // A completed record that is gone, unreadable or fails its digest, or whose data
+      // file changed since: keep the file (moved aside, never deleted) and run the point
+      // again.
+      const bool stale = t.state.state == "stale";
+      std::string note = stale ? t.state.detail : "its completed record is damaged (" + t.state.detail + ")";
+      try {
+        const std::string aside = move_record_aside(t.dir, t.state.state);
+        if (!aside.empty()) note += "; moved aside to " + aside;
+        t.state.state = "pending";
+        t.state.detail = note;
+        write_run_state(t.dir, t.state);
+      } catch (const std::exception& e) {
+        // Cannot move it (read-only directory, ...): report it and leave the file as it is.
+        ++sum_.failed;
+        skipped_lines.push_back(label(t) + ": " + note + "; cannot move it aside: " + e.what());
+        continue;
+      }
+      skipped_lines.push_back(label(t) + ": " + note + "; running it again");
+      tasks_.push_back(std::move(t));
+      continue;
+    }
+    if (t.state.done()) {
+      // A record is never overwritten, so a diverged run is not re-run either; but it is
+      // still a failure of the sweep, not a completed point.
+      if (t.state.state == "completed")
+        ++sum_.skipped, ++done;
+      else
+        ++sum_.failed;
+      skipped_lines.push_back(label(t) + ": already " +
+                              (t.state.state == "completed" ? "completed" : "recorded as " + t.state.state) +
+                              ", skipped");
+      continue;
+    }
+    // A state file says whether an earlier attempt may have left checkpoints; a partial
+    // record without one (a driver killed hard) says the same.
+    if (it != known.end() && t.state.attempts == 0 && fs::exists(t.dir + "/record.h5.partial")) t.state.attempts = 1;
+    tasks_.push_back(std::move(t));
+  }
+  progress_ = std::make_unique<Progress>(total_, done, size_t(sum_.failed), opt_.tty, stdout, opt_.progress_every_s);
+  if (opt_.report_every_s > 0 && !opt_.report_binary.empty())
+    live_ = std::make_unique<LiveReport>(std::vector<std::string>{opt_.report_binary, "report", opt_.out_dir, "-o",
+                                                                  opt_.out_dir + "/report.html", "--title", spec_.name},
+                                         opt_.out_dir + "/report.log", opt_.report_every_s);
+  if (!opt_.quiet)
+    for (const auto& l : skipped_lines) progress_->line(l);
+}
+
+std::string SweepSession::label(const RunTask& t) const { return t.point->id + " " + describe_point(*t.point); }
+
+void SweepSession::prepare(RunTask& t) {
+  check_run_entries(t.dir);  // no link or special file where the run's files go
+  std::error_code ec;
+  fs::create_directories(t.dir + "/logs", ec);
+  if (ec) throw std::runtime_error(t.dir + "/logs: cannot create: " + ec.message());
+  write_file_atomically(t.dir + "/config.yaml", to_yaml(t.point->config));
+  // The trainer reads its rung's stop from the run directory (every launcher carries it).
+  if (t.stop_at > 0)
+    write_file_atomically(t.dir + "/stop_at", std::to_string(t.stop_at) + "\n");
+  else if (fs::remove(t.dir + "/stop_at", ec); ec)
+    throw std::runtime_error(t.dir + "/stop_at: cannot remove: " + ec.message());
+}
+
+void SweepSession::attempt_started(RunTask& t, const std::string& log) {
+  ++t.state.attempts;
+  t.state.state = "running";
+  t.state.detail.clear();
+  write_run_state(t.dir, t.state);
+  std::ofstream(log, std::ios::app) << "=== sweep: attempt " << t.state.attempts << " of run " << t.point->id
+                                    << (t.resume() && t.state.attempts > 1 ? " (--resume)" : "") << " at " << utc_now()
+                                    << " ===\n";
+  progress_->started();
+  if (!opt_.quiet)
+    progress_->line("started   " + label(t) +
+                    (t.state.attempts > 1 ? " (attempt " + std::to_string(t.state.attempts) + ")" : ""));
+}
+
+void SweepSession::save_state(RunTask& t) {
+  // The record is the truth and the run has ended: a state file that cannot be written
+  // (full disk, read-only directory) is reported, and the sweep goes on.
+  try {
+    write_run_state(t.dir, t.state);
+  } catch (const std::exception& e) {
+    progress_->line("sweep: warning: run " + t.point->id + ": its state (" + t.state.state +
+                    ") was not saved: " + e.what());
+  }
+}
+
+bool SweepSession::attempt_ended(RunTask& t, FailureClass c, const std::string& detail, const std::string& log) {
+  t.state.failure = c;
+  t.state.detail = detail;
+  if (c == FailureClass::none) {
+    bool stopped = false;
+    try {
+      stopped = t.stop_at > 0 && read_record_status(t.dir + "/record.h5").status == "stopped";
+    } catch (const RecordError&) {
+      // classify_attempt read it a moment ago; a reader's hiccup leaves it "completed".
+    }
+    t.state.state = stopped ? "stopped" : "completed";
+    save_state(t);
+    ++sum_.completed;
+    progress_->ended(true);
+    if (!opt_.quiet)
+      progress_->line((stopped ? "stopped   " : "completed ") + label(t) + (detail.empty() ? "" : ", " + detail));
+    return false;
+  }
+  if (c == FailureClass::interrupted) {
+    t.state.state = "interrupted";
+    save_state(t);
+    ++sum_.interrupted;
+    progress_->retried();
+    if (!opt_.quiet) progress_->line("stopped   " + label(t) + " (interrupted; the next `sweep run` starts it again)");
+    return false;
+  }
+  const int allowed = retries_for(spec_.launch, c);
+  if (t.retries_used < allowed) {
+    ++t.retries_used;
+    ++sum_.retries;
+    t.state.state = "failed";
+    save_state(t);
+    progress_->retried();
+    if (!opt_.quiet)
+      progress_->line("retrying  " + label(t) + ": " + failure_class_name(c) + " (" + detail + "), retry " +
+                      std::to_string(t.retries_used) + " of " + std::to_string(allowed) + ", log: " + log);
+    return true;
+  }
+  t.state.state = c == FailureClass::diverged ? "diverged" : "failed";
+  save_state(t);
+  ++sum_.failed;
+  progress_->ended(false);
+  if (!opt_.quiet)
+    progress_->line("FAILED    " + label(t) + ": " + failure_class_name(c) + " (" + detail + "), log: " + log);
+  return false;
+}
+
+void SweepSession::tick() {
+  progress_->tick();
+  if (live_) live_->tick([&](const std::string& warning) { progress_->line(warning); });
+}
+
+SweepSummary SweepSession::finish() {
+  if (live_) live_->stop();  // a rewrite in flight ends (or is killed) before the last one
+  // Every run has ended and its state is written: from here a signal may end the
+  // driver at once (the report is written atomically, so it is whole or absent).
+  StopSignals::release();
+  progress_->finish();
+  sum_.report_path = opt_.out_dir + "/report.html";
+  // The runs and their states stand whatever happens to the report; a report that
+  // cannot be written must not turn a finished sweep into an error.
+  try {
+    write_report(opt_.out_dir, spec_.name, sum_.report_path);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sweep: warning: report not written: %s (try `sweep report %s`)\n", e.what(),
+                 opt_.out_dir.c_str());
+    sum_.report_path = "(not written)";
+  }
+  return sum_;
+}
+
+}  // namespace sweep

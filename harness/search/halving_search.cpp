@@ -1,0 +1,134 @@
+#include "halving_search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <set>
+
+#include "sweep_dir.h"     // record_path
+#include "tpe_search.h"  // record_metric
+#include "atomic_file.h"  // write_file_atomically
+
+namespace sweep {
+
+Record truncate_record(const Record& r, int64_t steps) {
+  Record t = r;
+  const auto after = [&](const auto& row) { return row.step > steps; };
+  const size_t kept = size_t(std::find_if(t.steps.begin(), t.steps.end(), after) - t.steps.begin());
+  t.steps.resize(kept);
+  if (t.rank_step_time_s.size() > kept) t.rank_step_time_s.resize(kept);
+  t.evals.erase(std::remove_if(t.evals.begin(), t.evals.end(), after), t.evals.end());
+  t.checksums.erase(std::remove_if(t.checksums.begin(), t.checksums.end(), after), t.checksums.end());
+  return t;
+}
+
+double rung_metric(const std::string& dir, const std::string& id, int64_t steps, const std::string& metric) {
+  Record r;
+  try {
+    r = read_record(record_path(dir, id));
+  } catch (const std::exception&) {
+    return NAN;  // failed, interrupted for good, or damaged: the worst
+  }
+  if ((r.status != "completed" && r.status != "stopped") || r.steps.empty() || r.steps.back().step < steps) return NAN;
+  return record_metric(truncate_record(r, steps), metric);
+}
+
+SweepSummary run_halving_search(const SweepSpec& spec, const std::vector<GridPoint>& points, const std::string& out_dir,
+                                const RunRung& run_rung) {
+  const SearchSpec& s = spec.search;
+  const int64_t budget = points.empty() ? 0 : points.front().config.train.steps;
+  const std::vector<HalvingTrial> trials = halving_trials(spec, points);
+  const std::vector<HalvingBracket> brackets = halving_schedule(s, budget, int64_t(trials.size()));
+  const double sign = s.mode == "max" ? -1 : 1;
+
+  std::string head = "# sweep search log: one decision per line; the same grid file and results give the same lines\n";
+  head += "search halving seed=" + std::to_string(s.seed) + " eta=" + std::to_string(s.eta) +
+          " min_steps=" + std::to_string(s.min_steps) + " brackets=" + std::to_string(s.brackets) +
+          " budget=" + std::to_string(budget) + " metric=" + s.metric + " mode=" + s.mode +
+          " trials=" + std::to_string(trials.size()) + "\n";
+  for (size_t b = 0; b < brackets.size(); ++b) {
+    const HalvingBracket& br = brackets[b];
+    head += "bracket " + std::to_string(b) + " s=" + std::to_string(br.s) + ": trials " + std::to_string(br.first) +
+            ".." + std::to_string(br.first + br.count - 1) + ", rungs";
+    for (const HalvingRung& r : br.rungs) head += " " + std::to_string(r.trials) + "x" + std::to_string(r.steps);
+    head += "\n";
+  }
+  for (size_t j = 0; j < trials.size(); ++j) {
+    head += "trial " + std::to_string(j) + ": " + trials[j].inputs + " ->";
+    for (const auto& id : trials[j].run_ids) head += " " + id;
+    head += "\n";
+  }
+  std::string decisions;
+
+  // alive[b]: the trials of bracket b still climbing; reached[j]: the last rung trial j
+  // was (or is being) trained to.
+  std::vector<std::vector<size_t>> alive(brackets.size());
+  std::vector<int64_t> reached(trials.size(), 0);
+  std::vector<size_t> bracket_of(trials.size());
+  for (size_t b = 0; b < brackets.size(); ++b)
+    for (int64_t j = brackets[b].first; j < brackets[b].first + brackets[b].count; ++j)
+      alive[b].push_back(size_t(j)), bracket_of[size_t(j)] = b;
+  const int64_t stages = brackets.empty() ? 0 : brackets.front().s + 1;  // bracket 0 has the most rungs
+
+  SweepSummary total;
+  for (int64_t t = 0; t < stages; ++t) {
+    for (size_t b = 0; b < brackets.size(); ++b)
+      if (t <= brackets[b].s)
+        for (size_t j : alive[b]) reached[j] = t;
+    std::map<std::string, int64_t> stop;
+    for (size_t j = 0; j < trials.size(); ++j) {
+      const int64_t steps = brackets[bracket_of[j]].rungs[size_t(reached[j])].steps;
+      if (steps < budget)
+        for (const auto& id : trials[j].run_ids) stop[id] = steps;
+    }
+    write_file_atomically(out_dir + "/search.log", head + decisions + "stage " + std::to_string(t) + ": running\n");
+    const SweepSummary r = run_rung(points, stop);
+    // Every stage sees every run: those at their rung already are skipped, so only the
+    // rungs trained now count as completed; "already done" is what the first stage found.
+    if (t == 0) total.skipped = r.skipped;
+    total.completed += r.completed, total.retries += r.retries;
+    total.failed = r.failed, total.interrupted = r.interrupted, total.not_started = r.not_started;
+    total.stop_signal = r.stop_signal, total.report_path = r.report_path;
+    if (r.stop_signal) return total;  // what ran is on disk; the next `sweep run` replays to here
+
+    for (size_t b = 0; b < brackets.size(); ++b) {
+      const HalvingBracket& br = brackets[b];
+      if (t > br.s) continue;
+      const int64_t steps = br.rungs[size_t(t)].steps;
+      std::vector<std::pair<double, size_t>> ranked;
+      for (size_t j : alive[b]) {
+        double sum = 0;
+        bool worst = false;
+        for (const auto& id : trials[j].run_ids) {
+          const double v = rung_metric(out_dir, id, steps, s.metric);
+          worst |= std::isnan(v);
+          sum += v;
+        }
+        ranked.emplace_back(worst ? INFINITY : sign * sum / double(trials[j].run_ids.size()), j);
+      }
+      // Ties go to the trial whose first run id sorts first: never to timing.
+      std::sort(ranked.begin(), ranked.end(), [&](const auto& x, const auto& y) {
+        if (x.first != y.first) return x.first < y.first;
+        return trials[x.second].run_ids.front() < trials[y.second].run_ids.front();
+      });
+      const bool last = t == br.s;
+      const size_t keep = last ? 0 : size_t(br.rungs[size_t(t) + 1].trials);
+      alive[b].clear();
+      for (size_t k = 0; k < ranked.size(); ++k) {
+        const auto& [loss, j] = ranked[k];
+        const char* verdict = last ? (k == 0 ? "best of bracket" : "finished") : k < keep ? "promoted" : "stopped";
+        decisions += "bracket " + std::to_string(b) + " rung " + std::to_string(t) + " steps " + std::to_string(steps) +
+                     ": rank " + std::to_string(k + 1) + " trial " + std::to_string(j) +
+                     (std::isinf(loss) ? " loss=worst (failed, diverged or no finite " + s.metric + ")"
+                                       : " loss=" + g17(sign * loss)) +
+                     " " + verdict + "\n";
+        if (!last && k < keep) alive[b].push_back(j);
+      }
+    }
+  }
+  write_file_atomically(out_dir + "/search.log", head + decisions + "done\n");
+  return total;
+}
+
+}  // namespace sweep

@@ -1,0 +1,41 @@
+// Running a halving search (search.h: kind halving): successive halving in Hyperband's
+// brackets, the budget being train.steps. Every rung of every bracket runs at once, each
+// run stopping after its rung's steps with a checkpoint (its record says `stopped`); the
+// best 1/eta of a rung's trials, by `metric` at that rung's step, are promoted and resume
+// from their checkpoints, so a promoted run's final record is the run trained straight
+// through. Like a tpe search it keeps no state of its own: each decision is a function of
+// the grid file and of the records (read as of the rung's step), so running it again after
+// an interruption reaches the same decisions and goes on.
+#pragma once
+
+#include <functional>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "grid.h"           // SweepSpec, GridPoint
+#include "halving_plan.h"   // check_halving, halving_trials
+#include "record.h"     // Record
+#include "sweep_run.h"  // SweepSummary
+
+namespace sweep {
+
+/// `r` as it stood after step `steps`: its steps, checksums and evaluations up to it.
+Record truncate_record(const Record& r, int64_t steps);
+
+/// The value of `metric` of run `id` in `dir` after step `steps`, from its record (stopped
+/// at or after that step, or completed); NaN when there is none, it diverged, failed or
+/// the figure is not finite.
+double rung_metric(const std::string& dir, const std::string& id, int64_t steps, const std::string& metric);
+
+/// Runs `points` with the runs named in the map stopping after those steps.
+using RunRung = std::function<SweepSummary(const std::vector<GridPoint>&, const std::map<std::string, int64_t>&)>;
+
+/// Runs the search stage by stage (stage t runs rung t of every bracket that has one) and
+/// writes <out>/search.log after each stage. Stops early when a stage was stopped by a
+/// signal.
+SweepSummary run_halving_search(const SweepSpec& spec, const std::vector<GridPoint>& points, const std::string& out_dir,
+                                const RunRung& run_rung);
+
+}  // namespace sweep

@@ -1,0 +1,107 @@
+// Comparing run records step by step: are two runs the same bits, and if not, at which
+// step, in which parameter, and with what else different (config, environment)?
+#pragma once
+
+#include <cmath>  // NAN
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "record.h"
+#include "sweep_records.h"  // SweepRecords
+
+namespace sweep {
+
+/// How closely two records must agree to match.
+struct CompareOptions {
+  double rtol = 0;  ///< 0: bit-identical losses and checksums; > 0: |a-b| <= rtol*max(|a|,|b|) per loss
+};
+
+/// One key whose value differs between record A and record B ("" where a side lacks it).
+struct ValueDiff {
+  std::string key, a, b;
+};
+
+/// "No such step" for the step fields of RecordComparison (0 is a real checksum step).
+inline constexpr int64_t kNoStep = -1;
+
+/// What comparing record A with record B found.
+struct RecordComparison {
+  size_t steps_compared = 0;                  ///< steps present in both records
+  size_t checksums_compared = 0;              ///< checksum rows taken at the same step in both
+  int64_t loss_step = kNoStep;                ///< first common step whose loss bits differ
+  double loss_a = 0, loss_b = 0;              ///< the losses at loss_step
+  int64_t checksum_step = kNoStep;            ///< first common checksum row that differs
+  std::string first_param;                    ///< first tensor (in /params order) whose hash differs there
+  int64_t missing_step = kNoStep;             ///< first step only one of the records has
+  bool missing_in_b = false;                  ///< true when missing_step is absent from B
+  double step_loss_a = 0, step_loss_b = 0;    ///< losses at divergent_step()
+  bool step_in_a = false, step_in_b = false;  ///< whether each record has divergent_step() (step 0 never)
+  double max_abs = 0, max_rel = 0;            ///< largest loss differences over the common steps
+  int64_t max_abs_step = kNoStep, max_rel_step = kNoStep;
+  bool losses_within_rtol = true;  ///< every common loss within CompareOptions::rtol
+  /// Held-out evaluations (/eval): how many rows both records have at the same step, and
+  /// the first step where they part (a loss with other bits, or an evaluation one side
+  /// lacks); the training can be identical while they differ (other held-out data).
+  size_t evals_compared = 0;
+  int64_t eval_step = kNoStep;
+  double eval_a = NAN, eval_b = NAN;  ///< the held-out losses at eval_step (NaN where a side has none)
+  bool evals_within_rtol = true;
+  double rtol = 0;                     ///< the tolerance this comparison used
+  std::vector<ValueDiff> config;       ///< differing /config values
+  std::vector<ValueDiff> environment;  ///< differing /environment attributes
+  /// "" or one line naming the data file when the two runs read different contents
+  /// (environment data.hash): the first cause to suspect.
+  std::string data_change;
+  /// Each run's objective (run_figures.h: final eval loss, else the mean training loss of
+  /// its last steps) and what it is ("final eval loss / final train loss" when they differ).
+  double objective_a = NAN, objective_b = NAN;
+  std::string objective_name;
+
+  /// Same steps, bit-identical losses and identical checksum rows, at least one of them:
+  /// without a common checksum row the parameters were never compared, so it is not
+  /// called bit-for-bit.
+  bool bitwise() const {
+    return loss_step == kNoStep && checksum_step == kNoStep && missing_step == kNoStep && checksums_compared > 0 &&
+           eval_step == kNoStep;
+  }
+  /// bitwise(), or with rtol > 0: same steps and every loss (held-out ones too) within the tolerance.
+  bool match() const {
+    return bitwise() || (rtol > 0 && missing_step == kNoStep && losses_within_rtol && evals_within_rtol);
+  }
+  /// First step at which the records part (loss, parameters or a missing step); kNoStep if none.
+  int64_t divergent_step() const;
+};
+
+/// Compares A with B by step number. Never throws for differing shapes: a step or
+/// checksum row only one side has is a difference, not an error.
+RecordComparison compare_records(const Record& a, const Record& b, const CompareOptions& opt = {});
+
+/// One line: "identical bit-for-bit: N steps, K checksums", "within tolerance (rtol R):
+/// ...", or "diverged at step S: loss A vs B" (17 significant digits).
+std::string verdict_line(const RecordComparison& c);
+
+/// The lines that explain a difference: first differing parameter, largest loss
+/// differences, then config and environment keys that differ (`key: old -> new`).
+std::vector<std::string> detail_lines(const RecordComparison& c);
+
+/// Two sweeps' runs paired by run id (a hash of the resolved config).
+struct SweepComparison {
+  struct Pair {
+    std::string run_id;
+    RecordComparison result;
+  };
+  std::vector<Pair> pairs;                  ///< runs completed in both, by run id
+  std::vector<std::string> only_a, only_b;  ///< run ids completed on one side only
+  std::vector<std::string> problems;        ///< unreadable runs of either side, prefixed "A: " / "B: "
+  /// Every pair matches and no run is missing from either side.
+  bool match() const;
+};
+
+/// Pairs the completed runs of two sweeps by run id and compares each pair.
+SweepComparison compare_sweeps(const SweepRecords& a, const SweepRecords& b, const CompareOptions& opt = {});
+
+/// Loss printed so that reading it back gives the same double (17 significant digits).
+std::string exact_number(double v);
+
+}  // namespace sweep

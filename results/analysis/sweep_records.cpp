@@ -1,0 +1,151 @@
+#include "sweep_records.h"
+
+#include <sys/stat.h>  // file times for the wall time
+
+#include <algorithm>     // sort, max
+#include <cstdio>        // snprintf
+#include <exception>     // std::exception for damaged records
+#include <filesystem>    // listing runs/
+#include <fstream>       // log tails, search.log
+#include <iterator>      // istreambuf_iterator
+#include <system_error>  // error_code for non-throwing listing
+
+#include "run_files.h"  // RunLock::holder (is a running record still being written), rank_log_path
+
+namespace sweep {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Enough of a log to show the error and what led to it, without pasting a whole run.
+constexpr size_t kLogTailLines = 15;
+constexpr std::streamoff kLogTailBytes = 4096;
+
+std::string log_tail(const fs::path& log) {
+  std::ifstream in(log, std::ios::binary);
+  if (!in) return "";
+  in.seekg(0, std::ios::end);
+  const std::streamoff from = std::max<std::streamoff>(0, std::streamoff(in.tellg()) - kLogTailBytes);
+  in.seekg(from);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (from > 0) text.erase(0, text.find('\n') + 1);  // the first line was cut by the seek
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  if (text.empty()) return text;
+  size_t cut = text.size();
+  for (size_t lines = 0; lines < kLogTailLines && cut != std::string::npos && cut > 0; ++lines)
+    cut = text.rfind('\n', cut - 1);
+  return cut == std::string::npos ? text : text.substr(cut + 1);
+}
+
+double mtime(const fs::path& p) {
+  struct stat st;
+  if (::stat(p.c_str(), &st) != 0) return -1;
+  return double(st.st_mtim.tv_sec) + 1e-9 * double(st.st_mtim.tv_nsec);
+}
+
+// A run dir without a completed record: what its partial record says, else why not.
+FailedRun describe_unfinished(const fs::path& run_dir, const std::string& problem) {
+  FailedRun f;
+  f.run_id = run_dir.filename().string();
+  f.problem = problem;
+  f.cause = problem;
+  const fs::path rec = run_dir / "record.h5";
+  std::error_code ec;
+  if (!fs::exists(rec, ec) && !fs::exists(rec.string() + kPartialSuffix, ec)) {
+    f.status = "missing";
+  } else if (fs::exists(rec, ec)) {
+    // A completed record that no longer reads or verifies: `sweep run` moves it aside
+    // and runs the point again.
+    f.status = "damaged";
+  } else {
+    try {
+      RecordStatus st = read_record_status(rec.string());
+      f.status = st.status.empty() ? "unreadable" : st.status;
+      if (!st.failure.empty()) f.cause = st.failure;
+      // A run that died between writing its final status and the rename: not complete.
+      if (st.partial && (st.status == "completed" || st.status == "diverged")) {
+        f.status = "failed";
+        f.cause =
+            "the run ended (status " + st.status + ") but its record was never completed: only " + st.path + " exists";
+      }
+      if (!st.run_id.empty()) f.run_id = st.run_id;
+      if (st.partial && st.status == "running") {
+        if (RunLock::holder(run_dir.string()).empty()) {
+          f.status = "interrupted";
+          f.cause = "its record says running, but no process holds " + (run_dir / "run.lock").string() +
+                    ": the run stopped without finishing its record; `sweep run` resumes it";
+        } else {
+          f.problem.clear();  // a healthy run in progress is not a problem
+          f.cause = "running";
+          try {
+            const RecordProgress p = read_partial_progress(rec.string());
+            f.step = p.step, f.steps = p.steps, f.loss = p.loss;
+            char buf[96];
+            std::snprintf(buf, sizeof buf, ": step %lld of %lld, loss %.6g", static_cast<long long>(p.step),
+                          static_cast<long long>(p.steps), p.loss);
+            f.cause += p.step > 0 ? buf : ": no step recorded yet";
+          } catch (const RecordError&) {
+            f.cause += ": no step readable yet";  // before the first flush, or caught mid-update
+          }
+        }
+      }
+    } catch (const std::exception&) {
+      f.status = "unreadable";
+    }
+  }
+  f.log_tail = log_tail(rank_log_path(run_dir.string(), 0));
+  return f;
+}
+
+}  // namespace
+
+SweepRecords load_sweep(const std::string& dir) {
+  SweepRecords out;
+  const fs::path runs_dir = fs::path(dir) / "runs";
+  std::error_code ec;
+  if (!fs::exists(runs_dir, ec)) return out;  // a sweep that has not started any run yet
+  std::vector<fs::path> run_dirs;
+  fs::directory_iterator it(runs_dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    std::error_code type_ec;
+    if (it->is_directory(type_ec)) run_dirs.push_back(it->path());
+  }
+  if (ec) out.problems.push_back(runs_dir.string() + ": cannot list the run directories (" + ec.message() + ").");
+  std::sort(run_dirs.begin(), run_dirs.end());
+  double first = -1, last = -1;
+  for (const auto& d : run_dirs) {
+    const std::string path = (d / "record.h5").string();
+    std::string problem;
+    try {
+      out.runs.push_back(read_record(path));
+    } catch (const RecordError& e) {
+      problem = e.what();
+    } catch (const std::exception& e) {
+      // One damaged record must not hide the rest of the sweep.
+      problem = path + ": damaged record (" + e.what() + "); re-run the point to replace it";
+    }
+    if (!problem.empty()) {
+      out.failed.push_back(describe_unfinished(d, problem));
+      if (!out.failed.back().problem.empty()) out.problems.push_back(problem);
+    } else if (out.runs.back().status != "completed" && out.runs.back().status != "stopped") {
+      // (A run a halving search stopped at a rung is a result of the search, not a failure.)
+      const Record& r = out.runs.back();
+      out.failed.push_back({r.run_id, r.status, r.failure, "", log_tail(rank_log_path(d.string(), 0))});
+    }
+    const double started = mtime(d / "config.yaml"), ended = mtime(path);
+    if (started >= 0 && (first < 0 || started < first)) first = started;
+    if (ended > last) last = ended;
+  }
+  if (first >= 0 && last >= first) out.wall_time_s = last - first;
+  // A search's decisions (a regular file of sane size; anything else is left out).
+  const std::string log = (fs::path(dir) / "search.log").string();
+  if (fs::exists(log, ec) && regular_file_problem(log).empty() && fs::file_size(log, ec) < (8u << 20) && !ec) {
+    std::ifstream in(log, std::ios::binary);
+    out.search_log.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  std::stable_sort(out.runs.begin(), out.runs.end(),
+                   [](const Record& a, const Record& b) { return a.run_id < b.run_id; });
+  return out;
+}
+
+}  // namespace sweep

@@ -1,0 +1,915 @@
+#include "record.h"
+
+#include <fcntl.h>
+#include <hdf5.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+
+#include "run_files.h"   // create_exclusive, regular_file_problem, sync_path
+
+namespace sweep {
+namespace {
+
+// HDF5 1.10 closes every file still open when the process exits; a file whose close
+// failed (a full disk) is still open, and that pass then crashes inside H5F__close_cb,
+// turning a clean "No space left on device" into a segfault. Every file here is closed
+// explicitly, so the pass is not needed. It must be turned off before HDF5 starts up,
+// hence a static initializer.
+/// The ballast of a record being written (RecordWriter::Impl::reserve).
+constexpr off_t kReserveBytes = 256 << 10;
+
+const bool kNoHdf5AtExit = [] {
+  H5dont_atexit();
+  return true;
+}();
+
+/// Owns one HDF5 identifier and closes it with the matching function.
+class H5 {
+ public:
+  using Closer = herr_t (*)(hid_t);
+  H5() = default;
+  H5(hid_t id, Closer close) : id_(id), close_(close) {}
+  H5(H5&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = -1; }
+  H5& operator=(H5&& o) noexcept {
+    reset();
+    id_ = o.id_, close_ = o.close_, o.id_ = -1;
+    return *this;
+  }
+  ~H5() { reset(); }
+  void reset() {
+    if (id_ >= 0 && close_) close_(id_);
+    id_ = -1;
+  }
+  hid_t get() const { return id_; }
+  /// Gives up ownership without closing (the caller closes and checks the result).
+  hid_t release() {
+    hid_t id = id_;
+    id_ = -1;
+    return id;
+  }
+  explicit operator bool() const { return id_ >= 0; }
+
+ private:
+  hid_t id_ = -1;
+  Closer close_ = nullptr;
+};
+
+/// Anything at `p`, a dangling symbolic link included.
+bool exists(const std::string& p) {
+  struct stat st;
+  return ::lstat(p.c_str(), &st) == 0;
+}
+
+/// Opens a record file read-only without taking HDF5's file lock. Readers never lock: a
+/// shared lock held by `sweep report` or `sweep status` at the moment the writer reopens
+/// its partial file to finish it would make that reopen fail and lose the run. (A
+/// completed record never changes; a partial one is read as of its last flush.)
+H5 open_for_reading(const std::string& path, bool chunk_cache = true) {
+  H5 fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  H5Pset_file_locking(fapl.get(), false, true);
+  // Each dataset is read once, whole: no chunk cache to set up and tear down per dataset
+  // (at 1,000 records a plan spent more time there than reading).
+  if (!chunk_cache) H5Pset_cache(fapl.get(), 0, 0, 0, 0.0);
+  return H5(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);
+}
+
+/// Opens the writer's own partial file for writing again. Another program's reader that
+/// does take HDF5's lock (h5py without HDF5_USE_FILE_LOCKING=FALSE) makes the open fail
+/// while it holds the file: wait for it, up to `patience`, rather than lose the record.
+H5 reopen_for_writing(const std::string& path, std::chrono::milliseconds patience = std::chrono::seconds(10)) {
+  const auto until = std::chrono::steady_clock::now() + patience;
+  for (;;) {
+    H5 f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    if (f || !exists(path) || std::chrono::steady_clock::now() >= until) return f;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+/// Throws when `rc` says an HDF5 call failed, with the errno text of the I/O error
+/// behind it when there is one (callers clear errno first).
+void check(herr_t rc, const std::string& path, const char* what) {
+  if (rc < 0)
+    throw RecordError(path + ": HDF5 failed to " + what +
+                      (errno ? std::string(" (") + std::strerror(errno) + ")" : ""));
+}
+
+H5 str_type() {
+  H5 t(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(t.get(), H5T_VARIABLE);
+  H5Tset_cset(t.get(), H5T_CSET_UTF8);
+  return t;
+}
+
+void write_str_attr(hid_t obj, const char* name, const std::string& value) {
+  H5 t = str_type();
+  H5 space(H5Screate(H5S_SCALAR), H5Sclose);
+  if (H5Aexists(obj, name) > 0) H5Adelete(obj, name);
+  H5 a(H5Acreate2(obj, name, t.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  const char* p = value.c_str();
+  H5Awrite(a.get(), t.get(), &p);
+}
+
+void write_i64_attr(hid_t obj, const char* name, int64_t value) {
+  H5 space(H5Screate(H5S_SCALAR), H5Sclose);
+  H5 a(H5Acreate2(obj, name, H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  H5Awrite(a.get(), H5T_NATIVE_INT64, &value);
+}
+
+void write_str_scalar(hid_t parent, const char* name, const std::string& value) {
+  H5 t = str_type();
+  H5 space(H5Screate(H5S_SCALAR), H5Sclose);
+  H5 d(H5Dcreate2(parent, name, t.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+  const char* p = value.c_str();
+  H5Dwrite(d.get(), t.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &p);
+}
+
+void write_str_list(hid_t parent, const char* name, const std::vector<std::string>& values) {
+  H5 t = str_type();
+  hsize_t n = values.size();
+  H5 space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+  H5 d(H5Dcreate2(parent, name, t.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+  std::vector<const char*> ptrs;
+  ptrs.reserve(values.size());
+  for (const auto& v : values) ptrs.push_back(v.c_str());
+  if (n) H5Dwrite(d.get(), t.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data());
+}
+
+template <class T>
+hid_t native_type();
+template <>
+hid_t native_type<double>() {
+  return H5T_NATIVE_DOUBLE;
+}
+template <>
+hid_t native_type<int64_t>() {
+  return H5T_NATIVE_INT64;
+}
+template <>
+hid_t native_type<uint64_t>() {
+  return H5T_NATIVE_UINT64;
+}
+
+template <class T>
+hid_t file_type();
+template <>
+hid_t file_type<double>() {
+  return H5T_IEEE_F64LE;
+}
+template <>
+hid_t file_type<int64_t>() {
+  return H5T_STD_I64LE;
+}
+template <>
+hid_t file_type<uint64_t>() {
+  return H5T_STD_U64LE;
+}
+
+template <class T>
+void write_fixed_list(hid_t parent, const char* name, const std::vector<T>& values) {
+  hsize_t n = values.size();
+  H5 space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+  H5 d(H5Dcreate2(parent, name, file_type<T>(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+  if (n) H5Dwrite(d.get(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data());
+}
+
+/// An extendable dataset of `cols` columns (1-D when cols == 0) that grows by rows.
+template <class T>
+class Column {
+ public:
+  Column(hid_t parent, const char* name, hsize_t cols = 0) : cols_(cols) {
+    int rank = cols ? 2 : 1;
+    hsize_t dims[2] = {0, cols}, maxdims[2] = {H5S_UNLIMITED, cols}, chunk[2] = {1024, cols ? cols : 1};
+    if (cols) chunk[0] = std::max<hsize_t>(1, 8192 / cols);
+    H5 space(H5Screate_simple(rank, dims, maxdims), H5Sclose);
+    H5 plist(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    H5Pset_chunk(plist.get(), rank, chunk);
+    d_ = H5(H5Dcreate2(parent, name, file_type<T>(), space.get(), H5P_DEFAULT, plist.get(), H5P_DEFAULT), H5Dclose);
+  }
+  void push(T v) { pending_.push_back(v); }
+  void push_row(const std::vector<T>& row) { pending_.insert(pending_.end(), row.begin(), row.end()); }
+  void flush() {
+    if (pending_.empty()) return;
+    int rank = cols_ ? 2 : 1;
+    hsize_t width = cols_ ? cols_ : 1;
+    hsize_t add = pending_.size() / width;
+    hsize_t new_dims[2] = {rows_ + add, cols_};
+    H5Dset_extent(d_.get(), new_dims);
+    H5 fspace(H5Dget_space(d_.get()), H5Sclose);
+    hsize_t start[2] = {rows_, 0}, count[2] = {add, cols_};
+    H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
+    H5 mspace(H5Screate_simple(rank, count, nullptr), H5Sclose);
+    H5Dwrite(d_.get(), native_type<T>(), mspace.get(), fspace.get(), H5P_DEFAULT, pending_.data());
+    rows_ += add;
+    pending_.clear();
+  }
+
+ private:
+  H5 d_;
+  hsize_t cols_;
+  hsize_t rows_ = 0;
+  std::vector<T> pending_;
+};
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "x" : "") + std::to_string(shape[i]);
+  return s;
+}
+
+std::vector<int64_t> parse_shape(const std::string& s) {
+  std::vector<int64_t> out;
+  size_t pos = 0;
+  while (pos < s.size()) {
+    size_t x = s.find('x', pos);
+    out.push_back(std::stoll(s.substr(pos, x - pos)));
+    if (x == std::string::npos) break;
+    pos = x + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+/// The double-valued metric columns, declared once for the writer and the reader.
+#define SWEEP_DOUBLE_METRICS(X) \
+  X(loss) X(lr) X(grad_norm) X(clip_coef) X(loss_scale) X(step_time_s) X(tokens_per_s) X(record_time_s)
+#define SWEEP_INT_METRICS(X) X(step) X(skipped) X(tokens) X(unused_params)
+
+struct RecordWriter::Impl {
+  std::string path, partial;
+  HealthJudge health_judge = nullptr;  // the header's
+  // Ballast: space taken at the start and given back when the disk fills up, so that
+  // the record can still say it failed, and why.
+  std::string reserve;
+  void release_reserve() {
+    if (!reserve.empty()) ::unlink(reserve.c_str()), reserve.clear();
+  }
+  H5 file, metrics, checksums;
+#define X(name) std::unique_ptr<Column<double>> name;  // NOLINT(bugprone-macro-parentheses): a member name
+  SWEEP_DOUBLE_METRICS(X)
+#undef X
+#define X(name) std::unique_ptr<Column<int64_t>> name;  // NOLINT(bugprone-macro-parentheses): a member name
+  SWEEP_INT_METRICS(X)
+#undef X
+  std::unique_ptr<Column<int64_t>> ck_step;
+  std::unique_ptr<Column<uint64_t>> ck_params, ck_tensors;
+  std::unique_ptr<Column<double>> rank_times;
+  H5 eval;  // /eval, when the run evaluates
+  std::unique_ptr<Column<int64_t>> ev_step, ev_tokens;
+  std::unique_ptr<Column<double>> ev_loss, ev_time;
+  H5 ranks, summary;
+  size_t n_tensors = 0, world = 1;
+  bool finished = false;  // completed, or abandoned: no further writes
+  // The trainer's watchdog thread may abandon the record while the main thread writes it.
+  std::mutex mu;
+  void flush();
+  void mark_failed_fresh(const std::string& failure);
+  /// Closes every dataset and group (the file stays open).
+  void close_datasets();
+};
+
+RecordWriter::RecordWriter(const std::string& path, const RecordHeader& h) : impl_(new Impl) {
+  Impl& m = *impl_;
+  m.path = path;
+  m.partial = path + kPartialSuffix;
+  m.health_judge = h.health_judge;
+  if (exists(path)) throw RecordError(path + ": a completed record is already there; it is never overwritten");
+  // The caller holds the run's lock (run_files.h), so a partial here is a dead attempt's.
+  // It is removed (a link is removed, never followed) and the new file created
+  // exclusively: a link planted in between makes the create fail, not write through it.
+  struct stat st;
+  if (::lstat(m.partial.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode))
+      throw RecordError(m.partial + ": is not a regular file (a link or special file); refusing to write through it");
+    if (::unlink(m.partial.c_str()) != 0)
+      throw RecordError(m.partial + ": cannot remove the stale partial record: " + std::strerror(errno));
+  }
+  {
+    const std::string reserve = path + ".reserve";
+    if (::lstat(reserve.c_str(), &st) == 0 && S_ISREG(st.st_mode)) ::unlink(reserve.c_str());
+    try {
+      const int fd = create_exclusive(reserve);
+      if (::posix_fallocate(fd, 0, kReserveBytes) == 0) m.reserve = reserve;
+      ::close(fd);
+      if (m.reserve.empty()) ::unlink(reserve.c_str());  // the disk is already too full: go on without
+    } catch (const RecordError&) {
+      // No ballast (the name is taken by a link or the directory is full): go on without.
+    }
+  }
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  errno = 0;
+  m.file = H5(H5Fcreate(m.partial.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  if (!m.file)
+    throw RecordError(m.partial + ": cannot create the record file (" + (errno ? std::strerror(errno) : "HDF5 error") +
+                      ")");
+  hid_t f = m.file.get();
+  write_i64_attr(f, "schema_version", kSchemaVersion);
+  write_str_attr(f, "run_id", h.run_id);
+  write_str_attr(f, "sweep_id", h.sweep_id);
+  write_str_attr(f, "status", "running");
+  write_str_attr(f, "failure", "");
+
+  H5 cfg(H5Gcreate2(f, "config", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  write_str_scalar(cfg.get(), "yaml", h.config_yaml);
+  std::vector<std::string> keys, values;
+  for (const auto& [k, v] : h.config) keys.push_back(k), values.push_back(v);
+  write_str_list(cfg.get(), "keys", keys);
+  write_str_list(cfg.get(), "values", values);
+
+  H5 env(H5Gcreate2(f, "environment", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  for (const auto& [k, v] : h.environment) write_str_attr(env.get(), k.c_str(), v);
+
+  H5 params(H5Gcreate2(f, "params", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  std::vector<std::string> names, shapes;
+  std::vector<int64_t> offsets, numels;
+  for (const auto& p : h.params) {
+    names.push_back(p.name), shapes.push_back(shape_text(p.shape));
+    offsets.push_back(p.offset), numels.push_back(p.numel);
+  }
+  write_str_list(params.get(), "name", names);
+  write_str_list(params.get(), "shape", shapes);
+  write_fixed_list(params.get(), "offset", offsets);
+  write_fixed_list(params.get(), "numel", numels);
+  m.n_tensors = h.params.size();
+
+  m.metrics = H5(H5Gcreate2(f, "metrics", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+#define X(name) m.name = std::make_unique<Column<double>>(m.metrics.get(), #name);
+  SWEEP_DOUBLE_METRICS(X)
+#undef X
+#define X(name) m.name = std::make_unique<Column<int64_t>>(m.metrics.get(), #name);
+  SWEEP_INT_METRICS(X)
+#undef X
+  m.checksums = H5(H5Gcreate2(f, "checksums", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  m.ck_step = std::make_unique<Column<int64_t>>(m.checksums.get(), "step");
+  m.ck_params = std::make_unique<Column<uint64_t>>(m.checksums.get(), "params");
+  if (m.n_tensors) m.ck_tensors = std::make_unique<Column<uint64_t>>(m.checksums.get(), "tensors", m.n_tensors);
+  m.world = size_t(std::max<int64_t>(1, h.world_size));
+  write_i64_attr(f, "world_size", int64_t(m.world));
+  m.ranks = H5(H5Gcreate2(f, "ranks", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  m.rank_times = std::make_unique<Column<double>>(m.ranks.get(), "step_time_s", m.world);
+  m.summary = H5(H5Gcreate2(f, "summary", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  if (h.eval) {
+    m.eval = H5(H5Gcreate2(f, "eval", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+    m.ev_step = std::make_unique<Column<int64_t>>(m.eval.get(), "step");
+    m.ev_loss = std::make_unique<Column<double>>(m.eval.get(), "loss");
+    m.ev_tokens = std::make_unique<Column<int64_t>>(m.eval.get(), "tokens");
+    m.ev_time = std::make_unique<Column<double>>(m.eval.get(), "time_s");
+  }
+  m.flush();
+}
+
+RecordWriter::~RecordWriter() {
+  if (!impl_) return;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->release_reserve();
+  if (!impl_->finished && impl_->file) {
+    try {
+      impl_->flush();
+    } catch (...) {
+    }
+  }
+}
+
+void RecordWriter::append_step(const StepMetrics& s) {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
+  if (m.finished) return;  // abandoned (maybe from the watchdog thread): nothing more is written
+#define X(name) m.name->push(s.name);
+  SWEEP_DOUBLE_METRICS(X)
+  SWEEP_INT_METRICS(X)
+#undef X
+}
+
+void RecordWriter::append_checksum(const ChecksumRow& c) {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
+  if (m.finished) return;  // abandoned (maybe from the watchdog thread): nothing more is written
+  if (c.tensors.size() != m.n_tensors)
+    throw RecordError(m.partial + ": checksum row has " + std::to_string(c.tensors.size()) +
+                      " tensor hashes, the parameter table has " + std::to_string(m.n_tensors));
+  m.ck_step->push(c.step);
+  m.ck_params->push(c.params);
+  if (m.ck_tensors) m.ck_tensors->push_row(c.tensors);
+}
+
+void RecordWriter::append_eval(const EvalRow& e) {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
+  if (m.finished) return;  // abandoned (maybe from the watchdog thread): nothing more is written
+  if (!m.eval) throw RecordError(m.partial + ": an evaluation row for a record whose header said no evaluation");
+  m.ev_step->push(e.step);
+  m.ev_loss->push(e.loss);
+  m.ev_tokens->push(e.tokens);
+  m.ev_time->push(e.time_s);
+}
+
+void RecordWriter::append_rank_times(const std::vector<double>& seconds) {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
+  if (m.finished) return;  // abandoned (maybe from the watchdog thread): nothing more is written
+  if (seconds.size() != m.world)
+    throw RecordError(m.partial + ": " + std::to_string(seconds.size()) + " rank step times for a world of " +
+                      std::to_string(m.world));
+  m.rank_times->push_row(seconds);
+}
+
+void RecordWriter::set_memory(const RankMemory& mem) {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
+  if (m.finished) return;  // abandoned (maybe from the watchdog thread): nothing more is written
+  write_fixed_list(m.ranks.get(), "params_bytes", mem.params);
+  write_fixed_list(m.ranks.get(), "grads_bytes", mem.grads);
+  write_fixed_list(m.ranks.get(), "optimizer_bytes", mem.optimizer);
+  write_fixed_list(m.ranks.get(), "step_peak_bytes", mem.step_peak);
+  write_fixed_list(m.ranks.get(), "peak_rss_bytes", mem.peak_rss);
+}
+
+void RecordWriter::set_summary(const std::string& key, const std::string& value) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (impl_->finished) return;
+  write_str_attr(impl_->summary.get(), key.c_str(), value);
+}
+
+void RecordWriter::flush() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (!impl_->finished) impl_->flush();
+}
+
+void RecordWriter::Impl::flush() {
+  Impl& m = *this;
+  m.rank_times->flush();
+#define X(name) m.name->flush();
+  SWEEP_DOUBLE_METRICS(X)
+  SWEEP_INT_METRICS(X)
+#undef X
+  m.ck_step->flush();
+  m.ck_params->flush();
+  if (m.ck_tensors) m.ck_tensors->flush();
+  if (m.eval) m.ev_step->flush(), m.ev_loss->flush(), m.ev_tokens->flush(), m.ev_time->flush();
+  errno = 0;
+  check(H5Fflush(m.file.get(), H5F_SCOPE_GLOBAL), m.partial, "flush the record");
+}
+
+void RecordWriter::finish(const std::string& status, const std::string& failure, bool test_crash_before_rename) {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
+  if (m.finished) throw RecordError(m.partial + ": the record was already marked failed; it is not completed");
+  try {
+    m.flush();
+  } catch (const RecordError& e) {
+    // A full disk at the end: the record stays partial and says why, in the space the
+    // ballast gives back.
+    m.release_reserve();
+    m.finished = true;
+    m.mark_failed_fresh(e.what());
+    throw;
+  }
+  write_str_attr(m.file.get(), "status", status);
+  write_str_attr(m.file.get(), "failure", failure);
+  m.close_datasets();
+  m.finished = true;  // from here on nothing else is written, whatever happens
+  m.release_reserve();
+  if (H5Fclose(m.file.release()) < 0)
+    throw RecordError(m.partial + ": closing the record failed (" + std::strerror(errno) + ")");
+  // Read back what is on disk: an unreadable file is never completed. Health flags for a
+  // writer that did not store its own (a program's, through sweep/record_writer.h) are
+  // judged from it, like every reader would; only then is it read again.
+  Record back = read_record_unverified(m.partial);
+  if ((status == "completed" || status == "diverged") && m.health_judge && back.summary.count("health") == 0) {
+    H5 f = reopen_for_writing(m.partial);
+    H5 summary(f ? H5Gopen2(f.get(), "summary", H5P_DEFAULT) : -1, H5Gclose);
+    if (!summary) throw RecordError(m.partial + ": cannot reopen the record to store its health flags");
+    for (const auto& [key, value] : m.health_judge(back))
+      write_str_attr(summary.get(), key.c_str(), value);
+    summary.reset();
+    if (H5Fflush(f.get(), H5F_SCOPE_GLOBAL) < 0 || H5Fclose(f.release()) < 0)
+      throw RecordError(m.partial + ": storing the record's health flags failed (" + std::strerror(errno) + ")");
+    back = read_record_unverified(m.partial);
+  }
+  // Integrity: its digest, hashed as every reader will, is stored.
+  const std::string digest = back.computed_digest;
+  {
+    H5 f = reopen_for_writing(m.partial);
+    if (!f) throw RecordError(m.partial + ": cannot reopen the record to store its digest");
+    write_str_attr(f.get(), "digest", digest);
+    if (H5Fflush(f.get(), H5F_SCOPE_GLOBAL) < 0 || H5Fclose(f.release()) < 0)
+      throw RecordError(m.partial + ": storing the record's digest failed (" + std::strerror(errno) + ")");
+  }
+  if (read_record_digest(m.partial) != digest)
+    throw RecordError(m.partial + ": the digest did not reach the disk; the record stays partial");
+  sync_path(m.partial);
+  if (test_crash_before_rename) ::_exit(1);  // a crash at the worst moment: the file is whole but still .partial
+  // link() fails when the target exists, so a completed record is never replaced.
+  if (::link(m.partial.c_str(), m.path.c_str()) != 0)
+    throw RecordError(m.path + ": cannot complete the record (" + std::strerror(errno) + ")");
+  ::unlink(m.partial.c_str());
+  const auto slash = m.path.rfind('/');
+  try {
+    sync_path(slash == std::string::npos ? "." : m.path.substr(0, slash));
+  } catch (const RecordError&) {
+    // The record is complete and whole; only the directory entry's durability is less sure.
+  }
+}
+
+void RecordWriter::Impl::close_datasets() {
+  Impl& m = *this;
+  m.rank_times.reset();
+  m.metrics.reset(), m.checksums.reset(), m.ranks.reset(), m.summary.reset();
+#define X(name) m.name.reset();
+  SWEEP_DOUBLE_METRICS(X)
+  SWEEP_INT_METRICS(X)
+#undef X
+  m.ck_step.reset(), m.ck_params.reset(), m.ck_tensors.reset();
+  m.ev_step.reset(), m.ev_loss.reset(), m.ev_tokens.reset(), m.ev_time.reset(), m.eval.reset();
+}
+
+/// After a failed write (a full disk) HDF5's handle of the file cannot be trusted to
+/// write anything more: drop it, reopen what is on disk (the state of the last good
+/// flush) and mark that failed, in the space the ballast gave back.
+void RecordWriter::Impl::mark_failed_fresh(const std::string& failure) {
+  Impl& m = *this;
+  m.close_datasets();
+  H5Fclose(m.file.release());  // may fail again; the exit pass that would crash on it is off
+  H5 f = reopen_for_writing(m.partial);
+  if (!f) return;  // the file on disk is not readable: the driver's post-mortem says why
+  write_str_attr(f.get(), "status", "failed");
+  write_str_attr(f.get(), "failure", failure);
+  H5Fflush(f.get(), H5F_SCOPE_GLOBAL);
+}
+
+void RecordWriter::abandon(const std::string& failure) {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
+  if (m.finished || !m.file) return;
+  m.release_reserve();
+  m.finished = true;
+  bool flushed = true;
+  try {
+    m.flush();
+  } catch (const RecordError&) {
+    flushed = false;  // keep going: recording the cause matters more than the last buffered rows
+  }
+  if (flushed) {
+    write_str_attr(m.file.get(), "status", "failed");
+    write_str_attr(m.file.get(), "failure", failure);
+    if (H5Fflush(m.file.get(), H5F_SCOPE_GLOBAL) >= 0) return;
+  }
+  m.mark_failed_fresh(failure);
+}
+
+// ---------------------------------------------------------------------------- reading
+
+namespace {
+
+std::string read_str_attr(hid_t obj, const char* name) {
+  if (H5Aexists(obj, name) <= 0) return "";
+  H5 a(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
+  H5 t = str_type();
+  char* p = nullptr;
+  if (H5Aread(a.get(), t.get(), &p) < 0 || !p) return "";
+  std::string s(p);
+  H5free_memory(p);
+  return s;
+}
+
+hsize_t extent(hid_t d, int dim = 0) {
+  H5 s(H5Dget_space(d), H5Sclose);
+  hsize_t dims[2] = {0, 0};
+  H5Sget_simple_extent_dims(s.get(), dims, nullptr);
+  return dims[dim];
+}
+
+H5 open_dataset(hid_t parent, const char* name, const std::string& path) {
+  H5 d(H5Dopen2(parent, name, H5P_DEFAULT), H5Dclose);
+  if (!d) throw RecordError(path + ": dataset '" + name + "' is missing; the record is damaged");
+  return d;
+}
+
+template <class T>
+std::vector<T> read_list(hid_t parent, const char* name, const std::string& path) {
+  H5 d = open_dataset(parent, name, path);
+  H5 s(H5Dget_space(d.get()), H5Sclose);
+  std::vector<T> out(H5Sget_simple_extent_npoints(s.get()));
+  if (!out.empty()) check(H5Dread(d.get(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), path, name);
+  return out;
+}
+
+std::vector<std::string> read_str_list(hid_t parent, const char* name, const std::string& path) {
+  H5 d = open_dataset(parent, name, path);
+  H5 t = str_type();
+  std::vector<char*> ptrs(extent(d.get()));
+  std::vector<std::string> out;
+  if (ptrs.empty()) return out;
+  check(H5Dread(d.get(), t.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), path, name);
+  for (char* p : ptrs) out.emplace_back(p ? p : ""), H5free_memory(p);
+  return out;
+}
+
+std::string read_str_scalar(hid_t parent, const char* name, const std::string& path) {
+  H5 d = open_dataset(parent, name, path);
+  H5 t = str_type();
+  char* p = nullptr;
+  check(H5Dread(d.get(), t.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &p), path, name);
+  std::string s(p ? p : "");
+  H5free_memory(p);
+  return s;
+}
+
+H5 open_group(hid_t f, const char* name, const std::string& path) {
+  H5 g(H5Gopen2(f, name, H5P_DEFAULT), H5Gclose);
+  if (!g) throw RecordError(path + ": group '/" + name + "' is missing; the record is damaged");
+  return g;
+}
+
+herr_t collect_attr(hid_t loc, const char* name, const H5A_info_t*, void* out) {
+  (*static_cast<std::map<std::string, std::string>*>(out))[name] = read_str_attr(loc, name);
+  return 0;
+}
+
+}  // namespace
+
+namespace {
+
+/// XXH64 over the record's contents in the order results/SCHEMA.md ("Integrity") gives:
+/// each item is its name, a NUL, then its payload (numbers little-endian as stored,
+/// strings as UTF-8 each followed by a NUL).
+class Digest {
+ public:
+  Digest() : st_(XXH64_createState()) { XXH64_reset(st_, 0); }
+  ~Digest() { XXH64_freeState(st_); }
+  Digest(const Digest&) = delete;
+  Digest& operator=(const Digest&) = delete;
+  void name(const std::string& n) { XXH64_update(st_, n.c_str(), n.size() + 1); }
+  void str(const std::string& n, const std::string& v) { name(n), bytes(v.c_str(), v.size() + 1); }
+  void strs(const std::string& n, const std::vector<std::string>& v) {
+    name(n);
+    for (const auto& x : v) bytes(x.c_str(), x.size() + 1);
+  }
+  void attrs(const std::string& n, const std::map<std::string, std::string>& m) {
+    name(n);
+    for (const auto& [k, v] : m) bytes(k.c_str(), k.size() + 1), bytes(v.c_str(), v.size() + 1);
+  }
+  template <class T>
+  void nums(const std::string& n, const std::vector<T>& v) {
+    static_assert(std::is_arithmetic_v<T> && sizeof(T) == 8, "64-bit numbers only");
+    name(n);
+    bytes(v.data(), v.size() * sizeof(T));  // x86-64 and aarch64 are little-endian, as the file is
+  }
+  std::string text() const {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "xxh64:%016llx", static_cast<unsigned long long>(XXH64_digest(st_)));
+    return buf;
+  }
+
+ private:
+  void bytes(const void* p, size_t n) {
+    if (n) XXH64_update(st_, p, n);
+  }
+  XXH64_state_t* st_;
+};
+
+/// Reads the record at `path` whatever its name; `digest` gets its contents' digest.
+Record read_record_file(const std::string& path, std::string* digest) {
+  if (std::string why = regular_file_problem(path); !why.empty()) throw RecordError(path + ": " + why);
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  H5 file = open_for_reading(path, /*chunk_cache=*/false);
+  if (!file)
+    throw RecordError(path + ": not a readable HDF5 file (truncated or corrupt); re-run the point to replace it");
+  hid_t f = file.get();
+  Record r;
+  r.path = path;
+  if (H5Aexists(f, "schema_version") <= 0)
+    throw RecordError(path + ": not a sweep record (no schema_version attribute)");
+  {
+    H5 a(H5Aopen(f, "schema_version", H5P_DEFAULT), H5Aclose);
+    check(H5Aread(a.get(), H5T_NATIVE_INT64, &r.schema_version), path, "read schema_version");
+  }
+  if (r.schema_version > kSchemaVersion || r.schema_version < 1)
+    throw RecordError(path + ": record schema version " + std::to_string(r.schema_version) +
+                      " is not supported (this sweep reads version " + std::to_string(kSchemaVersion) +
+                      "); use the sweep release that wrote it");
+  Digest d;
+  r.run_id = read_str_attr(f, "run_id");
+  r.sweep_id = read_str_attr(f, "sweep_id");
+  r.status = read_str_attr(f, "status");
+  r.failure = read_str_attr(f, "failure");
+  r.digest = read_str_attr(f, "digest");
+  if (H5Aexists(f, "world_size") > 0) {
+    H5 a(H5Aopen(f, "world_size", H5P_DEFAULT), H5Aclose);
+    check(H5Aread(a.get(), H5T_NATIVE_INT64, &r.world_size), path, "read world_size");
+  }
+  d.nums("schema_version", std::vector<int64_t>{r.schema_version});
+  d.str("run_id", r.run_id), d.str("sweep_id", r.sweep_id), d.str("status", r.status), d.str("failure", r.failure);
+  d.nums("world_size", std::vector<int64_t>{r.world_size});
+
+  H5 cfg = open_group(f, "config", path);
+  r.config_yaml = read_str_scalar(cfg.get(), "yaml", path);
+  auto keys = read_str_list(cfg.get(), "keys", path);
+  auto values = read_str_list(cfg.get(), "values", path);
+  for (size_t i = 0; i < keys.size() && i < values.size(); ++i) r.config[keys[i]] = values[i];
+  d.str("config/yaml", r.config_yaml), d.strs("config/keys", keys), d.strs("config/values", values);
+
+  H5 env = open_group(f, "environment", path);
+  H5Aiterate2(env.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_attr, &r.environment);
+  d.attrs("environment", r.environment);
+
+  H5 params = open_group(f, "params", path);
+  auto names = read_str_list(params.get(), "name", path);
+  auto shapes = read_str_list(params.get(), "shape", path);
+  auto offsets = read_list<int64_t>(params.get(), "offset", path);
+  auto numels = read_list<int64_t>(params.get(), "numel", path);
+  d.strs("params/name", names), d.strs("params/shape", shapes), d.nums("params/offset", offsets),
+      d.nums("params/numel", numels);
+  // A damaged table is a RecordError like any other damage, not a stray std::out_of_range.
+  if (shapes.size() != names.size() || offsets.size() != names.size() || numels.size() != names.size())
+    throw RecordError(path + ": the /params datasets differ in length; the record is damaged");
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::vector<int64_t> shape;
+    try {
+      shape = parse_shape(shapes[i]);
+    } catch (const std::logic_error&) {  // std::stoll's invalid_argument and out_of_range
+      throw RecordError(path + ": /params/shape '" + shapes[i] +
+                        "' is not a shape such as 64x256; the record is damaged");
+    }
+    r.params.push_back({names[i], shape, offsets[i], numels[i]});
+  }
+
+  H5 metrics = open_group(f, "metrics", path);
+  // Every column has the length of "step"; the X loop below reads "step" itself.
+  r.steps.resize(size_t(extent(open_dataset(metrics.get(), "step", path).get())));
+#define X(name)                                                                                           \
+  {                                                                                                       \
+    auto col = read_list<std::remove_reference_t<decltype(r.steps[0].name)>>(metrics.get(), #name, path); \
+    if (col.size() != r.steps.size())                                                                     \
+      throw RecordError(path + ": metric '" #name "' has a different length than 'step'");                \
+    d.nums("metrics/" #name, col);                                                                        \
+    for (size_t i = 0; i < col.size(); ++i) r.steps[i].name = col[i];                                     \
+  }
+  SWEEP_DOUBLE_METRICS(X)
+  SWEEP_INT_METRICS(X)
+#undef X
+
+  H5 ranks = open_group(f, "ranks", path);
+  auto times = read_list<double>(ranks.get(), "step_time_s", path);
+  d.nums("ranks/step_time_s", times);
+  const size_t w = size_t(std::max<int64_t>(1, r.world_size));
+  for (size_t i = 0; i + w <= times.size(); i += w)
+    r.rank_step_time_s.emplace_back(times.begin() + i, times.begin() + i + w);
+  if (H5Lexists(ranks.get(), "params_bytes", H5P_DEFAULT) > 0) {
+    r.memory.params = read_list<int64_t>(ranks.get(), "params_bytes", path);
+    r.memory.grads = read_list<int64_t>(ranks.get(), "grads_bytes", path);
+    r.memory.optimizer = read_list<int64_t>(ranks.get(), "optimizer_bytes", path);
+    d.nums("ranks/params_bytes", r.memory.params), d.nums("ranks/grads_bytes", r.memory.grads);
+    d.nums("ranks/optimizer_bytes", r.memory.optimizer);
+  }
+  if (H5Lexists(ranks.get(), "step_peak_bytes", H5P_DEFAULT) > 0) {
+    r.memory.step_peak = read_list<int64_t>(ranks.get(), "step_peak_bytes", path);
+    r.memory.peak_rss = read_list<int64_t>(ranks.get(), "peak_rss_bytes", path);
+    d.nums("ranks/step_peak_bytes", r.memory.step_peak), d.nums("ranks/peak_rss_bytes", r.memory.peak_rss);
+  }
+  H5 summary = open_group(f, "summary", path);
+  H5Aiterate2(summary.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_attr, &r.summary);
+  d.attrs("summary", r.summary);
+
+  H5 ck = open_group(f, "checksums", path);
+  auto ck_step = read_list<int64_t>(ck.get(), "step", path);
+  auto ck_params = read_list<uint64_t>(ck.get(), "params", path);
+  std::vector<uint64_t> ck_tensors;
+  if (!r.params.empty()) ck_tensors = read_list<uint64_t>(ck.get(), "tensors", path);
+  d.nums("checksums/step", ck_step), d.nums("checksums/params", ck_params), d.nums("checksums/tensors", ck_tensors);
+  size_t nt = r.params.size();
+  for (size_t i = 0; i < ck_step.size() && i < ck_params.size(); ++i) {
+    ChecksumRow row{ck_step[i], ck_params[i], {}};
+    if (nt && ck_tensors.size() >= (i + 1) * nt)
+      row.tensors.assign(ck_tensors.begin() + i * nt, ck_tensors.begin() + (i + 1) * nt);
+    r.checksums.push_back(std::move(row));
+  }
+  // Version 3: held-out evaluations, when the run had them. Hashed only when present, so
+  // the digest of a record without them is what version 2 computed.
+  if (H5Lexists(f, "eval", H5P_DEFAULT) > 0) {
+    H5 ev = open_group(f, "eval", path);
+    auto step = read_list<int64_t>(ev.get(), "step", path);
+    auto loss = read_list<double>(ev.get(), "loss", path);
+    auto tokens = read_list<int64_t>(ev.get(), "tokens", path);
+    auto time = read_list<double>(ev.get(), "time_s", path);
+    if (loss.size() != step.size() || tokens.size() != step.size() || time.size() != step.size())
+      throw RecordError(path + ": the /eval datasets differ in length; the record is damaged");
+    d.nums("eval/step", step), d.nums("eval/loss", loss), d.nums("eval/tokens", tokens), d.nums("eval/time_s", time);
+    for (size_t i = 0; i < step.size(); ++i) r.evals.push_back({step[i], loss[i], tokens[i], time[i]});
+  }
+  *digest = d.text();
+  return r;
+}
+
+}  // namespace
+
+Record read_record_unverified(const std::string& path) {
+  std::string digest;
+  Record r = read_record_file(path, &digest);
+  r.computed_digest = digest;
+  return r;
+}
+
+std::string read_record_digest(const std::string& path) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  H5 file = open_for_reading(path);
+  return file ? read_str_attr(file.get(), "digest") : "";
+}
+
+Record read_record(const std::string& path) {
+  const std::string suffix = kPartialSuffix;
+  if (path.size() >= suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0)
+    throw RecordError(path +
+                      ": this record is partial (its run never finished); re-run it or read a completed record.h5");
+  if (!exists(path)) {
+    if (exists(path + suffix))
+      throw RecordError(path + ": the run has not finished; only " + path + suffix +
+                        " exists (re-run the point to complete it)");
+    throw RecordError(path + ": no such record");
+  }
+  Record r = read_record_unverified(path);
+  // Version 1 records predate the digest: they are read as they are, marked unverified.
+  if (r.schema_version >= 2) {
+    if (r.digest.empty())
+      throw RecordError(
+          path + ": the record has no digest (damaged, or not completed by sweep); move it aside and re-run the point");
+    if (r.digest != r.computed_digest)
+      throw RecordError(path +
+                        ": integrity check failed: the contents no longer match the digest written at completion (" +
+                        r.digest + ", now " + r.computed_digest +
+                        "); the file was damaged after it was written; move it aside "
+                        "and re-run the point");
+    r.verified = true;
+  }
+  return r;
+}
+
+RecordStatus read_record_status(const std::string& path) {
+  RecordStatus st;
+  st.partial = !exists(path) && exists(path + kPartialSuffix);
+  st.path = st.partial ? path + kPartialSuffix : path;
+  if (!exists(st.path)) throw RecordError(path + ": no such record");
+  if (std::string why = regular_file_problem(st.path); !why.empty()) throw RecordError(st.path + ": " + why);
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  H5 file = open_for_reading(st.path);
+  // A partial file is read as of the writer's last flush; one caught in the middle of a
+  // flush may not open.
+  if (!file) throw RecordError(st.path + ": cannot be opened (truncated, corrupt, or in the middle of a write)");
+  st.run_id = read_str_attr(file.get(), "run_id");
+  st.sweep_id = read_str_attr(file.get(), "sweep_id");
+  st.status = read_str_attr(file.get(), "status");
+  st.failure = read_str_attr(file.get(), "failure");
+  return st;
+}
+
+RecordProgress read_partial_progress(const std::string& path) {
+  const std::string partial = path + kPartialSuffix;
+  if (std::string why = regular_file_problem(partial); !why.empty()) throw RecordError(partial + ": " + why);
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  H5 file = open_for_reading(partial);
+  if (!file) throw RecordError(partial + ": cannot be read right now");
+  RecordProgress p;
+  H5 cfg = open_group(file.get(), "config", partial);
+  const auto keys = read_str_list(cfg.get(), "keys", partial);
+  const auto values = read_str_list(cfg.get(), "values", partial);
+  for (size_t i = 0; i < keys.size() && i < values.size(); ++i)
+    if (keys[i] == "train.steps") p.steps = std::atoll(values[i].c_str());
+  H5 metrics = open_group(file.get(), "metrics", partial);
+  const auto steps = read_list<int64_t>(metrics.get(), "step", partial);
+  const auto losses = read_list<double>(metrics.get(), "loss", partial);
+  if (!steps.empty() && losses.size() >= steps.size()) p.step = steps.back(), p.loss = losses[steps.size() - 1];
+  return p;
+}
+
+bool mark_partial_failed(const std::string& path, const std::string& failure) {
+  const std::string partial = path + kPartialSuffix;
+  if (exists(path)) return false;
+  struct stat st;
+  if (::lstat(partial.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;  // never through a link
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  H5 file = reopen_for_writing(partial);
+  if (!file) return false;
+  const std::string status = read_str_attr(file.get(), "status");
+  if (status != "running" && status != "failed") return false;
+  write_str_attr(file.get(), "status", "failed");
+  write_str_attr(file.get(), "failure", failure);
+  return H5Fflush(file.get(), H5F_SCOPE_GLOBAL) >= 0;
+}
+
+std::string hdf5_version() {
+  unsigned maj = 0, min = 0, rel = 0;
+  H5get_libversion(&maj, &min, &rel);
+  return std::to_string(maj) + "." + std::to_string(min) + "." + std::to_string(rel);
+}
+
+}  // namespace sweep

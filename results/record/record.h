@@ -1,0 +1,215 @@
+// The run record: one versioned HDF5 file per run (layout in results/SCHEMA.md).
+// Rank 0 writes `record.h5.partial`; only a finished run is renamed to `record.h5`,
+// and a completed record is never opened for writing again.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace sweep {
+
+/// Version of the on-disk layout; readers refuse newer files. Version 2 added the
+/// root attribute `digest` (results/SCHEMA.md, "Integrity"); version 3 the optional
+/// group /eval (held-out loss) and the /summary attributes `health*`. Versions 1 and 2
+/// are still read (version 1 unverified).
+inline constexpr int64_t kSchemaVersion = 3;
+
+/// One optimizer step, as recorded in /metrics.
+struct StepMetrics {
+  int64_t step = 0;           ///< 1-based optimizer step
+  double loss = 0;            ///< global token-mean loss of the step
+  double lr = 0;              ///< learning rate applied at this step
+  double grad_norm = 0;       ///< global gradient L2 norm before clipping
+  double clip_coef = 1;       ///< factor the gradient was scaled by (1 = not clipped)
+  double loss_scale = 1;      ///< fp16 loss scale in force (1 for fp32/bf16)
+  int64_t skipped = 0;        ///< 1 when the update was skipped (fp16 overflow)
+  int64_t tokens = 0;         ///< target tokens in the global batch
+  int64_t unused_params = 0;  ///< parameter tensors that got no gradient on any rank this step
+  double step_time_s = 0;     ///< wall time of the step on rank 0
+  double tokens_per_s = 0;    ///< tokens / step_time_s
+  double record_time_s = 0;   ///< time spent on checksums and record writes after the step
+};
+
+/// One held-out evaluation, as recorded in /eval (schema version 3).
+struct EvalRow {
+  int64_t step = 0;    ///< evaluated after this step's update
+  double loss = 0;     ///< token-mean loss over train.eval_batches global batches of held-out sequences
+  int64_t tokens = 0;  ///< target tokens evaluated
+  double time_s = 0;   ///< wall time of the evaluation (not part of any step's time)
+};
+
+/// One parameter tensor's place in the flat parameter vector.
+struct ParamInfo {
+  std::string name;            ///< registration name, e.g. "layers.0.attn.wq"
+  std::vector<int64_t> shape;  ///< tensor shape
+  int64_t offset = 0;          ///< first element in the flat vector
+  int64_t numel = 0;           ///< element count
+};
+
+/// Parameter hashes at one step.
+struct ChecksumRow {
+  int64_t step = 0;               ///< step after whose update the hash was taken
+  uint64_t params = 0;            ///< layout-independent hash of all parameters
+  std::vector<uint64_t> tensors;  ///< one hash per ParamInfo, same order
+};
+
+/// What is known when a run starts.
+struct Record;
+
+/// The /summary health attributes ("health", "health.<flag>") to store for a finished
+/// record, judged from the record as read back (results/analysis/run_health.h:
+/// judge_health_attributes).
+using HealthJudge = std::vector<std::pair<std::string, std::string>> (*)(const Record&);
+
+struct RecordHeader {
+  std::string run_id;
+  std::string sweep_id;                                     ///< may be empty for a lone run
+  std::string config_yaml;                                  ///< resolved config, canonical YAML
+  std::vector<std::pair<std::string, std::string>> config;  ///< dotted key -> canonical value
+  std::vector<std::pair<std::string, std::string>> environment;
+  std::vector<ParamInfo> params;
+  int64_t world_size = 1;  ///< ranks; columns of /ranks datasets
+  bool eval = false;       ///< the run evaluates held-out data: the record gets /eval
+  /// For a writer that stores no health flags of its own (a program's): finish() stores
+  /// what this judges of a completed or diverged record. Null: none are stored, and every
+  /// reader judges them (as it does for the Python writer's records). The record layer
+  /// does not judge records itself: judging is the analysis side's.
+  HealthJudge health_judge = nullptr;
+};
+
+/// Memory per rank (one entry per rank): what it holds between steps, measured from its
+/// buffers (ZeRO shards them), and what it needed during the steps.
+struct RankMemory {
+  std::vector<int64_t> params, grads, optimizer;
+  /// Peak bytes alive during any step: LibTorch CPU tensors at their high-water mark plus
+  /// the rank's own flat buffers (shards, AdamW moments, reduction workspace); -1 where
+  /// not measured (tensors on a GPU). Empty in records from before it was kept.
+  std::vector<int64_t> step_peak;
+  /// The process's peak resident set (the kernel's VmHWM) at the end of training, -1
+  /// where unknown. Empty in records from before it was kept.
+  std::vector<int64_t> peak_rss;
+};
+
+/// A record read back.
+struct Record {
+  std::string path;
+  int64_t schema_version = 0;
+  std::string run_id, sweep_id, status, failure;
+  std::string config_yaml;
+  std::map<std::string, std::string> config;
+  std::map<std::string, std::string> environment;
+  /// environment[key], or "" when the record has no such key (later versions add keys).
+  std::string env(const std::string& key) const {
+    const auto it = environment.find(key);
+    return it == environment.end() ? std::string() : it->second;
+  }
+  std::vector<StepMetrics> steps;
+  std::vector<EvalRow> evals;  ///< /eval rows; empty when the run did not evaluate
+  std::vector<ChecksumRow> checksums;
+  std::vector<ParamInfo> params;
+  int64_t world_size = 1;
+  std::vector<std::vector<double>> rank_step_time_s;  ///< [step][rank]
+  RankMemory memory;
+  std::map<std::string, std::string> summary;  ///< /summary attributes (self-tests, flags)
+  std::string digest;                          ///< the `digest` attribute written at completion ("" in version 1)
+  std::string computed_digest;                 ///< the digest of the contents as read now
+  bool verified = false;                       ///< the two agree (read_record checks it for version >= 2)
+};
+
+/// A record that cannot be written or read; the message names the path and what to do.
+class RecordError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Suffix of a record still being written.
+inline constexpr const char* kPartialSuffix = ".partial";
+
+/// Writes one record. Steps and checksums are buffered and written on flush().
+class RecordWriter {
+ public:
+  /// Creates `path` + ".partial" (replacing a stale partial); refuses when `path` exists.
+  RecordWriter(const std::string& path, const RecordHeader& header);
+  /// Flushes and closes; an unfinished record stays `.partial`.
+  ~RecordWriter();
+  RecordWriter(const RecordWriter&) = delete;
+  RecordWriter& operator=(const RecordWriter&) = delete;
+
+  void append_step(const StepMetrics& m);
+  void append_checksum(const ChecksumRow& c);
+  /// One held-out evaluation; the header must have said `eval`.
+  void append_eval(const EvalRow& e);
+  /// Step time of every rank for one step (world_size values).
+  void append_rank_times(const std::vector<double>& seconds);
+  /// Per-rank memory; written once, any time before finish().
+  void set_memory(const RankMemory& m);
+  /// A run-level fact for /summary (e.g. "comm.canonical_busbw_GBps"); written at flush.
+  void set_summary(const std::string& key, const std::string& value);
+  /// Writes buffered rows and flushes the file to disk.
+  void flush();
+  /// Sets the final status ("completed", "failed", "diverged") and renames to `path`.
+  /// `test_crash_before_rename` (fault.crash_in_record, test-only) _exits just before it.
+  void finish(const std::string& status, const std::string& failure = "", bool test_crash_before_rename = false);
+  /// Marks the run failed with `failure`, flushes and closes, and leaves the file
+  /// `.partial`: a failed run never yields a completed record.
+  void abandon(const std::string& failure);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Reads a completed record and verifies its digest; throws RecordError for a partial,
+/// truncated, unreadable, damaged (digest mismatch), special or newer-version file.
+Record read_record(const std::string& path);
+
+/// Reads the record at `path` whatever its name and status, without checking the digest
+/// (Record::computed_digest holds what it should be). For the writer and for tools that
+/// look at a damaged file.
+Record read_record_unverified(const std::string& path);
+
+/// The stored `digest` attribute of the record at `path`, or "" when it has none.
+std::string read_record_digest(const std::string& path);
+
+/// What a record's root attributes say about its run; readable from a `.partial` file,
+/// so reports can show why a run did not finish.
+struct RecordStatus {
+  std::string path;  ///< the file that was read (record.h5 or record.h5.partial)
+  std::string run_id, sweep_id, status, failure;
+  bool partial = false;  ///< true when only the `.partial` file exists
+};
+
+/// Reads the status attributes of `path`, or of `path` + ".partial" when only that
+/// exists. Takes no file lock, so a run still writing its partial reads as "running".
+/// Throws RecordError when neither can be opened (absent, corrupt, or caught in the
+/// middle of a flush).
+RecordStatus read_record_status(const std::string& path);
+
+/// How far a run still writing its record has come: the last step flushed to
+/// record.h5.partial (the writer flushes every ~2 s), its loss, and train.steps.
+struct RecordProgress {
+  int64_t step = 0;   ///< last recorded step; 0 before the first flush
+  double loss = 0;    ///< its loss
+  int64_t steps = 0;  ///< the run's train.steps; 0 when the config does not say
+};
+
+/// Reads `path` + ".partial" without taking HDF5's file lock (the writer holds it) and
+/// without writing anything. Throws RecordError when it cannot be read right now (absent,
+/// or caught between the writer's updates: ask again).
+RecordProgress read_partial_progress(const std::string& path);
+
+/// The sweep driver's post-mortem, once every process of the run is gone: marks the
+/// partial record of `path` failed with `failure` (which should keep what the run wrote,
+/// e.g. the launcher's finding followed by the old cause). A completed record, or a
+/// partial whose run already finished writing, is left alone. Returns whether it wrote.
+bool mark_partial_failed(const std::string& path, const std::string& failure);
+
+/// Library version of HDF5 this build links, e.g. "1.10.8".
+std::string hdf5_version();
+
+}  // namespace sweep

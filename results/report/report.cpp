@@ -1,0 +1,641 @@
+// Sweep reports: reading a sweep directory and computing every figure the report shows.
+// The writers (report_html.cpp, report_text.cpp) only format what build_report computed.
+#include "report.h"
+
+#include <sys/stat.h>  // file times for the wall time
+
+#include <algorithm>     // sort, min, max
+#include <cstdio>        // snprintf
+#include <cstdlib>       // strtod
+#include <exception>     // std::exception for damaged records
+#include <filesystem>    // listing runs/
+#include <fstream>       // log tails
+#include <map>           // grouping
+#include <set>           // union of config keys
+#include <system_error>  // error_code for non-throwing listing
+
+#include "compare.h"        // compare_records for the first difference of a layout set
+#include "report_format.h"  // values_text
+#include "run_figures.h"    // g4
+#include "run_files.h"      // RunLock::holder (is a running record still being written), rank_log_path
+
+namespace sweep {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool values_less(const std::vector<std::pair<std::string, std::string>>& a,
+                 const std::vector<std::pair<std::string, std::string>>& b) {
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (value_less(a[i].second, b[i].second)) return true;
+    if (value_less(b[i].second, a[i].second)) return false;
+  }
+  return a.size() < b.size();
+}
+
+int64_t config_int(const Record& r, const char* key, int64_t fallback) {
+  auto it = r.config.find(key);
+  if (it == r.config.end()) return fallback;
+  char* end = nullptr;
+  long long v = std::strtoll(it->second.c_str(), &end, 10);
+  return *end == '\0' ? v : fallback;
+}
+
+void group_figures(const std::vector<Record>& runs, const std::vector<ReportRun>& figs, RunGroup& g) {
+  double sum = 0, tps = 0;
+  size_t tps_n = 0;
+  std::map<std::string, size_t> statuses;
+  for (size_t i : g.runs) {
+    const ReportRun& f = figs[i];
+    if (std::isfinite(f.objective)) sum += f.objective, ++g.finite_objectives;
+    if (g.objective_name.empty()) g.objective_name = f.objective_name;
+    if (g.objective_name != f.objective_name) g.objective_name = "mixed";
+    if (std::isfinite(f.best_loss) && !(f.best_loss >= g.best_loss)) g.best_loss = f.best_loss;
+    if (std::isfinite(f.best_eval_loss) && !(f.best_eval_loss >= g.best_eval_loss)) g.best_eval_loss = f.best_eval_loss;
+    if (std::isfinite(f.tokens_per_s_median)) tps += f.tokens_per_s_median, ++tps_n;
+    g.memory_bytes = std::max(g.memory_bytes, f.memory_bytes);
+    g.flagged += f.health.empty() ? 0 : 1;
+    ++statuses[runs[i].status];
+  }
+  if (g.finite_objectives) {
+    g.objective_mean = sum / double(g.finite_objectives);
+    double ss = 0;
+    for (size_t i : g.runs)
+      if (std::isfinite(figs[i].objective))
+        ss += (figs[i].objective - g.objective_mean) * (figs[i].objective - g.objective_mean);
+    g.objective_std = g.finite_objectives > 1 ? std::sqrt(ss / double(g.finite_objectives - 1)) : 0;
+  }
+  if (tps_n) g.tokens_per_s = tps / double(tps_n);
+  for (const auto& [s, n] : statuses) g.status += (g.status.empty() ? "" : ", ") + std::to_string(n) + " " + s;
+  const Curve c = group_curve(runs, g.runs, &StepMetrics::loss);
+  g.curve_steps = c.steps, g.curve_loss = c.mean, g.curve_lo = c.lo, g.curve_hi = c.hi;
+}
+
+std::vector<EquivalenceClass> equivalence_classes(const std::vector<Record>& runs, std::vector<ReportRun>& figs) {
+  std::vector<EquivalenceClass> out;
+  std::map<std::vector<std::pair<int64_t, uint64_t>>, size_t> index;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::vector<std::pair<int64_t, uint64_t>> traj;
+    for (const auto& c : runs[i].checksums) traj.emplace_back(c.step, c.params);
+    // No checksums: nothing proves it equal to anything, so it stands alone.
+    auto it = traj.empty() ? index.end() : index.find(traj);
+    if (it == index.end()) {
+      out.push_back({"C" + std::to_string(out.size() + 1), {}});
+      if (!traj.empty()) index.emplace(std::move(traj), out.size() - 1);
+      it = index.end();
+    }
+    const size_t cls = it == index.end() ? out.size() - 1 : it->second;
+    out[cls].runs.push_back(i);
+    figs[i].equivalence = cls;
+  }
+  return out;
+}
+
+// Whether a run was trained in benchmark mode (train.deterministic false): it promises no
+// bits, not even against a run of its own layout.
+bool benchmark_mode(const Record& r) { return report_value(r, "train.deterministic") == "false"; }
+
+// Whether a run's layout promises the canonical bits: every layout of a global batch does
+// (a rank whose leaves are not one subtree sends the subtrees that cover them), but the
+// native all-reduce is deterministic only for a fixed layout (docs/design.md).
+bool layout_promises_bits(const Record& r) { return report_value(r, "dist.reduction") != "native"; }
+
+// The bits a run is held to: one class for every run whose layout promises them, one per
+// world size x accumulation x micro-batch for the others, and one per run in benchmark mode.
+std::string promise_class(const Record& r) {
+  if (benchmark_mode(r)) return "benchmark " + r.run_id;
+  if (layout_promises_bits(r)) return "canonical";
+  return std::to_string(config_int(r, "dist.world_size", 1)) + "x" + std::to_string(config_int(r, "train.accum", 1)) +
+         "x" + std::to_string(config_int(r, "train.micro_batch", 1)) + " " + report_value(r, "dist.reduction");
+}
+
+std::vector<LayoutSet> layout_sets(const std::vector<Record>& runs, const std::vector<ReportRun>& figs) {
+  std::map<std::map<std::string, std::string>, std::vector<size_t>> sets;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::map<std::string, std::string> key = runs[i].config;
+    for (const auto& k : layout_keys()) key.erase(k);
+    key.erase("dist.reduction");
+    // With a leaf the micro-batch is layout too; without one it is the tree's leaf.
+    if (config_int(runs[i], "train.leaf", 0) > 0) key.erase("train.micro_batch");
+    const int64_t w = config_int(runs[i], "dist.world_size", 1), a = config_int(runs[i], "train.accum", 1);
+    key["(global batch)"] = std::to_string(w * a * config_int(runs[i], "train.micro_batch", 1));
+    sets[key].push_back(i);
+  }
+  std::vector<LayoutSet> out;
+  for (auto& [key, members] : sets) {
+    if (members.size() < 2) continue;
+    LayoutSet s;
+    s.runs = members;
+    // Held to identity within each promise class; the first run is the reference.
+    std::map<std::string, size_t> first_of;
+    const std::string ref_class = promise_class(runs[members[0]]);
+    for (size_t i : members) {
+      const std::string cls = promise_class(runs[i]);
+      if (cls != ref_class) s.by_design.push_back(i);
+      auto [it, fresh] = first_of.emplace(cls, i);
+      if (fresh || !s.identical || figs[i].equivalence == figs[it->second].equivalence) continue;
+      s.identical = false;
+      s.first_difference = runs[i].run_id + " vs " + runs[it->second].run_id + ": " +
+                           verdict_line(compare_records(runs[it->second], runs[i]));
+    }
+    for (size_t i : s.by_design) {
+      const RecordComparison c = compare_records(runs[members[0]], runs[i]);
+      if (!(c.max_rel <= s.by_design_max_rel)) {
+        s.by_design_max_rel = c.max_rel;
+        s.by_design_note = runs[i].run_id + " (" + promise_class(runs[i]) + ") vs " + runs[members[0]].run_id +
+                           ": largest relative loss difference " + g4(c.max_rel) +
+                           (c.max_rel_step == kNoStep ? std::string() : " at step " + std::to_string(c.max_rel_step));
+      }
+    }
+    out.push_back(std::move(s));
+  }
+  // The flagged sets are the news; identical ones confirm the promise.
+  std::stable_partition(out.begin(), out.end(), [](const LayoutSet& s) { return !s.identical; });
+  return out;
+}
+
+// Runs that differ only in train.deterministic (benchmark runs have dist.reduction at its
+// default: the key is idle there), paired one to one in the order of the runs.
+std::vector<DeterminismCost> determinism_costs(const std::vector<Record>& runs, const std::vector<ReportRun>& figs) {
+  std::map<std::map<std::string, std::string>, std::vector<size_t>> deterministic, benchmark;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::map<std::string, std::string> key = runs[i].config;
+    key.erase("train.deterministic");
+    (benchmark_mode(runs[i]) ? benchmark : deterministic)[key].push_back(i);
+  }
+  std::vector<DeterminismCost> out;
+  for (const auto& [key, det] : deterministic) {
+    auto it = benchmark.find(key);
+    if (it == benchmark.end()) continue;
+    for (size_t k = 0; k < std::min(det.size(), it->second.size()); ++k) {
+      DeterminismCost c;
+      c.deterministic = det[k], c.benchmark = it->second[k];
+      c.deterministic_tokens_per_s = figs[c.deterministic].tokens_per_s_median;
+      c.benchmark_tokens_per_s = figs[c.benchmark].tokens_per_s_median;
+      if (c.deterministic_tokens_per_s > 0 && c.benchmark_tokens_per_s > 0)
+        c.cost = c.benchmark_tokens_per_s / c.deterministic_tokens_per_s;
+      out.push_back(c);
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const DeterminismCost& a, const DeterminismCost& b) { return a.deterministic < b.deterministic; });
+  return out;
+}
+
+// Eta squared: the share of the finite objectives' sum of squares around their mean that
+// lies between the means at each value of the axis (`e.counts`, `e.means`).
+double explained_share(const std::vector<ReportRun>& figs, const AxisEffect& e) {
+  double sum = 0;
+  size_t n = 0;
+  for (const auto& f : figs)
+    if (std::isfinite(f.objective)) sum += f.objective, ++n;
+  if (n < 2) return NAN;
+  const double mean = sum / double(n);
+  double total = 0, between = 0;
+  for (const auto& f : figs)
+    if (std::isfinite(f.objective)) total += (f.objective - mean) * (f.objective - mean);
+  for (size_t v = 0; v < e.values.size(); ++v)
+    if (e.counts[v]) between += double(e.counts[v]) * (e.means[v] - mean) * (e.means[v] - mean);
+  return total > 0 ? std::min(1.0, between / total) : NAN;
+}
+
+// Whether one value of `a` always goes with one value of `b` and the other way round
+// (both vary, so each has at least two values).
+bool changes_together(const std::vector<Record>& runs, const std::string& a, const std::string& b) {
+  std::map<std::string, std::string> ab, ba;
+  for (const auto& r : runs) {
+    const std::string va = report_value(r, a), vb = report_value(r, b);
+    auto [i, fresh_a] = ab.emplace(va, vb);
+    auto [j, fresh_b] = ba.emplace(vb, va);
+    if (i->second != vb || j->second != va) return false;
+  }
+  return ab.size() > 1;
+}
+
+// Whether every value of `key` is run with the same set of combinations of the `others`
+// (train.seed included: a value with fewer seeds is not like with like).
+bool balanced_axis(const std::vector<Record>& runs, const std::vector<std::string>& others, const std::string& key) {
+  std::map<std::string, std::set<std::vector<std::string>>> rest;
+  for (const auto& r : runs) {
+    std::vector<std::string> values;
+    values.reserve(others.size());
+    for (const auto& k : others) values.push_back(report_value(r, k));
+    rest[report_value(r, key)].insert(std::move(values));
+  }
+  for (const auto& [v, combos] : rest)
+    if (combos != rest.begin()->second) return false;
+  return true;
+}
+
+std::vector<AxisEffect> axis_effects(const std::vector<Record>& runs, const std::vector<ReportRun>& figs,
+                                     const std::vector<std::string>& keys) {
+  std::vector<AxisEffect> out;
+  for (const auto& k : keys) {
+    std::map<std::string, std::pair<double, size_t>> acc;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      auto& a = acc[report_value(runs[i], k)];
+      if (std::isfinite(figs[i].objective)) a.first += figs[i].objective, ++a.second;
+    }
+    AxisEffect e;
+    e.key = k;
+    for (const auto& kv : acc) e.values.push_back(kv.first);
+    std::sort(e.values.begin(), e.values.end(), value_less);
+    double lo = INFINITY, hi = -INFINITY;
+    for (const auto& v : e.values) {
+      const auto& a = acc[v];
+      e.counts.push_back(a.second);
+      e.means.push_back(a.second ? a.first / double(a.second) : NAN);
+      if (a.second) lo = std::min(lo, e.means.back()), hi = std::max(hi, e.means.back());
+    }
+    e.spread = hi >= lo ? hi - lo : 0;
+    e.importance = explained_share(figs, e);
+    std::vector<std::string> others;  // keys that change together with k say nothing about balance
+    for (const auto& other : keys) {
+      if (other == k) continue;
+      if (changes_together(runs, k, other))
+        e.confounded_with.push_back(other);
+      else
+        others.push_back(other);
+    }
+    e.balanced = balanced_axis(runs, others, k);
+    out.push_back(std::move(e));
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const AxisEffect& a, const AxisEffect& b) { return a.spread > b.spread; });
+  return out;
+}
+
+// The diagnostics of one run the report summarises: clipping, skipped steps, the slowest rank.
+void run_diagnostics(const Record& r, ReportRun& f) {
+  size_t applied = 0, clipped = 0;
+  for (const auto& s : r.steps) {
+    if (s.skipped) {
+      ++f.skipped_steps;
+      continue;
+    }
+    ++applied;
+    clipped += s.clip_coef < 1 ? 1 : 0;
+  }
+  if (applied) f.clipped_share = double(clipped) / double(applied);
+  if (r.rank_step_time_s.empty() || r.world_size < 1) return;
+  std::vector<double> medians;
+  for (size_t rank = 0; rank < size_t(r.world_size); ++rank) {
+    std::vector<double> t;
+    for (const auto& row : r.rank_step_time_s)
+      if (rank < row.size() && std::isfinite(row[rank])) t.push_back(row[rank]);
+    if (t.empty()) return;
+    std::nth_element(t.begin(), t.begin() + std::ptrdiff_t(t.size() / 2), t.end());
+    medians.push_back(t[t.size() / 2]);
+  }
+  std::vector<double> sorted = medians;
+  std::sort(sorted.begin(), sorted.end());
+  const double typical = sorted[sorted.size() / 2];
+  f.slowest_rank = int(std::max_element(medians.begin(), medians.end()) - medians.begin());
+  f.slowest_rank_ratio = typical > 0 ? medians[size_t(f.slowest_rank)] / typical : NAN;
+}
+
+// Marks the runs no other run beats in both objective (lower) and tokens/s (higher).
+void pareto_front(std::vector<ReportRun>& figs) {
+  for (auto& a : figs) {
+    if (!std::isfinite(a.objective) || !std::isfinite(a.tokens_per_s_median)) continue;
+    a.pareto = std::none_of(figs.begin(), figs.end(), [&](const ReportRun& b) {
+      return std::isfinite(b.objective) && std::isfinite(b.tokens_per_s_median) && b.objective <= a.objective &&
+             b.tokens_per_s_median >= a.tokens_per_s_median &&
+             (b.objective < a.objective || b.tokens_per_s_median > a.tokens_per_s_median);
+    });
+  }
+}
+
+// Each group against its partner at the baseline value, run by run paired by seed.
+void baseline_differences(const std::vector<Record>& runs, ReportModel& m) {
+  const std::string& key = m.baseline_key;
+  auto partner_values = [&](const RunGroup& g) {
+    auto v = g.values;
+    for (auto& kv : v)
+      if (kv.first == key) kv.second = m.baseline_value;
+    return v;
+  };
+  std::map<std::vector<std::pair<std::string, std::string>>, size_t> index;
+  for (size_t g = 0; g < m.groups.size(); ++g) index.emplace(m.groups[g].values, g);
+  for (size_t g = 0; g < m.groups.size(); ++g) {
+    const RunGroup& grp = m.groups[g];
+    if (report_value(runs[grp.runs[0]], key) == m.baseline_value) continue;
+    const auto it = index.find(partner_values(grp));
+    if (it == index.end()) {
+      m.baseline_unpaired.push_back(report_fmt::values_text(grp));
+      continue;
+    }
+    BaselineDiff d;
+    d.group = g, d.baseline = it->second;
+    std::map<std::string, size_t> base_by_seed;
+    for (size_t i : m.groups[d.baseline].runs) base_by_seed.emplace(report_value(runs[i], "train.seed"), i);
+    std::vector<size_t> members = grp.runs;  // in seed order
+    std::sort(members.begin(), members.end(), [&](size_t a, size_t b) {
+      return value_less(report_value(runs[a], "train.seed"), report_value(runs[b], "train.seed"));
+    });
+    std::vector<std::pair<size_t, size_t>> pairs;
+    for (size_t i : members) {
+      const std::string seed = report_value(runs[i], "train.seed");
+      auto b = base_by_seed.find(seed);
+      if (b == base_by_seed.end()) continue;
+      pairs.emplace_back(i, b->second);
+      d.seeds.push_back(seed);
+    }
+    if (pairs.empty()) {
+      m.baseline_unpaired.push_back(report_fmt::values_text(grp) + " (no seed in common)");
+      continue;
+    }
+    double sum = 0;
+    size_t n = 0;
+    for (const auto& [i, b] : pairs) {
+      const double diff = m.runs[i].objective - m.runs[b].objective;
+      d.objective_diffs.push_back(diff);
+      if (!std::isfinite(diff)) continue;
+      sum += diff, ++n;
+      d.objective_lo = std::isnan(d.objective_lo) ? diff : std::min(d.objective_lo, diff);
+      d.objective_hi = std::isnan(d.objective_hi) ? diff : std::max(d.objective_hi, diff);
+    }
+    if (n) d.objective_mean = sum / double(n);
+    // Steps both sides of every pair have a finite loss at.
+    std::map<int64_t, std::vector<double>> by_step;
+    for (const auto& [i, b] : pairs) {
+      std::map<int64_t, double> base;
+      for (const auto& s : runs[b].steps)
+        if (std::isfinite(s.loss)) base[s.step] = s.loss;
+      for (const auto& s : runs[i].steps) {
+        auto at = base.find(s.step);
+        if (std::isfinite(s.loss) && at != base.end()) by_step[s.step].push_back(s.loss - at->second);
+      }
+    }
+    for (const auto& [step, diffs] : by_step) {
+      if (diffs.size() != pairs.size()) continue;
+      double total = 0;
+      for (double x : diffs) total += x;
+      d.steps.push_back(step);
+      d.mean.push_back(total / double(diffs.size()));
+      d.lo.push_back(*std::min_element(diffs.begin(), diffs.end()));
+      d.hi.push_back(*std::max_element(diffs.begin(), diffs.end()));
+    }
+    m.baseline_diffs.push_back(std::move(d));
+  }
+}
+
+std::vector<EnvironmentEntry> environment_summary(const std::vector<Record>& runs) {
+  std::set<std::string> keys;
+  for (const auto& r : runs)
+    for (const auto& kv : r.environment) keys.insert(kv.first);
+  std::vector<EnvironmentEntry> out;
+  for (const auto& k : keys) {
+    std::map<std::string, size_t> counts;
+    for (const auto& r : runs) {
+      auto it = r.environment.find(k);
+      ++counts[it == r.environment.end() ? "(unset)" : it->second];
+    }
+    EnvironmentEntry e{k, {counts.begin(), counts.end()}};
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+}  // namespace
+
+Curve group_curve(const std::vector<Record>& runs, const std::vector<size_t>& members, double StepMetrics::*field) {
+  struct Acc {
+    double sum = 0, lo = INFINITY, hi = -INFINITY;
+    size_t n = 0;
+  };
+  // The runs of a group share their steps unless one ended early.
+  std::map<int64_t, Acc> by_step;
+  for (size_t i : members)
+    for (const auto& s : runs[i].steps) {
+      const double v = s.*field;
+      if (!std::isfinite(v)) continue;
+      Acc& a = by_step[s.step];
+      a.sum += v, ++a.n, a.lo = std::min(a.lo, v), a.hi = std::max(a.hi, v);
+    }
+  Curve c;
+  for (const auto& [step, a] : by_step) {
+    c.steps.push_back(step), c.mean.push_back(a.sum / double(a.n));
+    c.lo.push_back(a.lo), c.hi.push_back(a.hi);
+  }
+  return c;
+}
+
+// Numbers compare as numbers (1e-3 before 0.01), everything else as text.
+bool value_less(const std::string& a, const std::string& b) {
+  char *ea = nullptr, *eb = nullptr;
+  double x = std::strtod(a.c_str(), &ea), y = std::strtod(b.c_str(), &eb);
+  const bool na = !a.empty() && *ea == '\0', nb = !b.empty() && *eb == '\0';
+  if (na && nb && x != y) return x < y;
+  if (na != nb) return na;  // numbers first
+  return a < b;
+}
+
+std::string report_value(const Record& r, const std::string& key) {
+  auto it = r.config.find(key);
+  return it == r.config.end() ? "unset" : it->second;
+}
+
+const std::vector<std::string>& layout_keys() {
+  static const std::vector<std::string> keys = {"dist.world_size", "train.accum", "dist.zero_stage", "data.workers"};
+  return keys;
+}
+
+std::vector<std::string> varying_keys(const std::vector<Record>& runs) {
+  std::set<std::string> all;
+  for (const auto& r : runs)
+    for (const auto& kv : r.config) all.insert(kv.first);
+  std::vector<std::string> out;
+  for (const auto& k : all) {
+    const std::string* first = nullptr;
+    bool differs = false;
+    for (const auto& r : runs) {
+      auto it = r.config.find(k);
+      if (it == r.config.end()) {
+        differs = true;  // a key only some runs set is a difference in itself
+        break;
+      }
+      if (first && *first != it->second) {
+        differs = true;
+        break;
+      }
+      first = &it->second;
+    }
+    if (differs) out.push_back(k);
+  }
+  return out;
+}
+
+ReportModel build_report(const std::string& title, const SweepRecords& sweep, const ReportOptions& opt) {
+  ReportModel m;
+  m.title = title;
+  m.group_by = opt.group_by;
+  const auto& runs = sweep.runs;
+  m.varying = varying_keys(runs);
+  // Seeds are averaged over, unless the reader asked to see them apart.
+  for (const auto& k : m.varying)
+    if (k != "train.seed" || opt.group_by == "train.seed") m.columns.push_back(k);
+
+  std::vector<RunFigures> figs;
+  figs.reserve(runs.size());
+  for (const auto& r : runs) figs.push_back(run_figures(r));
+  const std::vector<std::vector<HealthFlag>> health = sweep_health(runs, figs);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    ReportRun rr;
+    static_cast<RunFigures&>(rr) = figs[i];
+    rr.health = health[i];
+    m.runs.push_back(std::move(rr));
+    m.train_time_s += figs[i].train_time_s;
+    if (runs[i].status == "completed") ++m.completed;
+    if (runs[i].status == "diverged") ++m.diverged;
+    if (runs[i].status == "stopped") ++m.stopped;
+    if (!health[i].empty()) ++m.flagged;
+  }
+  for (const auto& f : sweep.failed) {
+    if (f.status == "running")
+      ++m.running;
+    else if (f.problem.empty())
+      continue;  // a readable record: counted by its status above
+    else if (f.status == "failed" || f.status == "interrupted")
+      ++m.failed;
+    else
+      ++m.missing;
+  }
+  m.wall_time_s = sweep.wall_time_s;
+
+  std::map<std::vector<std::pair<std::string, std::string>>, size_t> group_of;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::vector<std::pair<std::string, std::string>> values;
+    for (const auto& k : m.columns) values.emplace_back(k, report_value(runs[i], k));
+    auto [it, fresh] = group_of.emplace(values, m.groups.size());
+    if (fresh) {
+      m.groups.emplace_back();
+      m.groups.back().values = values;
+    }
+    m.groups[it->second].runs.push_back(i);
+  }
+  for (auto& g : m.groups) group_figures(runs, m.runs, g);
+  // Best objective first; groups a search stopped at a rung after those that ran to the
+  // end (their figures are of fewer steps); groups without one last; ties in the grid's
+  // order of values.
+  const auto stopped = [&](const RunGroup& g) {
+    return std::all_of(g.runs.begin(), g.runs.end(), [&](size_t i) { return runs[i].status == "stopped"; });
+  };
+  std::sort(m.groups.begin(), m.groups.end(), [&](const RunGroup& a, const RunGroup& b) {
+    const bool fa = std::isfinite(a.objective_mean), fb = std::isfinite(b.objective_mean);
+    if (fa != fb) return fa;
+    if (stopped(a) != stopped(b)) return stopped(b);
+    if (fa && a.objective_mean != b.objective_mean) return a.objective_mean < b.objective_mean;
+    return values_less(a.values, b.values);
+  });
+
+  for (size_t i = 0; i < runs.size(); ++i) run_diagnostics(runs[i], m.runs[i]);
+  if (!sweep.search_log.empty()) m.search = search_progress(sweep.search_log, runs, m.runs);
+  pareto_front(m.runs);
+  m.baseline_key = opt.baseline_key, m.baseline_value = opt.baseline_value;
+  if (!m.baseline_key.empty() && !m.groups.empty()) baseline_differences(runs, m);
+
+  m.classes = equivalence_classes(runs, m.runs);
+  m.layout_sets = layout_sets(runs, m.runs);
+  m.determinism_costs = determinism_costs(runs, m.runs);
+  m.effects = axis_effects(runs, m.runs, m.varying);
+  m.environment = environment_summary(runs);
+
+  if (opt.group_by.empty()) {
+    Chart c{"all runs", {}};
+    for (size_t g = 0; g < m.groups.size(); ++g) c.groups.push_back(g);
+    if (!c.groups.empty()) m.charts.push_back(std::move(c));
+  } else {
+    std::map<std::string, std::vector<size_t>> by_value;
+    for (size_t g = 0; g < m.groups.size(); ++g)
+      by_value[report_value(runs[m.groups[g].runs[0]], opt.group_by)].push_back(g);
+    std::vector<std::string> values;
+    values.reserve(by_value.size());
+    for (const auto& kv : by_value) values.push_back(kv.first);
+    std::sort(values.begin(), values.end(), value_less);
+    for (const auto& v : values) m.charts.push_back({opt.group_by + " = " + v, by_value[v]});
+  }
+  return m;
+}
+
+bool parse_report_format(const std::string& name, ReportFormat* out) {
+  static const std::pair<const char*, ReportFormat> kNames[] = {{"html", ReportFormat::html},
+                                                                {"md", ReportFormat::markdown},
+                                                                {"markdown", ReportFormat::markdown},
+                                                                {"csv", ReportFormat::csv},
+                                                                {"json", ReportFormat::json}};
+  for (const auto& [n, f] : kNames)
+    if (name == n) return *out = f, true;
+  return false;
+}
+
+bool looks_like_report(const std::string& head, ReportFormat format) {
+  const auto starts = [&](const std::string& p) { return head.compare(0, p.size(), p) == 0; };
+  const size_t eol = head.find('\n');
+  const std::string first = head.substr(0, eol);
+  switch (format) {
+    case ReportFormat::markdown: {
+      if (!starts("# ") || eol == std::string::npos) return false;
+      const size_t eol2 = head.find('\n', eol + 1);
+      return eol2 != std::string::npos && head.substr(eol + 1, eol2 - eol - 1) == kMarkdownReportMark;
+    }
+    case ReportFormat::csv: {
+      // The header row: the fixed first columns, the varying keys, the fixed last ones.
+      static const std::string kTail = ",layout_set,layout_set_identical,cause,log_tail\r";
+      return starts("run_id,status,") && eol != std::string::npos && first.size() >= kTail.size() &&
+             first.compare(first.size() - kTail.size(), kTail.size(), kTail) == 0;
+    }
+    case ReportFormat::json:
+      return starts(kJsonReportStart);
+    case ReportFormat::html:
+      break;
+  }
+  return starts(kHtmlReportStart);
+}
+
+std::string render_report(const SweepRecords& sweep, const ReportModel& model, ReportFormat format) {
+  switch (format) {
+    case ReportFormat::markdown:
+      return render_markdown(sweep, model);
+    case ReportFormat::csv:
+      return render_csv(sweep, model);
+    case ReportFormat::json:
+      return render_json(sweep, model);
+    case ReportFormat::html:
+      break;
+  }
+  return render_html(sweep, model);
+}
+
+std::string render_html(const std::string& title, const SweepRecords& sweep) {
+  return render_html(sweep, build_report(title, sweep));
+}
+
+std::string html_escape(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace sweep

@@ -1,0 +1,248 @@
+// Reports over the runs of a sweep: loading a sweep directory, the figures the report
+// shows (computed once, in build_report), and rendering them as HTML, Markdown, CSV or JSON.
+#pragma once
+
+#include <cmath>  // NAN
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "record.h"
+#include "run_figures.h"    // RunFigures, the objective
+#include "run_health.h"     // HealthFlag
+#include "sweep_records.h"  // SweepRecords, load_sweep
+
+namespace sweep {
+
+/// Config keys whose canonical value differs between at least two runs, in key order.
+std::vector<std::string> varying_keys(const std::vector<Record>& runs);
+
+/// The natural order of config values: numbers as numbers (1e-3 before 0.01) and before
+/// everything else, which compares as text.
+bool value_less(const std::string& a, const std::string& b);
+
+/// The canonical value of `key` in the run's config, or "unset".
+std::string report_value(const Record& r, const std::string& key);
+
+/// A per-step figure over several runs: at each step some run recorded finitely, the mean,
+/// smallest and largest of their values.
+struct Curve {
+  std::vector<int64_t> steps;
+  std::vector<double> mean, lo, hi;
+};
+
+/// The curve of `field` (e.g. &StepMetrics::loss) over `runs[members]`.
+Curve group_curve(const std::vector<Record>& runs, const std::vector<size_t>& members, double StepMetrics::*field);
+
+/// Settings of one report.
+struct ReportOptions {
+  std::string group_by;  ///< config key: one loss chart per value of it; "" = one chart
+  /// --baseline KEY=VALUE: every group whose KEY is another value is compared with its
+  /// partner at VALUE (same other values), run by run paired by seed. "" = none.
+  std::string baseline_key, baseline_value;
+};
+
+/// Keys that only say how a step is laid out: runs differing only in these (with the same
+/// global batch, world_size x accum x micro_batch sequences) must be bit-identical; so must
+/// runs with train.leaf that also differ in train.micro_batch.
+const std::vector<std::string>& layout_keys();
+
+/// Per-run figures of the report: the run's own (run_figures.h), its health flags and
+/// its reproducibility class.
+struct ReportRun : RunFigures {
+  std::vector<HealthFlag> health;  ///< stored or computed per-run flags, then the sweep-level ones
+  size_t equivalence = 0;          ///< index into ReportModel::classes
+  /// On the Pareto front of objective (lower is better) against tokens/s median (higher is
+  /// better): no other run is at least as good in both and better in one.
+  bool pareto = false;
+  double clipped_share = NAN;  ///< share of applied steps whose gradient was clipped (clip_coef < 1)
+  int64_t skipped_steps = 0;   ///< steps whose update was skipped (fp16 overflow)
+  /// The rank with the largest median step time and that median over the median of all
+  /// ranks' medians (1 for one rank); -1 / NaN when the record has no per-rank times.
+  int slowest_rank = -1;
+  double slowest_rank_ratio = NAN;
+};
+
+/// Runs whose configs differ only in train.seed: one row of the report's table.
+struct RunGroup {
+  std::vector<std::pair<std::string, std::string>> values;  ///< varying keys other than train.seed
+  std::vector<size_t> runs;                                 ///< indexes into SweepRecords::runs
+  size_t finite_objectives = 0;                             ///< runs whose objective is finite (the mean's sample)
+  double objective_mean = NAN, objective_std = NAN;         ///< over those runs; std is the sample std (0 for one run)
+  std::string objective_name;        ///< the runs' (RunFigures::objective_name); "mixed" if they differ
+  double best_loss = NAN;            ///< best of the runs' best training losses
+  double best_eval_loss = NAN;       ///< best of the runs' best held-out losses
+  double tokens_per_s = NAN;         ///< mean over runs of their tokens/s median
+  size_t flagged = 0;                ///< runs with a health flag
+  int64_t memory_bytes = -1;         ///< largest over runs and ranks
+  std::string status;                ///< e.g. "2 completed" or "1 completed, 1 diverged"
+  std::vector<int64_t> curve_steps;  ///< steps of the mean loss curve
+  std::vector<double> curve_loss;    ///< mean over the runs with a finite loss at that step
+  /// The band around it: the smallest and largest of those runs' losses at that step
+  /// (equal to the mean for one run).
+  std::vector<double> curve_lo, curve_hi;
+};
+
+/// One group against its baseline partner (ReportOptions::baseline_key): each of its runs
+/// minus the partner's run of the same seed, step by step, so that "fp16 minus fp32" is
+/// one curve with the seeds' spread around it.
+struct BaselineDiff {
+  size_t group = 0, baseline = 0;                                       ///< indexes into ReportModel::groups
+  std::vector<std::string> seeds;                                       ///< train.seed of each pair, in seed order
+  std::vector<double> objective_diffs;                                  ///< per pair: objective minus the partner's
+  double objective_mean = NAN, objective_lo = NAN, objective_hi = NAN;  ///< over the finite ones
+  std::vector<int64_t> steps;        ///< steps where every pair has a finite loss on both sides
+  std::vector<double> mean, lo, hi;  ///< mean, smallest and largest difference over the pairs
+};
+
+/// Runs with identical checksum trajectories (every recorded step and hash).
+struct EquivalenceClass {
+  std::string name;          ///< "C1", "C2", ... in order of the first run
+  std::vector<size_t> runs;  ///< indexes into SweepRecords::runs
+};
+
+/// Runs that differ only in layout keys with the same global batch.
+struct LayoutSet {
+  std::vector<size_t> runs;      ///< indexes into SweepRecords::runs
+  bool identical = true;         ///< every run held to the bits is in its layout's class
+  std::string first_difference;  ///< verdict of the first run against the first that differs
+  /// Runs of the set whose layout does the same math but by design not the same bits as
+  /// the set's first run (a non-power-of-two accumulation, whose ranks' leaves are not
+  /// subtrees of the canonical tree, or the native all-reduce): they are held to identity
+  /// only with runs of their own layout, and measured against the first run instead.
+  std::vector<size_t> by_design;
+  double by_design_max_rel = NAN;  ///< largest relative loss difference of those against the first run
+  std::string by_design_note;      ///< which run and step that was, in one sentence
+};
+
+/// A run in benchmark mode (train.deterministic false) and its deterministic partner: the
+/// same config otherwise. What determinism costs in throughput.
+struct DeterminismCost {
+  size_t deterministic = 0, benchmark = 0;  ///< indexes into SweepRecords::runs
+  /// Each run's tokens/s median (RunFigures::tokens_per_s_median).
+  double deterministic_tokens_per_s = NAN, benchmark_tokens_per_s = NAN;
+  /// Step time in deterministic mode over step time in benchmark mode: benchmark tokens/s
+  /// over deterministic tokens/s (1.05 = determinism costs 5%); NaN without both figures.
+  double cost = NAN;
+};
+
+/// Effect of one grid axis: mean objective at each of its values.
+struct AxisEffect {
+  std::string key;
+  std::vector<std::string> values;  ///< in natural order (numbers numerically)
+  std::vector<size_t> counts;       ///< runs with a finite objective at each value
+  std::vector<double> means;        ///< their mean objective
+  double spread = 0;                ///< largest mean minus smallest mean
+  /// Share of the objective's variance over the runs that this axis alone explains: the
+  /// between-values sum of squares over the total (eta squared of a one-way analysis of
+  /// variance), in [0, 1]; NaN with fewer than two finite objectives or no variance.
+  double importance = NAN;
+  /// Other varying keys whose values change exactly when this one's do (one value of each
+  /// always goes with one value of the other): their effects cannot be told apart.
+  std::vector<std::string> confounded_with;
+  /// Every value of this axis is run with the same combinations of the other varying
+  /// keys, so its means compare like with like; false in an incomplete grid, where the
+  /// means also carry the other axes' effects.
+  bool balanced = true;
+};
+
+/// One environment attribute across the runs.
+struct EnvironmentEntry {
+  std::string key;
+  std::vector<std::pair<std::string, size_t>> values;  ///< value -> runs that have it; more than one = differs
+};
+
+/// One loss chart: the mean curve of each group whose `group_by` value is `value`.
+struct Chart {
+  std::string title;           ///< "all runs" or "train.lr = 0.01"
+  std::vector<size_t> groups;  ///< indexes into ReportModel::groups
+};
+
+/// A search's decisions and its best result against the compute it spent, from its
+/// search.log (harness: search_log, tpe_log, run_halving_search) and the records.
+struct SearchProgress {
+  std::string kind;                    ///< random | tpe | halving; "" = no search
+  std::string metric = "objective";    ///< what the search ranked by
+  std::string mode = "min";            ///< min | max
+  std::vector<std::string> decisions;  ///< the log's lines after its header, as written
+  struct Point {
+    double compute = 0;  ///< training steps spent so far (over every run)
+    double best = 0;     ///< the best metric so far (halving: the rung's best, at its steps)
+    std::string label;   ///< "trial 7", "bracket 0 rung 1 (50 steps)"
+  };
+  std::vector<Point> best_so_far;
+};
+
+/// Everything a report shows, computed once so every format carries the same figures.
+struct ReportModel {
+  std::string title;
+  std::vector<std::string> varying;  ///< varying config keys (train.seed included)
+  std::vector<std::string> columns;  ///< varying keys without train.seed: the table's columns
+  size_t completed = 0, diverged = 0, failed = 0, running = 0, missing = 0;
+  size_t stopped = 0;  ///< records a halving search stopped at a rung (not problems)
+  size_t flagged = 0;  ///< readable runs with a health flag: problems, though still completed
+  double wall_time_s = -1, train_time_s = 0;
+  std::vector<ReportRun> runs;   ///< parallel to SweepRecords::runs
+  std::vector<RunGroup> groups;  ///< best objective first (NaN last), then by their values
+  std::vector<EquivalenceClass> classes;
+  std::vector<LayoutSet> layout_sets;  ///< only sets of two or more runs
+  /// Pairs of runs that differ only in train.deterministic, in the order of their
+  /// deterministic run; empty when the sweep has none.
+  std::vector<DeterminismCost> determinism_costs;
+  std::vector<AxisEffect> effects;  ///< largest spread first
+  std::vector<EnvironmentEntry> environment;
+  std::string group_by;
+  std::vector<Chart> charts;
+  std::string baseline_key, baseline_value;  ///< ReportOptions' baseline; "" = none
+  std::vector<BaselineDiff> baseline_diffs;  ///< in the order of ReportModel::groups
+  /// Groups that have no partner at the baseline value (their values, values_text style).
+  std::vector<std::string> baseline_unpaired;
+  SearchProgress search;  ///< kind "" without a search.log
+};
+
+/// Reads `log` with the runs' records (for steps and, for kind random, objectives).
+SearchProgress search_progress(const std::string& log, const std::vector<Record>& runs,
+                               const std::vector<ReportRun>& figures);
+
+/// Computes every figure of the report.
+ReportModel build_report(const std::string& title, const SweepRecords& sweep, const ReportOptions& opt = {});
+
+/// Output formats of `sweep report`.
+enum class ReportFormat { html, markdown, csv, json };
+
+/// What each format carries near its start so that `sweep report -o FILE` can tell a
+/// report it wrote (and may replace) from anyone else's file: HTML a generator <meta>,
+/// Markdown this comment as its second line (the title is the first), JSON a "generator"
+/// member (and it starts with "format":"sweep-report"); CSV is recognised by its header.
+inline constexpr const char* kReportGenerator = "sweep report";
+inline constexpr const char* kHtmlReportStart =
+    "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+    "<meta name=\"generator\" content=\"sweep report\">\n";
+inline constexpr const char* kMarkdownReportMark = "<!-- generator: sweep report -->";
+inline constexpr const char* kJsonReportStart = "{\"format\":\"sweep-report\",";
+
+/// Whether `head` (the first bytes of a file, 64 KiB are plenty) begins like a report of
+/// `format` rendered by render_report.
+bool looks_like_report(const std::string& head, ReportFormat format);
+
+/// "html", "md" (or "markdown"), "csv", "json"; false for anything else.
+bool parse_report_format(const std::string& name, ReportFormat* out);
+
+/// Renders the report. HTML is one self-contained page (inline CSS and SVG, nothing
+/// fetched, every user string escaped); Markdown and JSON carry every section; CSV has
+/// one row per run with every per-run and per-group figure.
+std::string render_report(const SweepRecords& sweep, const ReportModel& model, ReportFormat format);
+
+/// The HTML report with default options.
+std::string render_html(const std::string& title, const SweepRecords& sweep);
+
+std::string render_html(const SweepRecords& sweep, const ReportModel& model);
+std::string render_markdown(const SweepRecords& sweep, const ReportModel& model);
+std::string render_csv(const SweepRecords& sweep, const ReportModel& model);
+std::string render_json(const SweepRecords& sweep, const ReportModel& model);
+
+/// Escapes &, <, >, " and ' for HTML text and attribute values.
+std::string html_escape(const std::string& s);
+
+}  // namespace sweep
