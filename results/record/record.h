@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "record_error.h"  // RecordError
+
 namespace sweep {
 
 /// Version of the on-disk layout; readers refuse newer files. Version 2 added the
@@ -119,12 +121,6 @@ struct Record {
   std::string digest;                          ///< the `digest` attribute written at completion ("" in version 1)
   std::string computed_digest;                 ///< the digest of the contents as read now
   bool verified = false;                       ///< the two agree (read_record checks it for version >= 2)
-};
-
-/// A record that cannot be written or read; the message names the path and what to do.
-class RecordError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
 };
 
 /// Suffix of a record still being written.

@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "record.h"  // RecordError
+#include "record_error.h"  // RecordError
 
 namespace sweep {
 

@@ -15,7 +15,6 @@
 #include <system_error>  // error_code for non-throwing listing
 
 #include "compare.h"        // compare_records for the first difference of a layout set
-#include "report_format.h"  // values_text
 #include "run_figures.h"    // g4
 #include "run_files.h"      // RunLock::holder (is a running record still being written), rank_log_path
 
@@ -322,7 +321,7 @@ void baseline_differences(const std::vector<Record>& runs, ReportModel& m) {
     if (report_value(runs[grp.runs[0]], key) == m.baseline_value) continue;
     const auto it = index.find(partner_values(grp));
     if (it == index.end()) {
-      m.baseline_unpaired.push_back(report_fmt::values_text(grp));
+      m.baseline_unpaired.push_back(values_text(grp));
       continue;
     }
     BaselineDiff d;
@@ -342,7 +341,7 @@ void baseline_differences(const std::vector<Record>& runs, ReportModel& m) {
       d.seeds.push_back(seed);
     }
     if (pairs.empty()) {
-      m.baseline_unpaired.push_back(report_fmt::values_text(grp) + " (no seed in common)");
+      m.baseline_unpaired.push_back(values_text(grp) + " (no seed in common)");
       continue;
     }
     double sum = 0;

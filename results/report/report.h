@@ -84,6 +84,13 @@ struct RunGroup {
   std::vector<double> curve_lo, curve_hi;
 };
 
+/// "k1=v1, k2=v2" for a group's varying values.
+inline std::string values_text(const RunGroup& g) {
+  std::string s;
+  for (const auto& [k, v] : g.values) s += (s.empty() ? "" : ", ") + k + "=" + v;
+  return s;
+}
+
 /// One group against its baseline partner (ReportOptions::baseline_key): each of its runs
 /// minus the partner's run of the same seed, step by step, so that "fp16 minus fp32" is
 /// one curve with the seeds' spread around it.

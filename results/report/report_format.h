@@ -112,13 +112,6 @@ inline std::string seconds(double s) {
   return buf;
 }
 
-/// "k1=v1, k2=v2" for a group's varying values.
-inline std::string values_text(const RunGroup& g) {
-  std::string s;
-  for (const auto& [k, v] : g.values) s += (s.empty() ? "" : ", ") + k + "=" + v;
-  return s;
-}
-
 /// "N completed, M diverged, ..." for the summary line.
 inline std::string counts_text(const ReportModel& m) {
   std::string s = std::to_string(m.completed) + " completed, " + std::to_string(m.diverged) + " diverged, " +

@@ -86,22 +86,22 @@ int main(int argc, char** argv) {
   std::ofstream(grid) << kGrid;
 
   // Setup (not timed): 1,000 completed runs, spread over the grid.
-  double t = monotonic_s();
+  double t = sweep::monotonic_s();
   sweep::Expansion e = sweep::expand_grid(sweep::load_grid(grid));
   if (e.points.size() != 100000) return std::fprintf(stderr, "expected 100000 points, got %zu\n", e.points.size()), 1;
   if (!fs::exists(dir + "/runs"))
     for (size_t i = 0; i < 1000; ++i) fake_completed_run(dir, e.points[i * 100]);
-  std::printf("plan_bench: setup (1000 records) %.2f s\n", monotonic_s() - t);
+  std::printf("plan_bench: setup (1000 records) %.2f s\n", sweep::monotonic_s() - t);
 
   double best = 1e9, best_expand = 0, best_plan = 0;
   for (int rep = 0; rep < 3; ++rep) {
-    double t0 = monotonic_s();
+    double t0 = sweep::monotonic_s();
     sweep::SweepSpec spec = sweep::load_grid(grid);
     sweep::Expansion ex = sweep::expand_grid(spec);
-    double t1 = monotonic_s();
+    double t1 = sweep::monotonic_s();
     sweep::PlanCounts c;
     std::string table = sweep::render_plan(spec, ex, dir, &c);
-    double t2 = monotonic_s();
+    double t2 = sweep::monotonic_s();
     if (c.total != 100000 || c.done != 1000 || c.pending != 99000)
       return std::fprintf(stderr, "wrong plan: %zu total, %zu done, %zu pending\n", c.total, c.done, c.pending), 1;
     std::printf("plan_bench: try %d: parse+expand %.3f s, plan %.3f s (%zu MB of table), total %.3f s\n", rep + 1,
