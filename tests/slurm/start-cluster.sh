@@ -73,20 +73,31 @@ our_pid() {
   pid=$(cat "$1" 2>/dev/null || true)
   if is_ours "$pid" "$2" "$3"; then echo "$pid"; fi
 }
-# Stops the daemon $2 of pid file $1 when it is ours (argument $3), then drops the file.
-stop_ours() {
+# Sends SIGTERM to the daemon $2 of pid file $1 when it is ours (argument $3), then drops
+# the file. Adds the pid to `stopping`, for wait_stopped.
+stopping=()
+term_ours() {
   local pid
   pid=$(our_pid "$1" "$2" "$3")
-  if [[ -n "$pid" ]]; then
-    kill "$pid"
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  fi
+  if [[ -n "$pid" ]]; then kill "$pid" && stopping+=("$pid"); fi
   rm -f "$1"
 }
+# Waits up to 5 s for the daemons of `stopping` to exit (a daemon takes seconds; they
+# end side by side).
+wait_stopped() {
+  local pid
+  for _ in $(seq 50); do
+    for pid in "${stopping[@]}"; do kill -0 "$pid" 2>/dev/null && { sleep 0.1; continue 2; }; done
+    break
+  done
+  stopping=()
+}
+stop_ours() { term_ours "$@"; wait_stopped; }
 stop_slurm() {
   local f
-  for f in "$top"/run/slurmd-*.pid; do [[ -e "$f" ]] && stop_ours "$f" slurmd "$conf"; done
-  stop_ours "$top/run/slurmctld.pid" slurmctld "$conf"
+  for f in "$top"/run/slurmd-*.pid; do [[ -e "$f" ]] && term_ours "$f" slurmd "$conf"; done
+  term_ours "$top/run/slurmctld.pid" slurmctld "$conf"
+  wait_stopped
 }
 
 if [[ "${1:-}" == "--stop" ]]; then
