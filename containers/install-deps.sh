@@ -23,7 +23,7 @@ build=(
   clang-format clang-tidy  # scripts/check-style
   # independent yardsticks used only by tests and benchmarks
   python3 python3-h5py python3-torch python3-numpy python3-xxhash python3-pandas python3-optuna
-  # a real one-node Slurm cluster for the `slurm` tests (tests/slurm/start-cluster.sh)
+  # a real, private Slurm cluster for the `slurm` tests (tests/slurm/start-cluster.sh)
   slurmctld slurmd slurm-client munge
   chromium  # renders the HTML report headless in tests/e2e/report_render_test.py
   charliecloud mmdebstrap  # containers/build-charliecloud-image.sh and the `container` tests

@@ -1,12 +1,13 @@
 // The Slurm launcher against a real cluster (label slurm; start it with
-// tests/slurm/start-cluster.sh, which scripts/test does). On the one-node partition
-// debug: one job array of six runs, five finish with valid records although four
-// data.path values are shell syntax (which must arrive literally), and one that hangs
-// past its one-minute time limit is classified TIMEOUT; then two-rank runs under srun
-// --mpi=pmix. On the partition nodes (two test nodes, each a network namespace with its
-// own slurmd, tests/cluster/start-nodes.sh): runs of 2 and 4 ranks spread over both nodes
-// by launch.slurm.nodes, talking over TCP, with the bits of one local rank; and a node
-// killed in the middle of a run: NODE_FAIL, named, retried once it is back.
+// tests/slurm/start-cluster.sh, which scripts/test does; ctest sets SLURM_CONF to that
+// cluster's private config, which sinfo, the driver and the jobs' srun read). On the
+// one-node partition debug: one job array of six runs, five finish with valid records
+// although four data.path values are shell syntax (which must arrive literally), and one
+// that hangs past its one-minute time limit is classified TIMEOUT; then two-rank runs
+// under srun --mpi=pmix. On the partition nodes (two test nodes, each a network namespace
+// with its own slurmd, tests/cluster/start-nodes.sh): runs of 2 and 4 ranks spread over
+// both nodes by launch.slurm.nodes, talking over TCP, with the bits of one local rank; and
+// a node killed in the middle of a run: NODE_FAIL, named, retried once it is back.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -41,7 +42,8 @@ class SlurmE2E : public sweep_test::E2eTest {
     sweep::Captured c = sweep::capture({"/bin/sh", "-c", "sinfo -h -o %T"}, 30);
     ASSERT_TRUE(c.status.ok() &&
                 (c.output.find("idle") != std::string::npos || c.output.find("mix") != std::string::npos))
-        << "no idle Slurm node; start one with tests/slurm/start-cluster.sh (as root). sinfo said: " << c.output;
+        << "no idle Slurm node; start one with tests/slurm/start-cluster.sh (as root). sinfo (SLURM_CONF="
+        << (std::getenv("SLURM_CONF") ? std::getenv("SLURM_CONF") : "unset") << ") said: " << c.output;
     E2eTest::SetUp();
     fs::create_directories(dir_ / "x");  // what `'; rm -rf x` would remove
   }
