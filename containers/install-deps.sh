@@ -4,6 +4,8 @@
 # Used by the README quick start, .ci/run and the Dockerfiles.
 #
 #   containers/install-deps.sh            build + test + run deps
+#   SWEEP_DEPS=build containers/install-deps.sh     what building and running sweep needs
+#                                         (scripts/quickstart), without the test yardsticks
 #   SWEEP_DEPS=runtime containers/install-deps.sh   only what sweep-train needs at run time
 #   containers/install-deps.sh --list     print the chosen packages, one a line, and install
 #                                         nothing (build-charliecloud-image.sh reads the
@@ -18,11 +20,13 @@ build=(
   build-essential cmake ninja-build pkg-config git ccache
   libtorch-dev libopenblas-dev libhdf5-dev libyaml-cpp-dev libcli11-dev libxxhash-dev
   libopenmpi-dev
-  googletest libgtest-dev libbenchmark-dev
+  googletest libgtest-dev libbenchmark-dev python3
+)
+tests=(
   clang libclang-rt-14-dev  # libFuzzer + sanitizer runtimes for scripts/check-sanitize-fuzz
   clang-format clang-tidy  # scripts/check-style
   # independent yardsticks used only by tests and benchmarks
-  python3 python3-h5py python3-torch python3-numpy python3-xxhash python3-pandas python3-optuna
+  python3-h5py python3-torch python3-numpy python3-xxhash python3-pandas python3-optuna
   # a real, private Slurm cluster for the `slurm` tests (tests/slurm/start-cluster.sh)
   slurmctld slurmd slurm-client munge
   chromium  # renders the HTML report headless in tests/e2e/report_render_test.py
@@ -30,7 +34,12 @@ build=(
 )
 
 want=("${runtime[@]}")
-if [[ "${SWEEP_DEPS:-all}" != runtime ]]; then want+=("${build[@]}"); fi
+case "${SWEEP_DEPS:-all}" in
+  runtime) ;;
+  build) want+=("${build[@]}") ;;
+  all) want+=("${build[@]}" "${tests[@]}") ;;
+  *) echo "install-deps: SWEEP_DEPS=${SWEEP_DEPS}: expected all, build or runtime" >&2; exit 2 ;;
+esac
 if [[ "${1:-}" == --list ]]; then
   printf '%s\n' "${want[@]}"
   exit 0

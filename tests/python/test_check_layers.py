@@ -80,6 +80,18 @@ class CheckLayers(unittest.TestCase):
         self.assertIn("harness/plan.cpp: a source file at the top of harness/", r.stdout)
         self.assertIn("header name record.h also in", r.stdout)
 
+    def test_the_design_table_must_match_the_tree(self):
+        self.plant({"harness/os/process.h": "#pragma once\n",
+                    "harness/grid/grid.h": '#include "process.h"\n',
+                    "harness/extra/thing.h": "#pragma once\n",
+                    "docs/design.md": "## Layout\n\n| folder | library |\n|---|---|\n"
+                                      "| `harness/os/` | `sweep_os` |\n| `harness/gone/` | `sweep_gone` |\n"})
+        r = check(self.tmp)
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("docs/design.md: the layout table has no row for harness/grid/", r.stdout)
+        self.assertIn("docs/design.md: the layout table names harness/gone/, which is not in the tree", r.stdout)
+        self.assertIn("harness/extra/: holds sources but is no layer of scripts/check-layers", r.stdout)
+
 
 if __name__ == "__main__":
     unittest.main()
