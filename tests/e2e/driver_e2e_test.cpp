@@ -539,7 +539,9 @@ TEST_F(DriverMpi, ADeadOrStuckRankIsNamedInTheRunStateAndThePartialRecord) {
   auto st = sweep_cli({"run", grid, "--out", out.string()}, "run.log");
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(st.code, 1) << read_file(dir_ / "run.log");
-  EXPECT_LT(took, 2 * (3 + 15)) << "each run ends within dist.timeout_s plus start-up";
+  // The watchdog and the launcher end both runs (the hang would otherwise last until ctest
+  // kills the test); the causes are checked below. A bound far from any machine's speed.
+  EXPECT_LT(took, 240) << "each run ends by dist.timeout_s, not by the test's time limit";
   EXPECT_TRUE(completed(out).empty());
   int killed = 0, hung = 0;
   for (const auto& e : fs::directory_iterator(out / "runs")) {

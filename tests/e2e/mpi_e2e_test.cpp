@@ -244,7 +244,9 @@ TEST_F(MpiE2E, AKilledOrHungRankEndsTheJobWithinTheTimeout) {
     EXPECT_FALSE(st.ok()) << fault;
     // A hung rank: its watchdog ends it with sweep-train's documented 4, which mpirun passes on.
     if (std::string(fault) == "hang") EXPECT_EQ(st.code, 4) << st.describe() << "\n" << log(fault);
-    EXPECT_LT(secs, 5 + 15) << fault << ": took " << secs << " s";
+    // Without the watchdog a hang lasts until ctest's limit; the bound is far from any
+    // machine's speed (start-up under load included), the cause is checked by its exit code.
+    EXPECT_LT(secs, 90) << fault << ": took " << secs << " s";
     EXPECT_FALSE(fs::exists(dir_ / fault / "record.h5")) << fault;
     // fault_e2e_test and driver_e2e_test check the causes; here: marked, and in time.
     EXPECT_EQ(sweep::read_record_status((dir_ / fault / "record.h5").string()).status, "failed") << fault;

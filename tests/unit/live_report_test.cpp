@@ -111,7 +111,8 @@ TEST_F(LiveReportTest, StoppingWaitsForARewriteThenKillsAHungOne) {
   const pid_t pid = std::stoi(read_file(dir_ / "pid"));
   const auto t0 = std::chrono::steady_clock::now();
   live.stop(0.2);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  // Killed, not waited for: its sleep has 100 s to go (a bound that no slow machine reaches).
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
   EXPECT_NE(::kill(pid, 0), 0) << "the hung rewrite is still alive";
   EXPECT_EQ(live.rewrites(), 0);
 }
