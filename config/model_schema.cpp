@@ -9,7 +9,7 @@
 #include <stdexcept>
 
 #include "config_error.h"  // ConfigError
-#include "text.h"        // join, printable
+#include "text.h"          // join, printable
 
 namespace sweep {
 

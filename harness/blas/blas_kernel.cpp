@@ -19,11 +19,11 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "data_file.h"   // sweep_cache_dir
-#include "process.h"     // ExitStatus, executable_dir
+#include "atomic_file.h"   // write_file_atomically
 #include "config_error.h"  // ConfigError
-#include "text.h"        // join, printable, did_you_mean
-#include "atomic_file.h"  // write_file_atomically
+#include "data_file.h"     // sweep_cache_dir
+#include "process.h"       // ExitStatus, executable_dir
+#include "text.h"          // join, printable, did_you_mean
 
 extern char** environ;
 

@@ -7,17 +7,17 @@
 #include <functional>
 #include <set>
 
+#include "atomic_file.h"  // write_file_atomically
 #include "cli.h"
 #include "compare.h"             // compare_records, compare_sweeps
+#include "config_error.h"        // ConfigError
 #include "export.h"              // render_export_csv
 #include "export_tensorboard.h"  // render_tensorboard
 #include "process.h"             // SpawnRunner, executable_dir
 #include "report.h"              // load_sweep, build_report, render_report
 #include "reproduce.h"           // reproduce
-#include "config_error.h"          // ConfigError
 #include "run_health.h"          // run_health, run_figures: each run's figures in compare
 #include "text.h"                // printable, did_you_mean
-#include "atomic_file.h"  // write_file_atomically
 
 namespace fs = std::filesystem;
 

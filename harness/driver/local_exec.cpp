@@ -21,7 +21,6 @@
 namespace sweep {
 namespace {
 
-
 struct Running {
   RunTask* task;
   std::string log;

@@ -7,8 +7,8 @@
 #include <unordered_set>
 
 #include "halving_plan.h"  // halving_trials
-#include "run_files.h"       // regular_file_problem
-#include "sweep_dir.h"       // scan_runs
+#include "run_files.h"     // regular_file_problem
+#include "sweep_dir.h"     // scan_runs
 
 namespace sweep {
 namespace {

@@ -7,10 +7,10 @@
 #include <stdexcept>
 #include <thread>
 
+#include "atomic_file.h"   // write_file_atomically
 #include "run_files.h"     // RunLock::holder
 #include "slurm.h"         // sbatch_script, sbatch_argv, parse_squeue, parse_sacct
 #include "stop_signals.h"  // StopSignals
-#include "atomic_file.h"  // write_file_atomically
 
 namespace fs = std::filesystem;
 

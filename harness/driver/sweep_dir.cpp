@@ -14,9 +14,9 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "data_file.h"  // identify_data_file, sweep_cache_dir
-#include "record.h"     // read_record, RecordError
 #include "atomic_file.h"  // write_file_atomically
+#include "data_file.h"    // identify_data_file, sweep_cache_dir
+#include "record.h"       // read_record, RecordError
 
 namespace fs = std::filesystem;
 

@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "config_error.h"  // ConfigError
-#include "run_files.h"   // take_lock_file, lock_file_holder
+#include "run_files.h"     // take_lock_file, lock_file_holder
 
 namespace sweep {
 namespace {

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "atomic_file.h"   // write_file_atomically
 #include "launcher_log.h"  // launcher_finding, launcher_lost_host
 #include "record.h"        // read_record, mark_partial_failed
 #include "report.h"        // load_sweep, render_html
@@ -12,7 +13,6 @@
 #include "run_health.h"    // run_health, run_figures for the line of a completed run
 #include "stop_signals.h"  // StopSignals::release
 #include "text.h"          // split, join
-#include "atomic_file.h"  // write_file_atomically
 
 namespace fs = std::filesystem;
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <charconv>
 
-#include "blas_kernel.h"  // blas_kernel_named
-#include "config_error.h"   // ConfigError
+#include "blas_kernel.h"   // blas_kernel_named
+#include "config_error.h"  // ConfigError
 #include "yaml_read.h"
 
 namespace sweep {

@@ -9,9 +9,9 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "config_error.h"  // ConfigError
 #include "model_schema.h"  // describe_models_yaml, parse_models_yaml, validate_model_schema, canonical_real
 #include "process.h"       // resolve_program
-#include "config_error.h"    // ConfigError
 #include "text.h"          // printable, did_you_mean
 #include "yaml_read.h"     // YamlMap, yaml_where, next_to_grid
 

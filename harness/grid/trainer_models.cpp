@@ -5,9 +5,9 @@
 #include <map>
 #include <stdexcept>
 
+#include "config_error.h"  // ConfigError
 #include "model_schema.h"  // parse_models_yaml, register_model_schema
 #include "process.h"       // capture
-#include "config_error.h"  // ConfigError
 #include "text.h"          // printable
 
 namespace sweep {

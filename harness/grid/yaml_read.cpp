@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "config_error.h"  // ConfigError
-#include "text.h"        // printable, join, did_you_mean, source_location
+#include "text.h"          // printable, join, did_you_mean, source_location
 
 namespace sweep {
 

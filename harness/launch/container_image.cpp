@@ -13,8 +13,8 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "data_file.h"   // identify_data_file, hash_fd
 #include "config_error.h"  // ConfigError
+#include "data_file.h"     // identify_data_file, hash_fd
 
 namespace fs = std::filesystem;
 

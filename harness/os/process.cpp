@@ -242,8 +242,8 @@ Captured capture(const std::vector<std::string>& argv, const CaptureOptions& o) 
       if (n > 0) {
         // Past the bound the output is still read (a child blocked on a full pipe would
         // never end) but no longer kept.
-        const size_t room = o.max_output_bytes ? o.max_output_bytes - std::min(o.max_output_bytes, c.output.size())
-                                               : size_t(n);
+        const size_t room =
+            o.max_output_bytes ? o.max_output_bytes - std::min(o.max_output_bytes, c.output.size()) : size_t(n);
         c.output.append(buf, std::min(room, size_t(n)));
         if (room < size_t(n)) c.truncated = true;
         continue;

@@ -6,9 +6,9 @@
 #include <numeric>
 #include <set>
 
-#include "sweep_dir.h"     // record_path
-#include "tpe_search.h"  // record_metric
 #include "atomic_file.h"  // write_file_atomically
+#include "sweep_dir.h"    // record_path
+#include "tpe_search.h"   // record_metric
 
 namespace sweep {
 

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "grid.h"           // SweepSpec, GridPoint
-#include "halving_plan.h"   // check_halving, halving_trials
-#include "record.h"     // Record
-#include "sweep_run.h"  // SweepSummary
+#include "grid.h"          // SweepSpec, GridPoint
+#include "halving_plan.h"  // check_halving, halving_trials
+#include "record.h"        // Record
+#include "sweep_run.h"     // SweepSummary
 
 namespace sweep {
 

@@ -3,11 +3,11 @@
 #include <cmath>
 #include <cstdio>
 
+#include "atomic_file.h"  // write_file_atomically
 #include "record.h"       // read_record
 #include "run_figures.h"  // run_figures
 #include "sweep_dir.h"    // record_path
 #include "tpe.h"          // tpe_propose
-#include "atomic_file.h"  // write_file_atomically
 
 namespace sweep {
 namespace {

@@ -15,7 +15,7 @@
 #include <thread>
 #include <type_traits>
 
-#include "run_files.h"   // create_exclusive, regular_file_problem, sync_path
+#include "run_files.h"  // create_exclusive, regular_file_problem, sync_path
 
 namespace sweep {
 namespace {
@@ -489,8 +489,7 @@ void RecordWriter::finish(const std::string& status, const std::string& failure,
     H5 f = reopen_for_writing(m.partial);
     H5 summary(f ? H5Gopen2(f.get(), "summary", H5P_DEFAULT) : -1, H5Gclose);
     if (!summary) throw RecordError(m.partial + ": cannot reopen the record to store its health flags");
-    for (const auto& [key, value] : m.health_judge(back))
-      write_str_attr(summary.get(), key.c_str(), value);
+    for (const auto& [key, value] : m.health_judge(back)) write_str_attr(summary.get(), key.c_str(), value);
     summary.reset();
     if (H5Fflush(f.get(), H5F_SCOPE_GLOBAL) < 0 || H5Fclose(f.release()) < 0)
       throw RecordError(m.partial + ": storing the record's health flags failed (" + std::strerror(errno) + ")");

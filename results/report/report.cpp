@@ -14,9 +14,9 @@
 #include <set>           // union of config keys
 #include <system_error>  // error_code for non-throwing listing
 
-#include "compare.h"        // compare_records for the first difference of a layout set
-#include "run_figures.h"    // g4
-#include "run_files.h"      // RunLock::holder (is a running record still being written), rank_log_path
+#include "compare.h"      // compare_records for the first difference of a layout set
+#include "run_figures.h"  // g4
+#include "run_files.h"    // RunLock::holder (is a running record still being written), rank_log_path
 
 namespace sweep {
 namespace {

@@ -16,9 +16,9 @@
 
 #include "grid.h"
 #include "plan.h"
+#include "process.h"  // monotonic_s
 #include "record.h"
 #include "sweep_dir.h"
-#include "process.h"  // monotonic_s
 
 namespace fs = std::filesystem;
 using sweep::GridPoint;
@@ -37,7 +37,6 @@ const char* kGrid =
     "  train.warmup: {range: [0, 10]}\n"
     "  train.clip_norm: {linspace: [0.1, 1.0, 10]}\n"
     "seeds: 10\n";
-
 
 void fake_completed_run(const std::string& dir, const GridPoint& p) {
   const std::string rd = sweep::run_dir(dir, p.id);

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "config_error.h"  // ConfigError
-#include "temp_dir.h"    // TempDirTest
-#include "test_util.h"   // EXPECT_CONTAINS, read_file, write_file
+#include "temp_dir.h"      // TempDirTest
+#include "test_util.h"     // EXPECT_CONTAINS, read_file, write_file
 
 namespace sweep {
 namespace {

@@ -9,8 +9,8 @@
 #include <fstream>
 
 #include "config_error.h"  // ConfigError
-#include "temp_dir.h"    // TempDirTest
-#include "test_util.h"   // EXPECT_CONTAINS, thrown_message
+#include "temp_dir.h"      // TempDirTest
+#include "test_util.h"     // EXPECT_CONTAINS, thrown_message
 
 namespace sweep {
 namespace {

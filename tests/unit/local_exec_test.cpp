@@ -13,6 +13,7 @@
 #include <map>
 #include <thread>
 
+#include "atomic_file.h"   // write_file_atomically
 #include "fake_trainer.h"  // flag_value, write_run_record
 #include "plan.h"
 #include "record.h"
@@ -20,7 +21,6 @@
 #include "sweep_run.h"
 #include "temp_dir.h"   // TempDirTest
 #include "test_util.h"  // EXPECT_CONTAINS, read_file
-#include "atomic_file.h"  // write_file_atomically
 
 namespace sweep {
 namespace {

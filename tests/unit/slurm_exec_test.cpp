@@ -15,11 +15,11 @@
 #include <sstream>
 #include <thread>
 
+#include "config_error.h"  // ConfigError
 #include "fake_trainer.h"  // write_run_record
 #include "launch.h"        // spans_hosts
 #include "record.h"
-#include "config_error.h"  // ConfigError
-#include "slurm.h"       // sbatch_argv, describe_down_nodes
+#include "slurm.h"  // sbatch_argv, describe_down_nodes
 #include "stop_signals.h"
 #include "temp_dir.h"  // TempDirTest
 
