@@ -150,6 +150,10 @@ class HealthFlags(unittest.TestCase):
         self.assertIn("eval\\_rising", p.stdout)
 
 
+#: Flags that depend on the machine's load while the runs ran, not on the runs.
+LOAD_FLAGS = {"throughput_outlier"}
+
+
 class HealthyQuickstart(unittest.TestCase):
     def test_the_quickstart_grid_raises_no_flag(self):
         tmp = tempfile.mkdtemp(prefix="health_quickstart_test.")
@@ -159,14 +163,20 @@ class HealthyQuickstart(unittest.TestCase):
             self.assertEqual(p.returncode, 0, show(p))
             status, lines = status_lines(out)
             self.assertEqual(len(lines), 4, status)
+            # throughput_outlier compares the runs' speed with each other: it depends on
+            # the machine's load while they ran (ctest runs other tests beside this one),
+            # not on the runs, so it is the one flag allowed here. Every flag judged from a
+            # run's own numbers must stay down.
             for rid, line in lines.items():
-                self.assertIn("health: ok", line, status)
+                m = re.search(r"health: ([a-z_ ]+)\]", line)
+                self.assertTrue(m, line)
+                self.assertLessEqual(set(m.group(1).split()) - {"ok"}, LOAD_FLAGS, status)
                 attrs = summary_attrs(os.path.join(out, "runs", rid, "record.h5"))
                 self.assertEqual(attrs.get("health"), "", attrs)
-            self.assertNotIn("with health flags", status)
             p = sweep("report", out, "--format", "json", "-o", "-")
             rep = json.loads(p.stdout)
-            self.assertEqual(rep["summary"]["health_flagged"], 0)
+            for run in rep["runs"]:
+                self.assertLessEqual({h["flag"] for h in run["health"]}, LOAD_FLAGS, run)
             self.assertEqual(rep["summary"]["problems"], 0)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

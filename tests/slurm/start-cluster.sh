@@ -8,13 +8,16 @@
 #     address on the bridge swbr0), each with its own slurmd started inside it. A job
 #     there spans two "machines" that talk over TCP only, as real nodes do.
 #
-# Private: everything it has lies under /var/lib/sweep-slurm, and it neither reads nor
+# Private: everything it has lies under /var/lib/sweep-slurm (but TmpFS, below), and it neither reads nor
 # writes /etc/slurm or /etc/munge, so it runs beside a Slurm and a munge the machine
 # already has (even on the same host name) without touching them:
 #
 #   slurm.conf, cgroup.conf   the config; clients find it through SLURM_CONF
 #   state/                    StateSaveLocation (slurmctld)
-#   spool/NODE/, tmp/NODE/    SlurmdSpoolDir and TmpFS of each node
+#   spool/NODE/               SlurmdSpoolDir of each node
+#   (/tmp/sweep-slurm/NODE/   TmpFS of each node: under /tmp, which containers (ch-run)
+#                             bind, since srun --mpi=pmix puts the ranks' PMIx directory
+#                             there and a rank in an image must reach it)
 #   run/                      slurmctld.pid, slurmd-NODE.pid
 #   log/                      slurmctld.log, slurmd-NODE.log
 #   munge/                    its own munged: munge.key, munged.sock (AuthInfo=socket=...),
@@ -141,7 +144,7 @@ require_free_port() {
 
 mkdir -p "$top" "$top/state" "$top/run" "$top/log" "$munge_dir"
 chmod 0755 "$top"
-for n in "${all_nodes[@]}"; do mkdir -p "$top/spool/$n" "$top/tmp/$n"; done
+for n in "${all_nodes[@]}"; do mkdir -p "$top/spool/$n" "/tmp/sweep-slurm/$n"; done
 # `slurmd -C` prints "CPUs=... RealMemory=..." measured on this machine (the nodes share it).
 hw=$(slurmd -C | head -n1 | sed -e 's/^NodeName=[^ ]* //' -e 's/ UpTime=[^ ]*//')
 cat >"$conf.new" <<CONF
@@ -185,7 +188,7 @@ SlurmctldLogFile=$top/log/slurmctld.log
 SlurmdLogFile=$top/log/slurmd-%n.log
 # Per node too: srun --mpi=pmix makes its client directory spmix_appdir_UID_JOB.STEP under
 # TmpFS on every node of a step, and the test nodes share one file system ("File exists").
-TmpFS=$top/tmp/%n
+TmpFS=/tmp/sweep-slurm/%n
 NodeName=$host NodeAddr=$ctl_addr $hw State=UNKNOWN
 NodeName=sweep-node1 NodeAddr=198.51.100.11 $hw State=UNKNOWN
 NodeName=sweep-node2 NodeAddr=198.51.100.12 $hw State=UNKNOWN
