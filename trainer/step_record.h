@@ -16,6 +16,11 @@
 
 namespace sweep {
 
+/// Seconds on the steady clock from `t0` to now: the step, compute and evaluation times.
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 class StepRecorder {
  public:
   using Clock = std::chrono::steady_clock;

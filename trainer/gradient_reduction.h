@@ -1,0 +1,21 @@
+// The step's gradient reduction: every rank's micro-batch gradients summed into one, in
+// the canonical order (or by the communication library's native sum when the run asks).
+#pragma once
+
+#include <cstddef>
+
+#include "communicator.h"  // Communicator
+#include "leaf_plan.h"     // LeafPlan
+#include "run_config.h"    // RunConfig
+#include "zero_shards.h"   // ZeroShards
+
+namespace sweep {
+
+/// Sums the gradients of every rank into `grads` (the flat gradient buffer, `n` floats):
+/// from `grads` itself, or from the leaf plan's node sums when it sums subtrees. ZeRO 0/1
+/// get the whole sum on every rank; 2/3 only their shard's part is certain to be
+/// complete (collective).
+void reduce_gradients(Communicator& comm, const RunConfig& cfg, const LeafPlan& leaves, ZeroShards& zero, float* grads,
+                      size_t n);
+
+}  // namespace sweep

@@ -1,0 +1,118 @@
+// The micro-batches of one step on this rank (micro_batches.h).
+#include "micro_batches.h"
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "leaf_scope.h"  // LeafScopeGuard
+
+namespace sweep {
+
+int64_t MicroBatchPasses::compute(int64_t step, Prefetcher& batches, std::vector<double>& local_losses,
+                                  double scale_used, int64_t tokens) {
+  return leaves_.sums_subtrees ? compute_leaves(step, batches, local_losses, scale_used, tokens)
+                               : compute_tree(step, batches, local_losses, scale_used, tokens);
+}
+
+int64_t MicroBatchPasses::compute_tree(int64_t step, Prefetcher& batches, std::vector<double>& local_losses,
+                                       double scale_used, int64_t tokens) {
+  const int64_t accum = cfg_.train.accum;
+  float* grads = flat_.grads.data_ptr<float>();
+  int64_t targets = 0;
+  for (int64_t k = 0; k < accum; ++k) {
+    const torch::Tensor batch = model_.batch(batches.next());
+    flat_.zero_grads();
+    targets += forward_backward(step, k, batch, scale_used, tokens, &local_losses[size_t(k)]);
+    flat_.pull_grads();
+    if (k + 1 < accum) tree_.push(grads);  // the last leaf stays where it is
+  }
+  tree_.finish_with_last(grads);
+  model_.check_params_unchanged(flat_, step);
+  return targets;
+}
+
+int64_t MicroBatchPasses::forward_backward(int64_t step, int64_t k, const torch::Tensor& batch, double scale_used,
+                                           int64_t tokens, double* losses) {
+  torch::AutoGradMode grad_on(true);
+  std::optional<compat::AutocastGuard> guard;
+  model_.autocast(guard);
+  LossSum ls = model_.model().loss(batch);
+  model_.check_loss(ls);
+  if (!ls.sum.requires_grad())
+    throw std::runtime_error(model_.error("loss() returned a tensor that depends on no parameter"));
+  // Token-weighted: each leaf's summed loss over the whole global batch's token count, so
+  // the leaves add up to the global mean (rescaled after the reduction when the model's
+  // targets are not all the tokens).
+  torch::Tensor loss = ls.sum / double(tokens);
+  if (faults_ && faults_->nan_loss(step, k)) loss = loss * std::numeric_limits<double>::quiet_NaN();  // test-only
+  if (leaves_.fused) {
+    // Each leaf's loss over the step's tokens, like the whole micro-batch's (the NaN of a
+    // test fault reaches all of them).
+    torch::Tensor per = model_.per_leaf(ls, leaves_.leaves_per_micro_batch) / double(tokens);
+    if (faults_ && faults_->nan_loss(step, k)) per = per * std::numeric_limits<double>::quiet_NaN();
+    std::copy_n(per.to(torch::kDouble).cpu().contiguous().data_ptr<double>(), leaves_.leaves_per_micro_batch, losses);
+  } else {
+    losses[0] = loss.item<double>();
+  }
+  (loss_scaled_ ? loss * scale_used : loss).backward();
+  return ls.targets;
+}
+
+int64_t MicroBatchPasses::compute_leaves(int64_t step, Prefetcher& batches, std::vector<double>& local_losses,
+                                         double scale_used, int64_t tokens) {
+  const int64_t per_micro_batch = leaves_.leaves_per_micro_batch;
+  const int64_t accum = cfg_.train.accum, first = int64_t(rank_) * accum * per_micro_batch, leaf = cfg_.train.leaf;
+  float* grads = flat_.grads.data_ptr<float>();
+  const size_t n = size_t(flat_.n);
+  LeafScope& scope = leaves_.scope;
+  leaves_.node_sums->clear();
+  int64_t targets = 0;
+  for (int64_t k = 0; k < accum; ++k) {
+    const torch::Tensor batch = model_.batch(batches.next());
+    const int64_t lo = first + k * per_micro_batch;
+    if (!leaves_.fused) {  // one forward and backward per leaf, each gradient a leaf of the tree
+      for (int64_t l = 0; l < per_micro_batch; ++l) {
+        flat_.zero_grads();
+        const torch::Tensor chunk = per_micro_batch == 1 ? batch : batch.narrow(0, l * leaf, leaf);
+        targets += forward_backward(step, k, chunk, scale_used, tokens, &local_losses[size_t(k * per_micro_batch + l)]);
+        flat_.pull_grads();
+        leaves_.node_sums->push({lo + l, 1}, grads);
+      }
+      continue;
+    }
+    // One pass: the leaf-aware layers fold each leaf's gradient into the sums of the
+    // micro-batch's subtrees, the first in the gradient buffer, the others beside it.
+    scope.nodes = canonical_cover(leaves_.leaves_per_step, lo, lo + per_micro_batch);
+    std::vector<std::vector<float>>& extra = leaves_.extra_node_sums;
+    if (extra.size() + 1 < scope.nodes.size()) extra.resize(scope.nodes.size() - 1);
+    scope.bufs = {grads};
+    for (size_t j = 1; j < scope.nodes.size(); ++j) {
+      extra[j - 1].assign(n, 0.0f);
+      scope.bufs.push_back(extra[j - 1].data());
+    }
+    for (auto& node : scope.nodes) node.lo -= lo;
+    scope.params = flat_.params.data_ptr<float>();
+    scope.written.assign(flat_.table.size(), 0);
+    std::fill(leaves_.autograd_grads.begin(), leaves_.autograd_grads.end(), 0);
+    flat_.zero_grads();
+    {
+      LeafScopeGuard on(&scope);
+      targets += forward_backward(step, k, batch, scale_used, tokens, &local_losses[size_t(k * per_micro_batch)]);
+    }
+    for (size_t i = 0; i < leaves_.autograd_grads.size(); ++i)
+      if (leaves_.autograd_grads[i])
+        throw std::runtime_error(model_.error(
+            "parameter '" + flat_.table[i].name +
+            "' got its gradient from a plain LibTorch op, but the model says it is leaf-aware; build it from the "
+            "layers of sweep/leaf.h, or let leaf_aware() return false"));
+    for (size_t j = 0; j < scope.nodes.size(); ++j)
+      leaves_.node_sums->push({lo + scope.nodes[j].lo, scope.nodes[j].count}, scope.bufs[j]);
+  }
+  model_.check_params_unchanged(flat_, step);
+  return targets;
+}
+
+}  // namespace sweep

@@ -1,0 +1,31 @@
+// A run's state between steps as a checkpoint holds it: taken on every rank (snapshot)
+// and put back when a run resumes (restore).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "checkpoint.h"    // TrainState
+#include "communicator.h"  // Communicator
+#include "optimizer.h"     // LossScaler
+#include "run_config.h"    // RunConfig
+#include "step_record.h"   // StepRecorder
+#include "zero_shards.h"   // ZeroShards
+
+namespace sweep {
+
+struct FlatParams;  // flat_params.h
+
+/// The state after `step` of the run `run_id`: whole vectors, whatever the ZeRO stage, so
+/// a run can resume on any layout. Collective: every rank helps gather; rank 0 writes it.
+TrainState snapshot_state(int64_t step, const std::string& run_id, const RunConfig& cfg, Communicator& comm,
+                          const FlatParams& flat, const ZeroShards& zero, const LossScaler& scaler,
+                          const StepRecorder& rec);
+
+/// Puts `st` back: the parameters into `flat`, this rank's part of the moments into
+/// `zero`, the loss scale, the CPU generator, and the record's rows so far (moved out of
+/// `st`). Returns the optimizer updates taken so far. Throws when `st` holds another
+/// number of parameters than the model.
+int64_t restore_state(TrainState& st, FlatParams& flat, ZeroShards& zero, LossScaler& scaler, StepRecorder& rec);
+
+}  // namespace sweep
