@@ -14,7 +14,7 @@
 #include "run_config.h"     // RunConfig
 #include "sweep/trainer.h"  // Model, ModelSpec, LossSum
 #include "torch_compat.h"   // AutocastGuard
-#include "train.h"          // TrainOptions
+#include "train_options.h"  // TrainOptions
 
 namespace sweep {
 

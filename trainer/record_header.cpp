@@ -7,11 +7,11 @@
 #include <filesystem>
 #include <system_error>
 
-#include "data_source.h"   // TokenSource
-#include "environment.h"   // collect_environment
-#include "model_schema.h"  // kDecoderKind
-#include "text.h"          // join
-#include "train.h"         // TrainOptions
+#include "data_source.h"    // TokenSource
+#include "environment.h"    // collect_environment
+#include "model_schema.h"   // kDecoderKind
+#include "text.h"           // join
+#include "train_options.h"  // TrainOptions
 
 namespace sweep {
 namespace {
