@@ -4,7 +4,11 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
 #include <functional>
+#include <limits>
 #include <string>
 
 namespace sweep {
@@ -27,5 +31,24 @@ CliAction setup_keys(CLI::App& app);       // cli_keys.cpp
 /// else's directory. A missing or empty directory passes. `option` prefixes the message
 /// ("--out " or ""). In cli_sweep.cpp.
 void check_sweep_dir_target(const std::string& dir, const std::string& option);
+
+/// A validator for an integer option: the text must be a whole decimal number that fits
+/// in int64_t and is at least `min`. CLI11 alone would turn 99999999999999999999 into
+/// INT64_MAX without a word, and its number ranges print as doubles.
+inline CLI::Validator whole_number(int64_t min = std::numeric_limits<int64_t>::min()) {
+  const bool any = min == std::numeric_limits<int64_t>::min();
+  const std::string want =
+      any ? "a whole number that fits in 64 bits"
+          : "a whole number from " + std::to_string(min) + " to " + std::to_string(std::numeric_limits<int64_t>::max());
+  return CLI::Validator(
+      [min, want](std::string& text) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        const long long v = std::strtoll(text.c_str(), &end, 10);
+        if (text.empty() || *end != '\0' || errno == ERANGE || v < min) return "got '" + text + "': expected " + want;
+        return "";
+      },
+      any ? "INT" : "INT>=" + std::to_string(min));
+}
 
 }  // namespace sweep

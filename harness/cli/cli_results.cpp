@@ -1,5 +1,6 @@
 // `sweep report`, `sweep compare` and `sweep reproduce`: commands over records.
 #include <cctype>  // tolower
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>  // getenv for PATH
 #include <filesystem>
@@ -152,6 +153,9 @@ int run_report(const ReportCliOptions& o) {
   ReportOptions opt;
   opt.group_by = o.group_by;
   if (!o.baseline.empty()) check_baseline(o.baseline, sweep, &opt);
+  if (!valid_utf8(o.title))
+    throw ConfigError("--title " + printable(o.title) +
+                      ": not valid UTF-8 (a report's title is shown as text; nothing was written)");
   std::string title = o.title.empty() ? fs::path(o.dir).filename().string() : o.title;
   if (title.empty()) title = fs::path(o.dir).parent_path().filename().string();  // "dir/" has an empty last part
   const std::string text = render_report(sweep, build_report(title.empty() ? o.dir : title, sweep, opt), format);
@@ -280,7 +284,8 @@ int compare_two_sweeps(const CompareCliOptions& o) {
 }
 
 int run_compare(const CompareCliOptions& o) {
-  if (!(o.rtol >= 0)) throw ConfigError("--rtol must be >= 0");
+  if (!(o.rtol >= 0) || !std::isfinite(o.rtol))
+    throw ConfigError("--rtol " + g4(o.rtol) + ": expected a finite relative tolerance >= 0 (0 = bit for bit)");
   const Kind ka = classify(o.a), kb = classify(o.b);
   if (ka != kb)
     throw ConfigError("compare needs two records or two sweep directories; got " +
@@ -387,15 +392,17 @@ CliAction setup_reproduce(CLI::App& app) {
                                  "exit 0 reproduced, 1 diverged, 2 usage");
   cmd->add_option("source", o->opt.source, "record.h5 or a run directory (sweep-dir/runs/ID)")->required();
   auto* world = cmd->add_option("--world-size", o->opt.world_size,
-                                "ranks for the re-run (the global batch world_size x accum must hold)");
-  auto* accum = cmd->add_option("--accum", o->opt.accum, "accumulation steps for the re-run");
+                                "ranks for the re-run (the global batch world_size x accum must hold)")
+                    ->check(whole_number());
+  auto* accum = cmd->add_option("--accum", o->opt.accum, "accumulation steps for the re-run")->check(whole_number());
   auto* micro = cmd->add_option("--micro-batch", o->opt.micro_batch,
                                 "sequences per micro-batch for the re-run: a multiple of the recorded train.leaf "
-                                "(a run without one keeps its micro-batch)");
+                                "(a run without one keeps its micro-batch)")
+                    ->check(whole_number());
   cmd->add_option("--from-step", o->opt.from_step,
                   "resume the re-run from the original's checkpoint after step S (on any layout: checkpoints are "
                   "layout-free); the steps after S are recomputed and compared")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_number(1));
   cmd->add_option("--set", o->opt.set,
                   "test only: KEY=VALUE override of the re-run's config, repeatable (e.g. train.threads=2, or "
                   "fault.desync_step=3 with fault.desync_rank=0 to perturb one parameter by one ulp after step 3)")

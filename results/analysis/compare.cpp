@@ -83,7 +83,8 @@ void compare_losses(const Record& a, const Record& b, const CompareOptions& opt,
     const double rel = relative_difference(sa.loss, sb.loss);
     if (abs > c.max_abs || c.max_abs_step == kNoStep) c.max_abs = abs, c.max_abs_step = sa.step;
     if (rel > c.max_rel || c.max_rel_step == kNoStep) c.max_rel = rel, c.max_rel_step = sa.step;
-    if (!(rel <= opt.rtol)) c.losses_within_rtol = false;
+    // A non-finite loss against anything else is never "within tolerance", however wide.
+    if (!finite || !(rel <= opt.rtol)) c.losses_within_rtol = false;
   }
 }
 
@@ -125,7 +126,8 @@ void compare_evals(const Record& a, const Record& b, const CompareOptions& opt, 
     ++c.evals_compared;
     if (same_bits(ea.loss, eb.loss)) continue;
     if (c.eval_step == kNoStep) c.eval_step = ea.step, c.eval_a = ea.loss, c.eval_b = eb.loss;
-    if (!(relative_difference(ea.loss, eb.loss) <= opt.rtol)) c.evals_within_rtol = false;
+    if (!(std::isfinite(ea.loss) && std::isfinite(eb.loss)) || !(relative_difference(ea.loss, eb.loss) <= opt.rtol))
+      c.evals_within_rtol = false;
   }
 }
 

@@ -203,4 +203,42 @@ TEST_F(CliGuards, ReproduceRefusesALayoutOfZeroOrLess) {
   EXPECT_EQ(listing(work_), before);
 }
 
+// CLI11 alone clamps an integer past int64 to INT64_MAX without a word and prints its
+// number ranges as doubles ("not in range 0.000000 to 1.797e308").
+TEST_F(CliGuards, ReproduceNumbersAreWholeAndInRangeOrRefusedPlainly) {
+  const fs::path run = make_sweep_dir("s") / "runs" / "0123456789abcdef";
+  const auto before = listing(work_);
+  for (const char* flag : {"--micro-batch", "--world-size", "--accum"}) {
+    const CliResult o = sweep({"reproduce", run.string(), flag, "99999999999999999999"});
+    EXPECT_EQ(o.code, 2) << flag << ": " << o.err;
+    EXPECT_EQ(o.out, "");
+    EXPECT_CONTAINS(o.err, flag);
+    EXPECT_CONTAINS(o.err, "got '99999999999999999999': expected a whole number that fits in 64 bits");
+  }
+  const CliResult zero = sweep({"reproduce", run.string(), "--from-step", "0"});
+  EXPECT_EQ(zero.code, 2) << zero.err;
+  EXPECT_CONTAINS(zero.err, "--from-step");
+  EXPECT_CONTAINS(zero.err, "got '0': expected a whole number from 1 to 9223372036854775807");
+  EXPECT_EQ(zero.err.find("1.797"), std::string::npos) << zero.err;
+  const CliResult frac = sweep({"reproduce", run.string(), "--from-step", "2.5"});
+  EXPECT_EQ(frac.code, 2) << frac.err;
+  EXPECT_CONTAINS(frac.err, "got '2.5': expected a whole number from 1");
+  EXPECT_EQ(listing(work_), before);
+}
+
+TEST_F(CliGuards, ATitleThatIsNotUtf8IsRefusedNotCut) {
+  const fs::path d = make_sweep_dir("s");
+  const auto before = listing(work_);
+  expect_refusal(sweep({"report", d.string(), "--title", "caf\xe9 \xff", "-o", (work_ / "r.html").string()}),
+                 "--title caf\\xe9 \\xff", "not valid UTF-8");
+  EXPECT_EQ(listing(work_), before);
+}
+
+TEST_F(CliGuards, AnInfiniteOrNegativeToleranceIsRefused) {
+  const fs::path a = make_sweep_dir("a"), b = make_sweep_dir("b");
+  for (const char* rtol : {"inf", "-1", "nan"})
+    expect_refusal(sweep({"compare", a.string(), b.string(), "--rtol", rtol}), "--rtol",
+                   "expected a finite relative tolerance >= 0");
+}
+
 }  // namespace

@@ -241,5 +241,24 @@ TEST(CompareSweeps, PairsRunsByIdAndListsTheRest) {
   EXPECT_TRUE(same.match());
 }
 
+// However wide the tolerance, a non-finite loss against a finite one (or a NaN against
+// anything) is a difference: relative_difference makes it infinite, and inf <= inf.
+TEST(CompareRecords, ANonFiniteLossIsNeverWithinTolerance) {
+  Record a = make_record(5), b = make_record(5);
+  b.steps[2].loss = std::nan("");
+  CompareOptions wide;
+  wide.rtol = INFINITY;
+  RecordComparison c = compare_records(a, b, wide);
+  EXPECT_FALSE(c.losses_within_rtol);
+  EXPECT_FALSE(c.match());
+  b = make_record(5);
+  a.evals = b.evals = {{2, 3.5, 64, 0.01}, {4, 3.25, 64, 0.01}};
+  b.evals[1].loss = INFINITY;
+  c = compare_records(a, b, wide);
+  EXPECT_TRUE(c.losses_within_rtol);
+  EXPECT_FALSE(c.evals_within_rtol);
+  EXPECT_FALSE(c.match());
+}
+
 }  // namespace
 }  // namespace sweep
