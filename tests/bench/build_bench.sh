@@ -25,14 +25,15 @@ trap 'rm -rf "$tmp"' EXIT
 
 # timed LABEL DIR COMMAND...: runs COMMAND in DIR, prints wall and CPU seconds.
 timed() {
-  local label=$1 dir=$2
+  local label=$1 dir=$2 log
   shift 2
+  log="$tmp/$(tr -c 'A-Za-z0-9.\n' '_' <<<"$label").log"
   local t0 t1 c0 c1
   t0=$(date +%s.%N)
   c0=$(awk '{print $14+$15+$16+$17}' /proc/$$/stat)
-  (cd "$dir" && "$@") >"$tmp/$label.log" 2>&1 || {
+  (cd "$dir" && "$@") >"$log" 2>&1 || {
     echo "build_bench: $label failed; its log:" >&2
-    tail -20 "$tmp/$label.log" >&2
+    tail -20 "$log" >&2
     exit 1
   }
   t1=$(date +%s.%N)
