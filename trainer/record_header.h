@@ -16,7 +16,7 @@
 namespace sweep {
 
 class TokenSource;    // data_source.h
-struct TrainOptions;  // train.h
+struct TrainOptions;  // train_options.h
 
 /// The facts of a run its header records besides the config; every pointer and reference
 /// outlives the call.

@@ -60,7 +60,6 @@ struct ChecksumRow {
   std::vector<uint64_t> tensors;  ///< one hash per ParamInfo, same order
 };
 
-/// What is known when a run starts.
 struct Record;
 
 /// The /summary health attributes ("health", "health.<flag>") to store for a finished
@@ -68,6 +67,7 @@ struct Record;
 /// judge_health_attributes).
 using HealthJudge = std::vector<std::pair<std::string, std::string>> (*)(const Record&);
 
+/// What is known when a run starts.
 struct RecordHeader {
   std::string run_id;
   std::string sweep_id;                                     ///< may be empty for a lone run

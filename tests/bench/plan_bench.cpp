@@ -7,7 +7,6 @@
 //   build/bin/plan_bench [--max-seconds 1.0] [--keep DIR]
 #include <stdlib.h>  // mkdtemp
 
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
