@@ -244,7 +244,7 @@ struct EmbeddingFn : torch::autograd::Function<EmbeddingFn> {
 
 // --------------------------------------------------------------------- RMSNorm
 
-struct RmsNormFn : torch::autograd::Function<RmsNormFn> {
+struct LeafRmsNormFn : torch::autograd::Function<LeafRmsNormFn> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight, double eps) {
     torch::NoGradGuard no_grad;
     auto xc = x.to(torch::kFloat).contiguous();
@@ -314,7 +314,7 @@ torch::Tensor embedding(const torch::Tensor& ids, const torch::Tensor& weight) {
 }
 
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
-  if (g_scope) return RmsNormFn::apply(x, weight, eps);
+  if (g_scope) return LeafRmsNormFn::apply(x, weight, eps);
   return sweep::rms_norm(x, weight, eps);
 }
 
