@@ -1,7 +1,7 @@
 # `cmake --install BUILD --prefix P`: the binaries to P/bin and, with the trainer, the
 # package a program with models of its own builds against (examples/own-model):
 #   P/include/sweep/{trainer.h,model_keys.h,leaf.h}  the public headers: a model of one's own
-#   P/include/sweep/{record_writer.h,record.h,checksum.h}  a program writing records itself (sweep::results)
+#   P/include/sweep/{record_writer.h,record_format.h}  a program writing records itself (sweep::results)
 #   P/lib/libsweep_*.a                           sweep_trainer and the libraries it links
 #   P/lib/cmake/sweep/sweepConfig.cmake, ...     find_package(sweep) -> sweep::trainer
 # Included by the top-level CMakeLists.txt after every folder has defined its targets.
@@ -48,11 +48,10 @@ endforeach()
 target_include_directories(sweep_trainer INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 
 target_include_directories(sweep_results INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
-# sweep/record_writer.h includes record.h and checksum.h beside it.
-install(FILES ${PROJECT_SOURCE_DIR}/include/sweep/trainer.h ${PROJECT_SOURCE_DIR}/include/sweep/model_keys.h
-              ${PROJECT_SOURCE_DIR}/include/sweep/leaf.h
-              ${PROJECT_SOURCE_DIR}/include/sweep/record_writer.h ${PROJECT_SOURCE_DIR}/results/record/record.h
-              ${PROJECT_SOURCE_DIR}/results/record/checksum.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/sweep)
+# The public headers are include/sweep's, and only those: none includes a header of the
+# tree's folders (scripts/build-own-model checks the installed set and compiles each alone).
+file(GLOB sweep_public_headers ${PROJECT_SOURCE_DIR}/include/sweep/*.h)
+install(FILES ${sweep_public_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/sweep)
 install(TARGETS ${sweep_exported} EXPORT sweepTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 
 set(sweep_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/sweep)

@@ -6,8 +6,11 @@
 #include "model_schema.h"  // kDecoderKind, validate_model_schema
 #include "run_config.h"
 #include "sweep/trainer.h"
+#include "train.h"  // run_config_of
 
 namespace sweep {
+
+const RunConfig& run_config_of(const ModelArgs& args) { return args.cfg_; }
 
 const std::string& ModelArgs::value(const std::string& key, ModelKey::Type type) const {
   const ModelSchema* s = find_model_schema(cfg_.model.kind);
@@ -52,7 +55,7 @@ namespace {
 class DecoderModel : public Model {
  public:
   explicit DecoderModel(const ModelArgs& a)
-      : net_(a.config().model, a.fp16_emulated() ? MatmulPrecision::fp16_emulated : MatmulPrecision::fp32) {}
+      : net_(run_config_of(a).model, a.fp16_emulated() ? MatmulPrecision::fp16_emulated : MatmulPrecision::fp32) {}
   torch::nn::Module& module() override { return *net_; }
   LossSum loss(const torch::Tensor& tokens) override {
     LeafLoss l = net_->loss_sum(tokens);

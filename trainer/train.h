@@ -9,7 +9,12 @@
 
 namespace sweep {
 
-class Models;  // sweep/trainer.h
+class Models;     // sweep/trainer.h
+class ModelArgs;  // sweep/trainer.h
+
+/// The run config a model factory is called for (the built-in models read all of it; the
+/// public ModelArgs hands out only a model's keys).
+const RunConfig& run_config_of(const ModelArgs& args);
 
 /// Trains `cfg` on the ranks of `comm` (its size must equal dist.world_size) and, on
 /// rank 0, writes the record; the model of kind cfg.model.kind comes from `models`.

@@ -21,8 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "checksum.h"  // flat_checksum, tensor_checksum
-#include "record.h"    // RecordHeader, RecordWriter, StepMetrics, ChecksumRow, ParamInfo
+#include "sweep/record_format.h"  // RecordHeader, RecordWriter, StepMetrics, checksums, ...
 
 namespace sweep {
 

@@ -51,10 +51,11 @@ class ModelArgs {
   /// wants fp16 numerics rounds its matmul inputs itself (the built-in decoder does). The
   /// dynamic loss scale runs either way.
   bool fp16_emulated() const { return fp16_emulated_; }
-  /// Everything of the run (the library's own headers declare it).
-  const RunConfig& config() const { return cfg_; }
 
  private:
+  // The whole run config, for the built-in models (trainer/train.h: run_config_of); a
+  // model of one's own reads its own keys and the ones above.
+  friend const RunConfig& run_config_of(const ModelArgs& args);
   const std::string& value(const std::string& key, ModelKey::Type type) const;
   const RunConfig& cfg_;
   bool fp16_emulated_;

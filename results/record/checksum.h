@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "sweep/record_format.h"  // flat_checksum, tensor_checksum
+
 namespace sweep {
 
 /// Elements per checksum block. Fixed forever for a schema version: changing it changes
@@ -17,10 +19,7 @@ std::vector<uint64_t> block_hashes(const float* data, size_t n);
 /// The run checksum of a flat fp32 vector: XXH3-64 of its block hashes.
 uint64_t combine_block_hashes(const std::vector<uint64_t>& blocks);
 
-/// block_hashes then combine_block_hashes.
-uint64_t flat_checksum(const float* data, size_t n);
-
-/// XXH3-64 of one tensor's bytes, used for the per-parameter table.
-uint64_t tensor_checksum(const float* data, size_t n);
+// flat_checksum (block_hashes then combine_block_hashes) and tensor_checksum are declared
+// in the public sweep/record_format.h.
 
 }  // namespace sweep
