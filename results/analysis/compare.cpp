@@ -76,6 +76,7 @@ void compare_losses(const Record& a, const Record& b, const CompareOptions& opt,
     }
     const StepMetrics &sa = a.steps[i++], &sb = b.steps[j++];
     ++c.steps_compared;
+    c.last_step = sa.step;
     if (same_bits(sa.loss, sb.loss)) continue;
     if (c.loss_step == kNoStep) c.loss_step = sa.step, c.loss_a = sa.loss, c.loss_b = sb.loss;
     const bool finite = std::isfinite(sa.loss) && std::isfinite(sb.loss);
@@ -101,6 +102,7 @@ void compare_checksums(const Record& a, const Record& b, RecordComparison& c) {
       continue;
     }
     ++c.checksums_compared, ++i, ++j;
+    c.last_checksum_step = ra.step;
     if (c.checksum_step == kNoStep && (ra.params != rb.params || ra.tensors != rb.tensors)) {
       c.checksum_step = ra.step;
       c.first_param = first_differing_param(a, b, ra, rb);
@@ -156,6 +158,7 @@ int64_t RecordComparison::divergent_step() const {
 RecordComparison compare_records(const Record& a, const Record& b, const CompareOptions& opt) {
   RecordComparison c;
   c.rtol = opt.rtol;
+  c.status_a = a.status, c.status_b = b.status;
   compare_losses(a, b, opt, c);
   compare_checksums(a, b, c);
   compare_evals(a, b, opt, c);
@@ -195,26 +198,37 @@ std::string verdict_line(const RecordComparison& c) {
   if (c.bitwise())
     return "identical bit-for-bit: " + counts +
            (c.evals_compared ? ", " + std::to_string(c.evals_compared) + " evaluations" : "");
-  // The training matched; only the held-out losses differ (other held-out data, or none on one side).
-  if (c.loss_step == kNoStep && c.checksum_step == kNoStep && c.missing_step == kNoStep && c.checksums_compared > 0 &&
-      !c.match())
-    return "training identical bit-for-bit (" + counts + "), but the held-out loss differs after step " +
-           std::to_string(c.eval_step) + ": " + (std::isnan(c.eval_a) ? "(none)" : exact_number(c.eval_a)) + " vs " +
-           (std::isnan(c.eval_b) ? "(none)" : exact_number(c.eval_b));
-  if (c.checksums_compared == 0 && c.loss_step == kNoStep && c.missing_step == kNoStep && !c.match())
-    return "not shown identical: no checksum row at a common step, so the parameters were never compared (" + counts +
-           "; the losses are identical)";
+  auto show = [](const std::string& v) { return v.empty() ? std::string("(none)") : v; };
+  // A differing status is named whatever else is said (completed vs diverged).
+  const std::string status = c.status_a == c.status_b ? "" : "; status " + show(c.status_a) + " vs " + show(c.status_b);
+  if (c.same_training()) {
+    // Equal losses and equal checksum rows, but not at the last step: the final
+    // parameters were never compared, so this is not "bit-for-bit".
+    if (!c.final_params_compared())
+      return (c.checksums_compared == 0
+                  ? std::string("losses identical; parameters never compared (no checksum row at a common step)")
+                  : "losses identical; parameters not compared after step " + std::to_string(c.last_checksum_step)) +
+             " (" + counts + ")" + status;
+    // The training matched; only the held-out losses differ (other held-out data, or none on one side).
+    if (c.eval_step != kNoStep && !c.match())
+      return "training identical bit-for-bit (" + counts + "), but the held-out loss differs after step " +
+             std::to_string(c.eval_step) + ": " + (std::isnan(c.eval_a) ? "(none)" : exact_number(c.eval_a)) +
+             " vs " + (std::isnan(c.eval_b) ? "(none)" : exact_number(c.eval_b)) + status;
+    if (!c.match())
+      return "training identical bit-for-bit (" + counts + "), but the status differs: " + show(c.status_a) + " vs " +
+             show(c.status_b);
+  }
   if (c.match())
     return "within tolerance (rtol " + g6(c.rtol) + "): " + counts + "; max abs loss difference " + g6(c.max_abs) +
            ", max rel " + g6(c.max_rel) + "; not bitwise from step " + std::to_string(c.divergent_step());
   const int64_t s = c.divergent_step();
   const std::string line = "diverged at step " + std::to_string(s) + ": ";
-  if (s == 0) return line + "the initial parameters differ";
+  if (s == 0) return line + "the initial parameters differ" + status;
   const std::string a = c.step_in_a ? exact_number(c.step_loss_a) : "(no such step)";
   const std::string b = c.step_in_b ? exact_number(c.step_loss_b) : "(no such step)";
   // Equal losses with differing checksums: the update of this step is what differs.
   const bool same = c.step_in_a && c.step_in_b && same_bits(c.step_loss_a, c.step_loss_b);
-  return line + "loss " + a + " vs " + b + (same ? " (equal; the parameters differ after the update)" : "");
+  return line + "loss " + a + " vs " + b + (same ? " (equal; the parameters differ after the update)" : "") + status;
 }
 
 std::vector<std::string> detail_lines(const RecordComparison& c) {
@@ -229,6 +243,9 @@ std::vector<std::string> detail_lines(const RecordComparison& c) {
   if (c.loss_step != kNoStep)
     out.push_back("max loss difference: abs " + g6(c.max_abs) + " at step " + std::to_string(c.max_abs_step) +
                   ", rel " + g6(c.max_rel) + " at step " + std::to_string(c.max_rel_step));
+  if (c.status_a != c.status_b)
+    out.push_back("status: " + (c.status_a.empty() ? std::string("(none)") : c.status_a) + " -> " +
+                  (c.status_b.empty() ? std::string("(none)") : c.status_b));
   if (c.missing_step != kNoStep)
     out.push_back(std::string("steps differ: ") + (c.missing_in_b ? "B" : "A") + " has no step " +
                   std::to_string(c.missing_step));

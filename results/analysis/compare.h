@@ -47,6 +47,12 @@ struct RecordComparison {
   int64_t eval_step = kNoStep;
   double eval_a = NAN, eval_b = NAN;  ///< the held-out losses at eval_step (NaN where a side has none)
   bool evals_within_rtol = true;
+  /// The last step both records have (kNoStep when they share none), and the last step at
+  /// which both hold a checksum row: "bit-for-bit" needs the parameters compared after
+  /// the last step, not only the losses.
+  int64_t last_step = kNoStep;
+  int64_t last_checksum_step = kNoStep;
+  std::string status_a, status_b;      ///< each record's status (completed, diverged, ...)
   double rtol = 0;                     ///< the tolerance this comparison used
   std::vector<ValueDiff> config;       ///< differing /config values
   std::vector<ValueDiff> environment;  ///< differing /environment attributes
@@ -58,16 +64,24 @@ struct RecordComparison {
   double objective_a = NAN, objective_b = NAN;
   std::string objective_name;
 
-  /// Same steps, bit-identical losses and identical checksum rows, at least one of them:
-  /// without a common checksum row the parameters were never compared, so it is not
-  /// called bit-for-bit.
-  bool bitwise() const {
-    return loss_step == kNoStep && checksum_step == kNoStep && missing_step == kNoStep && checksums_compared > 0 &&
-           eval_step == kNoStep;
+  /// The same steps with bit-identical losses and identical checksum rows.
+  bool same_training() const { return loss_step == kNoStep && checksum_step == kNoStep && missing_step == kNoStep; }
+  /// Both records hold a checksum row at their last step (or, with no steps, at step 0):
+  /// the final parameters were compared.
+  bool final_params_compared() const {
+    return last_checksum_step != kNoStep && (last_step == kNoStep || last_checksum_step >= last_step);
   }
-  /// bitwise(), or with rtol > 0: same steps and every loss (held-out ones too) within the tolerance.
+  /// same_training(), the final parameters compared equal, the same held-out losses and
+  /// the same status. Equal losses say nothing of parameters never compared, so without
+  /// a common checksum row at the last step it is not called bit-for-bit.
+  bool bitwise() const {
+    return same_training() && final_params_compared() && eval_step == kNoStep && status_a == status_b;
+  }
+  /// bitwise(), or with rtol > 0: same steps, the same status, and every loss (held-out
+  /// ones too) within the tolerance.
   bool match() const {
-    return bitwise() || (rtol > 0 && missing_step == kNoStep && losses_within_rtol && evals_within_rtol);
+    return bitwise() ||
+           (rtol > 0 && missing_step == kNoStep && losses_within_rtol && evals_within_rtol && status_a == status_b);
   }
   /// First step at which the records part (loss, parameters or a missing step); kNoStep if none.
   int64_t divergent_step() const;
@@ -77,8 +91,10 @@ struct RecordComparison {
 /// checksum row only one side has is a difference, not an error.
 RecordComparison compare_records(const Record& a, const Record& b, const CompareOptions& opt = {});
 
-/// One line: "identical bit-for-bit: N steps, K checksums", "within tolerance (rtol R):
-/// ...", or "diverged at step S: loss A vs B" (17 significant digits).
+/// One line: "identical bit-for-bit: N steps, K checksums", "losses identical; parameters
+/// not compared after step C (...)", "within tolerance (rtol R): ...", or "diverged at step
+/// S: loss A vs B" (17 significant digits); a differing status is always named
+/// ("...; status completed vs diverged").
 std::string verdict_line(const RecordComparison& c);
 
 /// The lines that explain a difference: first differing parameter, largest loss

@@ -88,12 +88,48 @@ TEST(CompareRecords, WithoutACommonChecksumRowItIsNeverCalledBitForBit) {
   EXPECT_FALSE(c.bitwise());
   EXPECT_FALSE(c.match());
   EXPECT_EQ(verdict_line(c).find("bit-for-bit:"), std::string::npos) << verdict_line(c);
-  EXPECT_NE(verdict_line(c).find("the parameters were never compared"), std::string::npos) << verdict_line(c);
+  EXPECT_EQ(verdict_line(c),
+            "losses identical; parameters never compared (no checksum row at a common step) (5 steps, 0 checksums)");
   // Rows only at different steps compare nothing either.
   Record d = make_record(5), e = make_record(5);
   d.checksums.resize(1);
   e.checksums.erase(e.checksums.begin());
   EXPECT_FALSE(compare_records(d, e).bitwise());
+}
+
+TEST(CompareRecords, BitForBitNeedsTheFinalParametersCompared) {
+  // The same losses, but B kept a checksum only at step 0 and its final parameters differ
+  // from A's: nothing compared them, so it is not "bit-for-bit".
+  Record a = make_record(5), b = make_record(5);
+  b.checksums.resize(1);
+  RecordComparison c = compare_records(a, b);
+  EXPECT_FALSE(c.bitwise());
+  EXPECT_FALSE(c.match());
+  EXPECT_EQ(verdict_line(c), "losses identical; parameters not compared after step 0 (5 steps, 1 checksums)");
+  // Rows at common steps, but none at the last one (5): still not compared at the end.
+  Record d = make_record(5), e = make_record(5);
+  d.checksums.pop_back(), e.checksums.pop_back();
+  EXPECT_EQ(verdict_line(compare_records(d, e)),
+            "losses identical; parameters not compared after step 4 (5 steps, 5 checksums)");
+  // With the last row on both sides it is.
+  EXPECT_EQ(verdict_line(compare_records(a, make_record(5))), "identical bit-for-bit: 5 steps, 6 checksums");
+}
+
+TEST(CompareRecords, ADifferentStatusIsAlwaysNamed) {
+  // Completed vs diverged with the same bits: never "identical", and the status is said.
+  Record a = make_record(5), b = make_record(5);
+  b.status = "diverged";
+  RecordComparison c = compare_records(a, b);
+  EXPECT_FALSE(c.bitwise());
+  EXPECT_FALSE(c.match());
+  EXPECT_EQ(verdict_line(c),
+            "training identical bit-for-bit (5 steps, 6 checksums), but the status differs: completed vs diverged");
+  EXPECT_CONTAINS(joined(detail_lines(c)), "status: completed -> diverged");
+  // A real divergence with a status difference names both.
+  b.steps[2].loss += 1;
+  EXPECT_CONTAINS(verdict_line(compare_records(a, b)), "; status completed vs diverged");
+  // Within a tolerance, a status difference still does not match.
+  EXPECT_FALSE(compare_records(a, b, {1.0}).match());
 }
 
 TEST(CompareRecords, OneUlpLossDifferenceIsTheDivergentStep) {
