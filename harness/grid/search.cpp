@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "grid_values.h"  // axis_values: choice lists and generators
+#include "text.h"         // join
 #include "yaml_read.h"    // YamlMap, yaml_where
 
 namespace sweep {
@@ -108,6 +109,22 @@ std::string six_digits(double x) {
   return buf;
 }
 
+/// search.metric: one of search_metrics(); a timing metric is refused by name, since a
+/// search that decides on it would not replay.
+std::string search_metric(const YamlMap& m, const std::string& fallback) {
+  if (m.has("metric")) {
+    const YAML::Node n = m.node("metric");
+    const std::string v = n.IsScalar() ? n.Scalar() : "";
+    for (const auto& t : timing_metrics())
+      if (v == t)
+        throw ConfigError(m.at("metric") + "'" + v + "' is measured in time: it differs between two runs of the " +
+                          "same bits, so a search deciding on it would not replay (another directory would draw " +
+                          "other trials). Rank by a loss (" + join(search_metrics(), ", ") +
+                          "); the report compares throughput after the search");
+  }
+  return m.choice("metric", fallback, search_metrics());
+}
+
 }  // namespace
 
 SearchSpec parse_search(const YAML::Node& node, const std::string& source) {
@@ -144,7 +161,7 @@ SearchSpec parse_search(const YAML::Node& node, const std::string& source) {
     s.brackets = m.integer("brackets", 1, 1, 64);
     s.min_steps_where = yaml_where(source, m.node("min_steps"));
     s.brackets_where = m.has("brackets") ? yaml_where(source, m.node("brackets")) : s.where;
-    s.metric = m.choice("metric", "train_loss_end", search_metrics());
+    s.metric = search_metric(m, "train_loss_end");
     s.mode = m.choice("mode", "min", {"min", "max"});
     s.seed = uint64_t(m.integer("seed", 0, 0, (1LL << 62)));
     // Without a space the grid's own points are the candidates.
@@ -161,7 +178,7 @@ SearchSpec parse_search(const YAML::Node& node, const std::string& source) {
   if (s.kind == "tpe") {
     s.parallel = m.integer("parallel", 1, 1, s.samples);
     s.startup = m.integer("startup", std::min<int64_t>(10, s.samples), 1, s.samples);
-    s.metric = m.choice("metric", "objective", search_metrics());
+    s.metric = search_metric(m, "objective");
     s.mode = m.choice("mode", "min", {"min", "max"});
   }
   const YAML::Node space = m.node("space");

@@ -22,7 +22,7 @@
 //     samples: 24
 //     parallel: 2           # trials per batch (part of the search, not of the launch)
 //     startup: 8            # random draws first (default min(10, samples))
-//     metric: objective     # objective | final_loss | train_loss_end | final_eval_loss | best_eval_loss | tokens_per_s
+//     metric: objective     # objective | final_loss | train_loss_end | final_eval_loss | best_eval_loss
 //     mode: min             # min | max
 //
 // kind halving (halving_search.h) trains trials rung by rung, each rung `eta` times the
@@ -57,12 +57,20 @@ struct SearchDim {
   int64_t step = 1;                  ///< int: draws are lo, lo + step, ... <= hi
 };
 
-/// What a search that learns from its runs (kind tpe) ranks them by: `metric` of each run
-/// (the mean over a trial's seeds), lower is better under mode min. A run that failed or
-/// diverged counts as the worst.
+/// What a search that learns from its runs (kinds tpe and halving) ranks them by: `metric`
+/// of each run (the mean over a trial's seeds), lower is better under mode min. A run that
+/// failed or diverged counts as the worst. Only values that replay: a metric measured in
+/// time (tokens_per_s) differs from one run of the same bits to the next, so a search
+/// deciding on it could not be replayed, and it is refused (timing_metrics()).
 inline const std::vector<std::string>& search_metrics() {
-  static const std::vector<std::string> m = {"objective",       "final_loss",     "train_loss_end",
-                                             "final_eval_loss", "best_eval_loss", "tokens_per_s"};
+  static const std::vector<std::string> m = {"objective", "final_loss", "train_loss_end", "final_eval_loss",
+                                             "best_eval_loss"};
+  return m;
+}
+
+/// Record values that depend on how fast the machine was: never a search's metric.
+inline const std::vector<std::string>& timing_metrics() {
+  static const std::vector<std::string> m = {"tokens_per_s", "step_time_s"};
   return m;
 }
 

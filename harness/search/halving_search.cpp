@@ -120,8 +120,8 @@ SweepSummary run_halving_search(const SweepSpec& spec, const std::vector<GridPoi
         const char* verdict = last ? (k == 0 ? "best of bracket" : "finished") : k < keep ? "promoted" : "stopped";
         decisions += "bracket " + std::to_string(b) + " rung " + std::to_string(t) + " steps " + std::to_string(steps) +
                      ": rank " + std::to_string(k + 1) + " trial " + std::to_string(j) +
-                     (std::isinf(loss) ? " loss=worst (failed, diverged or no finite " + s.metric + ")"
-                                       : " loss=" + g17(sign * loss)) +
+                     (std::isinf(loss) ? " " + s.metric + "=worst (failed, diverged or no finite " + s.metric + ")"
+                                       : " " + s.metric + "=" + g17(sign * loss)) +
                      " " + verdict + "\n";
         if (!last && k < keep) alive[b].push_back(j);
       }

@@ -59,7 +59,6 @@ double record_metric(const Record& r, const std::string& metric) {
                    : metric == "train_loss_end"  ? f.train_loss_end
                    : metric == "final_eval_loss" ? f.final_eval_loss
                    : metric == "best_eval_loss"  ? f.best_eval_loss
-                   : metric == "tokens_per_s"    ? f.tokens_per_s_median
                                                  : f.objective;
   return std::isfinite(v) ? v : NAN;
 }
@@ -80,9 +79,9 @@ std::string tpe_log(const SweepSpec& spec, const std::vector<SearchTrial>& trial
     for (const auto& id : t.run_ids) text += " " + id;
     if (!t.finished)
       text += " (not finished)";
-    else
-      text +=
-          std::isinf(t.loss) ? " loss=worst (failed, diverged or no finite " + s.metric + ")" : " loss=" + g17(t.loss);
+    else  // the metric as the runs have it (t.loss is negated under mode max, so lower is better)
+      text += std::isinf(t.loss) ? " " + s.metric + "=worst (failed, diverged or no finite " + s.metric + ")"
+                                 : " " + s.metric + "=" + g17(s.mode == "max" ? -t.loss : t.loss);
     text += "\n";
   }
   return text;

@@ -30,11 +30,14 @@ std::vector<std::string> ids_after_arrow(const std::string& line) {
   return ids;
 }
 
-/// The number after "loss=" (NaN when absent or "worst").
-double loss_of(const std::string& line) {
-  const size_t at = line.find(" loss=");
+/// The number after " METRIC=" (NaN when absent or "worst"): the metric as the runs have
+/// it. Logs written before the metric was named say " loss=" (tpe's: sign x metric).
+double metric_of(const std::string& line, const std::string& metric) {
+  std::string key = " " + metric + "=";
+  size_t at = line.find(key);
+  if (at == std::string::npos) at = line.find(key = " loss=");
   if (at == std::string::npos) return NAN;
-  const char* p = line.c_str() + at + 6;
+  const char* p = line.c_str() + at + key.size();
   char* end = nullptr;
   const double v = std::strtod(p, &end);
   return end == p ? NAN : v;
@@ -84,7 +87,8 @@ SearchProgress search_progress(const std::string& log, const std::vector<Record>
       double sum = 0, v = NAN;
       for (const auto& id : ids) compute += steps_of(id);
       if (p.kind == "tpe") {
-        v = loss_of(d);  // the log's loss is already sign x metric
+        v = metric_of(d, p.metric);
+        if (d.find(" " + p.metric + "=") != std::string::npos) v *= sign;  // a " loss=" of old logs already is
       } else if (!ids.empty()) {
         for (const auto& id : ids) {
           const auto it = run_of.find(id);
@@ -115,7 +119,7 @@ SearchProgress search_progress(const std::string& log, const std::vector<Record>
         runs_of_trial["trial " + w[1].substr(0, w[1].find(':'))] = ids_after_arrow(d).size();
         continue;
       }
-      // bracket B rung R steps S: rank K trial J loss=X verdict
+      // bracket B rung R steps S: rank K trial J METRIC=X verdict
       if (w.size() < 10 || w[0] != "bracket" || w[2] != "rung" || w[4] != "steps") continue;
       const std::string this_rung = "bracket " + w[1] + " rung " + w[3];
       if (this_rung != rung) close_rung(), rung = this_rung;
@@ -124,7 +128,7 @@ SearchProgress search_progress(const std::string& log, const std::vector<Record>
       compute += (steps - reached[trial]) * double(runs_of_trial[trial]);
       reached[trial] = steps;
       rung_steps = steps;
-      const double v = loss_of(d);
+      const double v = metric_of(d, p.metric);
       if (std::isfinite(v) && sign * v < rung_best) rung_best = sign * v;
     }
     close_rung();

@@ -232,6 +232,8 @@ TEST(HalvingSearch, BadInputNamesItsLineAndKey) {
   EXPECT_CONTAINS(error_of(head + "  min_steps: 91\n"),
                   "x.yaml:8:14: key 'search.min_steps': 91 is above train.steps 90");
   EXPECT_CONTAINS(error_of(head + "  min_steps: 10\n  metric: loss\n"), "x.yaml:9:11: key 'search.metric'");
+  EXPECT_CONTAINS(error_of(head + "  min_steps: 10\n  metric: tokens_per_s\n"),
+                  "x.yaml:9:11: key 'search.metric': 'tokens_per_s' is measured in time");
   EXPECT_CONTAINS(error_of(head + "  min_steps: 10\n  parallel: 2\n"), "it has no parallel");
   EXPECT_CONTAINS(error_of(head + "  min_steps: 10\n  samples: 4\n"), "samples is the number of points to draw");
   EXPECT_CONTAINS(error_of("name: hs\ngrid:\n  train.steps: [30, 60]\nsearch:\n  kind: halving\n  min_steps: 10\n"),

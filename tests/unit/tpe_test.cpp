@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "grid.h"
+#include "tpe_search.h"  // tpe_log
 #include "test_util.h"  // EXPECT_CONTAINS, thrown_message
 
 namespace sweep {
@@ -174,9 +175,31 @@ TEST(Tpe, BadInputNamesItsLineAndKey) {
   EXPECT_CONTAINS(metric, "x.yaml:9:11: key 'search.metric': expected one of objective, final_loss");
   EXPECT_CONTAINS(metric, "did you mean 'final_loss'");
   EXPECT_CONTAINS(error_of(tpe_grid("  mode: maximum\n")), "x.yaml:9:9: key 'search.mode': expected one of min, max");
+  // A timing metric differs between two runs of the same bits: a search on it would not replay.
+  EXPECT_CONTAINS(error_of(tpe_grid("  metric: tokens_per_s\n")),
+                  "x.yaml:9:11: key 'search.metric': 'tokens_per_s' is measured in time: it differs between two runs "
+                  "of the same bits, so a search deciding on it would not replay");
   std::string random = tpe_grid("  metric: final_loss\n");
   random.replace(random.find("kind: tpe"), 9, "kind: random");
   EXPECT_CONTAINS(error_of(random), "x.yaml:9:11: key 'search.metric': only a search that learns from its runs");
+}
+
+TEST(Tpe, TheLogNamesTheMetricWithTheValueTheRunsHave) {
+  // Under mode max the search minimises the negated metric; search.log says the metric's
+  // own name and value, never a "loss" that is its negation.
+  SweepSpec spec = parse_grid(tpe_grid("  metric: final_eval_loss\n  mode: max\n"), "x.yaml");
+  SearchTrial t;
+  t.values = {ConfigValue{"1.0e-3", "", true}};
+  t.source = "random";
+  t.run_ids = {"00000000000000aa"};
+  t.finished = true;
+  t.loss = -2.5;  // mode max: lower is better
+  SearchTrial worst = t;
+  worst.loss = INFINITY;
+  const std::string log = tpe_log(spec, {t, worst});
+  EXPECT_CONTAINS(log, " 00000000000000aa final_eval_loss=2.5\n");
+  EXPECT_CONTAINS(log, " 00000000000000aa final_eval_loss=worst (failed, diverged or no finite final_eval_loss)\n");
+  EXPECT_EQ(log.find(" loss="), std::string::npos) << log;
 }
 
 }  // namespace
