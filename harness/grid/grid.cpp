@@ -409,9 +409,32 @@ std::string read_grid_file(const std::string& path) {
   return text;
 }
 
+namespace {
+
+/// launch.hostfile must be a regular file that can be read: a FIFO would hang mpirun
+/// before any rank starts (so no timeout applies), and a missing one would fail every run
+/// as "crashed" with no cause. Checked like a data file, before anything starts.
+void check_hostfile(const LaunchSpec& l) {
+  if (l.hostfile.empty()) return;
+  const std::string at = l.hostfile_where + ": key 'launch.hostfile': '" + printable(l.hostfile) + "': ";
+  const int fd = ::open(l.hostfile.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // a FIFO: no wait for a writer
+  if (fd < 0) {
+    const int err = errno;
+    throw ConfigError(at + (err == ENOENT ? std::string("no such file") : std::strerror(err)) +
+                      "; expected an Open MPI hostfile (one host a line), relative to the grid file");
+  }
+  struct stat st {};
+  const bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  ::close(fd);
+  if (!ok) throw ConfigError(at + "not a regular file (a directory, FIFO or device); expected an Open MPI hostfile");
+}
+
+}  // namespace
+
 SweepSpec load_grid(const std::string& path, const std::string& trainer) {
   SweepSpec spec = parse_grid(read_grid_file(path), path, trainer);
   spec.launch.hostfile = next_to_grid(path, spec.launch.hostfile);
+  check_hostfile(spec.launch);
   return spec;
 }
 

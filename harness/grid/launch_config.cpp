@@ -5,6 +5,7 @@
 
 #include "blas_kernel.h"   // blas_kernel_named
 #include "config_error.h"  // ConfigError
+#include "text.h"          // printable
 #include "yaml_read.h"
 
 namespace sweep {
@@ -87,10 +88,17 @@ ContainerSpec parse_container(const YAML::Node& node, const std::string& source)
   c.command = m.text("command", c.runtime == "charliecloud" ? "ch-run" : c.runtime);
   c.image = m.text("image", "");
   if (c.image.empty()) throw ConfigError(m.where("runtime") + ": key 'launch.container.image': required");
+  // The image is a positional of the runtime's argv: one starting with '-' would be read as
+  // an option of the runtime's own ("--privileged").
+  if (c.image.front() == '-')
+    throw ConfigError(m.at("image") + "'" + printable(c.image) + "' starts with '-', which " + c.runtime +
+                      " would read as an option of its own; expected an image name or path (write a path as ./" +
+                      printable(c.image) + ")");
   c.binds = m.texts("binds");
   for (const auto& b : c.binds)
-    if (b.empty() || b.front() == ':')
-      throw ConfigError(m.at("binds") + "expected host[:container[:options]], got '" + b + "'");
+    if (b.empty() || b.front() == ':' || b.front() == '-')
+      throw ConfigError(m.at("binds") + "expected host[:container[:options]] with a host path, got '" + printable(b) +
+                        "'");
   // ch-run's -b takes SRC[:DST] only: a bind's options would be silently lost.
   if (c.runtime == "charliecloud")
     for (const auto& b : c.binds)
@@ -152,6 +160,7 @@ LaunchSpec parse_launch(const YAML::Node& node, const std::string& source) {
   l.slots = int(m.integer("slots", l.slots, 0, 1 << 20));
   l.hosts = m.texts("hosts");
   l.hostfile = m.text("hostfile", "");
+  if (m.has("hostfile")) l.hostfile_where = m.where("hostfile");
   if ((!l.hosts.empty() || !l.hostfile.empty()) && l.launcher != "mpirun")
     throw ConfigError(m.at(l.hosts.empty() ? "hostfile" : "hosts") + "only used with launcher: mpirun (launcher is " +
                       l.launcher + ")");

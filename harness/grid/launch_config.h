@@ -64,6 +64,7 @@ struct LaunchSpec {
   int slots = 0;                        ///< cores the driver may fill (local/mpirun); 0 = this machine's cores
   std::vector<std::string> hosts;       ///< mpirun: "host" or "host:slots", passed as --host
   std::string hostfile;                 ///< mpirun: --hostfile (relative paths: to the grid file)
+  std::string hostfile_where;           ///< file:line:col of launch.hostfile, for messages
   std::vector<std::string> mpi_args;    ///< extra mpiexec arguments
   std::map<FailureClass, int> retries;  ///< extra attempts per failure class (absent = 0)
   double timeout_s = 0;                 ///< wall-clock limit per attempt; 0 = none

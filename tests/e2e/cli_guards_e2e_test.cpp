@@ -4,6 +4,7 @@
 // reads from disk, and `reproduce` refuses a layout of 0 or less. Each refusal is one
 // stderr line, exit 2, and nothing written. Needs only `sweep` (no trainer runs).
 #include <gtest/gtest.h>
+#include <sys/stat.h>  // mkfifo
 
 #include <filesystem>
 #include <fstream>
@@ -174,6 +175,68 @@ TEST_F(CliGuards, RunOutIsAbsoluteForEveryLauncher) {
   EXPECT_EQ(argv.find(" rel/"), std::string::npos) << argv;
   EXPECT_EQ(argv.find("x/.."), std::string::npos) << argv;
   EXPECT_CONTAINS(o.out, "-> " + want + " ");
+}
+
+TEST_F(CliGuards, AContainerImageOrBindThatLooksLikeAnOptionIsRefused) {
+  // "--privileged" as the image would land in `docker run`'s argv as an option.
+  const fs::path standin = dir_ / "fake-runtime", argv_log = dir_ / "runtime-argv";
+  write_file(standin, "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '" + argv_log.string() + "'\n");
+  fs::permissions(standin, fs::perms::owner_all);
+  const auto before = listing(work_);
+  for (const std::string runtime : {"docker", "apptainer", "charliecloud"}) {
+    SCOPED_TRACE(runtime);
+    const std::string g = grid("launch:\n  container: {runtime: " + runtime + ", command: '" + standin.string() +
+                               "', image: --privileged}\n");
+    expect_refusal(sweep({"plan", g, "--trainer", fake_trainer()}), "g.yaml:6:",
+                   "key 'launch.container.image': '--privileged' starts with '-', which " + runtime +
+                       " would read as an option of its own");
+    expect_refusal(sweep({"run", g, "--out", "out", "--trainer", fake_trainer()}),
+                   "g.yaml:6:", "'--privileged' starts with '-'");
+  }
+  const std::string g = grid("launch:\n  container: {runtime: docker, command: '" + standin.string() +
+                             "', image: img, binds: ['--privileged']}\n");
+  expect_refusal(sweep({"plan", g, "--trainer", fake_trainer()}), "key 'launch.container.binds'",
+                 "with a host path, got '--privileged'");
+  EXPECT_FALSE(fs::exists(argv_log));  // the runtime never ran
+  fs::remove(work_ / "g.yaml");
+  EXPECT_EQ(listing(work_), before);
+}
+
+TEST_F(CliGuards, AHostfileThatIsMissingOrNotAFileIsRefusedBeforeAnythingStarts) {
+  // A FIFO would hang mpirun before any rank starts; a missing file would fail every run
+  // as "crashed" with no cause. Both are bad input: exit 2, nothing written.
+  ASSERT_EQ(::mkfifo((work_ / "fifo").c_str(), 0600), 0);
+  fs::create_directories(work_ / "adir");
+  const auto before = listing(work_);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"missing-hosts", "no such file; expected an Open MPI hostfile"},
+      {"fifo", "not a regular file (a directory, FIFO or device)"},
+      {"adir", "not a regular file (a directory, FIFO or device)"}};
+  for (const auto& [file, message] : cases) {
+    SCOPED_TRACE(file);
+    const std::string g = grid("launch:\n  launcher: mpirun\n  hostfile: " + file + "\n");
+    const std::string named = "g.yaml:7:13: key 'launch.hostfile': '" + (work_ / file).string() + "': ";
+    for (const std::string verb : {"plan", "run"}) {
+      std::vector<std::string> args = {verb, g, "--trainer", fake_trainer()};
+      if (verb == "run") args.insert(args.end(), {"--out", "out"});
+      expect_refusal(sweep(args), named, message);
+    }
+  }
+  fs::remove(work_ / "g.yaml");
+  EXPECT_EQ(listing(work_), before);
+}
+
+TEST_F(CliGuards, ATrainerThatDescribesItselfWithoutEndIsBoundedAndRefused) {
+  // 16 MiB of "models" on --describe-models: the driver keeps at most 4 MiB of it and
+  // says so, exit 2, instead of reading all of it.
+  const fs::path chatty = dir_ / "chatty-train";
+  write_file(chatty, "#!/bin/sh\nhead -c 16777216 /dev/zero | tr '\\0' x\nexit 0\n");
+  fs::permissions(chatty, fs::perms::owner_all);
+  const std::string g = grid();
+  const auto before = listing(work_);
+  expect_refusal(sweep({"plan", g, "--trainer", chatty.string()}), "--trainer '" + chatty.string() + "'",
+                 "--describe-models printed more than 4 MiB (a description of model kinds is a few KB)");
+  EXPECT_EQ(listing(work_), before);
 }
 
 TEST_F(CliGuards, StatusEscapesWhatItReadsFromDisk) {
