@@ -59,14 +59,18 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 }  // namespace
 
 // Cut and escaped so that an error stays one readable line in which every character shows.
-std::string printable(const std::string& s) {
+namespace {
+
+std::string escape(const std::string& s, size_t max_out, bool keep_lines) {
   std::string out;
   size_t i = 0;
-  for (size_t n = 0; i < s.size() && out.size() < 200; i += n) {
+  for (size_t n = 0; i < s.size() && out.size() < max_out; i += n) {
     n = utf8_length(s, i);
     const auto c = static_cast<unsigned char>(s[i]);
     char buf[16];
-    if (n == 0 || c < 0x20 || c == 0x7f) {
+    if (keep_lines && (c == '\n' || c == '\t')) {
+      out += char(c);
+    } else if (n == 0 || c < 0x20 || c == 0x7f) {
       std::snprintf(buf, sizeof buf, "\\x%02x", c);
       out += buf;
       n = 1;
@@ -79,6 +83,12 @@ std::string printable(const std::string& s) {
   }
   return i < s.size() ? out + "..." : out;
 }
+
+}  // namespace
+
+std::string printable(const std::string& s) { return escape(s, 200, false); }
+
+std::string printable_lines(const std::string& s) { return escape(s, std::string::npos, true); }
 
 std::string source_location(const std::string& source, int line0, int column0) {
   return source + ":" + std::to_string(line0 + 1) + ":" + std::to_string(column0 + 1);

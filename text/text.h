@@ -21,6 +21,11 @@ bool valid_utf8(const std::string& s);
 /// byte-order mark, soft hyphen, C1 controls) become \u{NNNN}, and long text is cut.
 std::string printable(const std::string& s);
 
+/// `s` as printable() escapes it, but whole (no cut) and keeping its line breaks and tabs:
+/// for text of unknown origin (a program's log tail, its last line) shown on a terminal
+/// or in Markdown, where an ESC sequence or a bidi override must not act.
+std::string printable_lines(const std::string& s);
+
 /// "source:line:col" from a 0-based line and column (as YAML parsers count), printed
 /// 1-based as editors count.
 std::string source_location(const std::string& source, int line0, int column0);

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "text.h"  // printable_lines
+
 namespace sweep {
 
 std::string format_duration(double s) {
@@ -44,7 +46,9 @@ void Progress::draw() {
 
 void Progress::line(const std::string& text) {
   if (tty_ && bar_shown_) std::fprintf(out_, "\r\033[K");
-  std::fprintf(out_, "%s\n", text.c_str());
+  // A run's line can quote what its program printed: an ESC sequence or a bidi override
+  // there must show as text, not act on the terminal.
+  std::fprintf(out_, "%s\n", printable_lines(text).c_str());
   if (tty_) draw();
   std::fflush(out_);
 }

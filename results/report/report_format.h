@@ -2,10 +2,12 @@
 // so that every format prints a number the same way. Internal to sweep_results.
 #pragma once
 
+#include <cctype>     // isspace
 #include <cinttypes>  // PRIx64
 #include <cmath>      // isfinite
 #include <cstdint>    // SIZE_MAX
 #include <cstdio>     // snprintf
+#include <cstdlib>    // strtod
 #include <string>
 #include <vector>
 
@@ -28,9 +30,22 @@ inline std::string g17(double v) {
   return buf;
 }
 
+/// True when all of `s` is one number as strtod reads it ("-0.5", "1e-3", "-inf", "nan").
+inline bool csv_number(const std::string& s) {
+  if (s.empty() || std::isspace(static_cast<unsigned char>(s[0]))) return false;
+  char* end = nullptr;
+  (void)std::strtod(s.c_str(), &end);
+  return end == s.c_str() + s.size();
+}
+
 /// One CSV field (RFC 4180): quoted when it holds a separator, quote or line break, with
-/// its quotes doubled.
-inline std::string csv_field(const std::string& s) {
+/// its quotes doubled. A text a spreadsheet would run as a formula (starting with = + - @,
+/// a tab or a carriage return) gets a leading ', as spreadsheet-safe writers do; so does
+/// one that starts with ' itself, so the value is exact again by dropping one leading '
+/// from any cell that has it. Numbers ("-0.5", "-inf") are never changed.
+inline std::string csv_field(const std::string& value) {
+  std::string s = value;
+  if (!s.empty() && std::string("=+-@\t\r'").find(s[0]) != std::string::npos && !csv_number(s)) s = "'" + s;
   if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
   std::string out = "\"";
   for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);

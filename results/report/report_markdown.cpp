@@ -5,16 +5,19 @@
 
 #include "report.h"
 #include "report_format.h"
+#include "text.h"  // printable_lines
 
 namespace sweep {
 namespace {
 
 using namespace report_fmt;
 
-// Cells must not break the table, and raw HTML in Markdown would be rendered.
+// Cells must not break the table, and raw HTML in Markdown would be rendered. Control and
+// invisible characters (an ESC sequence, a bidi override) are shown escaped, as \xNN or
+// \u{NNNN} (printable_lines), so a name or log line reads as what it is.
 std::string md(const std::string& s) {
   std::string out;
-  for (char c : s) {
+  for (char c : printable_lines(s)) {
     switch (c) {
       case '|':
         out += "\\|";
@@ -60,8 +63,10 @@ std::string md_header(const std::vector<std::string>& cells) {
   return s + "\n";
 }
 
-// A fence longer than any run of backticks in the text keeps a log inside its block.
-std::string md_code(const std::string& text) {
+// A fence longer than any run of backticks in the text keeps a log inside its block; its
+// control and invisible characters are shown escaped (printable_lines).
+std::string md_code(const std::string& raw) {
+  const std::string text = printable_lines(raw);
   size_t longest = 0, run = 0;
   for (char c : text) run = c == '`' ? run + 1 : 0, longest = std::max(longest, run);
   const std::string fence(std::max<size_t>(3, longest + 1), '`');

@@ -332,12 +332,17 @@ TEST(ProgressBar, CountsAndEta) {
     p.ended(false);
     EXPECT_CONTAINS(p.status(), "2/6 done, 0 running, 1 failed, ETA ");
     p.line("a run line");
+    // What a program printed, quoted in a FAILED line: shown, never acted on.
+    p.line("FAILED    x: crashed (last line: \x1b[2J\x1b]0;pwned\x07 \u202eevil)");
     p.tick();
   }
   std::fclose(f);
   std::string out(buf, len);
   free(buf);
   EXPECT_EQ(out.find('\r'), std::string::npos) << "no carriage returns without a terminal";
+  EXPECT_EQ(out.find('\x1b'), std::string::npos) << out;
+  EXPECT_EQ(out.find('\x07'), std::string::npos) << out;
+  EXPECT_CONTAINS(out, "(last line: \\x1b[2J\\x1b]0;pwned\\x07 \\u{202e}evil)\n");
   EXPECT_CONTAINS(out, "a run line\n");
   EXPECT_CONTAINS(out, "progress: 2/6 done, 0 running, 1 failed");
   EXPECT_EQ(format_duration(65), "1m05s");

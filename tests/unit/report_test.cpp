@@ -14,6 +14,7 @@
 
 #include "export_tensorboard.h"  // crc32c
 #include "paused_child.h"        // PausedChild: the running run is another process
+#include "report_format.h"       // csv_field
 #include "run_files.h"           // RunLock: the running run holds its run directory
 #include "temp_dir.h"            // TempDirTest
 
@@ -873,10 +874,34 @@ TEST(RenderFormats, JsonEscapesStringsAndWritesNullForNan) {
   EXPECT_NE(json.find("\"a,\\\"b\\\"\\nc\""), std::string::npos);
   EXPECT_NE(json.find("\"curve\":{\"step\":[1,2],\"mean_loss\":[2,1.5],\"min_loss\":[2,1.5],\"max_loss\":[2,1.5]}"),
             std::string::npos);
+  // Markdown shows a log's control sequences and bidi overrides as text, never raw.
+  s.failed[0].log_tail =
+      "step 3\n\x1b]8;;http://x\x07"
+      "click\x1b]8;;\x07 \u202eevil\n";
+  const std::string md_bytes = render_report(s, build_report("t", s), ReportFormat::markdown);
+  EXPECT_EQ(md_bytes.find('\x1b'), std::string::npos);
+  EXPECT_EQ(md_bytes.find("\u202e"), std::string::npos);
+  EXPECT_NE(md_bytes.find("step 3\n\\x1b]8;;http://x\\x07click\\x1b]8;;\\x07 \\u{202e}evil"), std::string::npos)
+      << md_bytes;
   // JSON is UTF-8: a stray byte in a log becomes U+FFFD, valid sequences stay.
   s.failed[0].log_tail = "bad \xff byte, good \xc3\xbc";
   const std::string bytes = render_report(s, build_report("t", s), ReportFormat::json);
   EXPECT_NE(bytes.find("bad \\ufffd byte, good \xc3\xbc"), std::string::npos);
+}
+
+TEST(RenderFormats, CsvCellsNeverRunAsSpreadsheetFormulas) {
+  using report_fmt::csv_field;
+  EXPECT_EQ(csv_field("=1+2"), "'=1+2");
+  EXPECT_EQ(csv_field("=HYPERLINK(\"http://x\",\"y\")"), "\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\"");
+  EXPECT_EQ(csv_field("+SUM(1)"), "'+SUM(1)");
+  EXPECT_EQ(csv_field("@x"), "'@x");
+  EXPECT_EQ(csv_field("-x"), "'-x");
+  EXPECT_EQ(csv_field("\tx"), "'\tx");
+  EXPECT_EQ(csv_field("'quoted"), "''quoted");  // so dropping one leading ' is always exact
+  // Numbers stay exactly as written, signs included.
+  for (const std::string n : {"-0.5", "+1e-3", "-1.7976931348623157e+308", "-inf", "nan", "3"})
+    EXPECT_EQ(csv_field(n), n);
+  EXPECT_EQ(csv_field("plain"), "plain");
 }
 
 TEST(RenderFormats, ParsesFormatNames) {
@@ -927,6 +952,13 @@ TEST(SearchProgress, HalvingSpendsOnlyEachRungsNewStepsAndShowsEachRungsBest) {
   EXPECT_EQ(p.best_so_far[1].compute, 36 + 2 * 12.0);  // two runs, 12 more steps each
   EXPECT_EQ(p.best_so_far[1].best, 1.25);
   EXPECT_EQ(p.decisions.size(), 9u);
+  // Logs name their metric now ("train_loss_end=2.5"); read the same.
+  std::string named = log;
+  for (size_t at; (at = named.find(" loss=")) != std::string::npos;) named.replace(at, 6, " train_loss_end=");
+  const SearchProgress q = search_progress(named, {}, {});
+  ASSERT_EQ(q.best_so_far.size(), 2u);
+  EXPECT_EQ(q.best_so_far[0].best, 2.5);
+  EXPECT_EQ(q.best_so_far[1].best, 1.25);
 }
 
 // A tpe search's losses are the log's (sign x metric: mode max is negated back), its
@@ -946,6 +978,15 @@ TEST(SearchProgress, TpeAndRandomTakeTheBestSoFarInTheirDecisionOrder) {
   EXPECT_EQ(t.best_so_far[1].best, 10);
   EXPECT_EQ(t.best_so_far[1].compute, 5);
   EXPECT_EQ(t.best_so_far[2].label, "trial 2 batch 2 tpe (good 1 of 2)");
+  // A log that names its metric gives the metric's own value, also under mode max.
+  const SearchProgress named = search_progress(
+      "search tpe seed=1 samples=2 parallel=1 startup=1 metric=final_eval_loss mode=max keys=train.lr\n"
+      "trial 0 batch 0 random: train.lr=1 -> 00000000000000a1 final_eval_loss=10\n"
+      "trial 1 batch 1 tpe (good 1 of 1): train.lr=2 -> 00000000000000a2 final_eval_loss=5\n",
+      runs, figs);
+  ASSERT_EQ(named.best_so_far.size(), 2u);
+  EXPECT_EQ(named.best_so_far[0].best, 10);
+  EXPECT_EQ(named.best_so_far[1].best, 10);
   figs[0].objective = 0.5, figs[1].objective = 0.25;
   const SearchProgress r = search_progress(
       "search random seed=1 samples=2 keys=train.lr\ndraw 0: train.lr=1 -> 00000000000000a1\n"

@@ -10,6 +10,7 @@ using sweep::closest_key;
 using sweep::did_you_mean;
 using sweep::join;
 using sweep::printable;
+using sweep::printable_lines;
 using sweep::source_location;
 using sweep::split;
 using sweep::utf8_length;
@@ -50,6 +51,13 @@ TEST(Printable, EscapesWhatATerminalWouldHideAndCutsLongText) {
   const std::string cut = printable(std::string(1000, 'x'));
   EXPECT_EQ(cut, std::string(200, 'x') + "...");
   EXPECT_EQ(printable(std::string(200, 'x')), std::string(200, 'x'));
+}
+
+TEST(Printable, LinesKeepTheirBreaksAndLengthButNoControlActs) {
+  // A program's log tail: an OSC title sequence, a bidi override, a bell; lines and tabs stay.
+  EXPECT_EQ(printable_lines("ok\tline\n\x1b]0;pwned\x07 \u202eevil\n"), "ok\tline\n\\x1b]0;pwned\\x07 \\u{202e}evil\n");
+  EXPECT_EQ(printable_lines(std::string(1000, 'x')), std::string(1000, 'x'));  // not cut
+  EXPECT_EQ(printable_lines("\r"), "\\x0d");
 }
 
 TEST(SourceLocation, CountsFromOneAsEditorsDo) {
