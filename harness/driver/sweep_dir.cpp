@@ -16,6 +16,7 @@
 
 #include "atomic_file.h"  // write_file_atomically
 #include "data_file.h"    // identify_data_file, sweep_cache_dir
+#include "program.h"      // program_digest, parse_json_string_array
 #include "record.h"       // read_record, RecordError
 
 namespace fs = std::filesystem;
@@ -102,7 +103,53 @@ std::string run_id_mismatch(const std::string& dir, const std::string& recorded_
          " (a training program must record the run id of its config: XXH3-64 of the config file's text)";
 }
 
+namespace {
+
+/// program_digest of a recorded program's argv (its JSON), once per driver: a program's
+/// files (an interpreter among them) are hashed once, however many runs it made.
+std::string current_program_digest(const std::string& json, std::vector<std::string>* files) {
+  static std::map<std::string, std::pair<std::string, std::vector<std::string>>> known;
+  auto it = known.find(json);
+  if (it == known.end()) {
+    std::vector<std::string> argv, paths;
+    try {
+      argv = parse_json_string_array(json);
+    } catch (const std::exception&) {
+      argv.clear();
+    }
+    std::string digest;
+    bool visible = !argv.empty();
+    for (const std::string& a : argv) {
+      if (a.find('/') == std::string::npos) continue;
+      std::error_code ec;
+      if (fs::is_regular_file(a, ec)) {
+        paths.push_back(a);
+      } else if (!fs::exists(a, ec)) {
+        visible = false;  // not here (a compute node's path): the run itself would say so
+      }
+    }
+    if (visible) digest = program_digest(argv);
+    it = known.emplace(json, std::make_pair(digest, paths)).first;
+  }
+  *files = it->second.second;
+  return it->second.first;
+}
+
+}  // namespace
+
 std::string data_changed(const Record& r) {
+  // The program (a grid's program:), as it was digested for the record: a changed script
+  // trains other bits, like a changed data file.
+  const std::string program = r.env("program"), digest = r.env("program.digest");
+  if (!program.empty() && !digest.empty()) {
+    std::vector<std::string> files;
+    const std::string now = current_program_digest(program, &files);
+    if (!now.empty() && now != digest) {
+      std::string names;
+      for (const auto& f : files) names += (names.empty() ? "" : ", ") + printable(f);
+      return "its program changed since the run (" + digest + ", now " + now + "; its files: " + names + ")";
+    }
+  }
   // The training file, then the held-out file (data.eval_path).
   for (const std::string prefix : {"data.", "data.eval_"}) {
     const std::string file = r.env(prefix + "file"), hash = r.env(prefix + "hash");

@@ -67,9 +67,11 @@ RunState read_run_state(const std::string& run_dir);
 /// `why` is damaged or stale) and returns the new path, or "" when there was no record.h5.
 std::string move_record_aside(const std::string& run_dir, const std::string& why = "damaged");
 
-/// Why a completed record's data no longer matches: "its data file P changed since the
-/// run (OLD, now NEW)" when the file it names (environment data.file) hashes differently
-/// now; "" when it matches, names no file, or the file is not visible here.
+/// Why a completed record's inputs no longer match: "its program changed since the run
+/// (OLD, now NEW; its files: ...)" when the files of a grid's program (environment
+/// program, program.digest) hash differently now; "its data file P changed since the run
+/// (OLD, now NEW)" when the data file it names (environment data.file) does; "" when they
+/// match, it names none, or they are not visible here.
 std::string data_changed(const Record& r);
 
 /// Every run directory under <dir>/runs with its state, by run id. One directory listing.

@@ -17,6 +17,7 @@ Usage: test_program.py [BIN_DIR] [unittest options]; BIN_DIR holds sweep and lin
 
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -185,6 +186,22 @@ class LinregProgram(unittest.TestCase):
         p = sweep("reproduce", os.path.join(out, "runs", rid))
         self.assertEqual(p.returncode, 0, show(p))
         self.assertRegex(p.stdout, r"(?m)^environment program\.digest: xxh3:\w+ -> xxh3:\w+$", show(p))
+        # A changed program is stale, like a changed data file: plan names it, run keeps
+        # the old record aside and trains the run again with the program as it is now.
+        with h5py.File(os.path.join(out, "runs", rid, "record.h5"), "r") as f:
+            old = text(f["environment"].attrs["program.digest"])
+        p = sweep("plan", grid, "--out", out)
+        self.assertEqual(p.returncode, 0, show(p))
+        self.assertIn("(0 done, 1 to run)", p.stdout, show(p))
+        self.assertRegex(p.stdout, r"(?m)^stale %s: its program changed since the run \(%s, now xxh3:[0-9a-f]{16}; "
+                         r"its files: %s\): `sweep run` keeps its record aside" % (rid, old, re.escape(copy)), show(p))
+        p = sweep("run", grid, "--out", out)
+        self.assertEqual(p.returncode, 0, show(p))
+        self.assertIn("1 completed", p.stdout, show(p))
+        kept = [n for n in os.listdir(os.path.join(out, "runs", rid)) if n.startswith("record.h5.stale-")]
+        self.assertEqual(len(kept), 1, os.listdir(os.path.join(out, "runs", rid)))
+        p = sweep("plan", grid, "--out", out)
+        self.assertIn("(1 done, 0 to run)", p.stdout, show(p))
         os.unlink(copy)
         p = sweep("reproduce", os.path.join(out, "runs", rid))
         self.assertEqual(p.returncode, 2, show(p))
