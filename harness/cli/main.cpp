@@ -3,13 +3,38 @@
 // Exit codes: 0 success, 1 some runs failed, 2 bad input or usage (or the sweep dir is
 // locked by another driver), 128+signal when `sweep run` was stopped by SIGINT/SIGTERM.
 #include <cstdio>
+#include <cstdlib>  // unsetenv
+#include <cstring>
 #include <new>
+#include <string>
+#include <vector>
 
 #include "cli.h"
 #include "record.h"
 #include "run_config.h"
 
+extern char** environ;
+
+namespace {
+
+/// SWEEP_PROGRAM* and SWEEP_CONTAINER_* say which grid program and which image made a
+/// run, and the driver sets them for the runs they are true of. Stray ones in the
+/// caller's environment would reach every run and be copied into its record (and
+/// `sweep reproduce` would then run the program they name), so they go first.
+void drop_stray_run_variables() {
+  std::vector<std::string> names;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string entry = *e;
+    if (entry.rfind("SWEEP_PROGRAM", 0) == 0 || entry.rfind("SWEEP_CONTAINER_", 0) == 0)
+      names.push_back(entry.substr(0, entry.find('=')));
+  }
+  for (const auto& n : names) ::unsetenv(n.c_str());
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  drop_stray_run_variables();
   CLI::App app{"sweep: reproducible, sweepable distributed training runs"};
   app.require_subcommand(1);
   std::vector<sweep::CliAction> actions = {

@@ -150,6 +150,31 @@ std::string random_search(int seed) {
 
 // The search replays: the same file run into two directories, two runs at a time, gives
 // the same decision log and bit-identical runs; another search seed draws other points.
+TEST_F(DriverE2E, StrayProgramAndContainerVariablesNeverReachARecord) {
+  // Variables that name a grid's program or an image, left in the caller's environment:
+  // the runs of a plain grid must not record them, nor reproduce run what they name.
+  const fs::path planted = dir_ / "PLANTED";
+  ::setenv("SWEEP_PROGRAM", ("[\"/bin/sh\", \"-c\", \"touch " + planted.string() + "\"]").c_str(), 1);
+  ::setenv("SWEEP_PROGRAM_DIGEST", "xxh3:0000000000000000", 1);
+  ::setenv("SWEEP_PROGRAM_WRITES", "off", 1);
+  ::setenv("SWEEP_CONTAINER_RUNTIME", "docker", 1);
+  const fs::path out = dir_ / "out";
+  const std::string grid =
+      write("one.yaml", "name: one\nbase:\n" + sweep_test::tiny_model("  ") + "  train: {steps: 2, micro_batch: 2}\n");
+  ASSERT_TRUE(sweep_cli({"run", grid, "--out", out.string(), "--quiet"}, "one.log").ok()) << read("one.log");
+  const auto recs = completed(out);
+  ASSERT_EQ(recs.size(), 1u);
+  const sweep::Record& r = recs.begin()->second;
+  EXPECT_EQ(r.env("program"), "");
+  EXPECT_EQ(r.env("program.digest"), "");
+  EXPECT_EQ(r.env("program.writes"), "");
+  EXPECT_EQ(r.env("container.runtime"), "");
+  ASSERT_TRUE(sweep_cli({"reproduce", (out / "runs" / recs.begin()->first).string()}, "rep.log").ok())
+      << read("rep.log");
+  EXPECT_CONTAINS(read("rep.log"), "reproduced bit-for-bit: 2 steps, ");
+  EXPECT_FALSE(fs::exists(planted));
+}
+
 TEST_F(DriverE2E, ARandomSearchReplaysInAnotherDirectoryAndAnotherSeedDrawsOthers) {
   const std::string grid = write("rs.yaml", random_search(5));
   std::map<std::string, sweep::Record> runs[2];
@@ -203,7 +228,7 @@ TEST_F(DriverE2E, ATpeSearchReplaysAndAStoppedOneResumesToTheSameDecisions) {
   EXPECT_CONTAINS(logs[0], "trial 5 batch 2 tpe (good 1 of 4): ");
   EXPECT_EQ(logs[0].find("(not finished)"), std::string::npos);
   EXPECT_GE(runs[0].size(), 5u);  // six trials; two may land on one run
-  for (const auto& [id, r] : runs[0]) EXPECT_CONTAINS(logs[0], " " + id + " loss=");
+  for (const auto& [id, r] : runs[0]) EXPECT_CONTAINS(logs[0], " " + id + " objective=");
   EXPECT_EQ(sweep_test::sweep_bit_difference(runs[0], runs[1]), "");
   ASSERT_TRUE(
       sweep_cli({"run", write("tpe6.yaml", tpe_search(6)), "--out", (dir_ / "seed6").string(), "--quiet"}, "tpe6.log")
