@@ -212,8 +212,8 @@ std::string verdict_line(const RecordComparison& c) {
     // The training matched; only the held-out losses differ (other held-out data, or none on one side).
     if (c.eval_step != kNoStep && !c.match())
       return "training identical bit-for-bit (" + counts + "), but the held-out loss differs after step " +
-             std::to_string(c.eval_step) + ": " + (std::isnan(c.eval_a) ? "(none)" : exact_number(c.eval_a)) +
-             " vs " + (std::isnan(c.eval_b) ? "(none)" : exact_number(c.eval_b)) + status;
+             std::to_string(c.eval_step) + ": " + (std::isnan(c.eval_a) ? "(none)" : exact_number(c.eval_a)) + " vs " +
+             (std::isnan(c.eval_b) ? "(none)" : exact_number(c.eval_b)) + status;
     if (!c.match())
       return "training identical bit-for-bit (" + counts + "), but the status differs: " + show(c.status_a) + " vs " +
              show(c.status_b);

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "grid.h"
+#include "test_util.h"   // EXPECT_CONTAINS, thrown_message
 #include "tpe_search.h"  // tpe_log
-#include "test_util.h"  // EXPECT_CONTAINS, thrown_message
 
 namespace sweep {
 namespace {
