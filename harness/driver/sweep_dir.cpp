@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -111,25 +112,19 @@ std::string current_program_digest(const std::string& json, std::vector<std::str
   static std::map<std::string, std::pair<std::string, std::vector<std::string>>> known;
   auto it = known.find(json);
   if (it == known.end()) {
-    std::vector<std::string> argv, paths;
+    std::vector<std::string> argv;
     try {
       argv = parse_json_string_array(json);
     } catch (const std::exception&) {
       argv.clear();
     }
-    std::string digest;
-    bool visible = !argv.empty();
-    for (const std::string& a : argv) {
-      if (a.find('/') == std::string::npos) continue;
+    // A path that is not here (a compute node's): the run itself would say so.
+    const bool visible = !argv.empty() && std::all_of(argv.begin(), argv.end(), [](const std::string& a) {
       std::error_code ec;
-      if (fs::is_regular_file(a, ec)) {
-        paths.push_back(a);
-      } else if (!fs::exists(a, ec)) {
-        visible = false;  // not here (a compute node's path): the run itself would say so
-      }
-    }
-    if (visible) digest = program_digest(argv);
-    it = known.emplace(json, std::make_pair(digest, paths)).first;
+      return a.find('/') == std::string::npos || fs::exists(a, ec);
+    });
+    const std::string digest = visible ? program_digest(argv) : "";
+    it = known.emplace(json, std::make_pair(digest, program_files(argv))).first;
   }
   *files = it->second.second;
   return it->second.first;

@@ -176,12 +176,18 @@ ProgramSpec recorded_program(const std::string& json, const std::string& keys, c
   return p;
 }
 
+std::vector<std::string> program_files(const std::vector<std::string>& argv) {
+  std::vector<std::string> files;
+  for (const std::string& a : argv)
+    if (a.find('/') != std::string::npos && regular_file(a)) files.push_back(a);
+  return files;
+}
+
 std::string program_digest(const std::vector<std::string>& argv) {
   XXH3_state_t* st = XXH3_createState();
   XXH3_64bits_reset(st);
   std::vector<char> buf(1 << 16);
-  for (const std::string& a : argv) {
-    if (a.find('/') == std::string::npos || !regular_file(a)) continue;
+  for (const std::string& a : program_files(argv)) {
     std::ifstream in(a, std::ios::binary);
     while (in.read(buf.data(), std::streamsize(buf.size())) || in.gcount() > 0)
       XXH3_64bits_update(st, buf.data(), size_t(in.gcount()));

@@ -49,8 +49,11 @@ std::vector<std::string> confine_args(const ProgramSpec& p, const std::string& r
 ProgramSpec recorded_program(const std::string& json, const std::string& keys, const std::string& writes,
                              const std::string& what);
 
-/// "xxh3:<16 hex digits>" over the bytes of every element of `argv` that names a regular
-/// file (the interpreter and the script, or the executable), in order.
+/// The elements of `argv` that name a regular file by a path (with a '/'), in order: the
+/// interpreter and the script, or the executable; what program_digest hashes.
+std::vector<std::string> program_files(const std::vector<std::string>& argv);
+
+/// "xxh3:<16 hex digits>" over the bytes of program_files(argv), in order.
 std::string program_digest(const std::vector<std::string>& argv);
 
 /// `items` as a JSON array of strings, and back (ConfigError on anything else).
