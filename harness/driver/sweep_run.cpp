@@ -1,9 +1,13 @@
 // SweepSession (shared by every executor) and the attempt classifier.
 #include "sweep_run.h"
 
+#include <sys/stat.h>
+
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "atomic_file.h"   // write_file_atomically
 #include "launcher_log.h"  // launcher_finding, launcher_lost_host
@@ -19,9 +23,13 @@ namespace fs = std::filesystem;
 namespace sweep {
 namespace {
 
-/// The last non-empty line of a text file, or "".
+/// The last non-empty line of a text file within its last 64 KiB, or "".
 std::string last_line(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return "";
+  constexpr std::streamoff kTail = std::streamoff{64} * 1024;
+  const std::streamoff size = in.tellg();
+  in.seekg(size > kTail ? size - kTail : 0);
   std::string line, last;
   while (std::getline(in, line))
     if (!line.empty()) last = line;
@@ -63,10 +71,68 @@ std::string lost_node_finding(const std::string& host, const std::string& partia
   } catch (const RecordError&) {
     // No partial record yet: the node is named without its ranks.
   }
+  if (host.rfind("one of ", 0) == 0)
+    return "one of nodes " + host.substr(7) +
+           " was lost: an Open MPI daemon went away mid-run (mpirun does not say which; the other nodes' ranks were "
+           "stopped by it)";
   return "node " + host +
          (ranks.empty() ? std::string()
                         : std::string(ranks.size() == 1 ? " (rank " : " (ranks ") + join(ranks, ",") + ")") +
          " was lost: its Open MPI daemon and ranks went away mid-run";
+}
+
+/// When this attempt began, from the driver's "=== sweep: attempt N of run ID at TIME ==="
+/// line that opens `attempt_text`; 0 when it has none.
+std::time_t attempt_start(const std::string& attempt_text) {
+  std::tm tm{};
+  const size_t at = attempt_text.find(" at ");
+  if (attempt_text.rfind("=== sweep: attempt ", 0) != 0 || at == std::string::npos || attempt_text.find('\n') < at)
+    return 0;
+  if (!strptime(attempt_text.c_str() + at + 4, "%Y-%m-%dT%H:%M:%SZ", &tm)) return 0;
+  return timegm(&tm);
+}
+
+/// The host a daemon of this attempt was lost on, when mpirun said only that it could
+/// not "reliably start" a daemon (what Open MPI 4 says when a daemon's agent process
+/// exits before its link breaks, even mid-run). Evidence that the daemons had started:
+/// ranks of this attempt that the launcher stopped ("stopped by SIGTERM" or "SIGINT" at
+/// the end of a rank log written since the attempt began); their hosts were not lost.
+/// The hosts of the run (rank 0's partial record, else the per-host log folders) that
+/// none of them accounts for are: one is named, several are "one of ...". "" without
+/// such evidence (then nothing ran: a start failure, said as one).
+std::string host_lost_after_start(const std::string& run_dir, const std::string& attempt_text) {
+  const std::time_t began = attempt_start(attempt_text);
+  if (began == 0) return "";
+  std::set<std::string> alive, hosts;
+  std::error_code ec;
+  for (fs::directory_iterator h(run_dir + "/logs", ec), end; !ec && h != end; h.increment(ec)) {
+    std::error_code e2;
+    if (!h->is_directory(e2) || h->is_symlink(e2)) continue;
+    const std::string host = h->path().filename().string();
+    hosts.insert(host);
+    for (fs::directory_iterator f(h->path(), e2); !e2 && f != end; f.increment(e2)) {
+      struct stat st {};
+      const std::string path = f->path().string();
+      if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_mtime < began) continue;
+      const std::string last = last_line(path);
+      if (last.find(": stopped by SIGTERM ") != std::string::npos ||
+          last.find(": stopped by SIGINT ") != std::string::npos)
+        alive.insert(host);
+    }
+  }
+  if (alive.empty()) return "";
+  try {
+    const std::vector<std::string> rank_hosts =
+        split(read_record_unverified(run_dir + "/record.h5.partial").env("rank_hosts"), ',');
+    if (!rank_hosts.empty() && !rank_hosts.front().empty()) hosts = {rank_hosts.begin(), rank_hosts.end()};
+  } catch (const RecordError&) {
+    // No partial record: the per-host log folders name the hosts.
+  }
+  std::vector<std::string> lost;
+  for (const std::string& h : hosts)
+    if (!alive.count(h)) lost.push_back(h);
+  if (lost.size() <= 1) return lost.empty() ? "" : lost.front();
+  return "one of " + join(lost, ", ");
 }
 
 }  // namespace
@@ -147,7 +213,9 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
     // No partial record (the run died before writing one) or an unreadable one.
   }
   // A node that went away: named with its ranks, which rank 0's partial record lists.
-  const std::string lost_host = launcher_lost_host(said_by_launcher);
+  std::string lost_host = launcher_lost_host(said_by_launcher);
+  if (lost_host.empty() && said_by_launcher.find("unable to reliably start one or more daemons") != std::string::npos)
+    lost_host = host_lost_after_start(run_dir, said_by_launcher);
   if (!lost_host.empty()) finding = lost_node_finding(lost_host, rec + ".partial");
   std::string cause = recorded;
   if (!finding.empty() && recorded.find(finding) == std::string::npos)

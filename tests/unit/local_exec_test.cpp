@@ -17,6 +17,7 @@
 #include "fake_trainer.h"  // flag_value, write_run_record
 #include "plan.h"
 #include "record.h"
+#include "run_files.h"  // utc_now
 #include "stop_signals.h"
 #include "sweep_run.h"
 #include "temp_dir.h"   // TempDirTest
@@ -317,6 +318,53 @@ TEST(ClassifyAttempt, ExitCodesAndRecords) {
   st.signal = 9;
   EXPECT_EQ(classify_attempt(st, "/nonexistent", &d), FailureClass::crashed);
   EXPECT_CONTAINS(d, "signal 9");
+}
+
+// What Open MPI 4.1 printed here (tests/cluster) for one attempt in three when every process
+// of node sweep-node2 was killed mid-run: the daemon's agent exited before its link broke,
+// so mpirun said it could not start the daemon, naming no host.
+TEST(ClassifyAttempt, ADaemonLostMidRunThatMpirunCallsAStartFailureIsTheNodeThatWentAway) {
+  sweep_test::TempDir tmp("sweep_classify_");
+  const fs::path run = tmp.path() / "run";
+  fs::create_directories(run / "logs/node-a");
+  fs::create_directories(run / "logs/node-b");
+  fs::create_directories(run / "logs/node-c");
+  auto write_log = [&](const fs::path& p, const std::string& text, bool old) {
+    std::ofstream(p) << text;
+    if (old) fs::last_write_time(p, fs::file_time_type::clock::now() - std::chrono::hours(2));
+  };
+  const std::string stopped =
+      "step 40 loss 1.5\nsweep-train: rank 0: stopped by SIGTERM at step 44 while waiting for the other ranks in "
+      "allreduce (the launcher ends every rank once one has exited); exiting (143)\n";
+  auto launcher = [&](const std::string& started) {
+    write_log(run / "logs/launcher.log",
+              "=== sweep: attempt 1 of run r at 2026-01-01T00:00:00Z ===\nearlier attempt\n"
+              "=== sweep: attempt 2 of run r (--resume) at " +
+                  started +
+                  " ===\n---\nORTE was unable to reliably start one or more daemons.\nThis usually is caused by:\n",
+              false);
+  };
+  launcher(utc_now());
+  write_log(run / "logs/node-a/rank0.log", stopped, false);
+  write_log(run / "logs/node-b/rank1.log", "", true);
+  write_log(run / "logs/node-c/rank2.log", stopped, false);
+  ExitStatus st;
+  st.code = 9;
+  std::string d;
+  EXPECT_EQ(classify_attempt(st, run.string(), &d), FailureClass::node_fail) << d;
+  EXPECT_CONTAINS(d, "node node-b was lost");
+  // Two hosts unaccounted for: both are named, as one of them.
+  write_log(run / "logs/node-c/rank2.log", "step 40 loss 1.5\n", false);
+  EXPECT_EQ(classify_attempt(st, run.string(), &d), FailureClass::node_fail) << d;
+  EXPECT_CONTAINS(d, "one of nodes node-b, node-c was lost");
+  // A rank stopped in an earlier attempt proves nothing about this one: a start failure.
+  write_log(run / "logs/node-a/rank0.log", stopped, true);
+  EXPECT_EQ(classify_attempt(st, run.string(), &d), FailureClass::crashed) << d;
+  EXPECT_CONTAINS(d, "mpirun could not start on every host");
+  // No rank stopped by the launcher at all: the same.
+  write_log(run / "logs/node-a/rank0.log", "step 40 loss 1.5\n", false);
+  EXPECT_EQ(classify_attempt(st, run.string(), &d), FailureClass::crashed) << d;
+  EXPECT_CONTAINS(d, "mpirun could not start on every host");
 }
 
 TEST(ProgressBar, CountsAndEta) {
