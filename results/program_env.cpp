@@ -64,6 +64,8 @@ std::vector<std::pair<std::string, std::string>> program_environment_defaults() 
   env.emplace_back("program.digest", env_or_empty("SWEEP_PROGRAM_DIGEST"));
   env.emplace_back("program.keys", env_or_empty("SWEEP_PROGRAM_KEYS"));
   env.emplace_back("program.writes", env_or_empty("SWEEP_PROGRAM_WRITES"));
+  // What held the program: sweep-confine's level ("landlock-abi-7: writes, signals").
+  env.emplace_back("program.confinement", env_or_empty("SWEEP_CONFINEMENT"));
   // The image the run's ranks ran in, as the driver identified it (harness/launch/container_image.h).
   env.emplace_back("container.runtime", env_or_empty("SWEEP_CONTAINER_RUNTIME"));
   env.emplace_back("container.image", env_or_empty("SWEEP_CONTAINER_IMAGE"));

@@ -32,6 +32,7 @@ std::string run_dir(const std::string& dir, const std::string& id) { return dir 
 std::string record_path(const std::string& dir, const std::string& id) { return run_dir(dir, id) + "/record.h5"; }
 
 void write_run_state(const std::string& dir, RunState s) {
+  check_real_directory(dir);  // never through a link planted in the run's place
   if (s.updated.empty()) s.updated = utc_now();
   std::string detail = s.detail;
   for (char& c : detail)

@@ -240,6 +240,8 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
 
 SweepSession::SweepSession(const SweepSpec& spec, const std::vector<GridPoint>& points, const SweepRunOptions& opt)
     : spec_(spec), opt_(opt) {
+  // Every run's files go under runs/: a link planted there would put them elsewhere.
+  check_real_directory(opt_.out_dir + "/runs");
   fs::create_directories(opt_.out_dir + "/runs");
   if (!opt_.lock_held) lock_ = std::make_unique<SweepLock>(opt_.out_dir);
   write_points_file(opt_.out_dir, points);
@@ -252,6 +254,15 @@ SweepSession::SweepSession(const SweepSpec& spec, const std::vector<GridPoint>& 
     RunTask t;
     t.point = &p;
     t.dir = run_dir(opt_.out_dir, p.id);
+    // A link (or a file) planted where the run's directory goes: nothing is written
+    // through it, not even the run's state; the run fails and the sweep goes on.
+    try {
+      check_real_directory(t.dir);
+    } catch (const RunRefused& e) {
+      ++sum_.failed;
+      skipped_lines.push_back("FAILED    " + label(t) + ": " + e.what());
+      continue;
+    }
     auto it = known.find(p.id);
     if (it != known.end()) t.state = it->second;
     if (const auto stop = opt_.stop_at.find(p.id); stop != opt_.stop_at.end()) t.stop_at = stop->second;

@@ -143,18 +143,12 @@ ProgramSpec parse_program(const YAML::Node& node, const std::string& source) {
 }
 
 std::vector<std::string> confine_args(const ProgramSpec& p, const std::string& run_dir) {
-  std::vector<std::string> args = {"--write", run_dir, "--write", "/dev"};
-  // A scratch place that holds the run directory would let the program write its
-  // neighbours (the sweep's files, other runs): then TMPDIR is a directory of the run's own.
-  bool own_tmp = false;
-  for (const std::string scratch : {"/tmp", "/var/tmp"}) {
-    if (run_dir.rfind(scratch + "/", 0) == 0)
-      own_tmp = true;
-    else
-      args.insert(args.end(), {"--write", scratch});
-  }
+  // The scratch places and /dev are granted unless they hold the run directory (which
+  // would grant its neighbours: the sweep's files, other runs); sweep-confine decides that
+  // on the node the program runs on, on the files themselves, and gives the run a TMPDIR
+  // of its own when it withholds one.
+  std::vector<std::string> args = {"--run", run_dir, "--scratch", "/tmp", "--scratch", "/var/tmp", "--devices"};
   for (const std::string& w : p.writes) args.insert(args.end(), {"--write", w});
-  if (own_tmp) args.insert(args.end(), {"--tmp", run_dir + "/tmp"});
   return args;
 }
 

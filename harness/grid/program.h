@@ -38,8 +38,8 @@ struct ProgramSpec {
 ProgramSpec parse_program(const YAML::Node& node, const std::string& source);
 
 /// sweep-confine's arguments for a run of `p` in `run_dir`: it may write its run directory,
-/// /dev, /tmp and /var/tmp (unless the run directory is inside one: then its own
-/// run_dir/tmp as TMPDIR instead) and p.writes.
+/// the entries of /dev, /tmp and /var/tmp (each unless it holds the run directory: then
+/// its own run_dir/tmp as TMPDIR instead) and p.writes.
 std::vector<std::string> confine_args(const ProgramSpec& p, const std::string& run_dir);
 
 /// A ProgramSpec from what a record's environment says (`program`, `program.keys`,

@@ -33,7 +33,8 @@ std::string run_id_of_text(const std::string& config_text);
 /// can state for sure: hdf5, cpu, hosts, os, the env.<NAME> variables that change
 /// numerics, and the program that made the run as sweep passed it (`program`,
 /// `program.digest`, `program.keys`, `program.writes` from SWEEP_PROGRAM,
-/// SWEEP_PROGRAM_DIGEST, SWEEP_PROGRAM_KEYS, SWEEP_PROGRAM_WRITES). The rest are empty for the program to fill (device,
+/// SWEEP_PROGRAM_DIGEST, SWEEP_PROGRAM_KEYS, SWEEP_PROGRAM_WRITES, and
+/// `program.confinement` from SWEEP_CONFINEMENT). The rest are empty for the program to fill (device,
 /// blas, ...): replace a value rather than adding the key twice.
 std::vector<std::pair<std::string, std::string>> program_environment_defaults();
 

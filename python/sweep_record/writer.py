@@ -131,6 +131,8 @@ def environment_defaults():
         "program.digest": os.environ.get("SWEEP_PROGRAM_DIGEST", ""),
         "program.keys": os.environ.get("SWEEP_PROGRAM_KEYS", ""),
         "program.writes": os.environ.get("SWEEP_PROGRAM_WRITES", ""),
+        # What held the program: sweep-confine's level ("landlock-abi-7: writes, signals").
+        "program.confinement": os.environ.get("SWEEP_CONFINEMENT", ""),
         # The container image the run ran in (sweep sets these when launch.container is).
         "container.runtime": os.environ.get("SWEEP_CONTAINER_RUNTIME", ""),
         "container.image": os.environ.get("SWEEP_CONTAINER_IMAGE", ""),

@@ -52,7 +52,7 @@ namespace {
 
 /// Names sweep writes in a run directory, and whether each is a directory.
 bool is_run_entry(const std::string& name, bool* dir) {
-  *dir = name == "checkpoints" || name == "logs" || name == "reproduce";
+  *dir = name == "checkpoints" || name == "logs" || name == "reproduce" || name == "tmp";
   if (*dir) return true;
   if (name == "record.h5" || name == "record.h5.partial" || name == "record.h5.reserve" || name == kLockName ||
       name == "state" || name == "config.yaml")
@@ -99,10 +99,16 @@ std::string unsafe_log_entry(const std::string& dir, bool hosts) {
 
 }  // namespace
 
-void check_run_entries(const std::string& run_dir) {
+void check_real_directory(const std::string& dir) {
   struct stat st;
-  if (::lstat(run_dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
-    throw RunRefused(run_dir + ": the run directory is " + kind_of(st.st_mode) + "; refusing to write through it");
+  if (::lstat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+    throw RunRefused(dir + " is " + kind_of(st.st_mode) +
+                     ", not a directory of its own; refusing to write through it (remove it, then run again)");
+}
+
+void check_run_entries(const std::string& run_dir) {
+  check_real_directory(run_dir);
+  struct stat st;
   DIR* d = ::opendir(run_dir.c_str());
   if (!d) return;  // not there yet
   std::string bad;

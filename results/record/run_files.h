@@ -61,8 +61,12 @@ class RunLock {
   int fd_ = -1;
 };
 
+/// Throws RunRefused when `dir` is there but is not a directory of its own (a symbolic
+/// link planted in its place, a file): sweep never writes through one.
+void check_real_directory(const std::string& dir);
+
 /// Throws RunRefused when an entry of `run_dir` that sweep writes (record.h5 and its
-/// .partial, run.lock, state, config.yaml, checkpoints/, logs/ and every file in it) is
+/// .partial, run.lock, state, config.yaml, checkpoints/, logs/, tmp/ and every file in it) is
 /// a symbolic link or a special file (FIFO, device, socket), or has the wrong kind (a
 /// directory where a file belongs). Missing entries are fine.
 void check_run_entries(const std::string& run_dir);
