@@ -408,6 +408,9 @@ CliAction setup_reproduce(CLI::App& app) {
                   "fault.desync_step=3 with fault.desync_rank=0 to perturb one parameter by one ulp after step 3)")
       ->allow_extra_args(false);  // one KEY=VALUE per --set: a source after it stays the source
   cmd->add_option("--trainer", o->trainer, "sweep-train binary (default: beside sweep)");
+  cmd->add_flag("--allow-program", o->opt.allow_program,
+                "run the program the record names although no grid run in its sweep directory declared it (a "
+                "record copied from elsewhere): check the command first");
   cmd->add_option("--mpiexec", o->mpiexec, "mpiexec for re-runs on more than one rank (default: from PATH)");
   cmd->add_option("--container", o->opt.container.runtime,
                   "run each rank in a container, as launch.container.runtime does (a warning says when it is not "

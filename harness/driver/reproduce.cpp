@@ -15,6 +15,7 @@
 #include "model_schema.h"     // kDecoderKind
 #include "process.h"          // executable_dir
 #include "record.h"           // read_record
+#include "sweep_dir.h"        // program_declared
 #include "trainer_models.h"   // load_trainer_models
 
 namespace fs = std::filesystem;
@@ -127,6 +128,20 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   const Record original = read_record(original_path);
   // A model of the user's own: its program knows its keys, and trains it.
   LocalLaunch launch = opt.launch;
+  std::string program_line;  // the command a record's program re-ran, said with the verdict
+  // A command is run again unasked only when a grid run in the record's own sweep
+  // directory declared it: a record can be written by anyone to name any command.
+  auto check_declared = [&](const std::string& line, const std::string& command) {
+    const fs::path runs = fs::absolute(original_path).parent_path().parent_path();
+    const std::string sweep_dir = runs.filename() == "runs" ? runs.parent_path().string() : "";
+    if (opt.allow_program || (!sweep_dir.empty() && program_declared(sweep_dir, line))) return;
+    throw ConfigError(original_path + ": the record names the program " + printable(command) +
+                      ", which no grid run in " +
+                      (sweep_dir.empty() ? std::string("a sweep directory holding the record")
+                                         : "the sweep directory " + printable(sweep_dir)) +
+                      " declared (a record from elsewhere, or one that names another command); check the "
+                      "command, then pass --allow-program to run it");
+  };
   const auto kind = original.config.find("model.kind");
   const auto program = original.environment.find("program");
   if (program != original.environment.end() && !program->second.empty()) {
@@ -134,8 +149,13 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
     if (opt.trainer_given)
       throw ConfigError(original_path + ": the record was made by the program " + program->second +
                         "; --trainer cannot replace it");
+    // A command is run again unasked only when a grid run in the record's own sweep
+    // directory declared it: a record can be written by anyone to name any command.
+    check_declared(program->second, program->second);
     launch.program = recorded_program(program->second, original.env("program.keys"), original.env("program.writes"),
                                       original_path + ": environment 'program'");
+    program_line = "program: " + printable(join(launch.program.argv, " ")) +
+                   (launch.program.confine ? "" : " (unconfined, as recorded)");
     launch.confine = executable_dir() + "/sweep-confine";
   } else if (kind != original.config.end() && kind->second != kDecoderKind) {
     if (!opt.trainer_given) {
@@ -143,7 +163,9 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
       if (t == original.environment.end() || t->second.empty())
         throw ConfigError(original_path + ": model.kind " + kind->second +
                           " comes from a program of its own, and the record does not name it; pass --trainer");
+      check_declared(declared_trainer(t->second), t->second);
       launch.train_binary = t->second;
+      program_line = "program: " + printable(t->second);
     }
     load_trainer_models(launch.train_binary,
                         "trainer '" + launch.train_binary + "' (model.kind " + kind->second +
@@ -263,6 +285,7 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
     std::string tail = read_tail(run_log, 2000);
     if (!tail.empty()) res.lines.push_back(tail);
     if (!container_note.empty()) res.lines.push_back(container_note);
+    if (!program_line.empty()) res.lines.push_back(program_line);
     return res;
   }
   const Record again = read_record(new_path);
@@ -284,6 +307,7 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   res.lines.insert(res.lines.end(), details.begin(), details.end());
   if (!blas_note.empty()) res.lines.push_back(blas_note);
   if (!container_note.empty()) res.lines.push_back(container_note);
+  if (!program_line.empty()) res.lines.push_back(program_line);
   if (!config.deterministic())
     res.lines.push_back(
         "the run trained in benchmark mode (train.deterministic false): its bits are not promised, "

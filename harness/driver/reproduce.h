@@ -30,6 +30,9 @@ struct ReproduceOptions {
   /// than the built-in decoder is re-run by the program that trained it (its environment
   /// names it), and the decoder by launch.train_binary.
   bool trainer_given = false;
+  /// Run the program the record names even when no grid run in its sweep directory
+  /// declared it (`--allow-program`): a record can name any command.
+  bool allow_program = false;
 };
 
 /// The record a source names: the file itself, or `<dir>/record.h5` for a run directory.

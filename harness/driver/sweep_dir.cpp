@@ -26,6 +26,19 @@ namespace sweep {
 namespace {
 const char* kStateMagic = "sweep-run-state";
 const char* kPointsMagic = "sweep-points";
+const char* kProgramsMagic = "sweep-programs 1";
+
+/// The lines of `<dir>/programs` after its magic line; none when it is missing or not ours.
+std::vector<std::string> declared_programs(const std::string& dir) {
+  std::vector<std::string> lines;
+  if (!regular_file_problem(dir + "/programs").empty()) return lines;
+  std::ifstream in(dir + "/programs");
+  std::string line;
+  if (!std::getline(in, line) || line != kProgramsMagic) return lines;
+  while (std::getline(in, line))
+    if (!line.empty()) lines.push_back(line);
+  return lines;
+}
 }  // namespace
 
 std::string run_dir(const std::string& dir, const std::string& id) { return dir + "/runs/" + id; }
@@ -45,6 +58,26 @@ void write_run_state(const std::string& dir, RunState s) {
     << "updated: " << s.updated << "\n"
     << "detail: " << detail << "\n";
   write_file_atomically(dir + "/state", o.str());
+}
+
+void note_declared_program(const std::string& dir, const std::string& argv_json) {
+  std::vector<std::string> lines = declared_programs(dir);
+  if (std::find(lines.begin(), lines.end(), argv_json) != lines.end()) return;
+  lines.push_back(argv_json);
+  std::string text = std::string(kProgramsMagic) + "\n";
+  for (const std::string& l : lines) text += l + "\n";
+  write_file_atomically(dir + "/programs", text);
+}
+
+std::string declared_trainer(const std::string& path) {
+  std::error_code ec;
+  const fs::path real = fs::weakly_canonical(path, ec);
+  return "trainer " + (ec ? path : real.string());
+}
+
+bool program_declared(const std::string& dir, const std::string& argv_json) {
+  const std::vector<std::string> lines = declared_programs(dir);
+  return std::find(lines.begin(), lines.end(), argv_json) != lines.end();
 }
 
 RunState read_run_state(const std::string& dir) {

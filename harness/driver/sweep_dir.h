@@ -79,6 +79,19 @@ std::unordered_map<std::string, RunState> scan_runs(const std::string& dir);
 
 /// Writes <dir>/points.tsv: every point's id and swept values.
 void write_points_file(const std::string& dir, const std::vector<GridPoint>& points);
+
+/// Notes in `<dir>/programs` that a grid run in sweep directory `dir` declared the program
+/// `argv_json` (its argv as the record's environment `program` holds it). `sweep
+/// reproduce` re-runs unasked only a program its record's sweep directory noted: a record
+/// from elsewhere, or one written to name another command, cannot make it run one.
+void note_declared_program(const std::string& dir, const std::string& argv_json);
+
+/// The line of `<dir>/programs` for a launch.trainer program: "trainer PATH", its path
+/// with every link resolved, as the trainer records itself (environment `trainer`).
+std::string declared_trainer(const std::string& path);
+
+/// Whether `<dir>/programs` notes `argv_json`.
+bool program_declared(const std::string& dir, const std::string& argv_json);
 /// The decision log of a search (search.kind other than grid), written to <dir>/search.log
 /// by the driver: a header naming kind, seed, samples and keys, then one line per decision
 /// with its inputs and the run ids it made ("draw 3: train.lr=0.002 ... -> id id"). No

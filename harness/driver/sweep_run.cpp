@@ -244,6 +244,8 @@ SweepSession::SweepSession(const SweepSpec& spec, const std::vector<GridPoint>& 
   check_real_directory(opt_.out_dir + "/runs");
   fs::create_directories(opt_.out_dir + "/runs");
   if (!opt_.lock_held) lock_ = std::make_unique<SweepLock>(opt_.out_dir);
+  if (!spec_.program.argv.empty()) note_declared_program(opt_.out_dir, spec_.program.json);
+  if (!spec_.launch.trainer.empty()) note_declared_program(opt_.out_dir, declared_trainer(spec_.launch.trainer));
   write_points_file(opt_.out_dir, points);
   if (spec_.search.kind == "random") write_file_atomically(opt_.out_dir + "/search.log", search_log(spec_, points));
   total_ = points.size();

@@ -112,6 +112,17 @@ TEST_F(OwnModel, SweepReproduceReRunsItBitForBitWithTheRecordedProgram) {
   const auto r = sweep_cli({"reproduce", run.string()}, "reproduce.log");
   EXPECT_TRUE(r.ok()) << read("reproduce.log");
   EXPECT_CONTAINS(read("reproduce.log"), "reproduced bit-for-bit: 5 steps, 6 checksums");
+  EXPECT_CONTAINS(read("reproduce.log"), "program: ");
+  // Out of its sweep directory, no grid declared the program the record names: it is not
+  // run unasked (a record can name any command).
+  const fs::path copy = dir_ / "copied" / run.filename();
+  fs::create_directories(copy);
+  fs::copy_file(run / "record.h5", copy / "record.h5");
+  const auto refused = sweep_cli({"reproduce", copy.string()}, "refused.log");
+  EXPECT_EQ(refused.code, 2) << read("refused.log");
+  EXPECT_CONTAINS(read("refused.log"), "pass --allow-program to run it");
+  EXPECT_FALSE(fs::exists(copy / "reproduce"));
+  EXPECT_TRUE(sweep_cli({"reproduce", copy.string(), "--allow-program"}, "allowed.log").ok()) << read("allowed.log");
 }
 
 class OwnModelMpi : public OwnModel {};

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -151,6 +152,50 @@ class LinregProgram(unittest.TestCase):
         self.assertEqual(p.returncode, 0, show(p))
         self.assertIn("reproduced bit-for-bit: 30 steps, 7 checksums", p.stdout, show(p))
         self.assertIn("environment: identical", p.stdout, show(p))
+
+    def test_a2b_reproduce_runs_only_a_program_its_sweep_declared(self):
+        p = sweep("reproduce", self.run_dir(0))
+        self.assertIn("program: " + self.linreg, p.stdout, show(p))  # the command it ran, said
+        # The run directory copied out of its sweep: no grid there declared the program.
+        copy = os.path.join(self.tmp, "copied", self.ids[0])
+        shutil.copytree(self.run_dir(0), copy, ignore=shutil.ignore_patterns("reproduce"))
+        p = sweep("reproduce", copy)
+        self.assertEqual(p.returncode, 2, show(p))
+        self.assertIn("which no grid run in a sweep directory holding the record declared", p.stderr, show(p))
+        self.assertIn("--allow-program", p.stderr, show(p))
+        self.assertEqual(len(p.stderr.strip().splitlines()), 1, show(p))
+        self.assertFalse(os.path.exists(os.path.join(copy, "reproduce")), "nothing is started or made")
+        p = sweep("reproduce", copy, "--allow-program")
+        self.assertEqual(p.returncode, 0, show(p))
+        # A valid record, written by anyone, that names a shell command inside a sweep
+        # directory whose grids never declared it: refused, and the command never runs.
+        forged = os.path.join(self.tmp, "forged")
+        mark = os.path.join(self.tmp, "FORGED_COMMAND_RAN")
+        rid = self.ids[0]
+        os.makedirs(os.path.join(forged, "runs", rid))
+        shutil.copy2(os.path.join(self.dir, "programs"), os.path.join(forged, "programs"))
+        config = os.path.join(self.run_dir(0), "config.yaml")
+        writer = (
+            "import sys, numpy as np, sweep_record as sr\n"
+            "sys.path.insert(0, %r)\n"
+            "from cli_util import read_run_config\n"
+            "text, pairs = read_run_config(%r)\n"
+            "params = [('w', np.zeros(2, dtype=np.float32))]\n"
+            "with sr.RecordWriter(%r, run_id=sr.run_id_of(text), config_yaml=text, config=pairs,\n"
+            "                     params=[(n, a.shape) for n, a in params]) as w:\n"
+            "    w.append_checksum(0, *sr.checksums_of(params))\n"
+            "    w.append_step({'step': 1, 'loss': 1.0, 'lr': 0.1, 'grad_norm': 1.0, 'tokens': 8})\n"
+            "    w.append_rank_times([0.01])\n"
+            "    w.finish()\n") % (HERE, config, os.path.join(forged, "runs", rid))
+        env = cli_util.program_env()
+        env["SWEEP_PROGRAM"] = json.dumps(["/bin/sh", "-c", "touch " + mark])
+        q = subprocess.run(["/usr/bin/python3", "-c", writer], env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(q.returncode, 0, show(q))
+        p = sweep("reproduce", os.path.join(forged, "runs", rid))
+        self.assertEqual(p.returncode, 2, show(p))
+        self.assertIn("the record names the program [\"/bin/sh\", \"-c\"", p.stderr, show(p))
+        self.assertIn("which no grid run in the sweep directory " + forged + " declared", p.stderr, show(p))
+        self.assertFalse(os.path.exists(mark), "the forged record's command ran")
 
     def test_a3_a_changed_key_is_named(self):
         p = sweep("reproduce", self.run_dir(1), "--set", "model.flaw=12")
