@@ -171,6 +171,17 @@ int run_run(const RunOptions& o) {
   const SweepSummary s = spec.search.kind == "tpe"       ? run_tpe_search(spec, opt.out_dir, whole)
                          : spec.search.kind == "halving" ? run_halving_search(spec, e.points, opt.out_dir, run_points)
                                                          : whole(e.points);
+  // A search decides after its last batch or rung ran (its last trials' results, the
+  // bracket's best, "done"): the report the last batch wrote predates that, so it is
+  // written again from what search.log now says.
+  if (staged && !s.stop_signal && s.report_path != "(not written)") {
+    try {
+      write_report(opt.out_dir, spec.name, s.report_path);
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "sweep: warning: report not written: %s (try `sweep report %s`)\n", ex.what(),
+                   opt.out_dir.c_str());
+    }
+  }
   std::printf("sweep %s: %d completed, %d already done, %d failed", spec.name.c_str(), s.completed, s.skipped,
               s.failed);
   if (s.interrupted) std::printf(", %d interrupted", s.interrupted);

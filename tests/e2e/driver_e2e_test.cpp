@@ -227,6 +227,10 @@ TEST_F(DriverE2E, ATpeSearchReplaysAndAStoppedOneResumesToTheSameDecisions) {
   EXPECT_CONTAINS(logs[0], "trial 2 batch 1 tpe (good 1 of 2): ");
   EXPECT_CONTAINS(logs[0], "trial 5 batch 2 tpe (good 1 of 4): ");
   EXPECT_EQ(logs[0].find("(not finished)"), std::string::npos);
+  // The final report is written after the last decision: it shows the finished log.
+  const std::string report = read_file(dir_ / "out0" / "report.html");
+  EXPECT_EQ(report.find("(not finished)"), std::string::npos);
+  EXPECT_CONTAINS(report, "trial 5 batch 2 tpe (good 1 of 4): ");
   EXPECT_GE(runs[0].size(), 5u);  // six trials; two may land on one run
   for (const auto& [id, r] : runs[0]) EXPECT_CONTAINS(logs[0], " " + id + " objective=");
   EXPECT_EQ(sweep_test::sweep_bit_difference(runs[0], runs[1]), "");
