@@ -8,7 +8,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS sweep sweep-rank sweep-blas-probe sweep-confine RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS sweep sweep-rank sweep-blas-probe sweep-confine sweep-box RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 if(NOT SWEEP_BUILD_TRAINER)
   return()
 endif()

@@ -336,7 +336,7 @@ int run_reproduce(ReproduceCliOptions& o) {
   if (box.runtime.empty() != box.image.empty())
     throw ConfigError("--container and --image go together: the runtime and the image the re-run's ranks run in");
   if (!box.runtime.empty()) box.command = box.runtime == "charliecloud" ? "ch-run" : box.runtime;
-  SpawnRunner runner;
+  SpawnRunner runner(executable_dir() + "/sweep-box", 10);  // the re-run ends with all it started
   const ReproduceResult r = reproduce(o.opt, runner);
   print_lines(r.lines);
   return r.reproduced() ? 0 : 1;

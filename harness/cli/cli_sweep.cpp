@@ -152,7 +152,8 @@ int run_run(const RunOptions& o) {
       SlurmCli slurm;
       return run_sweep_slurm(spec, points, opt, slurm);
     }
-    SpawnRunner runner;
+    // Each run under sweep-box: it ends with everything it started (process_tree.h).
+    SpawnRunner runner(executable_dir() + "/sweep-box", spec.launch.grace_s);
     return run_sweep(spec, points, opt, runner);
   };
   // A tpe search runs batch after batch, each proposed from the records of the ones

@@ -23,7 +23,15 @@ namespace fs = std::filesystem;
 namespace sweep {
 namespace {
 
-/// The last non-empty line of a text file within its last 64 KiB, or "".
+/// A supervisor's note that it ended what a run's command left behind (process_tree.h):
+/// never the cause of a failure, which is the command's own last line.
+bool supervisor_note(const std::string& line) {
+  return (line.rfind("sweep-box: ", 0) == 0 || line.rfind("sweep-rank: ", 0) == 0) &&
+         line.find(" outlived the run's command (") != std::string::npos;
+}
+
+/// The last non-empty line of a text file within its last 64 KiB (supervisor notes left
+/// out), or "".
 std::string last_line(const std::string& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return "";
@@ -32,7 +40,7 @@ std::string last_line(const std::string& path) {
   in.seekg(size > kTail ? size - kTail : 0);
   std::string line, last;
   while (std::getline(in, line))
-    if (!line.empty()) last = line;
+    if (!line.empty() && !supervisor_note(line)) last = line;
   return last;
 }
 

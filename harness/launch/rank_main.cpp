@@ -10,12 +10,12 @@
 //
 // An argument equal to @SWEEP_RANK_ENV@ (docker/podman wrapping) becomes `-e NAME` for
 // every launcher variable set for this rank, so the containerised rank finds its peers.
-// Exits 127 when the command cannot be started, 2 on bad usage; otherwise it becomes
-// the command (exec), so its exit status and signals are the rank's own. The rank is
-// killed when its launcher dies (parent-death signal), so none outlives its job.
+// Exits 127 when the command cannot be started, 2 on bad usage; otherwise with the
+// command's exit status (or by its signal), so they are the rank's own. It supervises the
+// rank's process tree (process_tree.h): signals from the launcher are passed on to the
+// command, what the command leaves behind is killed when it exits, and when the launcher
+// dies the whole tree is killed at once, so nothing of a rank outlives it.
 #include <fcntl.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,6 +26,8 @@
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include "process_tree.h"
 
 extern char** environ;
 
@@ -57,13 +59,6 @@ std::string host_dir_name() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Open MPI gives each rank a process group of its own, so a launcher killed outright
-  // (SIGKILL to its group, out of memory) would leave its ranks running unsupervised: the
-  // rank dies with its launcher instead. The launcher's orderly stop (SIGTERM, which it
-  // forwards to the ranks) comes first and lets the rank record why.
-  const pid_t launcher = ::getppid();
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != launcher) return 127;  // it died before the line above took effect
   std::string log_dir;
   bool per_host = false;
   int i = 1;
@@ -128,11 +123,15 @@ int main(int argc, char** argv) {
         }
     }
   }
-  std::vector<char*> cargs;
-  cargs.reserve(args.size() + 1);
-  for (auto& a : args) cargs.push_back(a.data());
-  cargs.push_back(nullptr);
-  ::execvp(cargs[0], cargs.data());
-  std::fprintf(stderr, "sweep-rank: cannot start %s: %s\n", cargs[0], std::strerror(errno));
-  return 127;
+  // Open MPI gives each rank a process group of its own, so a launcher killed outright
+  // (SIGKILL to its group, out of memory) would leave its ranks running unsupervised: the
+  // rank dies with its launcher instead. The launcher's orderly stop (SIGTERM, which is
+  // passed on) comes first and lets the rank record why; the launcher (or the sweep-box
+  // above it) escalates, so the rank sets no deadline of its own.
+  sweep::SuperviseOptions o;
+  o.who = "sweep-rank";
+  o.stop_grace_s = 0;
+  o.leftover_grace_s = 0;  // a rank is over when its command is: leftovers are killed at once, as Slurm does
+  o.kill_at_once_on_parent_death = true;
+  return sweep::supervise(args, o);
 }

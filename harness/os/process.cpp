@@ -13,10 +13,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
+
+#include "process_tree.h"  // kill_tree_signal
 
 namespace sweep {
 namespace {
@@ -174,9 +177,16 @@ int SpawnRunner::start(const std::vector<std::string>& argv, const std::string& 
   int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0)
     throw std::runtime_error("cannot start " + argv.at(0) + ": log " + log_path + ": " + std::strerror(errno));
+  std::vector<std::string> boxed;
+  if (!box_.empty()) {
+    char grace[32];
+    std::snprintf(grace, sizeof grace, "%g", grace_s_);
+    boxed = {box_, "--grace", grace, "--"};
+    boxed.insert(boxed.end(), argv.begin(), argv.end());
+  }
   pid_t pid;
   try {
-    pid = spawn(argv, log_path, fd);
+    pid = spawn(box_.empty() ? argv : boxed, log_path, fd);
   } catch (...) {
     ::close(fd);
     throw;
@@ -190,11 +200,24 @@ std::vector<std::pair<int, ExitStatus>> SpawnRunner::wait_some(double wait_s) {
   std::vector<std::pair<int, ExitStatus>> out;
   const double deadline = monotonic_s() + wait_s;
   while (true) {
+    // A box told to kill its tree that is still there (wedged): a real SIGKILL.
+    for (auto& [id, at] : kill_sent_)
+      if (at > 0 && monotonic_s() - at > 5 && std::find(live_.begin(), live_.end(), id) != live_.end())
+        ::kill(-id, SIGKILL), at = 0;
     for (auto it = live_.begin(); it != live_.end();) {
       int status = 0;
-      pid_t r = waitpid(*it, &status, WNOHANG);
+      pid_t r = waitpid(*it, &status, WNOHANG | (box_.empty() ? 0 : WUNTRACED));
+      if (r == *it && WIFSTOPPED(status)) {
+        ::kill(*it, SIGCONT);  // a box stopped by its program would never end the run
+        ++it;
+        continue;
+      }
       if (r == *it || (r < 0 && errno == ECHILD)) {
         out.emplace_back(*it, r == *it ? decode(status) : ExitStatus{});
+        const int gone = *it;
+        kill_sent_.erase(std::remove_if(kill_sent_.begin(), kill_sent_.end(),
+                                        [gone](const auto& k) { return k.first == gone; }),
+                         kill_sent_.end());
         it = live_.erase(it);
       } else {
         ++it;
@@ -208,7 +231,19 @@ std::vector<std::pair<int, ExitStatus>> SpawnRunner::wait_some(double wait_s) {
 }
 
 void SpawnRunner::signal_group(int id, int sig) {
-  if (id > 0) ::kill(-id, sig);
+  if (id <= 0) return;
+  if (box_.empty() || std::find(live_.begin(), live_.end(), id) == live_.end()) {
+    ::kill(-id, sig);
+    return;
+  }
+  if (sig == SIGKILL) {
+    ::kill(id, kill_tree_signal());
+    ::kill(id, SIGCONT);
+    kill_sent_.emplace_back(id, monotonic_s());
+    return;
+  }
+  ::kill(-id, sig);
+  if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) ::kill(id, SIGCONT);
 }
 
 Captured capture(const std::vector<std::string>& argv, double timeout_s) {

@@ -46,12 +46,23 @@ class ProcessRunner {
 /// fork/exec runner; each child gets SIGTERM when the driver dies (PR_SET_PDEATHSIG).
 class SpawnRunner : public ProcessRunner {
  public:
+  SpawnRunner() = default;
+  /// Every command runs under the supervisor `box` (sweep-box, process_tree.h), so that
+  /// the run ends with everything it started; `grace_s` is its time from SIGTERM to
+  /// SIGKILL. A SIGKILL of such a run's group goes to the box as kill_tree_signal() (a
+  /// real SIGKILL would end the box alone and orphan the tree), and becomes a real one
+  /// if the box has not ended 5 s later. A box that something stopped (SIGSTOP) is
+  /// continued.
+  SpawnRunner(std::string box, double grace_s) : box_(std::move(box)), grace_s_(grace_s) {}
   int start(const std::vector<std::string>& argv, const std::string& log_path) override;
   std::vector<std::pair<int, ExitStatus>> wait_some(double wait_s) override;
   void signal_group(int id, int sig) override;
 
  private:
+  std::string box_;
+  double grace_s_ = 10;
   std::vector<int> live_;
+  std::vector<std::pair<int, double>> kill_sent_;  ///< boxes told to kill their tree, and when
 };
 
 /// A finished command's exit status and its output (stdout and stderr together).

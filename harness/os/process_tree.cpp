@@ -1,0 +1,268 @@
+#include "process_tree.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace sweep {
+namespace {
+
+double now_s() {
+  struct timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+/// The signal the kernel sends a supervisor whose parent died (PR_SET_PDEATHSIG).
+int parent_died_signal() { return SIGRTMIN + 5; }
+
+struct ProcEntry {
+  int ppid = 0;
+  char state = '?';
+  std::string comm;
+};
+
+/// pid -> (parent, state, name) of every process, from /proc/<pid>/stat.
+std::map<int, ProcEntry> read_proc() {
+  std::map<int, ProcEntry> out;
+  DIR* d = ::opendir("/proc");
+  if (!d) return out;
+  while (const dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (pid <= 0 || *end) continue;
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;  // gone meanwhile
+    char buf[1024];
+    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n <= 0) continue;
+    buf[n] = 0;
+    // "pid (comm) S ppid ...": the name may hold spaces and parentheses, so the fields
+    // after it are found from the last ')'.
+    const char* open = std::strchr(buf, '(');
+    const char* close = std::strrchr(buf, ')');
+    if (!open || !close || close < open || close[1] != ' ' || !close[2]) continue;
+    ProcEntry p;
+    p.comm.assign(open + 1, close);
+    p.state = close[2];
+    p.ppid = int(std::strtol(close + 3, nullptr, 10));
+    out[int(pid)] = p;
+  }
+  ::closedir(d);
+  return out;
+}
+
+std::vector<int> descendants_in(const std::map<int, ProcEntry>& procs, int root) {
+  std::multimap<int, int> children;
+  for (const auto& [pid, p] : procs) children.emplace(p.ppid, pid);
+  std::vector<int> out, todo = {root};
+  while (!todo.empty()) {
+    const int p = todo.back();
+    todo.pop_back();
+    auto [lo, hi] = children.equal_range(p);
+    for (auto it = lo; it != hi; ++it) {
+      const auto& e = procs.at(it->second);
+      if (e.state != 'Z' && e.state != 'X') out.push_back(it->second);
+      todo.push_back(it->second);  // a zombie's children are still ours
+    }
+  }
+  return out;
+}
+
+void say(const SuperviseOptions& o, const std::string& line) {
+  const std::string text = o.who + ": " + line + "\n";
+  (void)!::write(STDERR_FILENO, text.data(), text.size());
+}
+
+/// Reaps every child that has ended; returns whether `main` was one of them (its status
+/// in *status).
+bool reap(pid_t main, int* status) {
+  bool main_ended = false;
+  while (true) {
+    int st = 0;
+    const pid_t r = ::waitpid(-1, &st, WNOHANG);
+    if (r <= 0) return main_ended;
+    if (r == main) main_ended = true, *status = st;
+  }
+}
+
+/// SIGKILL to every process of the tree until none is left. A process that forks while
+/// this runs only adds a child that the next round finds (orphans come to us: we are
+/// their subreaper). Gives up after a minute on a process that does not die (stuck in
+/// the kernel), saying so.
+void kill_tree(pid_t main, bool* main_ended, int* main_status, const SuperviseOptions& o) {
+  const double give_up = now_s() + 60;
+  while (true) {
+    if (reap(main, main_status)) *main_ended = true;
+    const auto left = descendants_of(::getpid());
+    if (left.empty()) {
+      // Nothing alive: collect the zombies still ours, then done (a child that is not
+      // ended yet was born after /proc was read: the next round finds it).
+      int st = 0;
+      pid_t r;
+      while ((r = ::waitpid(-1, &st, WNOHANG)) > 0)
+        if (r == main) *main_ended = true, *main_status = st;
+      if (r < 0 && errno == ECHILD) return;
+      if (r < 0 && errno != EINTR) return;
+    }
+    if (!left.empty() && now_s() > give_up) {
+      say(o, std::to_string(left.size()) + " processes of the run do not die (pid " + std::to_string(left[0]) +
+                 " first): leaving them");
+      return;
+    }
+    for (int pid : left) ::kill(pid, SIGKILL);
+    struct timespec ts = {0, 10L * 1000 * 1000};
+    ::nanosleep(&ts, nullptr);
+  }
+}
+
+}  // namespace
+
+std::vector<int> descendants_of(int root) { return descendants_in(read_proc(), root); }
+
+int kill_tree_signal() { return SIGRTMIN + 4; }
+
+int supervise(const std::vector<std::string>& argv, const SuperviseOptions& o) {
+  if (argv.empty()) return say(o, "no command to run"), 2;
+  // Orphans of the tree become our children, not init's.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+  sigset_t set, old;
+  sigemptyset(&set);
+  for (int s : forwarded) sigaddset(&set, s);
+  sigaddset(&set, SIGCHLD);
+  sigaddset(&set, kill_tree_signal());
+  sigaddset(&set, parent_died_signal());
+  ::sigprocmask(SIG_BLOCK, &set, &old);
+  const pid_t parent = ::getppid();
+  ::prctl(PR_SET_PDEATHSIG, parent_died_signal());
+  bool parent_gone = ::getppid() != parent;  // it died before the line above took effect
+
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  int err_pipe[2];
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) return say(o, std::string("pipe: ") + std::strerror(errno)), 127;
+  const pid_t self = ::getpid();
+  const pid_t main = ::fork();
+  if (main < 0) return say(o, std::string("fork: ") + std::strerror(errno)), 127;
+  if (main == 0) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a supervisor killed outright takes its command along
+    if (::getppid() != self) ::_exit(127);
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+    ::execvp(args[0], args.data());
+    const int e = errno;
+    (void)!::write(err_pipe[1], &e, sizeof e);
+    ::_exit(127);
+  }
+  ::setpgid(main, main);  // here too: no window in which the group does not exist
+  ::close(err_pipe[1]);
+  int child_errno = 0;
+  ssize_t n;
+  while ((n = ::read(err_pipe[0], &child_errno, sizeof child_errno)) < 0 && errno == EINTR) {
+  }
+  ::close(err_pipe[0]);
+  if (n == sizeof child_errno) {
+    int st = 0;
+    while (::waitpid(main, &st, 0) < 0 && errno == EINTR) {
+    }
+    say(o, "cannot start " + argv[0] + ": " + std::strerror(child_errno));
+    return 127;
+  }
+
+  bool main_ended = false;
+  int main_status = 0;
+  double deadline = 0;  // when the tree gets SIGKILL (0 = none set)
+  bool leftovers_told = false;
+  auto stop = [&](int sig, double grace_s) {
+    if (!main_ended) ::kill(-main, sig), ::kill(-main, SIGCONT);
+    if (grace_s > 0 && (deadline == 0 || now_s() + grace_s < deadline)) deadline = now_s() + grace_s;
+  };
+  if (parent_gone) {
+    if (o.kill_at_once_on_parent_death) kill_tree(main, &main_ended, &main_status, o);
+    else stop(SIGTERM, o.stop_grace_s > 0 ? o.stop_grace_s : o.leftover_grace_s);
+  }
+  while (true) {
+    if (reap(main, &main_status)) main_ended = true;
+    if (main_ended) {
+      const auto left = descendants_of(self);
+      if (left.empty()) break;
+      if (!leftovers_told) {
+        // The command is over, and these are not: a helper, a daemon, a forgotten child.
+        leftovers_told = true;
+        const auto procs = read_proc();
+        std::string names;
+        for (size_t i = 0; i < left.size() && i < 5; ++i) {
+          auto it = procs.find(left[i]);
+          names += (i ? ", " : "") + std::to_string(left[i]) + (it == procs.end() ? "" : " " + it->second.comm);
+        }
+        if (left.size() > 5) names += ", ...";
+        char grace[64];
+        std::snprintf(grace, sizeof grace, o.leftover_grace_s > 0 ? "SIGTERM now, SIGKILL after %g s" : "SIGKILL",
+                      o.leftover_grace_s);
+        say(o, std::to_string(left.size()) + (left.size() == 1 ? " process" : " processes") +
+                   " outlived the run's command (" + names + "): " + grace);
+        if (o.leftover_grace_s > 0)
+          for (int pid : left) ::kill(pid, SIGTERM), ::kill(pid, SIGCONT);
+        if (deadline == 0 || now_s() + o.leftover_grace_s < deadline) deadline = now_s() + o.leftover_grace_s;
+      }
+    }
+    if (deadline > 0 && now_s() >= deadline) {
+      kill_tree(main, &main_ended, &main_status, o);
+      if (main_ended) break;
+      deadline = 0;  // the command itself would not die: nothing more to do but wait
+    }
+    double wait_s = 0.5;  // also how often orphans that ended quietly are looked for
+    if (deadline > 0) wait_s = std::min(wait_s, std::max(0.0, deadline - now_s()));
+    if (main_ended) wait_s = std::min(wait_s, 0.05);  // leftovers: look again soon
+    struct timespec ts = {time_t(wait_s), long((wait_s - double(time_t(wait_s))) * 1e9)};
+    siginfo_t info;
+    const int sig = ::sigtimedwait(&set, &info, &ts);
+    if (sig <= 0 || sig == SIGCHLD) continue;
+    if (sig == kill_tree_signal() || (sig == parent_died_signal() && o.kill_at_once_on_parent_death)) {
+      kill_tree(main, &main_ended, &main_status, o);
+      if (main_ended) break;
+    } else if (sig == parent_died_signal()) {
+      stop(SIGTERM, o.stop_grace_s > 0 ? o.stop_grace_s : o.leftover_grace_s);
+    } else if (sig == SIGUSR1 || sig == SIGUSR2) {
+      if (!main_ended) ::kill(-main, sig);
+    } else {
+      stop(sig, o.stop_grace_s);
+    }
+  }
+  if (WIFEXITED(main_status)) return WEXITSTATUS(main_status);
+  if (WIFSIGNALED(main_status)) {
+    // End as the command ended, so that whoever waits for us sees its signal.
+    const int s = WTERMSIG(main_status);
+    struct rlimit no_core = {0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);
+    ::signal(s, SIG_DFL);
+    sigset_t only;
+    sigemptyset(&only);
+    sigaddset(&only, s);
+    ::sigprocmask(SIG_UNBLOCK, &only, nullptr);
+    ::raise(s);
+    return 128 + s;
+  }
+  return 127;
+}
+
+}  // namespace sweep
