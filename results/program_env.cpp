@@ -3,12 +3,12 @@
 // programs that write records themselves, and the health judge such a record stores.
 #include <sys/utsname.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 
+#include "checksum.h"    // run_id_of_config
 #include "run_health.h"  // compute_health, health_attributes
 #include "sweep/record_writer.h"
 
@@ -30,12 +30,7 @@ std::string env_or_empty(const char* name) {
 
 }  // namespace
 
-std::string run_id_of_text(const std::string& config_text) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx",
-                static_cast<unsigned long long>(XXH3_64bits(config_text.data(), config_text.size())));
-  return buf;
-}
+std::string run_id_of_text(const std::string& config_text) { return run_id_of_config(config_text); }
 
 std::vector<std::pair<std::string, std::string>> program_environment_defaults() {
   std::vector<std::pair<std::string, std::string>> env;

@@ -18,6 +18,7 @@
 #include "report.h"              // load_sweep, build_report, render_report
 #include "reproduce.h"           // reproduce
 #include "run_health.h"          // run_health, run_figures: each run's figures in compare
+#include "sweep_records.h"       // read_run_record
 #include "text.h"                // printable, did_you_mean
 
 namespace fs = std::filesystem;
@@ -252,13 +253,18 @@ Kind classify(const std::string& p) {
 }
 
 int compare_two_records(const CompareCliOptions& o) {
-  const Record a = read_record(resolve_record_path(o.a)), b = read_record(resolve_record_path(o.b));
+  const Record a = read_run_record(resolve_record_path(o.a)), b = read_run_record(resolve_record_path(o.b));
   const RecordComparison c = compare_records(a, b, {o.rtol});
   // Each run's own figures and health first: what the two runs came to, before how they differ.
   for (const Record* r : {&a, &b}) {
     const std::string flags = health_names(run_health(*r));
     std::printf("%s: %s\n   %s; health: %s\n", r == &a ? "A" : "B", r->path.c_str(),
                 figures_text(run_figures(*r)).c_str(), flags.empty() ? "ok" : flags.c_str());
+    if (!r->verified)
+      std::printf(
+          "   unverified: a record of schema version %lld has no digest; nothing shows it is what its run "
+          "wrote\n",
+          static_cast<long long>(r->schema_version));
   }
   std::printf("%s\n", verdict_line(c).c_str());
   print_lines(detail_lines(c));

@@ -257,8 +257,10 @@ std::map<std::string, CompletedDetail> completed_details(const std::string& dir)
     char buf[64];
     std::snprintf(buf, sizeof buf, " %.6g", figs[i].objective);
     const std::string flags = health_names(health[i]);
-    out[sweep.runs[i].run_id] = {figs[i].objective_name + buf + "; health: " + (flags.empty() ? "ok" : flags),
-                                 !flags.empty()};
+    const std::string unverified =
+        sweep.runs[i].verified ? "" : "; unverified (schema version 1: no digest to check it by)";
+    out[sweep.runs[i].run_id] = {
+        figs[i].objective_name + buf + "; health: " + (flags.empty() ? "ok" : flags) + unverified, !flags.empty()};
   }
   return out;
 }

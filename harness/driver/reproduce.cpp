@@ -16,6 +16,7 @@
 #include "process.h"          // executable_dir
 #include "record.h"           // read_record
 #include "sweep_dir.h"        // program_declared
+#include "sweep_records.h"    // read_run_record
 #include "trainer_models.h"   // load_trainer_models
 
 namespace fs = std::filesystem;
@@ -125,7 +126,7 @@ std::string next_reproduce_dir(const std::string& run_dir) {
 
 ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   const std::string original_path = resolve_record_path(opt.source);
-  const Record original = read_record(original_path);
+  const Record original = read_run_record(original_path);
   // A model of the user's own: its program knows its keys, and trains it.
   LocalLaunch launch = opt.launch;
   std::string program_line;  // the command a record's program re-ran, said with the verdict

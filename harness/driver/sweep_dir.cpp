@@ -15,16 +15,16 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "atomic_file.h"  // write_file_atomically
-#include "data_file.h"    // identify_data_file, sweep_cache_dir
-#include "program.h"      // program_digest, parse_json_string_array
-#include "record.h"       // read_record, RecordError
+#include "atomic_file.h"    // write_file_atomically
+#include "data_file.h"      // identify_data_file, sweep_cache_dir
+#include "program.h"        // program_digest, parse_json_string_array
+#include "record.h"         // read_record, RecordError
+#include "sweep_records.h"  // record_problem
 
 namespace fs = std::filesystem;
 
 namespace sweep {
 namespace {
-const char* kStateMagic = "sweep-run-state";
 const char* kPointsMagic = "sweep-points";
 const char* kProgramsMagic = "sweep-programs 1";
 
@@ -51,12 +51,14 @@ void write_run_state(const std::string& dir, RunState s) {
   for (char& c : detail)
     if (c == '\n' || c == '\r') c = ' ';
   std::ostringstream o;
-  o << kStateMagic << " " << kStateVersion << "\n"
+  o << kStateMagicLine << "\n"
     << "state: " << s.state << "\n"
     << "failure: " << failure_class_name(s.failure) << "\n"
     << "attempts: " << s.attempts << "\n"
     << "updated: " << s.updated << "\n"
     << "detail: " << detail << "\n";
+  if (!s.digest.empty() && (s.state == "completed" || s.state == "stopped" || s.state == "diverged"))
+    o << "digest: " << s.digest << "\n";
   write_file_atomically(dir + "/state", o.str());
 }
 
@@ -82,24 +84,19 @@ bool program_declared(const std::string& dir, const std::string& argv_json) {
 
 RunState read_run_state(const std::string& dir) {
   RunState s;
-  std::ifstream in(dir + "/state");
-  std::string line;
-  if (in && std::getline(in, line) && line == std::string(kStateMagic) + " " + std::to_string(kStateVersion)) {
-    while (std::getline(in, line)) {
-      auto colon = line.find(": ");
-      if (colon == std::string::npos) continue;
-      std::string k = line.substr(0, colon), v = line.substr(colon + 2);
-      if (k == "state")
-        s.state = v;
-      else if (k == "failure")
-        s.failure = failure_class_from(v);
-      else if (k == "attempts")
-        s.attempts = std::atoi(v.c_str());
-      else if (k == "updated")
-        s.updated = v;
-      else if (k == "detail")
-        s.detail = v;
-    }
+  for (const auto& [k, v] : read_state_fields(dir)) {
+    if (k == "state")
+      s.state = v;
+    else if (k == "failure")
+      s.failure = failure_class_from(v);
+    else if (k == "attempts")
+      s.attempts = std::atoi(v.c_str());
+    else if (k == "updated")
+      s.updated = v;
+    else if (k == "detail")
+      s.detail = v;
+    else if (k == "digest")
+      s.digest = v;
   }
   // The record is the truth: a driver killed between the rename and its state write
   // leaves a stale "running"; a record deleted, truncated or changed after completion
@@ -115,7 +112,7 @@ RunState read_run_state(const std::string& dir) {
       if (s.state == "stopped") s.stopped_at = r.steps.empty() ? 0 : r.steps.back().step;
       if (s.state == "diverged") s.failure = FailureClass::diverged;
       if (s.state == "damaged") s.detail = "record.h5 has status '" + r.status + "'";
-      if (const std::string why = run_id_mismatch(dir, r.run_id); !why.empty()) s.state = "damaged", s.detail = why;
+      if (const std::string why = record_problem(dir, r); !why.empty()) s.state = "damaged", s.detail = why;
       if (s.state == "completed") {
         if (const std::string why = data_changed(r); !why.empty()) s.state = "stale", s.detail = why;
       }
@@ -128,14 +125,6 @@ RunState read_run_state(const std::string& dir) {
     s.state = "damaged";
   }
   return s;
-}
-
-std::string run_id_mismatch(const std::string& dir, const std::string& recorded_id) {
-  const std::string name = fs::path(dir).filename().string();
-  const bool id_like = name.size() == 16 && name.find_first_not_of("0123456789abcdef") == std::string::npos;
-  if (!id_like || recorded_id == name) return "";
-  return "record.h5 names run '" + printable(recorded_id) + "', not this run " + name +
-         " (a training program must record the run id of its config: XXH3-64 of the config file's text)";
 }
 
 namespace {

@@ -29,10 +29,6 @@ inline constexpr int kStateVersion = 1;
 
 std::string run_dir(const std::string& dir, const std::string& id);
 
-/// "" when the record in run directory `dir` may be that run's: the directory is not named
-/// like a run id, or `recorded_id` is its name; otherwise why not (a program of one's own
-/// that records another run id than its config's).
-std::string run_id_mismatch(const std::string& dir, const std::string& recorded_id);
 /// Path of the record of run `id` in sweep directory `dir`.
 std::string record_path(const std::string& dir, const std::string& id);
 
@@ -51,6 +47,10 @@ struct RunState {
   /// state "stopped" (a halving search's rung: record.h5 has status stopped, and a
   /// checkpoint is kept): the last step it trained. Read from the record, never stored.
   int64_t stopped_at = 0;
+  /// The digest of the record the driver accepted when the run completed (or stopped at a
+  /// rung); "" otherwise. Readers take only a record with this digest as the run's
+  /// (record_problem in sweep_records.h).
+  std::string digest;
   /// A verified record.h5 is there: the run is never started again.
   bool done() const { return state == "completed" || state == "diverged"; }
 };

@@ -9,14 +9,15 @@
 #include <fstream>
 #include <set>
 
-#include "atomic_file.h"   // write_file_atomically
-#include "launcher_log.h"  // launcher_finding, launcher_lost_host
-#include "record.h"        // read_record, mark_partial_failed
-#include "report.h"        // load_sweep, render_html
-#include "run_files.h"     // check_run_entries, rank_log_path
-#include "run_health.h"    // run_health, run_figures for the line of a completed run
-#include "stop_signals.h"  // StopSignals::release
-#include "text.h"          // split, join
+#include "atomic_file.h"    // write_file_atomically
+#include "launcher_log.h"   // launcher_finding, launcher_lost_host
+#include "record.h"         // read_record, mark_partial_failed
+#include "report.h"         // load_sweep, render_html
+#include "run_files.h"      // check_run_entries, rank_log_path
+#include "run_health.h"     // run_health, run_figures for the line of a completed run
+#include "stop_signals.h"   // StopSignals::release
+#include "sweep_records.h"  // record_problem
+#include "text.h"           // split, join
 
 namespace fs = std::filesystem;
 
@@ -152,10 +153,16 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
   if (fs::exists(rec, ec)) {
     try {
       Record r = read_record(rec);
-      // Another run's record (a program of one's own that got its run id wrong): a failure
-      // of the program, the same on every attempt; the next sweep moves the file aside.
-      if (const std::string why = run_id_mismatch(run_dir, r.run_id); !why.empty()) {
+      // Not this run's record (a program of one's own that got its run id wrong, or wrote
+      // another run's config): a failure of the program, the same on every attempt. Kept,
+      // never deleted, but moved aside at once, so no reader counts it.
+      if (const std::string why = record_problem(run_dir, r); !why.empty()) {
         *detail = why;
+        try {
+          *detail += "; moved aside to " + move_record_aside(run_dir);
+        } catch (const std::exception& e) {
+          *detail += std::string("; cannot move it aside: ") + e.what();
+        }
         return FailureClass::config;
       }
       // A grid's program: its record must say which program made it, or reproduce could not.
@@ -391,6 +398,16 @@ void SweepSession::save_state(RunTask& t) {
 bool SweepSession::attempt_ended(RunTask& t, FailureClass c, const std::string& detail, const std::string& log) {
   t.state.failure = c;
   t.state.detail = detail;
+  // The record accepted as the run's, by its digest: what readers later take as the run's.
+  t.state.digest.clear();
+  if (c == FailureClass::none || c == FailureClass::diverged) {
+    try {
+      t.state.digest = read_record_digest(t.dir + "/record.h5");
+    } catch (const std::exception&) {
+      // Unreadable a moment after classify_attempt read it: noted as none; readers then
+      // verify the record by its own digest alone.
+    }
+  }
   if (c == FailureClass::none) {
     bool stopped = false;
     try {

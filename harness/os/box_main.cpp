@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
     if (a == "--grace" && i + 1 < argc) {
       char* end = nullptr;
       const double g = std::strtod(argv[++i], &end);
-      if (!*argv[i] || *end || !(g >= 0) || g > 1e6) return usage(std::string("--grace ") + argv[i] + ": expected seconds >= 0");
+      if (!*argv[i] || *end || !(g >= 0) || g > 1e6)
+        return usage(std::string("--grace ") + argv[i] + ": expected seconds >= 0");
       o.stop_grace_s = o.leftover_grace_s = g;
     } else if (a == "--") {
       ++i;

@@ -215,9 +215,9 @@ std::vector<std::pair<int, ExitStatus>> SpawnRunner::wait_some(double wait_s) {
       if (r == *it || (r < 0 && errno == ECHILD)) {
         out.emplace_back(*it, r == *it ? decode(status) : ExitStatus{});
         const int gone = *it;
-        kill_sent_.erase(std::remove_if(kill_sent_.begin(), kill_sent_.end(),
-                                        [gone](const auto& k) { return k.first == gone; }),
-                         kill_sent_.end());
+        kill_sent_.erase(
+            std::remove_if(kill_sent_.begin(), kill_sent_.end(), [gone](const auto& k) { return k.first == gone; }),
+            kill_sent_.end());
         it = live_.erase(it);
       } else {
         ++it;

@@ -197,8 +197,10 @@ int supervise(const std::vector<std::string>& argv, const SuperviseOptions& o) {
     if (grace_s > 0 && (deadline == 0 || now_s() + grace_s < deadline)) deadline = now_s() + grace_s;
   };
   if (parent_gone) {
-    if (o.kill_at_once_on_parent_death) kill_tree(main, &main_ended, &main_status, o);
-    else stop(SIGTERM, o.stop_grace_s > 0 ? o.stop_grace_s : o.leftover_grace_s);
+    if (o.kill_at_once_on_parent_death)
+      kill_tree(main, &main_ended, &main_status, o);
+    else
+      stop(SIGTERM, o.stop_grace_s > 0 ? o.stop_grace_s : o.leftover_grace_s);
   }
   while (true) {
     if (reap(main, &main_status)) main_ended = true;

@@ -2,15 +2,20 @@
 
 #include <sys/stat.h>  // file times for the wall time
 
-#include <algorithm>     // sort, max
-#include <cstdio>        // snprintf
-#include <exception>     // std::exception for damaged records
-#include <filesystem>    // listing runs/
-#include <fstream>       // log tails, search.log
-#include <iterator>      // istreambuf_iterator
+#include <algorithm>   // sort, max
+#include <cstdio>      // snprintf
+#include <cstdlib>     // strtod
+#include <exception>   // std::exception for damaged records
+#include <filesystem>  // listing runs/
+#include <fstream>     // log tails, search.log
+#include <iterator>    // istreambuf_iterator
+#include <map>
+#include <sstream>       // config text lines
 #include <system_error>  // error_code for non-throwing listing
 
-#include "run_files.h"  // RunLock::holder (is a running record still being written), rank_log_path
+#include "checksum.h"  // run_id_of_config
+#include "run_files.h"  // RunLock::holder (is a running record still being written), rank_log_path, accepted_record_digest
+#include "text.h"       // printable
 
 namespace sweep {
 namespace {
@@ -93,11 +98,94 @@ FailedRun describe_unfinished(const fs::path& run_dir, const std::string& proble
       f.status = "unreadable";
     }
   }
+  // The driver's word decides, as it does for `sweep run` and `sweep status`: a run it
+  // failed is failed (with its reason), whatever files its attempts left.
+  const auto state = read_state_fields(run_dir.string());
+  const auto said = [&](const char* key) {
+    const auto it = state.find(key);
+    return it == state.end() ? std::string() : it->second;
+  };
+  if (said("state") == "failed" && f.status != "running") {
+    f.status = "failed";
+    if (!said("detail").empty()) f.cause = said("detail");
+  }
   f.log_tail = log_tail(rank_log_path(run_dir.string(), 0));
   return f;
 }
 
+bool id_like(const std::string& name) {
+  return name.size() == 16 && name.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+/// The (section.key, value) pairs of a canonical run config's text: sections at column 0,
+/// keys at column 2 (deeper maps left out), values as written.
+std::map<std::string, std::string> config_text_pairs(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::string section, line;
+  std::istringstream in(text);
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    if (line[0] != ' ') {
+      section = line.substr(0, line.find(':'));
+      continue;
+    }
+    if (line.size() < 3 || line[1] != ' ' || line[2] == ' ') continue;
+    const size_t colon = line.find(": ");
+    if (colon == std::string::npos) continue;
+    out[section + "." + line.substr(2, colon - 2)] = line.substr(colon + 2);
+  }
+  return out;
+}
+
+/// Whether two config values say the same: equal text (either may be in double quotes),
+/// or numbers of equal value ("1e-3" and "0.001").
+std::string unquoted(const std::string& v) {
+  return v.size() >= 2 && v.front() == '"' && v.back() == '"' ? v.substr(1, v.size() - 2) : v;
+}
+
+bool same_value(const std::string& quoted_a, const std::string& quoted_b) {
+  const std::string a = unquoted(quoted_a), b = unquoted(quoted_b);  // a program may keep YAML's quotes
+  if (a == b) return true;
+  char* ea = nullptr;
+  char* eb = nullptr;
+  const double x = std::strtod(a.c_str(), &ea), y = std::strtod(b.c_str(), &eb);
+  return !a.empty() && !b.empty() && !*ea && !*eb && x == y;
+}
+
 }  // namespace
+
+std::string record_problem(const std::string& run_dir, const Record& r) {
+  const std::string name = fs::path(run_dir).filename().string();
+  if (!id_like(name)) return "";
+  if (r.run_id != name)
+    return "record.h5 names run '" + printable(r.run_id) + "', not this run " + name +
+           " (a training program must record the run id of its config: XXH3-64 of the config file's text)";
+  if (run_id_of_config(r.config_yaml) != name)
+    return "record.h5's config does not hash to its run id " + name +
+           " (the config it holds is not the one the run was started with)";
+  const auto pairs = config_text_pairs(r.config_yaml);
+  for (const auto& [key, value] : r.config) {
+    const auto it = pairs.find(key);
+    // (Lists, maps and escaped strings are written differently in the two forms.)
+    if (it == pairs.end() || it->second.find_first_of("[{\\") != std::string::npos) continue;
+    if (!same_value(it->second, value))
+      return "record.h5 shows " + printable(key) + " = " + printable(value) +
+             ", but the config its run id names says " + printable(it->second);
+  }
+  const std::string accepted = accepted_record_digest(run_dir);
+  if (!accepted.empty() && r.digest != accepted)
+    return "record.h5 is not the record this run completed with: its digest is " +
+           (r.digest.empty() ? std::string("missing") : printable(r.digest)) + ", the driver accepted " +
+           printable(accepted) + " (schema version " + std::to_string(r.schema_version) + ")";
+  return "";
+}
+
+Record read_run_record(const std::string& path) {
+  Record r = read_record(path);
+  const std::string why = record_problem(fs::path(path).parent_path().string(), r);
+  if (!why.empty()) throw RecordError(path + ": damaged record: " + why);
+  return r;
+}
 
 SweepRecords load_sweep(const std::string& dir) {
   SweepRecords out;
@@ -117,7 +205,16 @@ SweepRecords load_sweep(const std::string& dir) {
     const std::string path = (d / "record.h5").string();
     std::string problem;
     try {
-      out.runs.push_back(read_record(path));
+      Record r = read_record(path);
+      problem = record_problem(d.string(), r);
+      // record.h5 is a finished run's: any other status is not one the driver accepts.
+      if (problem.empty() && r.status != "completed" && r.status != "diverged" && r.status != "stopped")
+        problem = "record.h5 has status '" + printable(r.status) +
+                  "' (a finished record says completed, diverged or stopped)";
+      if (problem.empty())
+        out.runs.push_back(std::move(r));
+      else
+        problem = path + ": damaged record: " + problem;
     } catch (const RecordError& e) {
       problem = e.what();
     } catch (const std::exception& e) {

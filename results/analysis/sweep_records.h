@@ -25,6 +25,24 @@ struct FailedRun {
   double loss = NAN;
 };
 
+/// The one rule by which the driver and every reader take a readable, digest-verified
+/// record as the record of run directory `run_dir`: "" when it is; otherwise why not, and
+/// the record is damaged (the driver moves it aside; readers count it as damaged, never as
+/// what its status says). Where `run_dir` is named like a run id (runs/<id> of a sweep):
+///   - the record names that run id;
+///   - its config text hashes to that id (the id is XXH3-64 of the config the driver
+///     wrote), and the config pairs it shows (train.lr, ...) agree with that text, so a
+///     record cannot claim another run's settings;
+///   - where the driver noted the digest of the record it accepted (runs/<id>/state), the
+///     record has that digest: a record relabelled as an old, digest-less version, or
+///     replaced by another valid one, is not the record the run completed with.
+std::string record_problem(const std::string& run_dir, const Record& r);
+
+/// read_record(path), then record_problem() of the run directory that holds it: throws
+/// RecordError ("PATH: damaged record: ...") for a record that is not its run's. For the
+/// readers of one record (compare, reproduce).
+Record read_run_record(const std::string& path);
+
 /// The records of a sweep directory and what could not be read.
 struct SweepRecords {
   std::vector<Record> runs;           ///< completed (or diverged) records, ordered by run id

@@ -8,8 +8,16 @@
 #endif
 
 #include <algorithm>
+#include <cstdio>
 
 namespace sweep {
+
+std::string run_id_of_config(const std::string& config_text) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx",
+                static_cast<unsigned long long>(XXH3_64bits(config_text.data(), config_text.size())));
+  return buf;
+}
 
 std::vector<uint64_t> block_hashes(const float* data, size_t n) {
   std::vector<uint64_t> out;

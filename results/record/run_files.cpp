@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <vector>
 
 namespace sweep {
@@ -230,6 +231,28 @@ void sync_path(const std::string& path) {
   const int rc = ::fsync(fd), err = errno;
   ::close(fd);
   if (rc != 0 && err != EINVAL) throw RecordError(path + ": sync failed: " + std::strerror(err));
+}
+
+std::map<std::string, std::string> read_state_fields(const std::string& run_dir) {
+  std::map<std::string, std::string> out;
+  // A small regular file; anything else (a link, a FIFO, a huge file) says nothing.
+  const std::string path = run_dir + "/state";
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 16)) return out;
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line) || line != kStateMagicLine) return out;
+  while (std::getline(in, line)) {
+    const size_t colon = line.find(": ");
+    if (colon != std::string::npos) out[line.substr(0, colon)] = line.substr(colon + 2);
+  }
+  return out;
+}
+
+std::string accepted_record_digest(const std::string& run_dir) {
+  const auto fields = read_state_fields(run_dir);
+  const auto it = fields.find("digest");
+  return it == fields.end() ? "" : it->second;
 }
 
 }  // namespace sweep

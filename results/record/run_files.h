@@ -7,6 +7,7 @@
 // - files are created exclusively and never through a symbolic link.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "record_error.h"  // RecordError
@@ -87,6 +88,19 @@ void write_all(int fd, const void* data, size_t n, const std::string& path);
 
 /// fsync of a file or directory; errors are reported like write_all's.
 void sync_path(const std::string& path);
+
+/// runs/<id>/state, the driver's word on a run (harness/driver/sweep_dir.h, RunState): a
+/// magic line "sweep-run-state 1", then "key: value" lines (state, failure, attempts,
+/// updated, detail, digest), key by key. Empty when the file is missing, not a small
+/// regular file, or not of this form.
+std::map<std::string, std::string> read_state_fields(const std::string& run_dir);
+inline constexpr const char* kStateMagicLine = "sweep-run-state 1";
+
+/// The digest of the record the driver accepted for run directory `run_dir`, as it noted
+/// it in runs/<id>/state when the run completed ("digest: xxh64:..."), or "" when it noted
+/// none (a sweep directory of an older version, a run not completed by a driver). A
+/// record.h5 whose digest differs (or that has none) is not the record the run ended with.
+std::string accepted_record_digest(const std::string& run_dir);
 
 /// The current UTC time as 2024-01-31T12:00:00Z.
 std::string utc_now();

@@ -489,6 +489,7 @@ ReportModel build_report(const std::string& title, const SweepRecords& sweep, co
     if (runs[i].status == "diverged") ++m.diverged;
     if (runs[i].status == "stopped") ++m.stopped;
     if (!health[i].empty()) ++m.flagged;
+    if (!runs[i].verified) ++m.unverified;
   }
   for (const auto& f : sweep.failed) {
     if (f.status == "running")

@@ -187,8 +187,9 @@ struct ReportModel {
   std::vector<std::string> varying;  ///< varying config keys (train.seed included)
   std::vector<std::string> columns;  ///< varying keys without train.seed: the table's columns
   size_t completed = 0, diverged = 0, failed = 0, running = 0, missing = 0;
-  size_t stopped = 0;  ///< records a halving search stopped at a rung (not problems)
-  size_t flagged = 0;  ///< readable runs with a health flag: problems, though still completed
+  size_t stopped = 0;     ///< records a halving search stopped at a rung (not problems)
+  size_t flagged = 0;     ///< readable runs with a health flag: problems, though still completed
+  size_t unverified = 0;  ///< records of a version without a digest (1): nothing checks their contents
   double wall_time_s = -1, train_time_s = 0;
   std::vector<ReportRun> runs;   ///< parallel to SweepRecords::runs
   std::vector<RunGroup> groups;  ///< best objective first (NaN last), then by their values

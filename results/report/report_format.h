@@ -134,6 +134,9 @@ inline std::string counts_text(const ReportModel& m) {
                   std::to_string(m.missing) + " without a record";
   if (m.stopped) s += "; " + std::to_string(m.stopped) + " stopped early by the search (at a halving rung)";
   if (m.flagged) s += "; " + std::to_string(m.flagged) + " with health flags";
+  if (m.unverified)
+    s += "; " + std::to_string(m.unverified) +
+         " unverified (records of schema version 1 have no digest to check them by)";
   return s;
 }
 

@@ -168,7 +168,7 @@ TEST_F(SweepRunTest, ExitZeroWithoutACompletedRecordIsAFailure) {
   EXPECT_EQ(s.failed, 1);
 }
 
-TEST_F(SweepRunTest, ARecordOfAnotherRunIdFailsThatRunAndIsMovedAsideNextTime) {
+TEST_F(SweepRunTest, ARecordOfAnotherRunIdFailsThatRunAndIsMovedAsideAtOnce) {
   FakeTrainer fake;
   fake.wrong_id = {points_[0].id};
   SweepSummary s = run_sweep(spec_, points_, opt_, fake);
@@ -176,8 +176,13 @@ TEST_F(SweepRunTest, ARecordOfAnotherRunIdFailsThatRunAndIsMovedAsideNextTime) {
   EXPECT_EQ(s.failed, 1);
   EXPECT_EQ(fake.calls.size(), 3u) << "a wrong run id is the program's fault: never retried";
   const RunState st = read_run_state(run_dir(0));
-  EXPECT_EQ(st.state, "damaged");
+  EXPECT_EQ(st.state, "failed");
   EXPECT_CONTAINS(st.detail, "not this run " + points_[0].id);
+  EXPECT_CONTAINS(st.detail, "; moved aside to " + run_dir(0) + "/record.h5.damaged-");
+  EXPECT_FALSE(fs::exists(run_dir(0) + "/record.h5")) << "no reader may count it in the meantime";
+  // The accepted runs' states name the digest of the record the driver took.
+  EXPECT_EQ(read_run_state(run_dir(1)).digest, read_record_digest(run_dir(1) + "/record.h5"));
+  EXPECT_FALSE(read_run_state(run_dir(1)).digest.empty());
   // The next sweep does not take it for the run's record: moved aside, the point re-run.
   FakeTrainer honest;
   s = run_sweep(spec_, points_, opt_, honest);
