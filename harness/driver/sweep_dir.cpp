@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <new>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -119,6 +120,11 @@ RunState read_run_state(const std::string& dir) {
     } catch (const RecordError& e) {
       s.state = "damaged";
       s.detail = e.what();
+    } catch (const std::bad_alloc&) {
+      // A record that asks for more memory than there is: damaged, and the rest of the
+      // sweep goes on (one bad file must not wedge every `sweep run` and `sweep status`).
+      s.state = "damaged";
+      s.detail = dir + "/record.h5: reading it needs more memory than there is; the record is damaged";
     }
   } else if (s.done()) {
     s.detail = "recorded as " + s.state + " but record.h5 is gone";

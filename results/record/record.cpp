@@ -591,6 +591,19 @@ hsize_t extent(hid_t d, int dim = 0) {
 H5 open_dataset(hid_t parent, const char* name, const std::string& path) {
   H5 d(H5Dopen2(parent, name, H5P_DEFAULT), H5Dclose);
   if (!d) throw RecordError(path + ": dataset '" + name + "' is missing; the record is damaged");
+  // What it declares must be what a writer can have stored: no compression packs more
+  // than DEFLATE's 1032:1, so a dataset whose elements would take more memory than that
+  // over the bytes it stores (chunks never written, a size edited by hand) is damaged,
+  // and is refused before anything is allocated for it.
+  H5 space(H5Dget_space(d.get()), H5Sclose);
+  H5 type(H5Dget_type(d.get()), H5Tclose);
+  const hssize_t n = space ? H5Sget_simple_extent_npoints(space.get()) : -1;
+  const size_t elem = std::max<size_t>(type ? H5Tget_size(type.get()) : 0, sizeof(void*));
+  const double stored = double(H5Dget_storage_size(d.get()));
+  if (n < 0 || double(n) * double(elem) > 1100.0 * stored + double(1 << 20))
+    throw RecordError(path + ": dataset '" + name + "' declares " + std::to_string(n) + " elements but stores " +
+                      std::to_string(static_cast<long long>(stored)) +
+                      " bytes: more than any record can hold; the record is damaged");
   return d;
 }
 

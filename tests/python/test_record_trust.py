@@ -12,7 +12,9 @@ d. a completed record edited with h5py, relabelled schema version 1 and its dige
    deleted (so nothing verifies it): `sweep run`, `status`, `report` and `compare` call it
    damaged, `sweep run` moves it aside and trains the point again;
 e. a genuine version-1 record in a directory whose driver noted no digest: read, and
-   marked unverified by status, report and compare.
+   marked unverified by status, report and compare;
+f. a record whose dataset declares 10^12 rows (a 100 KB file): damaged, and status, the
+   report and the next `sweep run` go on.
 
 Usage: test_record_trust.py [BIN_DIR] [unittest options]; BIN_DIR holds sweep.
 """
@@ -186,6 +188,25 @@ class Trust(unittest.TestCase):
         self.assertIn("unverified: a record of schema version 1 has no digest", c.stdout, show(c))
         p = sweep("run", self.grid(["ok"]), "--out", out)  # an old record is not re-run
         self.assertIn("0 completed, 1 already done", p.stdout, show(p))
+
+    def test_f_a_record_that_declares_a_trillion_rows_is_damaged_and_wedges_nothing(self):
+        out = os.path.join(self.tmp, "huge")
+        p = sweep("run", self.grid(["ok", "foreign_pairs"]), "--out", out)
+        self.assertEqual(p.returncode, 1, show(p))
+        rid, d = self.run_of(out, "ok")
+        with h5py.File(os.path.join(d, "record.h5"), "r+") as f:
+            del f["metrics"]["loss"]
+            f["metrics"].create_dataset("loss", shape=(10 ** 12,), dtype="f8", chunks=(1024,), compression="gzip")
+        self.assertLess(os.path.getsize(os.path.join(d, "record.h5")), 1 << 20)
+        for args in (["status", out], ["report", out, "-o", os.path.join(self.tmp, "huge.md"), "--format", "md"]):
+            q = sweep(*args)
+            self.assertEqual(q.returncode, 0, show(q))
+        q = sweep("status", out)
+        self.assertIn("damaged", q.stdout, show(q))
+        self.assertIn("dataset 'loss' declares 1000000000000 elements but stores", q.stdout, show(q))
+        p = sweep("run", self.grid(["ok"]), "--out", out)
+        self.assertEqual(p.returncode, 0, show(p))
+        self.assertIn("1 completed, 0 already done", p.stdout, show(p))
 
 
 if __name__ == "__main__":
