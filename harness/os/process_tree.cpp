@@ -205,12 +205,12 @@ int supervise(const std::vector<std::string>& argv, const SuperviseOptions& o) {
   while (true) {
     if (reap(main, &main_status)) main_ended = true;
     if (main_ended) {
-      const auto left = descendants_of(self);
+      const auto procs = read_proc();  // one read of /proc: the tree and, once, its names
+      const auto left = descendants_in(procs, self);
       if (left.empty()) break;
       if (!leftovers_told) {
         // The command is over, and these are not: a helper, a daemon, a forgotten child.
         leftovers_told = true;
-        const auto procs = read_proc();
         std::string names;
         for (size_t i = 0; i < left.size() && i < 5; ++i) {
           auto it = procs.find(left[i]);
