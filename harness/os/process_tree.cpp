@@ -156,6 +156,7 @@ int supervise(const std::vector<std::string>& argv, const SuperviseOptions& o) {
   bool parent_gone = ::getppid() != parent;  // it died before the line above took effect
 
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   int err_pipe[2];
