@@ -203,7 +203,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const std::vector<GridPoint>& poin
         used -= std::min(r.task->point->cores(), slots);
         try {
           std::string detail;
-          FailureClass c = classify_attempt(st, r.task->dir, &detail, spec.program.json);
+          FailureClass c = classify_attempt(st, r.task->dir, &detail, spec.program.json, r.task->stop_at);
           // What we stopped it for decides, unless it finished its record anyway.
           if (r.reason != FailureClass::none && c != FailureClass::none && c != FailureClass::diverged) {
             c = r.reason;

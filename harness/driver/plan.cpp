@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
@@ -54,6 +56,15 @@ std::string render_plan(const SweepSpec& spec, const Expansion& e, const std::st
   std::vector<std::string> cols =
       e.points.empty() ? std::vector<std::string>{} : varying_columns(e.points, base_config);
 
+  // A stopped run is done only when a finished halving search stopped it: a plain grid
+  // resumes it, and a search that has not said "done" may still promote it.
+  const bool halving = spec.search.kind == "halving";
+  bool search_done = false;
+  if (halving) {
+    std::ifstream in(dir + "/search.log");
+    const std::string log{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    search_done = log.size() >= 5 && log.compare(log.size() - 5, 5, "done\n") == 0;
+  }
   std::vector<const char*> state(e.points.size());
   std::vector<std::string> stale;  // "id: why", said after the table
   std::vector<size_t> width(cols.size());
@@ -74,8 +85,12 @@ std::string render_plan(const SweepSpec& spec, const Expansion& e, const std::st
       state[i] = "failed", ++c.pending;
     else if (s == "interrupted")
       state[i] = "interrupted", ++c.pending;
+    else if (s == "stopped" && !halving)
+      state[i] = "stopped", ++c.pending;  // a plain grid trains it to train.steps: it resumes
+    else if (s == "stopped" && search_done)
+      state[i] = "stopped", ++c.done;  // the finished search's decision
     else if (s == "stopped")
-      state[i] = "stopped", ++c.done;  // at a halving rung: the search's decision (a later rung may resume it)
+      state[i] = "stopped", ++c.at_rung;  // the search, going on, decides whether it resumes
     else if (s == "running")
       state[i] = "running", ++c.pending;
     else
@@ -85,7 +100,9 @@ std::string render_plan(const SweepSpec& spec, const Expansion& e, const std::st
   }
 
   std::string out = "sweep " + spec.name + ": " + std::to_string(c.total) + " runs in " + dir + " (" +
-                    std::to_string(c.done) + " done, " + std::to_string(c.pending) + " to run" +
+                    std::to_string(c.done) + " done, " +
+                    (c.at_rung ? std::to_string(c.at_rung) + " stopped at a rung of the unfinished search, " : "") +
+                    std::to_string(c.pending) + " to run" +
                     (c.diverged ? ", " + std::to_string(c.diverged) + " recorded as diverged" : "") + ")\n";
   std::string notes;
   if (e.excluded) notes += std::to_string(e.excluded) + " excluded";

@@ -16,6 +16,7 @@ struct PlanCounts {
   size_t done = 0;        ///< completed record present
   size_t diverged = 0;    ///< recorded as diverged (never re-run)
   size_t pending = 0;     ///< will be started by `sweep run` (includes failed and interrupted)
+  size_t at_rung = 0;     ///< stopped at a rung of a halving search that has not finished
   int64_t max_cores = 0;  ///< the largest run
 };
 

@@ -216,7 +216,7 @@ SweepSummary run_sweep_slurm(const SweepSpec& spec, const std::vector<GridPoint>
       const std::string log = a.task->dir + "/logs/launcher.log";
       std::string detail;
       const ExitStatus exit = script_exit(a.task->dir);
-      FailureClass c = classify_attempt(exit, a.task->dir, &detail, spec.program.json);
+      FailureClass c = classify_attempt(exit, a.task->dir, &detail, spec.program.json, a.task->stop_at);
       // Killed by Slurm before the script could write its exit code: Slurm says why.
       if (exit.code == -1 && exit.signal == 0 && c != FailureClass::none && c != FailureClass::diverged)
         detail = "no exit code from the batch script";

@@ -147,7 +147,7 @@ std::string host_lost_after_start(const std::string& run_dir, const std::string&
 }  // namespace
 
 FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, std::string* detail,
-                              const std::string& program) {
+                              const std::string& program, int64_t stop_at) {
   const std::string rec = run_dir + "/record.h5";
   std::error_code ec;
   if (fs::exists(rec, ec)) {
@@ -181,6 +181,29 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
           }
           return FailureClass::config;
         }
+      }
+      // The rung a search asked for (stop_at) is a contract: a run that stops unasked, at
+      // another step, or trains past it would make the records disagree with the
+      // search's decisions, and the same on every attempt.
+      const int64_t last = r.steps.empty() ? 0 : r.steps.back().step;
+      std::string broken;
+      if (r.status == "stopped" && stop_at <= 0)
+        broken = "the record says stopped after step " + std::to_string(last) +
+                 ", but no search asked this run to stop (a run of a plain grid trains to train.steps)";
+      else if (r.status == "stopped" && last != stop_at)
+        broken = "the record says stopped after step " + std::to_string(last) + ", but the search asked for step " +
+                 std::to_string(stop_at) + " (the stop_at file)";
+      else if (r.status == "completed" && stop_at > 0 && last > stop_at)
+        broken = "the run trained to step " + std::to_string(last) + " though the search asked it to stop after step " +
+                 std::to_string(stop_at) + " (the stop_at file; a program that declares stop support must honour it)";
+      if (!broken.empty()) {
+        *detail = broken;
+        try {
+          *detail += "; moved aside to " + move_record_aside(run_dir);
+        } catch (const std::exception& e) {
+          *detail += std::string("; cannot move it aside: ") + e.what();
+        }
+        return FailureClass::config;
       }
       if (r.status == "completed") {
         // The run's figures and its own health flags (the sweep-level ones need the whole

@@ -71,8 +71,11 @@ struct RunTask {
 /// (a completed or diverged record decides over the exit status); `detail` says why.
 /// `program` (a grid's program, ProgramSpec::json) is what the record's environment
 /// `program` must say; a record of another run id or program is a config failure.
+/// `stop_at` is the step a search asked the run to stop after (0: none): a record stopped
+/// unasked or at another step, or completed past it, is a config failure too. Each such
+/// record is moved aside at once.
 FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, std::string* detail,
-                              const std::string& program = "");
+                              const std::string& program = "", int64_t stop_at = 0);
 
 /// The bookkeeping every executor shares: lock, directories, configs, state files,
 /// progress lines, retries, summary and report.

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <new>
 #include <set>
 #include <unordered_set>
 
@@ -148,10 +149,20 @@ class Expander {
     if (total > kMaxPoints)
       throw ConfigError(spec_.source + ": the grid has " + std::to_string((long long)total) + " points; at most " +
                         std::to_string((long long)kMaxPoints) + " are supported");
-    out_.points.reserve(size_t(total) + spec_.includes.size());
-    seen_.reserve(size_t(total) + spec_.includes.size());
-    product();
-    for (const auto& inc : spec_.includes) include(inc);
+    try {
+      out_.points.reserve(size_t(total) + spec_.includes.size());
+      seen_.reserve(size_t(total) + spec_.includes.size());
+      product();
+      for (const auto& inc : spec_.includes) include(inc);
+    } catch (const std::bad_alloc&) {
+      // A grid too big for this process's memory is the grid's fault, said like any other
+      // bad grid (exit 2), not a driver crash: what was formed is freed first.
+      out_ = Expansion{};
+      decltype(seen_)().swap(seen_);
+      throw ConfigError(spec_.source + ": the grid's " + std::to_string((long long)total) +
+                        " points do not fit in this process's memory; narrow an axis, split the grid, or draw a " +
+                        "random search over the same keys");
+    }
     return std::move(out_);
   }
 

@@ -34,6 +34,17 @@ double rung_metric(const std::string& dir, const std::string& id, int64_t steps,
   return record_metric(truncate_record(r, steps), metric);
 }
 
+bool has_rung_result(const std::string& dir, const std::string& id, int64_t steps) {
+  Record r;
+  try {
+    r = read_record(record_path(dir, id));
+  } catch (const std::exception&) {
+    return false;  // no completed record: the run failed, or it never ran
+  }
+  if (r.status == "diverged") return true;  // a result: the worst
+  return (r.status == "completed" || r.status == "stopped") && !r.steps.empty() && r.steps.back().step >= steps;
+}
+
 SweepSummary run_halving_search(const SweepSpec& spec, const std::vector<GridPoint>& points, const std::string& out_dir,
                                 const RunRung& run_rung) {
   const SearchSpec& s = spec.search;
@@ -91,6 +102,36 @@ SweepSummary run_halving_search(const SweepSpec& spec, const std::vector<GridPoi
     total.failed = r.failed, total.interrupted = r.interrupted, total.not_started = r.not_started;
     total.stop_signal = r.stop_signal, total.report_path = r.report_path;
     if (r.stop_signal) return total;  // what ran is on disk; the next `sweep run` replays to here
+
+    // A rung is ranked only on the results of all its trials. A run that failed for good
+    // (after the retries the grid allows) is no result: ranking it as the worst would
+    // promote another trial on a crash that may not repeat, and the records would then
+    // disagree with search.log once it ran again. The search stops here instead, naming
+    // it; the next `sweep run` runs it again and decides from there.
+    std::string missing;
+    int missing_runs = 0;
+    for (size_t b = 0; b < brackets.size(); ++b) {
+      if (t > brackets[b].s) continue;
+      const int64_t steps = brackets[b].rungs[size_t(t)].steps;
+      for (size_t j : alive[b])
+        for (const auto& id : trials[j].run_ids)
+          if (!has_rung_result(out_dir, id, steps)) {
+            missing += "stage " + std::to_string(t) + ": trial " + std::to_string(j) + " run " + id +
+                       " has no result at step " + std::to_string(steps) +
+                       " (failed; see sweep status); the search stops before ranking\n";
+            ++missing_runs;
+          }
+    }
+    if (missing_runs) {
+      write_file_atomically(out_dir + "/search.log", head + decisions + missing);
+      std::fprintf(stderr, "%s", missing.c_str());
+      std::fprintf(stderr,
+                   "sweep: the halving search stopped at stage %lld: %d run(s) failed; `sweep run` again "
+                   "retries them and goes on\n",
+                   static_cast<long long>(t), missing_runs);
+      total.failed = std::max(total.failed, missing_runs);
+      return total;
+    }
 
     for (size_t b = 0; b < brackets.size(); ++b) {
       const HalvingBracket& br = brackets[b];

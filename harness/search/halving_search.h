@@ -29,12 +29,18 @@ Record truncate_record(const Record& r, int64_t steps);
 /// the figure is not finite.
 double rung_metric(const std::string& dir, const std::string& id, int64_t steps, const std::string& metric);
 
+/// Whether run `id` in `dir` has a result for a rung of `steps` steps: a record stopped at
+/// or after that step or completed (the metric may still be NaN), or a diverged one (the
+/// worst). A failed run, or one that never ran, has none.
+bool has_rung_result(const std::string& dir, const std::string& id, int64_t steps);
+
 /// Runs `points` with the runs named in the map stopping after those steps.
 using RunRung = std::function<SweepSummary(const std::vector<GridPoint>&, const std::map<std::string, int64_t>&)>;
 
 /// Runs the search stage by stage (stage t runs rung t of every bracket that has one) and
 /// writes <out>/search.log after each stage. Stops early when a stage was stopped by a
-/// signal.
+/// signal, and before ranking a stage in which a run failed for good (search.log and
+/// stderr name it; the summary counts it failed).
 SweepSummary run_halving_search(const SweepSpec& spec, const std::vector<GridPoint>& points, const std::string& out_dir,
                                 const RunRung& run_rung);
 

@@ -226,6 +226,26 @@ TEST_F(CliGuards, AHostfileThatIsMissingOrNotAFileIsRefusedBeforeAnythingStarts)
   EXPECT_EQ(listing(work_), before);
 }
 
+// A grid of 19 million points under a 1.5 GB address-space limit: a bad grid (exit 2,
+// naming the file and the count), not a driver crash (it said "out of memory", exit 1).
+TEST_F(CliGuards, AGridTooBigForMemoryIsABadGridNotACrash) {
+  const std::string g = write_file(work_ / "huge.yaml",
+                                   "name: huge\n"
+                                   "base:\n" +
+                                       sweep_test::tiny_model("  ") +
+                                       "  train: {steps: 3, micro_batch: 2}\n"
+                                       "grid:\n"
+                                       "  train.seed: {range: [0, 4360]}\n"
+                                       "  data.seed: {range: [0, 4360]}\n");
+  const auto before = listing(work_);
+  std::vector<std::string> argv = {"/usr/bin/prlimit", "--as=1500000000", "--"};
+  for (const auto& a : sweep_argv({"plan", g, "--trainer", fake_trainer()})) argv.push_back(a);
+  const auto o = sweep_test::run_cli_split(argv, work_, dir_ / "logs");
+  expect_refusal(o, "huge.yaml: the grid's 19009600 points do not fit in this process's memory",
+                 "narrow an axis, split the grid, or draw a random search over the same keys");
+  EXPECT_EQ(listing(work_), before);
+}
+
 TEST_F(CliGuards, ATrainerThatDescribesItselfWithoutEndIsBoundedAndRefused) {
   // 16 MiB of "models" on --describe-models: the driver keeps at most 4 MiB of it and
   // says so, exit 2, instead of reading all of it.

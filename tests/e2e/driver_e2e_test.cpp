@@ -348,6 +348,82 @@ TEST_F(DriverE2E, AHalvingSearchReplaysAndItsPromotedRunsAreTheRunsTrainedStraig
     }
 }
 
+// A rung is ranked only on all its trials' results. The winner's run crashes once (a
+// trainer that SIGKILLs itself on its first start): without retries the search stops
+// before ranking, names the run and exits 1 (it used to rank the crashed trial worst,
+// promote another and say "0 failed"); run again, it decides as the undisturbed search
+// did, with the same records. With a retry for the class the crash costs one attempt and
+// nothing else.
+TEST_F(DriverE2E, AHalvingSearchRanksARungOnlyOnceEachOfItsTrialsHasItsResult) {
+  std::string text = halving_search();
+  text.replace(text.find("  fault: {slow_ms: 60}\n"), 23, "");  // nothing here needs slow steps
+  const std::string grid = write("halving.yaml", text);
+  std::map<std::string, sweep::Record> straight[1];
+  ASSERT_TRUE(sweep_cli({"run", grid, "--out", (dir_ / "straight").string(), "--quiet"}, "straight.log").ok())
+      << read_file(dir_ / "straight.log");
+  straight[0] = completed(dir_ / "straight");
+  const std::string undisturbed = read_file(dir_ / "straight" / "search.log");
+  // The winner of the bracket, and its run.
+  const size_t best = undisturbed.find(" best of bracket\n");
+  ASSERT_NE(best, std::string::npos) << undisturbed;
+  const size_t trial_at = undisturbed.rfind(" trial ", best) + 7;
+  const std::string trial = undisturbed.substr(trial_at, undisturbed.find(' ', trial_at) - trial_at);
+  const size_t line = undisturbed.find("\ntrial " + trial + ": ");
+  ASSERT_NE(line, std::string::npos) << undisturbed;
+  const size_t arrow = undisturbed.find(" -> ", line) + 4;
+  const std::string id = undisturbed.substr(arrow, 16);
+
+  // Kills itself on the first start of that run whose marker file is missing.
+  const fs::path marker = dir_ / "crashed-once";
+  const std::string crasher =
+      write("crash-once", "#!/bin/sh\ncase \"$*\" in *runs/" + id + "*) [ -e '" + marker.string() + "' ] || { : > '" +
+                              marker.string() + "'; kill -9 $$; } ;; esac\nexec '" + bin("sweep-train") + "' \"$@\"\n");
+  fs::permissions(crasher, fs::perms::owner_all);
+
+  const fs::path out = dir_ / "crashed";
+  const auto first = sweep_cli({"run", grid, "--out", out.string(), "--quiet", "--trainer", crasher}, "first.log");
+  const std::string said = read_file(dir_ / "first.log");
+  EXPECT_EQ(first.code, 1) << said;
+  const std::string stopped = "stage 0: trial " + trial + " run " + id +
+                              " has no result at step 2 (failed; see sweep status); the search stops before ranking\n";
+  EXPECT_CONTAINS(said, stopped);
+  EXPECT_CONTAINS(said, "the halving search stopped at stage 0: 1 run(s) failed");
+  EXPECT_CONTAINS(said, ", 1 failed");
+  const std::string log = read_file(out / "search.log");
+  EXPECT_CONTAINS(log, stopped);
+  EXPECT_EQ(log.find(" rung 0 steps 2: rank"), std::string::npos) << log;  // nothing was ranked
+  EXPECT_EQ(sweep::read_run_state((out / "runs" / id).string()).state, "failed");
+  // plan counts the runs at their rung apart: the search has not decided on them yet.
+  ASSERT_TRUE(sweep_cli({"plan", grid, "--out", out.string()}, "plan.log").ok());
+  EXPECT_CONTAINS(read_file(dir_ / "plan.log"), "(0 done, 8 stopped at a rung of the unfinished search, 1 to run)");
+
+  const auto again = sweep_cli({"run", grid, "--out", out.string(), "--quiet", "--trainer", crasher}, "again.log");
+  EXPECT_TRUE(again.ok()) << read_file(dir_ / "again.log");
+  EXPECT_EQ(read_file(out / "search.log"), undisturbed);
+  EXPECT_EQ(sweep_test::sweep_bit_difference(straight[0], completed(out)), "");
+  // As a plain grid the same directory trains every stopped run on: plan says so.
+  ASSERT_TRUE(sweep_cli({"plan", write("plain.yaml", text.substr(0, text.find("search:"))), "--out", out.string()},
+                        "plain-plan.log")
+                  .ok())
+      << read_file(dir_ / "plain-plan.log");
+  EXPECT_CONTAINS(read_file(dir_ / "plain-plan.log"), "(1 done, 8 to run)");
+
+  // With a retry for crashes, the rung waits for the retry and nothing else changes.
+  fs::remove(marker);
+  std::string retried = text;
+  retried.replace(retried.find("launch: {"), 9, "launch: {retries: {crashed: 1}, ");
+  const fs::path out2 = dir_ / "retried";
+  const auto third =
+      sweep_cli({"run", write("retried.yaml", retried), "--out", out2.string(), "--trainer", crasher}, "retried.log");
+  const std::string said2 = read_file(dir_ / "retried.log");
+  EXPECT_TRUE(third.ok()) << said2;
+  EXPECT_CONTAINS(said2, "retrying ");
+  EXPECT_CONTAINS(said2, ", 0 failed (1 retries)");
+  EXPECT_TRUE(fs::exists(marker));  // it did crash once
+  EXPECT_EQ(read_file(out2 / "search.log"), undisturbed);
+  EXPECT_EQ(sweep_test::sweep_bit_difference(straight[0], completed(out2)), "");
+}
+
 // The rung a run stops at is a file in its run directory: one that is not a regular file
 // or not a step number is refused with exit 2, naming it, and no record is written.
 TEST_F(DriverE2E, ABadStopAtFileIsRefusedNamingIt) {
