@@ -1,0 +1,1 @@
+# python/sweep/invariant.py: the canonical reduction for PyTorch scripts (tests registered here).
