@@ -1,4 +1,5 @@
 // `sweep report`, `sweep compare` and `sweep reproduce`: commands over records.
+#include <algorithm>
 #include <cctype>  // tolower
 #include <cmath>
 #include <cstdio>
@@ -6,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <set>
 
 #include "atomic_file.h"  // write_file_atomically
@@ -178,6 +180,26 @@ struct ExportCliOptions {
   std::string format = "csv";
 };
 
+/// On stderr, what an export left out and why: the runs without a readable record (by
+/// `sweep status`'s word for each) and the unverified ones it did export. Nothing when
+/// every run was exported and verified.
+void note_left_out(const SweepRecords& sweep) {
+  std::map<std::string, size_t> words;
+  for (const auto& f : sweep.failed)
+    if (!f.problem.empty()) ++words[f.status];
+  std::string out;
+  for (const auto& [word, n] : words) out += (out.empty() ? "" : ", ") + std::to_string(n) + " " + word;
+  const size_t unverified =
+      size_t(std::count_if(sweep.runs.begin(), sweep.runs.end(), [](const Record& r) { return !r.verified; }));
+  if (!out.empty())
+    std::fprintf(stderr,
+                 "export: %zu runs exported; left out, without a readable record: %s (sweep status lists them)\n",
+                 sweep.runs.size(), out.c_str());
+  if (unverified)
+    std::fprintf(stderr, "export: %zu exported runs are unverified (schema version 1: no digest to check them by)\n",
+                 unverified);
+}
+
 /// Writes a TensorBoard export into directory `out`: a new or empty directory, or an
 /// earlier export (it holds kTensorboardMarker); never through a symbolic link.
 int write_tensorboard_export(const std::string& dir, const std::string& out) {
@@ -192,7 +214,9 @@ int write_tensorboard_export(const std::string& dir, const std::string& out) {
                         ": is a directory that holds other files and no earlier TensorBoard export; refusing "
                         "to write into it (choose a new or empty directory)");
   }
-  const auto files = render_tensorboard(load_sweep(dir));
+  const SweepRecords sweep = load_sweep(dir);
+  const auto files = render_tensorboard(sweep);
+  note_left_out(sweep);
   fs::create_directories(out);
   for (const auto& [rel, bytes] : files) {
     const fs::path p = fs::path(out) / rel;
@@ -222,7 +246,9 @@ int run_export(const ExportCliOptions& o) {
     check_sweep_dir_target(o.dir, "");
   else if (o.output != "-")
     check_output_file(o.output, "export", "a sweep export (CSV)", "csv", ours);
-  const std::string text = render_export_csv(load_sweep(o.dir));
+  const SweepRecords sweep = load_sweep(o.dir);
+  const std::string text = render_export_csv(sweep);
+  note_left_out(sweep);
   if (o.output == "-") {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return 0;
@@ -278,14 +304,26 @@ int compare_two_sweeps(const CompareCliOptions& o) {
   for (const auto& p : s.pairs) {
     const RecordComparison& c = p.result;
     c.bitwise() ? ++identical : c.match() ? ++tolerant : ++differ;
-    std::printf("%s  %s\n", p.run_id.c_str(), verdict_line(c).c_str());
+    // A record of schema version 1 has no digest: its bits are compared, but nothing
+    // shows they are what its run wrote.
+    const std::string unverified = !p.a_verified && !p.b_verified ? "A and B"
+                                   : !p.a_verified                ? "A"
+                                   : !p.b_verified                ? "B"
+                                                                  : "";
+    std::printf("%s  %s%s\n", p.run_id.c_str(), verdict_line(c).c_str(),
+                unverified.empty() ? "" : ("; unverified in " + unverified + " (schema version 1: no digest)").c_str());
     if (!c.match()) print_lines(detail_lines(c), "    ");
   }
+  for (const auto& u : s.uncompared)
+    std::printf("%s  not compared: %s in A, %s in B: %s\n", u.run_id.c_str(), u.a.c_str(), u.b.c_str(),
+                printable(u.cause).c_str());
   for (const auto& id : s.only_a) std::printf("%s  only in A\n", id.c_str());
   for (const auto& id : s.only_b) std::printf("%s  only in B\n", id.c_str());
   for (const auto& p : s.problems) std::printf("problem: %s\n", p.c_str());
-  std::printf("%zu pairs: %zu identical, %zu within tolerance, %zu differ; %zu only in A, %zu only in B\n",
-              s.pairs.size(), identical, tolerant, differ, s.only_a.size(), s.only_b.size());
+  std::printf(
+      "%zu pairs: %zu identical, %zu within tolerance, %zu differ; %zu not compared; %zu only in A, %zu only "
+      "in B\n",
+      s.pairs.size(), identical, tolerant, differ, s.uncompared.size(), s.only_a.size(), s.only_b.size());
   return s.match() ? 0 : 1;
 }
 

@@ -22,8 +22,9 @@
 #include "report.h"      // load_sweep
 #include "run_health.h"  // sweep_health: the flags of completed runs
 #include "slurm_exec.h"
-#include "stop_signals.h"  // StopSignals
-#include "sweep_lock.h"    // SweepLock: a tpe search holds it across its batches
+#include "stop_signals.h"   // StopSignals
+#include "sweep_lock.h"     // SweepLock: a tpe search holds it across its batches
+#include "sweep_records.h"  // read_points_file
 #include "sweep_run.h"
 #include "tpe_search.h"  // run_tpe_search
 

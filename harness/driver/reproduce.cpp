@@ -316,6 +316,10 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   if (stopped)
     res.lines.push_back("the original was stopped by a search after step " +
                         std::to_string(original.steps.back().step) + ": the re-run stopped there too");
+  if (!original.verified)
+    res.lines.push_back("the original is unverified (schema version " + std::to_string(original.schema_version) +
+                        ": no digest): its bits are compared as they stand, with nothing to show they are what its "
+                        "run wrote");
   if (again.status != "completed" && !(stopped && again.status == "stopped"))
     res.lines.push_back("re-run status: " + again.status + (again.failure.empty() ? "" : " (" + again.failure + ")"));
   res.lines.push_back("original: " + original_path);

@@ -26,7 +26,6 @@ namespace fs = std::filesystem;
 
 namespace sweep {
 namespace {
-const char* kPointsMagic = "sweep-points";
 const char* kProgramsMagic = "sweep-programs 1";
 
 /// The lines of `<dir>/programs` after its magic line; none when it is missing or not ours.
@@ -220,7 +219,7 @@ std::unordered_map<std::string, RunState> scan_runs(const std::string& dir) {
 }
 
 void write_points_file(const std::string& dir, const std::vector<GridPoint>& points) {
-  std::string text = std::string(kPointsMagic) + " " + std::to_string(kStateVersion) + "\n";
+  std::string text = std::string(kPointsFileHead) + "\n";
   for (const auto& p : points) {
     text += p.id;
     text += '\t';
@@ -279,19 +278,6 @@ std::string search_log(const SweepSpec& spec, const std::vector<GridPoint>& poin
     text += "\n";
   }
   return text;
-}
-
-std::vector<std::pair<std::string, std::string>> read_points_file(const std::string& dir) {
-  std::vector<std::pair<std::string, std::string>> out;
-  std::ifstream in(dir + "/points.tsv");
-  std::string line;
-  if (!in || !std::getline(in, line) || line != std::string(kPointsMagic) + " " + std::to_string(kStateVersion))
-    return out;
-  while (std::getline(in, line)) {
-    auto tab = line.find('\t');
-    if (tab != std::string::npos) out.emplace_back(line.substr(0, tab), line.substr(tab + 1));
-  }
-  return out;
 }
 
 }  // namespace sweep

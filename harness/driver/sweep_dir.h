@@ -104,7 +104,6 @@ std::string search_inputs(const SearchSpec& s, const std::vector<ConfigValue>& v
 /// The run ids of `points` by their search_inputs: a draw's runs (one per seed).
 std::map<std::string, std::vector<std::string>> search_runs(const SearchSpec& s, const std::vector<GridPoint>& points);
 
-/// Reads it back: (id, "k=v k=v"); empty when absent.
-std::vector<std::pair<std::string, std::string>> read_points_file(const std::string& dir);
+// Read back by read_points_file (sweep_records.h), which every reader shares.
 
 }  // namespace sweep

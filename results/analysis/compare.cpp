@@ -9,6 +9,8 @@
 #include <cstring>    // memcpy
 #include <map>        // run id -> record
 #include <set>        // union of keys
+#include <string>
+#include <tuple>  // the two sides
 
 #include "run_figures.h"  // the objective of each run
 
@@ -260,7 +262,7 @@ std::vector<std::string> detail_lines(const RecordComparison& c) {
 }
 
 bool SweepComparison::match() const {
-  if (!only_a.empty() || !only_b.empty()) return false;
+  if (!only_a.empty() || !only_b.empty() || !uncompared.empty() || !problems.empty()) return false;
   for (const auto& p : pairs)
     if (!p.result.match()) return false;
   return true;
@@ -268,22 +270,46 @@ bool SweepComparison::match() const {
 
 SweepComparison compare_sweeps(const SweepRecords& a, const SweepRecords& b, const CompareOptions& opt) {
   SweepComparison out;
+  // Runs without a readable record, by id: their word and cause on each side.
+  std::map<std::string, const FailedRun*> broken_a, broken_b;
+  for (const auto& f : a.failed)
+    if (!f.problem.empty()) broken_a[f.run_id] = &f;
+  for (const auto& f : b.failed)
+    if (!f.problem.empty()) broken_b[f.run_id] = &f;
   std::map<std::string, const Record*> by_id;
   for (const auto& r : b.runs) by_id[r.run_id] = &r;
   std::set<std::string> seen;
   for (const auto& r : a.runs) {
     auto it = by_id.find(r.run_id);
     if (it == by_id.end()) {
-      out.only_a.push_back(r.run_id);
+      if (!broken_b.count(r.run_id)) out.only_a.push_back(r.run_id);
       continue;
     }
     seen.insert(r.run_id);
-    out.pairs.push_back({r.run_id, compare_records(r, *it->second, opt)});
+    out.pairs.push_back({r.run_id, compare_records(r, *it->second, opt), r.verified, it->second->verified});
   }
   for (const auto& r : b.runs)
-    if (!seen.count(r.run_id)) out.only_b.push_back(r.run_id);
-  for (const auto& p : a.problems) out.problems.push_back("A: " + p);
-  for (const auto& p : b.problems) out.problems.push_back("B: " + p);
+    if (!seen.count(r.run_id) && !broken_a.count(r.run_id)) out.only_b.push_back(r.run_id);
+  std::set<std::string> ids;
+  for (const auto& [id, f] : broken_a) ids.insert(id);
+  for (const auto& [id, f] : broken_b) ids.insert(id);
+  std::set<std::string> readable_a, readable_b;
+  for (const auto& r : a.runs) readable_a.insert(r.run_id);
+  for (const auto& r : b.runs) readable_b.insert(r.run_id);
+  for (const auto& id : ids) {
+    const auto word = [&](const std::map<std::string, const FailedRun*>& broken,
+                          const std::set<std::string>& readable) {
+      const auto it = broken.find(id);
+      return it != broken.end() ? it->second->status : readable.count(id) ? std::string("completed") : "absent";
+    };
+    const FailedRun* why = broken_a.count(id) ? broken_a.at(id) : broken_b.at(id);
+    out.uncompared.push_back({id, word(broken_a, readable_a), word(broken_b, readable_b), why->cause});
+  }
+  // What is left of the problems belongs to no run (a runs/ that cannot be listed).
+  for (const auto& [side, sweep, broken] : {std::tuple{"A: ", &a, &broken_a}, std::tuple{"B: ", &b, &broken_b}})
+    for (const auto& p : sweep->problems)
+      if (std::none_of(broken->begin(), broken->end(), [&](const auto& kv) { return kv.second->problem == p; }))
+        out.problems.push_back(side + p);
   return out;
 }
 

@@ -106,11 +106,19 @@ struct SweepComparison {
   struct Pair {
     std::string run_id;
     RecordComparison result;
+    bool a_verified = true, b_verified = true;  ///< false: a record of schema version 1 (no digest)
   };
-  std::vector<Pair> pairs;                  ///< runs completed in both, by run id
-  std::vector<std::string> only_a, only_b;  ///< run ids completed on one side only
-  std::vector<std::string> problems;        ///< unreadable runs of either side, prefixed "A: " / "B: "
-  /// Every pair matches and no run is missing from either side.
+  /// A run one side has without a readable record (failed, interrupted, damaged, ...): its
+  /// word on each side, as `sweep status` says it ("completed" when that side's record
+  /// reads; "absent" when that side has no such run), and why it was not compared.
+  struct Uncompared {
+    std::string run_id, a, b, cause;
+  };
+  std::vector<Pair> pairs;                  ///< runs with a readable record in both, by run id
+  std::vector<Uncompared> uncompared;       ///< runs without a readable record on one side or both
+  std::vector<std::string> only_a, only_b;  ///< run ids with a readable record on one side only, absent on the other
+  std::vector<std::string> problems;        ///< listing errors of either side, prefixed "A: " / "B: "
+  /// Every pair matches, and every run was compared (none missing or unreadable on a side).
   bool match() const;
 };
 

@@ -10,6 +10,7 @@
 #include <fstream>     // log tails, search.log
 #include <iterator>    // istreambuf_iterator
 #include <map>
+#include <set>
 #include <sstream>       // config text lines
 #include <system_error>  // error_code for non-throwing listing
 
@@ -105,8 +106,11 @@ FailedRun describe_unfinished(const fs::path& run_dir, const std::string& proble
     const auto it = state.find(key);
     return it == state.end() ? std::string() : it->second;
   };
-  if (said("state") == "failed" && f.status != "running") {
-    f.status = "failed";
+  // The same for a run it stopped on a Ctrl-C: its attempt's partial record says failed
+  // (the driver marks it so), but the run is interrupted, and the next `sweep run` resumes it.
+  const std::string driver = said("state");
+  if ((driver == "failed" || driver == "interrupted") && f.status != "running") {
+    f.status = driver;
     if (!said("detail").empty()) f.cause = said("detail");
   }
   f.log_tail = log_tail(rank_log_path(run_dir.string(), 0));
@@ -181,10 +185,36 @@ std::string record_problem(const std::string& run_dir, const Record& r) {
 }
 
 Record read_run_record(const std::string& path) {
-  Record r = read_record(path);
+  Record r;
+  try {
+    r = read_record(path);
+  } catch (const RecordError& e) {
+    // A run with no completed record: say what the run is, in the word every reader uses.
+    const fs::path dir = fs::path(path).parent_path();
+    std::error_code ec;
+    if (fs::exists(path, ec) || !fs::is_directory(dir, ec)) throw;
+    const FailedRun f = describe_unfinished(dir, e.what());
+    if (f.status == "missing") throw;
+    throw RecordError(path + ": no completed record: the run is " + f.status + " (" + f.cause +
+                      "); nothing to read until `sweep run` completes it");
+  }
   const std::string why = record_problem(fs::path(path).parent_path().string(), r);
   if (!why.empty()) throw RecordError(path + ": damaged record: " + why);
   return r;
+}
+
+std::vector<std::pair<std::string, std::string>> read_points_file(const std::string& dir) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const std::string path = dir + "/points.tsv";
+  if (!regular_file_problem(path).empty()) return out;  // absent, a link to elsewhere, a FIFO: none
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line) || line != kPointsFileHead) return out;
+  while (std::getline(in, line)) {
+    auto tab = line.find('\t');
+    if (tab != std::string::npos) out.emplace_back(line.substr(0, tab), line.substr(tab + 1));
+  }
+  return out;
 }
 
 SweepRecords load_sweep(const std::string& dir) {
@@ -234,6 +264,12 @@ SweepRecords load_sweep(const std::string& dir) {
     if (ended > last) last = ended;
   }
   if (first >= 0 && last >= first) out.wall_time_s = last - first;
+  // The points of the last grid run here that have no run directory yet: counted like
+  // `sweep status` counts them (pending), so every reader adds up to the same runs.
+  std::set<std::string> have;
+  for (const auto& d : run_dirs) have.insert(d.filename().string());
+  for (const auto& [id, values] : read_points_file(dir))
+    if (!have.count(id)) out.pending.push_back(id);
   // A search's decisions (a regular file of sane size; anything else is left out).
   const std::string log = (fs::path(dir) / "search.log").string();
   if (fs::exists(log, ec) && regular_file_problem(log).empty() && fs::file_size(log, ec) < (8u << 20) && !ec) {

@@ -6,6 +6,7 @@
 #include <cmath>  // NAN
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "record.h"  // Record
@@ -50,7 +51,17 @@ struct SweepRecords {
   std::vector<FailedRun> failed;      ///< every run that did not complete, diverged ones included
   double wall_time_s = -1;            ///< first config.yaml written to last record written; -1 unknown
   std::string search_log;             ///< <dir>/search.log of a search ("" for a grid)
+  /// Points of points.tsv with no run directory yet: runs the driver has not started.
+  std::vector<std::string> pending;
 };
+
+/// The first line of `<dir>/points.tsv`, the driver's list of the points of the last grid
+/// it ran here: one line per point, "<run id>\t<k=v k=v>".
+inline constexpr const char* kPointsFileHead = "sweep-points 1";
+
+/// Reads points.tsv back: (id, "k=v k=v"); empty when absent, of another version, or not a
+/// regular file.
+std::vector<std::pair<std::string, std::string>> read_points_file(const std::string& dir);
 
 /// Reads `<dir>/runs/*/record.h5`. Missing or partial records become problems and
 /// failed runs (with the status a partial record holds and the tail of the run's log).

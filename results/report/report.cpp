@@ -491,16 +491,23 @@ ReportModel build_report(const std::string& title, const SweepRecords& sweep, co
     if (!health[i].empty()) ++m.flagged;
     if (!runs[i].verified) ++m.unverified;
   }
+  m.total = runs.size();
   for (const auto& f : sweep.failed) {
+    if (f.problem.empty() && f.status != "running") continue;  // a readable record: counted by its status above
+    ++m.total;
     if (f.status == "running")
       ++m.running;
-    else if (f.problem.empty())
-      continue;  // a readable record: counted by its status above
-    else if (f.status == "failed" || f.status == "interrupted")
+    else if (f.status == "failed")
       ++m.failed;
-    else
+    else if (f.status == "interrupted")
+      ++m.interrupted;
+    else if (f.status == "missing")
       ++m.missing;
+    else
+      ++m.damaged;  // damaged, unreadable, or a status no finished record has
   }
+  m.pending = sweep.pending.size();
+  m.total += m.pending;
   m.wall_time_s = sweep.wall_time_s;
 
   std::map<std::vector<std::pair<std::string, std::string>>, size_t> group_of;

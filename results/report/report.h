@@ -186,7 +186,13 @@ struct ReportModel {
   std::string title;
   std::vector<std::string> varying;  ///< varying config keys (train.seed included)
   std::vector<std::string> columns;  ///< varying keys without train.seed: the table's columns
+  /// Every run directory by the one word each reader uses for it (sweep status's): a
+  /// readable record's status, else what load_sweep found (failed, interrupted, running,
+  /// damaged: a record that does not read, verify or belong to its run, missing: none).
   size_t completed = 0, diverged = 0, failed = 0, running = 0, missing = 0;
+  size_t interrupted = 0, damaged = 0;
+  size_t pending = 0;     ///< points of points.tsv the driver has not started (no run directory)
+  size_t total = 0;       ///< run directories: the sum of the counts
   size_t stopped = 0;     ///< records a halving search stopped at a rung (not problems)
   size_t flagged = 0;     ///< readable runs with a health flag: problems, though still completed
   size_t unverified = 0;  ///< records of a version without a digest (1): nothing checks their contents

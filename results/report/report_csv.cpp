@@ -31,7 +31,7 @@ double baseline_difference(const ReportModel& m, size_t group, const Record& r) 
 
 std::string render_csv(const SweepRecords& sweep, const ReportModel& m) {
   const RunIndex x = index_runs(sweep, m);
-  std::vector<std::string> head = {"run_id", "status"};
+  std::vector<std::string> head = {"run_id", "status", "verified"};
   for (const auto& k : m.varying) head.push_back(k);
   for (const char* h : {"steps",
                         "final_loss",
@@ -77,7 +77,7 @@ std::string render_csv(const SweepRecords& sweep, const ReportModel& m) {
     const ReportRun& f = m.runs[i];
     const RunGroup& g = m.groups[x.group[i]];
     const EquivalenceClass& c = m.classes[f.equivalence];
-    std::vector<std::string> row = {r.run_id, r.status};
+    std::vector<std::string> row = {r.run_id, r.status, r.verified ? "yes" : "no"};
     for (const auto& k : m.varying) row.push_back(report_value(r, k));
     const bool in_set = x.layout_set[i] != SIZE_MAX;
     std::string detail;  // one cell: "flag: sentence" per flag

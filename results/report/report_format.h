@@ -8,7 +8,9 @@
 #include <cstdint>    // SIZE_MAX
 #include <cstdio>     // snprintf
 #include <cstdlib>    // strtod
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "report.h"
@@ -127,12 +129,22 @@ inline std::string seconds(double s) {
   return buf;
 }
 
-/// "N completed, M diverged, ..." for the summary line.
+/// "N completed, M diverged, ..." for the summary line: the words and order of `sweep
+/// status`, each count that is not zero (they add up to m.total).
 inline std::string counts_text(const ReportModel& m) {
-  std::string s = std::to_string(m.completed) + " completed, " + std::to_string(m.diverged) + " diverged, " +
-                  std::to_string(m.failed) + " failed, " + std::to_string(m.running) + " unfinished, " +
-                  std::to_string(m.missing) + " without a record";
-  if (m.stopped) s += "; " + std::to_string(m.stopped) + " stopped early by the search (at a halving rung)";
+  std::string s;
+  for (const auto& [n, word] : std::initializer_list<std::pair<size_t, const char*>>{
+           {m.completed, "completed"},
+           {m.running, "running"},
+           {m.stopped, "stopped early by the search (at a halving rung)"},
+           {m.failed, "failed"},
+           {m.interrupted, "interrupted"},
+           {m.diverged, "diverged"},
+           {m.damaged, "damaged"},
+           {m.missing, "without a record"},
+           {m.pending, "pending"}})
+    if (n) s += (s.empty() ? "" : ", ") + std::to_string(n) + " " + word;
+  if (s.empty()) s = "none";
   if (m.flagged) s += "; " + std::to_string(m.flagged) + " with health flags";
   if (m.unverified)
     s += "; " + std::to_string(m.unverified) +

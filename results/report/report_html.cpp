@@ -143,8 +143,8 @@ report_plot::LineChart diagnostic_chart(const SweepRecords& sweep, const ReportM
 }
 
 std::string summary(const SweepRecords& sweep, const ReportModel& m) {
-  std::string h = "<p class=\"summary\">" + plural(sweep.runs.size(), "run") + ", " +
-                  plural(problem_count(sweep, m), "problem") + "</p>\n";
+  std::string h =
+      "<p class=\"summary\">" + plural(m.total, "run") + ", " + plural(problem_count(sweep, m), "problem") + "</p>\n";
   h += "<table>\n<tbody>\n<tr><th>runs</th><td>" + html_escape(counts_text(m)) + "</td></tr>\n";
   h +=
       "<tr><th>wall time</th><td>" + seconds(m.wall_time_s) + " (first run started to last record written)</td></tr>\n";
@@ -466,7 +466,8 @@ std::string runs_table(const SweepRecords& sweep, const ReportModel& m) {
        "<tbody>\n";
   for (size_t i = 0; i < sweep.runs.size(); ++i) {
     const Record& r = sweep.runs[i];
-    t += "<tr>" + td(html_escape(r.run_id), "id") + "<td>" + html_escape(r.status);
+    t +=
+        "<tr>" + td(html_escape(r.run_id), "id") + "<td>" + html_escape(r.status + (r.verified ? "" : " (unverified)"));
     if (!r.failure.empty()) t += "<div class=\"failure\">" + html_escape(r.failure) + "</div>";
     t += "</td>";
     for (const auto& k : m.varying) t += value_cell(report_value(r, k));

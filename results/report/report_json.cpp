@@ -115,7 +115,8 @@ std::string json_run(const SweepRecords& sweep, const ReportModel& m, const RunI
   std::string varying = "{";
   for (size_t k = 0; k < m.varying.size(); ++k)
     varying += (k ? "," : "") + jstr(m.varying[k]) + ":" + jstr(report_value(r, m.varying[k]));
-  return "{\"run_id\":" + jstr(r.run_id) + ",\"status\":" + jstr(r.status) + ",\"failure\":" + jstr(r.failure) +
+  return "{\"run_id\":" + jstr(r.run_id) + ",\"status\":" + jstr(r.status) +
+         ",\"verified\":" + (r.verified ? "true" : "false") + ",\"failure\":" + jstr(r.failure) +
          ",\"values\":" + varying + "},\"group\":" + jint(int64_t(x.group[i])) +
          ",\"steps\":" + jint(int64_t(r.steps.size())) + ",\"final_loss\":" + jnum(f.final_loss) +
          ",\"best_loss\":" + jnum(f.best_loss) + ",\"train_loss_end\":" + jnum(f.train_loss_end) +
@@ -144,9 +145,11 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
   // explained, confounding and balance; runs their Pareto membership and diagnostics;
   // layout sets the runs that differ by design; "baseline" the paired differences.
   std::string j = kJsonReportStart + ("\"version\":3,\"title\":" + jstr(m.title));
-  j += ",\"summary\":{\"runs\":" + jint(int64_t(sweep.runs.size())) + ",\"completed\":" + jint(int64_t(m.completed)) +
+  j += ",\"summary\":{\"runs\":" + jint(int64_t(m.total)) + ",\"completed\":" + jint(int64_t(m.completed)) +
        ",\"diverged\":" + jint(int64_t(m.diverged)) + ",\"stopped\":" + jint(int64_t(m.stopped)) +
-       ",\"failed\":" + jint(int64_t(m.failed)) + ",\"unfinished\":" + jint(int64_t(m.running)) +
+       ",\"failed\":" + jint(int64_t(m.failed)) + ",\"interrupted\":" + jint(int64_t(m.interrupted)) +
+       ",\"damaged\":" + jint(int64_t(m.damaged)) + ",\"unfinished\":" + jint(int64_t(m.running)) +
+       ",\"unverified\":" + jint(int64_t(m.unverified)) + ",\"pending\":" + jint(int64_t(m.pending)) +
        ",\"without_record\":" + jint(int64_t(m.missing)) + ",\"problems\":" + jint(int64_t(problem_count(sweep, m))) +
        ",\"health_flagged\":" + jint(int64_t(m.flagged)) +
        ",\"wall_time_s\":" + (m.wall_time_s < 0 ? "null" : jnum(m.wall_time_s)) +

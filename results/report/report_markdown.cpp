@@ -83,8 +83,7 @@ std::string md_ids(const SweepRecords& sweep, const std::vector<size_t>& runs) {
 
 std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
   std::string s = "# " + md(m.title) + "\n" + kMarkdownReportMark + "\n\n";
-  s += plural(sweep.runs.size(), "run") + ", " + plural(problem_count(sweep, m), "problem") + ": " + counts_text(m) +
-       ".\n";
+  s += plural(m.total, "run") + ", " + plural(problem_count(sweep, m), "problem") + ": " + counts_text(m) + ".\n";
   s += "Wall time " + seconds(m.wall_time_s) + " (first run started to last record written); training time " +
        seconds(m.train_time_s) + " (summed over runs).\n\n";
   if (!sweep.runs.empty()) {
@@ -198,7 +197,7 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
     for (size_t i = 0; i < sweep.runs.size(); ++i) {
       const Record& r = sweep.runs[i];
       const ReportRun& f = m.runs[i];
-      std::vector<std::string> row = {md(r.run_id), md(r.status)};
+      std::vector<std::string> row = {md(r.run_id), md(r.status + (r.verified ? "" : " (unverified)"))};
       for (const auto& k : m.varying) row.push_back(md(report_value(r, k)));
       const std::string health = run_health_names(f);
       for (const std::string& c :

@@ -189,7 +189,7 @@ def main():
             doc = {}
             expect(False, f"JSON parses: {e}")
         s = doc.get("summary", {})
-        expect(s.get("runs") == 24 and s.get("completed") == 23 and s.get("diverged") == 1 and s.get("failed") == 1,
+        expect(s.get("runs") == 25 and s.get("completed") == 23 and s.get("diverged") == 1 and s.get("failed") == 1,
                f"JSON summary counts: {s}")
         expect(any(r["values"].get("data.path") == HOSTILE for r in doc.get("runs", [])), "JSON keeps the hostile value as data")
         expect(any(not ls["identical"] for ls in doc.get("layout_sets", [])), "JSON flags the layout mismatch")

@@ -455,7 +455,7 @@ class LifeCycle(unittest.TestCase):
         need_binaries(self, "sweep")  # and sweep refuses it as unfinished
         p = sweep("compare", self.run, self.run)
         self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
-        self.assertIn("the run has not finished", p.stderr)
+        self.assertIn("no completed record: the run is failed (ZeroDivisionError", p.stderr)
 
     def test_leaving_without_finish_or_abandon(self):
         with sr.RecordWriter(self.run, config_yaml="a: 1\n") as w:

@@ -24,9 +24,10 @@
 #include <thread>
 #include <vector>
 
-#include "e2e_util.h"   // E2eTest, tiny_model, run_cli
-#include "process.h"    // capture
-#include "sweep_dir.h"  // read_run_state, read_points_file
+#include "e2e_util.h"       // E2eTest, tiny_model, run_cli
+#include "process.h"        // capture
+#include "sweep_dir.h"      // read_run_state
+#include "sweep_records.h"  // read_points_file
 
 namespace fs = std::filesystem;
 

@@ -272,6 +272,7 @@ TEST(CompareSweeps, PairsRunsByIdAndListsTheRest) {
   EXPECT_FALSE(s.match());
 
   b.runs = {r2, r1};
+  b.problems.clear();
   SweepComparison same = compare_sweeps(a, b);
   EXPECT_EQ(same.pairs.size(), 2u);
   EXPECT_TRUE(same.match());

@@ -19,6 +19,7 @@
 #include "record.h"
 #include "run_files.h"  // utc_now
 #include "stop_signals.h"
+#include "sweep_records.h"  // read_points_file
 #include "sweep_run.h"
 #include "temp_dir.h"   // TempDirTest
 #include "test_util.h"  // EXPECT_CONTAINS, read_file

@@ -65,6 +65,7 @@ Record make_record(const std::string& id, std::map<std::string, std::string> con
   Record r;
   r.run_id = id;
   r.status = "completed";
+  r.verified = true;  // as a record of this version with its digest reads
   r.config = std::move(config);
   for (size_t i = 0; i < losses.size(); ++i) {
     StepMetrics m;
@@ -140,7 +141,9 @@ TEST_F(ReportTest, ARunInProgressIsRunningWithItsStepAndAnAbandonedOneIsInterrup
   ASSERT_EQ(s.problems.size(), 1u);  // only the interrupted run is a problem
   EXPECT_NE(s.problems[0].find("gone"), std::string::npos) << s.problems[0];
   EXPECT_EQ(m.running, 1u);
-  EXPECT_EQ(m.failed, 1u);
+  EXPECT_EQ(m.interrupted, 1u);  // one word per run, sweep status's
+  EXPECT_EQ(m.failed, 0u);
+  EXPECT_EQ(m.total, 3u);
   EXPECT_NE(html.find("<h2>Running and failed runs</h2>"), std::string::npos);
   EXPECT_NE(html.find("running: step 4 of 10, loss 2"), std::string::npos);
   EXPECT_NE(md.find("## Running and failed runs"), std::string::npos);
@@ -397,7 +400,7 @@ TEST(BuildReport, GroupsAreRankedByTheirObjectiveAndFlaggedRunsAreProblems) {
   EXPECT_EQ(m.completed, 4u);
   EXPECT_EQ(m.flagged, 1u);
   const std::string md = render_report(s, m, ReportFormat::markdown);
-  EXPECT_NE(md.find("4 runs, 1 problem: 4 completed,"), std::string::npos) << md.substr(0, 300);
+  EXPECT_NE(md.find("4 runs, 1 problem: 4 completed; 1 with health flags."), std::string::npos) << md.substr(0, 300);
   EXPECT_NE(md.find("1 with health flags"), std::string::npos);
   EXPECT_NE(md.find("| c | completed | 0.3 | 2 | - | 3 | - | - | - | **nonfinite\\_loss** |"), std::string::npos) << md;
   const std::string html = render_html(s, m);
@@ -808,7 +811,8 @@ TEST_F(ReportTest, FailedRunsShowStatusCauseAndTheEndOfTheirLog) {
   EXPECT_NE(html.find("line 40 &lt;boom&gt; &amp; &quot;out&quot;"), std::string::npos);
   EXPECT_EQ(html.find("line 25\n"), std::string::npos);
   EXPECT_EQ(html.find("<h2>Problems</h2>"), std::string::npos);  // the partial is shown once, as a failed run
-  EXPECT_NE(html.find("1 completed, 1 diverged, 1 failed, 0 unfinished, 0 without a record"), std::string::npos);
+  EXPECT_NE(html.find("<td>1 completed, 1 failed, 1 diverged;"), std::string::npos);
+  EXPECT_NE(html.find("3 runs, "), std::string::npos);
 }
 
 TEST_F(ReportTest, UnfinishedRecordsAreNamedByWhatTheyHold) {
@@ -825,7 +829,8 @@ TEST_F(ReportTest, UnfinishedRecordsAreNamedByWhatTheyHold) {
   EXPECT_EQ(s.failed[1].status, "missing");
   EXPECT_EQ(s.failed[2].status, "interrupted");
   ReportModel m = build_report("t", s);
-  EXPECT_EQ(m.failed, 2u);
+  EXPECT_EQ(m.failed, 1u);
+  EXPECT_EQ(m.interrupted, 1u);
   EXPECT_EQ(m.running, 0u);
   EXPECT_EQ(m.missing, 1u);
 }
@@ -856,7 +861,7 @@ TEST(RenderFormats, MarkdownEscapesCellsAndFencesLogs) {
 TEST(RenderFormats, CsvQuotesFieldsAndHasOneRowPerRun) {
   SweepRecords s = hostile_sweep();
   const std::string csv = render_report(s, build_report("t", s), ReportFormat::csv);
-  EXPECT_EQ(csv.rfind("run_id,status,data.path,steps,final_loss,", 0), 0u) << csv.substr(0, 80);
+  EXPECT_EQ(csv.rfind("run_id,status,verified,data.path,steps,final_loss,", 0), 0u) << csv.substr(0, 80);
   EXPECT_NE(csv.find("\"a,\"\"b\"\"\nc\""), std::string::npos);
   EXPECT_EQ(count(csv, "\r\n"), 4u);  // header, two runs, one run without a record
   EXPECT_NE(csv.find("\r\ngone,missing,"), std::string::npos);
