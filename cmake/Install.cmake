@@ -1,4 +1,5 @@
-# `cmake --install BUILD --prefix P`: the binaries to P/bin and, with the trainer, the
+# `cmake --install BUILD --prefix P`: the binaries to P/bin, the Python API to
+# P/share/sweep/python and, with the trainer, the
 # package a program with models of its own builds against (examples/own-model):
 #   P/include/sweep/{trainer.h,model_keys.h,leaf.h}  the public headers: a model of one's own
 #   P/include/sweep/{record_writer.h,record_format.h}  a program writing records itself (sweep::results)
@@ -9,6 +10,10 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 install(TARGETS sweep sweep-rank sweep-blas-probe sweep-confine sweep-box RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The Python API (sweep.init, sweep.invariant, sweep_record) where `sweep` finds it for
+# the programs it runs: P/share/sweep/python (harness/cli/main.cpp, offer_python_api).
+install(DIRECTORY python/sweep python/sweep_record DESTINATION ${CMAKE_INSTALL_DATADIR}/sweep/python
+        PATTERN "__pycache__" EXCLUDE)
 if(NOT SWEEP_BUILD_TRAINER)
   return()
 endif()

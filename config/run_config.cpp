@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <initializer_list>
+#include <map>
 #include <sstream>
 #include <variant>
 
@@ -62,8 +64,10 @@ const Applies kFp16{"train.precision fp16", [](const RunConfig& c) { return c.tr
 const Applies kCheckpoints{"train.checkpoint_every > 0",
                            [](const RunConfig& c) { return c.train.checkpoint_every > 0; },
                            [](const RunConfig&) { return std::string("train.checkpoint_every 0"); }};
+// A program (data.kind program) holds out data of its own.
 const Applies kEvaluates{
-    "data.eval_fraction > 0 or data.eval_path set", [](const RunConfig& c) { return c.evaluates(); },
+    "data.eval_fraction > 0, data.eval_path set or data.kind program",
+    [](const RunConfig& c) { return c.evaluates() || c.data.kind == "program"; },
     [](const RunConfig&) { return std::string("no held-out data (data.eval_fraction 0, no data.eval_path)"); }};
 const Applies kDesync{"fault.desync_step > 0", [](const RunConfig& c) { return c.fault.desync_step > 0; },
                       [](const RunConfig&) { return std::string("fault.desync_step 0"); }};
@@ -501,6 +505,21 @@ RunConfig apply_run_values(RunConfig base, const FlatConfig& values) {
     if (base.model.kind != kDecoderKind && key.rfind("model.", 0) == 0) msg += " for model.kind " + base.model.kind;
     std::vector<std::string> known = keys;
     known.insert(known.end(), input_only_keys().begin(), input_only_keys().end());
+    // What a training script calls them (argparse flags, nanoGPT's and HF's names).
+    static const std::map<std::string, std::string> kAliases = {
+        {"learning_rate", "train.lr"},         {"learningrate", "train.lr"},
+        {"batch_size", "train.micro_batch"},   {"batchsize", "train.micro_batch"},
+        {"max_iters", "train.steps"},          {"iters", "train.steps"},
+        {"max_steps", "train.steps"},          {"num_steps", "train.steps"},
+        {"grad_clip", "train.clip_norm"},      {"clip", "train.clip_norm"},
+        {"max_grad_norm", "train.clip_norm"},  {"warmup_iters", "train.warmup"},
+        {"warmup_steps", "train.warmup"},      {"gradient_accumulation_steps", "train.accum"},
+        {"grad_accum", "train.accum"},         {"dtype", "train.precision"},
+        {"min_learning_rate", "train.min_lr"}, {"world_size", "dist.world_size"}};
+    std::string leaf = key.substr(key.rfind('.') == std::string::npos ? 0 : key.rfind('.') + 1);
+    for (char& ch : leaf) ch = ch == '-' ? '_' : char(std::tolower(static_cast<unsigned char>(ch)));
+    if (const auto alias = kAliases.find(leaf); alias != kAliases.end() && alias->second != key)
+      throw ConfigError(msg + " (did you mean '" + alias->second + "'?)");
     throw ConfigError(msg + did_you_mean(key, known));
   }
   visit_fields(base, Applier{values});
@@ -711,7 +730,7 @@ void check_run_config(const RunConfig& c, const FlatConfig& values) {
   if (!c.data.eval_path.empty() && c.data.eval_fraction > 0)
     throw ConfigError(at_any(values, {"data.eval_fraction", "data.eval_path"}) +
                       "key 'data.eval_fraction': give either data.eval_fraction or data.eval_path, not both");
-  if (c.train.eval_every > 0 && !c.evaluates())
+  if (c.train.eval_every > 0 && !c.evaluates() && c.data.kind != "program")  // a program holds out its own data
     throw ConfigError(at_any(values, {"train.eval_every"}) +
                       "key 'train.eval_every': there is no held-out data; set data.eval_fraction or data.eval_path");
   if (c.train.leaf > 0) {

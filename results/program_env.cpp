@@ -52,9 +52,17 @@ std::vector<std::pair<std::string, std::string>> program_environment_defaults() 
        {"PYTHONHASHSEED", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "MKL_NUM_THREADS",
         "CUBLAS_WORKSPACE_CONFIG", "NCCL_ALGO", "NCCL_PROTO", "CUDA_VISIBLE_DEVICES"})
     env.emplace_back(std::string("env.") + var, env_or_empty(var));
-  for (const char* key :
-       {"data.entropy_floor", "data.file", "data.size", "data.mtime_ns", "data.hash", "trainer", "trainer.models"})
+  for (const char* key : {"data.entropy_floor", "data.size", "data.mtime_ns", "trainer", "trainer.models"})
     env.emplace_back(key, "");
+  // A grid's program's data files (program.data), hashed by the driver: the first as
+  // data.file and data.hash, all of them in program.data.
+  env.emplace_back("data.file", env_or_empty("SWEEP_DATA_FILE"));
+  env.emplace_back("data.hash", env_or_empty("SWEEP_DATA_HASH"));
+  env.emplace_back("program.data", env_or_empty("SWEEP_DATA_FILES"));
+  // Its source files with their hashes (argv's and program.files) and where it started.
+  env.emplace_back("program.files", env_or_empty("SWEEP_PROGRAM_FILES"));
+  env.emplace_back("program.cwd", env_or_empty("SWEEP_PROGRAM_CWD"));
+  env.emplace_back("program.pass_args", env_or_empty("SWEEP_PROGRAM_PASS_ARGS"));
   env.emplace_back("program", env_or_empty("SWEEP_PROGRAM"));
   env.emplace_back("program.digest", env_or_empty("SWEEP_PROGRAM_DIGEST"));
   env.emplace_back("program.keys", env_or_empty("SWEEP_PROGRAM_KEYS"));

@@ -115,6 +115,12 @@ std::string closest_key(const std::string& key, const std::vector<std::string>& 
     auto dot = k.rfind('.');
     if (key.find('.') == std::string::npos && dot != std::string::npos && k.substr(dot + 1) == key) return k;
   }
+  // A key under another section with the same name ("model.lr" for "train.lr").
+  if (const auto dot = key.rfind('.'); dot != std::string::npos)
+    for (const auto& k : known) {
+      const auto kdot = k.rfind('.');
+      if (kdot != std::string::npos && k.compare(kdot, std::string::npos, key, dot, std::string::npos) == 0) return k;
+    }
   std::string best;
   size_t best_d = std::max<size_t>(2, key.size() / 3) + 1;
   for (const auto& k : known) {

@@ -3,13 +3,15 @@
 // Exit codes: 0 success, 1 some runs failed, 2 bad input or usage (or the sweep dir is
 // locked by another driver), 128+signal when `sweep run` was stopped by SIGINT/SIGTERM.
 #include <cstdio>
-#include <cstdlib>  // unsetenv
+#include <cstdlib>  // unsetenv, setenv
 #include <cstring>
+#include <filesystem>
 #include <new>
 #include <string>
 #include <vector>
 
 #include "cli.h"
+#include "process.h"  // executable_dir
 #include "record.h"
 #include "run_config.h"
 
@@ -17,7 +19,7 @@ extern char** environ;
 
 namespace {
 
-/// SWEEP_PROGRAM* and SWEEP_CONTAINER_* say which grid program and which image made a
+/// SWEEP_PROGRAM*, SWEEP_DATA_* and SWEEP_CONTAINER_* say which grid program, data and image made a
 /// run, and the driver sets them for the runs they are true of. Stray ones in the
 /// caller's environment would reach every run and be copied into its record (and
 /// `sweep reproduce` would then run the program they name), so they go first.
@@ -25,16 +27,36 @@ void drop_stray_run_variables() {
   std::vector<std::string> names;
   for (char** e = environ; e && *e; ++e) {
     const std::string entry = *e;
-    if (entry.rfind("SWEEP_PROGRAM", 0) == 0 || entry.rfind("SWEEP_CONTAINER_", 0) == 0)
+    if (entry.rfind("SWEEP_PROGRAM", 0) == 0 || entry.rfind("SWEEP_CONTAINER_", 0) == 0 ||
+        entry.rfind("SWEEP_DATA_", 0) == 0)
       names.push_back(entry.substr(0, entry.find('=')));
   }
   for (const auto& n : names) ::unsetenv(n.c_str());
+}
+
+/// A grid's Python program imports sweep's Python API (`import sweep`, `sweep_record`)
+/// without setup: the directory that holds it, beside this program (the build tree's
+/// python/, or an installed share/sweep/python), goes at the end of PYTHONPATH, which
+/// every run inherits. The caller's own entries come first.
+void offer_python_api() {
+  const std::string exe = sweep::executable_dir();
+  for (const std::string dir : {exe + "/../../python", exe + "/../share/sweep/python"}) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(dir + "/sweep/__init__.py", ec)) continue;
+    const std::string api = std::filesystem::canonical(dir, ec).string();
+    if (ec) continue;
+    const char* old = std::getenv("PYTHONPATH");
+    const std::string path = old && *old ? std::string(old) + ":" + api : api;
+    ::setenv("PYTHONPATH", path.c_str(), 1);
+    return;
+  }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   drop_stray_run_variables();
+  offer_python_api();
   CLI::App app{"sweep: reproducible, sweepable distributed training runs"};
   app.require_subcommand(1);
   std::vector<sweep::CliAction> actions = {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <fstream>
 #include <map>
 #include <set>
 #include <thread>
@@ -19,6 +20,23 @@
 
 namespace sweep {
 namespace {
+
+/// Where rank 0 of a run starts: the first of launch.hosts (or of the hostfile), else here.
+std::string first_host(const LaunchSpec& l) {
+  std::string host;
+  if (!l.hosts.empty()) {
+    host = l.hosts.front();
+  } else if (!l.hostfile.empty()) {
+    std::ifstream in(l.hostfile);
+    for (std::string line; host.empty() && std::getline(in, line);) {
+      const auto start = line.find_first_not_of(" \t");
+      if (start != std::string::npos && line[start] != '#')
+        host = line.substr(start, line.find_first_of(" \t", start) - start);
+    }
+  }
+  host = host.substr(0, host.find(':'));  // "node1:2": two slots on node1
+  return host.empty() ? "127.0.0.1" : host;
+}
 
 struct Running {
   RunTask* task;
@@ -166,6 +184,12 @@ SweepSummary run_sweep(const SweepSpec& spec, const std::vector<GridPoint>& poin
         try {
           session.prepare(*t);
           local.threads = t->point->config.train.threads;
+          if (!spec.program.empty()) {
+            // A program's torch.distributed rendezvous: rank 0's host and a port free here.
+            local.rendezvous.world = t->point->config.dist.world_size;
+            local.rendezvous.port = free_port();
+            local.rendezvous.addr = first_host(L);
+          }
           cmd = local_run_command(L, local, int(t->point->config.dist.world_size), opt.out_dir, t->dir, spec.name,
                                   t->resume());
           log = cmd.log;

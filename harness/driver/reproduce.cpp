@@ -130,6 +130,7 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   // A model of the user's own: its program knows its keys, and trains it.
   LocalLaunch launch = opt.launch;
   std::string program_line;  // the command a record's program re-ran, said with the verdict
+  std::string changed_note;  // a program or data file that changed since the run: why bits may differ
   // A command is run again unasked only when a grid run in the record's own sweep
   // directory declared it: a record can be written by anyone to name any command.
   auto check_declared = [&](const std::string& line, const std::string& command) {
@@ -153,8 +154,12 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
     // A command is run again unasked only when a grid run in the record's own sweep
     // directory declared it: a record can be written by anyone to name any command.
     check_declared(program->second, program->second);
-    launch.program = recorded_program(program->second, original.env("program.keys"), original.env("program.writes"),
-                                      original_path + ": environment 'program'");
+    launch.program =
+        recorded_program(program->second, original.env("program.keys"), original.env("program.writes"),
+                         original_path + ": environment 'program'", original.env("program.files"),
+                         original.env("program.data"), original.env("program.cwd"), original.env("program.pass_args"));
+    // A program or data file that changed since the run is why bits may differ: named first.
+    changed_note = data_changed(original);
     program_line = "program: " + printable(join(launch.program.argv, " ")) +
                    (launch.program.confine ? "" : " (unconfined, as recorded)");
     launch.confine = executable_dir() + "/sweep-confine";
@@ -286,6 +291,7 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
     std::string tail = read_tail(run_log, 2000);
     if (!tail.empty()) res.lines.push_back(tail);
     if (!container_note.empty()) res.lines.push_back(container_note);
+    if (!changed_note.empty()) res.lines.push_back("changed since the run: " + changed_note);
     if (!program_line.empty()) res.lines.push_back(program_line);
     return res;
   }
@@ -308,6 +314,7 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   res.lines.insert(res.lines.end(), details.begin(), details.end());
   if (!blas_note.empty()) res.lines.push_back(blas_note);
   if (!container_note.empty()) res.lines.push_back(container_note);
+  if (!changed_note.empty()) res.lines.push_back("changed since the run: " + changed_note);
   if (!program_line.empty()) res.lines.push_back(program_line);
   if (!config.deterministic())
     res.lines.push_back(

@@ -21,6 +21,7 @@
 #include "program.h"        // program_digest, parse_json_string_array
 #include "record.h"         // read_record, RecordError
 #include "sweep_records.h"  // record_problem
+#include "text.h"           // join, printable
 
 namespace fs = std::filesystem;
 
@@ -164,7 +165,28 @@ std::string data_changed(const Record& r) {
   // The program (a grid's program:), as it was digested for the record: a changed script
   // trains other bits, like a changed data file.
   const std::string program = r.env("program"), digest = r.env("program.digest");
-  if (!program.empty() && !digest.empty()) {
+  // Each source file and data file with its hash (program.files, program.data): the one
+  // that changed is named. Looked at once per driver however many runs share them.
+  static std::map<std::string, std::vector<std::string>> seen;
+  for (const auto& [key, what] : {std::pair<std::string, std::string>{"program.files", "program file"},
+                                  std::pair<std::string, std::string>{"program.data", "data file"}}) {
+    const std::string recorded = r.env(key);
+    if (recorded.empty()) continue;
+    auto it = seen.find(recorded);
+    if (it == seen.end()) {
+      std::vector<std::string> changed;
+      try {
+        changed = changed_files(recorded);
+      } catch (const ConfigError& e) {
+        changed = {std::string("(") + key + " does not read: " + e.what() + ")"};
+      }
+      it = seen.emplace(recorded, changed).first;
+    }
+    if (!it->second.empty())
+      return "its " + what + (it->second.size() > 1 ? "s " : " ") + join(it->second, ", ") + " changed since the run";
+  }
+  // Without program.files (records of before it), the digest of argv's files.
+  if (!program.empty() && !digest.empty() && r.env("program.files").empty()) {
     std::vector<std::string> files;
     const std::string now = current_program_digest(program, &files);
     if (!now.empty() && now != digest) {

@@ -146,6 +146,24 @@ std::string host_lost_after_start(const std::string& run_dir, const std::string&
 
 }  // namespace
 
+namespace {
+
+/// A program that failed on a write its box denies ("Permission denied", EACCES, is what
+/// Landlock answers): which path, and what would allow it. "" for any other last line.
+std::string confinement_hint(const std::string& said) {
+  if (said.find("Permission denied") == std::string::npos && said.find("Read-only file system") == std::string::npos)
+    return "";
+  std::string path;
+  if (const auto q = said.rfind(": '"); q != std::string::npos && said.back() == '\'')
+    path = said.substr(q + 3, said.size() - q - 4);  // Python's "... Permission denied: 'out/x.pt'"
+  return " (a program may write only its run directory ($SWEEP_RUN_DIR), its TMPDIR and what program.writes "
+         "grants; " +
+         (path.empty() ? std::string("to let it write elsewhere") : "to let it write " + printable(path)) +
+         ", add that directory to program.writes, or write under $SWEEP_RUN_DIR)";
+}
+
+}  // namespace
+
 FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, std::string* detail,
                               const std::string& program, int64_t stop_at) {
   const std::string rec = run_dir + "/record.h5";
@@ -268,6 +286,7 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
     cause = "the run ended (" + st.describe() + ") before finishing its record" +
             (trainer_said ? ": " + said : std::string());
   }
+  if (!program.empty()) cause += confinement_hint(cause);
   if (cause != recorded) mark_partial_failed(rec, cause);  // a no-op without a partial
   if (!finding.empty() || !recorded.empty() || trainer_said) *detail += "; " + cause;
   if (!lost_host.empty()) return *detail += " (a node was lost)", FailureClass::node_fail;

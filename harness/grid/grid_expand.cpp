@@ -141,6 +141,10 @@ class Expander {
       for (const auto& a : z.axes) written(a.key);
     for (const auto& inc : s.includes)
       for (const auto& a : inc.keys) written(a.key);
+    // A program that says which built-in keys it reads (program.honours) is the judge of
+    // when they apply: sweep-train's rules (train.eval_every only with held-out data, ...)
+    // are not its.
+    if (!s.program.empty() && s.program.honours_declared) may_idle_ = false;
   }
 
   Expansion run() {
@@ -439,7 +443,61 @@ class Expander {
 
 }  // namespace
 
+namespace {
+
+/// Whether a program that declared program.honours reads `key`: its own keys (model.*),
+/// the ranks (dist.world_size), its threads (train.threads) and where its data comes from
+/// (data.kind) always, built-in keys when listed.
+bool honoured(const ProgramSpec& p, const std::string& key) {
+  return key.rfind("model.", 0) == 0 || key == "dist.world_size" || key == "train.threads" || key == "data.kind" ||
+         std::find(p.honours.begin(), p.honours.end(), key) != p.honours.end();
+}
+
+/// `spec` without the built-in keys its program does not honour, each said once as a
+/// warning at the line that set it: such a key would split run ids that train the same bits.
+SweepSpec honoured_only(const SweepSpec& spec, std::vector<std::string>* warnings) {
+  SweepSpec s = spec;
+  std::set<std::string> said;
+  auto ignore = [&](const std::string& key, const std::string& where) {
+    if (honoured(s.program, key)) return false;
+    if (said.insert(key).second)
+      warnings->push_back((where.empty() ? spec.source : where) + ": warning: key '" + key +
+                          "' is not one the program honours (program.honours); it is ignored and does not change "
+                          "run ids");
+    return true;
+  };
+  for (auto it = s.base.begin(); it != s.base.end();)
+    it = ignore(it->first, it->second.where) ? s.base.erase(it) : ++it;
+  const auto drop_axes = [&](std::vector<GridAxis>& axes) {
+    axes.erase(std::remove_if(axes.begin(), axes.end(), [&](const GridAxis& a) { return ignore(a.key, a.where); }),
+               axes.end());
+  };
+  drop_axes(s.axes);
+  for (auto& z : s.zips) drop_axes(z.axes);
+  s.zips.erase(std::remove_if(s.zips.begin(), s.zips.end(), [](const ZipGroup& z) { return z.axes.empty(); }),
+               s.zips.end());
+  for (auto& p : s.includes) drop_axes(p.keys);
+  for (auto& p : s.excludes) drop_axes(p.keys);
+  if (!s.seeds.values.empty() && ignore("train.seed", s.seeds.where)) s.seeds = GridAxis{};
+  for (const SearchDim& d : s.search.space)
+    if (!honoured(s.program, d.key))
+      throw ConfigError(d.where + ": key '" + d.key +
+                        "': a search over a key the program does not honour (program.honours) would draw runs that "
+                        "train the same bits; list it there, or search another key");
+  return s;
+}
+
+}  // namespace
+
 Expansion expand_grid(const SweepSpec& spec) {
+  if (!spec.program.empty() && spec.program.honours_declared) {
+    std::vector<std::string> warnings;
+    const SweepSpec trimmed = honoured_only(spec, &warnings);
+    Expansion e = Expander(trimmed).run();
+    e.warnings.insert(e.warnings.begin(), warnings.begin(), warnings.end());
+    if (spec.search.kind == "halving") check_halving(trimmed, e.points);
+    return e;
+  }
   Expansion e = Expander(spec).run();
   if (spec.search.kind == "halving") check_halving(spec, e.points);
   return e;

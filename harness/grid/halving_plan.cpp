@@ -8,10 +8,16 @@ namespace sweep {
 
 void check_halving(const SweepSpec& spec, const std::vector<GridPoint>& points) {
   const SearchSpec& s = spec.search;
-  if (!spec.program.argv.empty())
-    throw ConfigError(s.where + ": key 'search.kind': halving stops runs at its rungs through the run directory, " +
-                      "which only sweep-train and programs built on sweep/trainer.h (launch.trainer) understand; " +
-                      "a grid's program: cannot take part");
+  if (!spec.program.argv.empty() && !spec.program.stop)
+    throw ConfigError(s.where + ": key 'search.kind': halving stops runs at its rungs through the run directory " +
+                      "(the stop_at file) and resumes promoted ones from their checkpoints; a grid's program takes " +
+                      "part once it does both and says so with program.stop: true (python: run.should_stop, " +
+                      "run.save, run.restore, run.finish(\"stopped\"))");
+  if (!spec.program.argv.empty() && spec.program.honours_declared &&
+      std::find(spec.program.honours.begin(), spec.program.honours.end(), "train.steps") == spec.program.honours.end())
+    throw ConfigError(s.where +
+                      ": key 'search.kind': halving's budget is train.steps, which program.honours "
+                      "does not list; a program a halving search runs trains train.steps steps");
   for (const GridPoint& p : points)
     if (p.config.train.steps != points.front().config.train.steps)
       throw ConfigError(s.where + ": key 'search.kind': halving's budget is train.steps, so it must be one value; " +

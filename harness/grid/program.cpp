@@ -1,17 +1,25 @@
 #include "program.h"
 
+#include <arpa/inet.h>
+#include <glob.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
 #include "config_error.h"  // ConfigError
+#include "data_file.h"     // identify_data_file, sweep_cache_dir
 #include "model_schema.h"  // describe_models_yaml, parse_models_yaml, validate_model_schema, canonical_real
 #include "process.h"       // resolve_program
+#include "run_config.h"    // config_keys, kDecoderKind
+#include "run_files.h"     // regular_file_problem
 #include "text.h"          // printable, did_you_mean
 #include "yaml_read.h"     // YamlMap, yaml_where, next_to_grid
 
@@ -93,6 +101,74 @@ std::string resolve_element(const std::string& given, size_t i, const std::strin
   return path;
 }
 
+/// Most files `program.files` may name: a directory of a whole checkout would make every
+/// plan hash gigabytes.
+constexpr size_t kMaxProgramFiles = 5000;
+
+/// The regular files of `dir`, recursively, leaving out hidden entries (.git, .venv) and
+/// __pycache__.
+void files_under(const fs::path& dir, std::vector<std::string>* out) {
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
+       !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.front() == '.' || name == "__pycache__") {
+      if (it->is_directory(ec)) it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_regular_file(ec)) out->push_back(it->path().lexically_normal().string());
+    if (out->size() > kMaxProgramFiles) return;
+  }
+}
+
+/// `program.files`: each entry a file, a directory or a glob, relative to the grid file.
+std::vector<std::string> expand_files(const YamlMap& m, const std::string& source) {
+  std::vector<std::string> out;
+  for (const std::string& given : m.texts("files")) {
+    const std::string pattern = fs::absolute(next_to_grid(source, given)).lexically_normal().string();
+    std::error_code ec;
+    std::vector<std::string> found;
+    if (fs::is_directory(pattern, ec)) {
+      files_under(pattern, &found);
+    } else if (fs::is_regular_file(pattern, ec)) {
+      found.push_back(pattern);
+    } else {
+      glob_t g{};
+      if (::glob(pattern.c_str(), GLOB_NOSORT, nullptr, &g) == 0)
+        for (size_t i = 0; i < g.gl_pathc; ++i) {
+          if (fs::is_directory(g.gl_pathv[i], ec))
+            files_under(g.gl_pathv[i], &found);
+          else if (fs::is_regular_file(g.gl_pathv[i], ec))
+            found.push_back(fs::path(g.gl_pathv[i]).lexically_normal().string());
+        }
+      ::globfree(&g);
+    }
+    if (found.empty())
+      throw ConfigError(m.at("files") + "'" + printable(given) +
+                        "' names no file (a file, a directory or a glob, relative to the grid file)");
+    out.insert(out.end(), found.begin(), found.end());
+    if (out.size() > kMaxProgramFiles)
+      throw ConfigError(m.at("files") + "more than " + std::to_string(kMaxProgramFiles) +
+                        " files; name the program's source, not a whole tree");
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+/// "<hash> <path>" of each file, as a JSON array (hashes cached like data files').
+std::string hashed_files(const std::vector<std::string>& files, const std::string& what) {
+  std::vector<std::string> items;
+  for (const std::string& f : files) {
+    try {
+      items.push_back(identify_data_file(f, sweep_cache_dir()).hash + " " + f);
+    } catch (const std::runtime_error& e) {
+      throw ConfigError(what + ": " + e.what());
+    }
+  }
+  return json_string_array(items);
+}
+
 void finish(ProgramSpec& p, const std::string& what) {
   try {
     validate_model_schema(p.schema);
@@ -101,7 +177,11 @@ void finish(ProgramSpec& p, const std::string& what) {
     throw ConfigError(what + ": " + e.what());
   }
   p.json = json_string_array(p.argv);
-  p.digest = program_digest(p.argv);
+  p.digest = program_digest(p.argv, p.files);
+  std::vector<std::string> sources = program_files(p.argv);
+  sources.insert(sources.end(), p.files.begin(), p.files.end());
+  p.file_hashes = hashed_files(sources, what);
+  p.data_hashes = p.data.empty() ? "" : hashed_files(p.data, what);
   p.keys = describe_models_yaml(ModelsDescription{{p.schema.kind}, {p.schema}});
 }
 
@@ -110,7 +190,9 @@ void finish(ProgramSpec& p, const std::string& what) {
 ProgramSpec parse_program(const YAML::Node& node, const std::string& source) {
   ProgramSpec p;
   p.where = yaml_where(source, node);
-  YamlMap m(node, source, "program", {"argv", "kind", "help", "keys", "writes", "confine"});
+  YamlMap m(
+      node, source, "program",
+      {"argv", "kind", "help", "keys", "writes", "confine", "cwd", "files", "data", "stop", "honours", "pass_args"});
   if (!m.has("argv") || !m.node("argv").IsSequence() || m.node("argv").size() == 0)
     throw ConfigError(p.where + ": key 'program.argv': required, a list such as [python3, train.py]");
   size_t i = 0;
@@ -138,6 +220,31 @@ ProgramSpec parse_program(const YAML::Node& node, const std::string& source) {
                         ": not a directory; expected directories the program may write (relative to the grid file)");
     p.writes.push_back(dir);
   }
+  const std::string cwd = m.text("cwd", ".");
+  p.cwd = fs::absolute(next_to_grid(source, cwd)).lexically_normal().string();
+  if (std::error_code ec; !fs::is_directory(p.cwd, ec))
+    throw ConfigError(m.at("cwd") + "'" + printable(cwd) + "'" + (p.cwd == cwd ? "" : " (" + printable(p.cwd) + ")") +
+                      ": not a directory; expected where each run starts (relative to the grid file)");
+  if (p.cwd.find('=') != std::string::npos)
+    throw ConfigError(m.at("cwd") + "a directory with '=' in its name cannot be given to env(1); rename or link it");
+  p.files = expand_files(m, source);
+  for (const std::string& d : m.texts("data")) {
+    const std::string path = fs::absolute(next_to_grid(source, d)).lexically_normal().string();
+    if (const std::string why = regular_file_problem(path); !why.empty())
+      throw ConfigError(m.at("data") + "'" + printable(d) + "'" + (path == d ? "" : " (" + printable(path) + ")") +
+                        ": " + why + "; expected the data files the program reads (relative to the grid file)");
+    p.data.push_back(path);
+  }
+  p.stop = m.boolean("stop", false);
+  p.pass_args = m.boolean("pass_args", true);
+  p.honours_declared = m.has("honours");
+  p.honours = m.texts("honours");
+  for (const std::string& k : p.honours) {
+    const auto& known = config_keys(kDecoderKind);
+    if (k.rfind("model.", 0) == 0 || std::find(known.begin(), known.end(), k) == known.end())
+      throw ConfigError(m.at("honours") + "'" + printable(k) + "': not a built-in key (train.*, data.*, dist.*)" +
+                        did_you_mean(k, known) + "; the program's own keys are model.* under program.keys");
+  }
   finish(p, p.where + ": key 'program'");
   return p;
 }
@@ -155,9 +262,22 @@ std::vector<std::string> confine_args(const ProgramSpec& p, const std::string& r
 std::string recorded_writes(const ProgramSpec& p) { return p.confine ? json_string_array(p.writes) : "off"; }
 
 ProgramSpec recorded_program(const std::string& json, const std::string& keys, const std::string& writes,
-                             const std::string& what) {
+                             const std::string& what, const std::string& files, const std::string& data,
+                             const std::string& cwd, const std::string& pass_args) {
   ProgramSpec p;
+  p.pass_args = pass_args != "false";
   p.argv = parse_json_string_array(json);
+  const auto paths = [](const std::string& hashed) {
+    std::vector<std::string> out;
+    if (!hashed.empty())
+      for (const std::string& item : parse_json_string_array(hashed)) out.push_back(item.substr(item.find(' ') + 1));
+    return out;
+  };
+  const std::vector<std::string> argv_files = program_files(p.argv);
+  for (const std::string& f : paths(files))
+    if (std::find(argv_files.begin(), argv_files.end(), f) == argv_files.end()) p.files.push_back(f);
+  p.data = paths(data);
+  if (std::error_code ec; !cwd.empty() && fs::is_directory(cwd, ec)) p.cwd = cwd;
   p.confine = writes != "off";
   if (p.confine && !writes.empty()) p.writes = parse_json_string_array(writes);
   if (p.argv.empty()) throw ConfigError(what + ": the recorded program is an empty command");
@@ -177,11 +297,13 @@ std::vector<std::string> program_files(const std::vector<std::string>& argv) {
   return files;
 }
 
-std::string program_digest(const std::vector<std::string>& argv) {
+std::string program_digest(const std::vector<std::string>& argv, const std::vector<std::string>& files) {
   XXH3_state_t* st = XXH3_createState();
   XXH3_64bits_reset(st);
   std::vector<char> buf(1 << 16);
-  for (const std::string& a : program_files(argv)) {
+  std::vector<std::string> all = program_files(argv);
+  all.insert(all.end(), files.begin(), files.end());
+  for (const std::string& a : all) {
     std::ifstream in(a, std::ios::binary);
     while (in.read(buf.data(), std::streamsize(buf.size())) || in.gcount() > 0)
       XXH3_64bits_update(st, buf.data(), size_t(in.gcount()));
@@ -273,22 +395,71 @@ std::vector<std::string> parse_json_string_array(const std::string& text) {
   return out;
 }
 
+namespace {
+
+/// The hash of the first "<hash> <path>" of a JSON array of them; "" for none.
+std::string first_hash(const std::string& hashed) {
+  if (hashed.empty()) return "";
+  const auto items = parse_json_string_array(hashed);
+  return items.empty() ? "" : items.front().substr(0, items.front().find(' '));
+}
+
+}  // namespace
+
+std::vector<std::string> changed_files(const std::string& recorded) {
+  std::vector<std::string> out;
+  for (const std::string& item : parse_json_string_array(recorded)) {
+    const auto space = item.find(' ');
+    if (space == std::string::npos) throw ConfigError("'" + printable(item) + "': expected \"<hash> <path>\"");
+    const std::string hash = item.substr(0, space), path = item.substr(space + 1);
+    std::error_code ec;
+    if (!fs::exists(path, ec)) continue;  // not visible here (a compute node's path): the run checks it
+    std::string now;
+    try {
+      now = identify_data_file(path, sweep_cache_dir()).hash;
+    } catch (const std::runtime_error&) {
+      now = "unreadable";
+    }
+    if (now != hash) out.push_back(printable(path) + " (was " + hash + ", now " + now + ")");
+  }
+  return out;
+}
+
 std::vector<std::string> program_environment(const ProgramSpec& p, const std::string& run_dir,
-                                             const std::string& run_id, int64_t threads) {
+                                             const std::string& run_id, int64_t threads, const Rendezvous& rendezvous) {
   const std::string t = std::to_string(threads);
-  return {"SWEEP_CONFIG=" + run_dir + "/config.yaml",
-          "SWEEP_RUN_DIR=" + run_dir,
-          "SWEEP_RUN_ID=" + run_id,
-          "SWEEP_PROGRAM=" + p.json,
-          "SWEEP_PROGRAM_DIGEST=" + p.digest,
-          "SWEEP_PROGRAM_KEYS=" + p.keys,
-          "SWEEP_PROGRAM_WRITES=" + recorded_writes(p),
-          "PYTHONHASHSEED=0",
-          "PYTHONUNBUFFERED=1",  // a Python program's log follows it line by line
-          "OMP_NUM_THREADS=" + t,
-          "OPENBLAS_NUM_THREADS=" + t,
-          "MKL_NUM_THREADS=" + t,
-          "CUBLAS_WORKSPACE_CONFIG=:4096:8"};
+  std::vector<std::string> env = {
+      "SWEEP_CONFIG=" + run_dir + "/config.yaml", "SWEEP_RUN_DIR=" + run_dir, "SWEEP_RUN_ID=" + run_id,
+      "SWEEP_PROGRAM=" + p.json, "SWEEP_PROGRAM_DIGEST=" + p.digest, "SWEEP_PROGRAM_KEYS=" + p.keys,
+      "SWEEP_PROGRAM_WRITES=" + recorded_writes(p), "SWEEP_PROGRAM_FILES=" + p.file_hashes,
+      "SWEEP_PROGRAM_CWD=" + p.cwd, std::string("SWEEP_PROGRAM_PASS_ARGS=") + (p.pass_args ? "true" : "false"),
+      "SWEEP_DATA_FILES=" + p.data_hashes,
+      // The first data file as data.file and data.hash, as sweep-train records data.path.
+      "SWEEP_DATA_FILE=" + (p.data.empty() ? std::string() : p.data.front()),
+      "SWEEP_DATA_HASH=" + first_hash(p.data_hashes), "PYTHONHASHSEED=0",
+      "PYTHONUNBUFFERED=1",  // a Python program's log follows it line by line
+      "OMP_NUM_THREADS=" + t, "OPENBLAS_NUM_THREADS=" + t, "MKL_NUM_THREADS=" + t, "CUBLAS_WORKSPACE_CONFIG=:4096:8",
+      "MASTER_ADDR=" + rendezvous.addr};
+  if (!rendezvous.port.empty()) env.push_back("MASTER_PORT=" + rendezvous.port);
+  if (rendezvous.world == 1)  // one rank, no sweep-rank to set them
+    env.insert(env.end(), {"RANK=0", "WORLD_SIZE=1", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=1"});
+  return env;
+}
+
+std::string free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  std::string port;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = std::to_string(ntohs(a.sin_port));
+  ::close(fd);
+  return port;
 }
 
 }  // namespace sweep

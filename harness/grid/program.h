@@ -25,10 +25,37 @@ struct ProgramSpec {
   /// relative to the grid file; absolute here). Empty with confine off.
   std::vector<std::string> writes;
   bool confine = true;  ///< `program.confine`: run it under sweep-confine (Landlock)
-  std::string json;     ///< argv as a JSON array: the record's environment `program`
-  std::string digest;   ///< program_digest(argv): the record's environment `program.digest`
-  std::string keys;     ///< the schema as describe_models_yaml writes it: `program.keys`
-  std::string where;    ///< file:line:col of the section
+  /// `program.cwd`: the directory each run starts in (absolute). Default: the grid file's
+  /// directory, so a script's relative paths mean what they mean next to its grid.
+  std::string cwd;
+  /// `program.files`: its source beyond argv (globs and directories, relative to the grid
+  /// file), expanded to regular files, sorted; hashed into the digest with argv's files.
+  std::vector<std::string> files;
+  /// `program.data`: the data files it reads (relative to the grid file; absolute here),
+  /// hashed like data.path: a changed one makes its completed runs stale.
+  std::vector<std::string> data;
+  /// `program.stop`: it honours a search's rung (the run directory's stop_at file, and
+  /// its checkpoint on resume: python's run.should_stop/save/restore), so a halving search
+  /// may run it.
+  bool stop = false;
+  /// `program.pass_args`: each run's command ends with `--config FILE --out DIR` (and
+  /// `--resume` on a retry), the trainer contract. False for a script with its own
+  /// arguments: it reads SWEEP_CONFIG and SWEEP_RUN_DIR instead (python's sweep.init()).
+  bool pass_args = true;
+  /// `program.honours`: the built-in keys (train.*, data.*, dist.*) it reads; empty with
+  /// `honours_declared` false: every key. A grid that sets another is warned, and the key
+  /// is left out of the runs' configs (points that differ only there are one run).
+  std::vector<std::string> honours;
+  bool honours_declared = false;
+  std::string json;    ///< argv as a JSON array: the record's environment `program`
+  std::string digest;  ///< program_digest(argv): the record's environment `program.digest`
+  /// "<hash> <path>" per source file (argv's and `files`), as a JSON array: the record's
+  /// `program.files`; the stale check and reproduce name a changed file from it.
+  std::string file_hashes;
+  /// The same for `data`: the record's `program.data`.
+  std::string data_hashes;
+  std::string keys;   ///< the schema as describe_models_yaml writes it: `program.keys`
+  std::string where;  ///< file:line:col of the section
   bool empty() const { return argv.empty(); }
 };
 
@@ -46,15 +73,25 @@ std::vector<std::string> confine_args(const ProgramSpec& p, const std::string& r
 /// `program.writes`: a JSON array, or "off" when the program ran unconfined);
 /// `what` prefixes messages. Throws ConfigError when they do not parse or the program is
 /// gone.
+/// `files`, `data` and `cwd`, when given, are the record's `program.files`,
+/// `program.data` (JSON arrays of "<hash> <path>") and `program.cwd`: the re-run digests
+/// and hashes the same files and starts in the same directory (when it is still there).
 ProgramSpec recorded_program(const std::string& json, const std::string& keys, const std::string& writes,
-                             const std::string& what);
+                             const std::string& what, const std::string& files = "", const std::string& data = "",
+                             const std::string& cwd = "", const std::string& pass_args = "");
 
 /// The elements of `argv` that name a regular file by a path (with a '/'), in order: the
 /// interpreter and the script, or the executable; what program_digest hashes.
 std::vector<std::string> program_files(const std::vector<std::string>& argv);
 
-/// "xxh3:<16 hex digits>" over the bytes of program_files(argv), in order.
-std::string program_digest(const std::vector<std::string>& argv);
+/// "xxh3:<16 hex digits>" over the bytes of program_files(argv), then of `files`, in order.
+std::string program_digest(const std::vector<std::string>& argv, const std::vector<std::string>& files = {});
+
+/// The files of a recorded `program.files` or `program.data` (a JSON array of "<hash>
+/// <path>") whose contents are no longer that hash, as "path (was H, now H')"; empty when
+/// all are as recorded. A file not here is left out (a compute node's path: the run checks
+/// it). Throws ConfigError when `recorded` does not parse.
+std::vector<std::string> changed_files(const std::string& recorded);
 
 /// `items` as a JSON array of strings, and back (ConfigError on anything else).
 std::string json_string_array(const std::vector<std::string>& items);
@@ -63,12 +100,26 @@ std::vector<std::string> parse_json_string_array(const std::string& text);
 /// `program.writes` as recorded: the JSON array of p.writes, or "off" without confinement.
 std::string recorded_writes(const ProgramSpec& p);
 
+/// Where rank 0 of a run listens for torch.distributed's rendezvous (MASTER_ADDR,
+/// MASTER_PORT); a run of one rank gets RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1
+/// too (sweep-rank sets those of each rank of a bigger run).
+struct Rendezvous {
+  std::string addr = "127.0.0.1";
+  std::string port;  ///< "" = none given
+  int64_t world = 1;
+};
+
 /// The environment one run of `p` gets, as NAME=VALUE: SWEEP_CONFIG, SWEEP_RUN_DIR,
 /// SWEEP_RUN_ID, SWEEP_PROGRAM, SWEEP_PROGRAM_DIGEST, SWEEP_PROGRAM_KEYS,
-/// SWEEP_PROGRAM_WRITES (recorded_writes), and the numerics
-/// settings PYTHONHASHSEED=0, OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS
-/// (= `threads`, the run's train.threads) and CUBLAS_WORKSPACE_CONFIG=:4096:8.
+/// SWEEP_PROGRAM_WRITES (recorded_writes), SWEEP_PROGRAM_FILES and SWEEP_DATA_FILES (the
+/// hashes), SWEEP_PROGRAM_CWD, torch.distributed's variables (`rendezvous`), and the
+/// numerics settings PYTHONHASHSEED=0, OMP_NUM_THREADS, OPENBLAS_NUM_THREADS,
+/// MKL_NUM_THREADS (= `threads`, the run's train.threads) and CUBLAS_WORKSPACE_CONFIG=:4096:8.
 std::vector<std::string> program_environment(const ProgramSpec& p, const std::string& run_dir,
-                                             const std::string& run_id, int64_t threads);
+                                             const std::string& run_id, int64_t threads,
+                                             const Rendezvous& rendezvous = {});
+
+/// A free TCP port on this machine for a run's rendezvous ("" when none could be had).
+std::string free_port();
 
 }  // namespace sweep

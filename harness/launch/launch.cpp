@@ -38,19 +38,26 @@ std::vector<std::string> program_head(const LocalLaunch& launch, const std::stri
     head.push_back("--");
   }
   head.push_back("env");
+  // A program starts in program.cwd (its grid's directory by default), so its relative
+  // paths mean what they mean next to its grid; in an image, where the image starts.
+  if (!launch.program.empty() && !launch.program.cwd.empty() && !launch.in_container)
+    head.push_back("--chdir=" + launch.program.cwd);
   head.insert(head.end(), launch.env.begin(), launch.env.end());
   if (launch.program.empty()) return head.push_back(trainer), head;
   const std::string id = !launch.run_id.empty()   ? launch.run_id
                          : run_dir == kRunDirMark ? kRunIdMark
                                                   : std::filesystem::path(run_dir).filename().string();
-  for (auto& v : program_environment(launch.program, run_dir, id, launch.threads)) head.push_back(std::move(v));
+  for (auto& v : program_environment(launch.program, run_dir, id, launch.threads, launch.rendezvous))
+    head.push_back(std::move(v));
   head.insert(head.end(), launch.program.argv.begin(), launch.program.argv.end());
   return head;
 }
 
 std::vector<std::string> trainer_args(std::vector<std::string> head, const std::string& run_dir,
-                                      const std::string& sweep_id, bool resume, const std::string& device) {
+                                      const std::string& sweep_id, bool resume, const std::string& device,
+                                      const LocalLaunch* launch) {
   std::vector<std::string> argv = std::move(head);
+  if (launch && !launch->program.empty() && !launch->program.pass_args) return argv;
   argv.insert(argv.end(), {"--config", run_dir + "/config.yaml", "--out", run_dir});
   if (!sweep_id.empty()) argv.insert(argv.end(), {"--sweep-id", sweep_id});
   if (resume) argv.push_back("--resume");
@@ -65,8 +72,8 @@ std::vector<std::string> train_argv(const LocalLaunch& launch, int world, const 
     argv = mpiexec_prefix(launch.mpiexec, launch.mpi_args, world, true);
     argv.insert(argv.end(), {"-n", std::to_string(world)});
   }
-  const auto run =
-      trainer_args(program_head(launch, launch.train_binary, out_dir), out_dir, sweep_id, resume, launch.device);
+  const auto run = trainer_args(program_head(launch, launch.train_binary, out_dir), out_dir, sweep_id, resume,
+                                launch.device, &launch);
   argv.insert(argv.end(), run.begin(), run.end());
   return argv;
 }
@@ -78,8 +85,10 @@ std::vector<std::string> rank_command(const LaunchSpec& spec, const LocalLaunch&
   std::vector<std::string> argv = {wrapper, "--log-dir", run_dir + "/logs"};
   if (spans_hosts(spec)) argv.push_back("--per-host");
   argv.push_back("--");
-  auto inner = trainer_args(program_head(local, boxed ? spec.container.trainer : local.train_binary, run_dir), run_dir,
-                            sweep_id, resume, spec.device);
+  LocalLaunch in_box = local;
+  in_box.in_container = boxed;
+  auto inner = trainer_args(program_head(in_box, boxed ? spec.container.trainer : local.train_binary, run_dir), run_dir,
+                            sweep_id, resume, spec.device, &local);
   auto boxed_argv = wrap_in_container(spec.container, sweep_dir, inner);
   argv.insert(argv.end(), boxed_argv.begin(), boxed_argv.end());
   return argv;
@@ -89,7 +98,8 @@ RunCommand local_run_command(const LaunchSpec& spec, const LocalLaunch& local, i
                              const std::string& run_dir, const std::string& sweep_id, bool resume) {
   RunCommand c;
   if (world == 1 && spec.container.runtime.empty() && spec.launcher == "local") {
-    c.argv = trainer_args(program_head(local, local.train_binary, run_dir), run_dir, sweep_id, resume, spec.device);
+    c.argv =
+        trainer_args(program_head(local, local.train_binary, run_dir), run_dir, sweep_id, resume, spec.device, &local);
     c.log = run_dir + "/logs/rank0.log";
     return c;
   }

@@ -22,12 +22,18 @@ struct LocalLaunch {
   std::string run_id;                 ///< a program's SWEEP_RUN_ID; empty: the run directory's name
   std::vector<std::string> env;       ///< NAME=VALUE for every run's command (OPENBLAS_CORETYPE)
   std::string confine;                ///< path of sweep-confine: a program runs under it; empty: not confined
+  Rendezvous rendezvous;              ///< a program's torch.distributed rendezvous (MASTER_ADDR, MASTER_PORT)
+  bool in_container = false;  ///< the program runs in an image: it starts where the image does, not in program.cwd
 };
 
 /// Stand-ins for a run's directory and id in a command written before the run is known
 /// (a Slurm batch script replaces them with the array task's).
 inline const std::string kRunDirMark = "\x01SWEEP_RUN_DIR\x01";
 inline const std::string kRunIdMark = "\x01SWEEP_RUN_ID\x01";
+/// Stand-ins for a Slurm run's rendezvous, which only the job knows (its first node, a
+/// port from its job id): the batch script's "$master_addr" and "$master_port".
+inline const std::string kMasterAddrMark = "\x01SWEEP_MASTER_ADDR\x01";
+inline const std::string kMasterPortMark = "\x01SWEEP_MASTER_PORT\x01";
 
 /// What starts the training program of a run in `run_dir`: {trainer}, or for a grid's
 /// program `[sweep-confine --write DIR... --] env NAME=VALUE... ARGV...` with
@@ -42,9 +48,12 @@ std::vector<std::string> train_argv(const LocalLaunch& launch, int world, const 
                                     const std::string& sweep_id, bool resume);
 
 /// `head` (program_head) and sweep-train's own arguments for run directory `run_dir`
-/// (`--device` only when not cpu).
+/// (`--device` only when not cpu); `head` alone when `launch` runs a grid's program that
+/// takes no arguments from sweep (program.pass_args false: it reads SWEEP_CONFIG and
+/// SWEEP_RUN_DIR, as python's sweep.init() does).
 std::vector<std::string> trainer_args(std::vector<std::string> head, const std::string& run_dir,
-                                      const std::string& sweep_id, bool resume, const std::string& device = "cpu");
+                                      const std::string& sweep_id, bool resume, const std::string& device = "cpu",
+                                      const LocalLaunch* launch = nullptr);
 
 /// One attempt of a run: its argv and the file that gets the launcher's output.
 struct RunCommand {

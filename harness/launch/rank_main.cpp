@@ -24,7 +24,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "process_tree.h"
@@ -34,8 +36,42 @@ extern char** environ;
 namespace {
 
 const char* kPlaceholder = "@SWEEP_RANK_ENV@";
-const char* kPrefixes[] = {
-    "OMPI_", "PMIX_", "PMI_", "SLURM_", "OPAL_", "HWLOC_", "NCCL_", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "UCX_"};
+const char* kPrefixes[] = {"OMPI_",
+                           "PMIX_",
+                           "PMI_",
+                           "SLURM_",
+                           "OPAL_",
+                           "HWLOC_",
+                           "NCCL_",
+                           "UCX_",
+                           "CUDA_VISIBLE_DEVICES",
+                           "OMP_NUM_THREADS",
+                           "RANK",
+                           "WORLD_SIZE",
+                           "LOCAL_RANK",
+                           "LOCAL_WORLD_SIZE"};
+
+/// The first of `names` set in the environment, or "".
+std::string first_env(std::initializer_list<const char*> names) {
+  for (const char* v : names) {
+    const char* r = std::getenv(v);
+    if (r && *r) return r;
+  }
+  return "";
+}
+
+/// torch.distributed's env:// variables from the launcher's (Open MPI, Slurm), where not
+/// set already, so a rank of a grid's program finds its place: RANK, WORLD_SIZE,
+/// LOCAL_RANK, LOCAL_WORLD_SIZE (MASTER_ADDR and MASTER_PORT come from the driver).
+void set_torch_distributed_env(const std::string& rank) {
+  const std::pair<const char*, std::string> vars[] = {
+      {"RANK", rank},
+      {"WORLD_SIZE", first_env({"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE", "SLURM_NTASKS"})},
+      {"LOCAL_RANK", first_env({"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"})},
+      {"LOCAL_WORLD_SIZE", first_env({"OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"})}};
+  for (const auto& [name, value] : vars)
+    if (!value.empty() && value.find_first_not_of("0123456789") == std::string::npos) ::setenv(name, value.c_str(), 0);
+}
 
 std::string rank_of_env() {
   for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
@@ -86,6 +122,7 @@ int main(int argc, char** argv) {
   std::string rank = rank_of_env();
   for (char c : rank)
     if (c < '0' || c > '9') rank = "x";  // never let the environment pick a path
+  if (rank != "x") set_torch_distributed_env(rank);
   if (per_host) {
     log_dir += "/" + host_dir_name();
     // A directory of its own, never a link planted in its place.

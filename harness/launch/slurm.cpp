@@ -3,23 +3,31 @@
 #include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <utility>
 
 namespace sweep {
 namespace {
 
-/// Quotes `arg`, turning each kRunDirMark into "$dir" (the task's directory at run time)
-/// and each kRunIdMark into its last component, the run id.
+/// Quotes `arg`, turning each kRunDirMark into "$dir" (the task's directory at run time),
+/// each kRunIdMark into its last component, the run id, and the rendezvous marks into
+/// "$master_addr" and "$master_port" (set by the script).
 std::string quote_with_dir(const std::string& arg) {
+  const std::pair<const std::string*, const char*> marks[] = {{&kRunDirMark, "\"$dir\""},
+                                                              {&kRunIdMark, "\"${dir##*/}\""},
+                                                              {&kMasterAddrMark, "\"$master_addr\""},
+                                                              {&kMasterPortMark, "\"$master_port\""}};
   std::string out;
   size_t start = 0;
   while (true) {
-    const size_t d = arg.find(kRunDirMark, start), r = arg.find(kRunIdMark, start);
-    const size_t at = std::min(d, r);
+    size_t at = std::string::npos;
+    const std::pair<const std::string*, const char*>* which = nullptr;
+    for (const auto& m : marks)
+      if (const size_t p = arg.find(*m.first, start); p < at) at = p, which = &m;
     std::string piece = arg.substr(start, at == std::string::npos ? std::string::npos : at - start);
     if (!piece.empty() || (at == std::string::npos && out.empty())) out += shell_quote(piece);
     if (at == std::string::npos) break;
-    out += at == d ? "\"$dir\"" : "\"${dir##*/}\"";
-    start = at + (at == d ? kRunDirMark.size() : kRunIdMark.size());
+    out += which->second;
+    start = at + which->first->size();
   }
   return out;
 }
@@ -77,7 +85,8 @@ std::string sbatch_script(const SlurmArray& a, const LaunchSpec& spec, const Loc
   s += "i=${SLURM_ARRAY_TASK_ID:?not a job array task}\n";
   s += "dir=${runs[$i]}\n";
   s += "args=()\n";
-  s += "if [ \"${resume[$i]}\" = 1 ]; then args+=(--resume); fi\n";
+  if (local.program.empty() || local.program.pass_args)
+    s += "if [ \"${resume[$i]}\" = 1 ]; then args+=(--resume); fi\n";
   s += "exec >>\"$dir/logs/launcher.log\" 2>&1\n";
   s += "echo \"=== sweep: slurm job ${SLURM_ARRAY_JOB_ID:-?}_$i on $(hostname) (nodes ${SLURM_JOB_NODELIST:-?}) at "
        "$(date -u +%FT%TZ) ===\"\n";
@@ -87,6 +96,14 @@ std::string sbatch_script(const SlurmArray& a, const LaunchSpec& spec, const Loc
                                    "--kill-on-bad-exit=1"};
   LocalLaunch l = local;
   l.threads = a.threads;  // one array per (world size, threads)
+  if (!l.program.empty()) {
+    // torch.distributed's rendezvous: the job's first node, and a port from the job id
+    // (two runs of one node at once are two jobs, so two ports).
+    s += "master_addr=$(scontrol show hostnames \"${SLURM_JOB_NODELIST:-localhost}\" 2>/dev/null | head -n 1)\n";
+    s += "master_addr=${master_addr:-127.0.0.1}\n";
+    s += "master_port=$((20000 + ${SLURM_JOB_ID:-0} % 20000))\n";
+    l.rendezvous = {kMasterAddrMark, kMasterPortMark, a.world};
+  }
   auto ranks = rank_command(spec, l, a.sweep_dir, kRunDirMark, a.sweep_name, /*resume=*/false);
   srun.insert(srun.end(), ranks.begin(), ranks.end());
   for (size_t i = 0; i < srun.size(); ++i) s += (i ? " " : "") + quote_with_dir(srun[i]);

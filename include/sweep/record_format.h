@@ -28,6 +28,14 @@ struct StepMetrics {
   double record_time_s = 0;   ///< time spent on checksums and record writes after the step
 };
 
+/// A program's own figures for one step or one evaluation (accuracy, MFU, ...), by name:
+/// /metrics/extra/<name> and /eval/extra/<name> (schema version 4). A name is 1-64 of
+/// A-Z a-z 0-9 _ . - ; a row that lacks a metric another row has stores NaN there.
+using ExtraMetrics = std::vector<std::pair<std::string, double>>;
+
+/// Whether `name` may name an extra metric (see ExtraMetrics).
+bool valid_metric_name(const std::string& name);
+
 /// One held-out evaluation, as recorded in /eval (schema version 3).
 struct EvalRow {
   int64_t step = 0;    ///< evaluated after this step's update
@@ -101,10 +109,13 @@ class RecordWriter {
   RecordWriter(const RecordWriter&) = delete;
   RecordWriter& operator=(const RecordWriter&) = delete;
 
-  void append_step(const StepMetrics& m);
+  /// One step's row, with the program's own figures; throws RecordError for a bad metric
+  /// name or one given twice.
+  void append_step(const StepMetrics& m, const ExtraMetrics& extra = {});
   void append_checksum(const ChecksumRow& c);
-  /// One held-out evaluation; the header must have said `eval`.
-  void append_eval(const EvalRow& e);
+  /// One held-out evaluation, with the program's own figures; the header must have said
+  /// `eval`, and evaluations come in step order (RecordError otherwise).
+  void append_eval(const EvalRow& e, const ExtraMetrics& extra = {});
   /// Step time of every rank for one step (world_size values).
   void append_rank_times(const std::vector<double>& seconds);
   /// Per-rank memory; written once, any time before finish().

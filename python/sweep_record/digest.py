@@ -102,6 +102,12 @@ def _digest_of_file(f):
         d.nums("eval/loss", ev["loss"][:], "<f8")
         d.nums("eval/tokens", ev["tokens"][:], "<i8")
         d.nums("eval/time_s", ev["time_s"][:], "<f8")
+    # Version 4: a program's own figures, per step then per evaluation, in name order.
+    for group in ("metrics", "eval"):
+        if group in f and "extra" in f[group]:
+            extra = f[group]["extra"]
+            for name in sorted(extra.keys(), key=lambda n: n.encode("utf-8")):
+                d.nums("%s/extra/%s" % (group, name), extra[name][:], "<f8")
     return d.text()
 
 

@@ -1,4 +1,5 @@
-"""RecordWriter: writes one run record (results/SCHEMA.md, version 3) as the C++
+"""RecordWriter: writes one run record (results/SCHEMA.md, version 3, or 4 with a
+program's own figures) as the C++
 RecordWriter does (results/record/record.cpp), so that sweep's reader accepts it.
 
 The record is ``record.h5.partial`` while the run goes on, holds ``status = running``, and
@@ -34,10 +35,13 @@ __all__ = [
     "RecordError",
     "RecordWriter",
     "environment_defaults",
+    "valid_metric_name",
 ]
 
-#: results/record/record.h kSchemaVersion: the layout this package writes.
+#: results/record/record.h kSchemaVersion: the layout this package writes (3, and 4 once
+#: a program's own figure is recorded: /metrics/extra, /eval/extra).
 SCHEMA_VERSION = 3
+EXTRA_SCHEMA_VERSION = 4
 PARTIAL_SUFFIX = ".partial"
 LOCK_NAME = "run.lock"
 
@@ -76,6 +80,28 @@ _U64_MAX = (1 << 64) - 1
 
 class RecordError(RuntimeError):
     """A record that cannot be written; the message names the path and what to do."""
+
+
+def valid_metric_name(name):
+    """Whether `name` may name a program's own metric: 1-64 of A-Z a-z 0-9 _ . - (it names
+    an HDF5 dataset, /metrics/extra/<name>; record_format.h valid_metric_name)."""
+    return (isinstance(name, str) and 0 < len(name) <= 64 and name not in (".", "..")
+            and all(c.isascii() and (c.isalnum() or c in "_.-") for c in name))
+
+
+def _metric_value(name, value):
+    """A metric's value as a float; anything that is not one real number is refused."""
+    item = getattr(value, "item", None)
+    if callable(item) and not isinstance(value, (int, float)):  # a numpy scalar or array, a torch tensor
+        size = value.numel() if callable(getattr(value, "numel", None)) else getattr(value, "size", 1)
+        if size != 1:
+            raise TypeError(f"metric {name!r}: {type(value).__name__} of {size} elements is not a number; "
+                            "a metric is one real number per row")
+        value = item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"metric {name!r}: {type(value).__name__} {value!r:.60} is not a number; "
+                        "a metric is one real number per row (int or float)")
+    return float(value)
 
 
 def _cpu_name():
@@ -119,10 +145,13 @@ def environment_defaults():
         "rank_hosts": socket.gethostname(),
         "os": " ".join((platform.system(), platform.release(), platform.machine())),
         "data.entropy_floor": "",
-        "data.file": "",
+        # A grid's program's data files (program.data), hashed by the driver: the first as
+        # data.file and data.hash, all of them in program.data.
+        "data.file": os.environ.get("SWEEP_DATA_FILE", ""),
         "data.size": "",
         "data.mtime_ns": "",
-        "data.hash": "",
+        "data.hash": os.environ.get("SWEEP_DATA_HASH", ""),
+        "program.data": os.environ.get("SWEEP_DATA_FILES", ""),
         "trainer": "",
         "trainer.models": "",
         # A grid's program (sweep sets these for each run it starts): the command, a hash
@@ -131,6 +160,10 @@ def environment_defaults():
         "program.digest": os.environ.get("SWEEP_PROGRAM_DIGEST", ""),
         "program.keys": os.environ.get("SWEEP_PROGRAM_KEYS", ""),
         "program.writes": os.environ.get("SWEEP_PROGRAM_WRITES", ""),
+        # Its source files with their hashes (argv's and program.files), and where it started.
+        "program.files": os.environ.get("SWEEP_PROGRAM_FILES", ""),
+        "program.cwd": os.environ.get("SWEEP_PROGRAM_CWD", ""),
+        "program.pass_args": os.environ.get("SWEEP_PROGRAM_PASS_ARGS", ""),
         # What held the program: sweep-confine's level ("landlock-abi-7: writes, signals").
         "program.confinement": os.environ.get("SWEEP_CONFINEMENT", ""),
         # The container image the run ran in (sweep sets these when launch.container is).
@@ -382,6 +415,11 @@ class RecordWriter:
         self._ck_step = _Column(ck, "step", "<i8")
         self._ck_params = _Column(ck, "params", "<u8")
         self._ck_tensors = _Column(ck, "tensors", "<u8", cols=self.n_tensors) if self.n_tensors else None
+        # Created with their first row: /eval and the program's own figures.
+        self._eval = None
+        self._step_extra, self._eval_extra = {}, {}
+        self._steps = self._evals = 0
+        self._last_eval_step = -1
         f.attrs.create("world_size", self.world_size, dtype=i64)
         self._ranks = f.create_group("ranks")
         self._rank_times = _Column(self._ranks, "step_time_s", "<f8", cols=self.world_size)
@@ -394,31 +432,78 @@ class RecordWriter:
         if self._finished:
             raise RecordError(f"{self.partial}: the record was finished or abandoned; nothing more is written")
 
-    def append_step(self, metrics=None, **fields):
-        """One optimizer step: a dict (or keywords) of StepMetrics fields (``STEP_FIELDS``).
+    def append_step(self, metrics=None, extra=None, **fields):
+        """One optimizer step: a dict (or keywords) of StepMetrics fields (``STEP_FIELDS``),
+        and the program's own figures in `extra` ({name: number}, /metrics/extra).
 
         ``step`` is required (1-based, increasing); the rest default as in C++ (``clip_coef``
-        and ``loss_scale`` 1, others 0).
+        and ``loss_scale`` 1, others 0). A metric missing from a row is NaN there.
         """
         given = dict(metrics or {})
         given.update(fields)
         unknown = sorted(set(given) - set(STEP_FIELDS))
         if unknown:
             raise ValueError(f"append_step: unknown field(s) {', '.join(unknown)}; the fields are "
-                             f"{', '.join(STEP_FIELDS)}")
+                             f"{', '.join(STEP_FIELDS)} (a metric of your own goes in extra=)")
         if "step" not in given:
             raise ValueError("append_step: 'step' is required")
         row = {k: given.get(k, default) for k, default in STEP_FIELDS.items()}
         step = int(row["step"])
+        extra = self._checked_extra("append_step", extra)
         with self._mu:
             self._check_open()
             if step <= self._last_step:
                 raise ValueError(f"append_step: step {step} after step {self._last_step}; steps are 1-based and increase")
+            self._push_extra("metrics", self._step_extra, self._steps, extra)
             for name in DOUBLE_METRICS:
                 self._metrics[name].pending.append(float(row[name]))
             for name in INT_METRICS:
                 self._metrics[name].pending.append(int(row[name]))
             self._last_step = step
+            self._steps += 1
+
+    def append_eval(self, step, loss, tokens, time_s=0.0, extra=None):
+        """One held-out evaluation after `step`'s update (/eval, as sweep-train writes it):
+        its token-mean `loss` over `tokens` target tokens, its wall time, and the program's
+        own figures in `extra`. Evaluations come in step order."""
+        step, loss, tokens, time_s = int(step), float(loss), int(tokens), float(time_s)
+        extra = self._checked_extra("append_eval", extra)
+        with self._mu:
+            self._check_open()
+            if step < self._last_eval_step:
+                raise ValueError(f"append_eval: an evaluation at step {step} after one at step "
+                                 f"{self._last_eval_step}; evaluations are recorded in step order")
+            if self._eval is None:
+                g = self._file.create_group("eval")
+                self._eval = {"step": _Column(g, "step", "<i8"), "loss": _Column(g, "loss", "<f8"),
+                              "tokens": _Column(g, "tokens", "<i8"), "time_s": _Column(g, "time_s", "<f8")}
+            self._push_extra("eval", self._eval_extra, self._evals, extra)
+            for k, v in (("step", step), ("loss", loss), ("tokens", tokens), ("time_s", time_s)):
+                self._eval[k].pending.append(v)
+            self._last_eval_step = step
+            self._evals += 1
+
+    @staticmethod
+    def _checked_extra(what, extra):
+        out = {}
+        for name, value in dict(extra or {}).items():
+            if not valid_metric_name(name):
+                raise ValueError(f"{what}: metric name {name!r}: expected 1-64 letters, digits, '_', '.' or '-'")
+            out[name] = _metric_value(name, value)
+        return out
+
+    def _push_extra(self, group, columns, rows, extra):
+        """One row of a program's own figures into /<group>/extra; a metric new in this row
+        gets NaN for the rows before it, a metric missing from it NaN here."""
+        for name in sorted(set(extra) - set(columns)):
+            if group not in self._file or "extra" not in self._file[group]:
+                self._file[group].create_group("extra")
+                self._file.attrs.create("schema_version", EXTRA_SCHEMA_VERSION, dtype=np.dtype("<i8"))
+            col = _Column(self._file[group]["extra"], name, "<f8")
+            col.pending.extend([float("nan")] * rows)
+            columns[name] = col
+        for name, col in columns.items():
+            col.pending.append(extra.get(name, float("nan")))
 
     def append_checksum(self, step, params_checksum, tensor_checksums):
         """Parameter hashes after `step`'s update (0 = the initial parameters): the run
@@ -488,15 +573,18 @@ class RecordWriter:
         self._ck_params.flush()
         if self._ck_tensors is not None:
             self._ck_tensors.flush()
+        for c in list((self._eval or {}).values()) + list(self._step_extra.values()) + list(self._eval_extra.values()):
+            c.flush()
         self._file.flush()
 
     # ------------------------------------------------------------------ the end
 
     def finish(self, status="completed", failure=""):
-        """Ends the run: sets `status` ("completed" or "diverged", with `failure` saying why
-        for a diverged run), closes the file, stores its digest and renames it to record.h5."""
-        if status not in ("completed", "diverged"):
-            raise ValueError(f"finish: status {status!r}; a finished record is 'completed' or 'diverged' "
+        """Ends the run: sets `status` ("completed"; "diverged", with `failure` saying why;
+        "stopped", at the rung a search asked for), closes the file, stores its digest and
+        renames it to record.h5."""
+        if status not in ("completed", "diverged", "stopped"):
+            raise ValueError(f"finish: status {status!r}; a finished record is 'completed', 'diverged' or 'stopped' "
                              "(a failed run calls abandon(failure) and stays .partial)")
         _check_text("failure", failure)
         with self._mu:

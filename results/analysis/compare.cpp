@@ -135,6 +135,40 @@ void compare_evals(const Record& a, const Record& b, const CompareOptions& opt, 
   }
 }
 
+/// The program's own figures of two records, by name, at the steps (evaluations) both have:
+/// the first that differs in bits or that one side lacks.
+void compare_extras(const Record& a, const Record& b, RecordComparison& c) {
+  using Columns = std::map<std::string, std::vector<double>>;
+  const auto compare = [&](const std::vector<int64_t>& steps_a, const std::vector<int64_t>& steps_b,
+                           const Columns& cols_a, const Columns& cols_b, const std::string& prefix) {
+    std::map<int64_t, size_t> at_b;
+    for (size_t j = 0; j < steps_b.size(); ++j) at_b.emplace(steps_b[j], j);
+    std::set<std::string> names;
+    for (const auto& kv : cols_a) names.insert(kv.first);
+    for (const auto& kv : cols_b) names.insert(kv.first);
+    for (const auto& name : names) {
+      const auto ia = cols_a.find(name), ib = cols_b.find(name);
+      for (size_t i = 0; i < steps_a.size(); ++i) {
+        const auto j = at_b.find(steps_a[i]);
+        if (j == at_b.end()) continue;
+        const double va = ia == cols_a.end() ? NAN : ia->second[i];
+        const double vb = ib == cols_b.end() ? NAN : ib->second[j->second];
+        if (same_bits(va, vb)) continue;
+        if (c.extra_step == kNoStep || steps_a[i] < c.extra_step)
+          c.extra_step = steps_a[i], c.extra_metric = prefix + name;
+        break;
+      }
+    }
+  };
+  const auto step_numbers = [](const auto& rows) {
+    std::vector<int64_t> out;
+    for (const auto& r : rows) out.push_back(r.step);
+    return out;
+  };
+  compare(step_numbers(a.steps), step_numbers(b.steps), a.step_extra, b.step_extra, "");
+  compare(step_numbers(a.evals), step_numbers(b.evals), a.eval_extra, b.eval_extra, "eval_");
+}
+
 // Steps are recorded in increasing order, so a binary search finds one.
 const StepMetrics* find_step(const Record& r, int64_t step) {
   auto it = std::lower_bound(r.steps.begin(), r.steps.end(), step,
@@ -164,6 +198,7 @@ RecordComparison compare_records(const Record& a, const Record& b, const Compare
   compare_losses(a, b, opt, c);
   compare_checksums(a, b, c);
   compare_evals(a, b, opt, c);
+  compare_extras(a, b, c);
   if (const int64_t s = c.divergent_step(); s != kNoStep) {
     const StepMetrics *sa = find_step(a, s), *sb = find_step(b, s);
     c.step_in_a = sa != nullptr, c.step_in_b = sb != nullptr;
@@ -216,6 +251,9 @@ std::string verdict_line(const RecordComparison& c) {
       return "training identical bit-for-bit (" + counts + "), but the held-out loss differs after step " +
              std::to_string(c.eval_step) + ": " + (std::isnan(c.eval_a) ? "(none)" : exact_number(c.eval_a)) + " vs " +
              (std::isnan(c.eval_b) ? "(none)" : exact_number(c.eval_b)) + status;
+    if (c.extra_step != kNoStep)
+      return "training identical bit-for-bit (" + counts + "), but the program's own metric " + c.extra_metric +
+             " differs at step " + std::to_string(c.extra_step) + status;
     if (!c.match())
       return "training identical bit-for-bit (" + counts + "), but the status differs: " + show(c.status_a) + " vs " +
              show(c.status_b);

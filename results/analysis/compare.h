@@ -47,6 +47,11 @@ struct RecordComparison {
   int64_t eval_step = kNoStep;
   double eval_a = NAN, eval_b = NAN;  ///< the held-out losses at eval_step (NaN where a side has none)
   bool evals_within_rtol = true;
+  /// A program's own figures (/metrics/extra, /eval/extra), compared at the same steps and
+  /// evaluations, bit for bit: the first one that differs, or that one record lacks
+  /// ("eval_accuracy" for an evaluation's), and the step.
+  std::string extra_metric;
+  int64_t extra_step = kNoStep;
   /// The last step both records have (kNoStep when they share none), and the last step at
   /// which both hold a checksum row: "bit-for-bit" needs the parameters compared after
   /// the last step, not only the losses.
@@ -71,11 +76,12 @@ struct RecordComparison {
   bool final_params_compared() const {
     return last_checksum_step != kNoStep && (last_step == kNoStep || last_checksum_step >= last_step);
   }
-  /// same_training(), the final parameters compared equal, the same held-out losses and
-  /// the same status. Equal losses say nothing of parameters never compared, so without
-  /// a common checksum row at the last step it is not called bit-for-bit.
+  /// same_training(), the final parameters compared equal, the same held-out losses, the
+  /// same figures of the program's own and the same status. Equal losses say nothing of parameters never compared, so
+  /// without a common checksum row at the last step it is not called bit-for-bit.
   bool bitwise() const {
-    return same_training() && final_params_compared() && eval_step == kNoStep && status_a == status_b;
+    return same_training() && final_params_compared() && eval_step == kNoStep && extra_step == kNoStep &&
+           status_a == status_b;
   }
   /// bitwise(), or with rtol > 0: same steps, the same status, and every loss (held-out
   /// ones too) within the tolerance.

@@ -7,12 +7,16 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <type_traits>
 
 #include "run_files.h"  // create_exclusive, regular_file_problem, sync_path
@@ -121,6 +125,7 @@ void write_str_attr(hid_t obj, const char* name, const std::string& value) {
 
 void write_i64_attr(hid_t obj, const char* name, int64_t value) {
   H5 space(H5Screate(H5S_SCALAR), H5Sclose);
+  if (H5Aexists(obj, name) > 0) H5Adelete(obj, name);
   H5 a(H5Acreate2(obj, name, H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
   H5Awrite(a.get(), H5T_NATIVE_INT64, &value);
 }
@@ -267,6 +272,16 @@ struct RecordWriter::Impl {
   H5 eval;  // /eval, when the run evaluates
   std::unique_ptr<Column<int64_t>> ev_step, ev_tokens;
   std::unique_ptr<Column<double>> ev_loss, ev_time;
+  // A program's own figures: /metrics/extra and /eval/extra, created with their first
+  // value (rows before it get NaN), the record then version 4.
+  H5 step_extra_group, eval_extra_group;
+  std::map<std::string, std::unique_ptr<Column<double>>> step_extra, eval_extra;
+  size_t steps = 0, evals = 0;  // rows appended so far
+  int64_t last_eval_step = -1;
+  /// Pushes one row of `extra` into `columns` (under /<group>/extra), `rows` rows already
+  /// there; a metric new in this row gets NaN for the rows before it.
+  void push_extra(const char* group, H5& extra_group, std::map<std::string, std::unique_ptr<Column<double>>>& columns,
+                  size_t rows, const ExtraMetrics& extra);
   H5 ranks, summary;
   size_t n_tensors = 0, world = 1;
   bool finished = false;  // completed, or abandoned: no further writes
@@ -313,7 +328,7 @@ RecordWriter::RecordWriter(const std::string& path, const RecordHeader& h) : imp
     throw RecordError(m.partial + ": cannot create the record file (" + (errno ? std::strerror(errno) : "HDF5 error") +
                       ")");
   hid_t f = m.file.get();
-  write_i64_attr(f, "schema_version", kSchemaVersion);
+  write_i64_attr(f, "schema_version", 3);  // 4 once a program's own figure is written (push_extra)
   write_str_attr(f, "run_id", h.run_id);
   write_str_attr(f, "sweep_id", h.sweep_id);
   write_str_attr(f, "status", "running");
@@ -380,14 +395,52 @@ RecordWriter::~RecordWriter() {
   }
 }
 
-void RecordWriter::append_step(const StepMetrics& s) {
+bool valid_metric_name(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (unsigned char c : name)
+    if (!std::isalnum(c) && c != '_' && c != '.' && c != '-') return false;
+  return name != "." && name != "..";
+}
+
+void RecordWriter::Impl::push_extra(const char* group, H5& extra_group,
+                                    std::map<std::string, std::unique_ptr<Column<double>>>& columns, size_t rows,
+                                    const ExtraMetrics& extra) {
+  std::map<std::string, double> row;
+  for (const auto& [name, value] : extra) {
+    if (!valid_metric_name(name))
+      throw RecordError(partial + ": metric name '" + name +
+                        "': expected 1-64 letters, digits, '_', '.' or '-' (it names a dataset)");
+    if (!row.emplace(name, value).second) throw RecordError(partial + ": metric '" + name + "' given twice in one row");
+  }
+  for (const auto& [name, value] : row) {
+    if (columns.count(name)) continue;
+    if (!extra_group) {
+      H5 parent(H5Gopen2(file.get(), group, H5P_DEFAULT), H5Gclose);
+      extra_group = H5(H5Gcreate2(parent.get(), "extra", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+      if (!extra_group) throw RecordError(partial + ": cannot create /" + group + "/extra");
+      write_i64_attr(file.get(), "schema_version", 4);  // the first extra figure makes it version 4
+    }
+    auto col = std::make_unique<Column<double>>(extra_group.get(), name.c_str());
+    for (size_t i = 0; i < rows; ++i) col->push(NAN);
+    columns.emplace(name, std::move(col));
+  }
+  for (auto& [name, col] : columns) {
+    const auto it = row.find(name);
+    col->push(it == row.end() ? NAN : it->second);
+  }
+}
+
+void RecordWriter::append_step(const StepMetrics& s, const ExtraMetrics& extra) {
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mu);
   if (m.finished) return;  // abandoned (maybe from the watchdog thread): nothing more is written
+  if (!extra.empty() || !m.step_extra.empty())
+    m.push_extra("metrics", m.step_extra_group, m.step_extra, m.steps, extra);
 #define X(name) m.name->push(s.name);
   SWEEP_DOUBLE_METRICS(X)
   SWEEP_INT_METRICS(X)
 #undef X
+  ++m.steps;
 }
 
 void RecordWriter::append_checksum(const ChecksumRow& c) {
@@ -402,11 +455,17 @@ void RecordWriter::append_checksum(const ChecksumRow& c) {
   if (m.ck_tensors) m.ck_tensors->push_row(c.tensors);
 }
 
-void RecordWriter::append_eval(const EvalRow& e) {
+void RecordWriter::append_eval(const EvalRow& e, const ExtraMetrics& extra) {
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mu);
   if (m.finished) return;  // abandoned (maybe from the watchdog thread): nothing more is written
   if (!m.eval) throw RecordError(m.partial + ": an evaluation row for a record whose header said no evaluation");
+  if (e.step < m.last_eval_step)
+    throw RecordError(m.partial + ": an evaluation at step " + std::to_string(e.step) + " after one at step " +
+                      std::to_string(m.last_eval_step) + "; evaluations are recorded in step order");
+  if (!extra.empty() || !m.eval_extra.empty()) m.push_extra("eval", m.eval_extra_group, m.eval_extra, m.evals, extra);
+  ++m.evals;
+  m.last_eval_step = e.step;
   m.ev_step->push(e.step);
   m.ev_loss->push(e.loss);
   m.ev_tokens->push(e.tokens);
@@ -456,6 +515,8 @@ void RecordWriter::Impl::flush() {
   m.ck_params->flush();
   if (m.ck_tensors) m.ck_tensors->flush();
   if (m.eval) m.ev_step->flush(), m.ev_loss->flush(), m.ev_tokens->flush(), m.ev_time->flush();
+  for (auto& [name, col] : m.step_extra) col->flush();
+  for (auto& [name, col] : m.eval_extra) col->flush();
   errno = 0;
   check(H5Fflush(m.file.get(), H5F_SCOPE_GLOBAL), m.partial, "flush the record");
 }
@@ -530,6 +591,7 @@ void RecordWriter::Impl::close_datasets() {
 #undef X
   m.ck_step.reset(), m.ck_params.reset(), m.ck_tensors.reset();
   m.ev_step.reset(), m.ev_loss.reset(), m.ev_tokens.reset(), m.ev_time.reset(), m.eval.reset();
+  m.step_extra.clear(), m.eval_extra.clear(), m.step_extra_group.reset(), m.eval_extra_group.reset();
 }
 
 /// After a failed write (a full disk) HDF5's handle of the file cannot be trusted to
@@ -641,6 +703,11 @@ H5 open_group(hid_t f, const char* name, const std::string& path) {
   H5 g(H5Gopen2(f, name, H5P_DEFAULT), H5Gclose);
   if (!g) throw RecordError(path + ": group '/" + name + "' is missing; the record is damaged");
   return g;
+}
+
+herr_t collect_link_name(hid_t, const char* name, const H5L_info_t*, void* out) {
+  static_cast<std::vector<std::string>*>(out)->push_back(name);
+  return 0;
 }
 
 herr_t collect_attr(hid_t loc, const char* name, const H5A_info_t*, void* out) {
@@ -818,6 +885,27 @@ Record read_record_file(const std::string& path, std::string* digest) {
       throw RecordError(path + ": the /eval datasets differ in length; the record is damaged");
     d.nums("eval/step", step), d.nums("eval/loss", loss), d.nums("eval/tokens", tokens), d.nums("eval/time_s", time);
     for (size_t i = 0; i < step.size(); ++i) r.evals.push_back({step[i], loss[i], tokens[i], time[i]});
+  }
+  // Version 4: a program's own figures, per step then per evaluation, each column in
+  // name order; hashed only when present.
+  for (const auto& [group, rows, out] :
+       {std::tuple{"metrics", r.steps.size(), &r.step_extra}, std::tuple{"eval", r.evals.size(), &r.eval_extra}}) {
+    if (H5Lexists(f, group, H5P_DEFAULT) <= 0) continue;
+    H5 parent = open_group(f, group, path);
+    if (H5Lexists(parent.get(), "extra", H5P_DEFAULT) <= 0) continue;
+    H5 extra(H5Gopen2(parent.get(), "extra", H5P_DEFAULT), H5Gclose);
+    if (!extra) throw RecordError(path + ": /" + group + "/extra is not a group; the record is damaged");
+    std::vector<std::string> names;
+    H5Literate(extra.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_link_name, &names);
+    std::sort(names.begin(), names.end());
+    for (const auto& name : names) {
+      auto col = read_list<double>(extra.get(), name.c_str(), path);
+      if (col.size() != rows)
+        throw RecordError(path + ": /" + group + "/extra/" + name + " has " + std::to_string(col.size()) +
+                          " values for " + std::to_string(rows) + " rows; the record is damaged");
+      d.nums(std::string(group) + "/extra/" + name, col);
+      (*out)[name] = std::move(col);
+    }
   }
   *digest = d.text();
   return r;

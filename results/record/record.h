@@ -18,9 +18,10 @@ namespace sweep {
 
 /// Version of the on-disk layout; readers refuse newer files. Version 2 added the
 /// root attribute `digest` (results/SCHEMA.md, "Integrity"); version 3 the optional
-/// group /eval (held-out loss) and the /summary attributes `health*`. Versions 1 and 2
-/// are still read (version 1 unverified).
-inline constexpr int64_t kSchemaVersion = 3;
+/// group /eval (held-out loss) and the /summary attributes `health*`; version 4 the
+/// groups /metrics/extra and /eval/extra (a program's own figures; a record without them
+/// is written as version 3). Versions 1 and 2 are still read (version 1 unverified).
+inline constexpr int64_t kSchemaVersion = 4;
 
 /// A record read back.
 struct Record {
@@ -37,6 +38,9 @@ struct Record {
   }
   std::vector<StepMetrics> steps;
   std::vector<EvalRow> evals;  ///< /eval rows; empty when the run did not evaluate
+  /// /metrics/extra and /eval/extra: a program's own figures by name, one value per step
+  /// (per evaluation), NaN where a row lacked it. Sorted by name.
+  std::map<std::string, std::vector<double>> step_extra, eval_extra;
   std::vector<ChecksumRow> checksums;
   std::vector<ParamInfo> params;
   int64_t world_size = 1;

@@ -1,5 +1,7 @@
 #include "export.h"
 
+#include <cmath>  // isnan
+
 #include "report_format.h"  // csv_field, g17
 
 namespace sweep {
@@ -15,10 +17,11 @@ std::string render_export_csv(const SweepRecords& sweep) {
     // The cells every row of this run starts with.
     std::string lead = csv_field(r.run_id) + "," + csv_field(r.status) + ",";
     for (const auto& k : keys) lead += csv_field(report_value(r, k)) + ",";
-    auto row = [&](int64_t step, const char* metric, const std::string& value) {
-      out += lead + std::to_string(step) + "," + metric + "," + value + "\r\n";
+    auto row = [&](int64_t step, const std::string& metric, const std::string& value) {
+      out += lead + std::to_string(step) + "," + csv_field(metric) + "," + value + "\r\n";
     };
-    for (const StepMetrics& s : r.steps) {
+    for (size_t i = 0; i < r.steps.size(); ++i) {
+      const StepMetrics& s = r.steps[i];
       row(s.step, "loss", g17(s.loss));
       row(s.step, "lr", g17(s.lr));
       row(s.step, "grad_norm", g17(s.grad_norm));
@@ -28,8 +31,15 @@ std::string render_export_csv(const SweepRecords& sweep) {
       row(s.step, "tokens", std::to_string(s.tokens));
       row(s.step, "step_time_s", g17(s.step_time_s));
       row(s.step, "tokens_per_s", g17(s.tokens_per_s));
+      // A program's own figures, by name; a step without one has no row for it.
+      for (const auto& [name, values] : r.step_extra)
+        if (!std::isnan(values[i])) row(s.step, name, g17(values[i]));
     }
-    for (const EvalRow& e : r.evals) row(e.step, "eval_loss", g17(e.loss));
+    for (size_t i = 0; i < r.evals.size(); ++i) {
+      row(r.evals[i].step, "eval_loss", g17(r.evals[i].loss));
+      for (const auto& [name, values] : r.eval_extra)
+        if (!std::isnan(values[i])) row(r.evals[i].step, "eval_" + name, g17(values[i]));
+    }
   }
   return out;
 }

@@ -223,16 +223,25 @@ std::vector<std::pair<std::string, std::string>> render_tensorboard(const SweepR
     auto evals_through = [&](int64_t step) {
       for (; e < r.evals.size() && r.evals[e].step <= step; ++e) {
         t += r.evals[e].time_s;
-        frame(out, summary_event(t, r.evals[e].step, {scalar("eval/loss", r.evals[e].loss)}));
+        std::vector<std::string> values = {scalar("eval/loss", r.evals[e].loss)};
+        for (const auto& [name, column] : r.eval_extra)  // a program's own figures
+          if (!std::isnan(column[e])) values.push_back(scalar("eval/" + name, column[e]));
+        frame(out, summary_event(t, r.evals[e].step, values));
       }
     };
-    for (const auto& s : r.steps) {
+    for (size_t i = 0; i < r.steps.size(); ++i) {
+      const StepMetrics& s = r.steps[i];
       t += s.step_time_s;
-      frame(out, summary_event(
-                     t, s.step,
-                     {scalar("train/loss", s.loss), scalar("train/lr", s.lr), scalar("train/grad_norm", s.grad_norm),
-                      scalar("train/clip_coef", s.clip_coef), scalar("train/loss_scale", s.loss_scale),
-                      scalar("train/step_time_s", s.step_time_s), scalar("train/tokens_per_s", s.tokens_per_s)}));
+      std::vector<std::string> values = {scalar("train/loss", s.loss),
+                                         scalar("train/lr", s.lr),
+                                         scalar("train/grad_norm", s.grad_norm),
+                                         scalar("train/clip_coef", s.clip_coef),
+                                         scalar("train/loss_scale", s.loss_scale),
+                                         scalar("train/step_time_s", s.step_time_s),
+                                         scalar("train/tokens_per_s", s.tokens_per_s)};
+      for (const auto& [name, column] : r.step_extra)
+        if (!std::isnan(column[i])) values.push_back(scalar("train/" + name, column[i]));
+      frame(out, summary_event(t, s.step, values));
       evals_through(s.step);
     }
     evals_through(INT64_MAX);

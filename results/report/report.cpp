@@ -420,6 +420,56 @@ Curve group_curve(const std::vector<Record>& runs, const std::vector<size_t>& me
   return c;
 }
 
+std::vector<std::string> metric_curves(const std::vector<Record>& runs) {
+  std::set<std::string> step, eval;
+  bool evaluated = false;
+  for (const Record& r : runs) {
+    evaluated |= !r.evals.empty();
+    for (const auto& kv : r.step_extra) step.insert(kv.first);
+    for (const auto& kv : r.eval_extra) eval.insert(kv.first);
+  }
+  std::vector<std::string> out;
+  if (evaluated) out.push_back("eval_loss");
+  out.insert(out.end(), step.begin(), step.end());
+  for (const auto& n : eval) out.push_back("eval_" + n);
+  return out;
+}
+
+std::vector<std::pair<int64_t, double>> metric_points(const Record& r, const std::string& name) {
+  std::vector<std::pair<int64_t, double>> out;
+  const auto keep = [&](int64_t step, double v) {
+    if (std::isfinite(v)) out.emplace_back(step, v);
+  };
+  if (name == "eval_loss") {
+    for (const auto& e : r.evals) keep(e.step, e.loss);
+  } else if (const auto s = r.step_extra.find(name); s != r.step_extra.end()) {
+    for (size_t i = 0; i < r.steps.size() && i < s->second.size(); ++i) keep(r.steps[i].step, s->second[i]);
+  } else if (name.rfind("eval_", 0) == 0) {
+    if (const auto e = r.eval_extra.find(name.substr(5)); e != r.eval_extra.end())
+      for (size_t i = 0; i < r.evals.size() && i < e->second.size(); ++i) keep(r.evals[i].step, e->second[i]);
+  }
+  return out;
+}
+
+Curve metric_curve(const std::vector<Record>& runs, const std::vector<size_t>& members, const std::string& name) {
+  struct Acc {
+    double sum = 0, lo = INFINITY, hi = -INFINITY;
+    size_t n = 0;
+  };
+  std::map<int64_t, Acc> by_step;
+  for (size_t i : members)
+    for (const auto& [step, v] : metric_points(runs[i], name)) {
+      Acc& a = by_step[step];
+      a.sum += v, ++a.n, a.lo = std::min(a.lo, v), a.hi = std::max(a.hi, v);
+    }
+  Curve c;
+  for (const auto& [step, a] : by_step) {
+    c.steps.push_back(step), c.mean.push_back(a.sum / double(a.n));
+    c.lo.push_back(a.lo), c.hi.push_back(a.hi);
+  }
+  return c;
+}
+
 // Numbers compare as numbers (1e-3 before 0.01), everything else as text.
 bool value_less(const std::string& a, const std::string& b) {
   char *ea = nullptr, *eb = nullptr;

@@ -35,6 +35,17 @@ struct Curve {
 /// The curve of `field` (e.g. &StepMetrics::loss) over `runs[members]`.
 Curve group_curve(const std::vector<Record>& runs, const std::vector<size_t>& members, double StepMetrics::*field);
 
+/// The curves a sweep's records hold beside the training loss, by name: "eval_loss" when a
+/// run evaluated held-out data, then each of a program's own step metrics ("accuracy"),
+/// then its own evaluation metrics ("eval_accuracy").
+std::vector<std::string> metric_curves(const std::vector<Record>& runs);
+
+/// The (step, value) points of curve `name` (metric_curves) of one record; NaNs left out.
+std::vector<std::pair<int64_t, double>> metric_points(const Record& r, const std::string& name);
+
+/// The curve of metric `name` over `runs[members]`: the mean at each step with its band.
+Curve metric_curve(const std::vector<Record>& runs, const std::vector<size_t>& members, const std::string& name);
+
 /// Settings of one report.
 struct ReportOptions {
   std::string group_by;  ///< config key: one loss chart per value of it; "" = one chart

@@ -583,6 +583,21 @@ std::string render_html(const SweepRecords& sweep, const ReportModel& m) {
       if (m.charts.size() > 1 || !m.group_by.empty()) h += "<h3>" + html_escape(m.charts[i].title) + "</h3>\n";
       h += report_plot::svg_line_chart(charts[i], scale);
     }
+    // Held-out loss and a program's own metrics, a chart each, every group on it.
+    const std::vector<std::string> curves = metric_curves(sweep.runs);
+    if (!curves.empty()) {
+      h += "<h2>Held-out loss and the programs' own metrics</h2>\n<p>Each group's mean over its seeds at the "
+           "steps it recorded them, with the band of its seeds; eval_ curves are held-out evaluations.</p>\n";
+      Chart all{"all runs", {}};
+      for (size_t g = 0; g < m.groups.size(); ++g) all.groups.push_back(g);
+      for (const std::string& name : curves) {
+        report_plot::LineChart c = group_chart(
+            sweep, m, all, name, [&](size_t g) { return metric_curve(sweep.runs, m.groups[g].runs, name); });
+        c.title = name;
+        std::vector<const report_plot::LineChart*> one = {&c};
+        h += "<h3>" + html_escape(name) + "</h3>\n" + report_plot::svg_line_chart(c, report_plot::shared_scale(one));
+      }
+    }
     h += baseline_section(sweep, m);
     h += search_section(m);
     h += effects_table(m);

@@ -125,6 +125,23 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
       }
       s += "\n";
     }
+    // Held-out loss and a program's own metrics, sampled like the loss curves.
+    const std::vector<std::string> curves = metric_curves(sweep.runs);
+    if (!curves.empty()) {
+      s += "## Held-out loss and the programs' own metrics\n\nMean over the runs of each group at the first, "
+           "quartile and last steps that recorded it.\n\n";
+      for (const std::string& name : curves) {
+        s += "### " + md(name) + "\n\n" + md_header({"group", "step: " + md(name)});
+        for (const RunGroup& g : m.groups) {
+          const Curve c = metric_curve(sweep.runs, g.runs, name);
+          std::string pts;
+          for (size_t k : curve_samples(c.steps.size()))
+            pts += (pts.empty() ? "" : ", ") + std::to_string(c.steps[k]) + ": " + g6(c.mean[k]);
+          s += md_row({md(values_text(g).empty() ? "all" : values_text(g)), pts.empty() ? "none recorded" : pts});
+        }
+        s += "\n";
+      }
+    }
     if (!m.baseline_key.empty()) {
       s += "## Differences against " + md(m.baseline_key + "=" + m.baseline_value) +
            "\n\nEach run minus the run with the same seed and the baseline value; loss differences are the mean "

@@ -117,6 +117,10 @@ def record_digest(f):
         nums("eval/loss", f["eval/loss"][:], np.float64)
         nums("eval/tokens", f["eval/tokens"][:], np.int64)
         nums("eval/time_s", f["eval/time_s"][:], np.float64)
+    for group in ("metrics", "eval"):  # version 4: a program's own figures, by name
+        if group in f and "extra" in f[group]:
+            for name in sorted(f[group]["extra"].keys(), key=lambda n: n.encode()):
+                nums(group + "/extra/" + name, f[group]["extra"][name][:], np.float64)
     return "xxh64:%016x" % h.intdigest()
 
 

@@ -238,8 +238,8 @@ class LinregProgram(unittest.TestCase):
         p = sweep("plan", grid, "--out", out)
         self.assertEqual(p.returncode, 0, show(p))
         self.assertIn("(0 done, 1 to run)", p.stdout, show(p))
-        self.assertRegex(p.stdout, r"(?m)^stale %s: its program changed since the run \(%s, now xxh3:[0-9a-f]{16}; "
-                         r"its files: %s\): `sweep run` keeps its record aside" % (rid, old, re.escape(copy)), show(p))
+        self.assertRegex(p.stdout, r"(?m)^stale %s: its program file %s \(was %s, now xxh3:[0-9a-f]{16}\) changed "
+                         r"since the run: `sweep run` keeps its record aside" % (rid, re.escape(copy), old), show(p))
         p = sweep("run", grid, "--out", out)
         self.assertEqual(p.returncode, 0, show(p))
         self.assertIn("1 completed", p.stdout, show(p))

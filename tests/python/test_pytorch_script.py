@@ -1,66 +1,75 @@
 #!/usr/bin/python3
-"""examples/pytorch-script/train.py (a PyTorch script under sweep's trainer contract) driven
-by the real `sweep` binary: a 4-run grid of the example's settings, its records and report,
-`sweep reproduce` of a run (bit for bit), a re-run by a copy of the script with its seeding
-perturbed (exit 1, the first differing step named), and the script's bad-input exits.
+"""examples/pytorch-script/train.py, an argparse PyTorch script that adopted sweep's Python
+API (python/sweep: sweep.init), driven by the real `sweep` binary.
+
+a. the adoption: the script differs from the plain one it came from
+   (tests/programs/pytorch_before/train.py) in at most 12 lines of code;
+b. a sweep of it: each record holds the held-out loss, the custom metric (accuracy, per
+   step and per evaluation), the program's source files and data file with their hashes,
+   and every reader shows them (report, export, compare);
+c. `sweep reproduce` says bit-for-bit; editing its model.py (a source file not on its
+   command line) or its data file makes its runs stale, named by plan and reproduce;
+d. outside sweep the script runs as before: a record only where --out says;
+e. `sweep status` shows a run's step while it runs (the run held with SIGSTOP, no sleep);
+f. a halving search over it (sweeps/pytorch-script-halving.yaml) replays in a second
+   directory, and its winner is the run trained straight through;
+g. bad input: a program that says it stops at rungs but trains on, evaluations out of
+   order, a metric that is not a number, a write outside the run directory, a swept
+   built-in key the program does not honour.
 
 Usage: test_pytorch_script.py [BIN_DIR] [unittest options]
-BIN_DIR holds sweep (ctest passes ${CMAKE_BINARY_DIR}/bin); default $SWEEP_BIN_DIR or
-<repo>/build/bin. The script and the records need /usr/bin/python3 with torch, numpy,
-h5py, xxhash and PyYAML (this test reads the example grid with it).
 """
 
-import json
+import difflib
 import os
 import re
 import shutil
-import stat
+import signal
+import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import h5py
+import xxhash
 import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
-SCRIPT = os.path.join(ROOT, "examples", "pytorch-script", "train.py")
-EXAMPLE_GRID = os.path.join(ROOT, "sweeps", "pytorch-script.yaml")
-try:
-    import sweep_record as sr
-except ImportError:  # run in place without PYTHONPATH
-    sys.path.insert(0, os.path.join(ROOT, "python"))
-    import sweep_record as sr
-
+EXAMPLE = os.path.join(ROOT, "examples", "pytorch-script")
+BEFORE = os.path.join(ROOT, "tests", "programs", "pytorch_before", "train.py")
 sys.path.insert(0, HERE)
 import cli_util  # noqa: E402
 from cli_util import read_bytes, run, show, sweep  # noqa: E402
 
-STEPS = 20  # the example's 60, cut for the test
+STEPS = 20
+
+
+def text(v):
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def env_of(path):
+    with h5py.File(path, "r") as f:
+        return {k: text(v) for k, v in f["environment"].attrs.items()}
+
+
+def code_lines(path):
+    """The lines of a script after its module docstring."""
+    lines = read_bytes(path).decode().splitlines()
+    quotes = [i for i, ln in enumerate(lines) if '"""' in ln]
+    return lines[quotes[1] + 1:] if lines[1].startswith('"""') else lines
 
 
 class PytorchScript(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        if not os.access(os.path.join(cli_util.BIN_DIR, "sweep"), os.X_OK):
-            raise AssertionError("sweep is not in %s (build it, or pass the bin dir)" % cli_util.BIN_DIR)
         cls.tmp = tempfile.mkdtemp(prefix="pytorch_script_test.")
-        # The example's grid, cut to 4 runs (its learning rates x its seeds) of STEPS steps,
-        # running a copy of the script (the c tests edit it in place, as a user would).
-        cls.script = os.path.join(cls.tmp, "prog", "train.py")
-        os.makedirs(os.path.dirname(cls.script))
-        shutil.copy2(SCRIPT, cls.script)
-        with open(EXAMPLE_GRID, encoding="utf-8") as f:
-            g = yaml.safe_load(f)
-        g["name"] = "pytorch-script-test"
-        cls.argv = ["/usr/bin/python3", cls.script]
-        g["program"]["argv"] = cls.argv
-        g["launch"] = {"parallel": 2}
-        g["base"]["train"]["steps"] = STEPS
-        g["grid"] = {"train.lr": g["grid"]["train.lr"]}
-        cls.grid = os.path.join(cls.tmp, "grid.yaml")
-        with open(cls.grid, "w", encoding="utf-8") as f:
-            yaml.safe_dump(g, f, sort_keys=False)
+        cls.prog = os.path.join(cls.tmp, "prog")  # a copy of the example: the tests edit it
+        shutil.copytree(EXAMPLE, cls.prog, ignore=shutil.ignore_patterns("__pycache__"))
+        cls.grid = cls.example_grid("pytorch-script.yaml", "grid.yaml", steps=STEPS,
+                                    grid={"train.lr": [1.0e-2, 3.0e-2]})
         cls.dir = os.path.join(cls.tmp, "sweep")
         cls.run_result = sweep("run", cls.grid, "--out", cls.dir)
         runs = os.path.join(cls.dir, "runs")
@@ -70,141 +79,302 @@ class PytorchScript(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
+    @classmethod
+    def example_grid(cls, name, out_name, steps=None, grid=None, **program):
+        """A shipped grid over the copy of the example (absolute paths), trimmed."""
+        with open(os.path.join(ROOT, "sweeps", name), encoding="utf-8") as f:
+            g = yaml.safe_load(f)
+        p = g["program"]
+        p["argv"] = ["/usr/bin/python3", os.path.join(cls.prog, "train.py")]
+        p["cwd"], p["files"] = cls.prog, [os.path.join(cls.prog, "model.py")]
+        p["data"] = [os.path.join(cls.prog, "data", "corpus.bin")]
+        p.update(program)
+        g.pop("seeds", None)
+        if steps:
+            g["base"]["train"]["steps"] = steps
+        if grid:
+            g["grid"] = grid
+        path = os.path.join(cls.tmp, out_name)
+        with open(path, "w", encoding="utf-8") as f:
+            yaml.safe_dump(g, f, sort_keys=False)
+        return path
+
     def run_dir(self, i=0):
         self.assertEqual(self.run_result.returncode, 0, show(self.run_result))
         return os.path.join(self.dir, "runs", self.ids[i])
 
-    # --- a. the sweep, its records and its report
+    def edited(self, path, data):
+        """Replaces a file of the example's copy until the test ends."""
+        saved = read_bytes(path)
+        self.addCleanup(lambda: open(path, "wb").write(saved))
+        with open(path, "wb") as f:
+            f.write(data)
 
-    def test_a1_describe_models(self):
-        p = run([SCRIPT, "--describe-models"])
-        self.assertEqual(p.returncode, 0, show(p))
-        d = yaml.safe_load(p.stdout)
-        self.assertEqual(d["offers"], ["torch-lm"])
-        self.assertEqual([k["name"] for k in d["models"][0]["keys"]], ["width", "layers", "dropout"])
+    # --- a. the adoption
 
-    def test_a2_sweep_run_records(self):
-        p = self.run_result
-        self.assertEqual(p.returncode, 0, show(p))
-        self.assertIn("4 completed", p.stdout + p.stderr, show(p))
-        self.assertEqual(len(self.ids), 4, self.ids)
-        lrs = set()
-        for rid in self.ids:
-            d = os.path.join(self.dir, "runs", rid)
-            with open(os.path.join(d, "config.yaml"), encoding="utf-8") as f:
-                config_text = f.read()
-            self.assertTrue(os.path.isfile(os.path.join(d, "record.h5")), rid)
-            with h5py.File(os.path.join(d, "record.h5"), "r") as r:
-                attr = lambda k: r.attrs[k].decode() if isinstance(r.attrs[k], bytes) else r.attrs[k]
-                self.assertEqual(attr("status"), "completed", rid)
-                # The run id the script wrote is the directory's, sweep's id of the config.
-                self.assertEqual(attr("run_id"), rid)
-                self.assertEqual(sr.run_id_of(config_text), rid)
-                self.assertEqual(r["config/yaml"][()].decode(), config_text)
-                cfg = dict(zip((k.decode() for k in r["config/keys"][()]), (v.decode() for v in r["config/values"][()])))
-                self.assertEqual(cfg["model.kind"], "torch-lm")
-                self.assertEqual(cfg["data.path"], "")  # a quoted text value, unquoted
-                self.assertEqual(cfg["train.steps"], str(STEPS))
-                lrs.add(cfg["train.lr"])
-                envr = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in r["environment"].attrs.items()}
-                self.assertEqual(envr["trainer"], self.script)
-                # The record names the program sweep ran, and the driver's numerics settings.
-                self.assertEqual(envr["program"], json.dumps(self.argv))
-                self.assertRegex(envr["program.digest"], r"^xxh3:[0-9a-f]{16}$")
-                self.assertEqual(yaml.safe_load(envr["program.keys"])["offers"], ["torch-lm"])
-                self.assertEqual(envr["env.PYTHONHASHSEED"], "0")
-                self.assertEqual(envr["env.OMP_NUM_THREADS"], cfg["train.threads"])
-                self.assertEqual(envr["device"], "cpu")
-                self.assertEqual(envr["torch_threads"], cfg["train.threads"])
-                self.assertEqual(list(r["metrics/step"][()]), list(range(1, STEPS + 1)))
-                self.assertEqual(list(r["checksums/step"][()]), list(range(0, STEPS + 1)))
-                self.assertTrue(all(r["metrics/tokens"][()] > 0))
-            with open(os.path.join(d, "logs", "rank0.log"), encoding="utf-8", errors="replace") as f:
-                self.assertRegex(f.read(), r"(?m)^step 1 loss \d")
-        self.assertEqual(len(lrs), 2, lrs)
+    def test_a_the_script_adopted_sweep_in_at_most_12_lines(self):
+        before, after = code_lines(BEFORE), code_lines(os.path.join(EXAMPLE, "train.py"))
+        changed = [ln for ln in difflib.unified_diff(before, after, lineterm="", n=0)
+                   if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
+        self.assertLessEqual(len(changed), 12, "\n".join(changed))
+        self.assertTrue(any("sweep.init(" in ln for ln in changed), changed)
 
-    def test_a3_report(self):
+    # --- b. the records and every reader
+
+    def test_b1_records_hold_eval_custom_metric_sources_and_data(self):
+        self.assertIn("2 completed", self.run_result.stdout, show(self.run_result))
+        data = os.path.join(self.prog, "data", "corpus.bin")
+        data_hash = "xxh3:%016x" % xxhash.xxh3_64_intdigest(read_bytes(data))
+        model_hash = "xxh3:%016x" % xxhash.xxh3_64_intdigest(read_bytes(os.path.join(self.prog, "model.py")))
+        for i, rid in enumerate(self.ids):
+            rec = os.path.join(self.run_dir(i), "record.h5")
+            with h5py.File(rec, "r") as f:
+                self.assertEqual(text(f.attrs["status"]), "completed")
+                self.assertEqual(text(f.attrs["run_id"]), rid)
+                self.assertEqual(int(f.attrs["schema_version"]), 4)
+                self.assertEqual(list(f["metrics/step"][:]), list(range(1, STEPS + 1)))
+                self.assertEqual(list(f["eval/step"][:]), [10, 20])
+                self.assertEqual(len(f["metrics/extra/accuracy"][:]), STEPS)
+                self.assertTrue(all(0 <= a <= 1 for a in f["eval/extra/accuracy"][:]))
+                self.assertEqual(list(f["checksums/step"][:]), [0, 10, 20])
+            e = env_of(rec)
+            self.assertEqual(e["data.hash"], data_hash)
+            self.assertEqual(e["program.data"], '["%s %s"]' % (data_hash, data))
+            self.assertIn("%s %s" % (model_hash, os.path.join(self.prog, "model.py")), e["program.files"])
+            self.assertEqual(e["program.cwd"], self.prog)
+            self.assertEqual(e["program.pass_args"], "false")
+
+    def test_b2_every_reader_shows_them(self):
         self.run_dir()
-        p = sweep("report", self.dir)
+        p = sweep("report", self.dir, "--format", "md", "-o", "-")
         self.assertEqual(p.returncode, 0, show(p))
-        self.assertTrue(os.path.isfile(os.path.join(self.dir, "report.html")))
-        p = sweep("report", self.dir, "--format", "csv", "-o", "-")
+        for name in ("eval_loss", "accuracy", "eval_accuracy"):
+            self.assertIn("### %s\n" % name.replace("_", "\\_"), p.stdout, name)
+        p = sweep("report", self.dir, "-o", os.path.join(self.tmp, "r.html"))
         self.assertEqual(p.returncode, 0, show(p))
-        rows = p.stdout.strip().splitlines()
-        self.assertTrue(rows[0].startswith("run_id,status,"), rows[0])
-        self.assertEqual(sorted(r.split(",")[0] for r in rows[1:]), self.ids)
-        self.assertTrue(all(r.split(",")[1] == "completed" for r in rows[1:]), rows)
+        with open(os.path.join(self.tmp, "r.html"), encoding="utf-8") as f:
+            html = f.read()
+        self.assertEqual(html.count("<h3>eval_accuracy</h3>"), 1)
+        p = sweep("export", self.dir, "-o", "-")
+        self.assertEqual(p.returncode, 0, show(p))
+        self.assertEqual(len(re.findall(r",\d+,accuracy,", p.stdout)), STEPS * 2)
+        self.assertEqual(len(re.findall(r",\d+,eval_accuracy,", p.stdout)), 2 * 2)
+        p = sweep("compare", self.run_dir(0), self.run_dir(0))
+        self.assertIn("identical bit-for-bit: %d steps, 3 checksums, 2 evaluations" % STEPS, p.stdout, show(p))
 
-    # --- b. reproduce: the record names the program
+    # --- c. reproduce, and what makes a run stale
 
-    def test_b_reproduce(self):
+    def test_c1_reproduce(self):
         p = sweep("reproduce", self.run_dir(0))
         self.assertEqual(p.returncode, 0, show(p))
-        self.assertIn("reproduced bit-for-bit: %d steps, %d checksums" % (STEPS, STEPS + 1), p.stdout, show(p))
+        self.assertIn("reproduced bit-for-bit: %d steps, 3 checksums" % STEPS, p.stdout, show(p))
+        self.assertIn("environment: identical", p.stdout, show(p))
 
-    # --- c. a copy of the script with its seeding perturbed does not reproduce
+    def test_c2_a_changed_source_file_or_data_file_makes_runs_stale(self):
+        model = os.path.join(self.prog, "model.py")
+        self.edited(model, read_bytes(model) + b"# an edit\n")
+        p = sweep("plan", self.grid, "--out", self.dir)
+        self.assertIn("(0 done, 2 to run)", p.stdout, show(p))
+        self.assertRegex(p.stdout, r"stale %s: its program file %s \(was xxh3:\w+, now xxh3:\w+\) changed since "
+                         r"the run" % (self.ids[0], re.escape(model)), show(p))
+        p = sweep("reproduce", self.run_dir(0))
+        self.assertRegex(p.stdout, r"(?m)^changed since the run: its program file %s" % re.escape(model), show(p))
+        data = os.path.join(self.prog, "data", "corpus.bin")
+        self.doCleanups()
+        raw = bytearray(read_bytes(data))
+        raw[100] ^= 1
+        self.edited(data, bytes(raw))
+        p = sweep("plan", self.grid, "--out", self.dir)
+        self.assertIn("(0 done, 2 to run)", p.stdout, show(p))
+        self.assertRegex(p.stdout, r"stale %s: its data file %s \(was xxh3:\w+, now xxh3:\w+\) changed since the run"
+                         % (self.ids[0], re.escape(data)), show(p))
 
-    def perturbed(self, old, new):
-        """Edits the program sweep ran in place (restored by the caller's cleanup)."""
-        text = read_bytes(self.script).decode("utf-8")
-        self.assertEqual(text.count(old), 1, "the script's seeding changed: %r not found once" % old)
-        self.addCleanup(shutil.copy2, SCRIPT, self.script)
-        with open(self.script, "w", encoding="utf-8") as f:
-            f.write(text.replace(old, new))
+    # --- d. outside sweep
 
-    def test_c1_model_seed_perturbed(self):
-        # train.seed + 1 draws other initial parameters: the records part at step 0, and the
-        # environment says the program's files changed.
-        self.perturbed('torch.manual_seed(T["seed"])', 'torch.manual_seed(T["seed"] + 1)')
-        p = sweep("reproduce", self.run_dir(1))
+    def test_d_outside_sweep_it_runs_as_before(self):
+        script = os.path.join(self.prog, "train.py")
+        work = os.path.join(self.tmp, "plain")
+        os.makedirs(work)
+        env = {k: v for k, v in cli_util.program_env().items() if not k.startswith("SWEEP_")}
+        p = subprocess.run(["/usr/bin/python3", script, "--steps", "3", "--data", os.path.join(self.prog, "data",
+                            "corpus.bin")], cwd=work, capture_output=True, text=True, env=env, timeout=300)
+        self.assertEqual(p.returncode, 0, show(p))
+        self.assertIn("step 3 loss", p.stdout)
+        self.assertEqual(os.listdir(work), [])  # nothing written without --out
+        out = os.path.join(work, "out")
+        p = subprocess.run(["/usr/bin/python3", script, "--steps", "3", "--out", out, "--data",
+                            os.path.join(self.prog, "data", "corpus.bin")],
+                           cwd=work, capture_output=True, text=True, env=env, timeout=300)
+        self.assertEqual(p.returncode, 0, show(p))
+        self.assertTrue(os.path.isfile(os.path.join(out, "record.h5")), os.listdir(out))
+        self.assertTrue(os.path.isfile(os.path.join(out, "model.pt")))
+        q = sweep("compare", out, out)
+        self.assertIn("identical bit-for-bit: 3 steps", q.stdout, show(q))
+
+    # --- e. live progress
+
+    def test_e_status_shows_a_running_runs_step(self):
+        grid = self.example_grid("pytorch-script.yaml", "live.yaml", steps=400, grid={"train.lr": [1.0e-2]})
+        out = os.path.join(self.tmp, "live")
+        driver = subprocess.Popen([os.path.join(cli_util.BIN_DIR, "sweep"), "run", grid, "--out", out, "--quiet"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  env=cli_util.program_env())
+        held = None
+        try:
+            deadline = time.monotonic() + 240
+            while held is None and time.monotonic() < deadline and driver.poll() is None:
+                for rid in os.listdir(os.path.join(out, "runs")) if os.path.isdir(os.path.join(out, "runs")) else []:
+                    log = os.path.join(out, "runs", rid, "logs", "rank0.log")
+                    if os.path.exists(log) and "step 3 loss" in read_bytes(log).decode(errors="replace"):
+                        held = self.hold_program(os.path.join(out, "runs", rid))
+                time.sleep(0.05)
+            self.assertIsNotNone(held, "the run never reached step 3")
+            p = sweep("status", out)
+            self.assertRegex(p.stdout, r"running .*step (\d+)/400, loss", show(p))
+            self.assertGreaterEqual(int(re.search(r"step (\d+)/400", p.stdout).group(1)), 1)
+        finally:
+            if held:
+                os.kill(held, signal.SIGCONT)
+            said, _ = driver.communicate(timeout=300)
+        self.assertEqual(driver.returncode, 0, said)
+
+    def hold_program(self, run_dir):
+        """SIGSTOPs the python process of the run in `run_dir`; its pid."""
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                environ = read_bytes("/proc/%s/environ" % pid).split(b"\0")
+                cmdline = read_bytes("/proc/%s/cmdline" % pid)
+            except OSError:
+                continue
+            if b"SWEEP_RUN_DIR=" + run_dir.encode() in environ and b"train.py" in cmdline:
+                os.kill(int(pid), signal.SIGSTOP)
+                return int(pid)
+        return None
+
+    # --- f. halving
+
+    def test_f_a_halving_search_over_it_replays(self):
+        grid = self.example_grid("pytorch-script-halving.yaml", "halving.yaml")
+        logs, dirs = [], []
+        for k in range(2):
+            out = os.path.join(self.tmp, "halving%d" % k)
+            p = sweep("run", grid, "--out", out, "--quiet")
+            self.assertEqual(p.returncode, 0, show(p))
+            with open(os.path.join(out, "search.log"), encoding="utf-8") as f:
+                logs.append(f.read())
+            dirs.append(out)
+        self.assertEqual(logs[0], logs[1])
+        self.assertIn("best of bracket", logs[0])
+        p = sweep("compare", dirs[0], dirs[1])
+        self.assertEqual(p.returncode, 0, show(p))
+        self.assertIn("9 pairs: 9 identical", p.stdout, show(p))
+        # The winner, promoted twice and resumed from its checkpoints, is the run trained
+        # straight through.
+        best = re.search(r"rank 1 trial (\d+) \S+ best of bracket", logs[0]).group(1)
+        rid = re.search(r"(?m)^trial %s: .* -> (\w+)$" % best, logs[0]).group(1)
+        winner = yaml.safe_load(open(os.path.join(dirs[0], "runs", rid, "config.yaml"), encoding="utf-8"))
+        straight = self.example_grid("pytorch-script-halving.yaml", "straight.yaml",
+                                     grid={"train.lr": [winner["train"]["lr"]], "model.width": [winner["model"]["width"]]})
+        with open(straight, encoding="utf-8") as f:
+            g = yaml.safe_load(f)
+        g.pop("search")
+        with open(straight, "w", encoding="utf-8") as f:
+            yaml.safe_dump(g, f, sort_keys=False)
+        out = os.path.join(self.tmp, "straight")
+        p = sweep("run", straight, "--out", out, "--quiet")
+        self.assertEqual(p.returncode, 0, show(p))
+        p = sweep("compare", os.path.join(out, "runs", rid), os.path.join(dirs[0], "runs", rid))
+        self.assertIn("identical bit-for-bit: 36 steps", p.stdout, show(p))
+
+    # --- g. bad input
+
+    def test_g1_a_program_that_says_it_stops_but_trains_on_fails_the_run(self):
+        script = os.path.join(self.prog, "train.py")
+        source = read_bytes(script)
+        self.edited(script, source.replace(b"    if run.should_stop(step):", b"    if False:"))
+        grid = self.example_grid("pytorch-script-halving.yaml", "ignores.yaml",
+                                 grid={"train.lr": [1.0e-2, 3.0e-2, 1.0e-1]}, steps=12)
+        out = os.path.join(self.tmp, "ignores")
+        p = sweep("run", grid, "--out", out)
         self.assertEqual(p.returncode, 1, show(p))
-        self.assertIn("diverged at step 0: the initial parameters differ", p.stdout, show(p))
-        self.assertRegex(p.stdout, r"(?m)^environment program\.digest: xxh3:\w+ -> xxh3:\w+", show(p))
+        # It ends as stopped (run.finish() sees should_stop) but at step 12, not at its rung.
+        self.assertRegex(p.stdout, r"FAILED .*: config \(the record says stopped after step 12, but the search asked "
+                         r"for step 4 \(the stop_at file\); moved aside to ", show(p))
+        self.assertIn("the search stops before ranking", p.stderr, show(p))
 
-    def test_c2_data_seed_perturbed(self):
-        # Other sequences from the same initial parameters: the first step's loss differs.
-        self.perturbed("PCG64([self.seed, 1, sample])", "PCG64([self.seed + 1, 1, sample])")
-        p = sweep("reproduce", self.run_dir(2))
-        self.assertEqual(p.returncode, 1, show(p))
-        self.assertRegex(p.stdout, r"(?m)^diverged at step 1: loss \S+ vs \S+$", show(p))
+    PROGRAM = r'''
+import os, sys
+import numpy as np
+import sweep
+mode = sys.argv[1]
+run = sweep.init({"mode": "ok"})
+run.watch([("w", np.zeros(3, dtype=np.float32))])
+run.log(1, 1.0, tokens=4)
+if mode == "eval_order":
+    run.eval(1, 0.5, 4)
+    run.eval(0, 0.5, 4)
+if mode == "metric_type":
+    run.log(2, 0.9, accuracy="high")
+if mode == "write_outside":
+    open("escaped.txt", "w").write("x")
+run.finish()
+'''
 
-    def test_c3_trainer_cannot_replace_the_program(self):
-        p = sweep("reproduce", self.run_dir(1), "--trainer", SCRIPT)
+    def test_g2_bad_rows_and_writes_fail_the_run_with_one_line_and_touch_nothing_completed(self):
+        script = os.path.join(self.tmp, "tiny.py")
+        with open(script, "w", encoding="utf-8") as f:
+            f.write(self.PROGRAM)
+        out = os.path.join(self.tmp, "bad-rows")
+        done = None
+        for mode, cause in (("ok", None),
+                            ("eval_order", "ValueError: append_eval: an evaluation at step 0 after one at step 1; "
+                                           "evaluations are recorded in step order"),
+                            ("metric_type", "TypeError: metric 'accuracy': str 'high' is not a number"),
+                            ("write_outside", "Permission denied: 'escaped.txt' (a program may write only its run "
+                                              "directory ($SWEEP_RUN_DIR), its TMPDIR and what program.writes grants; "
+                                              "to let it write escaped.txt, add that directory to program.writes")):
+            g = {"name": "bad-" + mode.replace("_", "-"),
+                 "program": {"argv": ["/usr/bin/python3", script, mode], "kind": "tiny", "pass_args": False,
+                             "cwd": self.tmp},
+                 "base": {"train": {"steps": 2}}}
+            path = os.path.join(self.tmp, "bad-%s.yaml" % mode)
+            with open(path, "w", encoding="utf-8") as f:
+                yaml.safe_dump(g, f, sort_keys=False)
+            p = sweep("run", path, "--out", os.path.join(out, mode))
+            if cause is None:
+                self.assertEqual(p.returncode, 0, show(p))
+                done = os.path.join(out, mode)
+                before = {n: read_bytes(os.path.join(r, n)) for r, _, ns in os.walk(done) for n in ns
+                          if n == "record.h5"}
+                continue
+            self.assertEqual(p.returncode, 1, show(p))
+            failed = [ln for ln in p.stdout.splitlines() if ln.startswith("FAILED")]
+            self.assertEqual(len(failed), 1, show(p))
+            self.assertIn(cause, failed[0], show(p))
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "escaped.txt")))
+        after = {n: read_bytes(os.path.join(r, n)) for r, _, ns in os.walk(done) for n in ns if n == "record.h5"}
+        self.assertEqual(before, after)
+
+    def test_g3_a_swept_key_the_program_does_not_honour_is_warned_and_splits_no_runs(self):
+        grid = self.example_grid("pytorch-script.yaml", "unhonoured.yaml",
+                                 grid={"train.lr": [1.0e-2], "train.precision": ["fp32", "bf16"]})
+        p = sweep("plan", grid, "--out", os.path.join(self.tmp, "unhonoured"))
+        self.assertEqual(p.returncode, 0, show(p))
+        self.assertRegex(p.stderr, r"unhonoured\.yaml:\d+:\d+: warning: key 'train\.precision' is not one the "
+                         r"program honours \(program\.honours\); it is ignored and does not change run ids", show(p))
+        self.assertIn("1 runs in", p.stdout, show(p))
+        p = sweep("plan", grid.replace("unhonoured", "unhonoured"), "--out", self.dir)
+        # A typo in a built-in key gets a did-you-mean, whatever the program calls it.
+        with open(grid, encoding="utf-8") as f:
+            g = yaml.safe_load(f)
+        g["grid"] = {"train.learning_rate": [1.0e-2]}
+        with open(grid, "w", encoding="utf-8") as f:
+            yaml.safe_dump(g, f, sort_keys=False)
+        p = sweep("plan", grid)
         self.assertEqual(p.returncode, 2, show(p))
-        self.assertIn("--trainer cannot replace it", p.stderr, show(p))
-
-    # --- d. bad input: exit 2 writing nothing, exit 3 touching nothing
-
-    def test_d1_world_size_2(self):
-        with open(os.path.join(self.run_dir(0), "config.yaml"), encoding="utf-8") as f:
-            text = f.read()
-        self.assertEqual(text.count("\n  world_size: 1\n"), 1)
-        config = os.path.join(self.tmp, "world2.yaml")
-        with open(config, "w", encoding="utf-8") as f:
-            f.write(text.replace("\n  world_size: 1\n", "\n  world_size: 2\n"))
-        out = os.path.join(self.tmp, "world2-out")
-        p = run([self.script, "--config", config, "--out", out])
-        self.assertEqual(p.returncode, 2, show(p))
-        self.assertEqual(len(p.stderr.strip().splitlines()), 1, show(p))
-        self.assertIn("world_size", p.stderr)
-        self.assertFalse(os.path.lexists(out), "a bad config created --out")
-        os.mkdir(out)  # an existing, empty --out stays empty
-        p = run([self.script, "--config", config, "--out", out])
-        self.assertEqual(p.returncode, 2, show(p))
-        self.assertEqual(os.listdir(out), [])
-
-    def test_d2_existing_record(self):
-        src = self.run_dir(3)
-        out = os.path.join(self.tmp, "existing")
-        os.mkdir(out)
-        record = os.path.join(out, "record.h5")
-        shutil.copy2(os.path.join(src, "record.h5"), record)
-        before = read_bytes(record), os.stat(record).st_mtime_ns
-        p = run([self.script, "--config", os.path.join(src, "config.yaml"), "--out", out])
-        self.assertEqual(p.returncode, 3, show(p))
-        self.assertEqual(len(p.stderr.strip().splitlines()), 1, show(p))
-        self.assertEqual((read_bytes(record), os.stat(record).st_mtime_ns), before)
-        self.assertEqual(sorted(os.listdir(out)), ["record.h5"])
+        self.assertIn("unknown key 'train.learning_rate' (did you mean 'train.lr'?)", p.stderr, show(p))
 
 
 if __name__ == "__main__":

@@ -134,7 +134,10 @@ TEST_F(Program, EachRunGetsItsFilesAndNumericsEnvironment) {
   local.program = s.program;
   local.threads = 3;
   RunCommand c = local_run_command(s.launch, local, 1, "/s", "/s/runs/abc", "sw", true);
+  // It starts in the grid file's directory (program.cwd), with its files' hashes, and a
+  // run of one rank gets torch.distributed's variables for a world of one.
   const V want = {"env",
+                  "--chdir=" + s.program.cwd,
                   "SWEEP_CONFIG=/s/runs/abc/config.yaml",
                   "SWEEP_RUN_DIR=/s/runs/abc",
                   "SWEEP_RUN_ID=abc",
@@ -142,12 +145,23 @@ TEST_F(Program, EachRunGetsItsFilesAndNumericsEnvironment) {
                   "SWEEP_PROGRAM_DIGEST=" + s.program.digest,
                   "SWEEP_PROGRAM_KEYS=" + s.program.keys,
                   "SWEEP_PROGRAM_WRITES=[]",
+                  "SWEEP_PROGRAM_FILES=[\"" + s.program.digest + " " + tool_ + "\"]",
+                  "SWEEP_PROGRAM_CWD=" + s.program.cwd,
+                  "SWEEP_PROGRAM_PASS_ARGS=true",
+                  "SWEEP_DATA_FILES=",
+                  "SWEEP_DATA_FILE=",
+                  "SWEEP_DATA_HASH=",
                   "PYTHONHASHSEED=0",
                   "PYTHONUNBUFFERED=1",
                   "OMP_NUM_THREADS=3",
                   "OPENBLAS_NUM_THREADS=3",
                   "MKL_NUM_THREADS=3",
                   "CUBLAS_WORKSPACE_CONFIG=:4096:8",
+                  "MASTER_ADDR=127.0.0.1",
+                  "RANK=0",
+                  "WORLD_SIZE=1",
+                  "LOCAL_RANK=0",
+                  "LOCAL_WORLD_SIZE=1",
                   tool_,
                   "--x",
                   "--config",
@@ -164,7 +178,7 @@ TEST_F(Program, EachRunGetsItsFilesAndNumericsEnvironment) {
   const V confined = {"/b/sweep-confine", "--run",    "/s/runs/abc", "--scratch", "/tmp",
                       "--scratch",        "/var/tmp", "--devices",   "--",        "env"};
   EXPECT_EQ(V(c.argv.begin(), c.argv.begin() + long(confined.size())), confined);
-  EXPECT_EQ(c.argv.at(confined.size() + 6), "SWEEP_PROGRAM_WRITES=[]");
+  EXPECT_EQ(c.argv.at(confined.size() + 7), "SWEEP_PROGRAM_WRITES=[]");
   // What a scratch place that holds the run directory means is sweep-confine's to decide,
   // on the node (tests/python/test_confine.py): the arguments are the same for any place.
   EXPECT_EQ(confine_args(s.program, "/tmp/s/runs/abc"),
@@ -176,7 +190,11 @@ TEST_F(Program, EachRunGetsItsFilesAndNumericsEnvironment) {
   const auto at = std::find(c.argv.begin(), c.argv.end(), "env");
   ASSERT_NE(at, c.argv.end());
   EXPECT_EQ(*(at - 1), "--");
-  EXPECT_EQ(*(at + 3), "SWEEP_RUN_ID=abc");
+  EXPECT_EQ(*(at + 4), "SWEEP_RUN_ID=abc");
+  // The ranks take RANK and WORLD_SIZE from sweep-rank: the command does not set them.
+  local.rendezvous.world = 2;
+  c = local_run_command(s.launch, local, 2, "/s", "/s/runs/abc", "sw", false);
+  EXPECT_EQ(std::find(c.argv.begin(), c.argv.end(), "RANK=0"), c.argv.end());
 }
 
 TEST_F(Program, ASlurmTaskGetsItsOwnRunDirectoryAndId) {

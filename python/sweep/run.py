@@ -1,0 +1,522 @@
+"""sweep.init(): a training script's run, in the spirit of wandb.init() and Optuna's trial.
+
+A script adopts it in a few lines and still runs unchanged outside sweep:
+
+    import sweep
+    args = parser.parse_args()
+    run = sweep.init(args, keys={"lr": "train.lr", "steps": "train.steps", "seed": "train.seed"})
+    run.watch(model)                      # parameter checksums: step 0, every N steps, the end
+    for step in range(1, args.steps + 1):
+        ...
+        run.log(step, loss=loss, lr=lr, grad_norm=norm, tokens=n, accuracy=acc)
+        if step % 50 == 0:
+            run.eval(step, loss=eval_loss, tokens=eval_tokens, accuracy=eval_acc)
+    run.finish()
+
+Under `sweep run` (a grid's `program:` section) the settings come from the run's config:
+each name of `args` is the config key `keys[name]`, else `model.<name>` (the program's own
+keys), typed like the script's default. The record goes to the run directory, written by
+rank 0 only (RANK), its rows flushed every few seconds so `sweep status` and the live
+report follow the run. Outside sweep nothing changes: `args` keep their values, and a
+record is written only when `out=` names a directory.
+
+Everything the record holds is in results/SCHEMA.md; the low-level writer this builds on
+is sweep_record.RecordWriter.
+"""
+
+import atexit
+import math
+import os
+import re
+import sys
+import time
+
+import numpy as np
+
+import sweep_record
+from sweep_record import RecordError, checksums_of, run_id_of
+
+__all__ = ["Run", "init"]
+
+#: What training scripts call sweep's built-in keys (argparse dests, nanoGPT's and Hugging
+#: Face's names): a setting of that name is the key unless the program declares a key of
+#: its own by the name (model.<name>) or `keys=` says otherwise.
+ALIASES = {
+    "steps": "train.steps", "max_iters": "train.steps", "iters": "train.steps", "max_steps": "train.steps",
+    "num_steps": "train.steps", "lr": "train.lr", "learning_rate": "train.lr", "min_lr": "train.min_lr",
+    "batch_size": "train.micro_batch", "micro_batch": "train.micro_batch", "accum": "train.accum",
+    "grad_accum": "train.accum", "gradient_accumulation_steps": "train.accum", "seed": "train.seed",
+    "warmup": "train.warmup", "warmup_iters": "train.warmup", "warmup_steps": "train.warmup",
+    "weight_decay": "train.weight_decay", "beta1": "train.beta1", "beta2": "train.beta2",
+    "clip": "train.clip_norm", "clip_norm": "train.clip_norm", "grad_clip": "train.clip_norm",
+    "max_grad_norm": "train.clip_norm", "eval_every": "train.eval_every", "eval_interval": "train.eval_every",
+    "threads": "train.threads", "seq_len": "model.seq_len", "block_size": "model.seq_len",
+    "vocab": "model.vocab", "vocab_size": "model.vocab",
+}
+
+#: The step metrics a record keeps in its own columns; anything else is a custom metric.
+_BUILTIN = {"loss", "lr", "grad_norm", "clip_coef", "loss_scale", "skipped", "tokens", "unused_params",
+            "step_time_s", "tokens_per_s", "record_time_s"}
+
+
+def _env_int(*names, default=0):
+    for n in names:
+        v = os.environ.get(n)
+        if v not in (None, ""):
+            try:
+                return int(v)
+            except ValueError:
+                pass
+    return default
+
+
+def _unquote(v):
+    """A value as sweep's canonical YAML writes it: bare, or double-quoted with escapes."""
+    if not v.startswith('"'):
+        return v
+    return re.sub(r'\\(x[0-9a-fA-F]{2}|["\\])',
+                  lambda m: chr(int(m.group(1)[1:], 16)) if m.group(1)[0] == "x" else m.group(1), v[1:-1])
+
+
+def read_config(path):
+    """(text, [(dotted key, value text)]) of the canonical run config sweep writes: sections
+    at column 0, keys at 2, sub-maps (model.moe.*) at 4. The text is kept byte for byte:
+    its XXH3-64 is the run id."""
+    with open(path, "rb") as f:
+        text = f.read().decode("utf-8")
+    pairs, section, sub = [], None, None
+    for n, line in enumerate(text.split("\n"), 1):
+        if not line:
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        key, colon, value = line.strip().partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if not colon or indent not in (0, 2, 4) or (indent and section is None):
+            raise RecordError(f"{path}:{n}: not sweep's canonical run config")
+        if indent == 0:
+            section, sub = key, None
+        elif indent == 2 and value == "":
+            sub = key
+        else:
+            prefix = section + "." + (sub + "." if indent == 4 and sub else "")
+            pairs.append((prefix + key, _unquote(value)))
+    return text, pairs
+
+
+def _declared_types():
+    """The program's own keys and their types, from SWEEP_PROGRAM_KEYS (describe_models YAML)."""
+    types, name = {}, None
+    for line in os.environ.get("SWEEP_PROGRAM_KEYS", "").splitlines():
+        s = line.strip()
+        if s.startswith("- name: "):
+            name = s[len("- name: "):].strip()
+        elif s.startswith("type: ") and name:
+            types["model." + name] = s[len("type: "):].strip()
+    return types
+
+
+def _typed(text, like=None, declared=None):
+    """A canonical value as the script's default is typed (bool, int, float, str), else as
+    its declared type, else as it reads (a whole number, a real, true/false, text)."""
+    if isinstance(like, bool) or (like is None and declared is None and text in ("true", "false")):
+        if text not in ("true", "false"):
+            raise ValueError(f"'{text}' is not true or false")
+        return text == "true"
+    if isinstance(like, int) or declared == "int":
+        return int(text)
+    if isinstance(like, float) or declared == "real":
+        return float(text)
+    if isinstance(like, str) or declared == "choice":
+        return text
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _canonical(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    text = str(value)
+    if re.fullmatch(r"[A-Za-z0-9_.+/-]+", text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _config_text(pairs):
+    """A canonical config text of (dotted key, value) pairs, for a run outside sweep: sections
+    and keys sorted, one level deep (its hash names the run)."""
+    sections = {}
+    for key, value in pairs:
+        section, _, name = key.partition(".")
+        sections.setdefault(section, []).append((name, _canonical(value)))
+    out = []
+    for section in sorted(sections):
+        out.append(section + ":")
+        out += ["  %s: %s" % kv for kv in sorted(sections[section])]
+    return "\n".join(out) + "\n"
+
+
+def _named_f32(model):
+    """(name, float32 array) of a module's parameters (or of (name, tensor) pairs) in order;
+    a parameter of another dtype is hashed as its float32 values."""
+    items = model.named_parameters() if hasattr(model, "named_parameters") else model
+    out = []
+    for name, t in items:
+        if hasattr(t, "detach"):  # a torch tensor
+            t = t.detach().cpu()
+            t = (t if str(t.dtype) == "torch.float32" else t.float()).numpy()
+        out.append((name, np.ascontiguousarray(t, dtype=np.float32)))
+    return out
+
+
+class Run:
+    """One run of a training script. Create it with sweep.init()."""
+
+    def __init__(self, settings, keys, out, flush_every_s, environment):
+        self.under_sweep = bool(os.environ.get("SWEEP_RUN_DIR") and os.environ.get("SWEEP_CONFIG"))
+        self.rank = _env_int("RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
+        self.world_size = max(1, _env_int("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", default=1))
+        self.local_rank = _env_int("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID")
+        self._flush_every_s = float(flush_every_s)
+        self._environment = dict(environment or {})
+        self._writer = None
+        self._finished = False
+        self._last_step = 0
+        self._last_log = time.perf_counter()
+        self._last_flush = time.monotonic()
+        self._flushed_once = False
+        self._model = None
+        self._checksum_every = None
+        self._checksummed = set()
+        self._carried = None  # rows of an earlier attempt, re-recorded on a resume
+        self.resumed_from = 0
+        keys = dict(keys or {})
+        names = settings if isinstance(settings, dict) else vars(settings) if settings is not None else {}
+        if self.under_sweep:
+            self.dir = os.environ["SWEEP_RUN_DIR"]
+            self._config_text, pairs = read_config(os.environ["SWEEP_CONFIG"])
+            self.id = os.environ.get("SWEEP_RUN_ID") or run_id_of(self._config_text)
+            given = dict(pairs)
+            declared = _declared_types()
+            typed = {}
+            for k, v in pairs:
+                try:
+                    typed[k] = _typed(v, declared=declared.get(k))
+                except ValueError:
+                    typed[k] = v
+            for name, default in list(names.items()):
+                key = keys.get(name) or ("model." + name if "model." + name in given else ALIASES.get(name))
+                if key in given:
+                    try:
+                        value = _typed(given[key], like=default, declared=declared.get(key))
+                    except ValueError as e:
+                        raise ValueError(f"sweep.init: {name} (config key {key}): {e}") from None
+                    names[name] = value
+                    typed[key] = value
+            self.config = typed
+            self._pairs = pairs
+        else:
+            self.dir = os.fspath(out) if out is not None else None
+            pairs = [(keys.get(n) or ALIASES.get(n) or "model." + n, v) for n, v in names.items() if v is not None]
+            self.config = dict(pairs)
+            self._config_text = _config_text(pairs)
+            self._pairs = [(k, _canonical(v).strip('"')) for k, v in pairs]
+            self.id = run_id_of(self._config_text)
+        if isinstance(settings, dict):
+            settings.update(names)
+        self.seed = self.config.get("train.seed", 0)
+        self.checkpoint_dir = os.path.join(self.dir, "checkpoints") if self.dir else None
+        self._stop_at = self._read_stop_at()
+        self.writes = self.rank == 0 and self.dir is not None
+        self._uncaught = ""
+        if self.writes:
+            atexit.register(self._at_exit)
+            # An exception that ends the script is the run's failure, in its record.
+            previous = sys.excepthook
+
+            def hook(kind, value, tb):
+                self._uncaught = f"{kind.__name__}: {value}" if str(value) else kind.__name__
+                previous(kind, value, tb)
+            sys.excepthook = hook
+
+    # ------------------------------------------------------------------ identity
+
+    def _read_stop_at(self):
+        """The step a halving search asked this run to stop after (run_dir/stop_at), or 0."""
+        if not self.under_sweep:
+            return 0
+        path = os.path.join(self.dir, "stop_at")
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read().strip()
+        except FileNotFoundError:
+            return 0
+        if not text.isdigit() or int(text) < 1:
+            raise RecordError(f"{path}: '{text[:40]}' is not a step number")
+        return int(text)
+
+    def should_stop(self, step):
+        """True once `step` is the one a halving search asked this run to stop after: save a
+        checkpoint (save()) and finish("stopped")."""
+        return self._stop_at > 0 and step >= self._stop_at
+
+    # ------------------------------------------------------------------ the record
+
+    def _open(self, params=()):
+        if self._writer is not None or not self.writes:
+            return
+        env = {"world_size": str(self.world_size), "trainer.models": self.config.get("model.kind", "")}
+        env.update(self._environment)
+        self._writer = sweep_record.RecordWriter(
+            self.dir, run_id=self.id, config_yaml=self._config_text, config=self._pairs, environment=env,
+            sweep_id=os.environ.get("SWEEP_ID", ""), params=params)
+        if self._carried:
+            self._replay(self._carried)
+
+    def watch(self, model, every=None):
+        """Checksums of `model`'s parameters (an nn.Module, or (name, tensor) pairs) at step 0,
+        every `every` steps (default: the config's train.checksum_every, else 10) and at the
+        last step, so `sweep compare` and `reproduce` compare the final parameters too."""
+        self._model = model
+        self._checksum_every = int(every or self.config.get("train.checksum_every", 10) or 10)
+        named = _named_f32(model)
+        self._open([(n, a.shape) for n, a in named])
+        if self._writer is not None and self.resumed_from == 0:
+            self._writer.append_checksum(0, *checksums_of(named))
+            self._checksummed.add(0)
+
+    def checksum(self, step, model=None):
+        """Parameter checksums after `step`'s update now (the watched model by default)."""
+        model = model if model is not None else self._model
+        if model is None:
+            raise ValueError("checksum: no model; pass one or call watch(model) first")
+        if not self.writes or step in self._checksummed:
+            return
+        named = _named_f32(model)
+        self._open([(n, a.shape) for n, a in named])
+        self._writer.append_checksum(step, *checksums_of(named))
+        self._checksummed.add(step)
+
+    def log(self, step, loss, **metrics):
+        """One optimizer step: its loss and any of lr, grad_norm, clip_coef, loss_scale,
+        skipped, tokens, step_time_s (default: the time since the last log()), plus any
+        metrics of your own (accuracy=..., mfu=...: one real number each)."""
+        now = time.perf_counter()
+        step = int(step)
+        if step <= self._last_step:
+            raise ValueError(f"log: step {step} after step {self._last_step}; steps are 1-based and increase")
+        fields = {k: metrics.pop(k) for k in list(metrics) if k in _BUILTIN}
+        fields.setdefault("step_time_s", now - self._last_log)
+        if fields.get("tokens") and fields["step_time_s"] > 0:
+            fields.setdefault("tokens_per_s", fields["tokens"] / fields["step_time_s"])
+        self._last_log = now
+        self._last_step = step
+        if not self.writes:
+            return
+        self._open()
+        self._writer.append_step(step=step, loss=float(loss), extra=metrics, **fields)
+        self._writer.append_rank_times([fields["step_time_s"]])
+        if self._model is not None and step % self._checksum_every == 0:
+            self.checksum(step)
+        self._maybe_flush()
+
+    def eval(self, step, loss, tokens=0, time_s=0.0, **metrics):
+        """One held-out evaluation after `step`'s update: its token-mean loss over `tokens`
+        target tokens, and any metrics of your own. Evaluations come in step order."""
+        if not self.writes:
+            return
+        self._open()
+        self._writer.append_eval(step, loss, tokens, time_s, extra=metrics)
+        self._maybe_flush()
+
+    def summary(self, key, value):
+        """A run-level fact for the record's /summary (text)."""
+        if self.writes:
+            self._open()
+            self._writer.set_summary(key, str(value))
+
+    def _maybe_flush(self):
+        # The first row at once (a run's progress shows from its first step), then every
+        # flush_every_s seconds.
+        if self._flushed_once and time.monotonic() - self._last_flush < self._flush_every_s:
+            return
+        self._flushed_once = True
+        self._writer.flush()
+        self._last_flush = time.monotonic()
+
+    def finish(self, status=None, failure=""):
+        """Ends the run: "completed", "diverged" (with `failure` saying why), or "stopped" at
+        the step a search asked for; by default "stopped" when should_stop() holds for the
+        last step logged, else "completed". The final parameters are checksummed first."""
+        if self._finished:
+            return
+        if status is None:
+            status = "stopped" if self.should_stop(self._last_step) else "completed"
+        if status == "stopped" and not self.should_stop(self._last_step):
+            raise ValueError(f"finish: 'stopped' after step {self._last_step}, but no search asked this run "
+                             "to stop there (should_stop)")
+        if self.writes:
+            self._open()
+            if self._model is not None and self._last_step not in self._checksummed:
+                self.checksum(self._last_step)
+            self._writer.finish(status, failure)
+        self._finished = True
+
+    def fail(self, why):
+        """Ends the run as failed (the record stays partial, with `why`)."""
+        if self.writes and self._writer is not None:
+            self._writer.abandon(why)
+        self._finished = True
+
+    def _at_exit(self):
+        if not self._finished and self._writer is not None:
+            self._writer.abandon(self._uncaught or "the script ended without run.finish()")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:
+            self.fail(f"{exc_type.__name__}: {exc}" if str(exc) else exc_type.__name__)
+        elif not self._finished:
+            self.finish()
+        return False
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def checkpoint(self, step, model, optimizer=None, **extra):
+        """save() of the usual state: the model's and optimizer's state dicts, torch's and
+        numpy's global RNG states (dropout draws from torch's), and `extra`."""
+        import torch
+        state = {"model": model.state_dict(), "torch_rng": torch.get_rng_state(),
+                 "numpy_rng": np.random.get_state(), "extra": extra}
+        if optimizer is not None:
+            state["optimizer"] = optimizer.state_dict()
+        self.save(state, step)
+
+    def resume(self, model, optimizer=None):
+        """restore() of what checkpoint() saved, into `model` and `optimizer`; returns the step
+        it was saved after (0: none, start from the beginning). Train from that step + 1."""
+        state = self.restore()
+        if state is None:
+            return 0
+        import torch
+        model.load_state_dict(state["model"])
+        if optimizer is not None and "optimizer" in state:
+            optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        np.random.set_state(state["numpy_rng"])
+        self.resumed_extra = state.get("extra", {})
+        return self.resumed_from
+
+    def save(self, state, step):
+        """Saves `state` (anything torch.save takes: model, optimizer and RNG states, ...)
+        as the checkpoint after `step`, atomically, in the run's checkpoints/ (rank 0)."""
+        if not self.writes:
+            return
+        import torch
+        os.makedirs(self.checkpoint_dir, exist_ok=True)
+        path = os.path.join(self.checkpoint_dir, "last.pt")
+        tmp = path + ".tmp"
+        torch.save({"step": int(step), "state": state}, tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        self._writer and self._writer.flush()
+
+    def restore(self):
+        """The state saved by save() in an earlier attempt of this run (a promoted halving
+        run, a retry), or None. The record then carries on from that step: the earlier
+        attempt's rows up to it are recorded again, so the finished record is the run's
+        whole history, as if it had run straight through."""
+        if self.dir is None:
+            return None
+        if self._writer is not None:
+            raise RecordError("restore()/resume() after the record was opened (watch, log, eval): resume first")
+        path = os.path.join(self.checkpoint_dir, "last.pt")
+        if not os.path.exists(path):
+            return None
+        import torch
+        saved = torch.load(path, map_location="cpu")
+        step = int(saved["step"])
+        self._carried = self._earlier_rows(step)
+        self.resumed_from = step
+        self._last_step = step
+        if self._carried:
+            self._checksummed.update(s for s, _, _ in self._carried["checksums"])
+        return saved["state"]
+
+    def _earlier_rows(self, step):
+        """Rows up to `step` of this run's last record: the partial a failed attempt left,
+        else the newest record a search stopped at a rung (moved aside by the driver)."""
+        import h5py
+        candidates = []
+        partial = os.path.join(self.dir, "record.h5" + sweep_record.PARTIAL_SUFFIX)
+        if os.path.exists(partial):
+            candidates.append(partial)
+        aside = sorted((n for n in os.listdir(self.dir) if n.startswith("record.h5.stopped-")), reverse=True)
+        candidates += [os.path.join(self.dir, n) for n in aside]
+        for path in candidates:
+            try:
+                with h5py.File(path, "r") as f:
+                    m = f["metrics"]
+                    steps = m["step"][:]
+                    keep = steps <= step
+                    if keep.sum() != step:
+                        continue  # not every step up to the checkpoint is there
+                    rows = {k: m[k][:][keep] for k in m if k != "extra"}
+                    extra = {k: m["extra"][k][:][keep] for k in m["extra"]} if "extra" in m else {}
+                    ck = f["checksums"]
+                    ck_keep = ck["step"][:] <= step
+                    tensors = ck["tensors"][:][ck_keep] if "tensors" in ck else [[]] * int(ck_keep.sum())
+                    checksums = list(zip(ck["step"][:][ck_keep], ck["params"][:][ck_keep], tensors))
+                    evals, eval_extra = [], {}
+                    if "eval" in f:
+                        ev = f["eval"]
+                        ev_keep = ev["step"][:] <= step
+                        evals = list(zip(ev["step"][:][ev_keep], ev["loss"][:][ev_keep], ev["tokens"][:][ev_keep],
+                                         ev["time_s"][:][ev_keep]))
+                        if "extra" in ev:
+                            eval_extra = {k: ev["extra"][k][:][ev_keep] for k in ev["extra"]}
+                    times = f["ranks/step_time_s"][:][: int(step)]
+                    return {"steps": rows, "extra": extra, "checksums": checksums, "evals": evals,
+                            "eval_extra": eval_extra, "times": times}
+            except (OSError, KeyError):
+                continue
+        raise RecordError(f"{self.dir}: a checkpoint after step {step} but no earlier record holds steps 1-{step}; "
+                          "the run cannot carry on its record (remove checkpoints/ to start it over)")
+
+    def _replay(self, rows):
+        w = self._writer
+        n = len(rows["steps"]["step"])
+        for i in range(n):
+            row = {k: v[i].item() for k, v in rows["steps"].items()}
+            extra = {k: float(v[i]) for k, v in rows["extra"].items() if not math.isnan(v[i])}
+            w.append_step(row, extra=extra)
+            if i < len(rows["times"]):
+                w.append_rank_times([float(rows["times"][i][0])])
+        for s, p, t in rows["checksums"]:
+            w.append_checksum(int(s), int(p), [int(x) for x in t])
+        for i, (s, loss, tokens, t) in enumerate(rows["evals"]):
+            extra = {k: float(v[i]) for k, v in rows["eval_extra"].items() if not math.isnan(v[i])}
+            w.append_eval(int(s), float(loss), int(tokens), float(t), extra=extra)
+
+
+def init(settings=None, *, keys=None, out=None, flush_every_s=2.0, environment=None):
+    """This process's run.
+
+    `settings`: the script's own settings (an argparse.Namespace or a dict), updated in place
+    from the run's config under sweep: a setting is the program's own key `model.<name>`
+    when the grid declares one, else the built-in key its name stands for (ALIASES: lr is
+    train.lr, batch_size train.micro_batch, ...), else `keys[name]` ({"base_lr":
+    "train.lr"}), which also overrides both.
+    `out`: where a run outside sweep writes its record (None: nowhere). `flush_every_s`: how
+    often rows reach the disk. `environment`: facts for the record's /environment (device,
+    blas, ...), over sweep_record.environment_defaults().
+    """
+    return Run(settings, keys, out, flush_every_s, environment)
