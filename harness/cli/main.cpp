@@ -40,7 +40,7 @@ void drop_stray_run_variables() {
 /// every run inherits. The caller's own entries come first.
 void offer_python_api() {
   const std::string exe = sweep::executable_dir();
-  for (const std::string dir : {exe + "/../../python", exe + "/../share/sweep/python"}) {
+  for (const std::string& dir : {exe + "/../../python", exe + "/../share/sweep/python"}) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(dir + "/sweep/__init__.py", ec)) continue;
     const std::string api = std::filesystem::canonical(dir, ec).string();

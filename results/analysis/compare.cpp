@@ -162,6 +162,7 @@ void compare_extras(const Record& a, const Record& b, RecordComparison& c) {
   };
   const auto step_numbers = [](const auto& rows) {
     std::vector<int64_t> out;
+    out.reserve(rows.size());
     for (const auto& r : rows) out.push_back(r.step);
     return out;
   };
