@@ -390,6 +390,11 @@ std::vector<EnvironmentEntry> environment_summary(const std::vector<Record>& run
       auto it = r.environment.find(k);
       ++counts[it == r.environment.end() ? "(unset)" : it->second];
     }
+    // A key no run has a value for (a program's record leaves what only it could know
+    // empty) says nothing: left out.
+    if (std::all_of(counts.begin(), counts.end(),
+                    [](const auto& kv) { return kv.first.empty() || kv.first == "(unset)"; }))
+      continue;
     EnvironmentEntry e{k, {counts.begin(), counts.end()}};
     out.push_back(std::move(e));
   }

@@ -165,7 +165,7 @@ struct AxisEffect {
   bool balanced = true;
 };
 
-/// One environment attribute across the runs.
+/// One environment attribute across the runs (a key empty or unset in every run is left out).
 struct EnvironmentEntry {
   std::string key;
   std::vector<std::pair<std::string, size_t>> values;  ///< value -> runs that have it; more than one = differs

@@ -1004,5 +1004,19 @@ TEST(SearchProgress, TpeAndRandomTakeTheBestSoFarInTheirDecisionOrder) {
   EXPECT_TRUE(search_progress("not a search log\n", runs, figs).kind.empty());
 }
 
+// An environment key no run has a value for says nothing, and is not shown; one run's
+// value among empty ones is.
+TEST(BuildReport, EnvironmentKeysEmptyInEveryRunAreLeftOut) {
+  SweepRecords s;
+  s.runs.push_back(make_record("a", {{"train.lr", "0.1"}}, {1.0}));
+  s.runs.push_back(make_record("b", {{"train.lr", "0.2"}}, {1.0}));
+  s.runs[0].environment = {{"device", ""}, {"git_commit", "abc"}, {"cuda", ""}};
+  s.runs[1].environment = {{"device", ""}, {"git_commit", ""}};
+  const ReportModel m = build_report("t", s);
+  std::vector<std::string> keys;
+  for (const auto& e : m.environment) keys.push_back(e.key);
+  EXPECT_EQ(keys, std::vector<std::string>{"git_commit"});
+}
+
 }  // namespace
 }  // namespace sweep
