@@ -23,8 +23,13 @@ CliAction setup_report(CLI::App& app);     // cli_results.cpp
 CliAction setup_compare(CLI::App& app);    // cli_results.cpp
 CliAction setup_export(CLI::App& app);     // cli_results.cpp
 CliAction setup_reproduce(CLI::App& app);  // cli_results.cpp
+CliAction setup_show(CLI::App& app);       // cli_results.cpp
 CliAction setup_blas(CLI::App& app);       // cli_blas.cpp
 CliAction setup_keys(CLI::App& app);       // cli_keys.cpp
+
+/// Text from disk shown on a terminal, escaped with printable()'s rules and never cut
+/// (cli_sweep.cpp).
+std::string terminal_text(const std::string& s);
 
 /// Throws ConfigError (exit 2) when `dir` exists but is a file, or a directory that holds
 /// something yet no points.tsv, runs/ or sweep.lock: a sweep must not write into someone

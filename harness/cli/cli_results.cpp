@@ -19,6 +19,7 @@
 #include "process.h"             // SpawnRunner, executable_dir
 #include "report.h"              // load_sweep, build_report, render_report
 #include "reproduce.h"           // reproduce
+#include "run_files.h"           // read_state_fields
 #include "run_health.h"          // run_health, run_figures: each run's figures in compare
 #include "sweep_records.h"       // read_run_record
 #include "text.h"                // printable, did_you_mean
@@ -416,6 +417,90 @@ CliAction setup_export(CLI::App& app) {
   cmd->add_option("--format", o->format,
                   "csv (the default: long format for pandas) or tensorboard (event files: scalars per run, hparams)");
   return [o, cmd]() { return cmd->parsed() ? run_export(*o) : -1; };
+}
+
+// ------------------------------------------------------------------ show
+
+struct ShowOptions {
+  std::string path;
+};
+
+/// The last finite value of a column and its step ("0.61 at step 60"), or "none".
+std::string last_value(const std::vector<double>& values, const std::vector<int64_t>& steps) {
+  for (size_t i = values.size(); i-- > 0;)
+    if (std::isfinite(values[i])) return g4(values[i]) + " at step " + std::to_string(steps[i]);
+  return "none";
+}
+
+/// One record in the terminal, without Python: what it is (completed, verified or not;
+/// damaged and why; a partial record and the run's word for it), its figures and health,
+/// its own metrics, summary, config and what its environment holds.
+int run_show(const ShowOptions& o) {
+  std::error_code ec;
+  std::string path = o.path;
+  if (fs::is_directory(path, ec)) {
+    path = (fs::path(o.path) / "record.h5").string();
+    if (!fs::exists(path, ec) && fs::exists(path + kPartialSuffix, ec)) path += kPartialSuffix;
+  }
+  if (!fs::exists(path, ec)) throw ConfigError(o.path + ": no record.h5 (or partial record) there");
+  const bool partial = path.size() > 8 && path.compare(path.size() - 8, 8, kPartialSuffix) == 0;
+  std::string verdict;
+  Record r;
+  if (partial) {
+    r = read_record_unverified(path);  // RecordError (exit 2) when it does not read at all
+    verdict = "a partial record (the run has not completed; not verified): its status says " + r.status;
+  } else {
+    try {
+      r = read_run_record(path);
+      verdict = r.verified ? "verified by its digest" : "unverified (schema version 1: no digest to check it by)";
+    } catch (const RecordError& e) {
+      verdict = std::string("DAMAGED: ") + e.what();
+      r = read_record_unverified(path);  // shown as it stands, for the evidence
+    }
+  }
+  const auto line = [](const std::string& key, const std::string& value) {
+    std::printf("%-12s %s\n", (key + ":").c_str(), terminal_text(value).c_str());
+  };
+  line("record", path);
+  line("verdict", verdict);
+  line("run", r.run_id + (r.sweep_id.empty() ? "" : " (sweep " + r.sweep_id + ")"));
+  line("status", r.status + (r.failure.empty() ? "" : ": " + r.failure));
+  // The driver's word on the run (runs/<id>/state), which decides where the record alone
+  // cannot: a run it failed or stopped on a Ctrl-C.
+  const auto state = read_state_fields(fs::path(path).parent_path().string());
+  if (const auto s = state.find("state"); s != state.end()) {
+    const auto d = state.find("detail");
+    line("driver", s->second + (d == state.end() || d->second.empty() ? "" : ": " + d->second));
+  }
+  line("schema", std::to_string(r.schema_version) + ", world size " + std::to_string(r.world_size));
+  std::vector<int64_t> steps, eval_steps;
+  for (const auto& s : r.steps) steps.push_back(s.step);
+  for (const auto& e : r.evals) eval_steps.push_back(e.step);
+  line("steps",
+       std::to_string(r.steps.size()) + (r.steps.empty() ? "" : " (last " + std::to_string(steps.back()) + ")") + ", " +
+           std::to_string(r.evals.size()) + " evaluations, " + std::to_string(r.checksums.size()) + " checksum rows" +
+           (r.checksums.empty() ? "" : " (last at step " + std::to_string(r.checksums.back().step) + ")"));
+  line("figures", figures_text(run_figures(r)));
+  const auto flags = run_health(r);
+  line("health", flags.empty() ? "ok" : health_names(flags));
+  for (const auto& f : flags) line("  " + f.name, f.detail);
+  for (const auto& [name, values] : r.step_extra) line("metric", name + ": last " + last_value(values, steps));
+  for (const auto& [name, values] : r.eval_extra)
+    line("metric", "eval_" + name + ": last " + last_value(values, eval_steps));
+  for (const auto& [k, v] : r.summary) line("summary", k + " = " + v);
+  for (const auto& [k, v] : r.config) line("config", k + " = " + v);
+  for (const auto& [k, v] : r.environment)
+    if (!v.empty()) line("environment", k + " = " + v);
+  return 0;
+}
+
+CliAction setup_show(CLI::App& app) {
+  auto o = std::make_shared<ShowOptions>();
+  auto* cmd = app.add_subcommand("show",
+                                 "print one record: what it is (verified, unverified, damaged, partial), status, "
+                                 "figures, health, its own metrics, summary, config and environment");
+  cmd->add_option("record", o->path, "record.h5, a partial record, or a run directory")->required();
+  return [o, cmd]() { return cmd->parsed() ? run_show(*o) : -1; };
 }
 
 CliAction setup_compare(CLI::App& app) {

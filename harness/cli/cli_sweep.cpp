@@ -45,21 +45,6 @@ std::string absolute_dir(const std::string& dir) {
   return p.string();
 }
 
-// Text from disk (run directory names, points.tsv, state files, the lock) shown on a
-// terminal: escaped with printable()'s rules, so no escape sequence reaches the terminal.
-// Fed in pieces because printable() cuts its result near 200 characters; a piece never
-// ends inside a UTF-8 sequence and is short enough never to be cut.
-std::string terminal_text(const std::string& s) {
-  std::string out;
-  for (size_t at = 0; at < s.size();) {
-    size_t n = std::min<size_t>(40, s.size() - at);
-    while (at + n < s.size() && n > 1 && (static_cast<unsigned char>(s[at + n]) & 0xc0) == 0x80) --n;
-    out += printable(s.substr(at, n));
-    at += n;
-  }
-  return out;
-}
-
 /// The OpenBLAS kernel every run of `spec` uses (launch.blas), as NAME=VALUE for the
 /// runs' commands (empty: OpenBLAS chooses), and the line plan and run print when it is
 /// not simply OpenBLAS's own, well-chosen kernel. Throws ConfigError when a kernel named
@@ -320,6 +305,21 @@ int run_status(const StatusOptions& o) {
 }
 
 }  // namespace
+
+// Text from disk (run directory names, points.tsv, state files, the lock) shown on a
+// terminal: escaped with printable()'s rules, so no escape sequence reaches the terminal.
+// Fed in pieces because printable() cuts its result near 200 characters; a piece never
+// ends inside a UTF-8 sequence and is short enough never to be cut.
+std::string terminal_text(const std::string& s) {
+  std::string out;
+  for (size_t at = 0; at < s.size();) {
+    size_t n = std::min<size_t>(40, s.size() - at);
+    while (at + n < s.size() && n > 1 && (static_cast<unsigned char>(s[at + n]) & 0xc0) == 0x80) --n;
+    out += printable(s.substr(at, n));
+    at += n;
+  }
+  return out;
+}
 
 void check_sweep_dir_target(const std::string& dir, const std::string& option) {
   std::error_code ec;

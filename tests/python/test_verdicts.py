@@ -6,8 +6,8 @@ One sweep directory holds one run of each kind: completed, diverged, failed, int
 (Ctrl-C while it ran), pending (never started), damaged (a completed record edited
 afterwards) and unverified (a record relabelled schema version 1 in a directory whose
 driver noted no digest for it). The test walks it through plan, status, report (md,
-csv, json, html), compare of the sweep with itself and of single records, export and
-reproduce, and asserts each reader's word for each run against one table.
+csv, json, html), compare of the sweep with itself and of single records, export,
+reproduce and show, and asserts each reader's word for each run against one table.
 
 Usage: test_verdicts.py [BIN_DIR] [unittest options]; BIN_DIR holds sweep.
 """
@@ -246,6 +246,25 @@ class Verdicts(unittest.TestCase):
         with open(path, encoding="utf-8") as f:
             exported = {ln.split(",")[0] for ln in f.read().splitlines()[1:]}
         self.assertEqual(exported, {self.ids[k] for k in ("ok", "diverged", "unverified")})
+
+    def test_show(self):
+        said = {"ok": ("verdict:     verified by its digest", "status:      completed"),
+                "diverged": ("verdict:     verified by its digest", "status:      diverged: non-finite loss at step 2"),
+                "unverified": ("verdict:     unverified (schema version 1: no digest to check it by)",
+                               "status:      completed"),
+                "damaged": ("verdict:     DAMAGED: ", "integrity check failed"),
+                "failed": ("verdict:     a partial record (the run has not completed; not verified)",
+                           "driver:      failed: "),
+                "interrupted": ("verdict:     a partial record (the run has not completed; not verified)",
+                                "driver:      interrupted: ")}
+        for kind, words in said.items():
+            p = sweep("show", self.run_dir(kind))
+            self.assertEqual(p.returncode, 0, show(p))
+            for w in words:
+                self.assertIn(w, p.stdout, kind + "\n" + show(p))
+        p = sweep("show", self.run_dir("pending"))
+        self.assertEqual(p.returncode, 2, show(p))
+        self.assertIn("no record.h5 (or partial record) there", p.stderr, show(p))
 
     def test_reproduce(self):
         p = sweep("reproduce", self.run_dir("ok"))
