@@ -8,19 +8,25 @@ factorisation W ranks x A accumulation steps of the global batch (and, with --le
 micro-batch size) trains the same losses, held-out losses and parameters, bit for bit.
 
   mpiexec -n W python3 train.py --world-batch G --accum A [--out DIR] ...
-  python3 train.py --config RUN.yaml --out DIR      (a grid's program: section)
+  sweep run sweeps/pytorch-invariance.yaml          (a grid's program: section, sweep.init)
   ... --plain-ddp                                   the same model with ordinary DDP
 
-Rank 0 prints one line per step (loss, gradient norm, held-out loss, parameter checksum)
-and, with --out, writes DIR/steps.jsonl (the same, one JSON object a step), DIR/record.h5
-(python/sweep_record) and the checkpoints --save-at asks for. Exit codes: 0 completed,
-1 failed, 2 bad config, usage or layout, 3 refused (a record is already there).
+Its settings and record go through sweep.init() (python/sweep/run.py): under `sweep run`
+they come from the run's config (SWEEP_CONFIG; --lr is train.lr, --accum train.accum, the
+global batch dist.world_size x train.accum x train.micro_batch, --plain-ddp dist.reduction
+native), and rank 0 writes the record to the run directory; outside sweep the options
+hold, and rank 0 writes DIR/record.h5 with --out. The record holds every step's loss,
+learning rate, gradient norm, clip coefficient and parameter checksum, and the held-out
+losses in /eval. torch.distributed starts from the env:// variables sweep sets (RANK,
+WORLD_SIZE, MASTER_ADDR, MASTER_PORT), else from Open MPI's when started by mpiexec by
+hand. Rank 0 prints one line per step (loss, gradient norm, held-out loss, parameter
+checksum). Exit codes: 0 completed, 1 failed, 2 bad config, usage or layout, 3 refused (a
+record is already there).
 """
 import argparse
 import contextlib
 import datetime
 import gc
-import json
 import math
 import os
 import re
@@ -38,10 +44,12 @@ import torch.nn.functional as F  # noqa: E402
 
 _PYTHON = os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", "python")
 try:
+    import sweep
     from sweep import invariant
     import sweep_record
 except ImportError:  # run in place: the repository's python/ beside examples/
     sys.path.insert(0, _PYTHON)
+    import sweep
     from sweep import invariant
     import sweep_record
 
@@ -81,7 +89,7 @@ def loss_sum(logits, targets):
 
 
 # ---------------------------------------------------------------------------------------
-# Settings: command-line options, or the canonical run config a grid's program: gets
+# Settings: command-line options, or the run's config under sweep (sweep.init)
 
 class UsageError(Exception):
     pass
@@ -89,7 +97,8 @@ class UsageError(Exception):
 
 # (option, attribute, type, default, config key, help). A config key of None: no key.
 SETTINGS = [
-    ("--world-batch", "world_batch", int, 12, None, "sequences per optimizer step, all ranks together (G)"),
+    ("--world-batch", "world_batch", int, 12, None,
+     "sequences per optimizer step, all ranks together (G; under sweep: world_size x accum x micro_batch)"),
     ("--accum", "accum", int, None, "train.accum", "micro-batches per rank per step (A; default: G / (W x B), or 1)"),
     ("--micro-batch", "micro_batch", int, None, "train.micro_batch",
      "sequences per micro-batch (B; default: G / (W x A))"),
@@ -111,6 +120,8 @@ SETTINGS = [
     ("--eval-every", "eval_every", int, 0, "train.eval_every",
      "held-out evaluation every N steps and after the last; 0 = none"),
     ("--eval-batches", "eval_batches", int, 2, "train.eval_batches", "global batches per held-out evaluation"),
+    ("--checksum-every", "checksum_every", int, 1, "train.checksum_every",
+     "parameter checksums in the record every N steps (and at step 0 and the last)"),
     ("--threads", "threads", int, 1, "train.threads", "torch intra-op threads per rank"),
     ("--vocab", "vocab", int, 64, "model.vocab", "token ids are in [0, vocab)"),
     ("--seq-len", "seq_len", int, 16, "model.seq_len", "tokens predicted per sequence"),
@@ -131,21 +142,22 @@ def parse_options(argv):
     p = argparse.ArgumentParser(description="a layout-invariant PyTorch language model (sweep.invariant)")
     for option, attr, typ, default, _, help_ in SETTINGS:
         p.add_argument(option, dest=attr, type=typ, default=default, help=help_)
-    p.add_argument("--plain-ddp", action="store_true", help="ordinary DDP and gradient accumulation (not invariant)")
-    p.add_argument("--out", help="directory for steps.jsonl, record.h5 and checkpoints (rank 0 writes)")
+    p.add_argument("--plain-ddp", action="store_true",
+                   help="ordinary DDP and gradient accumulation (not invariant; under sweep: dist.reduction native)")
+    p.add_argument("--out", help="directory for record.h5 and checkpoints (rank 0 writes); under sweep the run's")
     p.add_argument("--save-at", type=int, default=0,
                    help="save a checkpoint after this step (OUT/checkpoints/step_N.pt)")
     p.add_argument("--resume-from", help="a checkpoint of this math, saved on any layout")
     p.add_argument("--resume", action="store_true", help="resume from the newest checkpoint in OUT, if any")
-    p.add_argument("--config", help="the canonical run config of a grid's program: section (replaces the options)")
-    p.add_argument("--sweep-id", default="", help="the sweep this run belongs to (recorded)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cuda: NCCL, one GPU per local rank")
     p.add_argument("--master-port", type=int, help="under mpiexec without MASTER_PORT: the rendezvous port (29500)")
     p.add_argument("--quiet", action="store_true", help="no per-step lines")
     opt = p.parse_args(argv)  # a usage error exits 2
-    opt.config_text = None
-    if opt.config:
-        read_config(opt)
+    check_options(opt)
+    return opt
+
+
+def check_options(opt):
     if opt.precision not in ("fp32", "bf16"):
         raise UsageError("precision '%s': fp32 or bf16" % opt.precision)
     if opt.schedule not in ("constant", "linear", "cosine"):
@@ -154,83 +166,93 @@ def parse_options(argv):
         raise UsageError("--leaf with --plain-ddp: ordinary DDP runs whole micro-batches")
     if opt.save_at and not opt.out:
         raise UsageError("--save-at needs --out")
-    return opt
+    if opt.checksum_every < 1:
+        raise UsageError("--checksum-every %d: at least 1" % opt.checksum_every)
 
 
-def read_config(opt):
-    """The settings from sweep's canonical run config (sections at column 0, keys at 2,
-    values bare or double-quoted); the text is kept byte for byte for the run id."""
+def open_record(opt, rank, world):
+    """sweep.init() for this run: the settings from the run's config under sweep (into
+    `opt`), its record (rank 0 writes it). Outside sweep the record's config is the
+    options with the layout they resolve to. Raises UsageError for settings that cannot
+    run; nothing is written before the first record call."""
+    settings, keys = {}, {}
+    for _, attr, _, _, key, _ in SETTINGS:
+        if key:
+            settings[attr], keys[attr] = getattr(opt, attr), key
+    for name, key, value in (("kind", "model.kind", KIND), ("data_kind", "data.kind", "synthetic"),
+                             ("world_size", "dist.world_size", world),
+                             ("reduction", "dist.reduction", "native" if opt.plain_ddp else "canonical")):
+        settings[name], keys[name] = value, key
+    try:  # outside sweep the config names the layout the options resolve to
+        layout = invariant.Layout(opt.world_batch, world, rank, accum=opt.accum, micro_batch=opt.micro_batch,
+                                  leaf=opt.leaf)
+        settings["accum"], settings["micro_batch"] = layout.accum, layout.micro_batch
+        resolved = None
+    except invariant.InvariantError as e:  # the same on every rank
+        resolved = e
     try:
-        with open(opt.config, "rb") as f:
-            text = f.read().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError("%s: cannot read it: %s" % (opt.config, e))
-    cfg, section = {}, ""
-    for line in text.splitlines():
-        if line and not line.startswith(" "):
-            section = line.split(":")[0]
-        elif line.startswith("  ") and not line.startswith("    "):
-            key, _, value = line.strip().partition(": ")
-            cfg[section + "." + key] = value.strip('"')
+        record = sweep.init(settings, keys=keys, out=opt.out,
+                            environment={"trainer": os.path.abspath(__file__), "trainer.models": KIND,
+                                         "device": opt.device})
+    except (ValueError, sweep_record.RecordError) as e:  # a config value that is not of its setting's type
+        raise UsageError(str(e))
+    if not record.under_sweep:
+        if resolved is not None:
+            raise UsageError(str(resolved))
+        return record
+    cfg = record.config
     if cfg.get("model.kind") != KIND:
-        raise UsageError("%s: model.kind '%s': this program trains %s" % (opt.config, cfg.get("model.kind"), KIND))
-    for _, attr, typ, _, key, _ in SETTINGS:
-        if key in cfg:
-            try:
-                setattr(opt, attr, typ(cfg[key]))
-            except ValueError:
-                raise UsageError("%s: %s '%s' is not a valid %s" % (opt.config, key, cfg[key], typ.__name__))
+        raise UsageError("model.kind '%s': this program trains %s" % (cfg.get("model.kind"), KIND))
     missing = [k for k in ("train.accum", "train.micro_batch", "dist.world_size") if k not in cfg]
     if missing:
-        raise UsageError("%s: %s missing (sweep writes every key)" % (opt.config, ", ".join(missing)))
-    world = int(cfg["dist.world_size"])
+        raise UsageError("%s missing from the run's config" % ", ".join(missing))
+    for _, attr, _, _, key, _ in SETTINGS:
+        if key:
+            setattr(opt, attr, settings[attr])
+    if settings["reduction"] not in ("canonical", "native"):
+        raise UsageError("dist.reduction '%s': canonical or native" % settings["reduction"])
+    opt.plain_ddp = settings["reduction"] == "native"
+    if settings["world_size"] != world:
+        raise UsageError("dist.world_size %d, but %d ranks were started" % (settings["world_size"], world))
     opt.world_batch = world * opt.accum * opt.micro_batch
-    opt.config_world = world
-    if float(cfg.get("data.eval_fraction", "0")) > 0:
+    if float(cfg.get("data.eval_fraction", 0)) > 0:
         held_out = math.ceil(float(cfg["data.eval_fraction"]) * opt.samples)
         if opt.eval_batches * opt.world_batch > held_out:
-            raise UsageError("%s: train.eval_batches %d x %d sequences is more than the %d held out"
-                             % (opt.config, opt.eval_batches, opt.world_batch, held_out))
+            raise UsageError("train.eval_batches %d x %d sequences is more than the %d held out"
+                             % (opt.eval_batches, opt.world_batch, held_out))
     else:
         opt.eval_every = 0  # sweep holds nothing out: no evaluation
-    opt.config_text = text
-    opt.config_pairs = list(cfg.items())
-
-
-def config_text(opt, layout):
-    """(text, pairs) of the run's settings in the form of sweep's run config (the record's
-    run id is the text's XXH3-64), for a run given by options."""
-    values = {key: getattr(opt, attr) for _, attr, _, _, key, _ in SETTINGS if key}
-    values.update({"model.kind": KIND, "data.kind": "synthetic", "train.accum": layout.accum,
-                   "train.micro_batch": layout.micro_batch, "dist.world_size": layout.world_size,
-                   "dist.reduction": "ddp" if opt.plain_ddp else "canonical"})
-    pairs, lines = [], []
-    for section in ("model", "data", "train", "dist"):
-        lines.append(section + ":")
-        for key in sorted(k for k in values if k.startswith(section + ".")):
-            pairs.append((key, str(values[key])))
-            lines.append("  %s: %s" % (key.split(".")[1], values[key]))
-    return "\n".join(lines) + "\n", pairs
+    opt.out = record.dir  # checkpoints go to the run directory
+    check_options(opt)
+    return record
 
 
 # ---------------------------------------------------------------------------------------
 # torch.distributed
 
-def init_distributed(opt):
-    """(rank, world): RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT when set (torchrun), else
-    Open MPI's OMPI_COMM_WORLD_RANK/SIZE with MASTER_ADDR 127.0.0.1 (one host) and the
-    port of --master-port or MASTER_PORT (29500), else one process. A process group is
-    made for more than one rank, and for --plain-ddp on one (DDP needs one)."""
+def ranks_from_env(opt):
+    """(rank, world) before any process group: the env:// variables when all of RANK,
+    WORLD_SIZE, MASTER_ADDR and MASTER_PORT are set (sweep run, torchrun), else Open MPI's
+    OMPI_COMM_WORLD_RANK/SIZE (mpiexec by hand: RANK and WORLD_SIZE are set from them,
+    MASTER_ADDR 127.0.0.1 unless set, MASTER_PORT from --master-port, MASTER_PORT or
+    29500), else one process."""
     env = os.environ
-    if all(k in env for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")):
-        rank, world = int(env["RANK"]), int(env["WORLD_SIZE"])
-    elif "OMPI_COMM_WORLD_RANK" in env:
+    if all(env.get(k) for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")):
+        return int(env["RANK"]), int(env["WORLD_SIZE"])
+    if "OMPI_COMM_WORLD_RANK" in env:
         rank, world = int(env["OMPI_COMM_WORLD_RANK"]), int(env["OMPI_COMM_WORLD_SIZE"])
         env["RANK"], env["WORLD_SIZE"] = str(rank), str(world)
+        env.setdefault("LOCAL_RANK", env.get("OMPI_COMM_WORLD_LOCAL_RANK", "0"))
         env.setdefault("MASTER_ADDR", "127.0.0.1")
         env["MASTER_PORT"] = str(opt.master_port or env.get("MASTER_PORT") or 29500)
-    else:
-        rank, world = 0, 1
+        return rank, world
+    return 0, 1
+
+
+def init_distributed(opt):
+    """(rank, world) of ranks_from_env, with torch.distributed started (init_method
+    env://) for more than one rank, and for --plain-ddp on one (DDP needs a group)."""
+    rank, world = ranks_from_env(opt)
     backend = "nccl" if opt.device == "cuda" else "gloo"
     timeout = datetime.timedelta(seconds=opt.timeout)
     if world > 1:
@@ -395,114 +417,79 @@ def math_of(run):
     return values
 
 
-def gather_times(run, times):
-    """Every rank's step times, [steps][world], on every rank."""
-    if run.world == 1:
-        return [[t] for t in times]
-    mine = torch.tensor(times, dtype=torch.float64, device=run.device)
-    rows = [torch.empty_like(mine) for _ in range(run.world)]
-    dist.all_gather(rows, mine)
-    return [list(col) for col in zip(*(r.tolist() for r in rows))]
+# watch()'s own period, never reached: the loop checksums the steps itself (run.checksum),
+# so the steps a resumed run records again from its checkpoint get none from the model.
+NEVER = 1 << 62
 
 
 class Recorder:
-    """Rank 0's outputs: the step lines, OUT/steps.jsonl, OUT/record.h5 and the checkpoint
-    of --save-at. A resumed run starts from the checkpoint's rows, so its outputs are those
-    of the run trained straight through."""
+    """The run's outputs through sweep.init's `record` (every rank calls it; rank 0 writes):
+    a row, a parameter checksum every checksum_every steps and the held-out loss (/eval) per
+    step, a line per step on rank 0, and the checkpoint of --save-at. A resumed run records
+    the checkpoint's rows first, so its record is that of the run trained straight through:
+    the same rows, and the parameter checksums of step 0, of the checkpoint's step and of
+    every step after it."""
 
-    def __init__(self, run, resumed=None):
-        self.run, self.times = run, []
-        self.history = resumed["history"] if resumed else []  # every step's row since step 1
-        self.earlier_times = resumed["rank_times"] if resumed else []  # the rank times of those rows
-        self.rec = self.jsonl = None
-        if run.rank != 0:
-            return
-        self.initial = resumed["initial_checksum"] if resumed else self.checksums()  # step 0
-        o = run.opt
-        if not o.out:
-            return
-        text, pairs = (o.config_text, o.config_pairs) if o.config_text else config_text(o, run.layout)
-        environment = {"trainer": os.path.abspath(__file__), "trainer.models": KIND, "device": o.device,
-                       "world_size": str(run.world), "torch_threads": str(torch.get_num_threads()),
-                       "precision.cpu": o.precision, "layout": run.layout.describe(),
-                       "reduction": "ddp" if o.plain_ddp else "canonical (sweep.invariant)"}
-        self.rec = sweep_record.RecordWriter(o.out, config_yaml=text, config=pairs, environment=environment,
-                                             sweep_id=o.sweep_id, world_size=run.world,
-                                             params=[(n, p.shape) for n, p in run.model.named_parameters()])
-        self.jsonl = open(os.path.join(o.out, "steps.jsonl"), "w", encoding="utf-8")
-        self.rec.append_checksum(0, *self.initial)
-        for row in self.history:
+    def __init__(self, run, record):
+        self.run, self.record = run, record
+        self.history = []  # every step's row since step 1 (rank 0): what a checkpoint carries
+        self.every = run.opt.checksum_every
+        record.watch(run.model, every=NEVER)  # step 0: the initial parameters
+
+    def resume(self, state):
+        """After the checkpoint's parameters are loaded: its rows, then its step's checksum."""
+        for row in state["history"]:
             self.write(row)
-
-    def checksums(self):
-        return sweep_record.checksums_of([(n, p.detach().cpu().numpy()) for n, p in self.run.model.named_parameters()])
+        self.record.checksum(state["step"])
 
     def write(self, row):
-        if self.rec is None:
-            return
-        self.rec.append_step(step=row["step"], loss=row["loss"], lr=row["lr"], grad_norm=row["grad_norm"],
-                             clip_coef=row["clip_coef"], tokens=row["tokens"], step_time_s=row["step_time_s"],
-                             tokens_per_s=row["tokens"] / row["step_time_s"])
-        self.rec.append_checksum(row["step"], int(row["checksum"], 16), row["tensor_checksums"])
-        self.jsonl.write(json.dumps({k: v for k, v in row.items() if k != "tensor_checksums"}) + "\n")
-        self.jsonl.flush()
+        self.history.append(row)
+        self.record.log(row["step"], row["loss"], lr=row["lr"], grad_norm=row["grad_norm"],
+                        clip_coef=row["clip_coef"], tokens=row["tokens"], step_time_s=row["step_time_s"])
+        if row["eval_loss"] is not None:
+            self.record.eval(row["step"], row["eval_loss"], row["eval_tokens"])
 
     def report(self, step, lr, result, eval_loss, seconds):
-        """train()'s report: one row a step, on rank 0; the checkpoint at --save-at."""
-        self.times.append(seconds)
-        if self.run.rank == 0:
-            flat, tensors = self.checksums()
-            row = {"step": step, "loss": result.loss, "lr": lr, "grad_norm": result.grad_norm,
-                   "clip_coef": result.clip_coef, "eval_loss": eval_loss, "checksum": "%016x" % flat,
-                   "tokens": self.run.tokens, "step_time_s": seconds, "tensor_checksums": tensors}
-            self.history.append(row)
-            self.write(row)
-            if not self.run.opt.quiet:
-                print("step %d loss %r grad_norm %r clip %r eval %r checksum %s"
-                      % (step, result.loss, result.grad_norm, result.clip_coef, eval_loss, row["checksum"]),
-                      flush=True)
-        if step == self.run.opt.save_at:
+        """train()'s report: one row a step; the checkpoint at --save-at."""
+        o = self.run.opt
+        row = {"step": step, "loss": result.loss, "lr": lr, "grad_norm": result.grad_norm,
+               "clip_coef": result.clip_coef, "tokens": self.run.tokens, "step_time_s": seconds,
+               "eval_loss": eval_loss, "eval_tokens": o.eval_batches * self.run.tokens}
+        self.write(row)
+        if step % self.every == 0:
+            self.record.checksum(step)
+        if self.run.rank == 0 and not o.quiet:
+            flat, _ = sweep_record.checksums_of([(n, p.detach().cpu().numpy())
+                                                 for n, p in self.run.model.named_parameters()])
+            print("step %d loss %r grad_norm %r clip %r eval %r checksum %016x"
+                  % (step, result.loss, result.grad_norm, result.clip_coef, eval_loss, flat), flush=True)
+        if step == o.save_at:
             self.save(step)
 
     def save(self, step):
         """OUT/checkpoints/step_N.pt, written atomically by rank 0: parameters, AdamW state,
-        the rows so far and the math; of the layout only the rank times."""
-        times = self.earlier_times + gather_times(self.run, self.times)
+        the rows so far and the math; nothing of the layout."""
         if self.run.rank != 0:
             return
         directory = os.path.join(self.run.opt.out, "checkpoints")
         os.makedirs(directory, exist_ok=True)
         path = os.path.join(directory, "step_%d.pt" % step)
         state = {"step": step, "math": math_of(self.run), "model": self.run.model.state_dict(),
-                 "optimizer": self.run.optimizer.state_dict(), "history": self.history, "rank_times": times,
-                 "initial_checksum": self.initial}
+                 "optimizer": self.run.optimizer.state_dict(), "history": self.history}
         torch.save(state, path + ".tmp")
         os.replace(path + ".tmp", path)
 
     def finish(self, diverged):
-        times = self.earlier_times + gather_times(self.run, self.times)
-        if self.rec is None:
-            return
-        for t in times:
-            self.rec.append_rank_times(t)
-        param_bytes = sum(p.numel() for p in self.run.model.parameters()) * 4
-        state_bytes = sum(t.numel() * t.element_size() for s in self.run.optimizer.state.values()
-                          for t in s.values() if torch.is_tensor(t) and t.dim())
-        w = self.run.world
-        self.rec.set_memory([param_bytes] * w, [param_bytes] * w, [state_bytes] * w)
+        self.record.summary("layout", self.run.layout.describe())
+        self.record.summary("reduction", "ddp" if self.run.opt.plain_ddp else "canonical (sweep.invariant)")
         if diverged:
-            self.rec.finish("diverged", diverged)
+            self.record.finish("diverged", diverged)
         else:
-            self.rec.finish()
-        self.jsonl.close()
-
-    def abandon(self, why):
-        if self.rec is not None:
-            self.rec.abandon(why)
+            self.record.finish()
 
 
-def load_checkpoint(run, path):
-    """Loads a checkpoint of the same math, saved on any layout; returns its state."""
+def read_checkpoint(run, path):
+    """A checkpoint of the same math, saved on any layout (UsageError otherwise)."""
     try:
         state = torch.load(path, map_location=run.device)
     except (OSError, RuntimeError) as e:
@@ -512,10 +499,6 @@ def load_checkpoint(run, path):
         if mine.get(key) != value:
             raise UsageError("%s: the checkpoint was trained with %s %r, this run has %r"
                              % (path, key, value, mine.get(key)))
-    run.model.load_state_dict(state["model"])
-    run.optimizer.load_state_dict(state["optimizer"])
-    # Rank times of another world size fit no column: unknown (NaN) for those steps.
-    state["rank_times"] = [t if len(t) == run.world else [float("nan")] * run.world for t in state["rank_times"]]
     return state
 
 
@@ -527,24 +510,33 @@ def newest_checkpoint(out):
     return os.path.join(directory, "step_%d.pt" % max(steps)) if steps else None
 
 
+def say_once(rank, message, everywhere=True):
+    if rank == 0 or not everywhere:
+        print("train.py: error: %s" % message, file=sys.stderr, flush=True)
+
+
 def main(argv):
     try:
         opt = parse_options(argv)
     except UsageError as e:
         print("train.py: error: %s" % e, file=sys.stderr, flush=True)
         return 2
-    if opt.out and os.path.lexists(os.path.join(opt.out, "record.h5")):
-        print("train.py: error: %s: a completed record is already there" % opt.out, file=sys.stderr, flush=True)
+    rank, world = ranks_from_env(opt)
+    try:
+        record = open_record(opt, rank, world)
+    except UsageError as e:  # every rank finds it: said once
+        say_once(rank, e)
+        return 2
+    if record.dir and os.path.lexists(os.path.join(record.dir, "record.h5")):
+        say_once(rank, "%s: a completed record is already there" % record.dir)
         return 3
     if opt.device == "cuda":
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
     torch.set_num_threads(opt.threads)
     torch.use_deterministic_algorithms(True)
-    rank, world = init_distributed(opt)
+    init_distributed(opt)
     recorder = None
     try:
-        if opt.config_text is not None and opt.config_world != world:
-            raise UsageError("dist.world_size %d, but %d ranks were started" % (opt.config_world, world))
         try:
             layout = invariant.Layout(opt.world_batch, world, rank, accum=opt.accum, micro_batch=opt.micro_batch,
                                       leaf=opt.leaf)
@@ -552,20 +544,22 @@ def main(argv):
             raise UsageError(str(e))
         run = Run(opt, layout)
         resume = opt.resume_from or (opt.resume and opt.out and newest_checkpoint(opt.out))
-        state = load_checkpoint(run, resume) if resume else None
+        state = read_checkpoint(run, resume) if resume else None
+        recorder = Recorder(run, record)
+        if state:
+            run.model.load_state_dict(state["model"])
+            run.optimizer.load_state_dict(state["optimizer"])
+            recorder.resume(state)
         run.start()
-        recorder = Recorder(run, state)
         diverged = train(run, state["step"] if state else 0, recorder.report)
         recorder.finish(diverged)
     except UsageError as e:  # every rank finds it: said once
-        if rank == 0:
-            print("train.py: error: %s" % e, file=sys.stderr, flush=True)
+        say_once(rank, e)
+        record.fail(str(e))
         return 2
     except invariant.InvariantError as e:
-        if not e.everywhere or rank == 0:
-            print("train.py: error: %s" % e, file=sys.stderr, flush=True)
-        if recorder is not None:
-            recorder.abandon(str(e))
+        say_once(rank, e, e.everywhere)
+        record.fail(str(e))
         return 1
     del recorder, run  # DDP before its process group: the other order can abort at exit in torch 1.13
     gc.collect()

@@ -96,6 +96,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const std::vector<GridPoint>& poin
   local.mpiexec = opt.mpiexec;
   local.rank_wrapper = opt.rank_wrapper;
   local.program = spec.program;
+  local.sweep_id = spec.name;
   local.env = opt.run_env;
   // A grid's program runs unable to write outside its run directory (inside a container
   // the container's own confinement applies: sweep-confine is not in the image).

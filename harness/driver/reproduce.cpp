@@ -266,8 +266,23 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   if (dev != original.environment.end() && dev->second.rfind("cuda", 0) == 0) launch.device = "cuda";
   std::vector<std::string> argv;
   std::string run_log = log;
-  if (opt.container.runtime.empty()) {
-    argv = train_argv(launch, int(config.dist.world_size), res.out_dir, original.sweep_id, /*resume=*/false);
+  // The run's directory as the re-run sees it: absolute, since a program starts in its
+  // own working directory (program.cwd), not in ours.
+  const std::string run_dir = fs::absolute(res.out_dir).lexically_normal().string();
+  const int world = int(config.dist.world_size);
+  if (!launch.program.empty())
+    launch.rendezvous = {"127.0.0.1", free_port(), world}, launch.sweep_id = original.sweep_id;
+  if (opt.container.runtime.empty() && (launch.program.empty() || world == 1)) {
+    argv = train_argv(launch, world, run_dir, original.sweep_id, /*resume=*/false);
+  } else if (opt.container.runtime.empty()) {
+    // A program's ranks as `sweep run` starts them: each behind sweep-rank, which gives it
+    // torch.distributed's RANK and WORLD_SIZE (and writes rank<r>.log).
+    LaunchSpec spec;
+    spec.device = launch.device;
+    const RunCommand c = local_run_command(spec, launch, world, fs::path(run_dir).parent_path().parent_path().string(),
+                                           run_dir, original.sweep_id, /*resume=*/false);
+    argv = c.argv;
+    run_log = c.log;
   } else {
     // Each rank in the image, as `sweep run` starts them (sweep-rank writes rank<r>.log);
     // the container's own confinement applies, as there (sweep-confine is not in the image).

@@ -49,6 +49,7 @@ std::vector<std::string> program_head(const LocalLaunch& launch, const std::stri
                                                   : std::filesystem::path(run_dir).filename().string();
   for (auto& v : program_environment(launch.program, run_dir, id, launch.threads, launch.rendezvous))
     head.push_back(std::move(v));
+  if (!launch.sweep_id.empty()) head.push_back("SWEEP_ID=" + launch.sweep_id);
   head.insert(head.end(), launch.program.argv.begin(), launch.program.argv.end());
   return head;
 }

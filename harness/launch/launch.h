@@ -23,6 +23,7 @@ struct LocalLaunch {
   std::vector<std::string> env;       ///< NAME=VALUE for every run's command (OPENBLAS_CORETYPE)
   std::string confine;                ///< path of sweep-confine: a program runs under it; empty: not confined
   Rendezvous rendezvous;              ///< a program's torch.distributed rendezvous (MASTER_ADDR, MASTER_PORT)
+  std::string sweep_id;       ///< a program's SWEEP_ID (its record's sweep_id); --sweep-id for one that takes arguments
   bool in_container = false;  ///< the program runs in an image: it starts where the image does, not in program.cwd
 };
 

@@ -96,6 +96,7 @@ std::string sbatch_script(const SlurmArray& a, const LaunchSpec& spec, const Loc
                                    "--kill-on-bad-exit=1"};
   LocalLaunch l = local;
   l.threads = a.threads;  // one array per (world size, threads)
+  l.sweep_id = a.sweep_name;
   if (!l.program.empty()) {
     // torch.distributed's rendezvous: the job's first node, and a port from the job id
     // (two runs of one node at once are two jobs, so two ports).

@@ -274,7 +274,7 @@ class Run:
         env.update(self._environment)
         self._writer = sweep_record.RecordWriter(
             self.dir, run_id=self.id, config_yaml=self._config_text, config=self._pairs, environment=env,
-            sweep_id=os.environ.get("SWEEP_ID", ""), params=params)
+            sweep_id=os.environ.get("SWEEP_ID", ""), params=params, world_size=self.world_size)
         if self._carried:
             self._replay(self._carried)
 
@@ -320,7 +320,9 @@ class Run:
             return
         self._open()
         self._writer.append_step(step=step, loss=float(loss), extra=metrics, **fields)
-        self._writer.append_rank_times([fields["step_time_s"]])
+        # Rank 0 knows its own step time; the other ranks' are not measured (NaN), which
+        # readers leave out (no straggler is judged from them).
+        self._writer.append_rank_times([fields["step_time_s"]] + [float("nan")] * (self.world_size - 1))
         if self._model is not None and step % self._checksum_every == 0:
             self.checksum(step)
         self._maybe_flush()
@@ -499,7 +501,8 @@ class Run:
             extra = {k: float(v[i]) for k, v in rows["extra"].items() if not math.isnan(v[i])}
             w.append_step(row, extra=extra)
             if i < len(rows["times"]):
-                w.append_rank_times([float(rows["times"][i][0])])
+                row = [float(t) for t in rows["times"][i]]
+                w.append_rank_times((row + [float("nan")] * self.world_size)[: self.world_size])
         for s, p, t in rows["checksums"]:
             w.append_checksum(int(s), int(p), [int(x) for x in t])
         for i, (s, loss, tokens, t) in enumerate(rows["evals"]):

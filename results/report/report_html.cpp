@@ -283,7 +283,7 @@ std::string straggler_chart(const SweepRecords& sweep, const ReportModel& m) {
     report_plot::Series s;
     s.label = s.legend = "rank " + std::to_string(rank);
     for (size_t k = 0; k < r.rank_step_time_s.size() && k < r.steps.size(); ++k)
-      if (size_t(rank) < r.rank_step_time_s[k].size())
+      if (size_t(rank) < r.rank_step_time_s[k].size() && std::isfinite(r.rank_step_time_s[k][size_t(rank)]))
         s.x.push_back(double(r.steps[k].step)), s.y.push_back(r.rank_step_time_s[k][size_t(rank)]);
     c.series.push_back(std::move(s));
   }

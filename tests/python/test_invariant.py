@@ -15,12 +15,19 @@ c. examples/pytorch-invariant/train.py under mpiexec (gloo): W=1xA=4 = W=2xA=2 =
    parameter checksums at every step; with --leaf the micro-batch size is layout too; a
    checkpoint saved on one layout and resumed on another gives the run trained straight
    through; --plain-ddp (DDP and gradient accumulation) differs across the same layouts.
+   Each run is read back from the record it writes through sweep.init() (steps, parameter
+   checksums, held-out losses in /eval).
 d. Bad input, each one clear error and a non-zero exit before the step is applied: a
    global batch that does not split over the layout, a stray backward() on one rank, DDP's
    all-reduce left on, parameters that differ across ranks, bf16 parameters.
+e. `sweep run` of a trimmed sweeps/pytorch-invariance.yaml (the example as a grid's
+   program on sweep.init(), torch.distributed from the env:// variables sweep sets):
+   W=1xA=6, W=2xA=3 and W=3xA=2 of one global batch are one bit-identical class in
+   `sweep report --format json`, with their held-out losses in the records.
 
-Usage: test_invariant.py [--write-vectors] [unittest options]. --write-vectors rewrites the
-vectors file from the reference below (only when the definition itself changes).
+Usage: test_invariant.py [BIN_DIR] [--write-vectors] [unittest options]. BIN_DIR holds sweep
+(for e; default $SWEEP_BIN_DIR, else build/bin). --write-vectors rewrites the vectors file
+from the reference below (only when the definition itself changes).
 """
 
 import json
@@ -39,11 +46,15 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
 try:
+    import h5py
     import numpy as np
     import torch
 except ImportError as e:  # ctest counts exit 77 as skipped
-    print("test_invariant.py: skipped: %s (python3-torch and python3-numpy are needed)" % e)
+    print("test_invariant.py: skipped: %s (python3-torch, python3-numpy and python3-h5py are needed)" % e)
     sys.exit(77)
+
+sys.path.insert(0, HERE)
+import cli_util  # noqa: E402
 
 from sweep import invariant as inv  # noqa: E402
 
@@ -394,9 +405,22 @@ def show(p):
 
 
 def rows_of(out):
-    """steps.jsonl without the wall times: what must be bit-identical."""
-    with open(os.path.join(out, "steps.jsonl"), encoding="utf-8") as f:
-        return [{k: v for k, v in json.loads(line).items() if k != "step_time_s"} for line in f]
+    """The record's rows without the wall times, what must be bit-identical: per step the
+    loss, learning rate, gradient norm, clip coefficient, tokens, the held-out loss (/eval;
+    None without one) and the parameter checksum (None where none was recorded)."""
+    with h5py.File(os.path.join(out, "record.h5"), "r") as f:
+        m = f["metrics"]
+        checksums = dict(zip(f["checksums/step"][:].tolist(), f["checksums/params"][:].tolist()))
+        evals = dict(zip(f["eval/step"][:].tolist(), f["eval/loss"][:].tolist())) if "eval" in f else {}
+        rows = []
+        for i, step in enumerate(m["step"][:].tolist()):
+            rows.append({"step": step, "loss": float(m["loss"][i]), "lr": float(m["lr"][i]),
+                         "grad_norm": float(m["grad_norm"][i]), "clip_coef": float(m["clip_coef"][i]),
+                         "tokens": int(m["tokens"][i]), "eval_loss": evals.get(step),
+                         "checksum": "%016x" % checksums[step] if step in checksums else None})
+        assert f.attrs["status"] == "completed", f.attrs["status"]
+        assert 0 in checksums, "no checksum of the initial parameters"
+    return rows
 
 
 # Small enough for 2 cores: 6 steps of a 16-wide model on 8-token sequences; clip 0.3 clips
@@ -475,7 +499,11 @@ class Layouts(unittest.TestCase):
         checkpoint = os.path.join(self.tmp, "saved", "checkpoints", "step_3.pt")
         resumed = self.train("resumed", 3, base + ["--accum", "2", "--resume-from", checkpoint])
         self.assertEqual(saved, straight)
-        self.assertEqual(resumed, straight)
+        # The resumed record: the checkpoint's rows, then its own; parameter checksums at
+        # the checkpoint's step and after (the ones before it are the saving run's).
+        self.assertEqual([r["checksum"] is None for r in resumed], [True, True, False, False, False, False])
+        for a, b in zip(resumed, straight):
+            self.assertEqual(a, dict(b, checksum=b["checksum"] if a["checksum"] else None), a["step"])
         # A checkpoint of other math is refused, naming what differs.
         p = mpirun(1, [TRAIN] + COMMON + ["--world-batch", "12", "--lr", "2e-2", "--resume-from", checkpoint])
         self.assertEqual(p.returncode, 2, show(p))
@@ -578,14 +606,87 @@ class BadInput(unittest.TestCase):
         plain, ddp = self.bad("module"), self.bad("ddp-no-sync")
         for p in (plain, ddp):
             self.assertEqual(p.returncode, 0, show(p))
-        def hashes(p):
-            return sorted(line.split()[-1] for line in p.stdout.splitlines() if line.startswith("applied"))
+        def hashes(p):  # by pattern: mpiexec may hand on the two ranks' lines run together
+            return sorted(re.findall(r"applied rank \d+ gradient ([0-9a-f]{64})", p.stdout))
 
+        for p in (plain, ddp):
+            self.assertEqual(len(hashes(p)), 2, show(p))  # a line from each rank
         self.assertEqual(len(set(hashes(plain))), 1, show(plain))  # both ranks hold the same gradient
         self.assertEqual(hashes(ddp), hashes(plain))
 
 
+# ---------------------------------------------------------------------------------------
+
+class UnderSweep(unittest.TestCase):
+    """e. The example as a grid's program: sweeps/pytorch-invariance.yaml, trimmed."""
+
+    LAYOUTS = [(1, 6), (2, 3), (3, 2)]  # W x A of one global batch of 12 in micro-batches of 2
+
+    @classmethod
+    def setUpClass(cls):
+        cls.sweep = os.path.join(cli_util.BIN_DIR, "sweep")
+        if not os.access(cls.sweep, os.X_OK):
+            raise unittest.SkipTest("%s not found: build sweep, or pass its directory (BIN_DIR)" % cls.sweep)
+        import yaml
+        cls.tmp = tempfile.mkdtemp(prefix="invariant_sweep_test.")
+        with open(os.path.join(ROOT, "sweeps", "pytorch-invariance.yaml"), encoding="utf-8") as f:
+            g = yaml.safe_load(f)
+        g["program"]["argv"] = ["/usr/bin/python3", TRAIN]
+        # COMMON's model and data: 6 steps of a 16-wide model on 8-token sequences, held-out
+        # evaluation at steps 3 and 6 (26 of the 256 samples held out, 24 read per evaluation).
+        g["base"]["model"].update(vocab=32, seq_len=8, width=16, dropout=0.1)
+        g["base"]["data"].update(samples=256, eval_fraction=0.1)
+        g["base"]["train"].update(steps=6, lr=1.0e-2, warmup=2, min_lr=1.0e-3, clip_norm=0.3, eval_every=3)
+        g["grid"] = {"dist.world_size": [w for w, _ in cls.LAYOUTS]}  # fp32 only
+        g["launch"] = {"launcher": "local", "parallel": 1, "slots": 2}
+        cls.grid = os.path.join(cls.tmp, "grid.yaml")
+        with open(cls.grid, "w", encoding="utf-8") as f:
+            yaml.safe_dump(g, f, sort_keys=False)
+        cls.dir = os.path.join(cls.tmp, "sweep")
+        env = dict(cli_util.program_env(), OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        cls.env = env
+        cls.result = subprocess.run([cls.sweep, "run", cls.grid, "--out", cls.dir], capture_output=True, text=True,
+                                    timeout=600, env=env)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def cli(self, *args):
+        return subprocess.run([self.sweep] + list(args), capture_output=True, text=True, timeout=300, env=self.env)
+
+    def test_every_layout_is_one_bit_identical_class(self):
+        p = self.result
+        self.assertEqual(p.returncode, 0, show(p))
+        self.assertIn("3 completed, 0 already done, 0 failed", p.stdout, show(p))
+        ids, layouts = [], []
+        for rid in sorted(os.listdir(os.path.join(self.dir, "runs"))):
+            cfg = dict(cli_util.read_run_config(os.path.join(self.dir, "runs", rid, "config.yaml"))[1])
+            layouts.append((int(cfg["dist.world_size"]), int(cfg["train.accum"]), int(cfg["train.micro_batch"])))
+            ids.append(rid)
+        self.assertEqual(sorted(layouts), [(w, a, 2) for w, a in self.LAYOUTS])
+        for rid in ids:  # the held-out losses are in the record, where the readers find them
+            rows = rows_of(os.path.join(self.dir, "runs", rid))
+            self.assertEqual([r["step"] for r in rows if r["eval_loss"] is not None], [3, 6], rid)
+            self.assertTrue(any(r["clip_coef"] < 1.0 for r in rows), "no step was clipped")
+        q = self.cli("report", self.dir, "--format", "json", "-o", os.path.join(self.tmp, "report.json"))
+        self.assertEqual(q.returncode, 0, show(q))
+        with open(os.path.join(self.tmp, "report.json"), encoding="utf-8") as f:
+            report = json.load(f)
+        self.assertEqual([sorted(c["runs"]) for c in report["classes"]], [sorted(ids)], report["classes"])
+        sets = report["layout_sets"]
+        self.assertEqual(len(sets), 1, sets)
+        self.assertEqual(sorted(sets[0]["runs"]), sorted(ids), sets)
+        self.assertTrue(sets[0]["identical"], sets[0]["first_difference"])
+        for rid in ids[1:]:  # pairwise, evaluations included
+            c = self.cli("compare", os.path.join(self.dir, "runs", ids[0]), os.path.join(self.dir, "runs", rid))
+            self.assertEqual(c.returncode, 0, show(c))
+            self.assertIn("identical bit-for-bit: 6 steps, 7 checksums, 2 evaluations", c.stdout, show(c))
+
+
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and os.path.isdir(sys.argv[1]):  # BIN_DIR (a test name is not a directory)
+        cli_util.BIN_DIR = os.path.abspath(sys.argv.pop(1))
     if "--write-vectors" in sys.argv:
         text = json.dumps(make_vectors(), indent=1)
         # One line per list of numbers or words, so the file reads case by case.
