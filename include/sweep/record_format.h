@@ -76,6 +76,10 @@ struct RecordHeader {
   std::vector<ParamInfo> params;
   int64_t world_size = 1;  ///< ranks; columns of /ranks datasets
   bool eval = false;       ///< the run evaluates held-out data: the record gets /eval
+  /// > 0: append_step flushes the rows to disk when this many seconds passed since the
+  /// last flush (and at the first step), so `sweep status` follows a program that never
+  /// calls flush(). 0: only flush() and finish() do (sweep-train flushes on its own).
+  double flush_every_s = 0;
   /// For a writer that stores no health flags of its own (a program's): finish() stores
   /// what this judges of a completed or diverged record. Null: none are stored, and every
   /// reader judges them (as it does for the Python writer's records). The record layer

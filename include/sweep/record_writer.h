@@ -12,8 +12,12 @@
 //   h.environment = sweep::program_environment_defaults();
 //   h.params = {{"w", {16}, 0, 16}};
 //   h.health_judge = sweep::judge_health_attributes;  // store the health flags readers judge
+//   h.eval = true;                                    // held-out rows: append_eval
+//   h.flush_every_s = 2;                              // rows reach the disk as it trains
 //   sweep::RecordWriter w(out_dir + "/record.h5", h);  // writes record.h5.partial
-//   w.append_step(...); w.append_checksum(...);
+//   w.append_step(m, {{"accuracy", 0.61}});           // with metrics of its own
+//   w.append_eval({step, loss, tokens, seconds}, {{"accuracy", 0.58}});
+//   w.append_checksum(...);
 //   w.finish("completed");                            // renames it to record.h5
 #pragma once
 
@@ -32,9 +36,12 @@ std::string run_id_of_text(const std::string& config_text);
 /// Every /environment key results/SCHEMA.md documents, in its order, with what any program
 /// can state for sure: hdf5, cpu, hosts, os, the env.<NAME> variables that change
 /// numerics, and the program that made the run as sweep passed it (`program`,
-/// `program.digest`, `program.keys`, `program.writes` from SWEEP_PROGRAM,
-/// SWEEP_PROGRAM_DIGEST, SWEEP_PROGRAM_KEYS, SWEEP_PROGRAM_WRITES, and
-/// `program.confinement` from SWEEP_CONFINEMENT). The rest are empty for the program to fill (device,
+/// `program.digest`, `program.keys`, `program.writes`, `program.files`, `program.data`,
+/// `program.cwd`, `program.pass_args` from SWEEP_PROGRAM*, `data.file` and `data.hash`
+/// from SWEEP_DATA_*, and `program.confinement` from SWEEP_CONFINEMENT). A halving search's
+/// stop is the file RUN_DIR/stop_at (a step number): a program with program.stop: true
+/// reads it, stops after that step with finish("stopped"), and resumes from its own
+/// checkpoint when started again. The rest are empty for the program to fill (device,
 /// blas, ...): replace a value rather than adding the key twice.
 std::vector<std::pair<std::string, std::string>> program_environment_defaults();
 

@@ -277,6 +277,8 @@ struct RecordWriter::Impl {
   H5 step_extra_group, eval_extra_group;
   std::map<std::string, std::unique_ptr<Column<double>>> step_extra, eval_extra;
   size_t steps = 0, evals = 0;  // rows appended so far
+  double flush_every_s = 0;     // the header's
+  std::chrono::steady_clock::time_point last_flush{};
   int64_t last_eval_step = -1;
   /// Pushes one row of `extra` into `columns` (under /<group>/extra), `rows` rows already
   /// there; a metric new in this row gets NaN for the rows before it.
@@ -298,6 +300,7 @@ RecordWriter::RecordWriter(const std::string& path, const RecordHeader& h) : imp
   m.path = path;
   m.partial = path + kPartialSuffix;
   m.health_judge = h.health_judge;
+  m.flush_every_s = h.flush_every_s;
   if (exists(path)) throw RecordError(path + ": a completed record is already there; it is never overwritten");
   // The caller holds the run's lock (run_files.h), so a partial here is a dead attempt's.
   // It is removed (a link is removed, never followed) and the new file created
@@ -441,6 +444,13 @@ void RecordWriter::append_step(const StepMetrics& s, const ExtraMetrics& extra) 
   SWEEP_INT_METRICS(X)
 #undef X
   ++m.steps;
+  if (m.flush_every_s > 0) {
+    const auto now = std::chrono::steady_clock::now();
+    if (m.steps == 1 || std::chrono::duration<double>(now - m.last_flush).count() >= m.flush_every_s) {
+      m.flush();
+      m.last_flush = now;
+    }
+  }
 }
 
 void RecordWriter::append_checksum(const ChecksumRow& c) {

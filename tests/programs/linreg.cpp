@@ -127,6 +127,8 @@ int run(int argc, char** argv) {
   }
   h.params = {{"w", {features}, 0, features}};
   h.health_judge = sweep::judge_health_attributes;
+  h.eval = true;        // held-out rows, as sweep-train's
+  h.flush_every_s = 2;  // sweep status follows it without a flush() of its own
   sweep::RecordWriter rec(out + "/record.h5", h);
 
   std::vector<float> truth(static_cast<size_t>(features)), w(static_cast<size_t>(features));
@@ -139,6 +141,7 @@ int run(int argc, char** argv) {
   double last = 0;
   std::vector<double> x(static_cast<size_t>(features)), grad(static_cast<size_t>(features));
   std::vector<double> times;
+  double eval_time = 0;
   for (int64_t step = 1; step <= steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
     std::fill(grad.begin(), grad.end(), 0.0);
@@ -165,14 +168,36 @@ int run(int argc, char** argv) {
     m.step_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     m.tokens_per_s = m.step_time_s > 0 ? double(batch) / m.step_time_s : 0;
     times.push_back(m.step_time_s);
-    rec.append_step(m);
+    // A figure of its own: how far the weights are from the truth (/metrics/extra).
+    double distance = 0;
+    for (int64_t f = 0; f < features; ++f)
+      distance += (double(w[size_t(f)]) - truth[size_t(f)]) * (double(w[size_t(f)]) - truth[size_t(f)]);
+    rec.append_step(m, {{"weight_error", std::sqrt(distance)}});
     rec.append_rank_times({m.step_time_s});
     last = m.loss;
     if (!std::isfinite(m.loss)) {
       rec.finish("diverged", "non-finite loss at step " + std::to_string(step));
       return 1;
     }
-    if (step % every == 0 || step == steps) checksum(step);
+    if (step % every == 0 || step == steps) {
+      checksum(step);
+      // Held-out: 16 samples past every training one, the same at every evaluation.
+      const auto e0 = std::chrono::steady_clock::now();
+      double held = 0, within = 0;
+      for (int64_t j = 0; j < 16; ++j) {
+        const uint64_t sample = uint64_t(1) << 40 | uint64_t(j);
+        double y = noise * uniform(data_seed, sample, uint64_t(features)), pred = 0;
+        for (int64_t f = 0; f < features; ++f) {
+          const double xf = uniform(data_seed, sample, uint64_t(f));
+          y += xf * truth[size_t(f)], pred += xf * w[size_t(f)];
+        }
+        held += (pred - y) * (pred - y);
+        within += std::fabs(pred - y) < 0.1 ? 1 : 0;
+      }
+      const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
+      eval_time += took;
+      rec.append_eval({step, held / 16, 16, took}, {{"within_0.1", within / 16}});
+    }
   }
   // The figures every record has (results/SCHEMA.md): one rank's memory and step times.
   struct rusage ru {};
@@ -183,6 +208,11 @@ int run(int argc, char** argv) {
   rec.set_summary("rank_compute_median_s", std::to_string(times.empty() ? 0.0 : times[times.size() / 2]));
   rec.set_summary("stragglers", "");
   rec.set_summary("nonfinite_steps_skipped", "0");
+  // Records with /eval say what the evaluations took (results/SCHEMA.md, /summary).
+  double train_time = 0;
+  for (double t : times) train_time += t;
+  rec.set_summary("eval_time_s", std::to_string(eval_time));
+  rec.set_summary("eval_time_fraction", std::to_string(eval_time / std::max(1e-12, train_time + eval_time)));
   rec.finish("completed");
   std::printf("linreg: completed %lld steps, final loss %.6g\n", static_cast<long long>(steps), last);
   return 0;

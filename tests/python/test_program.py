@@ -144,6 +144,13 @@ class LinregProgram(unittest.TestCase):
                 self.assertEqual(e["env.PYTHONHASHSEED"], "0")
                 self.assertEqual(e["env.OMP_NUM_THREADS"], "1")
                 self.assertEqual(text(f.attrs["digest"]), checks["record_digest"](f))
+                # The C++ writer records a program's own figures and held-out rows too
+                # (schema version 4), as the Python API does.
+                self.assertEqual(int(f.attrs["schema_version"]), 4)
+                steps = len(f["metrics/step"])
+                self.assertEqual(len(f["metrics/extra/weight_error"]), steps)
+                self.assertGreater(len(f["eval/step"]), 0)
+                self.assertEqual(len(f["eval/extra/within_0.1"]), len(f["eval/step"]))
                 checks["check_schema_doc"](f, lambda ok, what: ok or failures.append(what))
             self.assertEqual(failures, [], rid)
 
