@@ -403,26 +403,41 @@ std::vector<EnvironmentEntry> environment_summary(const std::vector<Record>& run
 
 }  // namespace
 
-Curve group_curve(const std::vector<Record>& runs, const std::vector<size_t>& members, double StepMetrics::*field) {
+namespace {
+
+/// Values by step over several runs: each step's mean and its smallest and largest value.
+class StepBands {
+ public:
+  void add(int64_t step, double v) {
+    Acc& a = by_step_[step];
+    a.sum += v, ++a.n, a.lo = std::min(a.lo, v), a.hi = std::max(a.hi, v);
+  }
+  Curve curve() const {
+    Curve c;
+    for (const auto& [step, a] : by_step_) {
+      c.steps.push_back(step), c.mean.push_back(a.sum / double(a.n));
+      c.lo.push_back(a.lo), c.hi.push_back(a.hi);
+    }
+    return c;
+  }
+
+ private:
   struct Acc {
     double sum = 0, lo = INFINITY, hi = -INFINITY;
     size_t n = 0;
   };
+  std::map<int64_t, Acc> by_step_;
+};
+
+}  // namespace
+
+Curve group_curve(const std::vector<Record>& runs, const std::vector<size_t>& members, double StepMetrics::*field) {
   // The runs of a group share their steps unless one ended early.
-  std::map<int64_t, Acc> by_step;
+  StepBands bands;
   for (size_t i : members)
-    for (const auto& s : runs[i].steps) {
-      const double v = s.*field;
-      if (!std::isfinite(v)) continue;
-      Acc& a = by_step[s.step];
-      a.sum += v, ++a.n, a.lo = std::min(a.lo, v), a.hi = std::max(a.hi, v);
-    }
-  Curve c;
-  for (const auto& [step, a] : by_step) {
-    c.steps.push_back(step), c.mean.push_back(a.sum / double(a.n));
-    c.lo.push_back(a.lo), c.hi.push_back(a.hi);
-  }
-  return c;
+    for (const auto& s : runs[i].steps)
+      if (std::isfinite(s.*field)) bands.add(s.step, s.*field);
+  return bands.curve();
 }
 
 std::vector<std::string> metric_curves(const std::vector<Record>& runs) {
@@ -457,22 +472,10 @@ std::vector<std::pair<int64_t, double>> metric_points(const Record& r, const std
 }
 
 Curve metric_curve(const std::vector<Record>& runs, const std::vector<size_t>& members, const std::string& name) {
-  struct Acc {
-    double sum = 0, lo = INFINITY, hi = -INFINITY;
-    size_t n = 0;
-  };
-  std::map<int64_t, Acc> by_step;
+  StepBands bands;
   for (size_t i : members)
-    for (const auto& [step, v] : metric_points(runs[i], name)) {
-      Acc& a = by_step[step];
-      a.sum += v, ++a.n, a.lo = std::min(a.lo, v), a.hi = std::max(a.hi, v);
-    }
-  Curve c;
-  for (const auto& [step, a] : by_step) {
-    c.steps.push_back(step), c.mean.push_back(a.sum / double(a.n));
-    c.lo.push_back(a.lo), c.hi.push_back(a.hi);
-  }
-  return c;
+    for (const auto& [step, v] : metric_points(runs[i], name)) bands.add(step, v);
+  return bands.curve();
 }
 
 // Numbers compare as numbers (1e-3 before 0.01), everything else as text.
