@@ -112,7 +112,9 @@ int train_main(int argc, char** argv, const Models& models) {
   } catch (const std::exception&) {
     // Reported below, once MPI is up.
   }
-  std::optional<sweep::StartupGuard> startup(std::in_place, startup_timeout_s);
+  // A step's budget is too short for start-up on a loaded machine (a test's timeout_s of 3
+  // failed a healthy run whose ranks took longer to start): at least a minute.
+  std::optional<sweep::StartupGuard> startup(std::in_place, sweep::startup_timeout_s(startup_timeout_s));
   // One process that no launcher started needs no MPI (solo_communicator.h).
   std::unique_ptr<sweep::Communicator> comm_owner;
   if (sweep::started_as_mpi_rank())

@@ -290,6 +290,9 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
   if (cause != recorded) mark_partial_failed(rec, cause);  // a no-op without a partial
   if (!finding.empty() || !recorded.empty() || trainer_said) *detail += "; " + cause;
   if (!lost_host.empty()) return *detail += " (a node was lost)", FailureClass::node_fail;
+  // The ranks' parameters parted: the same run parts the same way again (a fault, or a
+  // kernel that is not deterministic), so it is a class of its own that is never retried.
+  if (cause.find("desync at step ") != std::string::npos) return *detail += " (deterministic)", FailureClass::desync;
   const bool hang = (st.signal == 0 && st.code == 4) || cause.find("(dist.timeout_s)") != std::string::npos;
   if (hang) return *detail += " (a rank made no progress)", FailureClass::hang;
   return FailureClass::crashed;

@@ -28,6 +28,7 @@ const ClassName kClassNames[] = {
     {FailureClass::cancelled, "cancelled"},
     {FailureClass::lost, "lost"},
     {FailureClass::interrupted, "interrupted"},
+    {FailureClass::desync, "desync"},
 };
 
 std::vector<std::string> retryable_names() {
@@ -56,7 +57,7 @@ std::map<FailureClass, int> parse_retries(const YAML::Node& node, const std::str
   // Config errors and divergence repeat identically, so retrying them only burns time.
   for (const auto& kv : node) {
     std::string k = kv.first.Scalar();
-    if (k == "config" || k == "diverged" || k == "interrupted" || k == "cancelled")
+    if (k == "config" || k == "diverged" || k == "interrupted" || k == "cancelled" || k == "desync")
       throw ConfigError(yaml_where(source, kv.first) + ": key 'launch.retries." + k + "': " + k +
                         " runs are never retried (the same run would end the same way)");
   }

@@ -27,6 +27,7 @@ enum class FailureClass {
   cancelled,    ///< Slurm CANCELLED by someone else than this driver; not retried
   lost,         ///< ended "successfully" without a completed record
   interrupted,  ///< stopped by this driver (Ctrl-C / SIGTERM); run again by the next `sweep run`
+  desync,       ///< the ranks' parameters parted (the desync check): deterministic, so never retried
 };
 
 /// "crashed", "timeout", ... as used in grids, state files and messages.

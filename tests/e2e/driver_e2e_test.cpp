@@ -672,6 +672,38 @@ TEST_F(DriverMpi, ADeadOrStuckRankIsNamedInTheRunStateAndThePartialRecord) {
   EXPECT_CONTAINS(read_file(dir_ / "run.log"), "rank 1 exited on signal 9 (Killed)");
 }
 
+// A desync (the ranks' parameters part) repeats deterministically: its own class, never
+// retried, even when the grid retries every retryable class (it was `crashed` and retried).
+TEST_F(DriverMpi, ADesyncIsItsOwnClassAndIsNeverRetried) {
+  std::string grid = write("desync.yaml",
+                           "name: desync\n"
+                           "base:\n" +
+                               sweep_test::tiny_model("  ") +
+                               "  train: {steps: 6, micro_batch: 2}\n"
+                               "  dist: {world_size: 2}\n"
+                               "  fault: {desync_step: 3, desync_rank: 1}\n"
+                               "launch: {parallel: 1, slots: 2, retries: 2}\n");
+  const fs::path out = dir_ / "out";
+  auto st = sweep_cli({"run", grid, "--out", out.string()}, "run.log");
+  const std::string said = read_file(dir_ / "run.log");
+  EXPECT_EQ(st.code, 1) << said;
+  EXPECT_CONTAINS(said, ": desync (");
+  EXPECT_CONTAINS(said, "desync at step 3: rank 0 and rank 1 hold different parameters");
+  EXPECT_EQ(said.find("retrying "), std::string::npos) << said;
+  for (const auto& e : fs::directory_iterator(out / "runs")) {
+    const auto s = sweep::read_run_state(e.path().string());
+    EXPECT_EQ(s.state, "failed");
+    EXPECT_EQ(s.failure, sweep::FailureClass::desync);
+    EXPECT_EQ(s.attempts, 1);
+  }
+  // A grid cannot ask for desync retries: they would end the same way.
+  std::string retried = read_file(grid);
+  retried.replace(retried.find("retries: 2"), 10, "retries: {desync: 1}");
+  const auto refused = sweep_cli({"plan", write("retried.yaml", retried)}, "retried.log");
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_CONTAINS(read_file(dir_ / "retried.log"), "key 'launch.retries.desync': desync runs are never retried");
+}
+
 TEST_F(DriverE2E, ContainerRuntimeWrapsEveryRank) {
   // Stands in for apptainer/docker: records its argv, then runs what follows the image.
   const std::string standin = (dir_ / "fake-runtime").string();

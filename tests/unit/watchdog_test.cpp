@@ -89,7 +89,11 @@ TEST_F(WatchdogTest, MpiStartUpThatDoesNotFinishExitsFourAndOneThatDoesIsLeftAlo
         sweep::StartupGuard guard(0.2);
         std::this_thread::sleep_for(10s);  // MPI_Init that never returns
       },
-      ::testing::ExitedWithCode(4), "rank 3: no progress for 0 s \\(dist.timeout_s\\) while the ranks connect");
+      ::testing::ExitedWithCode(4),
+      "rank 3: no progress for 0 s \\(dist.timeout_s, at least 60 s for start-up\\) while the ranks connect");
+  EXPECT_EQ(sweep::startup_timeout_s(3), sweep::kMinStartupTimeoutS);  // a step's budget is too short
+  EXPECT_EQ(sweep::startup_timeout_s(600), 600);
+  EXPECT_EQ(sweep::startup_timeout_s(0), 0);  // no timeout: no guard
   sweep::StartupGuard guard(0.3);
   std::this_thread::sleep_for(50ms);
   guard.done();
@@ -108,7 +112,10 @@ TEST_F(WatchdogTest, SigtermEndsTheRankWith143AfterTheHook) {
         std::this_thread::sleep_for(10s);
       },
       ::testing::ExitedWithCode(128 + SIGTERM), "stopped by SIGTERM");
-  EXPECT_CONTAINS(sweep_test::read_file(dir_ / "hook"), "rank 0: stopped by SIGTERM");
+  // Stopped, not stuck: a Ctrl-C or the launcher's SIGTERM is no fault of this rank's.
+  const std::string said = sweep_test::read_file(dir_ / "hook");
+  EXPECT_CONTAINS(said, "rank 0: stopped by SIGTERM at step 0 while computing, outside any collective");
+  EXPECT_EQ(said.find("stuck"), std::string::npos) << said;
 }
 
 }  // namespace

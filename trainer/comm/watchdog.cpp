@@ -122,10 +122,11 @@ std::string Watchdog::host_of(int rank) {
   return rank >= 0 && size_t(rank) < hosts_.size() ? hosts_[size_t(rank)] : "";
 }
 
-std::string Watchdog::where() {
+std::string Watchdog::where(bool stuck) {
   const char* op = waiting_in_.load();
   if (!op)
-    return "at step " + std::to_string(step_.load()) + " while computing, outside any collective (this rank is stuck)";
+    return "at step " + std::to_string(step_.load()) + " while computing, outside any collective" +
+           (stuck ? " (this rank is stuck)" : "");
   std::string peer;
   if (const int p = peer_.load(); p >= 0) {
     const std::string host = host_of(p);
@@ -162,7 +163,8 @@ void Watchdog::watch() {
     }
     if (const int sig = g_signal; sig != 0) {
       if (quit) return;  // the destructor exits with the signal's status
-      stop("rank " + std::to_string(rank_) + ": stopped by " + (sig == SIGTERM ? "SIGTERM" : "SIGINT") + " " + where() +
+      stop("rank " + std::to_string(rank_) + ": stopped by " + (sig == SIGTERM ? "SIGTERM" : "SIGINT") + " " +
+               where(/*stuck=*/false) +
                (waiting_in_.load() ? " (the launcher ends every rank once one has exited)" : ""),
            128 + sig);
     }
@@ -188,8 +190,8 @@ StartupGuard::StartupGuard(double timeout_s) {
     for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
       if ((rank = std::getenv(v)) != nullptr) break;
     std::fprintf(stderr,
-                 "sweep-train: rank %s: no progress for %.0f s (dist.timeout_s) while the ranks connect to each other "
-                 "(MPI start-up): they cannot reach each other; exiting (4)\n",
+                 "sweep-train: rank %s: no progress for %.0f s (dist.timeout_s, at least 60 s for start-up) while the "
+                 "ranks connect to each other (MPI start-up): they cannot reach each other; exiting (4)\n",
                  rank ? rank : "?", timeout_s);
     std::fflush(stderr);
     std::_Exit(4);

@@ -67,7 +67,10 @@ class Watchdog {
 
  private:
   void watch();
-  std::string where();  // "at step S while ..." (locks hook_mu_: not from a stop hook)
+  /// "at step S while ..." (locks hook_mu_: not from a stop hook). `stuck`: the rank made no
+  /// progress, so computing outside a collective means it is the one stuck; a rank stopped
+  /// by a signal is not stuck, only stopped.
+  std::string where(bool stuck = true);
   [[noreturn]] void stop(const std::string& why, int code);
 
   double timeout_s_;
@@ -89,7 +92,17 @@ class Watchdog {
 /// The watch over MPI start-up, before any Watchdog exists: MPI_Init and the first
 /// collectives are where ranks that cannot reach each other (a transport that does not
 /// connect two hosts) hang. Unless done() comes within `timeout_s` (<= 0: never), the
-/// process prints why and exits 4, as a Watchdog timeout does.
+/// process prints why and exits 4, as a Watchdog timeout does. Start-up is not a step: on
+/// a loaded machine starting the ranks alone can take seconds, so a caller gives it at
+/// least kMinStartupTimeoutS (startup_timeout_s).
+inline constexpr double kMinStartupTimeoutS = 60;
+
+/// The start-up guard's time for a run whose dist.timeout_s is `timeout_s`: that, but at
+/// least kMinStartupTimeoutS; 0 (no guard) when the run has no timeout.
+inline double startup_timeout_s(double timeout_s) {
+  return timeout_s > 0 ? (timeout_s > kMinStartupTimeoutS ? timeout_s : kMinStartupTimeoutS) : 0;
+}
+
 class StartupGuard {
  public:
   explicit StartupGuard(double timeout_s);
