@@ -91,10 +91,10 @@ Limits robust_limits(const std::vector<std::vector<double>>& curves) {
   if (out.log) {
     const double pad = 0.05 * std::log10(hi / lo);
     out.lo = lo / std::pow(10.0, pad), out.hi = hi * std::pow(10.0, pad);
-  } else if (hi > lo) {
+  } else if (hi - lo > 1e-9 * std::max(std::abs(lo), std::abs(hi))) {
     const double pad = 0.05 * (hi - lo);
     out.lo = lo - pad, out.hi = hi + pad;
-  } else {  // one flat line: a band around it
+  } else {  // one flat line (a mean of equal values may differ in its last bit): a band around it
     const double pad = lo == 0 ? 1 : std::abs(lo) * 0.1;
     out.lo = lo - pad, out.hi = hi + pad;
   }

@@ -29,7 +29,8 @@ struct Limits {
 /// Limits from the finite points of the curves that set the scale (the caller leaves out
 /// diverged curves): the typical curve spans the median of the curves' minima to the median
 /// of their maxima; a curve whose peak (or floor) lies more than three such spans beyond is
-/// an outlier that does not widen the range. Padded by 5%; log when hi / lo > 100.
+/// an outlier that does not widen the range. Padded by 5%; log when hi / lo > 100. A range
+/// narrower than a billionth of its values is one flat line, padded by 10% of its value.
 Limits robust_limits(const std::vector<std::vector<double>>& curves);
 
 /// The tick label of v on an axis whose ticks are `step` apart: as few decimals as the

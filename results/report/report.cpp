@@ -181,89 +181,6 @@ std::vector<DeterminismCost> determinism_costs(const std::vector<Record>& runs, 
   return out;
 }
 
-// Eta squared: the share of the finite objectives' sum of squares around their mean that
-// lies between the means at each value of the axis (`e.counts`, `e.means`).
-double explained_share(const std::vector<ReportRun>& figs, const AxisEffect& e) {
-  double sum = 0;
-  size_t n = 0;
-  for (const auto& f : figs)
-    if (std::isfinite(f.objective)) sum += f.objective, ++n;
-  if (n < 2) return NAN;
-  const double mean = sum / double(n);
-  double total = 0, between = 0;
-  for (const auto& f : figs)
-    if (std::isfinite(f.objective)) total += (f.objective - mean) * (f.objective - mean);
-  for (size_t v = 0; v < e.values.size(); ++v)
-    if (e.counts[v]) between += double(e.counts[v]) * (e.means[v] - mean) * (e.means[v] - mean);
-  return total > 0 ? std::min(1.0, between / total) : NAN;
-}
-
-// Whether one value of `a` always goes with one value of `b` and the other way round
-// (both vary, so each has at least two values).
-bool changes_together(const std::vector<Record>& runs, const std::string& a, const std::string& b) {
-  std::map<std::string, std::string> ab, ba;
-  for (const auto& r : runs) {
-    const std::string va = report_value(r, a), vb = report_value(r, b);
-    auto [i, fresh_a] = ab.emplace(va, vb);
-    auto [j, fresh_b] = ba.emplace(vb, va);
-    if (i->second != vb || j->second != va) return false;
-  }
-  return ab.size() > 1;
-}
-
-// Whether every value of `key` is run with the same set of combinations of the `others`
-// (train.seed included: a value with fewer seeds is not like with like).
-bool balanced_axis(const std::vector<Record>& runs, const std::vector<std::string>& others, const std::string& key) {
-  std::map<std::string, std::set<std::vector<std::string>>> rest;
-  for (const auto& r : runs) {
-    std::vector<std::string> values;
-    values.reserve(others.size());
-    for (const auto& k : others) values.push_back(report_value(r, k));
-    rest[report_value(r, key)].insert(std::move(values));
-  }
-  for (const auto& [v, combos] : rest)
-    if (combos != rest.begin()->second) return false;
-  return true;
-}
-
-std::vector<AxisEffect> axis_effects(const std::vector<Record>& runs, const std::vector<ReportRun>& figs,
-                                     const std::vector<std::string>& keys) {
-  std::vector<AxisEffect> out;
-  for (const auto& k : keys) {
-    std::map<std::string, std::pair<double, size_t>> acc;
-    for (size_t i = 0; i < runs.size(); ++i) {
-      auto& a = acc[report_value(runs[i], k)];
-      if (std::isfinite(figs[i].objective)) a.first += figs[i].objective, ++a.second;
-    }
-    AxisEffect e;
-    e.key = k;
-    for (const auto& kv : acc) e.values.push_back(kv.first);
-    std::sort(e.values.begin(), e.values.end(), value_less);
-    double lo = INFINITY, hi = -INFINITY;
-    for (const auto& v : e.values) {
-      const auto& a = acc[v];
-      e.counts.push_back(a.second);
-      e.means.push_back(a.second ? a.first / double(a.second) : NAN);
-      if (a.second) lo = std::min(lo, e.means.back()), hi = std::max(hi, e.means.back());
-    }
-    e.spread = hi >= lo ? hi - lo : 0;
-    e.importance = explained_share(figs, e);
-    std::vector<std::string> others;  // keys that change together with k say nothing about balance
-    for (const auto& other : keys) {
-      if (other == k) continue;
-      if (changes_together(runs, k, other))
-        e.confounded_with.push_back(other);
-      else
-        others.push_back(other);
-    }
-    e.balanced = balanced_axis(runs, others, k);
-    out.push_back(std::move(e));
-  }
-  std::stable_sort(out.begin(), out.end(),
-                   [](const AxisEffect& a, const AxisEffect& b) { return a.spread > b.spread; });
-  return out;
-}
-
 // The diagnostics of one run the report summarises: clipping, skipped steps, the slowest rank.
 void run_diagnostics(const Record& r, ReportRun& f) {
   size_t applied = 0, clipped = 0;
@@ -603,22 +520,34 @@ ReportModel build_report(const std::string& title, const SweepRecords& sweep, co
   m.classes = equivalence_classes(runs, m.runs);
   m.layout_sets = layout_sets(runs, m.runs);
   m.determinism_costs = determinism_costs(runs, m.runs);
-  m.effects = axis_effects(runs, m.runs, m.varying);
+  const bool sampled = m.search.kind == "random" || m.search.kind == "tpe";
+  m.effects = axis_effects(runs, m.runs, m.varying, sampled, &m.rank_importance);
   m.environment = environment_summary(runs);
+  m.classes_matter = !m.layout_sets.empty() ||
+                     std::any_of(m.classes.begin(), m.classes.end(), [](const auto& c) { return c.runs.size() > 1; });
+  for (const auto& k : m.varying)
+    if (throughput_key(k)) m.throughput_varies_with.push_back(k);
+  for (const auto& e : m.environment)  // a BLAS kernel or a device of its own is a design too
+    if ((e.key == "blas.kernel" || e.key == "device") && e.values.size() > 1)
+      m.throughput_varies_with.push_back("environment " + e.key);
 
-  if (opt.group_by.empty()) {
-    Chart c{"all runs", {}};
-    for (size_t g = 0; g < m.groups.size(); ++g) c.groups.push_back(g);
-    if (!c.groups.empty()) m.charts.push_back(std::move(c));
+  m.short_columns = short_key_names(m.columns);
+  m.long_values = long_values(m);
+  std::vector<size_t> all(m.groups.size());
+  for (size_t g = 0; g < all.size(); ++g) all[g] = g;
+  m.group_labels = legend_labels(m, all);
+  m.facet_by = opt.group_by.empty() ? facet_key(m) : "";
+  const std::string split = opt.group_by.empty() ? m.facet_by : opt.group_by;
+  if (split.empty()) {
+    if (!all.empty()) m.charts.push_back({"all runs", all, m.group_labels});
   } else {
     std::map<std::string, std::vector<size_t>> by_value;
-    for (size_t g = 0; g < m.groups.size(); ++g)
-      by_value[report_value(runs[m.groups[g].runs[0]], opt.group_by)].push_back(g);
+    for (size_t g = 0; g < m.groups.size(); ++g) by_value[report_value(runs[m.groups[g].runs[0]], split)].push_back(g);
     std::vector<std::string> values;
     values.reserve(by_value.size());
     for (const auto& kv : by_value) values.push_back(kv.first);
     std::sort(values.begin(), values.end(), value_less);
-    for (const auto& v : values) m.charts.push_back({opt.group_by + " = " + v, by_value[v]});
+    for (const auto& v : values) m.charts.push_back({split + " = " + v, by_value[v], legend_labels(m, by_value[v])});
   }
   return m;
 }

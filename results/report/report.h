@@ -145,17 +145,28 @@ struct DeterminismCost {
   double cost = NAN;
 };
 
-/// Effect of one grid axis: mean objective at each of its values.
+/// Effect of one grid axis: mean objective at each of its values, or, for a key whose
+/// values are continuous (a random or tpe search's parameter, where every draw differs), in
+/// each of a few quantile bins of them.
 struct AxisEffect {
   std::string key;
-  std::vector<std::string> values;  ///< in natural order (numbers numerically)
+  std::vector<std::string> values;  ///< in natural order (numbers numerically); a bin is named "lo to hi"
   std::vector<size_t> counts;       ///< runs with a finite objective at each value
   std::vector<double> means;        ///< their mean objective
   double spread = 0;                ///< largest mean minus smallest mean
-  /// Share of the objective's variance over the runs that this axis alone explains: the
-  /// between-values sum of squares over the total (eta squared of a one-way analysis of
-  /// variance), in [0, 1]; NaN with fewer than two finite objectives or no variance.
+  /// How much this axis decides the objective, in [0, 1]; NaN with fewer than two finite
+  /// objectives or no variance. Of a grid (ReportModel::rank_importance false): the share of
+  /// the objective's variance over the runs that lies between the means at its values (eta
+  /// squared of a one-way analysis of variance). Of a search with continuous keys (true):
+  /// rank_eta_squared of the objective over its values or bins, so that every axis of the
+  /// search is measured the same way whether it was drawn from a list or a range.
   double importance = NAN;
+  /// The values are quantile bins of a continuous key (quantile_bins): more than
+  /// kMaxLevels distinct numbers that are mostly distinct between runs.
+  bool binned = false;
+  /// Spearman's rank correlation of the key's values with the objective (NaN unless every
+  /// value is a number): which way it pulls, when it pulls one way.
+  double rank_correlation = NAN;
   /// Other varying keys whose values change exactly when this one's do (one value of each
   /// always goes with one value of the other): their effects cannot be told apart.
   std::vector<std::string> confounded_with;
@@ -165,17 +176,59 @@ struct AxisEffect {
   bool balanced = true;
 };
 
+/// Distinct numbers past which a key that varies between most runs is continuous and
+/// its effect is shown in quantile bins.
+inline constexpr size_t kMaxLevels = 8;
+
+/// Each value's bin among `bins` quantile bins of `x` (0 = the smallest values): bin b
+/// starts where the sorted values pass b/bins of them; equal values share a bin, and the
+/// bins are renumbered so none is empty. Fewer bins than asked when values repeat.
+std::vector<size_t> quantile_bins(const std::vector<double>& x, size_t bins);
+
+/// Ranks of `x` from 1, ties given their mean rank.
+std::vector<double> midranks(const std::vector<double>& x);
+
+/// Spearman's rank correlation of x and y (same length): Pearson's correlation of their
+/// midranks; NaN with fewer than three points or when either is constant.
+double spearman(const std::vector<double>& x, const std::vector<double>& y);
+
+/// The share of the ranks of `y` that `group` (each point's group, 0..k-1) explains,
+/// robust to outliers and to the shape of an effect: the Kruskal-Wallis H statistic (with
+/// its tie correction) as an effect size, eta squared of H = (H - k + 1) / (n - k), in
+/// [0, 1] (negative values, chance below what k groups explain of noise, are 0). NaN with
+/// fewer than k + 1 points, one group, or all y equal.
+double rank_eta_squared(const std::vector<double>& y, const std::vector<size_t>& group);
+
+/// The effect of each of `keys` on the runs' objectives (AxisEffect). `sampled`: the runs
+/// are a random or tpe search's, whose numeric keys with more than kMaxLevels values are
+/// binned even when seeds repeat each draw. Sets `*rank_importance` when some axis is binned.
+std::vector<AxisEffect> axis_effects(const std::vector<Record>& runs, const std::vector<ReportRun>& figs,
+                                     const std::vector<std::string>& keys, bool sampled, bool* rank_importance);
+
 /// One environment attribute across the runs (a key empty or unset in every run is left out).
 struct EnvironmentEntry {
   std::string key;
   std::vector<std::pair<std::string, size_t>> values;  ///< value -> runs that have it; more than one = differs
 };
 
-/// One loss chart: the mean curve of each group whose `group_by` value is `value`.
+/// One loss chart: the mean curve of each group whose `group_by` (or facet) value is `value`.
 struct Chart {
-  std::string title;           ///< "all runs" or "train.lr = 0.01"
-  std::vector<size_t> groups;  ///< indexes into ReportModel::groups
+  std::string title;                ///< "all runs" or "train.lr = 0.01"
+  std::vector<size_t> groups;       ///< indexes into ReportModel::groups
+  std::vector<std::string> labels;  ///< what the legend calls each of them (legend_labels)
 };
+
+/// A config value too long for a legend or a results cell: shown there as its alias, and
+/// in full in the report's key to long values.
+struct LongValue {
+  std::string key, value;
+  std::string alias;  ///< "#1", "#2", ... in the order of the keys and values
+};
+
+/// Curves past which one chart of all groups is split into small multiples (facet_by).
+inline constexpr size_t kCurvesPerChart = 12;
+/// Bytes past which a value is a LongValue.
+inline constexpr size_t kLongValue = 24;
 
 /// A search's decisions and its best result against the compute it spent, from its
 /// search.log (harness: search_log, tpe_log, run_halving_search) and the records.
@@ -190,6 +243,32 @@ struct SearchProgress {
     std::string label;   ///< "trial 7", "bracket 0 rung 1 (50 steps)"
   };
   std::vector<Point> best_so_far;
+  /// The trials in the log's order: "trial 3" (or "draw 3") and its runs.
+  struct Trial {
+    std::string label;
+    std::string inputs;  ///< its drawn values as the log has them: "train.lr=0.003 train.warmup=10"
+    std::vector<std::string> run_ids;
+  };
+  std::vector<Trial> trials;
+  std::vector<std::string> keys;  ///< the searched keys (the header's keys=, else the first trial's)
+  /// halving: each rung of each bracket as it ran.
+  struct Rung {
+    size_t bracket = 0, rung = 0;
+    int64_t steps = 0;       ///< every trial of the rung is trained to this step
+    size_t trials = 0;       ///< trials ranked at this rung
+    size_t promoted = 0;     ///< of them, promoted to the next rung
+    double steps_spent = 0;  ///< training steps this rung added (a promoted run resumes)
+  };
+  std::vector<Rung> rungs;
+  /// halving: each trial's metric at every rung it reached, and how it ended there.
+  struct Path {
+    size_t trial = 0;  ///< index into `trials`
+    size_t bracket = 0;
+    std::vector<std::pair<int64_t, double>> points;  ///< (steps, metric); a NaN metric: failed or diverged
+    std::string fate;                                ///< the last verdict: stopped, promoted, finished, best of bracket
+    size_t last_rung = 0;
+  };
+  std::vector<Path> paths;
 };
 
 /// Everything a report shows, computed once so every format carries the same figures.
@@ -215,7 +294,28 @@ struct ReportModel {
   /// Pairs of runs that differ only in train.deterministic, in the order of their
   /// deterministic run; empty when the sweep has none.
   std::vector<DeterminismCost> determinism_costs;
-  std::vector<AxisEffect> effects;  ///< largest spread first
+  /// Largest spread first; with rank_importance, the most important first.
+  std::vector<AxisEffect> effects;
+  /// Some axis is continuous (AxisEffect::binned): every axis's importance is then
+  /// rank_eta_squared rather than eta squared.
+  bool rank_importance = false;
+  /// Short names of `columns` for headers and legends (short_key_names).
+  std::vector<std::string> short_columns;
+  /// Values too long for legends and the results table, with their aliases.
+  std::vector<LongValue> long_values;
+  /// What legends call each group when every group is on one chart (legend_labels).
+  std::vector<std::string> group_labels;
+  /// The key whose values split the charts into small multiples when no --group-by was
+  /// given and one chart would hold more than kCurvesPerChart curves; "" = none.
+  std::string facet_by;
+  /// Reproducibility classes say something: some runs differ only in layout (layout_sets)
+  /// or some class holds two or more runs. Otherwise every run is its own class and the
+  /// report leaves the classes out.
+  bool classes_matter = false;
+  /// Varying keys that change throughput by design (throughput_keys): precision, layout,
+  /// kernels, model size. Without one, tokens/s differs by machine noise alone and the
+  /// report draws no trade-off against it.
+  std::vector<std::string> throughput_varies_with;
   std::vector<EnvironmentEntry> environment;
   std::string group_by;
   std::vector<Chart> charts;
@@ -225,6 +325,33 @@ struct ReportModel {
   std::vector<std::string> baseline_unpaired;
   SearchProgress search;  ///< kind "" without a search.log
 };
+
+/// Keys that change a run's throughput by design: precision, determinism, threads, the
+/// layout keys, the reduction, the micro-batch and the built-in model's size keys.
+bool throughput_key(const std::string& key);
+
+/// Short names of config keys for headers and legends: each key's last dotted part ("lr"
+/// of train.lr), or as many parts as tell it from the others' ("moe.experts").
+std::vector<std::string> short_key_names(const std::vector<std::string>& keys);
+
+/// A value as legends and the results table show it: its alias when it is a LongValue.
+std::string shown_value(const ReportModel& m, const std::string& key, const std::string& value);
+
+/// What the legend of a chart calls each of `groups` (indexes into m.groups): the keys
+/// whose values differ between those groups, by their short names, leaving out a key that
+/// changes together with one already named. When the groups are a base and a few changes
+/// each (one axis per knob, as sweeps/seven-tricks.yaml), only the keys where a group
+/// leaves the most common value, and "base" for the group that leaves none.
+std::vector<std::string> legend_labels(const ReportModel& m, const std::vector<size_t>& groups);
+
+/// The LongValues among the groups' values, aliased in the order of the columns and values.
+std::vector<LongValue> long_values(const ReportModel& m);
+
+/// The column whose values split a chart of every group into small multiples when it
+/// would hold more than kCurvesPerChart curves: the one giving the fewest panels (2 to 8)
+/// of equally many curves, at most kCurvesPerChart each; "" when none does (a base and one
+/// change per knob has no such key: its chart names each curve at its end).
+std::string facet_key(const ReportModel& m);
 
 /// Reads `log` with the runs' records (for steps and, for kind random, objectives).
 SearchProgress search_progress(const std::string& log, const std::vector<Record>& runs,

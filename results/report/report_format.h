@@ -171,6 +171,22 @@ inline constexpr const char* kImportanceMethod =
     "with another cannot be told apart from it, and the means of an unbalanced axis (an incomplete grid) also "
     "carry other axes' effects.";
 
+/// How a search's importance is computed (ReportModel::rank_importance), said under its table.
+inline constexpr const char* kRankImportanceMethod =
+    "Importance in a search, where every draw may differ: each key's runs are split by its values, a continuous "
+    "key's into up to 5 quantile bins of equal counts, and the ranks of the objective are compared across them "
+    "(the Kruskal-Wallis H statistic), reported as its effect size eta squared of H = (H - k + 1) / (n - k) for "
+    "k bins and n runs: 0 when the bins differ no more than chance would, 1 when they alone order the objective. "
+    "Ranks keep a few diverging runs from deciding it, and bins catch any shape of effect, a best value in the "
+    "middle too. rho is Spearman's rank correlation of the key with the objective: negative when larger values "
+    "give a lower objective; it sees only a trend one way. A key derived from another (train.min_lr of "
+    "train.min_lr_ratio) changes together with it.";
+
+/// The method note of the report's importance column.
+inline const char* importance_method(const ReportModel& m) {
+  return m.rank_importance ? kRankImportanceMethod : kImportanceMethod;
+}
+
 /// "34.5%" of a share in [0, 1], "0.052%" below 1% (two significant digits), "0%" for
 /// none; "-" when unknown.
 inline std::string percent(double share) {
@@ -181,16 +197,25 @@ inline std::string percent(double share) {
 }
 
 /// The importance of an axis and what limits its reading: "72.0%; changes together with
-/// train.min_lr; unbalanced".
-inline std::string effect_notes(const AxisEffect& e) {
+/// train.min_lr; unbalanced". `searched`: the report's importance is rank_eta_squared.
+inline std::string effect_notes(const AxisEffect& e, bool searched = false) {
   std::string s = percent(e.importance);
   if (!e.confounded_with.empty()) {
     s += "; changes together with ";
     for (size_t i = 0; i < e.confounded_with.size(); ++i) s += (i ? ", " : "") + e.confounded_with[i];
     s += " (effects not separable)";
   }
-  if (!e.balanced) s += "; unbalanced (other axes differ between its values)";
+  // In a search the keys are drawn, not crossed: none is balanced, and the method says so.
+  if (!e.balanced && !e.binned && !searched) s += "; unbalanced (other axes differ between its values)";
   return s;
+}
+
+/// Spearman's rho of an axis, "rho -0.82"; "" when the key is not numeric.
+inline std::string rho_text(const AxisEffect& e) {
+  if (!std::isfinite(e.rank_correlation)) return "";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "rho %+.2f", e.rank_correlation);
+  return buf;
 }
 
 /// "+0.0123 (min -0.001, max +0.02, 3 seeds)" of a baseline difference's objective.

@@ -5,18 +5,21 @@
 #include <cmath>      // log10, isfinite
 #include <cstdlib>    // strtod
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 
 #include "plot_axes.h"  // palette
 #include "report.h"
 #include "report_format.h"
-#include "report_plots.h"  // line charts, parallel coordinates, scatter
+#include "report_html_parts.h"  // td, the search section
+#include "report_plots.h"       // line charts, parallel coordinates, scatter
 
 namespace sweep {
 namespace {
 
 using namespace report_fmt;
+using report_html::td;
 
 constexpr const char* kStyle =
     "body{font-family:system-ui,sans-serif;margin:2em;color:#222}\n"
@@ -31,7 +34,7 @@ constexpr const char* kStyle =
     ".missing{color:#999}\n"
     ".bar{display:inline-block;height:0.8em;background:#4e79a7}\n"
     "pre{background:#f7f7f7;padding:6px;max-width:100em;overflow-x:auto;font-size:smaller}\n"
-    "svg{display:block;margin:1em 0;font:12px sans-serif}\n"
+    "svg{display:block;margin:1em 0;font:12px sans-serif;max-width:100%;height:auto}\n"
     "svg .axis{stroke:#444;stroke-width:1}\n"
     "svg .grid{stroke:#e4e4e4;stroke-width:1}\n"
     "svg .clipped{fill:#d00;stroke:#fff;stroke-width:1}\n"
@@ -46,11 +49,20 @@ constexpr const char* kStyle =
     "svg polyline.pc{stroke-opacity:0.7}\n"
     "svg polyline.front{stroke:#d62728;stroke-width:1.5;stroke-dasharray:4 2}\n"
     "svg circle.point{fill:#4e79a7;fill-opacity:0.6}\n"
-    "svg circle.front{fill:#4e79a7;stroke:#d62728;stroke-width:2}\n";
-
-std::string td(const std::string& escaped, const char* cls = nullptr) {
-  return cls ? "<td class=\"" + std::string(cls) + "\">" + escaped + "</td>" : "<td>" + escaped + "</td>";
-}
+    "svg circle.front{fill:#4e79a7;stroke:#d62728;stroke-width:2}\n"
+    "svg .curves:hover>g.s{opacity:.2}\nsvg .curves>g.s:hover{opacity:1}\n"
+    "svg text.end{font-size:11px;fill:#222}\n"
+    "svg polyline.leader{stroke-width:1;stroke-opacity:.7}\nsvg polyline.leader.early{stroke-dasharray:1 "
+    "3;stroke-opacity:.4}\n"
+    "svg circle.trial{stroke:#08306b;stroke-width:.5}\nsvg circle.best{stroke:#d62728;stroke-width:2.5}\n"
+    "figure.chart{margin:0 0 1.5em}\nfigure.chart svg{margin-bottom:.3em}\n"
+    ".legend{columns:3 22em;column-gap:2em;margin:0;font-size:12px}\nul.legend{list-style:none;padding:0}\n"
+    ".legend li{break-inside:avoid;overflow-wrap:anywhere;padding:1px 0}\n"
+    "svg.swatch{display:inline-block;margin:0 6px 0 0;vertical-align:middle}\n"
+    "p.note{color:#b00;margin:.2em 0}\n"
+    ".panels{display:flex;flex-wrap:wrap;gap:0 16px}\n.panels svg{margin:.5em 0}\n"
+    "td.base{color:#999}\nth.obj,td.obj{position:sticky;left:0;z-index:1}\ntd.obj{background:#fff}\n"
+    "th.key{min-width:3em}\n";
 
 // A config value as a cell: "unset" and "" are shown as such, not as a blank.
 std::string value_cell(const std::string& v) {
@@ -71,43 +83,25 @@ bool all_diverged(const SweepRecords& sweep, const RunGroup& g) {
          std::all_of(g.runs.begin(), g.runs.end(), [&](size_t i) { return sweep.runs[i].status == "diverged"; });
 }
 
-// What the legend calls each curve of a chart: only the keys whose values differ between
-// its curves (the group-by key and constant keys say nothing); the full label otherwise.
-std::vector<std::string> legend_names(const SweepRecords& sweep, const ReportModel& m, const Chart& chart) {
-  std::vector<bool> differs;
-  for (size_t gi : chart.groups) {
-    const RunGroup &g = m.groups[gi], &first = m.groups[chart.groups[0]];
-    differs.resize(std::max(differs.size(), g.values.size()), false);
-    for (size_t k = 0; k < g.values.size(); ++k)
-      if (k >= first.values.size() || first.values[k] != g.values[k]) differs[k] = true;
-  }
-  std::vector<std::string> names;
-  for (size_t gi : chart.groups) {
-    const RunGroup& g = m.groups[gi];
-    std::string name;
-    for (size_t k = 0; k < g.values.size(); ++k)
-      if (differs[k]) name += (name.empty() ? "" : ", ") + g.values[k].first + "=" + g.values[k].second;
-    if (name.empty())
-      name = curve_label(sweep, g);
-    else if (g.runs.size() > 1)
-      name += " (mean of " + std::to_string(g.runs.size()) + ")";
-    names.push_back(name);
-  }
-  return names;
-}
-
 // A chart of one curve per group of `chart`, its band when the group has several runs;
 // `curve_of(g)` gives group g's curve.
 report_plot::LineChart group_chart(const SweepRecords& sweep, const ReportModel& m, const Chart& chart,
                                    const std::string& y_label, const std::function<Curve(size_t)>& curve_of) {
   report_plot::LineChart c;
   c.title = chart.title, c.y_label = y_label;
-  const std::vector<std::string> names = legend_names(sweep, m, chart);
+  // How many runs a curve averages, in its legend where that is not what most curves average.
+  std::map<size_t, size_t> sizes;
+  for (size_t g : chart.groups) ++sizes[m.groups[g].runs.size()];
+  size_t usual = 0, most = 0;
+  for (const auto& [n, count] : sizes)
+    if (count > most) usual = n, most = count;
   for (size_t i = 0; i < chart.groups.size(); ++i) {
     const RunGroup& g = m.groups[chart.groups[i]];
     const Curve curve = curve_of(chart.groups[i]);
     report_plot::Series s;
-    s.label = curve_label(sweep, g), s.legend = names[i];
+    s.label = curve_label(sweep, g);
+    s.legend = i < chart.labels.size() ? chart.labels[i] : values_text(g);
+    if (g.runs.size() != usual) s.legend += " (" + plural(g.runs.size(), "run") + ")";
     s.x.assign(curve.steps.begin(), curve.steps.end());
     s.y = curve.mean;
     if (g.runs.size() > 1) s.lo = curve.lo, s.hi = curve.hi;
@@ -115,14 +109,6 @@ report_plot::LineChart group_chart(const SweepRecords& sweep, const ReportModel&
     c.series.push_back(std::move(s));
   }
   return c;
-}
-
-// The loss chart of one panel: each group's mean curve with the band of its seeds.
-report_plot::LineChart loss_chart(const SweepRecords& sweep, const ReportModel& m, const Chart& chart) {
-  return group_chart(sweep, m, chart, "loss", [&](size_t g) {
-    const RunGroup& r = m.groups[g];
-    return Curve{r.curve_steps, r.curve_loss, r.curve_lo, r.curve_hi};
-  });
 }
 
 // Whether any run recorded `field` as something other than 0 (writers that do not measure
@@ -133,13 +119,36 @@ bool recorded(const SweepRecords& sweep, double StepMetrics::*field) {
   });
 }
 
-// One chart of a per-step diagnostic over every group: each group's mean with its band.
-report_plot::LineChart diagnostic_chart(const SweepRecords& sweep, const ReportModel& m, double StepMetrics::*field,
-                                        const std::string& y_label) {
-  Chart all{"all runs", {}};
-  for (size_t g = 0; g < m.groups.size(); ++g) all.groups.push_back(g);
-  return group_chart(sweep, m, all, y_label,
-                     [&](size_t g) { return group_curve(sweep.runs, m.groups[g].runs, field); });
+// A per-group figure as one chart per panel of m.charts (one when the report has one),
+// sharing their scales so that the panels compare; `lines` are drawn on every panel and
+// each panel is titled with a heading of `level` when there are several.
+std::string panel_charts(const SweepRecords& sweep, const ReportModel& m, const std::string& y_label,
+                         const std::function<Curve(size_t)>& curve_of, const std::vector<report_plot::RefLine>& lines,
+                         const char* level) {
+  std::vector<report_plot::LineChart> charts;
+  charts.reserve(m.charts.size());
+  for (const auto& c : m.charts) {
+    charts.push_back(group_chart(sweep, m, c, y_label, curve_of));
+    charts.back().lines = lines;
+  }
+  std::vector<const report_plot::LineChart*> panels;
+  panels.reserve(charts.size());
+  for (const auto& c : charts) panels.push_back(&c);
+  const report_plot::Scale scale = report_plot::shared_scale(panels);
+  std::string h;
+  for (size_t i = 0; i < charts.size(); ++i) {
+    if (m.charts.size() > 1 || !m.group_by.empty())
+      h += std::string("<") + level + ">" + html_escape(m.charts[i].title) + "</" + level + ">\n";
+    h += report_plot::chart_figure(charts[i], scale);
+  }
+  return h;
+}
+
+// A per-step diagnostic: each group's mean with its band, panel by panel.
+std::string diagnostic_charts(const SweepRecords& sweep, const ReportModel& m, double StepMetrics::*field,
+                              const std::string& y_label, const std::vector<report_plot::RefLine>& lines = {}) {
+  return panel_charts(
+      sweep, m, y_label, [&](size_t g) { return group_curve(sweep.runs, m.groups[g].runs, field); }, lines, "h4");
 }
 
 std::string summary(const SweepRecords& sweep, const ReportModel& m) {
@@ -153,60 +162,114 @@ std::string summary(const SweepRecords& sweep, const ReportModel& m) {
   return h + "</tbody>\n</table>\n";
 }
 
+// The results: a row per group, best first. The objective and the varying keys come
+// first, so that a wide table shows them before it scrolls; a key's most common value is
+// grey when it covers most groups (a base and one change per knob), so the change stands out.
 std::string groups_table(const SweepRecords& sweep, const ReportModel& m) {
-  std::string t = "<h2>Results</h2>\n<table>\n<thead><tr>";
-  for (const auto& k : m.columns) t += "<th>" + html_escape(k) + "</th>";
-  t += "<th>runs</th><th>" + html_escape(objective_title(m)) +
-       " (mean &#177; std over seeds)</th><th>best loss</th><th>best eval loss</th><th>tokens/s (median)</th>"
-       "<th>memory per rank</th><th>status</th><th>health</th><th>reproducibility class</th></tr></thead>\n<tbody>\n";
+  (void)sweep;
+  std::vector<std::string> common(m.columns.size());
+  for (size_t k = 0; k < m.columns.size(); ++k) {
+    std::map<std::string, size_t> n;
+    for (const auto& g : m.groups) ++n[g.values[k].second];
+    for (const auto& [v, c] : n)
+      if (2 * c > m.groups.size() && m.groups.size() > 2) common[k] = v;
+  }
+  // Columns no group has a figure for are left out, and the status when every run completed.
+  const bool evaluated =
+      std::any_of(m.groups.begin(), m.groups.end(), [](const RunGroup& g) { return std::isfinite(g.best_eval_loss); });
+  const bool measured =
+      std::any_of(m.groups.begin(), m.groups.end(), [](const RunGroup& g) { return g.memory_bytes >= 0; });
+  const bool eventful = std::any_of(m.groups.begin(), m.groups.end(), [](const RunGroup& g) {
+    return g.status != std::to_string(g.runs.size()) + " completed";
+  });
+  std::string t = "<h2>Results</h2>\n<table class=\"results\">\n<thead><tr><th class=\"obj\">" +
+                  html_escape(objective_title(m)) + " (mean &#177; std over seeds)</th>";
+  for (size_t k = 0; k < m.columns.size(); ++k) {
+    std::string name = html_escape(m.short_columns[k]);  // a long name breaks after an underscore or a dot
+    for (size_t at = 0; (at = name.find_first_of("_.", at)) != std::string::npos; at += 6) name.insert(at + 1, "<wbr>");
+    t += "<th class=\"key\" title=\"" + html_escape(m.columns[k]) + "\">" + name + "</th>";
+  }
+  t += "<th>runs</th><th>health</th><th>best loss</th>" + std::string(evaluated ? "<th>best eval loss</th>" : "") +
+       "<th>tokens/s (median)</th>" + (measured ? "<th>memory per rank</th>" : "") +
+       (eventful ? "<th>status</th>" : "");
+  if (m.classes_matter) t += "<th>reproducibility class</th>";
+  t += "</tr></thead>\n<tbody>\n";
   for (size_t gi = 0; gi < m.groups.size(); ++gi) {
     const RunGroup& g = m.groups[gi];
     // Groups are sorted best first: the first with a finite objective is the best.
     t += gi == 0 && std::isfinite(g.objective_mean) ? "<tr class=\"best\" title=\"best\">" : "<tr>";
-    for (const auto& kv : g.values) t += value_cell(kv.second);
-    std::string classes;
-    for (size_t i : g.runs) {
-      const EquivalenceClass& c = m.classes[m.runs[i].equivalence];
-      classes += (classes.empty() ? "" : " ") + c.name + (c.runs.size() > 1 ? "" : "&#185;");
+    t += td(html_escape(objective_cell(m, g)), "num obj");
+    for (size_t k = 0; k < g.values.size(); ++k) {
+      const auto& [key, v] = g.values[k];
+      const std::string shown = shown_value(m, key, v);
+      if (v == "unset" || v.empty())
+        t += value_cell(v);
+      else
+        t += std::string("<td") + (v == common[k] ? " class=\"base\"" : "") +
+             (shown != v ? " title=\"" + html_escape(v) + "\"" : "") + ">" + html_escape(shown) + "</td>";
     }
     const std::string health = group_health(m, g);
-    t += td(std::to_string(g.runs.size()), "num") + td(html_escape(objective_cell(m, g)), "num") +
-         td(g6(g.best_loss), "num") + td(g6(g.best_eval_loss), "num") + td(g6(g.tokens_per_s), "num") +
-         td(mib(g.memory_bytes), "num") + td(html_escape(g.status)) +
-         (health.empty() ? td("ok", "ok") : td(html_escape(health), "flag")) + td(classes) + "</tr>\n";
+    t += td(std::to_string(g.runs.size()), "num") +
+         (health.empty() ? td("ok", "ok") : td(html_escape(health), "flag")) + td(g6(g.best_loss), "num") +
+         (evaluated ? td(g6(g.best_eval_loss), "num") : "") + td(g6(g.tokens_per_s), "num") +
+         (measured ? td(mib(g.memory_bytes), "num") : "") + (eventful ? td(html_escape(g.status)) : "");
+    if (m.classes_matter) {
+      std::string classes;
+      for (size_t i : g.runs) {
+        const EquivalenceClass& c = m.classes[m.runs[i].equivalence];
+        classes += (classes.empty() ? "" : " ") + c.name + (c.runs.size() > 1 ? "" : "&#185;");
+      }
+      t += td(classes);
+    }
+    t += "</tr>\n";
   }
-  return t + "</tbody>\n</table>\n<p>Best " + html_escape(objective_title(m)) +
-         " first, the best row highlighted (the final eval loss of a run that evaluated held-out data, else the mean "
-         "training loss of its "
-         "last " +
-         std::to_string(kLossWindow) +
-         " steps).</p>\n<p>&#185; a class of one run: no other run has its checksum trajectory.</p>\n";
+  t += "</tbody>\n</table>\n<p>Best " + html_escape(objective_title(m)) +
+       " first, the best row highlighted (the final eval loss of a run that evaluated held-out data, else the mean "
+       "training loss of its last " +
+       std::to_string(kLossWindow) + " steps); a value in grey is the one most groups have.</p>\n";
+  if (m.classes_matter)
+    t += "<p>Reproducibility class: runs whose parameter checksums agree at every recorded step share one (C1, C2, "
+         "...); runs that differ only in layout must. &#185; a class of one run.</p>\n";
+  if (!m.long_values.empty()) {
+    t += "<p>Values too long for the table and the legends:</p>\n<table>\n<thead><tr><th>shown as</th><th>key</th>"
+         "<th>value</th></tr></thead>\n<tbody>\n";
+    for (const auto& l : m.long_values)
+      t += "<tr>" + td(html_escape(l.alias)) + td(html_escape(l.key)) + td(html_escape(l.value), "id") + "</tr>\n";
+    t += "</tbody>\n</table>\n";
+  }
+  return t;
 }
 
 std::string effects_table(const ReportModel& m) {
   if (m.effects.empty()) return "";
-  std::string t =
-      "<h2>Effect of each axis on the " + html_escape(objective_title(m)) +
-      "</h2>\n<table>\n<thead><tr><th>axis</th><th>spread of means</th><th>variance explained</th><th>value</th>"
-      "<th>runs</th><th>mean " +
-      html_escape(objective_title(m)) + "</th></tr></thead>\n<tbody>\n";
+  const std::string objective = html_escape(objective_title(m));
+  std::string t = "<h2>Effect of each axis on the " + objective +
+                  "</h2>\n<table>\n<thead><tr><th>axis</th><th>spread of means</th><th>" +
+                  (m.rank_importance ? "importance (rank eta squared)" : "variance explained") + "</th><th>" +
+                  (m.rank_importance ? "value or bin" : "value") + "</th><th>runs</th><th>mean " + objective +
+                  "</th></tr></thead>\n<tbody>\n";
   double widest = 0;
-  for (const auto& e : m.effects) widest = std::max(widest, e.spread);
+  for (const auto& e : m.effects) widest = std::max(widest, m.rank_importance ? e.importance : e.spread);
   for (const auto& e : m.effects) {
+    const std::string rows = std::to_string(e.values.size());
     for (size_t i = 0; i < e.values.size(); ++i) {
       t += "<tr>";
       if (i == 0) {
-        const double w = widest > 0 ? 120 * e.spread / widest : 0;
-        t += "<td rowspan=\"" + std::to_string(e.values.size()) + "\">" + html_escape(e.key) + "</td><td rowspan=\"" +
-             std::to_string(e.values.size()) + "\" class=\"num\">" + g6(e.spread) +
-             " <span class=\"bar\" style=\"width:" + report_plot::coord(w) + "px\"></span></td><td rowspan=\"" +
-             std::to_string(e.values.size()) + "\">" + html_escape(effect_notes(e)) + "</td>";
+        const double share = m.rank_importance ? e.importance : e.spread;
+        const double w = widest > 0 && std::isfinite(share) ? 120 * share / widest : 0;
+        const std::string rho = m.rank_importance ? rho_text(e) : "";
+        t += "<td rowspan=\"" + rows + "\">" + html_escape(e.key) + "</td><td rowspan=\"" + rows + "\" class=\"num\">" +
+             g6(e.spread) +
+             (m.rank_importance ? "" : " <span class=\"bar\" style=\"width:" + report_plot::coord(w) + "px\"></span>") +
+             "</td><td rowspan=\"" + rows + "\">" +
+             (m.rank_importance ? "<span class=\"bar\" style=\"width:" + report_plot::coord(w) + "px\"></span> " : "") +
+             html_escape(effect_notes(e, m.rank_importance)) + (rho.empty() ? "" : "; " + rho) + "</td>";
       }
       t +=
           td(html_escape(e.values[i])) + td(std::to_string(e.counts[i]), "num") + td(g6(e.means[i]), "num") + "</tr>\n";
     }
   }
-  return t + "</tbody>\n</table>\n<p>" + html_escape(kImportanceMethod) + "</p>\n";
+  return t + "</tbody>\n</table>\n<p>" + html_escape(importance_method(m)) + "</p>\n";
 }
 
 // "fp16 minus fp32" as curves: each group's paired differences against its baseline partner.
@@ -255,7 +318,7 @@ std::string baseline_section(const SweepRecords& sweep, const ReportModel& m) {
     h += "<p>Each curve is the mean over seeds of a run's loss minus the loss of the run with the same seed and "
          "the baseline value, step by step; its band spans the smallest to the largest of those differences. "
          "Below zero is better than the baseline.</p>\n";
-    h += report_plot::svg_line_chart(c, report_plot::shared_scale({&c}));
+    h += report_plot::chart_figure(c, report_plot::shared_scale({&c}));
     h += "<table>\n<thead><tr><th>difference</th><th>seeds paired</th><th>" + html_escape(objective_title(m)) +
          " difference (mean, min, max over seeds)</th></tr></thead>\n<tbody>\n" + rows + "</tbody>\n</table>\n";
   }
@@ -290,7 +353,7 @@ std::string straggler_chart(const SweepRecords& sweep, const ReportModel& m) {
   return "<h3>Per-rank step time</h3>\n<p>" + html_escape(r.run_id) +
          ", the multi-rank run whose slowest rank is furthest from the median of its ranks: rank " +
          std::to_string(m.runs[worst].slowest_rank) + " at " + g6(m.runs[worst].slowest_rank_ratio) +
-         "x the median step time.</p>\n" + report_plot::svg_line_chart(c, report_plot::shared_scale({&c}));
+         "x the median step time.</p>\n" + report_plot::chart_figure(c, report_plot::shared_scale({&c}));
 }
 
 // The seven tricks' diagnostics: gradient norm against the clip threshold, learning rate,
@@ -300,28 +363,26 @@ std::string diagnostics_section(const SweepRecords& sweep, const ReportModel& m)
   std::string h =
       "<h2>Diagnostics</h2>\n<p>Mean over each group's seeds, with the band of their smallest to "
       "largest value.</p>\n";
-  report_plot::LineChart norm = diagnostic_chart(sweep, m, &StepMetrics::grad_norm, "gradient norm");
-  std::set<std::string> clips;
+  std::vector<report_plot::RefLine> clips;
+  std::set<std::string> seen;
   for (const auto& r : sweep.runs) {
     const std::string v = report_value(r, "train.clip_norm");
     char* end = nullptr;
     const double x = std::strtod(v.c_str(), &end);
-    if (*end == '\0' && x > 0 && clips.insert(v).second) norm.lines.push_back({x, "clip_norm " + v});
+    if (*end == '\0' && x > 0 && seen.insert(v).second) clips.push_back({x, "clip_norm " + v});
   }
-  auto panel = [&](const std::string& title, const report_plot::LineChart& c, double StepMetrics::*field) {
+  auto panel = [&](const std::string& title, double StepMetrics::*field, const std::string& y_label,
+                   const std::vector<report_plot::RefLine>& lines) {
     h += "<h3>" + title + "</h3>\n" +
-         (recorded(sweep, field) ? report_plot::svg_line_chart(c, report_plot::shared_scale({&c}))
-                                 : "<p>Not recorded.</p>\n");
+         (recorded(sweep, field) ? diagnostic_charts(sweep, m, field, y_label, lines) : "<p>Not recorded.</p>\n");
   };
-  panel("Gradient norm (before clipping)", norm, &StepMetrics::grad_norm);
-  panel("Learning rate", diagnostic_chart(sweep, m, &StepMetrics::lr, "learning rate"), &StepMetrics::lr);
+  panel("Gradient norm (before clipping)", &StepMetrics::grad_norm, "gradient norm", clips);
+  panel("Learning rate", &StepMetrics::lr, "learning rate", {});
   const bool scaled = std::any_of(sweep.runs.begin(), sweep.runs.end(), [](const Record& r) {
     return std::any_of(r.steps.begin(), r.steps.end(), [](const StepMetrics& s) { return s.loss_scale != 1; });
   });
-  if (scaled)
-    panel("Loss scale (fp16)", diagnostic_chart(sweep, m, &StepMetrics::loss_scale, "loss scale"),
-          &StepMetrics::loss_scale);
-  panel("Throughput", diagnostic_chart(sweep, m, &StepMetrics::tokens_per_s, "tokens/s"), &StepMetrics::tokens_per_s);
+  if (scaled) panel("Loss scale (fp16)", &StepMetrics::loss_scale, "loss scale", {});
+  panel("Throughput", &StepMetrics::tokens_per_s, "tokens/s", {});
   h += straggler_chart(sweep, m);
 
   h += "<table>\n<thead><tr><th>run</th><th>clip_norm</th><th>steps clipped</th><th>steps skipped</th>"
@@ -349,13 +410,15 @@ std::string diagnostics_section(const SweepRecords& sweep, const ReportModel& m)
 }
 
 // Every run at once: a parallel-coordinates plot over the varying keys and the objective,
-// and the objective against throughput with its Pareto front.
+// and, when something varies that changes throughput by design, the objective against
+// throughput with its Pareto front.
 std::string all_runs_section(const SweepRecords& sweep, const ReportModel& m) {
   std::vector<report_plot::ParallelAxis> axes;
-  for (const auto& k : m.varying)  // each key's values in their natural order, as its effect has them
+  const std::vector<std::string> names = short_key_names(m.varying);
+  for (size_t k = 0; k < m.varying.size(); ++k)  // each key's values in their natural order, as its effect has them
     for (const auto& e : m.effects)
-      if (e.key == k) axes.push_back({k, e.values});
-  axes.push_back({objective_title(m), {}});
+      if (e.key == m.varying[k]) axes.push_back(report_html::key_axis(sweep, e, names[k]));
+  axes.push_back({objective_title(m), "", {}, false});
   size_t best = SIZE_MAX;
   for (size_t i = 0; i < m.runs.size(); ++i)
     if (std::isfinite(m.runs[i].objective) && (best == SIZE_MAX || m.runs[i].objective < m.runs[best].objective))
@@ -366,10 +429,9 @@ std::string all_runs_section(const SweepRecords& sweep, const ReportModel& m) {
     report_plot::ParallelLine l;
     l.label = sweep.runs[i].run_id;
     for (size_t a = 0; a + 1 < axes.size(); ++a) {
-      const std::string v = report_value(sweep.runs[i], axes[a].name);
-      l.values.push_back(
-          double(std::find(axes[a].categories.begin(), axes[a].categories.end(), v) - axes[a].categories.begin()));
-      l.label += ", " + axes[a].name + "=" + v;
+      const std::string v = report_value(sweep.runs[i], axes[a].title);
+      l.values.push_back(report_html::axis_value(axes[a], v));
+      l.label += ", " + axes[a].title + "=" + v;
     }
     l.values.push_back(m.runs[i].objective);
     l.label += ": " + objective_title(m) + " " + g6(m.runs[i].objective);
@@ -378,19 +440,30 @@ std::string all_runs_section(const SweepRecords& sweep, const ReportModel& m) {
     points.push_back({l.label + ", " + g6(m.runs[i].tokens_per_s_median) + " tokens/s", m.runs[i].tokens_per_s_median,
                       m.runs[i].objective, m.runs[i].pareto});
   }
+  for (auto& a : axes)  // long values by their aliases, as the results table shows them
+    for (auto& c : a.categories) c = shown_value(m, a.title, c);
   std::string h;
   if (axes.size() >= 2) {
     h += "<h2>All runs</h2>\n<p>One line per run through its values of every varying key and its " +
          html_escape(objective_title(m)) +
          ", coloured from the best (dark blue) to the worst (light orange); the "
-         "best run is drawn thick, a run without a finite objective grey and dashed.</p>\n";
+         "best run is drawn thick, a run without a finite objective grey and dashed. Hover an axis name for its "
+         "key.</p>\n";
     h += report_plot::svg_parallel(axes, lines, m.title);
   }
+  if (m.throughput_varies_with.empty()) {
+    h += "<p>Throughput: no key that changes it by design varies (precision, layout, kernels, model size), so the "
+         "differences in tokens/s between these runs are the machine's noise and no trade-off against the " +
+         html_escape(objective_title(m)) + " is drawn.</p>\n";
+    return h;
+  }
   const std::string scatter = report_plot::svg_scatter(points, "tokens/s (median)", objective_title(m), m.title);
+  std::string keys;
+  for (const auto& k : m.throughput_varies_with) keys += (keys.empty() ? "" : ", ") + k;
   if (!scatter.empty())
-    h += "<h2>" + html_escape(objective_title(m)) + " against throughput</h2>\n<p>Ringed runs are the Pareto " +
-         "front: no other run has both a lower " + html_escape(objective_title(m)) + " and more tokens/s.</p>\n" +
-         scatter;
+    h += "<h2>" + html_escape(objective_title(m)) + " against throughput</h2>\n<p>" + html_escape(keys) +
+         " change throughput by design. Ringed runs are the Pareto front: no other run has both a lower " +
+         html_escape(objective_title(m)) + " and more tokens/s.</p>\n" + scatter;
   return h;
 }
 
@@ -406,6 +479,11 @@ std::string run_list(const SweepRecords& sweep, const std::vector<size_t>& runs)
 
 std::string reproducibility(const SweepRecords& sweep, const ReportModel& m) {
   std::string h = "<h2>Reproducibility</h2>\n";
+  if (!m.classes_matter)
+    return h +
+           "<p>Every run has a checksum trajectory of its own and no runs differ only in layout, so nothing "
+           "here is held to identity: sweeps over layout keys (world size, accumulation, ZeRO stage, data "
+           "workers) and invariance checks list their classes of bit-identical runs here.</p>\n";
   size_t shared = 0;
   std::string rows;
   for (const auto& c : m.classes) {
@@ -462,8 +540,8 @@ std::string runs_table(const SweepRecords& sweep, const ReportModel& m) {
   for (const auto& k : m.varying) t += "<th>" + html_escape(k) + "</th>";
   t += "<th>steps</th><th>final loss</th><th>train loss (last " + std::to_string(kLossWindow) +
        ")</th><th>final eval loss</th><th>best eval loss (step)</th><th>tokens/s "
-       "(median)</th><th>health</th><th>params checksum</th><th>class</th></tr></thead>\n"
-       "<tbody>\n";
+       "(median)</th><th>health</th><th>params checksum</th>" +
+       std::string(m.classes_matter ? "<th>class</th>" : "") + "</tr></thead>\n<tbody>\n";
   for (size_t i = 0; i < sweep.runs.size(); ++i) {
     const Record& r = sweep.runs[i];
     t +=
@@ -481,7 +559,7 @@ std::string runs_table(const SweepRecords& sweep, const ReportModel& m) {
          td(f.best_eval_step < 0 ? "-" : g6(f.best_eval_loss) + " (" + std::to_string(f.best_eval_step) + ")", "num") +
          td(g6(f.tokens_per_s_median), "num") + td(health) +
          td(r.checksums.empty() ? "-" : hex16(r.checksums.back().params), "hash") +
-         td(m.classes[m.runs[i].equivalence].name) + "</tr>\n";
+         (m.classes_matter ? td(m.classes[m.runs[i].equivalence].name) : "") + "</tr>\n";
   }
   return t + "</tbody>\n</table>\n";
 }
@@ -517,49 +595,15 @@ std::string failed_runs(const SweepRecords& sweep) {
 }
 
 // Every table in a box that scrolls sideways, so a wide one does not widen the page. No
-// user string can hold "<table>": they are all escaped.
+// user string can hold "<table": they are all escaped.
 std::string wrap_tables(std::string h) {
-  for (size_t at = 0; (at = h.find("<table>", at)) != std::string::npos; at += 30) h.insert(at, "<div class=\"wide\">");
+  for (size_t at = 0; (at = h.find("<table", at)) != std::string::npos; at += 30)
+    if (h[at + 6] == '>' || h[at + 6] == ' ') h.insert(at, "<div class=\"wide\">");
   for (size_t at = 0; (at = h.find("</table>", at)) != std::string::npos; at += 14) h.insert(at + 8, "</div>");
   return h;
 }
 
 }  // namespace
-
-// A search: its best result against the training steps it spent, and every decision.
-std::string search_section(const ReportModel& m) {
-  const SearchProgress& sp = m.search;
-  if (sp.kind.empty()) return "";
-  std::string h = "<h2>Search (" + html_escape(sp.kind) + ")</h2>\n";
-  if (!sp.best_so_far.empty()) {
-    report_plot::LineChart c;
-    c.title = "best " + sp.metric + " against training steps spent";
-    c.x_label = "training steps spent (all runs)";
-    c.y_label = sp.metric + (sp.mode == "max" ? " (higher is better)" : " (lower is better)");
-    report_plot::Series s;
-    s.label = s.legend = sp.kind == "halving" ? "best of each rung, at its steps" : "best so far";
-    for (const auto& pt : sp.best_so_far) s.x.push_back(pt.compute), s.y.push_back(pt.best);
-    c.series.push_back(std::move(s));
-    h += "<p>" +
-         html_escape(sp.kind == "halving"
-                         ? "Each point is a rung once it ran: the compute spent so far and the best " + sp.metric +
-                               " of that rung's trials after its steps (a promoted run resumes, so its earlier "
-                               "steps are not spent again)."
-                         : "Each point is a trial once it ran: the compute spent so far and the best " + sp.metric +
-                               " up to it.") +
-         "</p>\n";
-    h += report_plot::svg_line_chart(c, report_plot::shared_scale({&c}));
-  }
-  constexpr size_t kShown = 400;
-  std::string text;
-  for (size_t i = 0; i < sp.decisions.size() && i < kShown; ++i) text += sp.decisions[i] + "\n";
-  h += "<p>The decisions, as search.log has them" +
-       std::string(sp.decisions.size() > kShown
-                       ? " (the first " + std::to_string(kShown) + " of " + std::to_string(sp.decisions.size()) + ")"
-                       : "") +
-       ":</p>\n<pre>" + html_escape(text) + "</pre>\n";
-  return h;
-}
 
 std::string render_html(const SweepRecords& sweep, const ReportModel& m) {
   std::string h = kHtmlReportStart + ("<title>" + html_escape(m.title) + "</title>\n<style>\n");
@@ -571,35 +615,30 @@ std::string render_html(const SweepRecords& sweep, const ReportModel& m) {
   } else {
     h += groups_table(sweep, m);
     h += "<h2>Loss curves</h2>\n<p>The mean over each group's seeds; the band spans their smallest to largest "
-         "loss at each step.</p>\n";
-    std::vector<report_plot::LineChart> charts;
-    charts.reserve(m.charts.size());
-    for (const auto& c : m.charts) charts.push_back(loss_chart(sweep, m, c));
-    std::vector<const report_plot::LineChart*> panels;
-    panels.reserve(charts.size());
-    for (const auto& c : charts) panels.push_back(&c);
-    const report_plot::Scale scale = report_plot::shared_scale(panels);  // the panels compare
-    for (size_t i = 0; i < charts.size(); ++i) {
-      if (m.charts.size() > 1 || !m.group_by.empty()) h += "<h3>" + html_escape(m.charts[i].title) + "</h3>\n";
-      h += report_plot::svg_line_chart(charts[i], scale);
-    }
-    // Held-out loss and a program's own metrics, a chart each, every group on it.
+         "loss at each step. Each curve is named at its end; hover one to pick it out.</p>\n";
+    if (!m.facet_by.empty())
+      h += "<p>One panel per value of " + html_escape(m.facet_by) + ": more than " + std::to_string(kCurvesPerChart) +
+           " curves on one chart cannot be told apart. The panels share their scales, and so do the other charts' "
+           "panels below.</p>\n";
+    h += panel_charts(
+        sweep, m, "loss",
+        [&](size_t g) {
+          const RunGroup& r = m.groups[g];
+          return Curve{r.curve_steps, r.curve_loss, r.curve_lo, r.curve_hi};
+        },
+        {}, "h3");
+    // Held-out loss and a program's own metrics, a chart each (a panel each), every group on it.
     const std::vector<std::string> curves = metric_curves(sweep.runs);
     if (!curves.empty()) {
       h += "<h2>Held-out loss and the programs' own metrics</h2>\n<p>Each group's mean over its seeds at the "
            "steps it recorded them, with the band of its seeds; eval_ curves are held-out evaluations.</p>\n";
-      Chart all{"all runs", {}};
-      for (size_t g = 0; g < m.groups.size(); ++g) all.groups.push_back(g);
-      for (const std::string& name : curves) {
-        report_plot::LineChart c = group_chart(
-            sweep, m, all, name, [&](size_t g) { return metric_curve(sweep.runs, m.groups[g].runs, name); });
-        c.title = name;
-        std::vector<const report_plot::LineChart*> one = {&c};
-        h += "<h3>" + html_escape(name) + "</h3>\n" + report_plot::svg_line_chart(c, report_plot::shared_scale(one));
-      }
+      for (const std::string& name : curves)
+        h += "<h3>" + html_escape(name) + "</h3>\n" +
+             panel_charts(
+                 sweep, m, name, [&](size_t g) { return metric_curve(sweep.runs, m.groups[g].runs, name); }, {}, "h4");
     }
     h += baseline_section(sweep, m);
-    h += search_section(m);
+    h += report_html::search_section(sweep, m);
     h += effects_table(m);
     h += all_runs_section(sweep, m);
     h += diagnostics_section(sweep, m);
@@ -619,5 +658,32 @@ std::string render_html(const SweepRecords& sweep, const ReportModel& m) {
   if (!problems.empty()) h += "<h2>Problems</h2>\n<ul>\n" + problems + "</ul>\n";
   return wrap_tables(h) + "</body>\n</html>\n";
 }
+
+namespace report_html {
+
+report_plot::ParallelAxis key_axis(const SweepRecords& sweep, const AxisEffect& e, const std::string& name) {
+  report_plot::ParallelAxis a{name, e.key, e.values, false};
+  double lo = INFINITY, hi = -INFINITY;
+  std::set<std::string> distinct;
+  for (const auto& r : sweep.runs) {
+    const std::string v = report_value(r, e.key);
+    char* end = nullptr;
+    const double x = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || !std::isfinite(x)) return a;  // not every value a number
+    lo = std::min(lo, x), hi = std::max(hi, x);
+    distinct.insert(v);
+  }
+  if (!e.binned && distinct.size() <= kMaxLevels) return a;
+  a.categories.clear();
+  a.log = lo > 0 && hi / lo >= 20;
+  return a;
+}
+
+double axis_value(const report_plot::ParallelAxis& a, const std::string& v) {
+  if (a.categories.empty()) return std::strtod(v.c_str(), nullptr);
+  return double(std::find(a.categories.begin(), a.categories.end(), v) - a.categories.begin());
+}
+
+}  // namespace report_html
 
 }  // namespace sweep

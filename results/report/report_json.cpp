@@ -144,7 +144,11 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
   // Version 3: curves carry their band (min_loss, max_loss); effects their variance
   // explained, confounding and balance; runs their Pareto membership and diagnostics;
   // layout sets the runs that differ by design; "baseline" the paired differences.
-  std::string j = kJsonReportStart + ("\"version\":3,\"title\":" + jstr(m.title));
+  // Version 4: groups carry their legend label; effects whether they were binned and
+  // their rank correlation, with the model's importance_method; charts their labels and
+  // facet_by; classes_matter, throughput_varies_with and long_values; the search its keys,
+  // trials and (halving) rungs and paths.
+  std::string j = kJsonReportStart + ("\"version\":4,\"title\":" + jstr(m.title));
   j += ",\"summary\":{\"runs\":" + jint(int64_t(m.total)) + ",\"completed\":" + jint(int64_t(m.completed)) +
        ",\"diverged\":" + jint(int64_t(m.diverged)) + ",\"stopped\":" + jint(int64_t(m.stopped)) +
        ",\"failed\":" + jint(int64_t(m.failed)) + ",\"interrupted\":" + jint(int64_t(m.interrupted)) +
@@ -160,16 +164,48 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
       points.push_back("{\"compute_steps\":" + jnum(pt.compute) + ",\"best\":" + jnum(pt.best) +
                        ",\"label\":" + jstr(pt.label) + "}");
     for (const auto& d : m.search.decisions) decisions.push_back(jstr(d));
+    std::vector<std::string> keys, trials, rungs, paths;
+    for (const auto& k : m.search.keys) keys.push_back(jstr(k));
+    for (const auto& t : m.search.trials) {
+      std::vector<std::string> ids;
+      for (const auto& id : t.run_ids) ids.push_back(jstr(id));
+      trials.push_back("{\"label\":" + jstr(t.label) + ",\"inputs\":" + jstr(t.inputs) + ",\"runs\":" + jlist(ids) +
+                       "}");
+    }
+    for (const auto& r : m.search.rungs)
+      rungs.push_back("{\"bracket\":" + jint(int64_t(r.bracket)) + ",\"rung\":" + jint(int64_t(r.rung)) +
+                      ",\"steps\":" + jint(r.steps) + ",\"trials\":" + jint(int64_t(r.trials)) +
+                      ",\"promoted\":" + jint(int64_t(r.promoted)) + ",\"steps_spent\":" + jnum(r.steps_spent) + "}");
+    for (const auto& p : m.search.paths) {
+      std::vector<std::string> pts;
+      for (const auto& [steps, v] : p.points) pts.push_back("[" + jint(steps) + "," + jnum(v) + "]");
+      paths.push_back("{\"trial\":" + jint(int64_t(p.trial)) + ",\"bracket\":" + jint(int64_t(p.bracket)) +
+                      ",\"points\":" + jlist(pts) + ",\"fate\":" + jstr(p.fate) +
+                      ",\"last_rung\":" + jint(int64_t(p.last_rung)) + "}");
+    }
     j += ",\"search\":{\"kind\":" + jstr(m.search.kind) + ",\"metric\":" + jstr(m.search.metric) +
-         ",\"mode\":" + jstr(m.search.mode) + ",\"best_so_far\":" + jlist(points) +
+         ",\"mode\":" + jstr(m.search.mode) + ",\"keys\":" + jlist(keys) + ",\"best_so_far\":" + jlist(points) +
+         ",\"trials\":" + jlist(trials) + ",\"rungs\":" + jlist(rungs) + ",\"paths\":" + jlist(paths) +
          ",\"decisions\":" + jlist(decisions) + "}";
   }
   for (const auto& k : m.varying) strs.push_back(jstr(k));
   j += ",\"varying\":" + jlist(strs);
   strs.clear();
   for (const auto& k : m.columns) strs.push_back(jstr(k));
-  j += ",\"columns\":" + jlist(strs) + ",\"group_by\":" + jstr(m.group_by);
-  for (const auto& g : m.groups) groups.push_back(json_group(sweep, m, g));
+  j += ",\"columns\":" + jlist(strs) + ",\"group_by\":" + jstr(m.group_by) + ",\"facet_by\":" + jstr(m.facet_by);
+  strs.clear();
+  for (const auto& k : m.throughput_varies_with) strs.push_back(jstr(k));
+  j += ",\"classes_matter\":" + std::string(m.classes_matter ? "true" : "false") +
+       ",\"throughput_varies_with\":" + jlist(strs);
+  strs.clear();
+  for (const auto& l : m.long_values)
+    strs.push_back("{\"key\":" + jstr(l.key) + ",\"value\":" + jstr(l.value) + ",\"alias\":" + jstr(l.alias) + "}");
+  j += ",\"long_values\":" + jlist(strs);
+  for (size_t g = 0; g < m.groups.size(); ++g) {
+    std::string one = json_group(sweep, m, m.groups[g]);
+    one.insert(1, "\"label\":" + jstr(g < m.group_labels.size() ? m.group_labels[g] : "") + ",");
+    groups.push_back(std::move(one));
+  }
   j += ",\"groups\":" + jlist(groups);
   for (size_t i = 0; i < sweep.runs.size(); ++i) runs.push_back(json_run(sweep, m, x, i));
   j += ",\"runs\":" + jlist(runs);
@@ -180,11 +216,14 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
                        ",\"mean_objective\":" + jnum(e.means[i]) + "}");
     std::vector<std::string> with;
     for (const auto& k : e.confounded_with) with.push_back(jstr(k));
-    effects.push_back("{\"key\":" + jstr(e.key) + ",\"spread\":" + jnum(e.spread) +
-                      ",\"variance_explained\":" + jnum(e.importance) + ",\"changes_together_with\":" + jlist(with) +
-                      ",\"balanced\":" + (e.balanced ? "true" : "false") + ",\"levels\":" + jlist(levels) + "}");
+    effects.push_back(
+        "{\"key\":" + jstr(e.key) + ",\"spread\":" + jnum(e.spread) + ",\"variance_explained\":" + jnum(e.importance) +
+        ",\"importance\":" + jnum(e.importance) + ",\"binned\":" + (e.binned ? "true" : "false") +
+        ",\"rank_correlation\":" + jnum(e.rank_correlation) + ",\"changes_together_with\":" + jlist(with) +
+        ",\"balanced\":" + (e.balanced ? "true" : "false") + ",\"levels\":" + jlist(levels) + "}");
   }
-  j += ",\"effects\":" + jlist(effects);
+  j += ",\"importance_method\":" + jstr(m.rank_importance ? "rank_eta_squared" : "eta_squared") +
+       ",\"effects\":" + jlist(effects);
   for (const auto& c : m.classes)
     classes.push_back("{\"name\":" + jstr(c.name) + ",\"runs\":" + jrun_ids(sweep, c.runs) + "}");
   j += ",\"classes\":" + jlist(classes);
@@ -212,7 +251,9 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
   for (const auto& c : m.charts) {
     std::vector<std::string> gs;
     for (size_t g : c.groups) gs.push_back(jint(int64_t(g)));
-    charts.push_back("{\"title\":" + jstr(c.title) + ",\"groups\":" + jlist(gs) + "}");
+    std::vector<std::string> labels;
+    for (const auto& l : c.labels) labels.push_back(jstr(l));
+    charts.push_back("{\"title\":" + jstr(c.title) + ",\"groups\":" + jlist(gs) + ",\"labels\":" + jlist(labels) + "}");
   }
   j += ",\"charts\":" + jlist(charts);
   for (const auto& e : m.environment) {

@@ -88,40 +88,46 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
        seconds(m.train_time_s) + " (summed over runs).\n\n";
   if (!sweep.runs.empty()) {
     s += "## Results\n\n";
-    std::vector<std::string> head;
-    for (const auto& k : m.columns) head.push_back(md(k));
     const std::string objective = objective_title(m);
-    for (const std::string& h :
-         {std::string("runs"), objective + " (mean ± std over seeds)", std::string("best loss"),
-          std::string("best eval loss"), std::string("tokens/s (median)"), std::string("memory per rank"),
-          std::string("status"), std::string("health"), std::string("reproducibility class")})
+    std::vector<std::string> head = {md(objective + " (mean ± std over seeds)")};
+    for (const auto& k : m.columns) head.push_back(md(k));
+    for (const char* h :
+         {"runs", "health", "best loss", "best eval loss", "tokens/s (median)", "memory per rank", "status"})
       head.push_back(md(h));
+    if (m.classes_matter) head.push_back("reproducibility class");
     s += md_header(head);
     for (const auto& g : m.groups) {
-      std::vector<std::string> row;
-      for (const auto& kv : g.values) row.push_back(md(kv.second));
-      std::string classes;
-      for (size_t i : g.runs) classes += (classes.empty() ? "" : " ") + m.classes[m.runs[i].equivalence].name;
+      std::vector<std::string> row = {md(objective_cell(m, g))};
+      for (const auto& kv : g.values) row.push_back(md(shown_value(m, kv.first, kv.second)));
       const std::string health = group_health(m, g);
-      for (const std::string& c : {std::to_string(g.runs.size()), md(objective_cell(m, g)), g6(g.best_loss),
-                                   g6(g.best_eval_loss), g6(g.tokens_per_s), mib(g.memory_bytes), md(g.status),
-                                   health.empty() ? "ok" : "**" + md(health) + "**", classes})
+      for (const std::string& c :
+           {std::to_string(g.runs.size()), health.empty() ? "ok" : "**" + md(health) + "**", g6(g.best_loss),
+            g6(g.best_eval_loss), g6(g.tokens_per_s), mib(g.memory_bytes), md(g.status)})
         row.push_back(c);
+      if (m.classes_matter) {
+        std::string classes;
+        for (size_t i : g.runs) classes += (classes.empty() ? "" : " ") + m.classes[m.runs[i].equivalence].name;
+        row.push_back(classes);
+      }
       s += md_row(row);
     }
     s += "\nBest " + md(objective) +
          " first (the final eval loss of a run that evaluated held-out data, else the mean "
          "training loss of its last " +
          std::to_string(kLossWindow) + " steps).\n";
+    if (!m.long_values.empty()) {
+      s += "\nValues too long for the table:\n\n" + md_header({"shown as", "key", "value"});
+      for (const auto& l : m.long_values) s += md_row({md(l.alias), md(l.key), md(l.value)});
+    }
     s += "\n## Loss curves\n\nMean loss over the runs of each group at the first, quartile and last steps.\n\n";
     for (const auto& c : m.charts) {
       s += "### " + md(c.title) + "\n\n" + md_header({"group", "step: loss"});
-      for (size_t gi : c.groups) {
-        const RunGroup& g = m.groups[gi];
+      for (size_t j = 0; j < c.groups.size(); ++j) {
+        const RunGroup& g = m.groups[c.groups[j]];
         std::string pts;
         for (size_t k : curve_samples(g.curve_steps.size()))
           pts += (pts.empty() ? "" : ", ") + std::to_string(g.curve_steps[k]) + ": " + g6(g.curve_loss[k]);
-        s += md_row({md(values_text(g).empty() ? "all" : values_text(g)), pts.empty() ? "no finite loss" : pts});
+        s += md_row({md(j < c.labels.size() ? c.labels[j] : values_text(g)), pts.empty() ? "no finite loss" : pts});
       }
       s += "\n";
     }
@@ -132,12 +138,13 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
            "quartile and last steps that recorded it.\n\n";
       for (const std::string& name : curves) {
         s += "### " + md(name) + "\n\n" + md_header({"group", "step: " + md(name)});
-        for (const RunGroup& g : m.groups) {
-          const Curve c = metric_curve(sweep.runs, g.runs, name);
+        for (size_t gi = 0; gi < m.groups.size(); ++gi) {
+          const Curve c = metric_curve(sweep.runs, m.groups[gi].runs, name);
           std::string pts;
           for (size_t k : curve_samples(c.steps.size()))
             pts += (pts.empty() ? "" : ", ") + std::to_string(c.steps[k]) + ": " + g6(c.mean[k]);
-          s += md_row({md(values_text(g).empty() ? "all" : values_text(g)), pts.empty() ? "none recorded" : pts});
+          s += md_row({md(gi < m.group_labels.size() ? m.group_labels[gi] : values_text(m.groups[gi])),
+                       pts.empty() ? "none recorded" : pts});
         }
         s += "\n";
       }
@@ -159,17 +166,25 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
       s += "\n";
     }
     s += "## Effect of each axis on the " + md(objective) + "\n\n" +
-         md_header({"axis", "spread of means", "variance explained", "value", "runs", "mean " + md(objective)});
-    for (const auto& e : m.effects)
+         md_header({"axis", "spread of means",
+                    m.rank_importance ? "importance (rank eta squared)" : "variance explained",
+                    m.rank_importance ? "value or bin" : "value", "runs", "mean " + md(objective)});
+    for (const auto& e : m.effects) {
+      const std::string rho = m.rank_importance ? rho_text(e) : "";
+      const std::string notes = md(effect_notes(e, m.rank_importance)) + (rho.empty() ? "" : "; " + rho);
       for (size_t i = 0; i < e.values.size(); ++i)
-        s += md_row({i ? "" : md(e.key), i ? "" : g6(e.spread), i ? "" : md(effect_notes(e)), md(e.values[i]),
+        s += md_row({i ? "" : md(e.key), i ? "" : g6(e.spread), i ? "" : notes, md(e.values[i]),
                      std::to_string(e.counts[i]), g6(e.means[i])});
-    s += "\n" + md(kImportanceMethod) + "\n";
+    }
+    s += "\n" + md(importance_method(m)) + "\n";
     std::string front;
     for (size_t i = 0; i < m.runs.size(); ++i)
       if (m.runs[i].pareto)
         front += md_row({md(sweep.runs[i].run_id), g6(m.runs[i].objective), g6(m.runs[i].tokens_per_s_median)});
-    if (!front.empty())
+    if (m.throughput_varies_with.empty())
+      s += "\nThroughput: no key that changes it by design varies (precision, layout, kernels, model size); the "
+           "differences in tokens/s are the machine's noise, so no Pareto front is given.\n";
+    else if (!front.empty())
       s += "\n## Pareto front\n\nRuns no other run beats on both the " + md(objective) + " and tokens/s.\n\n" +
            md_header({"run", md(objective), "tokens/s (median)"}) + front;
     s += "\n## Diagnostics\n\n" + md_header({"run", "steps clipped", "steps skipped", "slowest rank", "ZeRO stage"});
@@ -180,18 +195,23 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
            f.slowest_rank < 0 ? "-" : "rank " + std::to_string(f.slowest_rank) + " (" + g6(f.slowest_rank_ratio) + "x)",
            md(report_value(sweep.runs[i], "dist.zero_stage"))});
     }
-    s += "\n## Reproducibility\n\nClasses of runs with identical checksum trajectories (classes of one run are not "
-         "listed).\n\n";
-    s += md_header({"class", "runs", "final params checksum", "run ids"});
-    for (const auto& c : m.classes)
-      if (c.runs.size() > 1)
-        s += md_row(
-            {c.name, std::to_string(c.runs.size()), final_checksum(sweep.runs[c.runs[0]]), md_ids(sweep, c.runs)});
-    s += "\nRuns that should be identical (they differ only in layout keys with the same global batch):\n\n";
-    s += md_header({"verdict", "runs", "first difference", "same math, other bits by design"});
-    for (const auto& ls : m.layout_sets)
-      s += md_row({ls.identical ? "identical" : "**NOT IDENTICAL**", md_ids(sweep, ls.runs), md(ls.first_difference),
-                   ls.by_design.empty() ? "" : md_ids(sweep, ls.by_design) + ": " + md(ls.by_design_note)});
+    if (!m.classes_matter) {
+      s += "\n## Reproducibility\n\nEvery run has a checksum trajectory of its own and no runs differ only in "
+           "layout, so nothing is held to identity.\n";
+    } else {
+      s += "\n## Reproducibility\n\nClasses of runs with identical checksum trajectories (classes of one run are "
+           "not listed).\n\n";
+      s += md_header({"class", "runs", "final params checksum", "run ids"});
+      for (const auto& c : m.classes)
+        if (c.runs.size() > 1)
+          s += md_row(
+              {c.name, std::to_string(c.runs.size()), final_checksum(sweep.runs[c.runs[0]]), md_ids(sweep, c.runs)});
+      s += "\nRuns that should be identical (they differ only in layout keys with the same global batch):\n\n";
+      s += md_header({"verdict", "runs", "first difference", "same math, other bits by design"});
+      for (const auto& ls : m.layout_sets)
+        s += md_row({ls.identical ? "identical" : "**NOT IDENTICAL**", md_ids(sweep, ls.runs), md(ls.first_difference),
+                     ls.by_design.empty() ? "" : md_ids(sweep, ls.by_design) + ": " + md(ls.by_design_note)});
+    }
     if (!m.determinism_costs.empty()) {
       s += "\nWhat determinism costs (runs that differ only in train.deterministic; tokens/s median, and the "
            "deterministic step time over the benchmark step time):\n\n";
@@ -207,8 +227,9 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
     for (const std::string& h :
          {std::string("steps"), std::string("final loss"), "train loss (last " + std::to_string(kLossWindow) + ")",
           std::string("final eval loss"), std::string("best eval loss (step)"), std::string("tokens/s (median)"),
-          std::string("health"), std::string("params checksum"), std::string("class")})
+          std::string("health"), std::string("params checksum")})
       head.push_back(md(h));
+    if (m.classes_matter) head.emplace_back("class");
     s += md_header(head);
     std::string flags;
     for (size_t i = 0; i < sweep.runs.size(); ++i) {
@@ -220,9 +241,9 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
       for (const std::string& c :
            {std::to_string(r.steps.size()), g6(f.final_loss), g6(f.train_loss_end), g6(f.final_eval_loss),
             f.best_eval_step < 0 ? "-" : g6(f.best_eval_loss) + " (" + std::to_string(f.best_eval_step) + ")",
-            g6(f.tokens_per_s_median), health.empty() ? "ok" : "**" + md(health) + "**", final_checksum(r),
-            m.classes[f.equivalence].name})
+            g6(f.tokens_per_s_median), health.empty() ? "ok" : "**" + md(health) + "**", final_checksum(r)})
         row.push_back(c);
+      if (m.classes_matter) row.push_back(m.classes[f.equivalence].name);
       s += md_row(row);
       for (const auto& h : f.health) flags += md_row({md(r.run_id), md(h.name), md(h.detail)});
     }
@@ -241,6 +262,14 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
     if (!m.search.best_so_far.empty()) {
       s += md_row({"after", "training steps spent", "best " + md(m.search.metric)}) + md_row({"---", "---:", "---:"});
       for (const auto& pt : m.search.best_so_far) s += md_row({md(pt.label), g6(pt.compute), g6(pt.best)});
+      s += "\n";
+    }
+    if (!m.search.rungs.empty()) {
+      s += "Each rung of successive halving (a promoted run resumes, so a rung spends only the steps it adds):\n\n" +
+           md_header({"bracket", "rung", "steps", "trials", "promoted", "steps spent (all runs)"});
+      for (const auto& r : m.search.rungs)
+        s += md_row({std::to_string(r.bracket), std::to_string(r.rung), std::to_string(r.steps),
+                     std::to_string(r.trials), std::to_string(r.promoted), g6(r.steps_spent)});
       s += "\n";
     }
     std::string text;

@@ -1,8 +1,9 @@
 // The HTML report's plots as inline SVG: line charts of a per-step figure (a mean curve
-// per group with its band, reference lines, a shared scale across small multiples,
-// outliers drawn clipped), a parallel-coordinates plot of all runs, and a scatter with its
-// Pareto front. Every string given here is plain text; these functions escape it. Internal
-// to sweep_results.
+// per group with its band, each curve labelled at its end, reference lines, a shared scale
+// across small multiples, outliers drawn clipped) with their legend, a parallel-coordinates
+// plot of all runs that fits the page, the objective against one parameter (a slice), and a
+// scatter with its Pareto front. Every string given here is plain text; these functions
+// escape it. Internal to sweep_results.
 #pragma once
 
 #include <cmath>  // INFINITY
@@ -19,9 +20,11 @@ std::string coord(double v);
 /// One curve of a line chart.
 struct Series {
   std::string label;                 ///< its whole name: the tooltip
-  std::string legend;                ///< what the legend says (only what differs)
+  std::string legend;                ///< what the legend and its end label say (only what differs)
   std::vector<double> x, y, lo, hi;  ///< lo and hi: the band around y (empty: none)
   bool sets_scale = true;            ///< false for a diverged curve: drawn clipped, not scaling
+  std::string colour;                ///< "" = the palette's, by the curve's place
+  double width = 1.5;                ///< stroke width
 };
 
 /// A horizontal reference line (a clip threshold, zero), labelled at its right end.
@@ -36,6 +39,7 @@ struct LineChart {
   std::string y_label;
   std::vector<Series> series;
   std::vector<RefLine> lines;
+  bool end_labels = true;  ///< with two or more curves, name each at its end (right of the plot)
 };
 
 /// The scale some charts share (the --group-by panels, so that they compare).
@@ -49,17 +53,31 @@ struct Scale {
 /// that set the scale (their bands included) and the reference lines.
 Scale shared_scale(const std::vector<const LineChart*>& charts);
 
+/// Past this many characters a curve's end label is its number in the legend ("3").
+constexpr size_t kEndLabelMax = 40;
+
 /// The chart as an <svg> element (or a sentence when nothing is finite): gridlines and
-/// labelled ticks on both axes (text class "tick x" and "tick y"), a translucent band per
-/// series, dashed reference lines, clipped points marked at the edge with a note, and a
-/// legend below.
+/// labelled ticks on both axes (text class "tick x" and "tick y"), each curve in a group
+/// of its own (class "s": hovering one fades the others) with its translucent band, its
+/// name at its end (class "end", moved apart so none overlaps, a leader line back to the
+/// curve), dashed reference lines, and clipped points marked at the edge.
 std::string svg_line_chart(const LineChart& chart, const Scale& scale);
 
+/// The chart's legend as an HTML list that wraps rather than cuts: each curve's swatch
+/// (its colour and dash, class "swatch") and legend; numbered where an end label is a
+/// number. Then one line per curve drawn clipped. "" for a chart of one unnamed curve.
+std::string html_legend(const LineChart& chart, const Scale& scale);
+
+/// svg_line_chart and html_legend in a <figure class="chart">.
+std::string chart_figure(const LineChart& chart, const Scale& scale);
+
 /// One axis of a parallel-coordinates plot: its values are either categories (placed
-/// evenly in the given order) or numbers (a nice-tick axis).
+/// evenly in the given order) or numbers (a nice-tick axis, or decades when `log`).
 struct ParallelAxis {
-  std::string name;
+  std::string name;                     ///< as the axis is labelled (a short key name)
+  std::string title;                    ///< its tooltip (the whole key)
   std::vector<std::string> categories;  ///< non-empty: a categorical axis
+  bool log = false;                     ///< a numeric axis over decades (values > 0)
 };
 
 /// One line of it: a category index per categorical axis, a number per numeric axis.
@@ -69,10 +87,26 @@ struct ParallelLine {
   bool highlight = false;      ///< drawn on top, thicker (the best)
 };
 
+/// Widest a plot may be (SVG units = CSS px): what a 1400 px window shows beside the margins.
+constexpr double kMaxPlotWidth = 1240;
+
 /// Lines coloured from good (dark blue) to bad (light orange) by their value on the last
-/// axis, where lower is better.
+/// axis, where lower is better. The axes share at most kMaxPlotWidth; names that would
+/// meet are set on two rows.
 std::string svg_parallel(const std::vector<ParallelAxis>& axes, const std::vector<ParallelLine>& lines,
                          const std::string& title);
+
+/// One point of a slice plot: a run's value of one parameter and its objective.
+struct SlicePoint {
+  std::string label;  ///< tooltip
+  double x = 0;       ///< the value, or the category's index
+  double y = 0;       ///< the objective
+  double order = 0;   ///< in [0, 1]: when it ran among the trials (light first, dark last)
+  bool best = false;  ///< ringed
+};
+
+/// The objective against one parameter: a numeric x axis (log when `log`), or categories.
+std::string svg_slice(const std::vector<SlicePoint>& points, const ParallelAxis& x, const std::string& y_label);
 
 struct ScatterPoint {
   std::string label;  ///< tooltip

@@ -2,6 +2,7 @@
 // harness: `draw` lines of kind random, `trial ... batch` lines of kind tpe, `trial` and
 // `bracket ... rung` lines of kind halving) with the records' steps and objectives.
 #include <cmath>
+#include <cstdint>  // SIZE_MAX
 #include <cstdlib>
 #include <map>
 #include <sstream>
@@ -72,10 +73,27 @@ SearchProgress search_progress(const std::string& log, const std::vector<Record>
       p.kind = words[1];
       p.metric = header_value(words, "metric", p.kind == "halving" ? "train_loss_end" : "objective");
       p.mode = header_value(words, "mode", "min");
+      for (std::string keys = header_value(words, "keys", ""); !keys.empty();) {
+        const size_t comma = keys.find(',');
+        p.keys.push_back(keys.substr(0, comma));
+        keys = comma == std::string::npos ? "" : keys.substr(comma + 1);
+      }
       header = true;
       continue;
     }
     p.decisions.push_back(line);
+  }
+  for (const std::string& d : p.decisions) {  // the trials, in the log's order
+    const bool draw = d.rfind("draw ", 0) == 0, trial = d.rfind("trial ", 0) == 0;
+    if ((!draw && !trial) || d.find(" ->") == std::string::npos) continue;
+    const auto w = split_words(d);
+    if (w.size() < 2) continue;
+    const size_t colon = d.find(": "), arrow = d.find(" ->");
+    const std::string inputs =
+        colon != std::string::npos && colon < arrow ? d.substr(colon + 2, arrow - colon - 2) : "";
+    p.trials.push_back({w[0] + " " + w[1].substr(0, w[1].find(':')), inputs, ids_after_arrow(d)});
+    if (p.keys.empty())
+      for (const std::string& kv : split_words(inputs)) p.keys.push_back(kv.substr(0, kv.find('=')));
   }
   const double sign = p.mode == "max" ? -1 : 1;
   double compute = 0, best = INFINITY;  // best: sign x metric, lower is better
@@ -113,6 +131,7 @@ SearchProgress search_progress(const std::string& log, const std::vector<Record>
             {compute, sign * rung_best, rung + " (" + std::to_string(int64_t(rung_steps)) + " steps)"});
       rung.clear(), rung_best = INFINITY;
     };
+    std::map<std::string, size_t> path_of;  // "trial J" -> index into p.paths
     for (const std::string& d : p.decisions) {
       const auto w = split_words(d);
       if (w.size() >= 2 && w[0] == "trial" && d.find(" -> ") != std::string::npos) {
@@ -122,14 +141,38 @@ SearchProgress search_progress(const std::string& log, const std::vector<Record>
       // bracket B rung R steps S: rank K trial J METRIC=X verdict
       if (w.size() < 10 || w[0] != "bracket" || w[2] != "rung" || w[4] != "steps") continue;
       const std::string this_rung = "bracket " + w[1] + " rung " + w[3];
-      if (this_rung != rung) close_rung(), rung = this_rung;
+      const size_t bracket = size_t(std::atoll(w[1].c_str())), rung_index = size_t(std::atoll(w[3].c_str()));
+      if (this_rung != rung) {
+        close_rung(), rung = this_rung;
+        p.rungs.push_back({bracket, rung_index, std::atoll(w[5].c_str()), 0, 0, 0});
+      }
       const double steps = std::atof(w[5].c_str());
       const std::string trial = "trial " + w[9];
-      compute += (steps - reached[trial]) * double(runs_of_trial[trial]);
+      const double added = (steps - reached[trial]) * double(runs_of_trial[trial]);
+      compute += added;
       reached[trial] = steps;
       rung_steps = steps;
       const double v = metric_of(d, p.metric);
       if (std::isfinite(v) && sign * v < rung_best) rung_best = sign * v;
+      std::string verdict;
+      for (const char* word : {"best of bracket", "promoted", "stopped", "finished"})
+        if (d.size() >= std::string(word).size() &&
+            d.compare(d.size() - std::string(word).size(), std::string::npos, word) == 0)
+          verdict = word;
+      SearchProgress::Rung& r = p.rungs.back();
+      ++r.trials, r.steps_spent += added, r.promoted += verdict == "promoted" ? 1 : 0;
+      auto [at, fresh] = path_of.emplace(trial, p.paths.size());
+      if (fresh) {
+        SearchProgress::Path path;
+        path.trial = SIZE_MAX;
+        for (size_t t = 0; t < p.trials.size(); ++t)
+          if (p.trials[t].label == trial) path.trial = t;
+        path.bracket = bracket;
+        p.paths.push_back(path);
+      }
+      SearchProgress::Path& path = p.paths[at->second];
+      path.points.emplace_back(int64_t(steps), v);
+      path.fate = verdict, path.last_rung = rung_index;
     }
     close_rung();
   }

@@ -66,7 +66,7 @@ LAYOUT_PROBE = """<script>
 (function () {
   var out = {svgs: 0, no_ticks: [], outside: [], cells_overflow: [],
              page_width: document.documentElement.scrollWidth, window_width: window.innerWidth};
-  document.querySelectorAll("svg").forEach(function (svg, i) {
+  document.querySelectorAll("svg:not(.swatch)").forEach(function (svg, i) {  // not a legend swatch
     out.svgs++;
     var name = (svg.getAttribute("aria-label") || ("svg " + i)).slice(0, 60);
     var x = svg.querySelectorAll("text.tick.x").length, y = svg.querySelectorAll("text.tick.y").length;

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -30,8 +32,15 @@ size_t count(const std::string& hay, const std::string& needle) {
   return n;
 }
 
+// The first plot of a page (legend swatches are SVGs too, but no plots).
 std::string svg_part(const std::string& html) {
-  size_t a = html.find("<svg"), b = html.find("</svg>");
+  size_t a = html.find("<svg class=\"lines\""), b = html.find("</svg>", a);
+  return a == std::string::npos || b == std::string::npos ? "" : html.substr(a, b - a);
+}
+
+// The first chart with its legend.
+std::string figure_part(const std::string& html) {
+  size_t a = html.find("<figure class=\"chart\">"), b = html.find("</figure>", a);
   return a == std::string::npos || b == std::string::npos ? "" : html.substr(a, b - a);
 }
 
@@ -186,7 +195,7 @@ TEST_F(ReportTest, RenderHtmlShowsRunsAndEscapesUserStrings) {
   EXPECT_NE(html.find("1.75"), std::string::npos);
   EXPECT_NE(html.find("0123456789abcdf1"), std::string::npos);  // last checksum of run-a
   EXPECT_NE(html.find("<svg"), std::string::npos);
-  EXPECT_EQ(count(svg_part(html), "<polyline"), 2u);  // the loss chart
+  EXPECT_EQ(count(svg_part(html), "<polyline stroke="), 2u);  // the loss chart's curves
   EXPECT_NE(html.find("2 runs, 0 problems"), std::string::npos);
   EXPECT_EQ(html.find("http://"), std::string::npos);
   EXPECT_EQ(html.find("https://"), std::string::npos);
@@ -225,9 +234,11 @@ TEST(RenderHtml, ChartSurvivesDegenerateRuns) {
   // Every finite loss is 0.5, so the loss axis has zero width; no coordinate may be NaN.
   EXPECT_EQ(svg.find("nan"), std::string::npos);
   EXPECT_EQ(svg.find("inf"), std::string::npos);
-  EXPECT_EQ(count(svg, "<polyline"), 1u);  // only "bad" keeps two finite points
-  EXPECT_EQ(count(svg, "<circle"), 1u);    // "single" is drawn as a dot
-  for (const char* id : {"empty", "single", "bad", "unplotted"}) EXPECT_NE(svg.find(id), std::string::npos) << id;
+  EXPECT_EQ(count(svg, "<polyline stroke="), 1u);  // only "bad" keeps two finite points
+  EXPECT_EQ(count(svg, "<circle"), 1u);            // "single" is drawn as a dot
+  const std::string figure = figure_part(html);    // the legend names every curve, drawn or not
+  for (const char* id : {"empty", "single", "bad", "unplotted"}) EXPECT_NE(figure.find(id), std::string::npos) << id;
+  EXPECT_EQ(count(figure, "no finite value"), 2u);
   EXPECT_NE(html.find("<td class=\"num\">-</td>"), std::string::npos);  // no final loss for "empty"
 
   // One run with one step: both axes have zero width.
@@ -250,11 +261,16 @@ TEST(RenderHtml, ManyRunsCycleThePaletteWithDashes) {
   SweepRecords s;
   for (int i = 0; i < 14; ++i)
     s.runs.push_back(make_record("r" + std::to_string(i), {{"seed", std::to_string(i)}}, {1.0 + i, 0.5}));
-  std::string svg = svg_part(render_html("many", s));
-  EXPECT_EQ(count(svg, "<polyline"), 14u);
-  EXPECT_EQ(count(svg, "stroke-dasharray"), 4u);  // curves 13 and 14 and their two legend swatches
-  // The legend names the key that differs, not the run ids (those are in the tooltips).
-  EXPECT_NE(svg.find(">seed=13<title>r13"), std::string::npos);
+  const std::string html = render_html("many", s);
+  std::string svg = svg_part(html);
+  EXPECT_EQ(count(svg, "<polyline stroke="), 14u);
+  EXPECT_EQ(count(svg, "stroke-dasharray"), 2u);                // curves 13 and 14
+  EXPECT_EQ(count(figure_part(html), "stroke-dasharray"), 4u);  // and their legend swatches
+  // Each curve is named at its end by the key that differs, not the run ids (those are in
+  // the tooltips), and so is its legend entry.
+  EXPECT_NE(svg.find("class=\"end\">seed=13<title>r13"), std::string::npos);
+  EXPECT_NE(figure_part(html).find("<li title=\"r13 (seed=13)\">"), std::string::npos);
+  EXPECT_EQ(count(svg, "class=\"end\""), 14u);
 }
 
 // The y tick labels of one chart (right-aligned tick texts), as numbers.
@@ -307,7 +323,7 @@ TEST(RenderHtml, GroupByPanelsShareOneYRange) {
   ReportOptions opt;
   opt.group_by = "model.dim";
   std::string html = render_html(s, build_report("panels", s, opt));
-  const size_t second = html.find("<svg", html.find("<svg") + 1);
+  const size_t second = html.find("<svg class=\"lines\"", html.find("<svg class=\"lines\"") + 1);
   ASSERT_NE(second, std::string::npos);
   std::vector<double> first_ticks = y_ticks(svg_part(html)), second_ticks = y_ticks(svg_part(html.substr(second)));
   EXPECT_GE(first_ticks.size(), 4u);
@@ -376,7 +392,8 @@ TEST(BuildReport, GroupsSeedsAndComputesTheirFigures) {
   const std::string html = render_html(s, ms);
   const size_t curves = html.find("<h2>Loss curves</h2>");
   ASSERT_NE(curves, std::string::npos);
-  EXPECT_EQ(count(html.substr(curves, html.find("<h2>", curves + 1) - curves), "<svg"), 2u);  // one per panel
+  EXPECT_EQ(count(html.substr(curves, html.find("<h2>", curves + 1) - curves), "<svg class=\"lines\""),
+            2u);  // one per panel
   EXPECT_NE(html.find("<h3>train.seed = 1</h3>"), std::string::npos);
 }
 
@@ -405,7 +422,7 @@ TEST(BuildReport, GroupsAreRankedByTheirObjectiveAndFlaggedRunsAreProblems) {
   EXPECT_NE(md.find("| c | completed | 0.3 | 2 | - | 3 | - | - | - | **nonfinite\\_loss** |"), std::string::npos) << md;
   const std::string html = render_html(s, m);
   EXPECT_NE(html.find("<span class=\"flag\">nonfinite_loss</span>"), std::string::npos);
-  EXPECT_NE(html.find("<th>objective (mean &#177; std over seeds)</th>"), std::string::npos);
+  EXPECT_NE(html.find("<th class=\"obj\">objective (mean &#177; std over seeds)</th>"), std::string::npos);
   const std::string csv = render_report(s, m, ReportFormat::csv);
   EXPECT_NE(csv.find(",nonfinite_loss,\"nonfinite_loss: 1 of 2 steps had a non-finite loss"), std::string::npos) << csv;
   const std::string json = render_report(s, m, ReportFormat::json);
@@ -677,7 +694,9 @@ TEST(BuildReport, ParetoFrontAndRunDiagnostics) {
   const double objective[] = {1.0, 2.0, 1.5, 2.5, 1.0};
   const double speed[] = {100, 300, 200, 250, 50};  // d is beaten by b; e by a
   for (int i = 0; i < 5; ++i) {
-    s.runs.push_back(make_record(std::string(1, char('a' + i)), {{"train.lr", std::to_string(i)}}, {objective[i]}));
+    // The micro-batch changes throughput by design: the trade-off is drawn.
+    s.runs.push_back(
+        make_record(std::string(1, char('a' + i)), {{"train.micro_batch", std::to_string(i + 1)}}, {objective[i]}));
     s.runs.back().steps[0].tokens = int64_t(speed[i]), s.runs.back().steps[0].step_time_s = 1;
   }
   Record& r = s.runs[0];
@@ -725,7 +744,7 @@ TEST(RenderHtml, EveryPlotHasTickLabelsOnBothAxesAndEscapesItsStrings) {
   const std::string evil = "<img src=x onerror=alert(1)>";
   for (int i = 0; i < 8; ++i) {
     s.runs.push_back(make_record("r" + std::to_string(i),
-                                 {{"train.lr", i % 2 ? "0.1" : "0.2"},
+                                 {{"train.precision", i % 2 ? "fp32" : "bf16"},
                                   {"model." + evil, (i / 2) % 2 ? evil : "plain"},
                                   {"train.seed", std::to_string(i / 4)},
                                   {"train.clip_norm", "1"}},
@@ -742,6 +761,7 @@ TEST(RenderHtml, EveryPlotHasTickLabelsOnBothAxesAndEscapesItsStrings) {
   size_t svgs = 0;
   for (size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1)) {
     const std::string svg = html.substr(at, html.find("</svg>", at) - at);
+    if (svg.rfind("<svg class=\"swatch\"", 0) == 0) continue;  // a legend's swatch
     ++svgs;
     EXPECT_GE(count(svg, "class=\"tick x\""), 2u) << svg.substr(0, 200);
     EXPECT_GE(count(svg, "class=\"tick y\""), 2u) << svg.substr(0, 200);
@@ -871,7 +891,7 @@ TEST(RenderFormats, CsvQuotesFieldsAndHasOneRowPerRun) {
 TEST(RenderFormats, JsonEscapesStringsAndWritesNullForNan) {
   SweepRecords s = hostile_sweep();
   const std::string json = render_report(s, build_report("t\"\\", s), ReportFormat::json);
-  EXPECT_EQ(json.rfind("{\"format\":\"sweep-report\",\"version\":3,\"title\":\"t\\\"\\\\\"", 0), 0u)
+  EXPECT_EQ(json.rfind("{\"format\":\"sweep-report\",\"version\":4,\"title\":\"t\\\"\\\\\"", 0), 0u)
       << json.substr(0, 80);
   EXPECT_NE(json.find("\"final_loss\":null"), std::string::npos);  // NaN is not JSON
   EXPECT_EQ(json.find("nan"), std::string::npos);
@@ -957,6 +977,25 @@ TEST(SearchProgress, HalvingSpendsOnlyEachRungsNewStepsAndShowsEachRungsBest) {
   EXPECT_EQ(p.best_so_far[1].compute, 36 + 2 * 12.0);  // two runs, 12 more steps each
   EXPECT_EQ(p.best_so_far[1].best, 1.25);
   EXPECT_EQ(p.decisions.size(), 9u);
+  // The rung picture: each rung's trials, promotions and new steps; each trial's path.
+  EXPECT_EQ(p.keys, std::vector<std::string>{"train.lr"});
+  ASSERT_EQ(p.trials.size(), 3u);
+  EXPECT_EQ(p.trials[1].label, "trial 1");
+  EXPECT_EQ(p.trials[1].inputs, "train.lr=2");
+  ASSERT_EQ(p.rungs.size(), 2u);
+  EXPECT_EQ(p.rungs[0].steps, 6);
+  EXPECT_EQ(p.rungs[0].trials, 3u);
+  EXPECT_EQ(p.rungs[0].promoted, 1u);
+  EXPECT_EQ(p.rungs[0].steps_spent, 36.0);
+  EXPECT_EQ(p.rungs[1].rung, 1u);
+  EXPECT_EQ(p.rungs[1].trials, 1u);
+  EXPECT_EQ(p.rungs[1].steps_spent, 24.0);
+  ASSERT_EQ(p.paths.size(), 3u);
+  EXPECT_EQ(p.paths[0].trial, 1u);  // in the order the log ranks them first
+  EXPECT_EQ(p.paths[0].fate, "best of bracket");
+  EXPECT_EQ(p.paths[0].points, (std::vector<std::pair<int64_t, double>>{{6, 2.5}, {18, 1.25}}));
+  EXPECT_EQ(p.paths[1].fate, "stopped");
+  EXPECT_TRUE(std::isnan(p.paths[2].points[0].second));  // failed: no metric
   // Logs name their metric now ("train_loss_end=2.5"); read the same.
   std::string named = log;
   for (size_t at; (at = named.find(" loss=")) != std::string::npos;) named.replace(at, 6, " train_loss_end=");
@@ -979,6 +1018,9 @@ TEST(SearchProgress, TpeAndRandomTakeTheBestSoFarInTheirDecisionOrder) {
   std::vector<ReportRun> figs(2);
   const SearchProgress t = search_progress(tpe, runs, figs);
   ASSERT_EQ(t.best_so_far.size(), 3u);
+  EXPECT_EQ(t.keys, std::vector<std::string>{"train.lr"});
+  ASSERT_EQ(t.trials.size(), 3u);
+  EXPECT_EQ(t.trials[1].run_ids, std::vector<std::string>{"00000000000000a2"});
   EXPECT_EQ(t.best_so_far[0].best, 10);  // tokens/s, higher is better
   EXPECT_EQ(t.best_so_far[1].best, 10);
   EXPECT_EQ(t.best_so_far[1].compute, 5);
@@ -1016,6 +1058,188 @@ TEST(BuildReport, EnvironmentKeysEmptyInEveryRunAreLeftOut) {
   std::vector<std::string> keys;
   for (const auto& e : m.environment) keys.push_back(e.key);
   EXPECT_EQ(keys, std::vector<std::string>{"git_commit"});
+}
+
+// ---------------------------------------------------------------- issue 38: reading at any size
+
+// splitmix64 in [0, 1): the same draws on every standard library.
+double unit_draw(uint64_t& state) {
+  uint64_t x = (state += 0x9e3779b97f4a7c15ULL);
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return double((x ^ (x >> 31)) >> 11) * 0x1.0p-53;
+}
+
+TEST(Importance, RankEtaSquaredQuantileBinsAndSpearmanHaveTheirKnownValues) {
+  // Two groups of four whose ranks do not overlap: H = 12/72 (10^2/4 + 26^2/4) - 27 = 16/3,
+  // so eta squared of H = (16/3 - 2 + 1) / (8 - 2) = 13/18.
+  EXPECT_NEAR(rank_eta_squared({1, 2, 3, 4, 5, 6, 7, 8}, {0, 0, 0, 0, 1, 1, 1, 1}), 13.0 / 18.0, 1e-12);
+  // Ranks only: any monotone change of the values gives the same.
+  EXPECT_NEAR(rank_eta_squared({1, 2, 3, 4, 50, 60, 700, 8000}, {0, 0, 0, 0, 1, 1, 1, 1}), 13.0 / 18.0, 1e-12);
+  // Groups that do not differ: 0 (chance alone would explain more); all equal: unknown.
+  EXPECT_EQ(rank_eta_squared({1, 8, 2, 7, 3, 6, 4, 5}, {0, 0, 0, 0, 1, 1, 1, 1}), 0.0);
+  EXPECT_TRUE(std::isnan(rank_eta_squared({1, 1, 1, 1}, {0, 0, 1, 1})));
+  EXPECT_TRUE(std::isnan(rank_eta_squared({1, 2, 3}, {0, 0, 0})));
+  // Quantile bins of equal counts; equal values share one.
+  EXPECT_EQ(quantile_bins({5, 1, 3, 2, 4, 6}, 3), (std::vector<size_t>{2, 0, 1, 0, 1, 2}));
+  EXPECT_EQ(quantile_bins({1, 1, 1, 1, 2, 3}, 3), (std::vector<size_t>{0, 0, 0, 0, 1, 1}));
+  EXPECT_EQ(midranks({10, 20, 20, 30}), (std::vector<double>{1, 2.5, 2.5, 4}));
+  EXPECT_DOUBLE_EQ(spearman({1, 2, 3, 4}, {1, 4, 9, 16}), 1.0);
+  EXPECT_DOUBLE_EQ(spearman({1, 2, 3, 4}, {4, 3, 2, 1}), -1.0);
+  EXPECT_TRUE(std::isnan(spearman({1, 2, 3}, {5, 5, 5})));
+}
+
+// A 40-trial search where one parameter decides the objective and two do not: the report
+// bins the continuous ones and ranks the planted parameter first, whether its effect goes
+// one way (clip_norm) or has its best in the middle (lr, where Spearman's rho sees ~0).
+TEST(Importance, ASearchRanksThePlantedParameterFirst) {
+  for (const std::string planted : {"train.lr", "train.clip_norm"}) {
+    SweepRecords s;
+    uint64_t state = 38;
+    for (int t = 0; t < 40; ++t) {
+      const double log_lr = -3 + 1.5 * unit_draw(state), clip = 0.25 + 1.75 * unit_draw(state);
+      const int warmup = 10 * int(5 * unit_draw(state));
+      const double noise = 0.02 * unit_draw(state);
+      const double objective = planted == "train.lr" ? 1.5 + std::pow(log_lr + 2.3, 2) + noise : 1.5 + clip + noise;
+      char lr[32], cn[32];
+      std::snprintf(lr, sizeof lr, "%.6g", std::pow(10.0, log_lr));
+      std::snprintf(cn, sizeof cn, "%.6g", clip);
+      s.runs.push_back(make_record(
+          "t" + std::to_string(t),
+          {{"train.lr", lr}, {"train.warmup", std::to_string(warmup)}, {"train.clip_norm", cn}}, {objective}));
+    }
+    const ReportModel m = build_report("search", s);
+    ASSERT_TRUE(m.rank_importance) << planted;
+    ASSERT_EQ(m.effects.size(), 3u);
+    std::map<std::string, const AxisEffect*> by_key;
+    for (const auto& e : m.effects) by_key[e.key] = &e;
+    EXPECT_EQ(m.effects[0].key, planted);
+    EXPECT_GT(m.effects[0].importance, 0.8) << planted;
+    EXPECT_LT(m.effects[1].importance, 0.2) << planted;
+    EXPECT_LT(m.effects[2].importance, 0.2) << planted;
+    EXPECT_TRUE(by_key["train.lr"]->binned);
+    EXPECT_TRUE(by_key["train.clip_norm"]->binned);
+    EXPECT_FALSE(by_key["train.warmup"]->binned);  // five values: each its own level
+    EXPECT_EQ(by_key["train.lr"]->values.size(), 5u);
+    EXPECT_TRUE(by_key["train.lr"]->confounded_with.empty());  // drawn apart, not together
+    if (planted == "train.lr") {
+      EXPECT_LT(std::abs(by_key["train.lr"]->rank_correlation), 0.5);  // a trend-only measure misses it
+    } else {
+      EXPECT_GT(by_key["train.clip_norm"]->rank_correlation, 0.9);
+    }
+    const std::string html = render_html(s, m);
+    EXPECT_NE(html.find("Kruskal-Wallis"), std::string::npos);
+    EXPECT_EQ(html.find("effects not separable"), std::string::npos);
+  }
+}
+
+TEST(Legends, ABaseWithOneChangePerKnobNamesOnlyTheChanges) {
+  SweepRecords s;
+  const std::map<std::string, std::string> base = {
+      {"train.precision", "fp32"}, {"train.clip_norm", "1"}, {"data.workers", "0"}, {"train.warmup", "6"}};
+  const std::vector<std::pair<std::string, std::string>> changes = {
+      {"", ""}, {"train.precision", "bf16"}, {"train.clip_norm", "0"}, {"data.workers", "2"}, {"train.warmup", "0"}};
+  for (size_t i = 0; i < changes.size(); ++i) {
+    auto config = base;
+    if (!changes[i].first.empty()) config[changes[i].first] = changes[i].second;
+    s.runs.push_back(make_record("r" + std::to_string(i), config, {2.0 - 0.1 * double(i)}));
+  }
+  const ReportModel m = build_report("tricks", s);
+  std::vector<std::string> labels = m.group_labels;
+  std::sort(labels.begin(), labels.end());
+  EXPECT_EQ(labels, (std::vector<std::string>{"base", "clip_norm=0", "precision=bf16", "warmup=0", "workers=2"}));
+  EXPECT_TRUE(m.facet_by.empty());
+  // A full grid names every key that varies (short), on every curve.
+  SweepRecords g;
+  for (const char* lr : {"0.1", "0.2"})
+    for (const char* clip : {"1", "2"})
+      g.runs.push_back(make_record(std::string("g") + lr + clip, {{"train.lr", lr}, {"train.clip_norm", clip}}, {1}));
+  const ReportModel mg = build_report("grid", g);
+  labels = mg.group_labels;
+  std::sort(labels.begin(), labels.end());
+  EXPECT_EQ(labels, (std::vector<std::string>{"clip_norm=1, lr=0.1", "clip_norm=1, lr=0.2", "clip_norm=2, lr=0.1",
+                                              "clip_norm=2, lr=0.2"}));
+  EXPECT_EQ(short_key_names({"train.lr", "model.lr", "train.warmup", "model.moe.top_k"}),
+            (std::vector<std::string>{"train.lr", "model.lr", "warmup", "top_k"}));
+}
+
+TEST(Legends, ManyGroupsOfAFullGridAreSplitIntoEvenPanels) {
+  SweepRecords s;
+  for (const char* lr : {"1e-3", "2e-3", "3e-3", "5e-3", "1e-2"})
+    for (const char* warmup : {"0", "10", "20"})
+      for (const char* clip : {"0.5", "1"})
+        s.runs.push_back(make_record(std::string("r") + lr + warmup + clip,
+                                     {{"train.lr", lr}, {"train.warmup", warmup}, {"train.clip_norm", clip}},
+                                     {1, 0.5}));
+  const ReportModel m = build_report("grid", s);
+  EXPECT_EQ(m.facet_by, "train.warmup");  // 3 panels of 10 (clip: 2 of 15, lr: 5 of 6)
+  ASSERT_EQ(m.charts.size(), 3u);
+  EXPECT_EQ(m.charts[1].title, "train.warmup = 10");
+  EXPECT_EQ(m.charts[1].groups.size(), 10u);
+  for (const auto& l : m.charts[1].labels) EXPECT_EQ(l.find("warmup"), std::string::npos) << l;
+  const std::string html = render_html(s, m);
+  EXPECT_NE(html.find("One panel per value of train.warmup"), std::string::npos);
+  // --group-by decides the panels itself.
+  ReportOptions opt;
+  opt.group_by = "train.lr";
+  const ReportModel by_lr = build_report("grid", s, opt);
+  EXPECT_TRUE(by_lr.facet_by.empty());
+  EXPECT_EQ(by_lr.charts.size(), 5u);
+}
+
+// A plain hyperparameter sweep: every run its own class, throughput differing by noise
+// alone; neither the class column nor the trade-off plot is shown. A layout pair brings the
+// classes back, a precision axis the plot.
+TEST(BuildReport, ClassesAndTheThroughputTradeOffOnlyWhereTheyMeanSomething) {
+  SweepRecords s;
+  for (int i = 0; i < 4; ++i) {
+    s.runs.push_back(
+        with_trajectory(make_record("r" + std::to_string(i), {{"train.lr", std::to_string(i + 1)}}, {2, 1}), i + 1));
+    for (auto& st : s.runs.back().steps) st.tokens = 100 + i, st.step_time_s = 1;
+  }
+  ReportModel m = build_report("plain", s);
+  EXPECT_FALSE(m.classes_matter);
+  EXPECT_TRUE(m.throughput_varies_with.empty());
+  std::string html = render_html(s, m);
+  EXPECT_EQ(html.find("reproducibility class"), std::string::npos);
+  EXPECT_EQ(html.find("<th>class</th>"), std::string::npos);
+  EXPECT_EQ(html.find("against throughput"), std::string::npos);
+  EXPECT_NE(html.find("no trade-off"), std::string::npos);
+  EXPECT_EQ(render_markdown(s, m).find("## Pareto front"), std::string::npos);
+
+  s.runs.push_back(with_trajectory(make_record("twin", layout("1", 2, 1), {2, 1}), 1));
+  s.runs.push_back(with_trajectory(make_record("base", layout("1", 1, 2), {2, 1}), 1));
+  for (auto& r : s.runs) r.config["train.precision"] = r.run_id == "r3" ? "bf16" : "fp32";
+  m = build_report("layout", s);
+  EXPECT_TRUE(m.classes_matter);
+  EXPECT_EQ(m.throughput_varies_with,
+            (std::vector<std::string>{"dist.reduction", "dist.world_size", "train.accum", "train.precision"}));
+  html = render_html(s, m);
+  EXPECT_NE(html.find("<th>reproducibility class</th>"), std::string::npos);
+  EXPECT_NE(html.find("Reproducibility class: runs whose parameter checksums agree"), std::string::npos);
+  EXPECT_NE(html.find("against throughput</h2>"), std::string::npos);
+}
+
+TEST(RenderHtml, LongValuesGoByAnAliasWithAKeyAndTheObjectiveComesFirst) {
+  SweepRecords s;
+  const std::string path = "/data/corpora/very/long/path/to/the/tokenised/shard-0001.bin";
+  s.runs.push_back(make_record("a", {{"data.path", path}, {"train.lr", "0.1"}}, {1.0}));
+  s.runs.push_back(make_record("b", {{"data.path", "short.bin"}, {"train.lr", "0.2"}}, {2.0}));
+  const ReportModel m = build_report("t", s);
+  ASSERT_EQ(m.long_values.size(), 1u);
+  EXPECT_EQ(m.long_values[0].alias, "#1");
+  EXPECT_EQ(shown_value(m, "data.path", path), "#1");
+  const std::string html = render_html(s, m);
+  const size_t results = html.find("<table class=\"results\">");
+  ASSERT_NE(results, std::string::npos);
+  const std::string table = html.substr(results, html.find("</table>", results) - results);
+  EXPECT_EQ(table.find(path + "<"), std::string::npos);  // in the cell's tooltip only
+  EXPECT_NE(table.find(">#1</td>"), std::string::npos);
+  EXPECT_LT(table.find("<th class=\"obj\">"), table.find("<th class=\"key\""));  // the objective first
+  EXPECT_NE(html.find("Values too long for the table and the legends"), std::string::npos);
+  EXPECT_NE(html.find(">" + path + "</td>"), std::string::npos);  // the key to the alias
+  // The legend names the value by its alias too.
+  EXPECT_NE(figure_part(html).find("path=#1"), std::string::npos);
 }
 
 }  // namespace

@@ -1,0 +1,30 @@
+// Pieces the HTML report's files share: a table cell, and the sections drawn in files of
+// their own (report_html_search.cpp). Internal to sweep_results.
+#pragma once
+
+#include <string>
+
+#include "report.h"
+#include "report_plots.h"  // ParallelAxis
+
+namespace sweep::report_html {
+
+/// A table cell of escaped text, with a class.
+inline std::string td(const std::string& escaped, const char* cls = nullptr) {
+  return cls ? "<td class=\"" + std::string(cls) + "\">" + escaped + "</td>" : "<td>" + escaped + "</td>";
+}
+
+/// A key's values as a plot axis named `name`: numbers on a numeric axis (over decades
+/// when they span more than a factor of 20, as a log-uniform draw does) when the effect
+/// binned them or there are more than kMaxLevels; else its effect's values as categories.
+report_plot::ParallelAxis key_axis(const SweepRecords& sweep, const AxisEffect& e, const std::string& name);
+
+/// A value's place on an axis of key_axis: its number, or its category's index.
+double axis_value(const report_plot::ParallelAxis& a, const std::string& v);
+
+/// A search: its best result against the compute it spent; for random and tpe the
+/// objective against each parameter (slices); for halving each trial through its rungs and
+/// the steps each rung spent; then every decision of search.log.
+std::string search_section(const SweepRecords& sweep, const ReportModel& m);
+
+}  // namespace sweep::report_html

@@ -1,0 +1,161 @@
+// The HTML report's search section: the best result against the compute spent; for a
+// random or tpe search the objective against each parameter (slices, lighter for earlier
+// trials); for successive halving every trial through the rungs it reached, and what each
+// rung spent; then every decision of search.log.
+#include <algorithm>  // find, min, max
+#include <cmath>      // isfinite
+#include <cstdio>     // snprintf
+#include <map>
+
+#include "report_format.h"
+#include "report_html_parts.h"
+#include "report_plots.h"
+
+namespace sweep::report_html {
+namespace {
+
+using namespace report_fmt;
+
+std::string best_so_far_chart(const SearchProgress& sp) {
+  if (sp.best_so_far.empty()) return "";
+  report_plot::LineChart c;
+  c.title = "best " + sp.metric + " against training steps spent";
+  c.x_label = "training steps spent (all runs)";
+  c.y_label = sp.metric + (sp.mode == "max" ? " (higher is better)" : " (lower is better)");
+  report_plot::Series s;
+  s.label = s.legend = sp.kind == "halving" ? "best of each rung, at its steps" : "best so far";
+  for (const auto& pt : sp.best_so_far) s.x.push_back(pt.compute), s.y.push_back(pt.best);
+  c.series.push_back(std::move(s));
+  return "<p>" +
+         html_escape(sp.kind == "halving"
+                         ? "Each point is a rung once it ran: the compute spent so far and the best " + sp.metric +
+                               " of that rung's trials after its steps (a promoted run resumes, so its earlier "
+                               "steps are not spent again)."
+                         : "Each point is a trial once it ran: the compute spent so far and the best " + sp.metric +
+                               " up to it.") +
+         "</p>\n" + report_plot::chart_figure(c, report_plot::shared_scale({&c}));
+}
+
+// The objective of every run against each searched key, coloured by when its trial ran.
+std::string slices(const SweepRecords& sweep, const ReportModel& m) {
+  const SearchProgress& sp = m.search;
+  std::vector<std::string> keys = sp.keys;
+  if (keys.empty())
+    for (const auto& k : m.columns) keys.push_back(k);
+  std::map<std::string, size_t> trial_of;  // run id -> its trial's place in the log
+  for (size_t t = 0; t < sp.trials.size(); ++t)
+    for (const auto& id : sp.trials[t].run_ids) trial_of.emplace(id, t);
+  size_t best = SIZE_MAX;
+  for (size_t i = 0; i < m.runs.size(); ++i)
+    if (std::isfinite(m.runs[i].objective) && (best == SIZE_MAX || m.runs[i].objective < m.runs[best].objective))
+      best = i;
+  const std::vector<std::string> names = short_key_names(keys);
+  std::string plots;
+  for (size_t k = 0; k < keys.size(); ++k) {
+    const auto e =
+        std::find_if(m.effects.begin(), m.effects.end(), [&](const AxisEffect& x) { return x.key == keys[k]; });
+    if (e == m.effects.end()) continue;  // the key did not vary
+    const report_plot::ParallelAxis axis = key_axis(sweep, *e, names[k]);
+    std::vector<report_plot::SlicePoint> points;
+    for (size_t i = 0; i < sweep.runs.size(); ++i) {
+      const std::string v = report_value(sweep.runs[i], keys[k]);
+      const auto t = trial_of.find(sweep.runs[i].run_id);
+      const double order =
+          t == trial_of.end() || sp.trials.size() < 2 ? 1 : double(t->second) / double(sp.trials.size() - 1);
+      points.push_back({sweep.runs[i].run_id + (t == trial_of.end() ? "" : " (" + sp.trials[t->second].label + ")") +
+                            ": " + keys[k] + "=" + v + ", " + objective_title(m) + " " + g6(m.runs[i].objective),
+                        axis_value(axis, v), m.runs[i].objective, order, i == best});
+    }
+    plots += report_plot::svg_slice(points, axis, objective_title(m));
+  }
+  if (plots.empty()) return "";
+  return "<h3>The " + html_escape(objective_title(m)) +
+         " against each parameter</h3>\n<p>One point per run; lighter for earlier trials, darker for later ones "
+         "(a tpe search's later trials gather where it expects the best), the best ringed in red. The importance "
+         "of each parameter is in the table of effects below.</p>\n<div class=\"panels\">\n" +
+         plots + "</div>\n";
+}
+
+// "#rrggbb" between light grey (0) and dark blue (1).
+std::string climb_colour(double f) {
+  char buf[16];
+  f = std::clamp(f, 0.0, 1.0);
+  std::snprintf(buf, sizeof buf, "#%02x%02x%02x", int(200 + f * (31 - 200)), int(200 + f * (78 - 200)),
+                int(200 + f * (140 - 200)));
+  return buf;
+}
+
+// Successive halving: each trial's metric at every rung it reached, and each rung's cost.
+std::string rungs(const ReportModel& m) {
+  const SearchProgress& sp = m.search;
+  if (sp.rungs.empty()) return "";
+  std::map<size_t, size_t> top_rung;  // bracket -> its last rung
+  for (const auto& r : sp.rungs) top_rung[r.bracket] = std::max(top_rung[r.bracket], r.rung);
+  report_plot::LineChart c;
+  c.title = "each trial through its rungs";
+  c.x_label = "steps trained";
+  c.y_label = sp.metric;
+  c.end_labels = false;
+  for (const auto& p : sp.paths) {
+    report_plot::Series s;
+    const std::string trial = p.trial < sp.trials.size() ? sp.trials[p.trial].label : "trial";
+    const std::string inputs = p.trial < sp.trials.size() ? sp.trials[p.trial].inputs : "";
+    s.label = trial + " (" + inputs + "): " + p.fate + " at rung " + std::to_string(p.last_rung);
+    s.legend = trial;
+    for (const auto& [steps, v] : p.points) s.x.push_back(double(steps)), s.y.push_back(v);
+    const size_t top = top_rung[p.bracket];
+    s.colour = p.fate == "best of bracket" ? "#d62728" : climb_colour(top ? double(p.last_rung) / double(top) : 1);
+    s.width = p.fate == "best of bracket" ? 3 : 1.5;
+    c.series.push_back(std::move(s));
+  }
+  // The best on top: drawn last.
+  std::stable_partition(c.series.begin(), c.series.end(),
+                        [](const report_plot::Series& s) { return s.colour != "#d62728"; });
+  std::string h = "<h3>Trials by rung</h3>\n<p>Each line is a trial through the rungs it reached, its " +
+                  html_escape(sp.metric) +
+                  " at each: light grey where it stopped at the first rung, darker the further it climbed, red the "
+                  "best of its bracket. Hover a line for its trial and values.</p>\n";
+  // The whole range: most trials are one point at the first rung, and the few that climbed
+  // are what the chart is for, not outliers to clip.
+  report_plot::Scale scale = report_plot::shared_scale({&c});
+  double lo = INFINITY, hi = -INFINITY;
+  for (const auto& s : c.series)
+    for (double v : s.y)
+      if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+  if (hi > lo) scale.y.lo = lo - 0.05 * (hi - lo), scale.y.hi = hi + 0.05 * (hi - lo), scale.y.log = false;
+  scale.x_lo = std::min(scale.x_lo, 0.0);  // the first rung's steps are a share of the whole
+  h += "<figure class=\"chart\">\n" + report_plot::svg_line_chart(c, scale) + "</figure>\n";
+  h += "<table>\n<thead><tr><th>bracket</th><th>rung</th><th>steps</th><th>trials</th><th>promoted</th>"
+       "<th>steps spent (all runs)</th><th>spent so far</th></tr></thead>\n<tbody>\n";
+  double total = 0;
+  for (const auto& r : sp.rungs) {
+    total += r.steps_spent;
+    h += "<tr>" + td(std::to_string(r.bracket), "num") + td(std::to_string(r.rung), "num") +
+         td(std::to_string(r.steps), "num") + td(std::to_string(r.trials), "num") +
+         td(std::to_string(r.promoted), "num") + td(g6(r.steps_spent), "num") + td(g6(total), "num") + "</tr>\n";
+  }
+  return h +
+         "</tbody>\n</table>\n<p>A promoted run resumes from its rung's checkpoint, so a rung spends only the "
+         "steps it adds.</p>\n";
+}
+
+}  // namespace
+
+std::string search_section(const SweepRecords& sweep, const ReportModel& m) {
+  const SearchProgress& sp = m.search;
+  if (sp.kind.empty()) return "";
+  std::string h = "<h2>Search (" + html_escape(sp.kind) + ")</h2>\n" + best_so_far_chart(sp);
+  if (sp.kind == "random" || sp.kind == "tpe") h += slices(sweep, m);
+  if (sp.kind == "halving") h += rungs(m);
+  constexpr size_t kShown = 400;
+  std::string text;
+  for (size_t i = 0; i < sp.decisions.size() && i < kShown; ++i) text += sp.decisions[i] + "\n";
+  h += "<p>The decisions, as search.log has them" +
+       std::string(sp.decisions.size() > kShown
+                       ? " (the first " + std::to_string(kShown) + " of " + std::to_string(sp.decisions.size()) + ")"
+                       : "") +
+       ":</p>\n<pre>" + html_escape(text) + "</pre>\n";
+  return h;
+}
+
+}  // namespace sweep::report_html
