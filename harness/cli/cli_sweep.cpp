@@ -18,10 +18,11 @@
 #include "grid.h"
 #include "halving_search.h"  // run_halving_search
 #include "plan.h"
-#include "record.h"      // read_partial_progress
-#include "report.h"      // load_sweep
-#include "run_health.h"  // sweep_health: the flags of completed runs
-#include "slurm_exec.h"
+#include "record.h"         // read_partial_progress
+#include "report.h"         // load_sweep
+#include "run_health.h"     // sweep_health: the flags of completed runs
+#include "slurm.h"          // shell_quote
+#include "slurm_exec.h"     // SlurmCli, preview_slurm, slurm_run_views
 #include "stop_signals.h"   // StopSignals
 #include "sweep_lock.h"     // SweepLock: a tpe search holds it across its batches
 #include "sweep_records.h"  // read_points_file
@@ -100,38 +101,53 @@ struct RunOptions {
   bool quiet = false;
 };
 
-int run_run(const RunOptions& o) {
-  SweepSpec spec = load_grid(o.grid, o.trainer);
-  Expansion e = expand_grid(spec);  // validates every point first: nothing is created for a bad grid
-  print_warnings(e);
-  for (const auto& note : check_data_files(spec, e.points)) std::fprintf(stderr, "%s\n", note.c_str());
-  if (o.parallel > 0) spec.launch.parallel = o.parallel;
+/// What a run's command needs that the grid does not say, as `sweep run` and `sweep plan
+/// --slurm-script` both work it out: the trainer, the BLAS kernel and the container image's
+/// digest. `*blas` gets choose_blas's line.
+SweepRunOptions command_options(const SweepSpec& spec, const std::string& out_dir, std::string* blas) {
   SweepRunOptions opt;
-  const std::string out = o.out.empty() ? "sweep-out/" + spec.name : o.out;
-  check_sweep_dir_target(out, o.out.empty() ? "" : "--out ");
-  opt.out_dir = absolute_dir(out);
+  opt.out_dir = out_dir;
   opt.train_binary = spec.launch.trainer.empty() ? executable_dir() + "/sweep-train" : spec.launch.trainer;
-  opt.quiet = o.quiet;
-  opt.tty = ::isatty(STDOUT_FILENO) == 1;
-  opt.progress_every_s = o.progress_every_s;
-  opt.report_every_s = o.report_every_s;
-  opt.report_binary = executable_dir() + "/sweep";
   if (spec.program.empty() && !fs::exists(opt.train_binary))
     throw ConfigError("trainer '" + opt.train_binary + "' not found (build it, or pass --trainer)");
-  std::string blas;
-  opt.run_env = choose_blas(spec, &blas);
-  if (!blas.empty()) std::printf("%s\n", blas.c_str());
+  opt.run_env = choose_blas(spec, blas);
   // The image by its contents, once per invocation: every record names it (container.*).
   if (const ContainerSpec& box = spec.launch.container; !box.runtime.empty()) {
     check_charliecloud_image(box, opt.out_dir, spec.source);
     const auto env = container_run_env(box, container_image_digest(box, sweep_cache_dir()));
     opt.run_env.insert(opt.run_env.end(), env.begin(), env.end());
   }
+  if (spec.launch.launcher == "slurm")  // compute nodes see paths as given: make them absolute (out_dir already is)
+    opt.train_binary = fs::absolute(opt.train_binary).lexically_normal().string();
+  return opt;
+}
+
+int run_run(const RunOptions& o) {
+  SweepSpec spec = load_grid(o.grid, o.trainer);
+  Expansion e = expand_grid(spec);  // validates every point first: nothing is created for a bad grid
+  print_warnings(e);
+  for (const auto& note : check_data_files(spec, e.points)) std::fprintf(stderr, "%s\n", note.c_str());
+  if (o.parallel > 0) spec.launch.parallel = o.parallel;
+  const std::string out = o.out.empty() ? "sweep-out/" + spec.name : o.out;
+  check_sweep_dir_target(out, o.out.empty() ? "" : "--out ");
+  std::string blas;
+  SweepRunOptions opt = command_options(spec, absolute_dir(out), &blas);
+  opt.quiet = o.quiet;
+  opt.tty = ::isatty(STDOUT_FILENO) == 1;
+  opt.progress_every_s = o.progress_every_s;
+  opt.report_every_s = o.report_every_s;
+  opt.report_binary = executable_dir() + "/sweep";
+  if (!blas.empty()) std::printf("%s\n", blas.c_str());
+  // Runs on other hosts take run.lock there: locks this directory's file system keeps to
+  // one host would let a second writer in unseen.
+  if (spec.launch.launcher == "slurm" || !spec.launch.hosts.empty() || !spec.launch.hostfile.empty())
+    if (const std::string why = locks_local_to_host(opt.out_dir); !why.empty())
+      throw ConfigError(opt.out_dir + ": " + why +
+                        "; runs on other hosts need locks every host sees (see docs/grid.md, "
+                        "Slurm: shared file systems)");
   std::printf("sweep %s: %zu runs -> %s (launcher %s, parallel %d)\n", spec.name.c_str(), e.points.size(),
               opt.out_dir.c_str(), spec.launch.launcher.c_str(), spec.launch.parallel);
   std::fflush(stdout);
-  if (spec.launch.launcher == "slurm")  // compute nodes see paths as given: make them absolute (out_dir already is)
-    opt.train_binary = fs::absolute(opt.train_binary).lexically_normal().string();
   const auto run_points = [&](const std::vector<GridPoint>& points, const std::map<std::string, int64_t>& stop) {
     opt.stop_at = stop;
     if (spec.launch.launcher == "slurm") {
@@ -175,22 +191,53 @@ int run_run(const RunOptions& o) {
   if (s.not_started) std::printf(", %d not started", s.not_started);
   if (s.retries) std::printf(" (%d retries)", s.retries);
   std::printf("; report: %s\n", s.report_path.c_str());
+  if (!s.stop_reason.empty()) std::printf("sweep %s: stopped: %s\n", spec.name.c_str(), s.stop_reason.c_str());
   if (s.stop_signal) return 128 + s.stop_signal;
-  return s.failed ? 1 : 0;
+  return s.failed || !s.stop_reason.empty() ? 1 : 0;
 }
 
 struct PlanOptions {
   std::string grid;
   std::string out;
   std::string trainer;
+  int parallel = 0;
+  bool slurm_script = false;
 };
+
+/// `sweep plan --slurm-script`: the sbatch argv and batch script of the first job array
+/// `sweep run` would submit, exactly; nothing is submitted or written.
+int print_slurm_script(const SweepSpec& spec, const Expansion& e, const std::string& dir) {
+  if (spec.launch.launcher != "slurm")
+    throw ConfigError(spec.source + ": --slurm-script: launch.launcher is " + spec.launch.launcher + ", not slurm");
+  std::string blas;
+  const SweepRunOptions opt = command_options(spec, absolute_dir(dir), &blas);
+  SlurmCli cli;
+  const SlurmPreview p = preview_slurm(spec, e.points, opt, cli.limits());
+  if (p.argv.empty()) {
+    std::printf("# sweep %s: every run is done; `sweep run` would submit nothing\n", spec.name.c_str());
+    return 0;
+  }
+  std::string line;
+  for (const auto& a : p.argv) line += (line.empty() ? "" : " ") + shell_quote(a);
+  std::printf("# sweep %s: the first of %zu job arrays, %zu runs (MaxArraySize %d%s); nothing is submitted\n",
+              spec.name.c_str(), p.arrays, p.runs, p.limits.max_array_size,
+              p.limits.read ? ", from scontrol show config" : ": Slurm's default, scontrol show config unread");
+  if (!blas.empty()) std::printf("# %s\n", blas.c_str());
+  std::printf("# sbatch argv, one argument per word (sbatch inherits the environment of `sweep run`):\n%s\n",
+              line.c_str());
+  std::printf("# batch script, written to %s by `sweep run`:\n", p.argv.back().c_str());
+  std::fwrite(p.script.data(), 1, p.script.size(), stdout);
+  return 0;
+}
 
 int run_plan(const PlanOptions& o) {
   SweepSpec spec = load_grid(o.grid, o.trainer);
   Expansion e = expand_grid(spec);
   print_warnings(e);
   for (const auto& note : check_data_files(spec, e.points)) std::fprintf(stderr, "%s\n", note.c_str());
+  if (o.parallel > 0) spec.launch.parallel = o.parallel;
   std::string dir = o.out.empty() ? "sweep-out/" + spec.name : o.out;
+  if (o.slurm_script) return print_slurm_script(spec, e, dir);
   std::string text = render_plan(spec, e, dir);
   std::string blas;
   const auto env = choose_blas(spec, &blas);
@@ -266,13 +313,35 @@ int run_status(const StatusOptions& o) {
   for (const auto& [id, st] : runs)
     if (!listed.count(id)) rows.emplace_back(id, "(not in the last grid run here)");
   std::map<std::string, int> counts;
+  // Runs submitted to Slurm: one squeue says which still wait there (and why) or run,
+  // whether or not a driver watches them.
+  std::map<std::string, SlurmRunView> in_slurm;
+  std::vector<std::string> running_ids;
+  for (const auto& [id, st] : runs)
+    if (st.state == "running") running_ids.push_back(id);
+  if (!running_ids.empty() && fs::exists(o.dir + "/slurm-jobs")) {
+    try {
+      SlurmCli cli;
+      in_slurm = slurm_run_views(o.dir, running_ids, cli);
+    } catch (const std::runtime_error&) {
+      // No squeue here: the state files alone speak.
+    }
+  }
   std::string table;
   for (const auto& [id, values] : rows) {
     auto it = runs.find(id);
     RunState st = it == runs.end() ? RunState{} : it->second;
-    // "running" with no driver holding the lock: the driver died without cleaning up.
-    if (st.state == "running" && holder.empty()) st.state = "orphaned";
-    if (st.state == "running") st.detail = running_detail(o.dir + "/runs/" + id, st);
+    const auto slurm = st.state == "running" ? in_slurm.find(id) : in_slurm.end();
+    if (slurm != in_slurm.end()) {
+      st.state = slurm->second.state;
+      st.detail = slurm->second.detail;
+      if (st.state == "running") st.detail += "; " + running_detail(o.dir + "/runs/" + id, st);
+    } else if (st.state == "running" && holder.empty()) {
+      // "running" with no driver holding the lock: the driver died without cleaning up.
+      st.state = "orphaned";
+    } else if (st.state == "running") {
+      st.detail = running_detail(o.dir + "/runs/" + id, st);
+    }
     if (st.state == "completed" && figures.count(id)) {
       st.detail = figures[id].text;
       flagged += figures[id].flagged ? 1 : 0;
@@ -292,8 +361,8 @@ int run_status(const StatusOptions& o) {
   std::printf("sweep dir %s: %s\n", terminal_text(o.dir).c_str(),
               holder.empty() ? "no driver running" : ("driver running (" + terminal_text(holder) + ")").c_str());
   std::string summary;
-  for (const char* s : {"completed", "running", "stopped", "failed", "interrupted", "diverged", "orphaned", "stale",
-                        "damaged", "pending"})
+  for (const char* s : {"completed", "running", "queued", "stopped", "failed", "interrupted", "diverged", "orphaned",
+                        "stale", "damaged", "pending"})
     if (counts[s])
       summary +=
           (summary.empty() ? "" : ", ") + std::to_string(counts[s]) + " " + s +
@@ -360,6 +429,11 @@ CliAction setup_plan(CLI::App& app) {
   cmd->add_option("grid", o->grid, "grid file (YAML)")->required();
   cmd->add_option("--out", o->out, "sweep directory (default sweep-out/<name>)");
   cmd->add_option("--trainer", o->trainer, "training program whose model kinds the grid uses (as for run)");
+  cmd->add_option("--parallel", o->parallel, "runs at once (overrides launch.parallel, as for run)")
+      ->check(CLI::Range(1, 100000));
+  cmd->add_flag("--slurm-script", o->slurm_script,
+                "print the sbatch argv and batch script of the first job array `sweep run` would submit (launcher "
+                "slurm); submits nothing");
   return [o, cmd]() { return cmd->parsed() ? run_plan(*o) : -1; };
 }
 

@@ -429,6 +429,11 @@ void SweepSession::attempt_started(RunTask& t, const std::string& log) {
                     (t.state.attempts > 1 ? " (attempt " + std::to_string(t.state.attempts) + ")" : ""));
 }
 
+void SweepSession::attempt_adopted(RunTask& t, const std::string& where) {
+  progress_->started();
+  if (!opt_.quiet && !where.empty()) progress_->line("waiting   " + label(t) + " (" + where + ")");
+}
+
 void SweepSession::save_state(RunTask& t) {
   // The record is the truth and the run has ended: a state file that cannot be written
   // (full disk, read-only directory) is reported, and the sweep goes on.

@@ -52,6 +52,9 @@ struct SweepSummary {
   int not_started = 0;  ///< still pending when the sweep was stopped
   int retries = 0;      ///< extra attempts made
   int stop_signal = 0;  ///< the signal that stopped the sweep, or 0
+  /// Why the sweep stopped short of trying every run without a signal (sbatch refused an
+  /// array: Slurm's message), or "".
+  std::string stop_reason;
   std::string report_path;
 };
 
@@ -97,6 +100,11 @@ class SweepSession {
   void prepare(RunTask& t);
   /// An attempt is starting: attempts+1, state "running", a header line in `log`.
   void attempt_started(RunTask& t, const std::string& log);
+  /// An attempt an earlier driver started goes on (a Slurm task it submitted, found
+  /// still queued or running): it counts as running, and its end is recorded as any
+  /// other attempt's. `where` ("job 12_3 of an earlier driver, PENDING") is said in a
+  /// line unless empty.
+  void attempt_adopted(RunTask& t, const std::string& where);
   /// An attempt ended with `c` (none = completed). Records the state and prints the
   /// line; returns true when the run should be started again (a retry).
   bool attempt_ended(RunTask& t, FailureClass c, const std::string& detail, const std::string& log);

@@ -68,11 +68,30 @@ std::map<FailureClass, int> parse_retries(const YAML::Node& node, const std::str
 }
 
 SlurmSpec parse_slurm(const YAML::Node& node, const std::string& source) {
-  YamlMap m(node, source, "launch.slurm", {"partition", "time", "gpus", "nodes", "mpi", "extra_args", "poll_s"});
+  YamlMap m(node, source, "launch.slurm",
+            {"partition", "account", "qos", "constraint", "time", "gpus", "gpus_per_task", "nodes", "mpi", "extra_args",
+             "poll_s"});
   SlurmSpec s;
-  s.partition = m.text("partition", "");
+  // Each reaches sbatch as one argv element (--account=VALUE), never through a shell; a
+  // name with a blank or a control character is a typo Slurm would only answer later.
+  // Empty: Slurm's default.
+  const auto name = [&](const char* key, const char* what) {
+    std::string v = m.text(key, "");
+    if (std::any_of(v.begin(), v.end(), [](unsigned char c) { return c <= ' ' || c == 0x7f; }))
+      throw ConfigError(m.at(key) + "expected " + what + " without blanks, got '" + printable(v) + "'");
+    return v;
+  };
+  s.partition = name("partition", "a partition name");
+  s.account = name("account", "an account name");
+  s.qos = name("qos", "a QOS name");
+  s.constraint = name("constraint", "node features such as a100 or 'a100|h100'");
   s.time = m.text("time", "");
   s.gpus = int(m.integer("gpus", 0, 0, 1024));
+  s.gpus_per_task = int(m.integer("gpus_per_task", 0, 0, 1024));
+  if (s.gpus > 0 && s.gpus_per_task > 0)
+    throw ConfigError(m.at("gpus_per_task") +
+                      "give GPUs per node (gpus) or per rank (gpus_per_task), not both: Slurm would have to satisfy "
+                      "both at once");
   s.nodes = int(m.integer("nodes", s.nodes, 1, 100000));
   s.mpi = m.text("mpi", s.mpi);
   if (s.mpi.empty() || s.mpi.find_first_of(" \t\n") != std::string::npos)

@@ -41,7 +41,11 @@ const std::vector<FailureClass>& retryable_classes();
 struct SlurmSpec {
   std::string partition;     ///< --partition; empty = the cluster default
   std::string time;          ///< --time (e.g. "10", "0:30:00"); empty = from timeout_s, else the partition default
-  int gpus = 0;              ///< GPUs per run (--gpus); 0 = none
+  std::string account;       ///< --account; empty = the user's default
+  std::string qos;           ///< --qos; empty = the account's default
+  std::string constraint;    ///< --constraint: node features, e.g. "a100|h100"; empty = any node
+  int gpus = 0;              ///< GPUs per node of a run (--gpus-per-node); 0 = none
+  int gpus_per_task = 0;     ///< GPUs per rank (--gpus-per-task); 0 = none; not with gpus
   int nodes = 1;             ///< nodes per run (--nodes; a run of fewer ranks gets one node per rank)
   std::string mpi = "pmix";  ///< srun --mpi=; `srun --mpi=list` shows what the cluster has
   std::vector<std::string> extra_args;  ///< more sbatch arguments, each one argv element

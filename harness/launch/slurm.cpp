@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 #include <utility>
 
@@ -40,7 +41,7 @@ std::string trim(std::string s) {
 }
 
 /// Adds "J_T" for every task of `id`, which is "J_T", "J_[a-b,c%p]" or a plain "J".
-void add_ids(const std::string& id, const std::string& state, std::map<std::string, std::string>& out) {
+void add_ids(const std::string& id, const SlurmTask& state, std::map<std::string, SlurmTask>& out) {
   auto us = id.find('_');
   if (us == std::string::npos) return void(out[id] = state);
   std::string job = id.substr(0, us), rest = id.substr(us + 1);
@@ -119,13 +120,13 @@ std::vector<std::string> sbatch_argv(const SlurmArray& a, const LaunchSpec& spec
   // At most one node per rank. The ranks spread evenly when they divide; otherwise Slurm
   // places them (block: the first nodes filled first, every node at least one).
   const int nodes = std::min(spec.slurm.nodes, a.world);
-  std::vector<std::string> argv = {
-      "sbatch",
-      "--parsable",
-      "--job-name=sweep-" + a.sweep_name,
-      "--array=0-" + std::to_string(a.dirs.size() - 1) + "%" + std::to_string(spec.parallel),
-      "--ntasks=" + std::to_string(a.world),
-      "--nodes=" + std::to_string(nodes)};
+  std::vector<std::string> argv = {"sbatch",
+                                   "--parsable",
+                                   "--job-name=sweep-" + a.sweep_name,
+                                   "--array=0-" + std::to_string(a.dirs.size() - 1) + "%" +
+                                       std::to_string(a.throttle > 0 ? a.throttle : spec.parallel),
+                                   "--ntasks=" + std::to_string(a.world),
+                                   "--nodes=" + std::to_string(nodes)};
   if (nodes > 1 && a.world % nodes == 0) argv.push_back("--ntasks-per-node=" + std::to_string(a.world / nodes));
   argv.push_back("--cpus-per-task=" + std::to_string(a.threads));
   argv.push_back("--chdir=" + a.sweep_dir);
@@ -141,7 +142,12 @@ std::vector<std::string> sbatch_argv(const SlurmArray& a, const LaunchSpec& spec
     argv.push_back("--time=" + spec.slurm.time);
   else if (spec.timeout_s > 0)
     argv.push_back("--time=" + slurm_minutes(spec.timeout_s));
-  if (spec.slurm.gpus > 0) argv.push_back("--gpus=" + std::to_string(spec.slurm.gpus));
+  if (!spec.slurm.account.empty()) argv.push_back("--account=" + spec.slurm.account);
+  if (!spec.slurm.qos.empty()) argv.push_back("--qos=" + spec.slurm.qos);
+  if (!spec.slurm.constraint.empty()) argv.push_back("--constraint=" + spec.slurm.constraint);
+  // Per node: a run of W ranks on N nodes gets N x gpus GPUs, wherever Slurm puts the ranks.
+  if (spec.slurm.gpus > 0) argv.push_back("--gpus-per-node=" + std::to_string(spec.slurm.gpus));
+  if (spec.slurm.gpus_per_task > 0) argv.push_back("--gpus-per-task=" + std::to_string(spec.slurm.gpus_per_task));
   argv.insert(argv.end(), spec.slurm.extra_args.begin(), spec.slurm.extra_args.end());
   argv.push_back(script_path);
   return argv;
@@ -149,32 +155,87 @@ std::vector<std::string> sbatch_argv(const SlurmArray& a, const LaunchSpec& spec
 
 namespace {
 
-/// Calls f(id, state) for each "id|state..." line of squeue / sacct output.
+/// Calls f(id, state, rest) for each "id|state[|rest]" line of squeue / sacct output.
 template <class F>
 void for_each_id_state(const std::string& text, F&& f) {
   std::stringstream ss(text);
   std::string line;
   while (std::getline(ss, line)) {
-    auto bar = line.find('|');
-    if (bar != std::string::npos) f(trim(line.substr(0, bar)), trim(line.substr(bar + 1)));
+    const auto bar = line.find('|');
+    if (bar == std::string::npos) continue;
+    const auto bar2 = line.find('|', bar + 1);
+    f(trim(line.substr(0, bar)), trim(line.substr(bar + 1, bar2 == std::string::npos ? bar2 : bar2 - bar - 1)),
+      bar2 == std::string::npos ? std::string() : trim(line.substr(bar2 + 1)));
   }
 }
 
 }  // namespace
 
-std::map<std::string, std::string> parse_squeue(const std::string& text) {
-  std::map<std::string, std::string> out;
-  for_each_id_state(text, [&](const std::string& id, const std::string& state) { add_ids(id, state, out); });
+std::map<std::string, SlurmTask> parse_squeue(const std::string& text) {
+  std::map<std::string, SlurmTask> out;
+  for_each_id_state(text, [&](const std::string& id, const std::string& state, const std::string& reason) {
+    add_ids(id, {state, reason}, out);
+  });
   return out;
 }
 
-std::map<std::string, std::string> parse_sacct(const std::string& text) {
-  std::map<std::string, std::string> out;
-  for_each_id_state(text, [&](const std::string& id, std::string state) {
-    state = state.substr(0, state.find_first_of(" |+"));             // "CANCELLED by 0", "RUNNING|..."
-    if (id.find('.') == std::string::npos) add_ids(id, state, out);  // skip job steps (12_3.batch)
+std::map<std::string, SlurmTask> parse_sacct(const std::string& text) {
+  std::map<std::string, SlurmTask> out;
+  for_each_id_state(text, [&](const std::string& id, std::string state, const std::string&) {
+    state = state.substr(0, state.find_first_of(" +"));                    // "CANCELLED by 0"
+    if (id.find('.') == std::string::npos) add_ids(id, {state, ""}, out);  // skip job steps (12_3.batch)
   });
   return out;
+}
+
+SlurmLimits parse_slurm_limits(const std::string& text) {
+  SlurmLimits l;
+  int found = 0;
+  std::stringstream ss(text);
+  std::string line;
+  while (std::getline(ss, line)) {
+    // "MaxArraySize            = 1001"
+    const auto eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
+    int* into = key == "MaxArraySize" ? &l.max_array_size : key == "MaxJobCount" ? &l.max_job_count : nullptr;
+    if (!into || value.empty() || value.find_first_not_of("0123456789") != std::string::npos || value.size() > 9)
+      continue;
+    *into = std::atoi(value.c_str());
+    ++found;
+  }
+  l.read = found == 2;
+  return l;
+}
+
+bool slurm_reason_permanent(const std::string& reason) {
+  // job_state_reason_string() of Slurm 22.05-24.x; a per-job limit of a QOS or an
+  // association holds whatever else runs, a per-user or group one passes.
+  static const char* kNever[] = {"PartitionNodeLimit",
+                                 "PartitionTimeLimit",
+                                 "PartitionConfig",
+                                 "InvalidAccount",
+                                 "InvalidQOS",
+                                 "AccountNotAllowed",
+                                 "QOSNotAllowed",
+                                 "BadConstraints",
+                                 "DependencyNeverSatisfied",
+                                 "ReservationInvalid",
+                                 "ReservationDeleted",
+                                 "MaxMemPerLimit",
+                                 "QOSMinCpuNotSatisfied",
+                                 "QOSMaxCpuPerJobLimit",
+                                 "QOSMaxNodePerJobLimit",
+                                 "QOSMaxWallDurationPerJobLimit",
+                                 "QOSMaxCpuMinutesPerJobLimit",
+                                 "AssocMaxCpuPerJobLimit",
+                                 "AssocMaxNodePerJobLimit",
+                                 "AssocMaxWallDurationPerJobLimit",
+                                 "AssocMaxCpuMinutesPerJobLimit"};
+  const std::string head = reason.substr(0, reason.find_first_of(", ("));  // "ReqNodeNotAvail, UnavailableNodes:n2"
+  for (const char* r : kNever)
+    if (head == r) return true;
+  return false;
 }
 
 std::string describe_down_nodes(const std::string& text) {

@@ -20,6 +20,22 @@ struct SlurmArray {
   int threads = 1;                ///< --cpus-per-task
   std::vector<std::string> dirs;  ///< run directory of task i (absolute)
   std::vector<bool> resume;       ///< task i continues from its checkpoints
+  /// The array's `%` throttle: tasks of it running at once; 0 = launch.parallel. The
+  /// executor splits launch.parallel over the arrays of a sweep (slurm_exec.h).
+  int throttle = 0;
+};
+
+/// What squeue or sacct says of one task.
+struct SlurmTask {
+  std::string state;   ///< PENDING, RUNNING, COMPLETED, ...
+  std::string reason;  ///< squeue's %r: why it waits (Priority, Resources, ...); "None" or "" otherwise
+};
+
+/// The limits of a cluster that bound how a sweep is submitted (`scontrol show config`).
+struct SlurmLimits {
+  int max_array_size = 1001;  ///< MaxArraySize: an array's task indices are 0 .. MaxArraySize-1
+  int max_job_count = 10000;  ///< MaxJobCount: jobs slurmctld holds (each array task counts)
+  bool read = false;          ///< false: Slurm's defaults above, the config could not be read
 };
 
 /// `s` as one shell word: 'it'\''s'.
@@ -38,11 +54,23 @@ std::vector<std::string> sbatch_argv(const SlurmArray& a, const LaunchSpec& spec
 /// --time in minutes, rounded up (Slurm counts time limits in minutes).
 std::string slurm_minutes(double seconds);
 
-/// "JOB_TASK" -> state from `squeue -h -r -t all -o %i|%T` (pending ranges such as
-/// 12_[3-5%2] are expanded).
-std::map<std::string, std::string> parse_squeue(const std::string& text);
+/// "JOB_TASK" -> state and reason from `squeue -h -t all -o %i|%T|%r` (pending ranges
+/// such as 12_[3-5%2] are expanded; a line without a reason has an empty one).
+std::map<std::string, SlurmTask> parse_squeue(const std::string& text);
 /// "JOB_TASK" -> state from `sacct -n -P -X -o JobID,State` ("CANCELLED by 0" -> CANCELLED).
-std::map<std::string, std::string> parse_sacct(const std::string& text);
+std::map<std::string, SlurmTask> parse_sacct(const std::string& text);
+
+/// MaxArraySize and MaxJobCount from `scontrol show config`; Slurm's defaults (1001,
+/// 10000) for what the text does not say, `read` true only when it said both.
+SlurmLimits parse_slurm_limits(const std::string& text);
+
+/// True for a pending reason that no wait can clear, only a change of the job or of the
+/// cluster's configuration: the request exceeds its partition (PartitionNodeLimit,
+/// PartitionTimeLimit, PartitionConfig), names an account or QOS it may not use, asks for
+/// features no node has, or exceeds a per-job limit of its QOS or association. Reasons
+/// that pass (Priority, Resources, ReqNodeNotAvail with a node down, PartitionDown,
+/// per-user and group limits) are false.
+bool slurm_reason_permanent(const std::string& reason);
 
 /// The nodes of `sinfo -h -N -o %N|%T|%E` that Slurm holds down, drained, failing or not
 /// responding (a state ending in '*'), each once, in words:

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>  // mkfifo
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -158,6 +159,25 @@ TEST_F(CliGuards, RunOutMustBeASweepDirectory) {
   expect_refusal(sweep({"run", g, "--out", "a-file", "--trainer", fake_trainer()}),
                  "--out a-file: exists and is not a directory", "expected a sweep directory");
   EXPECT_EQ(listing(work_), before);
+}
+
+TEST_F(CliGuards, ASweepDirectoryWhoseFlockDoesNotExcludeIsRefused) {
+  // Under a file system whose flock is a no-op, two drivers (or a driver and a run's
+  // writer) would work on one directory unseen: `sweep run` checks before any run starts.
+  const std::string g = grid();
+  const CliResult o =
+      sweep_test::run_cli_split({"/usr/bin/env", std::string("LD_PRELOAD=") + SWEEP_FLOCK_NOOP,
+                                 sweep_test::bin("sweep"), "run", g, "--out", "out", "--trainer", fake_trainer()},
+                                work_, dir_ / "logs");
+  EXPECT_EQ(o.code, 2) << o.out << o.err;
+  EXPECT_CONTAINS(o.err, (work_ / "out").string() + ": flock does not exclude here: a second open of " +
+                             (work_ / "out").string() + "/sweep.lock took the lock this driver holds");
+  EXPECT_CONTAINS(o.err, "sweep needs a file system whose flock works");
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  EXPECT_FALSE(fs::exists(work_ / "out" / "points.tsv")) << "refused before the sweep directory is written";
+  // Without the stand-in the same grid runs.
+  const CliResult ok = sweep({"run", g, "--out", "out", "--trainer", fake_trainer(), "--quiet"});
+  EXPECT_NE(ok.code, 2) << ok.err;
 }
 
 TEST_F(CliGuards, RunOutIsAbsoluteForEveryLauncher) {

@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -205,6 +206,206 @@ TEST_F(SlurmE2E, AGridsProgramOnTwoRanksUnderSrun) {
       EXPECT_CONTAINS(seen, "\"SWEEP_RUN_DIR\": \"" + rd.string() + "\"");
       EXPECT_CONTAINS(seen, "\"rank\": " + std::to_string(rank) + ", \"size\": 2");
     }
+  }
+}
+
+// ---- Job arrays in operation: MaxArraySize, refusals, jobs that can never start, and a
+// driver killed mid-array. start-cluster.sh sets MaxArraySize=50 and a partition `short`
+// (MaxTime 1 minute).
+
+/// One value of `scontrol show config` ("" when absent).
+std::string slurm_config(const std::string& key) {
+  const sweep::Captured c = sweep::capture({"scontrol", "show", "config"}, 30);
+  std::istringstream in(c.output);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(key + " ", 0) == 0) {
+      std::string v = line.substr(line.find('=') + 1);
+      v.erase(0, v.find_first_not_of(' '));
+      return v;
+    }
+  return "";
+}
+
+class SlurmArraysE2E : public SlurmE2E {
+ protected:
+  void SetUp() override {
+    SlurmE2E::SetUp();
+    // sbatch and squeue as the driver runs them, each call logged: the tests count them.
+    fs::create_directories(dir_ / "wrap");
+    for (const char* cmd : {"sbatch", "squeue"}) {
+      write("wrap/" + std::string(cmd), "#!/bin/sh\nprintf '%s\\n' \"" + std::string(cmd) +
+                                            " $*\" >>\"$SWEEP_TEST_CALLS\"\nexec /usr/bin/" + cmd + " \"$@\"\n");
+      fs::permissions(dir_ / "wrap" / cmd, fs::perms::owner_all);
+    }
+  }
+  /// `sweep ARGS` with the wrappers first on PATH.
+  std::vector<std::string> wrapped(const std::vector<std::string>& args) const {
+    std::vector<std::string> argv = {"/usr/bin/env", "PATH=" + (dir_ / "wrap").string() + ":" + std::getenv("PATH"),
+                                     "SWEEP_TEST_CALLS=" + (dir_ / "calls.log").string(), sweep_test::bin("sweep")};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  }
+  /// Calls of `cmd` the wrappers logged.
+  int calls(const std::string& cmd) const {
+    std::istringstream in(read_file(dir_ / "calls.log"));
+    int n = 0;
+    for (std::string line; std::getline(in, line);) n += line.rfind(cmd + " ", 0) == 0;
+    return n;
+  }
+  /// A grid of `runs` one-rank runs of tests/slurm/array_program.py.
+  std::string grid(const std::string& name, int runs, const std::string& slurm, bool hold = false, int parallel = 3) {
+    return write(name + ".yaml",
+                 "name: " + name + "\nprogram: {argv: [/usr/bin/python3, " + std::string(SWEEP_SOURCE_DIR) +
+                     "/tests/slurm/array_program.py" + (hold ? ", --hold" : "") +
+                     "], kind: tiny}\n"
+                     "base: {train: {steps: 1}}\n"
+                     "grid: {train.seed: {range: [0, " +
+                     std::to_string(runs) + "]}}\nlaunch: {launcher: slurm, parallel: " + std::to_string(parallel) +
+                     ", slurm: {mpi: none, poll_s: 1, " + slurm + "}}\n");
+  }
+};
+
+TEST_F(SlurmArraysE2E, MoreRunsThanMaxArraySizeGoInArraysWithParallelOverThemAll) {
+  // Before: one --array=0-(N-1) per sweep, which sbatch refuses past MaxArraySize, and
+  // every run was classed crashed. Now: arrays of at most MaxArraySize, launch.parallel
+  // tasks running at once over all of them, one squeue per poll.
+  const int max_array = std::atoi(slurm_config("MaxArraySize").c_str());
+  ASSERT_GT(max_array, 0);
+  ASSERT_LE(max_array, 100) << "the test cluster's MaxArraySize is 50: run tests/slurm/start-cluster.sh again";
+  const int runs = 2 * max_array + 20;
+  const fs::path out = dir_ / "out";
+  // Three partitions' worth of nodes (6 CPUs): the throttle, not the cluster, bounds it.
+  const auto st = sweep_test::run_cli(
+      wrapped({"run", grid("slurm-arrays", runs, "partition: 'debug,nodes'"), "--out", out.string()}),
+      dir_ / "run.log");
+  const std::string text = st.out;
+  ASSERT_EQ(st.code, 0) << text;
+  EXPECT_CONTAINS(text, "sweep slurm-arrays: " + std::to_string(runs) + " completed, 0 already done, 0 failed");
+  EXPECT_EQ(text.find("Invalid job array specification"), std::string::npos) << text;
+  EXPECT_EQ(calls("sbatch"), 3) << "arrays of " << max_array << ", " << max_array << " and 20";
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(text, m, std::regex("slurm: 3 sbatch, (\\d+) polls \\((\\d+) squeue, (\\d+) sacct\\)")))
+      << text;
+  const int polls = std::stoi(m[1]), squeue = std::stoi(m[2]);
+  EXPECT_EQ(squeue, polls) << "one squeue per poll for every array";
+  EXPECT_EQ(calls("squeue"), squeue) << "the driver's count is every squeue it ran";
+  EXPECT_LE(std::stoi(m[3]), polls);
+  // Every record verified, and never more than launch.parallel (3) running at once: the
+  // program's own start and end, inside its task's.
+  std::vector<std::pair<long long, int>> events;
+  int completed = 0;
+  for (const auto& [id, values] : sweep::read_points_file(out.string())) {
+    const fs::path rd = out / "runs" / id;
+    EXPECT_EQ(sweep::read_run_state(rd.string()).state, "completed") << id;
+    completed += sweep::read_record((rd / "record.h5").string()).status == "completed";
+    std::istringstream span(read_file(rd / "span"));
+    long long a = 0, b = 0;
+    ASSERT_TRUE(span >> a >> b) << id;
+    events.emplace_back(a, +1), events.emplace_back(b, -1);
+  }
+  EXPECT_EQ(completed, runs);
+  std::sort(events.begin(), events.end(),
+            [](auto x, auto y) { return x.first != y.first ? x.first < y.first : x.second < y.second; });
+  int now = 0, most = 0;
+  for (const auto& e : events) most = std::max(most, now += e.second);
+  std::cout << runs << " runs in 3 arrays, " << polls << " polls; at most " << most << " ran at once\n";
+  EXPECT_LE(most, 3);
+  ASSERT_TRUE(sweep_cli({"status", out.string()}, "status.log").ok());
+  EXPECT_CONTAINS(log("status"), std::to_string(runs) + " runs: " + std::to_string(runs) + " completed");
+}
+
+TEST_F(SlurmArraysE2E, AnSbatchRefusalStopsTheSweepWithSlurmsReasonOnce) {
+  const fs::path out = dir_ / "out";
+  const auto st = sweep_test::run_cli(
+      wrapped({"run", grid("slurm-refused", 6, "partition: no-such-partition"), "--out", out.string()}),
+      dir_ / "run.log");
+  EXPECT_EQ(st.code, 1) << st.out;
+  EXPECT_CONTAINS(st.out, "sweep slurm-refused: 0 completed, 0 already done, 0 failed, 6 not started");
+  // Slurm's own words, whole (22.05 says "invalid partition specified: NAME" first).
+  EXPECT_CONTAINS(st.out, "sweep slurm-refused: stopped: sbatch refused a job array: sbatch failed (exit code 1): ");
+  EXPECT_CONTAINS(st.out, "sbatch: error: Batch job submission failed: Invalid partition name specified");
+  EXPECT_EQ(calls("sbatch"), 1);
+  size_t said = 0;
+  for (size_t at = 0; (at = st.out.find("Invalid partition name", at)) != std::string::npos; ++at) ++said;
+  EXPECT_EQ(said, 2u) << "once when it happened, once in the summary: " << st.out;
+  EXPECT_EQ(st.out.find("crashed"), std::string::npos) << st.out;
+  for (const auto& [id, values] : sweep::read_points_file(out.string()))
+    EXPECT_EQ(sweep::read_run_state((out / "runs" / id).string()).state, "pending") << id;
+}
+
+TEST_F(SlurmArraysE2E, AJobThatCanNeverStartIsCancelledAndItsRunsFailWithSlurmsReason) {
+  // Partition short has MaxTime 1 minute; these runs ask for 5: Slurm holds them for ever
+  // (EnforcePartLimits=NO), and the driver cancels them.
+  const fs::path out = dir_ / "out";
+  const auto st = sweep_test::run_cli(
+      wrapped({"run", grid("slurm-never", 2, "partition: short, time: '5'"), "--out", out.string()}), dir_ / "run.log");
+  EXPECT_EQ(st.code, 1) << st.out;
+  // Slurm 22.05 holds it PartitionConfig or PartitionTimeLimit, as its scheduler first
+  // looks: either can never clear.
+  const std::regex never("can never start \\(Slurm: (Partition(TimeLimit|Config))\\)");
+  std::smatch why;
+  ASSERT_TRUE(std::regex_search(st.out, why, never)) << st.out;
+  EXPECT_CONTAINS(st.out, "sweep slurm-never: 0 completed, 0 already done, 2 failed");
+  for (const auto& [id, values] : sweep::read_points_file(out.string())) {
+    const sweep::RunState s = sweep::read_run_state((out / "runs" / id).string());
+    EXPECT_EQ(s.failure, sweep::FailureClass::config) << s.detail;
+    EXPECT_CONTAINS(s.detail, "Slurm cannot start it: " + why[1].str());
+  }
+  // Cancelled in Slurm, not left queued.
+  const std::string q =
+      sweep::capture({"squeue", "--noheader", "--name=sweep-slurm-never", "--format=%i %T"}, 30).output;
+  EXPECT_EQ(q.find("PENDING"), std::string::npos) << q;
+}
+
+TEST_F(SlurmArraysE2E, ADriverKilledMidArrayIsFoundAgainAndNothingIsSubmittedTwice) {
+  // Four runs, two at once, each holding until <out>/release exists. The driver is
+  // SIGKILLed with two running and two queued; `sweep status` says so (not orphaned); a
+  // new driver waits for the same array, and every record is verified.
+  const fs::path out = dir_ / "out";
+  const std::string g = grid("slurm-reattach", 4, "partition: debug", /*hold=*/true, /*parallel=*/2);
+  sweep::SpawnRunner runner;
+  const int first = runner.start(wrapped({"run", g, "--out", out.string()}), (dir_ / "first.log").string());
+  auto started = [&] {
+    int n = 0;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(out / "runs", ec)) n += fs::exists(e.path() / "started");
+    return n;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  while (started() < 2 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120))
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_EQ(started(), 2) << log("first");
+  runner.signal_group(first, SIGKILL);
+  const sweep::ExitStatus killed = sweep_test::wait_for(runner, first);
+  EXPECT_EQ(killed.signal, SIGKILL);
+
+  ASSERT_TRUE(sweep_cli({"status", out.string()}, "status.log").ok());
+  const std::string status = log("status");
+  EXPECT_CONTAINS(status, "no driver running");
+  EXPECT_CONTAINS(status, "4 runs: 2 running, 2 queued");
+  EXPECT_CONTAINS(status, "running in Slurm (job ");
+  EXPECT_CONTAINS(status, "queued in Slurm (job ");
+  EXPECT_EQ(status.find("orphaned"), std::string::npos) << status;
+
+  const int second = runner.start(wrapped({"run", g, "--out", out.string()}), (dir_ / "second.log").string());
+  const auto t1 = std::chrono::steady_clock::now();
+  while (log("second").find("re-attached") == std::string::npos &&
+         std::chrono::steady_clock::now() - t1 < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_CONTAINS(log("second"),
+                  "slurm: re-attached to 1 job arrays of an earlier driver: 4 runs still queued or "
+                  "running in Slurm");
+  write("out/release", "");
+  const sweep::ExitStatus st = sweep_test::wait_for(runner, second);
+  EXPECT_TRUE(st.ok()) << log("second");
+  EXPECT_CONTAINS(log("second"), "sweep slurm-reattach: 4 completed, 0 already done, 0 failed");
+  EXPECT_EQ(calls("sbatch"), 1) << "no run was submitted twice";
+  for (const auto& [id, values] : sweep::read_points_file(out.string())) {
+    const fs::path rd = out / "runs" / id;
+    const sweep::RunState s = sweep::read_run_state(rd.string());
+    EXPECT_EQ(s.state, "completed") << id;
+    EXPECT_EQ(s.attempts, 1) << id << ": the first driver's attempt, waited for";
+    EXPECT_EQ(sweep::read_record((rd / "record.h5").string()).status, "completed");
   }
 }
 

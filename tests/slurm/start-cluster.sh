@@ -149,7 +149,8 @@ for n in "${all_nodes[@]}"; do mkdir -p "$top/spool/$n" "/tmp/sweep-slurm/$n"; d
 hw=$(slurmd -C | head -n1 | sed -e 's/^NodeName=[^ ]* //' -e 's/ UpTime=[^ ]*//')
 cat >"$conf.new" <<CONF
 # Written by tests/slurm/start-cluster.sh: a private test cluster of this host (partition
-# debug) and the two test nodes of tests/cluster/start-nodes.sh (partition nodes). Its
+# debug; `short`, the same host with a one-minute limit) and the two test nodes of
+# tests/cluster/start-nodes.sh (partition nodes). Its
 # clients find it through SLURM_CONF=$conf.
 ClusterName=sweep-test
 SlurmctldHost=$host($ctl_addr)
@@ -174,6 +175,12 @@ ReturnToService=2
 # sacct) that is how the sweep driver learns a task ended TIMEOUT, OUT_OF_MEMORY or
 # NODE_FAIL.
 MinJobAge=3600
+# Small, so that the tests of large sweeps (arrays of at most MaxArraySize tasks) need
+# only a hundred runs; a job over its partition's limits waits (PartitionTimeLimit) rather
+# than being refused at submission, as on many sites: the driver must see that it can
+# never start.
+MaxArraySize=50
+EnforcePartLimits=NO
 KillWait=5
 InactiveLimit=0
 SlurmctldTimeout=30
@@ -194,6 +201,7 @@ NodeName=sweep-node1 NodeAddr=198.51.100.11 $hw State=UNKNOWN
 NodeName=sweep-node2 NodeAddr=198.51.100.12 $hw State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
 PartitionName=nodes Nodes=sweep-node[1-2] Default=NO MaxTime=INFINITE State=UP
+PartitionName=short Nodes=$host Default=NO MaxTime=1 State=UP
 CONF
 changed=1
 if cmp -s "$conf.new" "$conf"; then changed=0; rm -f "$conf.new"; else mv "$conf.new" "$conf"; fi

@@ -313,7 +313,7 @@ TEST_F(SlurmScript, SbatchArgvCarriesShapeThrottleAndLimits) {
   V argv = sbatch_argv(a, spec, "/s/slurm/batch-1.sh");
   EXPECT_EQ(argv, (V{"sbatch", "--parsable", "--job-name=sweep-n", "--array=0-2%2", "--ntasks=4", "--nodes=1",
                      "--cpus-per-task=2", "--chdir=/s", "--no-requeue", "--output=/s/slurm/%A_%a.out", "--partition=p",
-                     "--time=2", "--gpus=1", "--qos=x y", "/s/slurm/batch-1.sh"}));
+                     "--time=2", "--gpus-per-node=1", "--qos=x y", "/s/slurm/batch-1.sh"}));
   spec.slurm.time = "0:20";
   a.sweep_dir = "/s/100%";
   argv = sbatch_argv(a, spec, "x.sh");
@@ -321,18 +321,87 @@ TEST_F(SlurmScript, SbatchArgvCarriesShapeThrottleAndLimits) {
   EXPECT_NE(std::find(argv.begin(), argv.end(), "--output=/dev/null"), argv.end());
 }
 
+TEST(SlurmArgv, AccountQosConstraintAndGpusAreOptionsOfTheirOwn) {
+  SlurmArray a;
+  a.sweep_name = "n";
+  a.sweep_dir = "/s";
+  a.dirs = {"/s/runs/a", "/s/runs/b", "/s/runs/c"};
+  a.resume = {false, false, false};
+  a.throttle = 2;  // the executor's share of launch.parallel for this array
+  LaunchSpec spec = parse_grid(
+                        "name: n\nlaunch: {launcher: slurm, parallel: 8, slurm: {account: 'proj-1', qos: high, "
+                        "constraint: 'a100|h100', gpus_per_task: 1}}\n",
+                        "g.yaml")
+                        .launch;
+  V argv = sbatch_argv(a, spec, "/s/slurm/batch-1.sh");
+  auto has = [&](const std::string& arg) { return std::find(argv.begin(), argv.end(), arg) != argv.end(); };
+  EXPECT_TRUE(has("--array=0-2%2")) << "the array's own throttle, not launch.parallel";
+  EXPECT_TRUE(has("--account=proj-1"));
+  EXPECT_TRUE(has("--qos=high"));
+  EXPECT_TRUE(has("--constraint=a100|h100")) << "one argv element: no shell reads the '|'";
+  EXPECT_TRUE(has("--gpus-per-task=1"));
+  EXPECT_FALSE(has("--gpus-per-node=0"));
+  spec.slurm.gpus_per_task = 0;
+  spec.slurm.gpus = 4;
+  argv = sbatch_argv(a, spec, "/s/slurm/batch-1.sh");
+  EXPECT_TRUE(has("--gpus-per-node=4"));
+  EXPECT_EQ(argv.back(), "/s/slurm/batch-1.sh");
+
+  EXPECT_EQ(error_of("name: l\nlaunch: {launcher: slurm, slurm: {account: 'my proj'}}\n"),
+            "l.yaml:2:44: key 'launch.slurm.account': expected an account name without blanks, got 'my proj'");
+  EXPECT_CONTAINS(error_of("name: l\nlaunch: {launcher: slurm, slurm: {qos: \"a\\tb\"}}\n"),
+                  "key 'launch.slurm.qos': expected a QOS name without blanks");
+  EXPECT_CONTAINS(error_of("name: l\nlaunch: {launcher: slurm, slurm: {constraint: [a, b]}}\n"),
+                  "key 'launch.slurm.constraint': expected a single value");
+  EXPECT_CONTAINS(error_of("name: l\nlaunch: {launcher: slurm, slurm: {gpus: 2, gpus_per_task: 1}}\n"),
+                  "key 'launch.slurm.gpus_per_task': give GPUs per node (gpus) or per rank (gpus_per_task), not both");
+  EXPECT_CONTAINS(error_of("name: l\nlaunch: {launcher: slurm, slurm: {acount: x}}\n"),
+                  "(did you mean 'launch.slurm.account'?)");
+  EXPECT_CONTAINS(error_of("name: l\nlaunch: {launcher: slurm, slurm: {gpus_per_task: -1}}\n"),
+                  "key 'launch.slurm.gpus_per_task': expected an integer in [0, 1024]");
+}
+
+TEST(SlurmParse, LimitsFromScontrolShowConfig) {
+  const SlurmLimits l = parse_slurm_limits(
+      "Configuration data as of 2026-12-04T23:00:00\nMaxArraySize            = 50\nMaxJobCount             = 10000\n"
+      "MaxJobId                = 67043328\n");
+  EXPECT_TRUE(l.read);
+  EXPECT_EQ(l.max_array_size, 50);
+  EXPECT_EQ(l.max_job_count, 10000);
+  const SlurmLimits d = parse_slurm_limits("slurm_load_ctl_conf error: Unable to contact slurm controller\n");
+  EXPECT_FALSE(d.read);
+  EXPECT_EQ(d.max_array_size, 1001) << "Slurm's default";
+  EXPECT_EQ(d.max_job_count, 10000);
+  EXPECT_EQ(parse_slurm_limits("MaxArraySize = lots\nMaxJobCount = 5\n").max_array_size, 1001);
+}
+
+TEST(SlurmParse, OnlyReasonsNoWaitClearsArePermanent) {
+  for (const char* r : {"PartitionNodeLimit", "PartitionTimeLimit", "PartitionConfig", "InvalidAccount", "InvalidQOS",
+                        "BadConstraints", "QOSMaxWallDurationPerJobLimit"})
+    EXPECT_TRUE(slurm_reason_permanent(r)) << r;
+  for (const char* r : {"None", "Priority", "Resources", "JobArrayTaskLimit", "ReqNodeNotAvail, UnavailableNodes:n2",
+                        "PartitionDown", "QOSMaxJobsPerUserLimit", "AssocGrpCpuLimit", "BeginTime", "Dependency", ""})
+    EXPECT_FALSE(slurm_reason_permanent(r)) << r;
+}
+
 TEST(SlurmParse, SqueueSacctAndStates) {
-  auto q = parse_squeue("12_0|COMPLETED\n12_1|RUNNING\n12_[2-4,7%2]|PENDING\n13|TIMEOUT\n  \n");
-  EXPECT_EQ(q.at("12_0"), "COMPLETED");
-  EXPECT_EQ(q.at("12_1"), "RUNNING");
-  EXPECT_EQ(q.at("12_3"), "PENDING");
-  EXPECT_EQ(q.at("12_7"), "PENDING");
+  auto q = parse_squeue(
+      "12_0|COMPLETED|None\n12_1|RUNNING|None\n12_[2-4,7%2]|PENDING|JobArrayTaskLimit\n13|TIMEOUT\n"
+      "14_[0-2]|PENDING|ReqNodeNotAvail, UnavailableNodes:n2\n  \n");
+  EXPECT_EQ(q.at("12_0").state, "COMPLETED");
+  EXPECT_EQ(q.at("12_1").state, "RUNNING");
+  EXPECT_EQ(q.at("12_3").state, "PENDING");
+  EXPECT_EQ(q.at("12_3").reason, "JobArrayTaskLimit");
+  EXPECT_EQ(q.at("12_7").state, "PENDING");
   EXPECT_EQ(q.count("12_5"), 0u);
-  EXPECT_EQ(q.at("13"), "TIMEOUT");
+  EXPECT_EQ(q.at("13").state, "TIMEOUT");
+  EXPECT_EQ(q.at("13").reason, "");
+  EXPECT_EQ(q.at("14_2").reason, "ReqNodeNotAvail, UnavailableNodes:n2");
   auto s = parse_sacct("20_0|TIMEOUT\n20_0.batch|CANCELLED\n20_1|CANCELLED by 0\n20_2|OUT_OF_MEMORY\n");
-  EXPECT_EQ(s.at("20_0"), "TIMEOUT");
-  EXPECT_EQ(s.at("20_1"), "CANCELLED");
-  EXPECT_EQ(s.at("20_2"), "OUT_OF_MEMORY");
+  EXPECT_EQ(s.at("20_0").state, "TIMEOUT");
+  EXPECT_EQ(s.at("20_1").state, "CANCELLED");
+  EXPECT_EQ(s.at("20_2").state, "OUT_OF_MEMORY");
+  EXPECT_EQ(s.count("20_0.batch"), 0u);
   EXPECT_FALSE(slurm_state_final("PENDING"));
   EXPECT_FALSE(slurm_state_final("RUNNING"));
   EXPECT_FALSE(slurm_state_final("COMPLETING"));

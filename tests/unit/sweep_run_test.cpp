@@ -17,8 +17,9 @@
 #include "fake_trainer.h"  // flag_value, write_run_record
 #include "record.h"
 #include "stop_signals.h"
-#include "temp_dir.h"   // TempDirTest
-#include "test_util.h"  // EXPECT_CONTAINS, read_file
+#include "sweep_lock.h"  // SweepLock::flock_problem, locks_local_in_mountinfo
+#include "temp_dir.h"    // TempDirTest
+#include "test_util.h"   // EXPECT_CONTAINS, read_file
 
 namespace sweep {
 namespace {
@@ -202,6 +203,44 @@ TEST_F(SweepRunTest, APlantedSweepLockLinkIsRefusedAndItsTargetKeptWhole) {
   EXPECT_THROW(run_sweep(spec_, points_, opt_, fake), ConfigError);
   EXPECT_TRUE(fake.calls.empty());
   EXPECT_EQ(read_file(victim), "precious");
+}
+
+TEST_F(SweepRunTest, TheLockChecksThatFlockExcludesOnTheSweepDirectory) {
+  // Held by this driver: a second open file description must be refused.
+  fs::create_directories(opt_.out_dir);
+  {
+    SweepLock lock(opt_.out_dir);
+    EXPECT_EQ(SweepLock::flock_problem(opt_.out_dir + "/sweep.lock"), "");
+  }
+  // A file system whose flock is a no-op looks like a lock nobody holds: the probe takes
+  // it, and says so.
+  EXPECT_CONTAINS(SweepLock::flock_problem(opt_.out_dir + "/sweep.lock"),
+                  "flock does not exclude here: a second open of " + opt_.out_dir + "/sweep.lock took the lock");
+  EXPECT_CONTAINS(SweepLock::flock_problem(opt_.out_dir + "/missing"), "cannot open");
+}
+
+TEST(SweepLockMounts, LocksKeptToOneHostAreNamedByTheirMount) {
+  const std::string info =
+      "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+      "40 22 0:40 / /shared rw,relatime shared:2 - nfs4 srv:/export rw,vers=4.2,local_lock=none\n"
+      "41 22 0:41 / /old rw,relatime shared:3 - nfs srv:/old rw,vers=3,nolock,proto=tcp\n"
+      "42 22 0:42 / /scratch rw shared:4 - lustre 10.0.0.1@tcp:/fs rw,localflock\n"
+      "43 22 0:43 / /lus rw shared:5 - lustre 10.0.0.1@tcp:/fs rw,flock,lazystatfs\n"
+      "44 22 0:44 / /lus2 rw shared:6 - lustre 10.0.0.1@tcp:/fs rw,lazystatfs\n"
+      "45 22 0:45 / /gpfs rw shared:7 - gpfs fs1 rw\n"
+      "46 22 0:46 / /my\\040dir rw shared:8 - nfs4 srv:/x rw,local_lock=flock\n"
+      "47 41 0:47 / /old/inner rw shared:9 - ext4 /dev/sdb1 rw\n";
+  EXPECT_EQ(locks_local_in_mountinfo(info, "/home/me/sweep"), "");
+  EXPECT_EQ(locks_local_in_mountinfo(info, "/shared/sweeps/a"), "") << "NFSv4 with locks";
+  EXPECT_EQ(locks_local_in_mountinfo(info, "/old/sweeps"),
+            "its NFS mount (/old) has nolock: flock locks there are seen by this host alone");
+  EXPECT_EQ(locks_local_in_mountinfo(info, "/old/inner/s"), "") << "the innermost mount decides";
+  EXPECT_EQ(locks_local_in_mountinfo(info, "/oldies"), "") << "a prefix of the name is not a parent";
+  EXPECT_CONTAINS(locks_local_in_mountinfo(info, "/scratch/s"), "Lustre mount (/scratch) has localflock");
+  EXPECT_EQ(locks_local_in_mountinfo(info, "/lus/s"), "");
+  EXPECT_CONTAINS(locks_local_in_mountinfo(info, "/lus2"), "lacks the flock option");
+  EXPECT_EQ(locks_local_in_mountinfo(info, "/gpfs/s"), "");
+  EXPECT_CONTAINS(locks_local_in_mountinfo(info, "/my dir/s"), "(/my dir) has local_lock=flock");
 }
 
 TEST_F(SweepRunTest, APlantedLogLinkFailsOnlyThatRunAndIsNeverWrittenThrough) {
