@@ -884,7 +884,7 @@ std::string to_yaml(const RunConfig& c) {
   return out;
 }
 
-std::string math_id(const RunConfig& c) {
+RunConfig math_config(const RunConfig& c) {
   RunConfig m = c;
   const RunConfig defaults;
   m.train.accum = c.dist.world_size * c.train.accum;
@@ -902,7 +902,29 @@ std::string math_id(const RunConfig& c) {
   m.train.keep_checkpoints = defaults.train.keep_checkpoints;
   m.fault.kill_step = 0, m.fault.kill_rank = 0, m.fault.hang_step = 0, m.fault.hang_rank = 0;
   m.fault.slow_ms = 0, m.fault.slow_rank = 0, m.fault.crash_in_checkpoint_step = 0, m.fault.crash_in_record = 0;
-  return run_id(m);
+  return m;
+}
+
+std::string math_id(const RunConfig& c) { return run_id(math_config(c)); }
+
+std::vector<std::string> math_differences(const RunConfig& was, const RunConfig& now) {
+  std::vector<std::string> out;
+  const auto global = [](const RunConfig& c) { return c.dist.world_size * c.train.accum * c.train.micro_batch; };
+  if (global(was) != global(now))
+    out.push_back("the global batch (dist.world_size x train.accum x train.micro_batch): " +
+                  std::to_string(global(was)) + " there, " + std::to_string(global(now)) + " here");
+  std::vector<std::pair<std::string, std::string>> a, b;
+  RunConfig ma = math_config(was), mb = math_config(now);
+  visit_fields(ma, Flattener{&a});
+  visit_fields(mb, Flattener{&b});
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    const std::string& key = a[i].first;
+    // The accumulation count is layout once the global batch is named; with a leaf, so
+    // is the micro-batch (train.leaf says the math).
+    if (key == "train.accum" || (key == "train.micro_batch" && was.train.leaf > 0 && now.train.leaf > 0)) continue;
+    if (a[i].second != b[i].second) out.push_back(key + ": " + a[i].second + " there, " + b[i].second + " here");
+  }
+  return out;
 }
 
 std::string run_id(const RunConfig& c) {

@@ -242,4 +242,13 @@ std::string run_id(const RunConfig& c);
 /// math id train the same bits, so a checkpoint of one resumes the other.
 std::string math_id(const RunConfig& c);
 
+/// `c` with its layout in the canonical form math_id hashes.
+RunConfig math_config(const RunConfig& c);
+
+/// Why `was` and `now` have different math ids, one entry per difference: "the global
+/// batch (dist.world_size x train.accum x train.micro_batch): 16 there, 8 here" when it
+/// differs, then "KEY: A there, B here" for every other key that is math (not layout) and
+/// differs. Empty when their math ids are equal.
+std::vector<std::string> math_differences(const RunConfig& was, const RunConfig& now);
+
 }  // namespace sweep

@@ -170,11 +170,7 @@ RunStatus Trainer::run() {
                         eval_source_->describe() + ")");
   }
   run_id_ = run_id(cfg_);
-  std::optional<TrainState> resumed;
-  if (!opt_.resume_from.empty())
-    resumed = load_checkpoint_at(opt_.resume_from, run_id_, math_id(cfg_));  // elastic: any layout of the same math
-  else if (opt_.resume)
-    resumed = load_latest_checkpoint(opt_.out_dir, run_id_, math_id(cfg_));
+  std::optional<TrainState> resumed = load_resume_state(cfg_, opt_.resume_from, opt_.resume, opt_.out_dir);
   faults_ = FaultInjector::make(cfg_.fault, rank_, opt_.resume);
 
   model_ = std::make_unique<DeviceModel>(cfg_, compute_device(opt_, cfg_.deterministic()));

@@ -2,10 +2,13 @@
 #include "train_state.h"
 
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 #include <utility>
 
+#include "config_error.h"  // ConfigError
 #include "flat_params.h"   // FlatParams
+#include "text.h"          // join
 #include "torch_compat.h"  // RNG state
 
 namespace sweep {
@@ -53,6 +56,31 @@ int64_t restore_state(TrainState& st, FlatParams& flat, ZeroShards& zero, LossSc
   compat::set_cpu_rng_state(st.rng);
   rec.restore(std::move(st.metrics), std::move(st.checksums), std::move(st.evals));
   return rec.updates();
+}
+
+std::optional<TrainState> load_resume_state(const RunConfig& cfg, const std::string& resume_from, bool resume,
+                                            const std::string& out_dir) {
+  const std::string id = run_id(cfg), math = math_id(cfg);
+  try {
+    if (!resume_from.empty()) return load_checkpoint_at(resume_from, id, math);  // elastic: any layout of the same math
+    if (resume) return load_latest_checkpoint(out_dir, id, math);
+    return std::nullopt;
+  } catch (const CheckpointOfOtherMath& e) {
+    // .../<run>/checkpoints/step_N/state.bin: the writer's config is <run>/config.yaml.
+    namespace fs = std::filesystem;
+    const fs::path config = fs::path(e.state_path).parent_path().parent_path().parent_path() / "config.yaml";
+    std::string why = e.what();
+    std::error_code ec;
+    if (fs::is_regular_file(config, ec)) {
+      try {
+        const std::vector<std::string> keys = math_differences(load_run_config(config.string()), cfg);
+        if (!keys.empty()) why += "; what differs from " + config.string() + ": " + join(keys, "; ");
+      } catch (const std::exception&) {
+        // An unreadable config: the refusal without the keys.
+      }
+    }
+    throw ConfigError(why);
+  }
 }
 
 }  // namespace sweep

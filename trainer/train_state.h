@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "checkpoint.h"    // TrainState
@@ -27,5 +28,13 @@ TrainState snapshot_state(int64_t step, const std::string& run_id, const RunConf
 /// `st`). Returns the optimizer updates taken so far. Throws when `st` holds another
 /// number of parameters than the model.
 int64_t restore_state(TrainState& st, FlatParams& flat, ZeroShards& zero, LossScaler& scaler, StepRecorder& rec);
+
+/// The state a run of `cfg` resumes from, or nullopt: the checkpoint at `resume_from` (any
+/// layout of the same math) when given, else with `resume` the newest of `out_dir`. A
+/// checkpoint of another math is bad input (ConfigError: exit 2, nothing left behind),
+/// naming what differs (math_differences) when the config.yaml of the run that wrote it
+/// is beside its checkpoints/.
+std::optional<TrainState> load_resume_state(const RunConfig& cfg, const std::string& resume_from, bool resume,
+                                            const std::string& out_dir);
 
 }  // namespace sweep

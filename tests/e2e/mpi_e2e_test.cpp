@@ -126,14 +126,23 @@ TEST_F(MpiE2E, ACheckpointResumesOnAnyLayoutOfTheSameGlobalBatch) {
     EXPECT_EQ(bit_difference(ref, record(tag + "_w4z1")), "") << "W=2 ZeRO 3 -> W=4 ZeRO 1 at step 4";
     EXPECT_EQ(bit_difference(ref, record(tag + "_w1")), "") << "W=2 ZeRO 3 -> W=1, accum 8 at step 2";
   }
-  // Another math (here weight decay) is refused, naming why.
+  // Another math (here weight decay) is bad input: refused with exit 2, naming the key
+  // that differs from the config beside the checkpoints (as in a sweep's run directory),
+  // and leaving nothing behind (it left run.lock and exited 1).
+  fs::copy_file(dir_ / "dense_w2z3.yaml", dir_ / "dense_w2z3" / "config.yaml");
   auto st = train("other", 1, config(1, 8, "", ", weight_decay: 0.1"),
                   {"--resume-from", (dir_ / "dense_w2z3" / "checkpoints").string()});
-  EXPECT_FALSE(st.ok());
-  EXPECT_NE(log("other").find("whose math differs"), std::string::npos) << log("other");
-  // A different global batch is another math too.
+  EXPECT_EQ(st.code, 2) << log("other");
+  EXPECT_CONTAINS(log("other"), "whose math differs");
+  EXPECT_CONTAINS(log("other"), "config.yaml: train.weight_decay: 0 there, 0.1 here");
+  EXPECT_FALSE(fs::exists(dir_ / "other")) << "no run.lock, no directory";
+  // A different global batch is another math too, and says so.
   st = train("batch", 2, config(2, 2, "", ""), {"--resume-from", (dir_ / "dense_w2z3" / "checkpoints").string()});
-  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(st.code, 2) << log("batch");
+  EXPECT_CONTAINS(log("batch"),
+                  "the global batch (dist.world_size x train.accum x train.micro_batch): 16 there, 8 here");
+  EXPECT_EQ(log("batch").find("train.accum:"), std::string::npos) << "layout is not named: " << log("batch");
+  EXPECT_FALSE(fs::exists(dir_ / "batch" / "run.lock"));
 }
 
 // Resume after a real kill: each run is SIGKILLed (the whole mpiexec group) once its

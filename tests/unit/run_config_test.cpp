@@ -280,3 +280,21 @@ TEST(RunConfig, LoadRunConfigNamesMissingFile) {
 
 }  // namespace
 }  // namespace sweep
+
+TEST(RunConfig, MathDifferencesNameTheKeysAndTheGlobalBatchNeverTheLayout) {
+  sweep::RunConfig was;
+  was.dist.world_size = 2, was.train.accum = 4, was.train.micro_batch = 2;
+  sweep::RunConfig layout = was;  // the same math on another layout
+  layout.dist.world_size = 4, layout.train.accum = 2, layout.dist.zero_stage = 3;
+  EXPECT_EQ(sweep::math_id(was), sweep::math_id(layout));
+  EXPECT_TRUE(sweep::math_differences(was, layout).empty());
+
+  sweep::RunConfig now = layout;
+  now.train.weight_decay = 0.1, now.train.accum = 1;
+  const std::vector<std::string> d = sweep::math_differences(was, now);
+  ASSERT_EQ(d.size(), 2u) << ::testing::PrintToString(d);
+  EXPECT_EQ(d[0], "the global batch (dist.world_size x train.accum x train.micro_batch): 16 there, 8 here");
+  EXPECT_EQ(d[1], "train.weight_decay: 0 there, 0.1 here");
+  // Whatever differs, the lists agree with the ids.
+  EXPECT_NE(sweep::math_id(was), sweep::math_id(now));
+}

@@ -189,9 +189,10 @@ TrainState read_state(const std::string& path, const std::string& run_id, const 
   if (version >= 2) s.math_id = r.str();
   const bool same_run = s.run_id == run_id, same_math = !s.math_id.empty() && s.math_id == math_id;
   if (!same_run && !same_math)
-    throw std::runtime_error(path + ": checkpoint of run " + s.run_id + ", whose math differs from run " + run_id +
-                             "'s (only the layout may change: world size and accum at the same global batch, ZeRO "
-                             "stage, workers); refusing to resume");
+    throw CheckpointOfOtherMath(path + ": checkpoint of run " + s.run_id + ", whose math differs from run " + run_id +
+                                    "'s (only the layout may change: world size and accum at the same global batch, "
+                                    "ZeRO stage, workers); refusing to resume",
+                                path);
   s.step = r.pod<int64_t>();
   s.params = r.vec<float>();
   s.m = r.vec<float>();

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -33,20 +34,31 @@ struct TrainState {
   std::vector<EvalRow> evals;          ///< held-out evaluations so far (version 3)
 };
 
+/// A checkpoint of another math than the run that would resume from it: neither its run
+/// id nor its math id matches. The caller can name the keys that differ (math_differences)
+/// from the config of the run that wrote it.
+class CheckpointOfOtherMath : public std::runtime_error {
+ public:
+  CheckpointOfOtherMath(const std::string& what, std::string state_path)
+      : std::runtime_error(what), state_path(std::move(state_path)) {}
+  std::string state_path;  ///< .../checkpoints/step_N/state.bin
+};
+
 /// Writes the checkpoint of `s` under `run_dir` and keeps only the newest `keep`.
 /// `test_crash_midway` (fault.crash_in_checkpoint_step, test-only) _exits after part of
 /// state.bin is on disk, before DONE.
 void save_checkpoint(const std::string& run_dir, const TrainState& s, int keep = 2, bool test_crash_midway = false);
 
 /// The newest complete checkpoint under `run_dir`, or nullopt when there is none.
-/// Throws std::runtime_error when it belongs to another math (neither `run_id` nor
-/// `math_id` matches) or cannot be read.
+/// Throws CheckpointOfOtherMath when it belongs to another math (neither `run_id` nor
+/// `math_id` matches), std::runtime_error when it cannot be read.
 std::optional<TrainState> load_latest_checkpoint(const std::string& run_dir, const std::string& run_id,
                                                  const std::string& math_id = "");
 
 /// The checkpoint at `path`: a checkpoint directory (.../checkpoints/step_N), or the
 /// newest complete one of a run directory or its checkpoints/ directory. For resuming on another layout: it must
-/// hold the same math (`math_id`), and be complete. Throws std::runtime_error otherwise.
+/// hold the same math (`math_id`; else CheckpointOfOtherMath), and be complete. Throws
+/// std::runtime_error otherwise.
 TrainState load_checkpoint_at(const std::string& path, const std::string& run_id, const std::string& math_id);
 
 }  // namespace sweep
