@@ -280,20 +280,28 @@ Kind classify(const std::string& p) {
 }
 
 int compare_two_records(const CompareCliOptions& o) {
-  const Record a = read_run_record(resolve_record_path(o.a)), b = read_run_record(resolve_record_path(o.b));
+  // A failed or stopped run's partial record is evidence (where it went wrong): compared
+  // as it stands, and said to be partial.
+  std::string unfinished[2];
+  const Record a = read_run_record_or_partial(resolve_record_path(o.a), &unfinished[0]),
+               b = read_run_record_or_partial(resolve_record_path(o.b), &unfinished[1]);
   const RecordComparison c = compare_records(a, b, {o.rtol});
   // Each run's own figures and health first: what the two runs came to, before how they differ.
   for (const Record* r : {&a, &b}) {
     const std::string flags = health_names(run_health(*r));
+    const std::string& partial = unfinished[r == &a ? 0 : 1];
     std::printf("%s: %s\n   %s; health: %s\n", r == &a ? "A" : "B", r->path.c_str(),
                 figures_text(run_figures(*r)).c_str(), flags.empty() ? "ok" : flags.c_str());
-    if (!r->verified)
+    if (!partial.empty())
+      std::printf("   partial: %s; its rows as of the last flush, not verified\n", terminal_text(partial).c_str());
+    else if (!r->verified)
       std::printf(
           "   unverified: a record of schema version %lld has no digest; nothing shows it is what its run "
           "wrote\n",
           static_cast<long long>(r->schema_version));
   }
-  std::printf("%s\n", verdict_line(c).c_str());
+  const bool any_partial = !unfinished[0].empty() || !unfinished[1].empty();
+  std::printf("%s%s\n", any_partial ? "over the rows the partial records hold: " : "", verdict_line(c).c_str());
   print_lines(detail_lines(c));
   return c.match() ? 0 : 1;
 }

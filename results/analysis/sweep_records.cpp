@@ -203,6 +203,22 @@ Record read_run_record(const std::string& path) {
   return r;
 }
 
+Record read_run_record_or_partial(const std::string& path, std::string* unfinished) {
+  unfinished->clear();
+  std::string record = path;
+  const std::string suffix = kPartialSuffix;
+  if (record.size() > suffix.size() && record.compare(record.size() - suffix.size(), suffix.size(), suffix) == 0)
+    record.resize(record.size() - suffix.size());
+  std::error_code ec;
+  const std::string partial = record + suffix;
+  if (fs::exists(record, ec) || !fs::exists(partial, ec)) return read_run_record(record);
+  if (const std::string why = regular_file_problem(partial); !why.empty()) throw RecordError(partial + ": " + why);
+  Record r = read_record_unverified(partial);  // RecordError when it does not read at all
+  const FailedRun f = describe_unfinished(fs::path(record).parent_path(), "");
+  *unfinished = "no completed record: the run is " + f.status + (f.cause.empty() ? "" : " (" + f.cause + ")");
+  return r;
+}
+
 std::vector<std::pair<std::string, std::string>> read_points_file(const std::string& dir) {
   std::vector<std::pair<std::string, std::string>> out;
   const std::string path = dir + "/points.tsv";

@@ -44,6 +44,14 @@ std::string record_problem(const std::string& run_dir, const Record& r);
 /// readers of one record (compare, reproduce).
 Record read_run_record(const std::string& path);
 
+/// For readers that compare evidence (`sweep compare` of two records): read_run_record of
+/// `path`, or, when the run has no completed record but its partial one (record.h5.partial
+/// beside `path`, or `path` itself ending in .partial), that partial record as of its
+/// writer's last flush, unverified: a failed or stopped run's rows are where the evidence
+/// is. `*unfinished` is then the run's word ("no completed record: the run is failed
+/// (CAUSE)"), else "". A damaged completed record still throws RecordError.
+Record read_run_record_or_partial(const std::string& path, std::string* unfinished);
+
 /// The records of a sweep directory and what could not be read.
 struct SweepRecords {
   std::vector<Record> runs;           ///< completed (or diverged) records, ordered by run id

@@ -452,10 +452,11 @@ class LifeCycle(unittest.TestCase):
         self.assertNotIn("digest", a)
         with h5py.File(self.partial, "r") as f:
             self.assertEqual(list(f["metrics/loss"][:]), [0.5], "rows before the failure are kept")
-        need_binaries(self, "sweep")  # and sweep refuses it as unfinished
+        need_binaries(self, "sweep")  # and sweep compares it as the partial record it is
         p = sweep("compare", self.run, self.run)
-        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
-        self.assertIn("no completed record: the run is failed (ZeroDivisionError", p.stderr)
+        self.assertIn("partial: no completed record: the run is failed (ZeroDivisionError", p.stdout,
+                      p.stdout + p.stderr)
+        self.assertIn("over the rows the partial records hold: ", p.stdout, p.stdout + p.stderr)
 
     def test_leaving_without_finish_or_abandon(self):
         with sr.RecordWriter(self.run, config_yaml="a: 1\n") as w:

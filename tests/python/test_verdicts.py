@@ -231,10 +231,15 @@ class Verdicts(unittest.TestCase):
         p = sweep("compare", self.record("damaged"), self.record("ok"))
         self.assertEqual(p.returncode, 2, show(p))
         self.assertIn("integrity check failed", p.stderr, show(p))
+        # A failed or stopped run's partial record is evidence: compared as it stands, in the
+        # run's word, never called verified, and never equal to a completed run.
         for kind in ("failed", "interrupted"):
             p = sweep("compare", self.run_dir(kind), self.record("ok"))
-            self.assertEqual(p.returncode, 2, show(p))
-            self.assertIn("no completed record: the run is %s (" % kind, p.stderr, show(p))
+            self.assertEqual(p.returncode, 1, show(p))
+            self.assertIn("   partial: no completed record: the run is %s (" % kind, p.stdout, show(p))
+            self.assertIn("its rows as of the last flush, not verified", p.stdout, show(p))
+            self.assertIn("\nover the rows the partial records hold: ", p.stdout, show(p))
+            self.assertIn(", but the status differs: ", p.stdout, show(p))
 
     def test_export(self):
         path = os.path.join(self.tmp, "export.csv")
