@@ -75,6 +75,8 @@ const Applies kKill{"fault.kill_step > 0", [](const RunConfig& c) { return c.fau
                     [](const RunConfig&) { return std::string("fault.kill_step 0"); }};
 const Applies kHang{"fault.hang_step > 0", [](const RunConfig& c) { return c.fault.hang_step > 0; },
                     [](const RunConfig&) { return std::string("fault.hang_step 0"); }};
+const Applies kNan{"fault.nan_step > 0", [](const RunConfig& c) { return c.fault.nan_step > 0; },
+                   [](const RunConfig&) { return std::string("fault.nan_step 0"); }};
 const Applies kDeterministic{"train.deterministic true",
                              [](const RunConfig& c) { return c.train.deterministic == "true"; },
                              [](const RunConfig&) { return std::string("train.deterministic false"); }};
@@ -224,7 +226,11 @@ void visit_fields(RunConfig& c, Visitor&& v) {
   v("fault.hang_rank", c.fault.hang_rank, IntRange{0, 1 << 20},
     Doc{"test only: the rank fault.hang_step hangs", &kHang});
   v("fault.nan_step", c.fault.nan_step, IntRange{0, int64_t(1) << 40},
-    Doc{"test only: rank 0's first micro-batch loss becomes NaN at this step; 0 = off"});
+    Doc{"test only: the loss of micro-batch fault.nan_micro_batch of rank fault.nan_rank becomes NaN at this step; "
+        "0 = off"});
+  v("fault.nan_rank", c.fault.nan_rank, IntRange{0, 1 << 20}, Doc{"test only: the rank fault.nan_step poisons", &kNan});
+  v("fault.nan_micro_batch", c.fault.nan_micro_batch, IntRange{0, 1 << 20},
+    Doc{"test only: the micro-batch (0-based, of the rank's train.accum) fault.nan_step poisons", &kNan});
   v("fault.slow_ms", c.fault.slow_ms, IntRange{0, 600000},
     Doc{"test only: rank fault.slow_rank sleeps this long inside every step's compute; 0 = off"});
   v("fault.slow_rank", c.fault.slow_rank, IntRange{0, 1 << 20}, Doc{"test only: the rank fault.slow_ms slows", &kSlow});

@@ -20,8 +20,11 @@ class FaultInjector {
   void step_start(int64_t step) const;
   /// Inside the step's compute: sleep when this rank is the slow one.
   void compute() const;
-  /// Micro-batch `k`'s loss on this rank: NaN at fault.nan_step (rank 0, first micro-batch).
-  bool nan_loss(int64_t step, int64_t k) const { return step == f_.nan_step && rank_ == 0 && k == 0; }
+  /// Micro-batch `k`'s loss on this rank: NaN at fault.nan_step on rank fault.nan_rank,
+  /// micro-batch fault.nan_micro_batch.
+  bool nan_loss(int64_t step, int64_t k) const {
+    return step == f_.nan_step && rank_ == f_.nan_rank && k == f_.nan_micro_batch;
+  }
   /// The reduced gradient (or this rank's shard of it, starting at element `begin` of the
   /// whole vector, `size` long): element 0 of the whole vector becomes +inf at fault.inf_grad_step.
   void gradient(int64_t step, float* g, size_t begin, size_t size) const;

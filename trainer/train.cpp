@@ -31,6 +31,7 @@
 #include "leaf_plan.h"            // LeafPlan
 #include "memory_meter.h"         // TensorMemoryMeter
 #include "micro_batches.h"        // MicroBatchPasses
+#include "nonfinite.h"            // locate_nonfinite
 #include "optimizer.h"            // adamw, learning_rate, clipping, LossScaler
 #include "prefetcher.h"           // Prefetcher
 #include "record_header.h"        // record_header
@@ -131,6 +132,7 @@ class Trainer {
   // rank's target count of the step. One vector, so one allreduce sums both.
   std::vector<int64_t> grad_flags_and_targets_;
   std::unique_ptr<Sampler> sampler_;
+  std::string nonfinite_at_;  ///< where this step went non-finite (locate_nonfinite); "" when it did not
   std::unique_ptr<Prefetcher> prefetch_;
   StepRecorder rec_;
 };
@@ -244,11 +246,11 @@ RunStatus Trainer::run() {
       if (nonfinite && cfg_.train.on_nan == "stop") {
         status = RunStatus::diverged;
         failure = "non-finite " + std::string(std::isfinite(s.loss) ? "gradient" : "loss") + " at step " +
-                  std::to_string(step);
+                  std::to_string(step) + (nonfinite_at_.empty() ? "" : ": " + nonfinite_at_);
         if (is_root()) std::printf("diverged: %s (train.on_nan: stop)\n", failure.c_str());
       } else if (nonfinite && is_root()) {
-        std::printf("step %lld: non-finite loss or gradient; update skipped (train.on_nan: skip_step)\n",
-                    (long long)step);
+        std::printf("step %lld: non-finite %s (%s); update skipped (train.on_nan: skip_step)\n", (long long)step,
+                    std::isfinite(s.loss) ? "gradient" : "loss", nonfinite_at_.c_str());
       }
       // Recording cost of this step: checksums plus any periodic flush to disk (the
       // appends themselves only buffer in memory).
@@ -376,6 +378,15 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
 
   s.step = step;
   s.loss = per_target == 1.0 ? canonical_sum(leaf_losses) : canonical_sum(leaf_losses) * per_target;
+  // Where it went non-finite (every rank agrees that it did); an fp16 overflow with a
+  // finite loss is the scaler's business.
+  nonfinite_at_.clear();
+  if (!std::isfinite(s.loss) || (!finite && !scaler_.enabled)) {
+    nonfinite_at_ = locate_nonfinite(
+        {&leaf_losses, A, leaves_.leaves_per_micro_batch, [&](int64_t j) { return sampler_->samples(step - 1, j, M); },
+         g, gn, stage >= 2 ? int64_t(zero_.shard_begin) : 0, &flat_.table},
+        comm_);
+  }
   s.lr = learning_rate(cfg_.train, step);
   s.loss_scale = scale_used;
   s.tokens = tokens;

@@ -62,6 +62,24 @@ void nonfinite_loss(const Record& r, std::vector<HealthFlag>& out) {
                                          "."});
 }
 
+// A finite loss whose gradient was not (the reduced gradient's norm is infinite, or NaN
+// on a step whose update was skipped): a fault the loss alone hides. fp16's overflows are
+// its loss scaler's business (skipped_steps).
+void nonfinite_gradient(const Record& r, std::vector<HealthFlag>& out) {
+  if (config_value(r, "train.precision") == "fp16") return;
+  size_t bad = 0;
+  int64_t first = -1;
+  for (const auto& s : r.steps)
+    if (std::isfinite(s.loss) && (std::isinf(s.grad_norm) || (std::isnan(s.grad_norm) && s.skipped))) {
+      if (bad++ == 0) first = s.step;
+    }
+  if (bad == 0) return;
+  out.push_back({kFlagNonfiniteGradient, std::to_string(bad) + " of " + std::to_string(r.steps.size()) +
+                                             " steps had a finite loss but a non-finite gradient, the first at step " +
+                                             std::to_string(first) + (r.failure.empty() ? "" : " (" + r.failure + ")") +
+                                             "."});
+}
+
 void loss_rose(const Record& r, std::vector<HealthFlag>& out) {
   const size_t n = r.steps.size(), k = std::min(kLossWindow, n / 2);
   if (k == 0) return;
@@ -148,6 +166,7 @@ std::vector<HealthFlag> compute_health(const Record& r) {
   std::vector<HealthFlag> out;
   skipped_steps(r, out);
   nonfinite_loss(r, out);
+  nonfinite_gradient(r, out);
   loss_rose(r, out);
   clipping(r, out);
   eval_rising(r, out);

@@ -23,6 +23,7 @@ struct HealthFlag {
 /// Flag names, in the order flags are listed.
 inline constexpr const char* kFlagSkippedSteps = "skipped_steps";
 inline constexpr const char* kFlagNonfiniteLoss = "nonfinite_loss";
+inline constexpr const char* kFlagNonfiniteGradient = "nonfinite_gradient";
 inline constexpr const char* kFlagLossRose = "loss_rose";
 inline constexpr const char* kFlagClipping = "clipping";
 inline constexpr const char* kFlagEvalRising = "eval_rising";

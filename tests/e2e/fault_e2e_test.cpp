@@ -8,8 +8,9 @@
 #include <cmath>
 #include <filesystem>
 
-#include "e2e_util.h"  // E2eTest, tiny_model, bit_difference
-#include "hdf5_c.h"    // reads the status of a .partial record
+#include "e2e_util.h"    // E2eTest, tiny_model, bit_difference
+#include "hdf5_c.h"      // reads the status of a .partial record
+#include "run_health.h"  // run_health, health_names
 
 namespace fs = std::filesystem;
 
@@ -51,12 +52,40 @@ TEST_F(FaultE2E, NanLossWithOnNanStopEndsTheRunDivergedAtThatStep) {
   // A diverged run is finished: its record is complete, with the status and the step.
   auto r = record("stop");
   EXPECT_EQ(r.status, "diverged");
-  EXPECT_EQ(r.failure, "non-finite loss at step 4");
+  // Located: the rank, its micro-batch, the samples, and the first gradient it poisoned.
+  EXPECT_EQ(
+      r.failure.rfind("non-finite loss at step 4: rank 0, its micro-batch 0 (global micro-batch 0 of 2; samples ", 0),
+      0u)
+      << r.failure;
+  ASSERT_FALSE(r.params.empty());
+  EXPECT_CONTAINS(r.failure, "), loss nan; first non-finite gradient: " + r.params[0].name + "[");
+  EXPECT_CONTAINS(log("stop"), "diverged: " + r.failure);
   ASSERT_EQ(r.steps.size(), 4u);
   EXPECT_TRUE(std::isnan(r.steps[3].loss));
   EXPECT_EQ(r.steps[3].skipped, 1);
   ASSERT_EQ(r.checksums.size(), 5u);  // steps 0..4; the NaN step did not touch the parameters
   EXPECT_EQ(r.checksums[4].params, r.checksums[3].params);
+}
+
+// An infinite gradient under a finite loss (fp32): the run says where and is flagged, as
+// a completed run that skipped the update or as a diverged one (it read "health: ok").
+TEST_F(FaultE2E, AnInfiniteGradientIsLocatedAndFlagged) {
+  ASSERT_TRUE(train("skip", kTiny + ", on_nan: skip_step}\nfault: {inf_grad_step: 5}\n").ok()) << log("skip");
+  auto r = record("skip");
+  EXPECT_EQ(r.status, "completed");
+  ASSERT_FALSE(r.params.empty());
+  EXPECT_CONTAINS(log("skip"), "step 5: non-finite gradient (first non-finite gradient: " + r.params[0].name +
+                                   "[0] = inf); update skipped (train.on_nan: skip_step)");
+  EXPECT_EQ(sweep::health_names(sweep::run_health(r)), "nonfinite_gradient");
+  EXPECT_CONTAINS(r.summary.at("health.nonfinite_gradient"),
+                  "1 of 8 steps had a finite loss but a non-finite gradient, the first at step 5.");
+
+  auto st = train("stop", kTiny + "}\nfault: {inf_grad_step: 5}\n");
+  EXPECT_EQ(st.code, 1) << log("stop");
+  r = record("stop");
+  EXPECT_EQ(r.status, "diverged");
+  EXPECT_EQ(r.failure, "non-finite gradient at step 5: first non-finite gradient: " + r.params[0].name + "[0] = inf");
+  EXPECT_EQ(sweep::health_names(sweep::run_health(r)), "nonfinite_gradient");
 }
 
 TEST_F(FaultE2E, NanLossWithOnNanSkipStepSkipsOneUpdateAndTrainsOn) {
@@ -73,7 +102,8 @@ TEST_F(FaultE2E, NanLossWithOnNanSkipStepSkipsOneUpdateAndTrainsOn) {
   ASSERT_EQ(r.checksums.size(), 9u);
   EXPECT_EQ(r.checksums[4].params, r.checksums[3].params);  // no update at step 4
   EXPECT_NE(r.checksums[5].params, r.checksums[4].params);  // training went on
-  EXPECT_NE(log("skip").find("step 4: non-finite loss or gradient; update skipped"), std::string::npos) << log("skip");
+  EXPECT_CONTAINS(log("skip"),
+                  "step 4: non-finite loss (rank 0, its micro-batch 0 (global micro-batch 0 of 2; samples ");
 }
 
 // Checkpoints after steps 2, 4, 6, 8, 10; the crash tears the one of step 6.
@@ -168,12 +198,20 @@ TEST_F(FaultMpi, AHungRankIsNamedInTheFailedPartialRecord) {
   EXPECT_NE(rs.failure.find("rank 0: "), std::string::npos) << rs.failure;
 }
 
-TEST_F(FaultMpi, NanLossStopsEveryRank) {
-  auto st = train("stop", kTiny + "}\ndist: {world_size: 2}\nfault: {nan_step: 3}\n", 2);
+TEST_F(FaultMpi, NanLossStopsEveryRankNamingWhereItStarted) {
+  // Rank 1's second micro-batch (of accum 2): global micro-batch 3 of 4, with ZeRO 2 so
+  // that no rank holds the whole gradient.
+  auto st = train(
+      "stop",
+      kTiny + "}\ndist: {world_size: 2, zero_stage: 2}\nfault: {nan_step: 3, nan_rank: 1, nan_micro_batch: 1}\n", 2);
   EXPECT_EQ(st.code, 1) << log("stop");
   auto r = record("stop");
   EXPECT_EQ(r.status, "diverged");
-  EXPECT_EQ(r.failure, "non-finite loss at step 3");
+  EXPECT_EQ(
+      r.failure.rfind("non-finite loss at step 3: rank 1, its micro-batch 1 (global micro-batch 3 of 4; samples ", 0),
+      0u)
+      << r.failure;
+  EXPECT_CONTAINS(r.failure, "), loss nan; first non-finite gradient: " + r.params[0].name + "[");
 }
 
 }  // namespace

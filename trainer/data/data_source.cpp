@@ -224,6 +224,16 @@ Sampler::Perm Sampler::permutation(int64_t epoch) const {
   return cached_perm_[slot];
 }
 
+std::vector<int64_t> Sampler::samples(int64_t step, int64_t j, int64_t micro_batches) const {
+  const int64_t n = source_.samples();
+  std::vector<int64_t> out;
+  for (int64_t b = 0; b < micro_batch_; ++b) {
+    const int64_t g = (step * micro_batches + j) * micro_batch_ + b;  // as fill() does
+    out.push_back((*permutation(g / n))[size_t(g % n)]);
+  }
+  return out;
+}
+
 void Sampler::fill(int64_t step, int64_t j, int64_t micro_batches, int64_t* out) const {
   const int64_t n = source_.samples();
   for (int64_t b = 0; b < micro_batch_; ++b) {

@@ -60,6 +60,9 @@ class Sampler {
   /// Fills `out` (micro_batch rows of seq_len + 1 tokens) for 0-based `step` and global
   /// micro-batch `j` of `micro_batches` per step.
   void fill(int64_t step, int64_t j, int64_t micro_batches, int64_t* out) const;
+  /// The samples (indices into the source) whose sequences fill() puts in that micro-batch,
+  /// row by row: what a message names when the micro-batch went wrong.
+  std::vector<int64_t> samples(int64_t step, int64_t j, int64_t micro_batches) const;
 
  private:
   using Perm = std::shared_ptr<const std::vector<int64_t>>;
