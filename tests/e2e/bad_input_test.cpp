@@ -192,7 +192,8 @@ int write_record_cases(const fs::path& dir) {
   std::ofstream(dir / "r_truncated.h5", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
   std::ofstream(dir / "r_not_hdf5.h5") << "this is a text file, not HDF5\n";
   std::ofstream(dir / "r_empty.h5", std::ios::binary);
-  // HDF5 but not a record; and a partial, refused by its name whatever it holds.
+  // HDF5 but not a record; and a partial that is not one either (compare reads a real
+  // partial record as evidence, and refuses this one for what it holds).
   H5Fclose(H5Fcreate((dir / "r_no_schema_version.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
   fs::copy_file(dir / "r_no_schema_version.h5", dir / "r_unfinished.h5.partial", fs::copy_options::overwrite_existing);
   fs::remove(good);
