@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -47,6 +48,7 @@ class ScriptedRunner : public ProcessRunner {
   std::map<std::string, std::vector<std::string>> plan;  ///< run id -> behaviour per attempt (last repeats)
   std::vector<std::vector<std::string>> calls;
   int live = 0, max_live = 0;
+  std::atomic<int> hanging{0};  ///< "hang" and "hang-hard" attempts started (read from other threads)
 
   int start(const std::vector<std::string>& argv, const std::string& log) override {
     calls.push_back(argv);
@@ -66,6 +68,7 @@ class ScriptedRunner : public ProcessRunner {
     if (b == "hang-hard") sh = "trap '' TERM; sleep 30";
     int pid = real_.start({"/bin/sh", "-c", sh}, log);
     max_live = std::max(max_live, ++live);
+    if (b == "hang" || b == "hang-hard") ++hanging;
     return pid;
   }
   std::vector<std::pair<int, ExitStatus>> wait_some(double wait_s) override {
@@ -199,8 +202,12 @@ TEST_F(Executor, InterruptStopsEveryRunAndTheNextRunStartsOnlyThose) {
   ScriptedRunner r;
   r.plan[id(0)] = {"ok"};
   for (int i = 1; i < 5; ++i) r.plan[id(i)] = {"hang-hard", "ok"};
-  std::thread ctrl_c([] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Ctrl-C once runs 1 and 2 hang (so run 0 has completed: two at once), however slow the
+  // machine: a fixed 500 ms caught a loaded TSan build with one run started.
+  std::thread ctrl_c([&r] {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (r.hanging.load() < 2 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120))
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     ::kill(::getpid(), SIGINT);
   });
   SweepSummary s = run_sweep(spec_, points_, opt_, r);
