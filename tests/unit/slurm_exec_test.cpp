@@ -445,6 +445,20 @@ class SlurmScale : public SlurmExec {
         }
     return out;
   }
+  /// The first `n` runs as a driver that died left them: config written, state running
+  /// after one attempt; their directories and ids appended to `dirs` and `ids`.
+  void left_running(int n, std::vector<std::string>* dirs, std::vector<std::string>* ids) const {
+    for (int i = 0; i < n; ++i) {
+      const std::string d = run_dir(opt_.out_dir, points_[i].id);
+      fs::create_directories(d + "/logs");
+      std::ofstream(d + "/config.yaml") << to_yaml(points_[i].config);
+      RunState st;
+      st.state = "running";
+      st.attempts = 1;
+      write_run_state(d, st);
+      dirs->push_back(d), ids->push_back(points_[i].id);
+    }
+  }
   int count_state(const std::string& state) const {
     int n = 0;
     for (size_t i = 0; i < points_.size(); ++i) n += this->state(int(i)).state == state;
@@ -624,16 +638,7 @@ TEST_F(SlurmScale, ADriverAfterOneThatDiedWaitsForItsArraysInsteadOfSubmittingAg
   fs::create_directories(opt_.out_dir + "/runs");
   SimSlurm sim;
   std::vector<std::string> dirs, ids;
-  for (int i = 0; i < 4; ++i) {
-    const std::string d = run_dir(opt_.out_dir, points_[i].id);
-    fs::create_directories(d + "/logs");
-    std::ofstream(d + "/config.yaml") << to_yaml(points_[i].config);
-    RunState st;
-    st.state = "running";
-    st.attempts = 1;
-    write_run_state(d, st);
-    dirs.push_back(d), ids.push_back(points_[i].id);
-  }
+  left_running(4, &dirs, &ids);
   const std::string job = sim.seed(4, dirs);
   append_slurm_job(opt_.out_dir, {job, 4, "batch-1.sh", ids});
   fs::create_directories(opt_.out_dir + "/slurm");
@@ -653,16 +658,7 @@ TEST_F(SlurmScale, ATaskThatEndedWhileNoDriverWatchedIsClassifiedFromWhatItLeft)
   fs::create_directories(opt_.out_dir + "/runs");
   SimSlurm sim;
   std::vector<std::string> dirs, ids;
-  for (int i = 0; i < 2; ++i) {
-    const std::string d = run_dir(opt_.out_dir, points_[i].id);
-    fs::create_directories(d + "/logs");
-    std::ofstream(d + "/config.yaml") << to_yaml(points_[i].config);
-    RunState st;
-    st.state = "running";
-    st.attempts = 1;
-    write_run_state(d, st);
-    dirs.push_back(d), ids.push_back(points_[i].id);
-  }
+  left_running(2, &dirs, &ids);
   // Both ended while no driver ran: one TIMEOUT (retried, resuming), one CANCELLED by
   // someone (not retried).
   const std::string job = sim.seed(2, dirs, "TIMEOUT");
