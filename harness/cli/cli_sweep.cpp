@@ -232,17 +232,32 @@ int print_slurm_script(const SweepSpec& spec, const Expansion& e, const std::str
 
 int run_plan(const PlanOptions& o) {
   SweepSpec spec = load_grid(o.grid, o.trainer);
-  Expansion e = expand_grid(spec);
-  print_warnings(e);
-  for (const auto& note : check_data_files(spec, e.points)) std::fprintf(stderr, "%s\n", note.c_str());
   if (o.parallel > 0) spec.launch.parallel = o.parallel;
   std::string dir = o.out.empty() ? "sweep-out/" + spec.name : o.out;
-  if (o.slurm_script) return print_slurm_script(spec, e, dir);
-  std::string text = render_plan(spec, e, dir);
+  if (o.slurm_script) {
+    Expansion e = expand_grid(spec);
+    print_warnings(e);
+    for (const auto& note : check_data_files(spec, e.points)) std::fprintf(stderr, "%s\n", note.c_str());
+    return print_slurm_script(spec, e, dir);
+  }
+  // The points stream through the table, which keeps a few dozen bytes of each; only a
+  // halving search, whose schedule the table states, keeps them all.
+  PlanTable table(spec, dir);
+  DataFileCheck data_files(spec);
+  std::vector<GridPoint> kept;
+  const bool keep = spec.search.kind == "halving";
+  Expansion e = expand_grid_each(spec, [&](GridPoint&& p) {
+    data_files.add(p);
+    table.add(p);
+    if (keep) kept.push_back(std::move(p));
+  });
+  e.points = std::move(kept);
+  print_warnings(e);
+  for (const auto& note : data_files.finish()) std::fprintf(stderr, "%s\n", note.c_str());
   std::string blas;
   const auto env = choose_blas(spec, &blas);
-  if (!blas.empty()) text += blas + "\n";
-  std::fwrite(text.data(), 1, text.size(), stdout);
+  table.render(e, stdout);
+  if (!blas.empty()) std::printf("%s\n", blas.c_str());
   return 0;
 }
 

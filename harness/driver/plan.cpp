@@ -5,8 +5,8 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "halving_plan.h"  // halving_trials
 #include "run_files.h"     // regular_file_problem
@@ -46,60 +46,95 @@ std::vector<std::string> varying_columns(const std::vector<GridPoint>& points, c
   return out;
 }
 
-std::string render_plan(const SweepSpec& spec, const Expansion& e, const std::string& dir, PlanCounts* counts) {
-  PlanCounts c;
-  c.total = e.points.size();
-  const auto runs = scan_runs(dir);  // one listing; a missing dir is an empty one
-  RunConfig base_config = apply_run_values(RunConfig{}, spec.base);
-  std::map<std::string, std::string> base;
-  for (const auto& [k, v] : to_flat(base_config)) base[k] = v;
-  std::vector<std::string> cols =
-      e.points.empty() ? std::vector<std::string>{} : varying_columns(e.points, base_config);
+namespace {
 
+/// A point's state in the plan, in the order PlanTable::state_ stores them.
+constexpr const char* kStates[] = {"pending", "done",        "diverged", "damaged", "stale",
+                                   "failed",  "interrupted", "stopped",  "running"};
+enum State : uint8_t { kPending, kDone, kDiverged, kDamaged, kStale, kFailed, kInterrupted, kStopped, kRunning };
+
+}  // namespace
+
+PlanTable::PlanTable(const SweepSpec& spec, const std::string& dir)
+    : spec_(spec), dir_(dir), runs_(scan_runs(dir)), halving_(spec.search.kind == "halving") {
   // A stopped run is done only when a finished halving search stopped it: a plain grid
   // resumes it, and a search that has not said "done" may still promote it.
-  const bool halving = spec.search.kind == "halving";
-  bool search_done = false;
-  if (halving) {
+  if (halving_) {
     std::ifstream in(dir + "/search.log");
     const std::string log{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    search_done = log.size() >= 5 && log.compare(log.size() - 5, 5, "done\n") == 0;
+    search_done_ = log.size() >= 5 && log.compare(log.size() - 5, 5, "done\n") == 0;
   }
-  std::vector<const char*> state(e.points.size());
-  std::vector<std::string> stale;  // "id: why", said after the table
-  std::vector<size_t> width(cols.size());
-  for (size_t j = 0; j < cols.size(); ++j) width[j] = cols[j].size();
-  for (size_t i = 0; i < e.points.size(); ++i) {
-    const GridPoint& p = e.points[i];
-    auto it = runs.find(p.id);
-    const std::string s = it == runs.end() ? "pending" : it->second.state;
-    if (s == "completed")
-      state[i] = "done", ++c.done;
-    else if (s == "diverged")
-      state[i] = "diverged", ++c.diverged;
-    else if (s == "damaged")
-      state[i] = "damaged", ++c.pending;  // moved aside and re-run by the next `sweep run`
-    else if (s == "stale")
-      state[i] = "stale", ++c.pending, stale.push_back(p.id + ": " + it->second.detail);  // the same
-    else if (s == "failed")
-      state[i] = "failed", ++c.pending;
-    else if (s == "interrupted")
-      state[i] = "interrupted", ++c.pending;
-    else if (s == "stopped" && !halving)
-      state[i] = "stopped", ++c.pending;  // a plain grid trains it to train.steps: it resumes
-    else if (s == "stopped" && search_done)
-      state[i] = "stopped", ++c.done;  // the finished search's decision
-    else if (s == "stopped")
-      state[i] = "stopped", ++c.at_rung;  // the search, going on, decides whether it resumes
-    else if (s == "running")
-      state[i] = "running", ++c.pending;
-    else
-      state[i] = "pending", ++c.pending;
-    c.max_cores = std::max(c.max_cores, p.cores());
-    for (size_t j = 0; j < cols.size(); ++j) width[j] = std::max(width[j], value_at(p, cols[j], base).size());
-  }
+  for (const auto& [k, v] : to_flat(apply_run_values(RunConfig{}, spec.base))) base_[k] = v;
+}
 
-  std::string out = "sweep " + spec.name + ": " + std::to_string(c.total) + " runs in " + dir + " (" +
+void PlanTable::add(const GridPoint& p) {
+  PlanCounts& c = counts_;
+  const bool first_point = c.total == 0;
+  ++c.total;
+  auto it = runs_.find(p.id);
+  const std::string& s = it == runs_.end() ? "pending" : it->second.state;
+  State st = kPending;
+  if (s == "completed")
+    st = kDone, ++c.done;
+  else if (s == "diverged")
+    st = kDiverged, ++c.diverged;
+  else if (s == "damaged")
+    st = kDamaged, ++c.pending;  // moved aside and re-run by the next `sweep run`
+  else if (s == "stale")
+    st = kStale, ++c.pending, stale_.push_back(p.id + ": " + it->second.detail);  // the same
+  else if (s == "failed")
+    st = kFailed, ++c.pending;
+  else if (s == "interrupted")
+    st = kInterrupted, ++c.pending;
+  else if (s == "stopped" && !halving_)
+    st = kStopped, ++c.pending;  // a plain grid trains it to train.steps: it resumes
+  else if (s == "stopped" && search_done_)
+    st = kStopped, ++c.done;  // the finished search's decision
+  else if (s == "stopped")
+    st = kStopped, ++c.at_rung;  // the search, going on, decides whether it resumes
+  else if (s == "running")
+    st = kRunning, ++c.pending;
+  else
+    ++c.pending;
+  c.max_cores = std::max(c.max_cores, p.cores());
+  state_.push_back(st);
+  cores_.push_back(p.cores());
+
+  // A key's value where a point does not sweep it is the base's (or "-"): a key first
+  // seen at a later point had that value at the first one.
+  auto base_value = [&](const std::string& key) -> const std::string& {
+    static const std::string none = "-";
+    auto b = base_.find(key);
+    return b == base_.end() ? none : b->second;
+  };
+  std::fill(in_point_.begin(), in_point_.end(), 0);
+  cells_ += p.id;
+  cells_ += '\0';
+  for (const auto& [k, v] : p.values) {
+    auto [ki, fresh] = key_index_.emplace(k, uint16_t(keys_.size()));
+    if (fresh) {
+      if (keys_.size() == 0xffff) throw ConfigError(spec_.source + ": more than 65,535 swept keys");
+      keys_.push_back(k);
+      first_.push_back(first_point ? v : base_value(k));
+      varies_.push_back(0);
+      in_point_.push_back(0);
+    }
+    const uint16_t i = ki->second;
+    in_point_[i] = 1;
+    if (v != first_[i]) varies_[i] = 1;
+    cells_ += char(i & 0xff);
+    cells_ += char(i >> 8);
+    cells_ += v;
+    cells_ += '\0';
+  }
+  for (size_t i = 0; i < keys_.size(); ++i)
+    if (!in_point_[i] && !varies_[i] && base_value(keys_[i]) != first_[i]) varies_[i] = 1;
+  row_end_.push_back(cells_.size());
+}
+
+std::string PlanTable::render(const Expansion& e, std::FILE* file, PlanCounts* counts) {
+  const PlanCounts& c = counts_;
+  std::string out = "sweep " + spec_.name + ": " + std::to_string(c.total) + " runs in " + dir_ + " (" +
                     std::to_string(c.done) + " done, " +
                     (c.at_rung ? std::to_string(c.at_rung) + " stopped at a rung of the unfinished search, " : "") +
                     std::to_string(c.pending) + " to run" +
@@ -109,25 +144,23 @@ std::string render_plan(const SweepSpec& spec, const Expansion& e, const std::st
   if (e.mismatched) notes += (notes.empty() ? "" : ", ") + std::to_string(e.mismatched) + " skipped by constraints";
   if (e.duplicates) notes += (notes.empty() ? "" : ", ") + std::to_string(e.duplicates) + " duplicates";
   if (!notes.empty()) out += "points dropped: " + notes + "\n";
-  const std::string keys =
-      std::to_string(spec.search.space.size()) + (spec.search.space.size() == 1 ? " key" : " keys");
-  if (spec.search.kind == "random")
-    out += "search random: " + std::to_string(spec.search.samples) + " draws from " + keys + ", search seed " +
-           std::to_string(spec.search.seed) + "\n";
-  if (spec.search.kind == "tpe")
-    out += "search tpe: " + std::to_string(spec.search.samples) + " trials over " + keys + ", search seed " +
-           std::to_string(spec.search.seed) + ": the " + std::to_string(spec.search.startup) +
-           " random startup trials below, then batches of " + std::to_string(spec.search.parallel) +
-           " proposed from the " + spec.search.metric + " (" + spec.search.mode +
-           ") of every earlier trial, listed in search.log as they are made\n";
-  if (spec.search.kind == "halving") {
-    const auto trials = halving_trials(spec, e.points);
-    const auto brackets =
-        halving_schedule(spec.search, e.points.empty() ? spec.search.min_steps : e.points.front().config.train.steps,
-                         int64_t(trials.size()));
+  const SearchSpec& search = spec_.search;
+  const std::string keys = std::to_string(search.space.size()) + (search.space.size() == 1 ? " key" : " keys");
+  if (search.kind == "random")
+    out += "search random: " + std::to_string(search.samples) + " draws from " + keys + ", search seed " +
+           std::to_string(search.seed) + "\n";
+  if (search.kind == "tpe")
+    out += "search tpe: " + std::to_string(search.samples) + " trials over " + keys + ", search seed " +
+           std::to_string(search.seed) + ": the " + std::to_string(search.startup) +
+           " random startup trials below, then batches of " + std::to_string(search.parallel) + " proposed from the " +
+           search.metric + " (" + search.mode + ") of every earlier trial, listed in search.log as they are made\n";
+  if (halving_) {
+    const auto trials = halving_trials(spec_, e.points);
+    const auto brackets = halving_schedule(
+        search, e.points.empty() ? search.min_steps : e.points.front().config.train.steps, int64_t(trials.size()));
     out += "search halving: " + std::to_string(trials.size()) + " trials (" +
-           (spec.search.space.empty() ? "the grid's points" : "draws from " + keys) + "), eta " +
-           std::to_string(spec.search.eta) + ", by " + spec.search.metric + " (" + spec.search.mode + ")";
+           (search.space.empty() ? "the grid's points" : "draws from " + keys) + "), eta " +
+           std::to_string(search.eta) + ", by " + search.metric + " (" + search.mode + ")";
     for (size_t b = 0; b < brackets.size(); ++b) {
       out += b ? "; bracket " : ": bracket ";
       out += std::to_string(b) + " rungs";
@@ -136,13 +169,54 @@ std::string render_plan(const SweepSpec& spec, const Expansion& e, const std::st
     }
     out += " (trials x steps; decisions in search.log as they are made)\n";
   }
-  out += "launcher " + spec.launch.launcher + ", parallel " + std::to_string(spec.launch.parallel) + ", largest run " +
-         std::to_string(c.max_cores) + " cores\n";
+  out += "launcher " + spec_.launch.launcher + ", parallel " + std::to_string(spec_.launch.parallel) +
+         ", largest run " + std::to_string(c.max_cores) + " cores\n";
 
-  auto pad = [](std::string& line, const std::string& s, size_t w) {
+  // The varying columns, their widths, and each row's cell per column (the base's value,
+  // or "-", where the point does not sweep the key).
+  std::vector<size_t> column(keys_.size(), SIZE_MAX);  // key index -> column
+  std::vector<std::string> cols;
+  std::vector<std::string> fallback;
+  for (size_t i = 0; i < keys_.size(); ++i)
+    if (varies_[i]) {
+      column[i] = cols.size();
+      cols.push_back(keys_[i]);
+      auto b = base_.find(keys_[i]);
+      fallback.push_back(b == base_.end() ? "-" : b->second);
+    }
+  std::vector<std::string_view> cell(cols.size());
+  auto row_cells = [&](size_t r) -> std::string_view {  // fills `cell`; returns the id
+    const size_t begin = r ? row_end_[r - 1] : 0;
+    const char* p = cells_.data() + begin;
+    const char* end = cells_.data() + row_end_[r];
+    const std::string_view id(p);
+    p += id.size() + 1;
+    for (size_t j = 0; j < cols.size(); ++j) cell[j] = fallback[j];
+    while (p < end) {
+      const size_t key = size_t(uint8_t(p[0])) | size_t(uint8_t(p[1])) << 8;
+      const std::string_view v(p + 2);
+      if (column[key] != SIZE_MAX) cell[column[key]] = v;
+      p += 2 + v.size() + 1;
+    }
+    return id;
+  };
+  std::vector<size_t> width(cols.size());
+  for (size_t j = 0; j < cols.size(); ++j) width[j] = cols[j].size();
+  for (size_t r = 0; r < row_end_.size(); ++r) {
+    row_cells(r);
+    for (size_t j = 0; j < cols.size(); ++j) width[j] = std::max(width[j], cell[j].size());
+  }
+
+  auto pad = [](std::string& line, std::string_view s, size_t w) {
     line += s;
     line.append(w > s.size() ? w - s.size() : 0, ' ');
     line += "  ";
+  };
+  auto flush = [&](bool last) {
+    if (file && (last || out.size() >= (1 << 20))) {
+      std::fwrite(out.data(), 1, out.size(), file);
+      out.clear();
+    }
   };
   std::string line;
   pad(line, "id", 16);
@@ -151,51 +225,78 @@ std::string render_plan(const SweepSpec& spec, const Expansion& e, const std::st
   for (size_t j = 0; j < cols.size(); ++j) pad(line, cols[j], width[j]);
   while (!line.empty() && line.back() == ' ') line.pop_back();
   out += line + "\n";
-  out.reserve(out.size() + e.points.size() * (40 + cols.size() * 10));
-  char cores[16];
-  for (size_t i = 0; i < e.points.size(); ++i) {
-    const GridPoint& p = e.points[i];
+  if (!file) out.reserve(out.size() + row_end_.size() * (40 + cols.size() * 10));
+  char cores[24];
+  for (size_t r = 0; r < row_end_.size(); ++r) {
     line.clear();
-    pad(line, p.id, 16);
-    pad(line, state[i], 11);
-    std::snprintf(cores, sizeof cores, "%lld", static_cast<long long>(p.cores()));
+    pad(line, row_cells(r), 16);
+    pad(line, kStates[state_[r]], 11);
+    std::snprintf(cores, sizeof cores, "%lld", static_cast<long long>(cores_[r]));
     pad(line, cores, 5);
-    for (size_t j = 0; j < cols.size(); ++j) pad(line, value_at(p, cols[j], base), width[j]);
+    for (size_t j = 0; j < cols.size(); ++j) pad(line, cell[j], width[j]);
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line;
     out += '\n';
+    flush(false);
   }
-  for (const std::string& why : stale)
+  for (const std::string& why : stale_)
     out += "stale " + why + ": `sweep run` keeps its record aside and runs it again\n";
+  flush(true);
   if (counts) *counts = c;
   return out;
 }
 
-std::vector<std::string> check_data_files(const SweepSpec& spec, const std::vector<GridPoint>& points) {
-  const bool elsewhere =
-      spec.launch.launcher == "slurm" || (spec.launch.launcher == "mpirun" && !spec.launch.hosts.empty());
-  std::vector<std::string> notes;
-  std::map<std::string, std::string> seen;  // path -> problem ("" = fine), one look per path
-  for (size_t i = 0; i < points.size(); ++i) {
-    const RunConfig& c = points[i].config;
-    if (c.data.kind == "synthetic" || c.data.kind == "program") continue;  // no file of ours
-    for (const auto& [key, path] : {std::pair<std::string, std::string>{"data.path", c.data.path},
-                                    std::pair<std::string, std::string>{"data.eval_path", c.data.eval_path}}) {
-      if (path.empty()) continue;  // data.eval_path is optional; a missing data.path is a config error already
-      auto it = seen.find(path);
-      if (it == seen.end()) it = seen.emplace(path, regular_file_problem(path)).first;
-      if (it->second.empty()) continue;
-      std::string values;
-      for (const auto& [k, v] : points[i].values) values += (values.empty() ? "" : " ") + k + "=" + v;
-      const std::string what = "key '" + key + "' of point " + std::to_string(i + 1) + " of " +
-                               std::to_string(points.size()) + (values.empty() ? "" : " (" + values + ")") + ": '" +
-                               printable(path) + "': " + it->second;
-      if (!elsewhere) throw ConfigError(spec.source + ": " + what + "; nothing was started");
-      notes.push_back(spec.source + ": note: " + what + " on this machine; the run's node checks it when it starts");
-      it->second.clear();  // one note per path
+std::string render_plan(const SweepSpec& spec, const Expansion& e, const std::string& dir, PlanCounts* counts) {
+  PlanTable table(spec, dir);
+  for (const GridPoint& p : e.points) table.add(p);
+  return table.render(e, nullptr, counts);
+}
+
+DataFileCheck::DataFileCheck(const SweepSpec& spec)
+    : spec_(spec),
+      elsewhere_(spec.launch.launcher == "slurm" || (spec.launch.launcher == "mpirun" && !spec.launch.hosts.empty())) {}
+
+void DataFileCheck::add(const GridPoint& point) {
+  const size_t i = points_++;
+  const RunConfig& c = point.config;
+  if (c.data.kind == "synthetic" || c.data.kind == "program") return;  // no file of ours
+  if (!first_error_.empty()) return;                                   // the first one is said
+  for (const auto& [key, path] : {std::pair<std::string, std::string>{"data.path", c.data.path},
+                                  std::pair<std::string, std::string>{"data.eval_path", c.data.eval_path}}) {
+    if (path.empty()) continue;  // data.eval_path is optional; a missing data.path is a config error already
+    auto it = seen_.find(path);
+    if (it == seen_.end()) it = seen_.emplace(path, regular_file_problem(path)).first;
+    if (it->second.empty()) continue;
+    std::string values;
+    for (const auto& [k, v] : point.values) values += (values.empty() ? "" : " ") + k + "=" + v;
+    // "of N" is known only after the last point.
+    const std::string head = "key '" + key + "' of point " + std::to_string(i + 1) + " of ";
+    const std::string tail = (values.empty() ? "" : " (" + values + ")") + ": '" + printable(path) + "': " + it->second;
+    if (!elsewhere_) {
+      first_error_ = head;
+      first_error_rest_ = tail;
+      return;
     }
+    notes_.emplace_back(head, tail);
+    it->second.clear();  // one note per path
   }
-  return notes;
+}
+
+std::vector<std::string> DataFileCheck::finish() {
+  const std::string n = std::to_string(points_);
+  if (!first_error_.empty())
+    throw ConfigError(spec_.source + ": " + first_error_ + n + first_error_rest_ + "; nothing was started");
+  std::vector<std::string> out;
+  for (const auto& [head, tail] : notes_)
+    out.push_back(spec_.source + ": note: " + head + n + tail +
+                  " on this machine; the run's node checks it when it starts");
+  return out;
+}
+
+std::vector<std::string> check_data_files(const SweepSpec& spec, const std::vector<GridPoint>& points) {
+  DataFileCheck check(spec);
+  for (const GridPoint& p : points) check.add(p);
+  return check.finish();
 }
 
 }  // namespace sweep

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -105,6 +106,13 @@ SweepSpec load_grid(const std::string& path, const std::string& trainer = "");
 /// resolved, checked against the constraints and validated. Throws ConfigError naming
 /// the line of the offending key and the point's values.
 Expansion expand_grid(const SweepSpec& spec);
+
+/// expand_grid, handing each point to `sink` as it is formed (in the same order, with the
+/// same checks) instead of keeping it: the returned Expansion has the counts and warnings
+/// and no points, so a caller that keeps a few bytes a point (`sweep plan`) holds a
+/// million-point grid in a fraction of the memory. A halving search still forms every
+/// point first: its checks look at all of them.
+Expansion expand_grid_each(const SweepSpec& spec, const std::function<void(GridPoint&&)>& sink);
 
 /// expand_grid(spec).points.
 std::vector<GridPoint> expand(const SweepSpec& spec);

@@ -111,7 +111,9 @@ struct Cond {
 
 class Expander {
  public:
-  explicit Expander(const SweepSpec& s) : spec_(s), base_(apply_run_values(RunConfig{}, s.base)), lines_(base_) {
+  /// `sink`, when given, takes each point instead of Expansion::points.
+  explicit Expander(const SweepSpec& s, const std::function<void(GridPoint&&)>* sink = nullptr)
+      : spec_(s), sink_(sink), base_(apply_run_values(RunConfig{}, s.base)), lines_(base_) {
     for (const auto& a : s.axes) dims_.push_back(make_dim({&a}, base_, lines_));
     for (const auto& z : s.zips) {
       std::vector<const GridAxis*> axes;
@@ -154,7 +156,7 @@ class Expander {
       throw ConfigError(spec_.source + ": the grid has " + std::to_string((long long)total) + " points; at most " +
                         std::to_string((long long)kMaxPoints) + " are supported");
     try {
-      out_.points.reserve(size_t(total) + spec_.includes.size());
+      if (!sink_) out_.points.reserve(size_t(total) + spec_.includes.size());
       seen_.reserve(size_t(total) + spec_.includes.size());
       product();
       for (const auto& inc : spec_.includes) include(inc);
@@ -309,7 +311,10 @@ class Expander {
       ++out_.duplicates;
       return;
     }
-    out_.points.push_back(std::move(p));
+    if (sink_)
+      (*sink_)(std::move(p));
+    else
+      out_.points.push_back(std::move(p));
   }
 
   /// Full values of the current product point, for messages only.
@@ -429,6 +434,7 @@ class Expander {
   }
 
   const SweepSpec& spec_;
+  const std::function<void(GridPoint&&)>* sink_;
   RunConfig base_;
   CanonicalLines lines_;
   std::vector<Dim> dims_;
@@ -489,18 +495,32 @@ SweepSpec honoured_only(const SweepSpec& spec, std::vector<std::string>* warning
 
 }  // namespace
 
-Expansion expand_grid(const SweepSpec& spec) {
-  if (!spec.program.empty() && spec.program.honours_declared) {
-    std::vector<std::string> warnings;
-    const SweepSpec trimmed = honoured_only(spec, &warnings);
-    Expansion e = Expander(trimmed).run();
-    e.warnings.insert(e.warnings.begin(), warnings.begin(), warnings.end());
-    if (spec.search.kind == "halving") check_halving(trimmed, e.points);
-    return e;
+namespace {
+
+Expansion expand_into(const SweepSpec& spec, const std::function<void(GridPoint&&)>* sink) {
+  std::vector<std::string> warnings;
+  const bool trim = !spec.program.empty() && spec.program.honours_declared;
+  const SweepSpec trimmed = trim ? honoured_only(spec, &warnings) : SweepSpec{};
+  const SweepSpec& s = trim ? trimmed : spec;
+  const bool halving = spec.search.kind == "halving";
+  Expansion e = Expander(s, halving ? nullptr : sink).run();
+  e.warnings.insert(e.warnings.begin(), warnings.begin(), warnings.end());
+  if (halving) {
+    check_halving(s, e.points);
+    if (sink) {
+      for (GridPoint& p : e.points) (*sink)(std::move(p));
+      e.points.clear();
+    }
   }
-  Expansion e = Expander(spec).run();
-  if (spec.search.kind == "halving") check_halving(spec, e.points);
   return e;
+}
+
+}  // namespace
+
+Expansion expand_grid(const SweepSpec& spec) { return expand_into(spec, nullptr); }
+
+Expansion expand_grid_each(const SweepSpec& spec, const std::function<void(GridPoint&&)>& sink) {
+  return expand_into(spec, &sink);
 }
 
 }  // namespace sweep
