@@ -33,6 +33,28 @@ std::vector<std::string> column(const Expansion& e, const std::string& key) {
 
 using V = std::vector<std::string>;
 
+TEST(ExpandEach, HandsOverTheSamePointsInTheSameOrderWithTheSameCounts) {
+  const SweepSpec spec = parse_grid(
+      "name: s\nbase: {train: {steps: 3}}\nconstraints: {global_batch: 8, derive: train.accum, on_mismatch: skip}\n"
+      "grid:\n  train.lr: [0.1, 0.2, 0.1]\n  train.micro_batch: [1, 3, 4]\nexclude:\n  - {train.lr: 0.2, "
+      "train.micro_batch: 4}\ninclude:\n  - {train.warmup: 2}\nseeds: 2\n",
+      "g.yaml");
+  const Expansion whole = expand_grid(spec);
+  std::vector<GridPoint> streamed;
+  const Expansion e = expand_grid_each(spec, [&](GridPoint&& p) { streamed.push_back(std::move(p)); });
+  EXPECT_TRUE(e.points.empty());
+  EXPECT_EQ(e.excluded, whole.excluded);
+  EXPECT_EQ(e.mismatched, whole.mismatched);
+  EXPECT_EQ(e.duplicates, whole.duplicates);
+  EXPECT_GT(whole.excluded + whole.mismatched, 0u);
+  EXPECT_GT(whole.duplicates, 0u);
+  ASSERT_EQ(streamed.size(), whole.points.size());
+  for (size_t i = 0; i < streamed.size(); ++i) {
+    EXPECT_EQ(streamed[i].id, whole.points[i].id) << i;
+    EXPECT_EQ(streamed[i].values, whole.points[i].values) << i;
+  }
+}
+
 TEST(GridZip, AdvancesKeysTogetherAndMultipliesWithTheGrid) {
   Expansion e =
       ex("name: z\n"

@@ -281,6 +281,28 @@ TEST_F(Executor, PlanShowsVaryingColumnsStateAndCoresWithoutWriting) {
   EXPECT_CONTAINS(text, points_[1].id + "  failed ");
 }
 
+TEST_F(Executor, PlanColumnsCountTheBaseValueOfPointsThatDoNotSweepAKey) {
+  // warmup is swept only by the include (so the grid's points show the base's 0 there);
+  // clip_norm is one value, but not the base's, which the includes keep: a column;
+  // weight_decay is swept to its base value everywhere it is written: no column.
+  spec_ = parse_grid(
+      "name: p\nbase: {train: {steps: 3, weight_decay: 0.1, clip_norm: 1}}\ngrid:\n  train.lr: [0.1, 0.2]\n"
+      "  train.clip_norm: [0.5]\n  train.weight_decay: [0.1]\ninclude:\n  - {train.warmup: 2}\n  - "
+      "{train.weight_decay: 0.1}\n",
+      "g.yaml");
+  PlanTable streamed(spec_, opt_.out_dir);
+  Expansion e = expand_grid_each(spec_, [&](GridPoint&& p) { streamed.add(p); });
+  EXPECT_TRUE(e.points.empty()) << "expand_grid_each keeps no point";
+  const std::string text = streamed.render(e);
+  EXPECT_EQ(text, render_plan(spec_, expand_grid(spec_), opt_.out_dir));
+  EXPECT_CONTAINS(text, "id                state        cores  train.lr  train.clip_norm  train.warmup\n");
+  EXPECT_EQ(text.find("weight_decay"), std::string::npos) << text;
+  const auto points = expand_grid(spec_).points;
+  ASSERT_EQ(points.size(), 4u);
+  EXPECT_CONTAINS(text, points[0].id + "  pending      1      0.1       0.5              0\n");
+  EXPECT_CONTAINS(text, points[2].id + "  pending      1      0.001     1                2\n");  // the base's
+}
+
 TEST_F(Executor, PointsFileAndStatesAreReadBack) {
   grid("{}", 2);
   ScriptedRunner r;
