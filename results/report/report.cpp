@@ -522,6 +522,13 @@ ReportModel build_report(const std::string& title, const SweepRecords& sweep, co
   m.determinism_costs = determinism_costs(runs, m.runs);
   const bool sampled = m.search.kind == "random" || m.search.kind == "tpe";
   m.effects = axis_effects(runs, m.runs, m.varying, sampled, &m.rank_importance);
+  // One knob at a time: each point against the base, and no share of variance (a search's
+  // draws are never one knob at a time, whatever they happen to look like).
+  if (m.search.kind.empty()) m.base_deltas = base_deltas(runs, m.runs, m.varying);
+  if (m.base_deltas.one_knob()) {
+    for (auto& e : m.effects) e.importance = NAN;
+    m.rank_importance = false;
+  }
   m.environment = environment_summary(runs);
   m.classes_matter = !m.layout_sets.empty() ||
                      std::any_of(m.classes.begin(), m.classes.end(), [](const auto& c) { return c.runs.size() > 1; });

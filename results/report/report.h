@@ -205,6 +205,50 @@ double rank_eta_squared(const std::vector<double>& y, const std::vector<size_t>&
 std::vector<AxisEffect> axis_effects(const std::vector<Record>& runs, const std::vector<ReportRun>& figs,
                                      const std::vector<std::string>& keys, bool sampled, bool* rank_importance);
 
+/// Keys past which a point's change from the base is no longer one knob (or one small
+/// fixed set of knobs, such as dist.world_size with train.accum): base_deltas gives up.
+inline constexpr size_t kMaxKnobsPerPoint = 4;
+
+/// One point of a one-knob-at-a-time sweep against its base point (BaseDeltas).
+struct PointDelta {
+  /// The knobs this point changes, with its values there ("train.precision", "bf16"), in key order.
+  std::vector<std::pair<std::string, std::string>> changes;
+  std::vector<size_t> runs;        ///< its runs, every seed (indexes into SweepRecords::runs)
+  std::vector<std::string> seeds;  ///< train.seed of the runs compared, in seed order: finite here and at the base
+  double objective = NAN;          ///< the mean objective of its runs of those seeds
+  double base_objective = NAN;     ///< the mean objective of the base's runs of the same seeds
+  double delta = NAN;              ///< objective minus base_objective; NaN without a seed in common
+  double relative = NAN;           ///< delta over |base_objective|; NaN where that is 0
+};
+
+/// A sweep of one knob at a time (sweeps/seven-tricks.yaml: a base point and `include`
+/// entries that each change one knob, or a small fixed set, of it): each point against the
+/// base. Eta squared says nothing there: each value is one point, and no two knobs cross.
+struct BaseDeltas {
+  std::vector<size_t> base_runs;  ///< the base point's runs, every seed; empty: not one knob at a time
+  std::vector<std::pair<std::string, std::string>> base;  ///< the knobs' values at the base, in key order
+  size_t base_seeds = 0;                                  ///< base runs with a finite objective
+  double base_mean = NAN, base_std = NAN;                 ///< over them; std the sample std (NaN for one)
+  std::vector<PointDelta> points;                         ///< largest |delta| first; NaN deltas last
+  bool one_knob() const { return !base_runs.empty(); }
+};
+
+/// Each point of a one-knob-at-a-time sweep against the base point, or an empty BaseDeltas
+/// (one_knob() false) for any other sweep, which keeps its axis effects. `keys`: the
+/// varying keys (train.seed among them is a replicate, not a knob). Points are the runs'
+/// distinct values of the other keys (the knobs), whatever their seeds. The sweep is one
+/// knob at a time when:
+///   - at least two knobs vary, and each knob has one value more points have than any
+///     other (its mode; a crossed grid's values tie, so a grid has none);
+///   - some point has every knob at its mode: the base, the run that changes no knob;
+///   - every other point leaves the mode in at most kMaxKnobsPerPoint knobs (its changes);
+///   - no point's changes are the union of other points' smaller changes (lr=b with
+///     warmup=10 where lr=b and warmup=10 also ran alone: a crossed axis).
+/// A point's delta compares means over the same seeds: those where both it and the base
+/// have a finite objective (the base's other seeds give base_std, the seed noise).
+BaseDeltas base_deltas(const std::vector<Record>& runs, const std::vector<ReportRun>& figs,
+                       const std::vector<std::string>& keys);
+
 /// One environment attribute across the runs (a key empty or unset in every run is left out).
 struct EnvironmentEntry {
   std::string key;
@@ -299,6 +343,10 @@ struct ReportModel {
   /// Some axis is continuous (AxisEffect::binned): every axis's importance is then
   /// rank_eta_squared rather than eta squared.
   bool rank_importance = false;
+  /// A one-knob-at-a-time sweep (a grid, not a search): each point against the base point.
+  /// Then `effects` keep their means per value but no importance (NaN): the report shows
+  /// these deltas in place of eta squared.
+  BaseDeltas base_deltas;
   /// Short names of `columns` for headers and legends (short_key_names).
   std::vector<std::string> short_columns;
   /// Values too long for legends and the results table, with their aliases.

@@ -2,12 +2,15 @@
 // grid's axis with its share of the variance (eta squared), and for a search's continuous
 // parameters, where every draw differs, quantile bins with a rank-based share that works
 // for any shape of effect (rank_eta_squared) and Spearman's correlation for its direction.
+// A sweep of one knob at a time has no axes to share variance between: each of its points
+// is compared with the base point instead (base_deltas).
 #include <algorithm>  // sort, min, max, stable_sort
 #include <cmath>      // isfinite, sqrt
 #include <cstdio>     // snprintf
 #include <cstdlib>    // strtod
 #include <map>
 #include <set>
+#include <utility>  // pair
 
 #include "report.h"
 
@@ -265,6 +268,115 @@ std::vector<AxisEffect> axis_effects(const std::vector<Record>& runs, const std:
   else
     std::stable_sort(out.begin(), out.end(),
                      [](const AxisEffect& a, const AxisEffect& b) { return a.spread > b.spread; });
+  return out;
+}
+
+BaseDeltas base_deltas(const std::vector<Record>& runs, const std::vector<ReportRun>& figs,
+                       const std::vector<std::string>& keys) {
+  BaseDeltas out;
+  std::vector<std::string> knobs;
+  for (const auto& k : keys)
+    if (k != "train.seed") knobs.push_back(k);
+  if (knobs.size() < 2) return out;
+  // The points: each distinct combination of the knobs' values, in the order of their first run.
+  std::vector<std::vector<std::string>> point_values;
+  std::vector<std::vector<size_t>> point_runs;
+  std::map<std::vector<std::string>, size_t> index;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::vector<std::string> values;
+    values.reserve(knobs.size());
+    for (const auto& k : knobs) values.push_back(report_value(runs[i], k));
+    auto [it, fresh] = index.emplace(values, point_values.size());
+    if (fresh) point_values.push_back(std::move(values)), point_runs.emplace_back();
+    point_runs[it->second].push_back(i);
+  }
+  // Each knob's mode over the points: the base's value, which every point that does not
+  // change this knob keeps. A tie (every axis of a crossed grid) means there is no base.
+  std::vector<std::string> mode(knobs.size());
+  for (size_t k = 0; k < knobs.size(); ++k) {
+    std::map<std::string, size_t> n;
+    for (const auto& p : point_values) ++n[p[k]];
+    size_t best = 0, second = 0;
+    for (const auto& [v, c] : n) {
+      if (c > best)
+        second = best, best = c, mode[k] = v;
+      else if (c > second)
+        second = c;
+    }
+    if (best == second) return out;
+  }
+  const auto base_it = index.find(mode);
+  if (base_it == index.end()) return out;
+  const size_t base = base_it->second;
+  // Each other point's changes: the knobs where it leaves the base, with its values there.
+  std::vector<std::set<std::pair<size_t, std::string>>> changes(point_values.size());
+  for (size_t p = 0; p < point_values.size(); ++p) {
+    for (size_t k = 0; k < knobs.size(); ++k)
+      if (point_values[p][k] != mode[k]) changes[p].emplace(k, point_values[p][k]);
+    if (changes[p].size() > kMaxKnobsPerPoint) return out;
+  }
+  // A point whose changes are made up of other points' smaller changes crosses them.
+  for (size_t p = 0; p < point_values.size(); ++p) {
+    if (changes[p].size() < 2) continue;
+    std::set<std::pair<size_t, std::string>> covered;
+    for (size_t q = 0; q < point_values.size(); ++q)
+      if (q != p && !changes[q].empty() && changes[q].size() < changes[p].size() &&
+          std::includes(changes[p].begin(), changes[p].end(), changes[q].begin(), changes[q].end()))
+        covered.insert(changes[q].begin(), changes[q].end());
+    if (covered == changes[p]) return out;
+  }
+
+  // Seeds: each point's finite objectives by train.seed (the mean should a seed repeat).
+  const auto by_seed = [&](size_t p) {
+    std::map<std::string, std::pair<double, size_t>> acc;
+    for (size_t i : point_runs[p])
+      if (std::isfinite(figs[i].objective)) {
+        auto& a = acc[report_value(runs[i], "train.seed")];
+        a.first += figs[i].objective, ++a.second;
+      }
+    std::map<std::string, double> mean;
+    for (const auto& [seed, a] : acc) mean.emplace(seed, a.first / double(a.second));
+    return mean;
+  };
+  const std::map<std::string, double> base_seed = by_seed(base);
+  out.base_runs = point_runs[base];
+  for (size_t k = 0; k < knobs.size(); ++k) out.base.emplace_back(knobs[k], mode[k]);
+  double sum = 0;
+  for (size_t i : out.base_runs)
+    if (std::isfinite(figs[i].objective)) sum += figs[i].objective, ++out.base_seeds;
+  if (out.base_seeds) {
+    out.base_mean = sum / double(out.base_seeds);
+    double ss = 0;
+    for (size_t i : out.base_runs)
+      if (std::isfinite(figs[i].objective))
+        ss += (figs[i].objective - out.base_mean) * (figs[i].objective - out.base_mean);
+    if (out.base_seeds > 1) out.base_std = std::sqrt(ss / double(out.base_seeds - 1));
+  }
+  for (size_t p = 0; p < point_values.size(); ++p) {
+    if (p == base) continue;
+    PointDelta d;
+    for (const auto& [k, v] : changes[p]) d.changes.emplace_back(knobs[k], v);
+    d.runs = point_runs[p];
+    double here = 0, there = 0;
+    for (const auto& [seed, objective] : by_seed(p)) {
+      const auto b = base_seed.find(seed);
+      if (b == base_seed.end()) continue;
+      d.seeds.push_back(seed);
+      here += objective, there += b->second;
+    }
+    std::sort(d.seeds.begin(), d.seeds.end(), value_less);
+    if (!d.seeds.empty()) {
+      d.objective = here / double(d.seeds.size());
+      d.base_objective = there / double(d.seeds.size());
+      d.delta = d.objective - d.base_objective;
+      if (d.base_objective != 0) d.relative = d.delta / std::abs(d.base_objective);
+    }
+    out.points.push_back(std::move(d));
+  }
+  std::stable_sort(out.points.begin(), out.points.end(), [](const PointDelta& a, const PointDelta& b) {
+    const bool fa = std::isfinite(a.delta), fb = std::isfinite(b.delta);
+    return fa != fb ? fa : fa && std::abs(a.delta) > std::abs(b.delta);
+  });
   return out;
 }
 

@@ -2,6 +2,7 @@
 // so that every format prints a number the same way. Internal to sweep_results.
 #pragma once
 
+#include <algorithm>  // sort
 #include <cctype>     // isspace
 #include <cinttypes>  // PRIx64
 #include <cmath>      // isfinite
@@ -185,6 +186,63 @@ inline constexpr const char* kRankImportanceMethod =
 /// The method note of the report's importance column.
 inline const char* importance_method(const ReportModel& m) {
   return m.rank_importance ? kRankImportanceMethod : kImportanceMethod;
+}
+
+/// What the effects table of a one-knob-at-a-time sweep (ReportModel::base_deltas) shows,
+/// said under it in place of the importance method.
+inline constexpr const char* kBaseDeltaMethod =
+    "One knob at a time: each row is a point that changes the knobs it names from the base, and its delta is the "
+    "delta against the base point (the run that changes no knob): its objective minus the base's, over the seeds "
+    "both have (means over them when there are several; \"seeds\" says how many), and relative to the base's "
+    "objective where that is not 0. A negative delta is a lower objective than the base's. No variance explained "
+    "is given: each value is one point and no two knobs are crossed, so there are no axes to share the variance "
+    "between.";
+
+/// A difference with its sign, six significant digits: "+0.0123", "-0.5", "0"; "-" when missing.
+inline std::string signed_g6(double v) { return (v > 0 ? "+" : "") + g6(v); }
+
+/// A relative difference in percent with its sign, three significant digits: "+1.94%",
+/// "-0.125%", "0%"; "-" when unknown (a base objective of 0).
+inline std::string signed_percent(double share) {
+  if (!std::isfinite(share)) return "-";
+  if (share == 0) return "0%";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.3g%%", 100 * share);
+  return buf;
+}
+
+/// "train.precision = bf16" (", "-separated for several): what a point changes from the
+/// base, long values by their alias (shown_value).
+inline std::string changes_text(const ReportModel& m, const PointDelta& d) {
+  std::string s;
+  for (const auto& [k, v] : d.changes) s += (s.empty() ? "" : ", ") + k + " = " + shown_value(m, k, v);
+  return s;
+}
+
+/// The seeds cell of a point's delta: how many seeds were compared, or why none was.
+inline std::string delta_seeds(const PointDelta& d) {
+  return d.seeds.empty() ? "no seed in common with the base" : std::to_string(d.seeds.size());
+}
+
+/// "Base point (the run that changes no knob): run 3f2a...: final train loss 1.55 ± 0.002
+/// over 3 seeds (0, 1, 2), the seed noise a delta has to stand out from."
+inline std::string base_note(const SweepRecords& sweep, const ReportModel& m) {
+  const BaseDeltas& b = m.base_deltas;
+  std::string ids, seeds;
+  std::vector<std::string> finite;
+  for (size_t i : b.base_runs) {
+    ids += (ids.empty() ? "" : ", ") + sweep.runs[i].run_id;
+    if (std::isfinite(m.runs[i].objective)) finite.push_back(report_value(sweep.runs[i], "train.seed"));
+  }
+  std::sort(finite.begin(), finite.end(), value_less);
+  for (const auto& seed : finite) seeds += (seeds.empty() ? "" : ", ") + seed;
+  std::string s =
+      "Base point (the run that changes no knob): " + std::string(b.base_runs.size() == 1 ? "run " : "runs ") + ids +
+      ": " + objective_title(m) + " ";
+  if (b.base_seeds == 0) return s + "not finite in any run.";
+  if (b.base_seeds == 1) return s + g6(b.base_mean) + " (1 seed).";
+  return s + g6(b.base_mean) + " \u00b1 " + g6(b.base_std) + " over " + std::to_string(b.base_seeds) + " seeds (" +
+         seeds + "), the seed noise a delta has to stand out from.";
 }
 
 /// "34.5%" of a share in [0, 1], "0.052%" below 1% (two significant digits), "0%" for

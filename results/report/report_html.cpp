@@ -240,7 +240,31 @@ std::string groups_table(const SweepRecords& sweep, const ReportModel& m) {
   return t;
 }
 
-std::string effects_table(const ReportModel& m) {
+// A one-knob-at-a-time sweep's effects: each point against the base point, the largest
+// change first, a bar of its size in the delta's cell.
+std::string base_delta_table(const SweepRecords& sweep, const ReportModel& m) {
+  const std::string objective = html_escape(objective_title(m));
+  std::string t = "<h2>Effect of each change on the " + objective + ", against the base point</h2>\n<p>" +
+                  html_escape(base_note(sweep, m)) +
+                  "</p>\n<table>\n<thead><tr><th>change from the base</th><th>seeds</th><th>" + objective +
+                  "</th><th>base " + objective + "</th><th>delta</th><th>delta %</th></tr></thead>\n<tbody>\n";
+  double widest = 0;
+  for (const auto& d : m.base_deltas.points)
+    if (std::isfinite(d.delta)) widest = std::max(widest, std::abs(d.delta));
+  for (const auto& d : m.base_deltas.points) {
+    const double w = widest > 0 && std::isfinite(d.delta) ? 120 * std::abs(d.delta) / widest : 0;
+    t +=
+        "<tr>" + td(html_escape(changes_text(m, d))) +
+        td(html_escape(delta_seeds(d)), d.seeds.empty() ? "flag" : "num") + td(g6(d.objective), "num") +
+        td(g6(d.base_objective), "num") +
+        td(signed_g6(d.delta) + " <span class=\"bar\" style=\"width:" + report_plot::coord(w) + "px\"></span>", "num") +
+        td(signed_percent(d.relative), "num") + "</tr>\n";
+  }
+  return t + "</tbody>\n</table>\n<p>" + html_escape(kBaseDeltaMethod) + "</p>\n";
+}
+
+std::string effects_table(const SweepRecords& sweep, const ReportModel& m) {
+  if (m.base_deltas.one_knob()) return base_delta_table(sweep, m);
   if (m.effects.empty()) return "";
   const std::string objective = html_escape(objective_title(m));
   std::string t = "<h2>Effect of each axis on the " + objective +
@@ -639,7 +663,7 @@ std::string render_html(const SweepRecords& sweep, const ReportModel& m) {
     }
     h += baseline_section(sweep, m);
     h += report_html::search_section(sweep, m);
-    h += effects_table(m);
+    h += effects_table(sweep, m);
     h += all_runs_section(sweep, m);
     h += diagnostics_section(sweep, m);
     h += reproducibility(sweep, m);

@@ -148,7 +148,10 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
   // their rank correlation, with the model's importance_method; charts their labels and
   // facet_by; classes_matter, throughput_varies_with and long_values; the search its keys,
   // trials and (halving) rungs and paths.
-  std::string j = kJsonReportStart + ("\"version\":4,\"title\":" + jstr(m.title));
+  // Version 5: "base_deltas", each point of a one-knob-at-a-time sweep against its base
+  // point (null for any other sweep); such a sweep's effects have a null importance and
+  // variance_explained, and importance_method "delta_against_base".
+  std::string j = kJsonReportStart + ("\"version\":5,\"title\":" + jstr(m.title));
   j += ",\"summary\":{\"runs\":" + jint(int64_t(m.total)) + ",\"completed\":" + jint(int64_t(m.completed)) +
        ",\"diverged\":" + jint(int64_t(m.diverged)) + ",\"stopped\":" + jint(int64_t(m.stopped)) +
        ",\"failed\":" + jint(int64_t(m.failed)) + ",\"interrupted\":" + jint(int64_t(m.interrupted)) +
@@ -222,8 +225,33 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
         ",\"rank_correlation\":" + jnum(e.rank_correlation) + ",\"changes_together_with\":" + jlist(with) +
         ",\"balanced\":" + (e.balanced ? "true" : "false") + ",\"levels\":" + jlist(levels) + "}");
   }
-  j += ",\"importance_method\":" + jstr(m.rank_importance ? "rank_eta_squared" : "eta_squared") +
+  const BaseDeltas& b = m.base_deltas;
+  j += ",\"importance_method\":" +
+       jstr(b.one_knob()        ? "delta_against_base"
+            : m.rank_importance ? "rank_eta_squared"
+                                : "eta_squared") +
        ",\"effects\":" + jlist(effects);
+  if (b.one_knob()) {
+    const auto pairs = [](const std::vector<std::pair<std::string, std::string>>& kv) {
+      std::vector<std::string> out;
+      for (const auto& [k, v] : kv) out.push_back("{\"key\":" + jstr(k) + ",\"value\":" + jstr(v) + "}");
+      return jlist(out);
+    };
+    std::vector<std::string> points;
+    for (const auto& d : b.points) {
+      std::vector<std::string> seeds;
+      for (const auto& seed : d.seeds) seeds.push_back(jstr(seed));
+      points.push_back("{\"changes\":" + pairs(d.changes) + ",\"runs\":" + jrun_ids(sweep, d.runs) +
+                       ",\"seeds\":" + jlist(seeds) + ",\"objective\":" + jnum(d.objective) +
+                       ",\"base_objective\":" + jnum(d.base_objective) + ",\"delta\":" + jnum(d.delta) +
+                       ",\"relative_delta\":" + jnum(d.relative) + "}");
+    }
+    j += ",\"base_deltas\":{\"base\":" + pairs(b.base) + ",\"base_runs\":" + jrun_ids(sweep, b.base_runs) +
+         ",\"base_seeds\":" + jint(int64_t(b.base_seeds)) + ",\"base_mean\":" + jnum(b.base_mean) +
+         ",\"base_std\":" + jnum(b.base_std) + ",\"points\":" + jlist(points) + "}";
+  } else {
+    j += ",\"base_deltas\":null";
+  }
   for (const auto& c : m.classes)
     classes.push_back("{\"name\":" + jstr(c.name) + ",\"runs\":" + jrun_ids(sweep, c.runs) + "}");
   j += ",\"classes\":" + jlist(classes);

@@ -165,18 +165,28 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
       for (const auto& u : m.baseline_unpaired) s += md_row({md(u), "", "no partner at the baseline value", ""});
       s += "\n";
     }
-    s += "## Effect of each axis on the " + md(objective) + "\n\n" +
-         md_header({"axis", "spread of means",
-                    m.rank_importance ? "importance (rank eta squared)" : "variance explained",
-                    m.rank_importance ? "value or bin" : "value", "runs", "mean " + md(objective)});
-    for (const auto& e : m.effects) {
-      const std::string rho = m.rank_importance ? rho_text(e) : "";
-      const std::string notes = md(effect_notes(e, m.rank_importance)) + (rho.empty() ? "" : "; " + rho);
-      for (size_t i = 0; i < e.values.size(); ++i)
-        s += md_row({i ? "" : md(e.key), i ? "" : g6(e.spread), i ? "" : notes, md(e.values[i]),
-                     std::to_string(e.counts[i]), g6(e.means[i])});
+    if (m.base_deltas.one_knob()) {
+      s += "## Effect of each change on the " + md(objective) + ", against the base point\n\n" +
+           md(base_note(sweep, m)) + "\n\n" +
+           md_header({"change from the base", "seeds", md(objective), "base " + md(objective), "delta", "delta %"});
+      for (const auto& d : m.base_deltas.points)
+        s += md_row({md(changes_text(m, d)), md(delta_seeds(d)), g6(d.objective), g6(d.base_objective),
+                     signed_g6(d.delta), signed_percent(d.relative)});
+      s += "\n" + md(kBaseDeltaMethod) + "\n";
+    } else {
+      s += "## Effect of each axis on the " + md(objective) + "\n\n" +
+           md_header({"axis", "spread of means",
+                      m.rank_importance ? "importance (rank eta squared)" : "variance explained",
+                      m.rank_importance ? "value or bin" : "value", "runs", "mean " + md(objective)});
+      for (const auto& e : m.effects) {
+        const std::string rho = m.rank_importance ? rho_text(e) : "";
+        const std::string notes = md(effect_notes(e, m.rank_importance)) + (rho.empty() ? "" : "; " + rho);
+        for (size_t i = 0; i < e.values.size(); ++i)
+          s += md_row({i ? "" : md(e.key), i ? "" : g6(e.spread), i ? "" : notes, md(e.values[i]),
+                       std::to_string(e.counts[i]), g6(e.means[i])});
+      }
+      s += "\n" + md(importance_method(m)) + "\n";
     }
-    s += "\n" + md(importance_method(m)) + "\n";
     std::string front;
     for (size_t i = 0; i < m.runs.size(); ++i)
       if (m.runs[i].pareto)

@@ -418,6 +418,20 @@ class ReportViews(unittest.TestCase):
         # 11 varying keys: the objective first, every key's column readable.
         self.assertGreaterEqual(len(doc["columns"]), 8)
         self.assertTrue(layout["objective"]["text"].startswith("final train loss"))
+        # One knob at a time: each point against the base over seed 0 (the base also ran
+        # seeds 1 and 2), no eta squared.
+        self.assertEqual(doc["importance_method"], "delta_against_base")
+        deltas = doc["base_deltas"]
+        self.assertEqual(len(deltas["base_runs"]), 3)
+        self.assertEqual(len(deltas["points"]), 14)
+        by_change = {", ".join("%s=%s" % (c["key"], c["value"]) for c in p["changes"]): p for p in deltas["points"]}
+        self.assertAlmostEqual(by_change["train.clip_norm=0"]["delta"], 0.03, places=9)
+        self.assertAlmostEqual(by_change["train.precision=bf16"]["delta"], 0.012, places=9)
+        self.assertEqual(by_change["data.workers=2"]["delta"], 0)
+        self.assertEqual(by_change["train.precision=bf16"]["seeds"], ["0"])
+        self.assertTrue(all(e["variance_explained"] is None for e in doc["effects"]))
+        self.assertNotIn("eta squared", html)
+        self.assertIn("| train.precision = bf16 | 1 |", md)
 
     def test_grid60_small_multiples(self):
         d = os.path.join(self.tmp, "grid60")
@@ -443,6 +457,9 @@ class ReportViews(unittest.TestCase):
         self.assertIn("no trade-off", html)
         lr = next(e for e in doc["effects"] if e["key"] == "train.lr")
         self.assertEqual(lr["changes_together_with"], ["train.min_lr"])
+        self.assertEqual(doc["importance_method"], "eta_squared")  # a crossed grid: no base point
+        self.assertIsNone(doc["base_deltas"])
+        self.assertGreater(lr["variance_explained"], 0.5)
         self.assertEqual(doc["effects"][0]["key"], "train.lr")  # the largest spread first
 
     def test_tpe40_slices_and_importance(self):

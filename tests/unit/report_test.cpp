@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -687,6 +689,192 @@ TEST(BuildReport, AxisImportanceConfoundingAndBalance) {
   EXPECT_NE(render_markdown(s, m).find("unbalanced (other axes differ between its values)"), std::string::npos);
 }
 
+// One knob at a time, as sweeps/seven-tricks.yaml: a base and include entries that each
+// change one knob or a small fixed set (world size with accumulation), the seeds a knob of
+// their own. Each point is compared with the base over the seeds both have (seed 0 here,
+// though the base ran three), and no share of variance is given.
+TEST(BaseDeltas, AOneKnobSweepComparesEachPointWithTheBaseAndGivesNoEtaSquared) {
+  const std::map<std::string, std::string> base = {
+      {"train.precision", "fp32"},  {"train.clip_norm", "1"}, {"data.workers", "0"}, {"train.warmup", "6"},
+      {"train.schedule", "cosine"}, {"dist.world_size", "1"}, {"train.accum", "2"},  {"dist.zero_stage", "0"},
+      {"train.micro_batch", "4"},   {"train.seed", "0"}};
+  // (changes, objective): one step each, so the objective is that step's loss.
+  const std::vector<std::pair<std::map<std::string, std::string>, double>> points = {
+      {{}, 2.0},
+      {{{"train.seed", "1"}}, 2.6},
+      {{{"train.seed", "2"}}, 2.2},
+      {{{"train.precision", "bf16"}}, 2.25},
+      {{{"train.clip_norm", "0"}}, 1.5},
+      {{{"data.workers", "2"}}, 2.0},
+      {{{"train.micro_batch", "8"}, {"train.accum", "1"}}, 2.125},
+      {{{"dist.world_size", "2"}, {"train.accum", "1"}}, 1.75},
+      {{{"dist.world_size", "2"}, {"train.accum", "1"}, {"dist.zero_stage", "1"}}, 1.875},
+      {{{"train.warmup", "0"}, {"train.schedule", "constant"}}, 2.0625}};
+  SweepRecords s;
+  for (size_t i = 0; i < points.size(); ++i) {
+    auto config = base;
+    for (const auto& [k, v] : points[i].first) config[k] = v;
+    s.runs.push_back(make_record("r" + std::to_string(i), config, {points[i].second}));
+  }
+  const ReportModel m = build_report("tricks", s);
+  const BaseDeltas& b = m.base_deltas;
+  ASSERT_TRUE(b.one_knob());
+  EXPECT_EQ(b.base_runs, (std::vector<size_t>{0, 1, 2}));  // the base at each of its seeds
+  EXPECT_EQ(b.base_seeds, 3u);
+  EXPECT_NEAR(b.base_mean, 6.8 / 3, 1e-12);
+  const double mean = 6.8 / 3;
+  const double ss = (2.0 - mean) * (2.0 - mean) + (2.6 - mean) * (2.6 - mean) + (2.2 - mean) * (2.2 - mean);
+  EXPECT_NEAR(b.base_std, std::sqrt(ss / 2), 1e-12);
+  ASSERT_EQ(b.points.size(), 7u);
+  std::map<std::string, const PointDelta*> by_change;
+  for (const auto& d : b.points) by_change[report_fmt::changes_text(m, d)] = &d;
+  const std::vector<std::pair<std::string, double>> want = {
+      {"train.precision = bf16", 2.25},
+      {"train.clip_norm = 0", 1.5},
+      {"data.workers = 2", 2.0},
+      {"train.accum = 1, train.micro_batch = 8", 2.125},
+      {"dist.world_size = 2, train.accum = 1", 1.75},
+      {"dist.world_size = 2, dist.zero_stage = 1, train.accum = 1", 1.875},
+      {"train.schedule = constant, train.warmup = 0", 2.0625}};
+  for (const auto& [change, objective] : want) {
+    ASSERT_EQ(by_change.count(change), 1u) << change;
+    const PointDelta& d = *by_change[change];
+    EXPECT_EQ(d.seeds, (std::vector<std::string>{"0"})) << change;
+    EXPECT_DOUBLE_EQ(d.objective, objective) << change;
+    EXPECT_DOUBLE_EQ(d.base_objective, 2.0) << change;  // the base at seed 0, not its mean over seeds
+    EXPECT_DOUBLE_EQ(d.delta, objective - 2.0) << change;
+    EXPECT_DOUBLE_EQ(d.relative, (objective - 2.0) / 2.0) << change;
+  }
+  EXPECT_EQ(report_fmt::changes_text(m, b.points[0]), "train.clip_norm = 0");  // the largest change first
+  EXPECT_EQ(report_fmt::changes_text(m, b.points[6]), "data.workers = 2");     // no change last
+  // No eta squared anywhere: not in the model, nor in any format.
+  EXPECT_FALSE(m.rank_importance);
+  for (const auto& e : m.effects) EXPECT_TRUE(std::isnan(e.importance)) << e.key;
+  const std::string md = render_markdown(s, m), html = render_html(s, m);
+  const std::string json = render_report(s, m, ReportFormat::json);
+  for (const std::string& page : {md, html}) {
+    EXPECT_EQ(page.find("eta squared"), std::string::npos);
+    EXPECT_EQ(page.find("Effect of each axis"), std::string::npos);
+    EXPECT_NE(page.find("delta against the base point (the run that changes no knob)"), std::string::npos);
+  }
+  EXPECT_NE(md.find("| change from the base | seeds | final train loss | base final train loss | delta | delta % |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| train.precision = bf16 | 1 | 2.25 | 2 | +0.25 | +12.5% |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| train.clip\\_norm = 0 | 1 | 1.5 | 2 | -0.5 | -25% |"), std::string::npos);
+  EXPECT_NE(md.find("| data.workers = 2 | 1 | 2 | 2 | 0 | 0% |"), std::string::npos);
+  EXPECT_NE(md.find("Base point (the run that changes no knob): runs r0, r1, r2: final train loss 2.26667 \u00b1 "
+                    "0.305505 over 3 seeds (0, 1, 2)"),
+            std::string::npos);
+  EXPECT_NE(html.find("<td>train.precision = bf16</td><td class=\"num\">1</td><td class=\"num\">2.25</td>"),
+            std::string::npos);
+  EXPECT_NE(json.find("\"importance_method\":\"delta_against_base\""), std::string::npos);
+  EXPECT_EQ(json.find("\"importance_method\":\"eta_squared\""), std::string::npos);
+  EXPECT_NE(json.find("\"variance_explained\":null,\"importance\":null"), std::string::npos);
+  EXPECT_NE(
+      json.find("{\"changes\":[{\"key\":\"train.precision\",\"value\":\"bf16\"}],\"runs\":[\"r3\"],"
+                "\"seeds\":[\"0\"],\"objective\":2.25,\"base_objective\":2,\"delta\":0.25,\"relative_delta\":0.125}"),
+      std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"base_runs\":[\"r0\",\"r1\",\"r2\"],\"base_seeds\":3"), std::string::npos);
+}
+
+// With seeds crossed with every point, a delta is over the seeds both sides finished, and
+// says how many; a point with no seed in common has no delta and comes last. The
+// comparison runs on the records' configs alone, in any order.
+TEST(BaseDeltas, SeedsAreComparedLikeForLike) {
+  SweepRecords s;
+  const auto add = [&](const std::string& id, const std::string& precision, const std::string& clip,
+                       const std::string& seed, double objective) {
+    s.runs.push_back(make_record(id, {{"train.precision", precision}, {"train.clip_norm", clip}, {"train.seed", seed}},
+                                 {objective}));
+  };
+  add("a", "bf16", "1", "0", 3.0);
+  add("b", "bf16", "1", "1", 3.5);  // precision bf16 at seeds 0 and 1
+  add("c", "fp32", "1", "0", 2.0);
+  add("d", "fp32", "1", "1", 1.0);
+  add("e", "fp32", "1", "2", 9.0);  // the base at seeds 0, 1 and 2
+  add("f", "fp32", "0", "0", 2.5);
+  add("g", "fp32", "0", "1", NAN);  // clip 0: seed 1 has no objective, so only seed 0 counts
+  add("h", "fp16", "1", "7", 1.0);  // fp16 at a seed the base lacks
+  const ReportModel m = build_report("seeds", s);
+  const BaseDeltas& b = m.base_deltas;
+  ASSERT_TRUE(b.one_knob());
+  EXPECT_EQ(b.base_runs, (std::vector<size_t>{2, 3, 4}));
+  EXPECT_EQ(b.base,
+            (std::vector<std::pair<std::string, std::string>>{{"train.clip_norm", "1"}, {"train.precision", "fp32"}}));
+  ASSERT_EQ(b.points.size(), 3u);
+  // bf16: (3 + 3.5) / 2 against (2 + 1) / 2 over seeds 0 and 1; seed 2 of the base is left out.
+  EXPECT_EQ(report_fmt::changes_text(m, b.points[0]), "train.precision = bf16");
+  EXPECT_EQ(b.points[0].seeds, (std::vector<std::string>{"0", "1"}));
+  EXPECT_DOUBLE_EQ(b.points[0].objective, 3.25);
+  EXPECT_DOUBLE_EQ(b.points[0].base_objective, 1.5);
+  EXPECT_DOUBLE_EQ(b.points[0].delta, 1.75);
+  EXPECT_DOUBLE_EQ(b.points[0].relative, 1.75 / 1.5);
+  EXPECT_EQ(report_fmt::changes_text(m, b.points[1]), "train.clip_norm = 0");
+  EXPECT_EQ(b.points[1].seeds, (std::vector<std::string>{"0"}));
+  EXPECT_DOUBLE_EQ(b.points[1].delta, 0.5);
+  EXPECT_EQ(report_fmt::changes_text(m, b.points[2]), "train.precision = fp16");
+  EXPECT_TRUE(b.points[2].seeds.empty());
+  EXPECT_TRUE(std::isnan(b.points[2].delta));
+  const std::string md = render_markdown(s, m);
+  EXPECT_NE(md.find("| train.precision = bf16 | 2 | 3.25 | 1.5 | +1.75 | +117% |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| train.precision = fp16 | no seed in common with the base | - | - | - | - |"), std::string::npos);
+  // Relative to a base of 0: no percentage.
+  for (auto& r : s.runs)
+    if (r.run_id == "c") r.steps[0].loss = 0;
+  const ReportModel z = build_report("zero", s);
+  ASSERT_TRUE(z.base_deltas.one_knob());
+  for (const auto& d : z.base_deltas.points)
+    if (report_fmt::changes_text(z, d) == "train.clip_norm = 0") {
+      EXPECT_DOUBLE_EQ(d.delta, 2.5);
+      EXPECT_TRUE(std::isnan(d.relative));
+    }
+}
+
+// A crossed grid keeps its eta squared: a full one (its values tie, so no base), and one
+// whose knobs have a clear most common value but where a point combines two knobs that
+// also ran alone (lr=0.2 with clip 2 beside lr=0.2 and clip 2): a crossing, not a knob.
+TEST(BaseDeltas, ACrossedGridKeepsItsEtaSquared) {
+  SweepRecords full;
+  for (const char* lr : {"0.1", "0.2", "0.3"})
+    for (const char* clip : {"1", "2"})
+      for (const char* seed : {"0", "1"})
+        full.runs.push_back(make_record(
+            std::string("g") + lr + clip + seed, {{"train.lr", lr}, {"train.clip_norm", clip}, {"train.seed", seed}},
+            {std::strtod(lr, nullptr) * 10 + std::strtod(clip, nullptr) + std::strtod(seed, nullptr) * 0.01}));
+  SweepRecords crossed;
+  const std::vector<std::tuple<const char*, const char*, const char*, double>> points = {{"0.1", "1", "fp32", 1.0},
+                                                                                         {"0.2", "1", "fp32", 2.0},
+                                                                                         {"0.1", "2", "fp32", 1.5},
+                                                                                         {"0.2", "2", "fp32", 2.5},
+                                                                                         {"0.1", "1", "bf16", 1.25}};
+  for (const auto& [lr, clip, precision, objective] : points)
+    crossed.runs.push_back(make_record(std::string("c") + lr + clip + precision,
+                                       {{"train.lr", lr}, {"train.clip_norm", clip}, {"train.precision", precision}},
+                                       {objective}));
+  for (const SweepRecords* s : {&full, &crossed}) {
+    const ReportModel m = build_report("grid", *s);
+    EXPECT_FALSE(m.base_deltas.one_knob());
+    EXPECT_TRUE(m.base_deltas.points.empty());
+    for (const auto& e : m.effects) EXPECT_TRUE(std::isfinite(e.importance)) << e.key;
+    const std::string md = render_markdown(*s, m);
+    EXPECT_NE(md.find("## Effect of each axis on the final train loss"), std::string::npos);
+    EXPECT_NE(md.find("eta squared of a one-way analysis of variance"), std::string::npos);
+    EXPECT_EQ(md.find("against the base point"), std::string::npos);
+    const std::string json = render_report(*s, m, ReportFormat::json);
+    EXPECT_NE(json.find("\"importance_method\":\"eta_squared\""), std::string::npos);
+    EXPECT_NE(json.find("\"base_deltas\":null"), std::string::npos);
+  }
+  const ReportModel m = build_report("grid", full);
+  std::map<std::string, double> share;
+  for (const auto& e : m.effects) share[e.key] = e.importance;
+  // Objectives 10 lr + clip + 0.01 seed: SS lr = 4 * (1 + 0 + 1) = 8, clip = 12 * 0.25 = 3,
+  // seed = 12 * 0.000025 = 0.0003; they are crossed, so the shares add to one.
+  EXPECT_NEAR(share["train.lr"], 8 / 11.0003, 1e-9);
+  EXPECT_NEAR(share["train.clip_norm"], 3 / 11.0003, 1e-9);
+}
+
 // The Pareto front of objective (lower) against tokens/s (higher), and the per-run
 // diagnostics: share of applied steps clipped, skipped steps, the slowest rank.
 TEST(BuildReport, ParetoFrontAndRunDiagnostics) {
@@ -891,7 +1079,7 @@ TEST(RenderFormats, CsvQuotesFieldsAndHasOneRowPerRun) {
 TEST(RenderFormats, JsonEscapesStringsAndWritesNullForNan) {
   SweepRecords s = hostile_sweep();
   const std::string json = render_report(s, build_report("t\"\\", s), ReportFormat::json);
-  EXPECT_EQ(json.rfind("{\"format\":\"sweep-report\",\"version\":4,\"title\":\"t\\\"\\\\\"", 0), 0u)
+  EXPECT_EQ(json.rfind("{\"format\":\"sweep-report\",\"version\":5,\"title\":\"t\\\"\\\\\"", 0), 0u)
       << json.substr(0, 80);
   EXPECT_NE(json.find("\"final_loss\":null"), std::string::npos);  // NaN is not JSON
   EXPECT_EQ(json.find("nan"), std::string::npos);
