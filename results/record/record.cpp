@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <hdf5.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -195,10 +196,19 @@ class Column {
     int rank = cols ? 2 : 1;
     hsize_t dims[2] = {0, cols}, maxdims[2] = {H5S_UNLIMITED, cols}, chunk[2] = {1024, cols ? cols : 1};
     if (cols) chunk[0] = std::max<hsize_t>(1, 8192 / cols);
+    chunk_rows_ = chunk[0];
     H5 space(H5Screate_simple(rank, dims, maxdims), H5Sclose);
     H5 plist(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
     H5Pset_chunk(plist.get(), rank, chunk);
     d_ = H5(H5Dcreate2(parent, name, file_type<T>(), space.get(), H5P_DEFAULT, plist.get(), H5P_DEFAULT), H5Dclose);
+  }
+  /// At most the bytes of file space the next flush() allocates: every chunk the pending
+  /// rows touch, whole (a chunk is allocated in full however few rows it holds).
+  size_t write_bound() const {
+    if (pending_.empty()) return 0;
+    const hsize_t width = cols_ ? cols_ : 1, end = rows_ + pending_.size() / width;
+    const hsize_t chunks = (end + chunk_rows_ - 1) / chunk_rows_ - rows_ / chunk_rows_;
+    return size_t(chunks * chunk_rows_ * width * sizeof(T));
   }
   void push(T v) { pending_.push_back(v); }
   void push_row(const std::vector<T>& row) { pending_.insert(pending_.end(), row.begin(), row.end()); }
@@ -221,6 +231,7 @@ class Column {
  private:
   H5 d_;
   hsize_t cols_;
+  hsize_t chunk_rows_ = 1;
   hsize_t rows_ = 0;
   std::vector<T> pending_;
 };
@@ -290,6 +301,9 @@ struct RecordWriter::Impl {
   // The trainer's watchdog thread may abandon the record while the main thread writes it.
   std::mutex mu;
   void flush();
+  /// Calls f on every column (each a Column<T> of its own T).
+  template <class F>
+  void each_column(F&& f);
   void mark_failed_fresh(const std::string& failure);
   /// Closes every dataset and group (the file stays open).
   void close_datasets();
@@ -514,19 +528,42 @@ void RecordWriter::flush() {
   if (!impl_->finished) impl_->flush();
 }
 
-void RecordWriter::Impl::flush() {
+template <class F>
+void RecordWriter::Impl::each_column(F&& f) {
   Impl& m = *this;
-  m.rank_times->flush();
-#define X(name) m.name->flush();
+  f(*m.rank_times);
+#define X(name) f(*m.name);
   SWEEP_DOUBLE_METRICS(X)
   SWEEP_INT_METRICS(X)
 #undef X
-  m.ck_step->flush();
-  m.ck_params->flush();
-  if (m.ck_tensors) m.ck_tensors->flush();
-  if (m.eval) m.ev_step->flush(), m.ev_loss->flush(), m.ev_tokens->flush(), m.ev_time->flush();
-  for (auto& [name, col] : m.step_extra) col->flush();
-  for (auto& [name, col] : m.eval_extra) col->flush();
+  f(*m.ck_step);
+  f(*m.ck_params);
+  if (m.ck_tensors) f(*m.ck_tensors);
+  if (m.eval) f(*m.ev_step), f(*m.ev_loss), f(*m.ev_tokens), f(*m.ev_time);
+  for (auto& [name, col] : m.step_extra) f(*col);
+  for (auto& [name, col] : m.eval_extra) f(*col);
+}
+
+void RecordWriter::Impl::flush() {
+  Impl& m = *this;
+  // A write that runs out of space part-way can leave HDF5's file unreadable (metadata
+  // that points past the end the superblock records: "addr overflow"), so the last good
+  // flush would be lost with it. A flush that may not fit is refused before HDF5 writes
+  // a byte: the file stays as of the last good flush, and the ballast then gives back
+  // room to mark it failed. The bound is every chunk the rows touch, whole, plus room for
+  // the chunk indexes and object headers HDF5 updates.
+  size_t bound = 16 << 10;
+  size_t columns = 0;
+  each_column([&](auto& c) { bound += c.write_bound() + 2048, ++columns; });
+  struct statvfs fs;
+  if (::statvfs(m.partial.c_str(), &fs) == 0) {
+    const unsigned long long avail = static_cast<unsigned long long>(fs.f_bavail) * fs.f_frsize;
+    if (avail < bound)
+      throw RecordError(m.partial + ": cannot flush the record: " + std::strerror(ENOSPC) + " (" +
+                        std::to_string(avail) + " bytes free, up to " + std::to_string(bound) + " needed for " +
+                        std::to_string(columns) + " columns)");
+  }
+  each_column([](auto& c) { c.flush(); });
   errno = 0;
   check(H5Fflush(m.file.get(), H5F_SCOPE_GLOBAL), m.partial, "flush the record");
 }

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -165,6 +166,64 @@ TEST_F(RecordTest, ManyRowsAcrossFlushes) {
     ASSERT_TRUE(r.checksums[i - 1].tensors.empty());
   }
   EXPECT_TRUE(r.params.empty());
+}
+
+// A disk that fills part-way through a flush. HDF5 can leave a file it could not finish
+// writing unreadable ("addr overflow": metadata pointing past the end the superblock
+// records), and with it every row of the earlier flushes; so a flush that may not fit is
+// refused before HDF5 writes, and the record stays as of its last good flush, marked
+// failed with the reason. Every fill level from 384 KB to 768 KB free (the 256 KB ballast
+// included), 4 KB apart, so the disk runs out at every point of a flush.
+TEST_F(RecordTest, AFullDiskLeavesTheLastGoodFlushReadableAndMarkedFailed) {
+  RecordHeader h = header();
+  int levels = 0;
+  for (size_t free_kb = 384; free_kb <= 768; free_kb += 4) {
+    // Flushes of a few rows, and of more rows than the ballast holds.
+    const int64_t every = free_kb % 8 ? 97 : 3001;
+    const fs::path small = dir_ / ("small" + std::to_string(free_kb));
+    fs::create_directories(small);
+    if (::mount("tmpfs", small.c_str(), "tmpfs", 0, "size=2m") != 0)
+      GTEST_SKIP() << "cannot mount a 2 MB tmpfs here (" << std::strerror(errno) << "); needs root";
+    struct Unmount {
+      fs::path p;
+      ~Unmount() { ::umount2(p.c_str(), MNT_DETACH); }
+    } unmount{small};
+    std::ofstream(small / "filler", std::ios::binary) << std::string((2048 - free_kb) << 10, '\0');
+    const std::string path = (small / "record.h5").string();
+    int64_t flushed = 0;
+    std::string failure;
+    {
+      RecordWriter w(path, h);
+      try {
+        for (int64_t i = 1; i <= 200000; ++i) {
+          StepMetrics m;
+          m.step = i;
+          m.loss = 1.0 / double(i);
+          w.append_step(m);
+          w.append_checksum({i, uint64_t(i), {uint64_t(i), ~uint64_t(i)}});
+          if (i % every == 0) w.flush(), flushed = i;
+        }
+      } catch (const RecordError& e) {
+        failure = e.what();
+        w.abandon(failure);
+      }
+    }
+    ASSERT_FALSE(failure.empty()) << free_kb << " KB free: the disk never filled";
+    EXPECT_CONTAINS(failure, "No space left on device");
+    ASSERT_FALSE(fs::exists(path));
+    RecordStatus rs;
+    try {
+      rs = read_record_status(path);
+    } catch (const RecordError& e) {
+      ADD_FAILURE() << free_kb << " KB free: the partial record is unreadable after " << flushed
+                    << " flushed steps: " << e.what();
+      continue;
+    }
+    EXPECT_EQ(rs.status, "failed") << free_kb << " KB free";
+    EXPECT_CONTAINS(rs.failure, "No space left on device");
+    ++levels;
+  }
+  EXPECT_EQ(levels, 97);
 }
 
 TEST_F(RecordTest, EmptyRecordReadsBack) {
