@@ -220,6 +220,12 @@ RunStatus Trainer::run() {
                 cfg_.train.precision.c_str(), (long long)zero_.stage, cfg_.native_reduction() ? "native" : "canonical",
                 source_->describe().c_str());
     if (resumed) std::printf("resumed from the checkpoint after step %lld\n", (long long)start);
+  } else if (!opt_.quiet) {
+    // Every rank's log says which rank it is; the steps are rank 0's, and this rank's
+    // warnings and errors follow here.
+    std::printf("run %s: rank %d of %d on %s (the steps are in rank 0's log; this rank's warnings and errors here)\n",
+                run_id_.c_str(), rank_, world_, hosts_.at(size_t(rank_)).c_str());
+    if (resumed) std::printf("resumed from the checkpoint after step %lld\n", (long long)start);
   }
 
   sampler_ = std::make_unique<Sampler>(cfg_, *source_);
@@ -247,8 +253,8 @@ RunStatus Trainer::run() {
         status = RunStatus::diverged;
         failure = "non-finite " + std::string(std::isfinite(s.loss) ? "gradient" : "loss") + " at step " +
                   std::to_string(step) + (nonfinite_at_.empty() ? "" : ": " + nonfinite_at_);
-        if (is_root()) std::printf("diverged: %s (train.on_nan: stop)\n", failure.c_str());
-      } else if (nonfinite && is_root()) {
+        std::printf("diverged: %s (train.on_nan: stop)\n", failure.c_str());  // in every rank's log
+      } else if (nonfinite) {
         std::printf("step %lld: non-finite %s (%s); update skipped (train.on_nan: skip_step)\n", (long long)step,
                     std::isfinite(s.loss) ? "gradient" : "loss", nonfinite_at_.c_str());
       }

@@ -695,6 +695,8 @@ TEST_F(DriverMpi, ADesyncIsItsOwnClassAndIsNeverRetried) {
     EXPECT_EQ(s.state, "failed");
     EXPECT_EQ(s.failure, sweep::FailureClass::desync);
     EXPECT_EQ(s.attempts, 1);
+    // Rank 1's own log is not empty: it says which rank and host it is.
+    EXPECT_CONTAINS(read_file(e.path() / "logs" / "rank1.log"), "rank 1 of 2 on ");
   }
   // A grid cannot ask for desync retries: they would end the same way.
   std::string retried = read_file(grid);

@@ -212,6 +212,13 @@ TEST_F(FaultMpi, NanLossStopsEveryRankNamingWhereItStarted) {
       0u)
       << r.failure;
   EXPECT_CONTAINS(r.failure, "), loss nan; first non-finite gradient: " + r.params[0].name + "[");
+  // Each rank says who it is and why it stopped (mpiexec gathers both ranks' output here).
+  const std::string said = log("stop");
+  EXPECT_CONTAINS(said, "rank 1 of 2 on ");
+  const std::string why = "diverged: non-finite loss at step 3: rank 1, its micro-batch 1 (global micro-batch 3 of 4";
+  const size_t first = said.find(why);
+  ASSERT_NE(first, std::string::npos) << said;
+  EXPECT_NE(said.find(why, first + 1), std::string::npos) << "one line per rank:\n" << said;
 }
 
 }  // namespace
