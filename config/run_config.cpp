@@ -231,6 +231,9 @@ void visit_fields(RunConfig& c, Visitor&& v) {
   v("fault.nan_rank", c.fault.nan_rank, IntRange{0, 1 << 20}, Doc{"test only: the rank fault.nan_step poisons", &kNan});
   v("fault.nan_micro_batch", c.fault.nan_micro_batch, IntRange{0, 1 << 20},
     Doc{"test only: the micro-batch (0-based, of the rank's train.accum) fault.nan_step poisons", &kNan});
+  v("fault.spike_step", c.fault.spike_step, IntRange{0, int64_t(1) << 40},
+    Doc{"test only: this step's update uses a learning rate of 1 (one bad update: the loss spikes after it); "
+        "0 = off"});
   v("fault.slow_ms", c.fault.slow_ms, IntRange{0, 600000},
     Doc{"test only: rank fault.slow_rank sleeps this long inside every step's compute; 0 = off"});
   v("fault.slow_rank", c.fault.slow_rank, IntRange{0, 1 << 20}, Doc{"test only: the rank fault.slow_ms slows", &kSlow});
@@ -827,8 +830,9 @@ bool omitted_at_default(const std::string& key, const std::string& value) {
     std::map<std::string, std::string> out;
     // Keys added after run ids were first given: left out at their default, so that every
     // earlier config keeps its run id.
-    for (const char* k : {"data.eval_fraction", "data.eval_path", "train.eval_every", "train.eval_batches",
-                          "train.leaf", "train.deterministic", "fault.nan_rank", "fault.nan_micro_batch"})
+    for (const char* k :
+         {"data.eval_fraction", "data.eval_path", "train.eval_every", "train.eval_batches", "train.leaf",
+          "train.deterministic", "fault.nan_rank", "fault.nan_micro_batch", "fault.spike_step"})
       for (const auto& [key, v] : all)
         if (key == k) out[key] = v;
     return out;

@@ -117,6 +117,7 @@ struct FaultConfig {
   int64_t nan_step = 0;  ///< micro-batch nan_micro_batch of rank nan_rank: its loss becomes NaN at this step; 0 = off
   int64_t nan_rank = 0;  ///< the rank nan_step poisons
   int64_t nan_micro_batch = 0;  ///< its micro-batch (0-based, of train.accum) that nan_step poisons
+  int64_t spike_step = 0;       ///< this step's update uses a learning rate of 1 (loss-spike tests); 0 = off
   int64_t slow_ms = 0;    ///< rank slow_rank sleeps this long inside every step's compute (straggler tests); 0 = off
   int64_t slow_rank = 0;  ///< the rank slow_ms slows
   int64_t crash_in_checkpoint_step =

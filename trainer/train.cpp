@@ -394,6 +394,7 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
         comm_);
   }
   s.lr = learning_rate(cfg_.train, step);
+  if (faults_) s.lr = faults_->lr(step, s.lr);  // test-only: one bad update (recorded as used)
   s.loss_scale = scale_used;
   s.tokens = tokens;
   if (finite && scaler_.enabled) scale(g, gn, float(1.0 / scale_used));  // a power of two: exact

@@ -98,6 +98,52 @@ void loss_rose(const Record& r, std::vector<HealthFlag>& out) {
                                     " over the first " + std::to_string(k) + "."});
 }
 
+// Steps whose loss jumped above the running median of the losses before them (kSpikeWindow,
+// kSpikeSigmas, kSpikeRise): the first, with its size, then how many and the largest.
+void loss_spike(const Record& r, std::vector<HealthFlag>& out) {
+  struct Spike {
+    int64_t step = -1;
+    double loss = 0, median = 0, rise = 0, sigmas = 0;  // rise: over |median|
+  };
+  std::vector<double> window;  // the finite losses before this step, at most kSpikeWindow
+  size_t spikes = 0;
+  Spike first, worst;
+  for (const auto& s : r.steps) {
+    if (!std::isfinite(s.loss)) continue;
+    if (window.size() >= kSpikeMinHistory) {
+      const double m = median(window);
+      std::vector<double> dev;
+      dev.reserve(window.size());
+      for (double x : window) dev.push_back(std::fabs(x - m));
+      const double sigma = 1.4826 * median(dev);
+      const double rise = s.loss - m;
+      if (rise > kSpikeSigmas * sigma && rise > kSpikeRise * std::fabs(m)) {
+        const Spike here{s.step, s.loss, m, rise / std::fabs(m), sigma > 0 ? rise / sigma : INFINITY};
+        if (spikes++ == 0) first = here;
+        if (here.rise > worst.rise) worst = here;
+      }
+    }
+    window.push_back(s.loss);
+    if (window.size() > kSpikeWindow) window.erase(window.begin());
+  }
+  if (spikes == 0) return;
+  auto percent_rise = [](double rise) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "+%.0f%%", 100.0 * rise);
+    return std::string(buf);
+  };
+  std::string d = "the loss spiked at step " + std::to_string(first.step) + ": " + g4(first.loss) +
+                  " against a median of " + g4(first.median) + " over the " + std::to_string(kSpikeWindow) +
+                  " finite losses before it (" + percent_rise(first.rise) + ", " +
+                  (std::isfinite(first.sigmas) ? g4(first.sigmas) : std::string("infinitely many")) +
+                  " robust standard deviations)";
+  if (spikes > 1)
+    d += "; " + std::to_string(spikes) +
+         " steps in all were that far above their running median, the largest at step " + std::to_string(worst.step) +
+         " (" + g4(worst.loss) + ", " + percent_rise(worst.rise) + ")";
+  out.push_back({kFlagLossSpike, d + "."});
+}
+
 void clipping(const Record& r, std::vector<HealthFlag>& out) {
   const std::string norm = config_value(r, "train.clip_norm");
   // Without the key (another writer's record) the rows alone say whether clipping ran.
@@ -168,6 +214,7 @@ std::vector<HealthFlag> compute_health(const Record& r) {
   nonfinite_loss(r, out);
   nonfinite_gradient(r, out);
   loss_rose(r, out);
+  loss_spike(r, out);
   clipping(r, out);
   eval_rising(r, out);
   straggler(r, out);

@@ -1,5 +1,5 @@
 // Health flags: what a run that completed may still have gone wrong with (steps skipped,
-// a non-finite loss, a loss that rose, clipping on every step, held-out loss rising while
+// a non-finite loss, a loss that rose, a loss spike, clipping on every step, held-out loss rising while
 // the training loss falls, a straggler rank, a throughput far below its sweep's). The
 // thresholds are documented in results/SCHEMA.md ("Health flags").
 #pragma once
@@ -25,6 +25,7 @@ inline constexpr const char* kFlagSkippedSteps = "skipped_steps";
 inline constexpr const char* kFlagNonfiniteLoss = "nonfinite_loss";
 inline constexpr const char* kFlagNonfiniteGradient = "nonfinite_gradient";
 inline constexpr const char* kFlagLossRose = "loss_rose";
+inline constexpr const char* kFlagLossSpike = "loss_spike";
 inline constexpr const char* kFlagClipping = "clipping";
 inline constexpr const char* kFlagEvalRising = "eval_rising";
 inline constexpr const char* kFlagStraggler = "straggler";
@@ -40,6 +41,14 @@ inline constexpr double kClippedShare = 0.9;  ///< clipping: at least this share
 /// eval_rising: at least this many evaluations, and the final one above the best by this
 /// share of the best, while the training loss at the end (mean of the kLossWindow steps up
 /// to the last step) is below the one at the best evaluation's step (same window).
+/// loss_spike: a step whose finite loss is above the median of the kSpikeWindow finite
+/// losses before it (at least kSpikeMinHistory of them) by more than kSpikeSigmas robust
+/// standard deviations of those losses (1.4826 x their median absolute deviation) and by
+/// more than kSpikeRise of that median: a jump, not the noise of small batches.
+inline constexpr size_t kSpikeWindow = 20;
+inline constexpr size_t kSpikeMinHistory = 10;
+inline constexpr double kSpikeSigmas = 6;
+inline constexpr double kSpikeRise = 0.2;
 inline constexpr size_t kEvalRisingMinEvals = 3;
 inline constexpr double kEvalRisingMargin = 0.01;
 /// throughput_outlier: tokens/s median below this share of the median over the sweep's runs

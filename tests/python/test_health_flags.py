@@ -42,6 +42,8 @@ PROBLEMS = {
         {"train.precision": "fp16", "train.loss_scale_init": 1.0e30, "train.loss_scale_backoff": 0.99,
          "model.d_model": 48},
         {"train.lr": 10, "train.on_nan": "skip_step", "model.d_model": 40},
+        # One update with a learning rate of 1 at step 40 (test-only fault): the loss spikes.
+        {"fault.spike_step": 40, "model.d_model": 56},
         # Eight sequences to learn by heart; four held-out ones from the same chain.
         {"data.samples": 8, "data.eval_fraction": 0.5, "train.steps": 200, "train.lr": 1.0e-2,
          "train.eval_every": 20, "train.eval_batches": 1, "model.d_model": 64},
@@ -116,11 +118,18 @@ class HealthFlags(unittest.TestCase):
         flags, attrs = self.flags_of(self.run_id(**{"train.precision": "fp16"}))
         self.assertIn("skipped_steps", flags)
         self.assertIn("60 of 60 steps (100%)", attrs["health.skipped_steps"])
-        self.assertIn("4 completed (3 with health flags)", self.status)
+        self.assertIn("5 completed (4 with health flags)", self.status)
 
     def test_the_lr_10_run_is_flagged(self):
         flags, attrs = self.flags_of(self.run_id(**{"train.lr": "10"}))
         self.assertIn("loss_rose", flags)
+
+    def test_a_planted_loss_spike_is_flagged_at_its_step(self):
+        flags, attrs = self.flags_of(self.run_id(**{"fault.spike_step": "40"}))
+        self.assertIn("loss_spike", flags)
+        # The bad update is step 40's: the loss it gives is step 41's.
+        self.assertTrue(attrs["health.loss_spike"].startswith("the loss spiked at step 41: "),
+                        attrs["health.loss_spike"])
 
     def test_held_out_loss_rising_while_train_loss_falls_is_flagged(self):
         flags, attrs = self.flags_of(self.run_id(**{"data.samples": "8"}))
@@ -128,7 +137,7 @@ class HealthFlags(unittest.TestCase):
         self.assertNotIn("loss_rose", flags)
 
     def test_the_base_point_is_healthy(self):
-        flags, _ = self.flags_of(self.run_id(**{"train.lr": "0.001", "train.precision": "fp32"}))
+        flags, _ = self.flags_of(self.run_id(**{"train.lr": "0.001", "train.precision": "fp32", "model.d_model": "32"}))
         self.assertEqual(flags, [])
 
     def test_the_report_counts_flagged_runs_as_problems(self):
@@ -137,9 +146,9 @@ class HealthFlags(unittest.TestCase):
         rep = json.loads(p.stdout)
         by_id = {r["run_id"]: r for r in rep["runs"]}
         self.assertIn("skipped_steps", [h["flag"] for h in by_id[self.run_id(**{"train.precision": "fp16"})]["health"]])
-        self.assertGreaterEqual(rep["summary"]["health_flagged"], 3)
-        self.assertGreaterEqual(rep["summary"]["problems"], 3)
-        self.assertEqual(rep["summary"]["completed"], 4)
+        self.assertGreaterEqual(rep["summary"]["health_flagged"], 4)
+        self.assertGreaterEqual(rep["summary"]["problems"], 4)
+        self.assertEqual(rep["summary"]["completed"], 5)
         # The held-out run's objective is its final eval loss.
         ev = by_id[self.run_id(**{"data.samples": "8"})]
         self.assertEqual(ev["objective_name"], "final eval loss")

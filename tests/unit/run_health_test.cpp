@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"  // EXPECT_CONTAINS
+
 namespace sweep {
 namespace {
 
@@ -86,6 +88,42 @@ TEST(RunHealth, ALossEndingAboveItsStartIsFlagged) {
   EXPECT_EQ(names(short_run), "loss_rose");
   short_run.steps[3].loss = short_run.steps[4].loss = short_run.steps[5].loss = 3.9;
   EXPECT_EQ(names(short_run), "");
+}
+
+// Small-batch noise: +-10% of the loss, in a fixed pseudo-random pattern.
+Record noisy(size_t n = 100) {
+  Record r = healthy(n);
+  uint32_t x = 12345;
+  for (auto& m : r.steps) {
+    x = x * 1664525u + 1013904223u;
+    m.loss *= 1.0 + 0.2 * (double(x >> 8) / double(1u << 24) - 0.5);
+  }
+  return r;
+}
+
+TEST(RunHealth, ALossSpikeAboveTheRunningMedianIsFlaggedWithItsStepAndSize) {
+  EXPECT_EQ(names(noisy()), "") << "noise of +-10% is no spike";
+  Record r = noisy();
+  r.steps[59].loss *= 3;    // step 60
+  r.steps[80].loss *= 1.6;  // step 81
+  const auto flags = compute_health(r);
+  ASSERT_EQ(health_names(flags), "loss_spike");
+  EXPECT_EQ(flags[0].detail.rfind("the loss spiked at step 60: ", 0), 0u) << flags[0].detail;
+  EXPECT_CONTAINS(flags[0].detail, " over the 20 finite losses before it (+");
+  EXPECT_CONTAINS(flags[0].detail, "; 2 steps in all were that far above their running median, the largest at step 60");
+  // One spike, and a jump of 15%: under the 20% that a spike must rise by.
+  r = noisy();
+  r.steps[59].loss *= 3;
+  r.steps[80].loss = 1.15 * 2.0;
+  const auto one = compute_health(r);
+  ASSERT_EQ(health_names(one), "loss_spike");
+  EXPECT_EQ(one[0].detail.rfind("the loss spiked at step 60: ", 0), 0u) << one[0].detail;
+  EXPECT_EQ(one[0].detail.find("in all"), std::string::npos) << one[0].detail;
+  // The first steps have too little history to judge; a non-finite loss is not a spike.
+  r = noisy();
+  r.steps[5].loss *= 10;
+  r.steps[70].loss = NAN;
+  EXPECT_EQ(names(r), "nonfinite_loss");
 }
 
 TEST(RunHealth, ClippingOnNearlyEveryStepIsFlagged) {
