@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <regex>
 
 #include "e2e_util.h"    // E2eTest, tiny_model, bit_difference
 #include "hdf5_c.h"      // reads the status of a .partial record
@@ -196,6 +197,18 @@ TEST_F(FaultMpi, AHungRankIsNamedInTheFailedPartialRecord) {
   EXPECT_EQ(rs.status, "failed");
   EXPECT_EQ(rs.failure.rfind(stuck, 0), 0u) << "the stuck rank comes first: " << rs.failure;
   EXPECT_NE(rs.failure.find("rank 0: "), std::string::npos) << rs.failure;
+  // Hang evidence: rank 1 finished collective #N and hangs outside any; rank 0 waits in
+  // #N+1 (or, stopped by the launcher first, still names it). Each stuck rank's cause
+  // carries the top of its stack, and its log the whole of it.
+  std::smatch last;
+  ASSERT_TRUE(std::regex_search(rs.failure, last, std::regex("outside any collective \\(its last, #([0-9]+) ")))
+      << rs.failure;
+  const long long n = std::stoll(last[1]);
+  EXPECT_CONTAINS(rs.failure, "(collective #" + std::to_string(n + 1) + ", ");
+  EXPECT_TRUE(std::regex_search(rs.failure, std::regex("\\(this rank is stuck\\); stack: [^;]*sweep::")))
+      << "the stack names this program's functions: " << rs.failure;
+  EXPECT_CONTAINS(log("hang"), "rank 1: its last collectives, oldest first:\n");
+  EXPECT_CONTAINS(log("hang"), "rank 1: stack of its main thread:\n  #0 ");
 }
 
 TEST_F(FaultMpi, NanLossStopsEveryRankNamingWhereItStarted) {

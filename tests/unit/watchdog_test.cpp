@@ -69,6 +69,45 @@ TEST_F(WatchdogTest, ARankWaitingOnItsPeersSaysSoAndRankZeroFoldsInThePeersNote)
       "ranks in allreduce");
 }
 
+// Hang evidence: collectives are numbered; a rank stuck computing names the last one it
+// finished, a rank waiting names the one it waits in, and the cause carries the top of the
+// stuck thread's stack (taken by a signal) while the log gets the ring and every frame.
+TEST_F(WatchdogTest, ATimeoutNamesTheCollectiveByNumberAndTheStackOfTheStuckThread) {
+  const std::string dir = dir_.string();
+  {
+    sweep::Watchdog dog(0, 0, dir);
+    for (int i = 0; i < 11; ++i) sweep::Watchdog::Waiting w(dog, i % 2 ? "allgather" : "allreduce", -1, size_t(8 * i));
+    const auto ring = dog.last_collectives();
+    ASSERT_EQ(ring.size(), sweep::Watchdog::kCollectiveRing);
+    EXPECT_EQ(ring.front().seq, 4);
+    EXPECT_EQ(ring.back().seq, 11);
+    EXPECT_STREQ(ring.back().op, "allreduce");
+    EXPECT_EQ(ring.back().bytes, 80u);
+    EXPECT_GE(ring.back().end_s, ring.back().start_s);
+  }
+  EXPECT_EXIT(
+      {
+        sweep::Watchdog dog(0.2, 1, dir);
+        dog.arm();
+        dog.beat(5);
+        for (int i = 0; i < 3; ++i) sweep::Watchdog::Waiting w(dog, "allreduce", -1, 8);
+        std::this_thread::sleep_for(10s);  // stuck computing after collective #3
+      },
+      ::testing::ExitedWithCode(4),
+      "its last collectives, oldest first:\n  #1 allreduce, 8 bytes, took .*stack of its main thread:\n  #0 .*"
+      "rank 1: no progress for 0 s \\(dist.timeout_s\\) at step 5 while computing, outside any collective \\(its "
+      "last, #3 allreduce, ended .* ago\\) \\(this rank is stuck\\); stack: .*sleep");
+  EXPECT_EXIT(
+      {
+        sweep::Watchdog dog(0.2, 0, dir);
+        dog.arm();
+        for (int i = 0; i < 4; ++i) sweep::Watchdog::Waiting w(dog, "allreduce", -1, 8);
+        sweep::Watchdog::Waiting waiting(dog, "allgather", -1, 16);
+        std::this_thread::sleep_for(10s);
+      },
+      ::testing::ExitedWithCode(4), "waiting for the other ranks in allgather \\(collective #5, 16 bytes, for ");
+}
+
 TEST_F(WatchdogTest, AWaitOnOnePeerNamesItsRankAndHost) {
   const std::string dir = dir_.string();
   EXPECT_EXIT(

@@ -1,9 +1,12 @@
 #include "watchdog.h"
 
+#include <cxxabi.h>
+#include <execinfo.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -21,7 +24,30 @@ namespace {
 // The handler may only touch these: one watchdog per process.
 int g_wake_fd = -1;
 volatile std::sig_atomic_t g_signal = 0;
-struct sigaction g_old_term, g_old_int;
+struct sigaction g_old_term, g_old_int, g_old_urg;
+
+// The main thread's stack, taken in its SIGURG handler (the watchdog asks for it).
+constexpr int kMaxFrames = 64;
+void* g_frames[kMaxFrames];
+std::atomic<int> g_frame_count{-1};
+
+void on_stack_request(int) {
+  // backtrace was called once before (the constructor), so it does not load anything here.
+  g_frame_count.store(::backtrace(g_frames, kMaxFrames));
+}
+
+/// "libfoo.so(_ZN5sweep3fooEv+0x12) [0x...]" -> "sweep::foo()", "" without a symbol.
+std::string frame_name(const char* text) {
+  const char* open = std::strchr(text, '(');
+  const char* plus = open ? std::strpbrk(open, "+)") : nullptr;
+  if (!open || !plus || plus == open + 1) return "";
+  const std::string mangled(open + 1, plus);
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status);
+  std::string out = status == 0 && demangled ? demangled : mangled;
+  std::free(demangled);
+  return out;
+}
 
 void on_signal(int sig) {
   if (g_signal == 0) g_signal = sig;
@@ -42,7 +68,7 @@ std::string note_path(const std::string& dir, int rank) { return dir + "/rank" +
 }  // namespace
 
 Watchdog::Watchdog(double timeout_s, int rank, std::string note_dir)
-    : timeout_s_(timeout_s), rank_(rank), note_dir_(std::move(note_dir)) {
+    : timeout_s_(timeout_s), rank_(rank), note_dir_(std::move(note_dir)), main_(::pthread_self()) {
   std::error_code ec;
   fs::remove(note_path(note_dir_, rank_), ec);  // a note from an earlier attempt is stale
   if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0)
@@ -54,12 +80,20 @@ Watchdog::Watchdog(double timeout_s, int rank, std::string note_dir)
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGTERM, &sa, &g_old_term);
   ::sigaction(SIGINT, &sa, &g_old_int);
+  void* probe[1];
+  ::backtrace(probe, 1);  // loads the unwinder now, not in the signal handler
+  struct sigaction urg = {};
+  urg.sa_handler = on_stack_request;
+  urg.sa_flags = SA_RESTART;
+  sigemptyset(&urg.sa_mask);
+  ::sigaction(SIGURG, &urg, &g_old_urg);
   thread_ = std::thread([this] { watch(); });
 }
 
 Watchdog::~Watchdog() {
   ::sigaction(SIGTERM, &g_old_term, nullptr);
   ::sigaction(SIGINT, &g_old_int, nullptr);
+  ::sigaction(SIGURG, &g_old_urg, nullptr);
   g_wake_fd = -1;
   const char c = 'q';
   [[maybe_unused]] ssize_t r = ::write(wake_[1], &c, 1);
@@ -122,17 +156,94 @@ std::string Watchdog::host_of(int rank) {
   return rank >= 0 && size_t(rank) < hosts_.size() ? hosts_[size_t(rank)] : "";
 }
 
+void Watchdog::enter(const char* op, int peer, size_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(ring_mu_);
+    ++seq_;
+    ring_[size_t(seq_) % kCollectiveRing] = Collective{seq_, op, bytes, now_s(), -1};
+  }
+  peer_.store(peer);
+  waiting_in_.store(op);
+}
+
+void Watchdog::leave() {
+  waiting_in_.store(nullptr);
+  std::lock_guard<std::mutex> lock(ring_mu_);
+  ring_[size_t(seq_) % kCollectiveRing].end_s = now_s();
+}
+
+std::vector<Watchdog::Collective> Watchdog::last_collectives() {
+  std::lock_guard<std::mutex> lock(ring_mu_);
+  std::vector<Collective> out;
+  for (long long s = std::max(1LL, seq_ - (long long)kCollectiveRing + 1); s <= seq_; ++s)
+    out.push_back(ring_[size_t(s) % kCollectiveRing]);
+  return out;
+}
+
+namespace {
+
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, s < 1 ? "%.3g s" : "%.1f s", s);
+  return buf;
+}
+
+}  // namespace
+
+std::string Watchdog::ring_text() {
+  std::string out;
+  const double now = now_s();
+  for (const Collective& c : last_collectives())
+    out += "  #" + std::to_string(c.seq) + " " + c.op + ", " + std::to_string(c.bytes) + " bytes, " +
+           (c.end_s < 0 ? "running for " + seconds(now - c.start_s)
+                        : "took " + seconds(c.end_s - c.start_s) + ", ended " + seconds(now - c.end_s) + " ago") +
+           "\n";
+  return out;
+}
+
 std::string Watchdog::where(bool stuck) {
+  const std::vector<Collective> ring = last_collectives();
+  const double now = now_s();
   const char* op = waiting_in_.load();
-  if (!op)
-    return "at step " + std::to_string(step_.load()) + " while computing, outside any collective" +
+  if (!op) {
+    std::string last = " (no collective yet)";
+    if (!ring.empty() && ring.back().end_s >= 0)
+      last = " (its last, #" + std::to_string(ring.back().seq) + " " + ring.back().op + ", ended " +
+             seconds(now - ring.back().end_s) + " ago)";
+    return "at step " + std::to_string(step_.load()) + " while computing, outside any collective" + last +
            (stuck ? " (this rank is stuck)" : "");
+  }
   std::string peer;
   if (const int p = peer_.load(); p >= 0) {
     const std::string host = host_of(p);
     peer = " with rank " + std::to_string(p) + (host.empty() ? "" : " on " + host);
   }
-  return "at step " + std::to_string(step_.load()) + " while waiting for the other ranks in " + op + peer;
+  std::string which;
+  if (!ring.empty() && ring.back().end_s < 0)
+    which = " (collective #" + std::to_string(ring.back().seq) + ", " + std::to_string(ring.back().bytes) +
+            " bytes, for " + seconds(now - ring.back().start_s) + ")";
+  return "at step " + std::to_string(step_.load()) + " while waiting for the other ranks in " + op + peer + which;
+}
+
+std::string Watchdog::main_stack(std::string* all) {
+  g_frame_count.store(-1);
+  if (::pthread_kill(main_, SIGURG) != 0) return "";
+  const double until = now_s() + 1.0;
+  while (g_frame_count.load() < 0 && now_s() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const int n = g_frame_count.load();
+  if (n <= 0) return "";
+  char** text = ::backtrace_symbols(g_frames, n);
+  if (!text) return "";
+  std::string top;
+  int named = 0;
+  // Frame 0 is the handler and frame 1 the signal trampoline: the thread's own frames follow.
+  for (int i = 2; i < n; ++i) {
+    const std::string name = frame_name(text[i]);
+    *all += "  #" + std::to_string(i - 2) + " " + (name.empty() ? std::string(text[i]) : name + "  " + text[i]) + "\n";
+    if (!name.empty() && named < 4) top += (named++ ? " < " : "") + name;
+  }
+  std::free(text);
+  return top;
 }
 
 void Watchdog::stop(const std::string& why, int code) {
@@ -173,7 +284,12 @@ void Watchdog::watch() {
     if (timeout_s_ > 0 && armed_.load() && now_s() - last_.load() > limit) {
       char head[96];
       std::snprintf(head, sizeof head, "rank %d: no progress for %.0f s (dist.timeout_s) ", rank_, timeout_s_);
-      const std::string why = head + where();
+      std::string frames;
+      const std::string top = main_stack(&frames);
+      std::fprintf(stderr, "sweep-train: rank %d: its last collectives, oldest first:\n%s", rank_, ring_text().c_str());
+      if (!frames.empty())
+        std::fprintf(stderr, "sweep-train: rank %d: stack of its main thread:\n%s", rank_, frames.c_str());
+      const std::string why = head + where() + (top.empty() ? "" : "; stack: " + top);
       if (rank_ != 0) leave_note(why);
       stop(why, 4);
     }

@@ -9,8 +9,18 @@
 // cause). A rank that times out also leaves a note, <note_dir>/rank<R>.failure, which
 // rank 0 folds into its cause: that is how the record names a hung rank that is not 0.
 // A rank killed outright (SIGKILL, out of memory) leaves no note; the launcher names it.
+//
+// Hang evidence: every collective a rank enters is numbered, and the rank keeps a ring of
+// its last kCollectiveRing (number, operation, bytes, start and end). A timeout names the
+// collective the rank waits in, or the last one it finished ("rank 1 ... outside any
+// collective (its last, #811 allreduce, ended 3.2 s ago); rank 0 ... in allreduce
+// (collective #812, ...)": rank 1 never reached #812), prints the ring and a stack trace
+// of the main thread to the rank's log, and puts the top of that stack in the cause.
 #pragma once
 
+#include <pthread.h>
+
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -50,20 +60,30 @@ class Watchdog {
   void set_hosts(std::vector<std::string> hosts);
 
   /// Marks the time this rank waits for its peers (see WatchedCommunicator); `peer` is the
-  /// one rank it waits on (a sendrecv's source), -1 for a collective of all ranks.
+  /// one rank it waits on (a sendrecv's source), -1 for a collective of all ranks; `bytes`
+  /// what this rank sends. Each Waiting is one numbered collective of the ring.
   class Waiting {
    public:
-    Waiting(Watchdog& dog, const char* op, int peer = -1) : dog_(dog) {
-      dog_.peer_.store(peer);
-      dog_.waiting_in_.store(op);
-    }
-    ~Waiting() { dog_.waiting_in_.store(nullptr); }
+    Waiting(Watchdog& dog, const char* op, int peer = -1, size_t bytes = 0) : dog_(dog) { dog_.enter(op, peer, bytes); }
+    ~Waiting() { dog_.leave(); }
     Waiting(const Waiting&) = delete;
     Waiting& operator=(const Waiting&) = delete;
 
    private:
     Watchdog& dog_;
   };
+
+  /// One collective in the ring: its number (from 1), operation, bytes, and times
+  /// (seconds on the steady clock; end_s < 0 while it runs).
+  struct Collective {
+    long long seq = 0;
+    const char* op = nullptr;
+    size_t bytes = 0;
+    double start_s = 0, end_s = -1;
+  };
+  static constexpr size_t kCollectiveRing = 8;
+  /// The ring, oldest first (at most kCollectiveRing, fewer before as many collectives).
+  std::vector<Collective> last_collectives();
 
  private:
   void watch();
@@ -72,6 +92,14 @@ class Watchdog {
   /// by a signal is not stuck, only stopped.
   std::string where(bool stuck = true);
   [[noreturn]] void stop(const std::string& why, int code);
+  void enter(const char* op, int peer, size_t bytes);
+  void leave();
+  /// The ring as one line per collective, for the log.
+  std::string ring_text();
+  /// A stack trace of the thread that made the Watchdog (the main thread), taken by a
+  /// signal: every frame for the log (`all`), and the top frames of this program and its
+  /// libraries as one line ("" when the thread did not answer within a second).
+  std::string main_stack(std::string* all);
 
   double timeout_s_;
   int rank_;
@@ -83,6 +111,10 @@ class Watchdog {
   std::atomic<long long> step_{0};
   std::atomic<const char*> waiting_in_{nullptr};
   std::atomic<int> peer_{-1};
+  std::mutex ring_mu_;
+  std::array<Collective, kCollectiveRing> ring_{};  // under ring_mu_; slot seq % kCollectiveRing
+  long long seq_ = 0;                               // under ring_mu_: collectives entered
+  pthread_t main_;
   std::vector<std::string> hosts_;  // under hook_mu_
   std::string host_of(int rank);    // "" when unknown
   int wake_[2] = {-1, -1};          // self-pipe: the signal handler and the destructor write to it
@@ -132,23 +164,23 @@ class WatchedCommunicator : public Communicator {
     inner_.barrier();
   }
   void allgather(const void* send, size_t bytes_per_rank, void* recv) override {
-    Watchdog::Waiting w(dog_, "allgather");
+    Watchdog::Waiting w(dog_, "allgather", -1, bytes_per_rank);
     inner_.allgather(send, bytes_per_rank, recv);
   }
   void sendrecv(const void* send, size_t send_bytes, int dst, void* recv, size_t recv_bytes, int src) override {
-    Watchdog::Waiting w(dog_, "the gradient exchange (sendrecv)", src == rank() ? -1 : src);
+    Watchdog::Waiting w(dog_, "the gradient exchange (sendrecv)", src == rank() ? -1 : src, send_bytes);
     inner_.sendrecv(send, send_bytes, dst, recv, recv_bytes, src);
   }
   void allreduce_sum_native(float* data, size_t n) override {
-    Watchdog::Waiting w(dog_, "allreduce");
+    Watchdog::Waiting w(dog_, "allreduce", -1, n * sizeof(float));
     inner_.allreduce_sum_native(data, n);
   }
   void allreduce_sum_i64(int64_t* data, size_t n) override {
-    Watchdog::Waiting w(dog_, "allreduce");
+    Watchdog::Waiting w(dog_, "allreduce", -1, n * sizeof(int64_t));
     inner_.allreduce_sum_i64(data, n);
   }
   void allreduce_max_double(double* data, size_t n) override {
-    Watchdog::Waiting w(dog_, "allreduce");
+    Watchdog::Waiting w(dog_, "allreduce", -1, n * sizeof(double));
     inner_.allreduce_max_double(data, n);
   }
   [[noreturn]] void abort(int code, const std::string& why) override {
