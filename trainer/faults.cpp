@@ -9,8 +9,8 @@
 namespace sweep {
 
 std::unique_ptr<FaultInjector> FaultInjector::make(const FaultConfig& f, int rank, bool resumed) {
-  const bool any = f.inf_grad_step || f.desync_step || f.kill_step || f.hang_step || f.nan_step || f.slow_ms || f.spike_step ||
-                   f.crash_in_checkpoint_step;
+  const bool any = f.inf_grad_step || f.desync_step || f.kill_step || f.hang_step || f.nan_step || f.slow_ms ||
+                   f.spike_step || f.crash_in_checkpoint_step;
   if (!any) return nullptr;
   return std::unique_ptr<FaultInjector>(new FaultInjector(f, rank, resumed));
 }
