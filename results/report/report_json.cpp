@@ -234,12 +234,15 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
   if (b.one_knob()) {
     const auto pairs = [](const std::vector<std::pair<std::string, std::string>>& kv) {
       std::vector<std::string> out;
+      out.reserve(kv.size());
       for (const auto& [k, v] : kv) out.push_back("{\"key\":" + jstr(k) + ",\"value\":" + jstr(v) + "}");
       return jlist(out);
     };
     std::vector<std::string> points;
+    points.reserve(b.points.size());
     for (const auto& d : b.points) {
       std::vector<std::string> seeds;
+      seeds.reserve(d.seeds.size());
       for (const auto& seed : d.seeds) seeds.push_back(jstr(seed));
       points.push_back("{\"changes\":" + pairs(d.changes) + ",\"runs\":" + jrun_ids(sweep, d.runs) +
                        ",\"seeds\":" + jlist(seeds) + ",\"objective\":" + jnum(d.objective) +
