@@ -383,7 +383,11 @@ class RecordWriter:
 
     def _create(self, config_yaml, keys, values, env, names, shapes, offsets, numels, sweep_id):
         try:
-            self._file = f = h5py.File(self.partial, "w-")  # H5F_ACC_EXCL
+            # Without HDF5's own file lock: run.lock keeps one writer per run, and a lock on
+            # this handle would be inherited by every child the program forks while the
+            # record is open (a DataLoader worker, a helper): one that outlives close()
+            # keeps it, and the reads that complete the record then fail with EAGAIN.
+            self._file = f = h5py.File(self.partial, "w-", locking=False)  # H5F_ACC_EXCL
         except OSError as e:
             raise RecordError(f"{self.partial}: cannot create the record file ({e})") from None
         i64 = np.dtype("<i8")
@@ -612,7 +616,7 @@ class RecordWriter:
         # Integrity: read back what is on disk (an unreadable file is never completed),
         # hash it as every reader will, and store the digest.
         digest = record_digest(self.partial)
-        with h5py.File(self.partial, "r+") as g:
+        with h5py.File(self.partial, "r+", locking=False) as g:
             g.attrs.create("digest", digest, dtype=_STR)
             g.flush()
         if stored_digest(self.partial) != digest or record_digest(self.partial) != digest:
@@ -662,7 +666,7 @@ class RecordWriter:
             except Exception:
                 pass
         try:
-            with h5py.File(self.partial, "r+") as g:
+            with h5py.File(self.partial, "r+", locking=False) as g:
                 g.attrs.create("status", "failed", dtype=_STR)
                 g.attrs.create("failure", failure, dtype=_STR)
         except Exception:

@@ -23,9 +23,11 @@ import ast
 import json
 import os
 import re
+import signal
 import struct
 import subprocess
 import sys
+import time
 import tempfile
 import unittest
 import warnings
@@ -438,6 +440,26 @@ class LifeCycle(unittest.TestCase):
         with h5py.File(self.record, "r") as f:
             self.assertEqual(text(f.attrs["status"]), "completed")
             self.assertEqual(text(f.attrs["digest"]), sr.record_digest(f))
+
+    def test_a_child_forked_while_the_record_is_open_does_not_stop_it_completing(self):
+        # A DataLoader worker or a helper forked mid-run inherits the record's file
+        # descriptor; one still alive at finish() held HDF5's lock on it, and finish()
+        # failed with EAGAIN (seen as a flake of the process-tree soak under load).
+        yaml, pairs = config_of("0.1", 0)
+        with sr.RecordWriter(self.run, config_yaml=yaml, config=pairs, params=MLP_SHAPES) as w:
+            w.append_step(step=1, loss=1.0)
+            pid = os.fork()
+            if pid == 0:
+                time.sleep(5)  # keeps every inherited descriptor open
+                os._exit(0)
+            try:
+                w.finish()
+            finally:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+        self.assertTrue(os.path.exists(self.record))
+        with h5py.File(self.record, "r") as f:
+            self.assertEqual(text(f.attrs["status"]), "completed")
 
     def test_exception_leaves_a_failed_partial(self):
         with self.assertRaises(ZeroDivisionError):
