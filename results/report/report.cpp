@@ -40,13 +40,30 @@ int64_t config_int(const Record& r, const char* key, int64_t fallback) {
   return *end == '\0' ? v : fallback;
 }
 
+}  // namespace
+
+ObjectiveSpread objective_spread(const std::vector<ReportRun>& figs, const std::vector<size_t>& runs) {
+  ObjectiveSpread s;
+  double sum = 0;
+  for (size_t i : runs)
+    if (std::isfinite(figs[i].objective)) sum += figs[i].objective, ++s.n;
+  if (s.n == 0) return s;
+  s.mean = sum / double(s.n);
+  double ss = 0;
+  for (size_t i : runs)
+    if (std::isfinite(figs[i].objective)) ss += (figs[i].objective - s.mean) * (figs[i].objective - s.mean);
+  if (s.n > 1) s.std = std::sqrt(ss / double(s.n - 1));
+  return s;
+}
+
+namespace {
+
 void group_figures(const std::vector<Record>& runs, const std::vector<ReportRun>& figs, RunGroup& g) {
-  double sum = 0, tps = 0;
+  double tps = 0;
   size_t tps_n = 0;
   std::map<std::string, size_t> statuses;
   for (size_t i : g.runs) {
     const ReportRun& f = figs[i];
-    if (std::isfinite(f.objective)) sum += f.objective, ++g.finite_objectives;
     if (g.objective_name.empty()) g.objective_name = f.objective_name;
     if (g.objective_name != f.objective_name) g.objective_name = "mixed";
     if (std::isfinite(f.best_loss) && !(f.best_loss >= g.best_loss)) g.best_loss = f.best_loss;
@@ -56,14 +73,9 @@ void group_figures(const std::vector<Record>& runs, const std::vector<ReportRun>
     g.flagged += f.health.empty() ? 0 : 1;
     ++statuses[runs[i].status];
   }
-  if (g.finite_objectives) {
-    g.objective_mean = sum / double(g.finite_objectives);
-    double ss = 0;
-    for (size_t i : g.runs)
-      if (std::isfinite(figs[i].objective))
-        ss += (figs[i].objective - g.objective_mean) * (figs[i].objective - g.objective_mean);
-    g.objective_std = g.finite_objectives > 1 ? std::sqrt(ss / double(g.finite_objectives - 1)) : 0;
-  }
+  const ObjectiveSpread spread = objective_spread(figs, g.runs);
+  g.finite_objectives = spread.n;
+  if (spread.n) g.objective_mean = spread.mean, g.objective_std = spread.n > 1 ? spread.std : 0;
   if (tps_n) g.tokens_per_s = tps / double(tps_n);
   for (const auto& [s, n] : statuses) g.status += (g.status.empty() ? "" : ", ") + std::to_string(n) + " " + s;
   const Curve c = group_curve(runs, g.runs, &StepMetrics::loss);

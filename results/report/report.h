@@ -205,6 +205,14 @@ double rank_eta_squared(const std::vector<double>& y, const std::vector<size_t>&
 std::vector<AxisEffect> axis_effects(const std::vector<Record>& runs, const std::vector<ReportRun>& figs,
                                      const std::vector<std::string>& keys, bool sampled, bool* rank_importance);
 
+/// The finite objectives among `runs` (indexes into `figs`): how many, their mean (NaN for
+/// none) and their sample standard deviation (NaN for fewer than two).
+struct ObjectiveSpread {
+  size_t n = 0;
+  double mean = NAN, std = NAN;
+};
+ObjectiveSpread objective_spread(const std::vector<ReportRun>& figs, const std::vector<size_t>& runs);
+
 /// Keys past which a point's change from the base is no longer one knob (or one small
 /// fixed set of knobs, such as dist.world_size with train.accum): base_deltas gives up.
 inline constexpr size_t kMaxKnobsPerPoint = 4;

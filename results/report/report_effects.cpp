@@ -341,17 +341,8 @@ BaseDeltas base_deltas(const std::vector<Record>& runs, const std::vector<Report
   const std::map<std::string, double> base_seed = by_seed(base);
   out.base_runs = point_runs[base];
   for (size_t k = 0; k < knobs.size(); ++k) out.base.emplace_back(knobs[k], mode[k]);
-  double sum = 0;
-  for (size_t i : out.base_runs)
-    if (std::isfinite(figs[i].objective)) sum += figs[i].objective, ++out.base_seeds;
-  if (out.base_seeds) {
-    out.base_mean = sum / double(out.base_seeds);
-    double ss = 0;
-    for (size_t i : out.base_runs)
-      if (std::isfinite(figs[i].objective))
-        ss += (figs[i].objective - out.base_mean) * (figs[i].objective - out.base_mean);
-    if (out.base_seeds > 1) out.base_std = std::sqrt(ss / double(out.base_seeds - 1));
-  }
+  const ObjectiveSpread spread = objective_spread(figs, out.base_runs);
+  out.base_seeds = spread.n, out.base_mean = spread.mean, out.base_std = spread.std;
   for (size_t p = 0; p < point_values.size(); ++p) {
     if (p == base) continue;
     PointDelta d;

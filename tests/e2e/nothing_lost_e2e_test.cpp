@@ -4,7 +4,6 @@
 // signals at a whole sweep and asks for the same bits as an undisturbed one.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/mount.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -16,9 +15,10 @@
 #include <random>
 #include <thread>
 
-#include "e2e_util.h"   // E2eTest, processes_mentioning, wait_for, bit_difference, tiny_model
-#include "grid.h"       // load_grid, expand_grid
-#include "sweep_dir.h"  // read_run_state
+#include "e2e_util.h"    // E2eTest, processes_mentioning, wait_for, bit_difference, tiny_model
+#include "grid.h"        // load_grid, expand_grid
+#include "small_disk.h"  // SmallDisk: a tmpfs to fill
+#include "sweep_dir.h"   // read_run_state
 
 namespace fs = std::filesystem;
 
@@ -270,13 +270,8 @@ TEST_F(NothingLost, APlantedLinkInARunDirectoryIsNeverWrittenThrough) {
 // run's partial record when the disk allows, and in the driver's line.
 TEST_F(NothingLost, AFullDiskFailsTheRunWithTheReasonAndNoCrash) {
   const fs::path small = dir_ / "small";
-  fs::create_directories(small);
-  if (::mount("tmpfs", small.c_str(), "tmpfs", 0, "size=2m") != 0)
-    GTEST_SKIP() << "cannot mount a 2 MB tmpfs here (" << std::strerror(errno) << "); needs root";
-  struct Unmount {
-    fs::path p;
-    ~Unmount() { ::umount2(p.c_str(), MNT_DETACH); }
-  } unmount{small};
+  const sweep_test::SmallDisk disk(small, "2m");
+  if (!disk.mounted()) GTEST_SKIP() << "cannot mount a 2 MB tmpfs here (" << disk.error() << "); needs root";
   std::ofstream(small / "filler", std::ios::binary) << std::string(1300000, '\0');
   const std::string cfg = write(
       "run.yaml", sweep_test::tiny_model() + "train: {steps: 3000, micro_batch: 2, lr: 3.0e-3, log_every: 1000}\n");

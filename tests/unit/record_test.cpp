@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
-#include <sys/mount.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +25,7 @@
 #include "hdf5_c.h"        // edits a record's schema version
 #include "paused_child.h"  // PausedChild: the writer is another process
 #include "record_util.h"   // read_error, same_bits
+#include "small_disk.h"    // SmallDisk: a tmpfs to fill
 #include "temp_dir.h"      // TempDirTest
 #include "test_util.h"     // EXPECT_CONTAINS, read_file
 
@@ -181,13 +181,8 @@ TEST_F(RecordTest, AFullDiskLeavesTheLastGoodFlushReadableAndMarkedFailed) {
     // Flushes of a few rows, and of more rows than the ballast holds.
     const int64_t every = free_kb % 8 ? 97 : 3001;
     const fs::path small = dir_ / ("small" + std::to_string(free_kb));
-    fs::create_directories(small);
-    if (::mount("tmpfs", small.c_str(), "tmpfs", 0, "size=2m") != 0)
-      GTEST_SKIP() << "cannot mount a 2 MB tmpfs here (" << std::strerror(errno) << "); needs root";
-    struct Unmount {
-      fs::path p;
-      ~Unmount() { ::umount2(p.c_str(), MNT_DETACH); }
-    } unmount{small};
+    const sweep_test::SmallDisk disk(small, "2m");
+    if (!disk.mounted()) GTEST_SKIP() << "cannot mount a 2 MB tmpfs here (" << disk.error() << "); needs root";
     std::ofstream(small / "filler", std::ios::binary) << std::string((2048 - free_kb) << 10, '\0');
     const std::string path = (small / "record.h5").string();
     int64_t flushed = 0;
