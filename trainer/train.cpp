@@ -214,17 +214,15 @@ RunStatus Trainer::run() {
     rec_.initial(checksum_row(0, flat_.params.data_ptr<float>(), flat_.table, flat_.n));  // the initial parameters
   }
   zero_.shard_buffers(flat_);  // from here on ZeRO 2/3 keep only their shards
-  if (is_root() && !opt_.quiet) {
-    std::printf("run %s: %s model, %zu parameters, %d rank(s), %lld tokens/step, %s, zero %lld, %s reduction, %s\n",
-                run_id_.c_str(), cfg_.model.kind.c_str(), n, world_, static_cast<long long>(M) * B * L,
-                cfg_.train.precision.c_str(), (long long)zero_.stage, cfg_.native_reduction() ? "native" : "canonical",
-                source_->describe().c_str());
-    if (resumed) std::printf("resumed from the checkpoint after step %lld\n", (long long)start);
-  } else if (!opt_.quiet) {
-    // Every rank's log says which rank it is; the steps are rank 0's, and this rank's
-    // warnings and errors follow here.
-    std::printf("run %s: rank %d of %d on %s (the steps are in rank 0's log; this rank's warnings and errors here)\n",
-                run_id_.c_str(), rank_, world_, hosts_.at(size_t(rank_)).c_str());
+  if (!opt_.quiet) {
+    if (is_root())
+      std::printf("run %s: %s model, %zu parameters, %d rank(s), %lld tokens/step, %s, zero %lld, %s reduction, %s\n",
+                  run_id_.c_str(), cfg_.model.kind.c_str(), n, world_, static_cast<long long>(M) * B * L,
+                  cfg_.train.precision.c_str(), (long long)zero_.stage,
+                  cfg_.native_reduction() ? "native" : "canonical", source_->describe().c_str());
+    else  // every rank's log says which rank it is; the steps are rank 0's, its warnings and errors its own
+      std::printf("run %s: rank %d of %d on %s (the steps are in rank 0's log; this rank's warnings and errors here)\n",
+                  run_id_.c_str(), rank_, world_, hosts_.at(size_t(rank_)).c_str());
     if (resumed) std::printf("resumed from the checkpoint after step %lld\n", (long long)start);
   }
 
