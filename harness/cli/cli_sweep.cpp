@@ -20,10 +20,11 @@
 #include "plan.h"
 #include "record.h"         // read_partial_progress
 #include "report.h"         // load_sweep
-#include "run_health.h"     // sweep_health: the flags of completed runs
+#include "run_health.h"     // throughput_outliers: the sweep-level flag of completed runs
 #include "slurm.h"          // shell_quote
 #include "slurm_exec.h"     // SlurmCli, preview_slurm, slurm_run_views
 #include "stop_signals.h"   // StopSignals
+#include "sweep_index.h"    // SweepIndex: status reads what has not changed from it
 #include "sweep_lock.h"     // SweepLock: a tpe search holds it across its batches
 #include "sweep_records.h"  // read_points_file
 #include "sweep_run.h"
@@ -290,25 +291,33 @@ std::string running_detail(const std::string& run_dir, const RunState& st) {
 
 /// What each completed run came to, by run id: its objective and every health flag, the
 /// sweep-level ones (throughput_outlier) included, which need the whole sweep's records.
+/// From the index entries scan_runs made or found: the records that load_sweep takes as
+/// the sweep's runs (completed, diverged or stopped, and their run's own).
 struct CompletedDetail {
   std::string text;  ///< "final eval loss 2.31; health: eval_rising"
   bool flagged = false;
 };
-std::map<std::string, CompletedDetail> completed_details(const std::string& dir) {
-  const SweepRecords sweep = load_sweep(dir);
-  std::vector<RunFigures> figs;
-  figs.reserve(sweep.runs.size());
-  for (const auto& r : sweep.runs) figs.push_back(run_figures(r));
-  const auto health = sweep_health(sweep.runs, figs);
+std::map<std::string, CompletedDetail> completed_details(const std::unordered_map<std::string, RunState>& runs,
+                                                         const SweepIndex& index) {
+  std::vector<std::pair<std::string, const IndexedRecord*>> done;
+  for (const auto& [id, st] : runs)
+    if (st.state == "completed" || st.state == "stale" || st.state == "diverged" || st.state == "stopped")
+      if (const IndexedRecord* e = index.get(id)) done.emplace_back(id, e);
+  std::sort(done.begin(), done.end());
+  std::vector<ThroughputPeer> peers;
+  peers.reserve(done.size());
+  for (const auto& [id, e] : done) peers.push_back({e->params, e->tokens, e->world_size, e->tokens_per_s_median});
+  const auto outliers = throughput_outliers(peers);
   std::map<std::string, CompletedDetail> out;
-  for (size_t i = 0; i < sweep.runs.size(); ++i) {
+  for (size_t i = 0; i < done.size(); ++i) {
+    const IndexedRecord& e = *done[i].second;
     char buf[64];
-    std::snprintf(buf, sizeof buf, " %.6g", figs[i].objective);
-    const std::string flags = health_names(health[i]);
-    const std::string unverified =
-        sweep.runs[i].verified ? "" : "; unverified (schema version 1: no digest to check it by)";
-    out[sweep.runs[i].run_id] = {
-        figs[i].objective_name + buf + "; health: " + (flags.empty() ? "ok" : flags) + unverified, !flags.empty()};
+    std::snprintf(buf, sizeof buf, " %.6g", e.objective);
+    std::string flags = e.health;
+    for (const auto& f : outliers[i]) flags += (flags.empty() ? "" : " ") + f.name;
+    const std::string unverified = e.verified ? "" : "; unverified (schema version 1: no digest to check it by)";
+    out[done[i].first] = {e.objective_name + buf + "; health: " + (flags.empty() ? "ok" : flags) + unverified,
+                          !flags.empty()};
   }
   return out;
 }
@@ -316,10 +325,11 @@ std::map<std::string, CompletedDetail> completed_details(const std::string& dir)
 int run_status(const StatusOptions& o) {
   if (!fs::is_directory(o.dir + "/runs")) throw ConfigError(o.dir + ": not a sweep directory (no runs/ in it)");
   const std::string holder = SweepLock::holder(o.dir);
-  auto runs = scan_runs(o.dir);
-  std::map<std::string, CompletedDetail> figures;
-  if (std::any_of(runs.begin(), runs.end(), [](const auto& kv) { return kv.second.state == "completed"; }))
-    figures = completed_details(o.dir);
+  SweepIndex index = SweepIndex::load(o.dir);
+  if (!index.note().empty()) std::fprintf(stderr, "sweep: %s\n", index.note().c_str());
+  auto runs = scan_runs(o.dir, &index);
+  index.save();
+  std::map<std::string, CompletedDetail> figures = completed_details(runs, index);
   size_t flagged = 0;
   auto points = read_points_file(o.dir);
   std::vector<std::pair<std::string, std::string>> rows = points;
@@ -454,9 +464,48 @@ CliAction setup_plan(CLI::App& app) {
 
 CliAction setup_status(CLI::App& app) {
   auto o = std::make_shared<StatusOptions>();
-  auto* cmd = app.add_subcommand("status", "show each run's state in a sweep directory; changes nothing");
+  auto* cmd = app.add_subcommand(
+      "status", "show each run's state in a sweep directory; changes nothing but its derived index (records.index)");
   cmd->add_option("dir", o->dir, "sweep directory")->required();
   return [o, cmd]() { return cmd->parsed() ? run_status(*o) : -1; };
+}
+
+namespace {
+
+/// `sweep verify DIR`: every record read and its digest verified, whatever the index
+/// says, and the index written anew from what was read. Exit 1 when a record is damaged
+/// or stale (the next `sweep run` moves it aside and runs the point again).
+int run_verify(const std::string& dir) {
+  if (!fs::is_directory(dir + "/runs")) throw ConfigError(dir + ": not a sweep directory (no runs/ in it)");
+  SweepIndex index = SweepIndex::empty(dir);
+  const auto runs = scan_runs(dir, &index);
+  std::vector<std::pair<std::string, const RunState*>> sorted;
+  sorted.reserve(runs.size());
+  for (const auto& [id, st] : runs) sorted.emplace_back(id, &st);
+  std::sort(sorted.begin(), sorted.end());
+  size_t good = 0, bad = 0;
+  for (const auto& [id, st] : sorted) {
+    if (st->state == "damaged" || st->state == "stale") {
+      ++bad;
+      std::printf("%s  %s: %s\n", id.c_str(), st->state.c_str(), terminal_text(st->detail).c_str());
+    } else if (index.get(id)) {
+      ++good;
+    }
+  }
+  std::printf("%zu record%s read and verified, %zu damaged or stale; %s/%s written anew\n", good, good == 1 ? "" : "s",
+              bad, dir.c_str(), kIndexFile);
+  return bad ? 1 : 0;
+}
+
+}  // namespace
+
+CliAction setup_verify(CLI::App& app) {
+  auto dir = std::make_shared<std::string>();
+  auto* cmd = app.add_subcommand(
+      "verify",
+      "read every record of a sweep directory and verify its digest, whatever the index says; rebuild the index");
+  cmd->add_option("dir", *dir, "sweep directory")->required();
+  return [dir, cmd]() { return cmd->parsed() ? run_verify(*dir) : -1; };
 }
 
 }  // namespace sweep

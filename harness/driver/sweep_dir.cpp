@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>  // fprintf
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <new>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -20,7 +22,8 @@
 #include "data_file.h"      // identify_data_file, sweep_cache_dir
 #include "program.h"        // program_digest, parse_json_string_array
 #include "record.h"         // read_record, RecordError
-#include "sweep_records.h"  // record_problem
+#include "sweep_index.h"    // SweepIndex
+#include "sweep_records.h"  // record_problem, accepted_digest_problem
 #include "text.h"           // join, printable
 
 namespace fs = std::filesystem;
@@ -83,7 +86,7 @@ bool program_declared(const std::string& dir, const std::string& argv_json) {
   return std::find(lines.begin(), lines.end(), argv_json) != lines.end();
 }
 
-RunState read_run_state(const std::string& dir) {
+RunState read_run_state(const std::string& dir, SweepIndex* index) {
   RunState s;
   for (const auto& [k, v] : read_state_fields(dir)) {
     if (k == "state")
@@ -103,30 +106,44 @@ RunState read_run_state(const std::string& dir) {
   // leaves a stale "running"; a record deleted, truncated or changed after completion
   // leaves a stale "completed".
   struct stat st;
+  const std::string id = fs::path(dir).filename().string();
   if (::lstat((dir + "/record.h5").c_str(), &st) == 0) {
+    // What the record says, from the index while the file is the one it read.
+    const FileIdentity file = file_identity(st);
+    const IndexedRecord* e = index ? index->find(id, file) : nullptr;
+    IndexedRecord read;
     try {
-      Record r = read_record(dir + "/record.h5");
-      s.state = r.status == "completed"  ? "completed"
-                : r.status == "diverged" ? "diverged"
-                : r.status == "stopped"  ? "stopped"
-                                         : "damaged";
-      if (s.state == "stopped") s.stopped_at = r.steps.empty() ? 0 : r.steps.back().step;
-      if (s.state == "diverged") s.failure = FailureClass::diverged;
-      if (s.state == "damaged") s.detail = "record.h5 has status '" + r.status + "'";
-      if (const std::string why = record_problem(dir, r); !why.empty()) s.state = "damaged", s.detail = why;
-      if (s.state == "completed") {
-        if (const std::string why = data_changed(r); !why.empty()) s.state = "stale", s.detail = why;
+      if (!e) {
+        read = index_entry(dir, read_record(dir + "/record.h5"), file);
+        e = &read;
+        if (index) index->put(id, read);
       }
-    } catch (const RecordError& e) {
+      s.state = e->status == "completed"  ? "completed"
+                : e->status == "diverged" ? "diverged"
+                : e->status == "stopped"  ? "stopped"
+                                          : "damaged";
+      if (s.state == "stopped") s.stopped_at = e->last_step;
+      if (s.state == "diverged") s.failure = FailureClass::diverged;
+      if (s.state == "damaged") s.detail = "record.h5 has status '" + e->status + "'";
+      std::string why = e->problem;
+      if (why.empty()) why = accepted_digest_problem(s.digest, e->digest, e->schema_version);
+      if (!why.empty()) s.state = "damaged", s.detail = why;
+      if (s.state == "completed") {
+        if (why = data_changed(inputs_record(*e)); !why.empty()) s.state = "stale", s.detail = why;
+      }
+    } catch (const RecordError& err) {
       s.state = "damaged";
-      s.detail = e.what();
+      s.detail = err.what();
+      if (index) index->forget(id);
     } catch (const std::bad_alloc&) {
       // A record that asks for more memory than there is: damaged, and the rest of the
       // sweep goes on (one bad file must not wedge every `sweep run` and `sweep status`).
       s.state = "damaged";
       s.detail = dir + "/record.h5: reading it needs more memory than there is; the record is damaged";
+      if (index) index->forget(id);
     }
   } else if (s.done()) {
+    if (index) index->forget(id);
     s.detail = "recorded as " + s.state + " but record.h5 is gone";
     s.state = "damaged";
   }
@@ -232,11 +249,19 @@ std::string move_record_aside(const std::string& dir, const std::string& why) {
   throw std::runtime_error(rec + ": cannot move the " + why + " record aside: too many earlier copies");
 }
 
-std::unordered_map<std::string, RunState> scan_runs(const std::string& dir) {
+std::unordered_map<std::string, RunState> scan_runs(const std::string& dir, SweepIndex* index) {
+  std::optional<SweepIndex> own;
+  if (!index) {
+    own = SweepIndex::load(dir);
+    if (!own->note().empty()) std::fprintf(stderr, "sweep: %s\n", own->note().c_str());
+    index = &*own;
+  }
   std::unordered_map<std::string, RunState> out;
   std::error_code ec;
   for (fs::directory_iterator it(dir + "/runs", ec), end; !ec && it != end; it.increment(ec))
-    if (it->is_directory(ec)) out.emplace(it->path().filename().string(), read_run_state(it->path().string()));
+    if (it->is_directory(ec)) out.emplace(it->path().filename().string(), read_run_state(it->path().string(), index));
+  index->forget_except(out);
+  index->save();
   return out;
 }
 

@@ -1,6 +1,7 @@
 // The layout of a sweep directory and the small text files the driver keeps in it:
 //   <dir>/points.tsv            the points of the grid last run (for `sweep status`)
 //   <dir>/sweep.lock            held by the running driver (sweep_lock.h)
+//   <dir>/records.index         what reading each record found, by file identity (sweep_index.h)
 //   <dir>/runs/<id>/config.yaml the run's resolved config
 //   <dir>/runs/<id>/state       what the driver last knew about the run (versioned)
 //   <dir>/runs/<id>/record.h5   the record (.partial while unfinished)
@@ -19,7 +20,8 @@
 #include "run_files.h"      // utc_now
 
 namespace sweep {
-struct Record;  // record.h
+struct Record;     // record.h
+class SweepIndex;  // sweep_index.h
 }  // namespace sweep
 
 namespace sweep {
@@ -61,7 +63,9 @@ void write_run_state(const std::string& run_dir, RunState s);
 /// the truth: when record.h5 is there it is read and verified (its digest), and its own
 /// status wins over a stale state file; a state that says done without a verified
 /// record becomes "damaged".
-RunState read_run_state(const std::string& run_dir);
+/// With `index`, a record whose file is the one the index entry read is not read again,
+/// and what is read is entered (sweep_index.h).
+RunState read_run_state(const std::string& run_dir, SweepIndex* index = nullptr);
 
 /// Moves a run's record.h5 aside to record.h5.<why>-<UTC time>[-n] (never deleting it;
 /// `why` is damaged or stale) and returns the new path, or "" when there was no record.h5.
@@ -75,7 +79,9 @@ std::string move_record_aside(const std::string& run_dir, const std::string& why
 std::string data_changed(const Record& r);
 
 /// Every run directory under <dir>/runs with its state, by run id. One directory listing.
-std::unordered_map<std::string, RunState> scan_runs(const std::string& dir);
+/// Records are looked up in `index`, or in the sweep's own index (<dir>/records.index,
+/// loaded, brought up to date and saved) when none is given.
+std::unordered_map<std::string, RunState> scan_runs(const std::string& dir, SweepIndex* index = nullptr);
 
 /// Writes <dir>/points.tsv: every point's id and swept values.
 void write_points_file(const std::string& dir, const std::vector<GridPoint>& points);

@@ -250,27 +250,43 @@ std::string health_names(const std::vector<HealthFlag>& flags) {
   return s;
 }
 
+ThroughputPeer throughput_peer(const Record& r, const RunFigures& f) {
+  ThroughputPeer p;
+  if (r.steps.empty()) return p;  // (tokens_per_s_median NaN: left out)
+  for (const auto& t : r.params) p.params += t.numel;
+  p.tokens = r.steps.front().tokens;
+  p.world_size = r.world_size;
+  p.tokens_per_s_median = f.tokens_per_s_median;
+  return p;
+}
+
 std::vector<std::vector<HealthFlag>> throughput_outliers(const std::vector<Record>& runs,
                                                          const std::vector<RunFigures>& figs) {
+  std::vector<ThroughputPeer> peers;
+  peers.reserve(runs.size());
+  for (size_t i = 0; i < runs.size(); ++i)
+    peers.push_back(i < figs.size() ? throughput_peer(runs[i], figs[i]) : ThroughputPeer{});
+  return throughput_outliers(peers);
+}
+
+std::vector<std::vector<HealthFlag>> throughput_outliers(const std::vector<ThroughputPeer>& runs) {
   std::vector<std::vector<HealthFlag>> out(runs.size());
   // Runs compare only with runs doing the same work per step on the same number of ranks.
   using Key = std::tuple<int64_t, int64_t, int64_t>;  // parameters, tokens per step, world size
   std::map<Key, std::vector<size_t>> peers;
-  for (size_t i = 0; i < runs.size() && i < figs.size(); ++i) {
-    if (!std::isfinite(figs[i].tokens_per_s_median) || runs[i].steps.empty()) continue;
-    int64_t params = 0;
-    for (const auto& p : runs[i].params) params += p.numel;
-    peers[Key{params, runs[i].steps.front().tokens, runs[i].world_size}].push_back(i);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (!std::isfinite(runs[i].tokens_per_s_median)) continue;
+    peers[Key{runs[i].params, runs[i].tokens, runs[i].world_size}].push_back(i);
   }
   for (const auto& [key, members] : peers) {
     if (members.size() < kThroughputMinRuns) continue;
     std::vector<double> rates;
-    for (size_t i : members) rates.push_back(figs[i].tokens_per_s_median);
+    for (size_t i : members) rates.push_back(runs[i].tokens_per_s_median);
     const double typical = median(rates);
     for (size_t i : members)
-      if (figs[i].tokens_per_s_median < kThroughputShare * typical)
+      if (runs[i].tokens_per_s_median < kThroughputShare * typical)
         out[i].push_back({kFlagThroughputOutlier,
-                          "median " + g4(figs[i].tokens_per_s_median) + " tokens/s, below half the median " +
+                          "median " + g4(runs[i].tokens_per_s_median) + " tokens/s, below half the median " +
                               g4(typical) + " of the " + std::to_string(members.size()) +
                               " runs of this sweep with the same parameter count (" + std::to_string(std::get<0>(key)) +
                               "), tokens per step (" + std::to_string(std::get<1>(key)) + ") and world size (" +

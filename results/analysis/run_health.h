@@ -4,7 +4,9 @@
 // thresholds are documented in results/SCHEMA.md ("Health flags").
 #pragma once
 
+#include <cmath>  // NAN
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -79,6 +81,17 @@ std::string health_names(const std::vector<HealthFlag>& flags);
 /// throughput_outlier, or nothing.
 std::vector<std::vector<HealthFlag>> throughput_outliers(const std::vector<Record>& runs,
                                                          const std::vector<RunFigures>& figs);
+
+/// What throughput_outliers needs of one run: its peers are the runs with the same
+/// parameter count, tokens per step and world size.
+struct ThroughputPeer {
+  int64_t params = 0, tokens = 0, world_size = 0;
+  double tokens_per_s_median = NAN;  ///< RunFigures::tokens_per_s_median; NaN leaves the run out
+};
+ThroughputPeer throughput_peer(const Record& r, const RunFigures& f);
+
+/// throughput_outliers of runs known only by their ThroughputPeer (a sweep's index).
+std::vector<std::vector<HealthFlag>> throughput_outliers(const std::vector<ThroughputPeer>& runs);
 
 /// Every flag of each run of a sweep: run_health, then the sweep-level ones.
 std::vector<std::vector<HealthFlag>> sweep_health(const std::vector<Record>& runs, const std::vector<RunFigures>& figs);

@@ -158,7 +158,7 @@ bool same_value(const std::string& quoted_a, const std::string& quoted_b) {
 
 }  // namespace
 
-std::string record_problem(const std::string& run_dir, const Record& r) {
+std::string record_content_problem(const std::string& run_dir, const Record& r) {
   const std::string name = fs::path(run_dir).filename().string();
   if (!id_like(name)) return "";
   if (r.run_id != name)
@@ -176,12 +176,20 @@ std::string record_problem(const std::string& run_dir, const Record& r) {
       return "record.h5 shows " + printable(key) + " = " + printable(value) +
              ", but the config its run id names says " + printable(it->second);
   }
-  const std::string accepted = accepted_record_digest(run_dir);
-  if (!accepted.empty() && r.digest != accepted)
-    return "record.h5 is not the record this run completed with: its digest is " +
-           (r.digest.empty() ? std::string("missing") : printable(r.digest)) + ", the driver accepted " +
-           printable(accepted) + " (schema version " + std::to_string(r.schema_version) + ")";
   return "";
+}
+
+std::string accepted_digest_problem(const std::string& accepted, const std::string& digest, int64_t schema_version) {
+  if (accepted.empty() || digest == accepted) return "";
+  return "record.h5 is not the record this run completed with: its digest is " +
+         (digest.empty() ? std::string("missing") : printable(digest)) + ", the driver accepted " +
+         printable(accepted) + " (schema version " + std::to_string(schema_version) + ")";
+}
+
+std::string record_problem(const std::string& run_dir, const Record& r) {
+  if (std::string why = record_content_problem(run_dir, r); !why.empty()) return why;
+  if (!id_like(fs::path(run_dir).filename().string())) return "";
+  return accepted_digest_problem(accepted_record_digest(run_dir), r.digest, r.schema_version);
 }
 
 Record read_run_record(const std::string& path) {

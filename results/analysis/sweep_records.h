@@ -39,6 +39,14 @@ struct FailedRun {
 ///     replaced by another valid one, is not the record the run completed with.
 std::string record_problem(const std::string& run_dir, const Record& r);
 
+/// record_problem's rules that the record's own contents decide (its run id, its config),
+/// without the last one (the digest the driver accepted, which runs/<id>/state holds).
+std::string record_content_problem(const std::string& run_dir, const Record& r);
+
+/// record_problem's last rule alone: "" when `accepted` (the digest runs/<id>/state notes)
+/// is empty or is `digest`, the stored digest of a record of `schema_version`.
+std::string accepted_digest_problem(const std::string& accepted, const std::string& digest, int64_t schema_version);
+
 /// read_record(path), then record_problem() of the run directory that holds it: throws
 /// RecordError ("PATH: damaged record: ...") for a record that is not its run's. For the
 /// readers of one record (compare, reproduce).

@@ -149,7 +149,7 @@ for n in "${all_nodes[@]}"; do mkdir -p "$top/spool/$n" "/tmp/sweep-slurm/$n"; d
 hw=$(slurmd -C | head -n1 | sed -e 's/^NodeName=[^ ]* //' -e 's/ UpTime=[^ ]*//')
 cat >"$conf.new" <<CONF
 # Written by tests/slurm/start-cluster.sh: a private test cluster of this host (partition
-# debug; `short`, the same host with a one-minute limit) and the two test nodes of
+# debug; short, the same host with a one-minute limit) and the two test nodes of
 # tests/cluster/start-nodes.sh (partition nodes). Its
 # clients find it through SLURM_CONF=$conf.
 ClusterName=sweep-test

@@ -2,10 +2,14 @@
 // and what a second `sweep run` skips. (The real runner: process_test.cpp.)
 #include "sweep_run.h"
 
+#include <fcntl.h>  // AT_FDCWD
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>  // mkfifo, utimensat
 
 #include <algorithm>
+#include <cmath>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -17,9 +21,10 @@
 #include "fake_trainer.h"  // flag_value, write_run_record
 #include "record.h"
 #include "stop_signals.h"
-#include "sweep_lock.h"  // SweepLock::flock_problem, locks_local_in_mountinfo
-#include "temp_dir.h"    // TempDirTest
-#include "test_util.h"   // EXPECT_CONTAINS, read_file
+#include "sweep_index.h"  // SweepIndex
+#include "sweep_lock.h"   // SweepLock::flock_problem, locks_local_in_mountinfo
+#include "temp_dir.h"     // TempDirTest
+#include "test_util.h"    // EXPECT_CONTAINS, read_file
 
 namespace sweep {
 namespace {
@@ -316,6 +321,180 @@ TEST_F(SweepRunTest, ArgvElementsArePassedUnmodified) {
   EXPECT_EQ(s.completed, 1);
   EXPECT_FALSE(fs::exists("pwned"));
   EXPECT_FALSE(fs::exists(dir_ / "pwned"));
+}
+
+// ---- The sweep's index (sweep_index.h): a cache of what reading each record found.
+
+/// The identity of `path` now.
+FileIdentity identity_of(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::lstat(path.c_str(), &st), 0) << path;
+  return file_identity(st);
+}
+
+TEST_F(SweepRunTest, TheIndexAnswersForAnUnchangedRecordAndNeverForAChangedOne) {
+  FakeTrainer fake;
+  ASSERT_EQ(run_sweep(spec_, points_, opt_, fake).completed, 3);
+  const std::string rec0 = record_path(opt_.out_dir, points_[0].id), rec1 = record_path(opt_.out_dir, points_[1].id);
+  SweepIndex index = SweepIndex::empty(opt_.out_dir);
+  ASSERT_EQ(scan_runs(opt_.out_dir, &index).at(points_[0].id).state, "completed");
+  ASSERT_NE(index.get(points_[0].id), nullptr);
+  // An entry that says something the record does not: served while the file is the one
+  // it describes, which shows that the record was not read again...
+  IndexedRecord planted = *index.get(points_[0].id);
+  planted.status = "stopped";
+  planted.last_step = 7;
+  index.put(points_[0].id, planted);
+  RunState st = read_run_state(run_dir(0), &index);
+  EXPECT_EQ(st.state, "stopped");
+  EXPECT_EQ(st.stopped_at, 7);
+  // ...and never once the file changed, even with its size, inode and modification time
+  // as they were (another run's record copied into it, then `touch -d` to the old time):
+  // the change time moved.
+  const FileIdentity before = identity_of(rec0);
+  const std::string other = read_file(rec1);
+  ASSERT_EQ(other.size(), size_t(before.size)) << "the two records should be the same size";
+  { std::ofstream(rec0, std::ios::binary | std::ios::in | std::ios::out) << other; }
+  const struct timespec times[2] = {{before.mtime_ns / 1000000000, before.mtime_ns % 1000000000},
+                                    {before.mtime_ns / 1000000000, before.mtime_ns % 1000000000}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, rec0.c_str(), times, 0), 0);
+  const FileIdentity after = identity_of(rec0);
+  EXPECT_EQ(after.ino, before.ino);
+  EXPECT_EQ(after.size, before.size);
+  EXPECT_EQ(after.mtime_ns, before.mtime_ns);
+  st = read_run_state(run_dir(0), &index);
+  EXPECT_EQ(st.state, "damaged");
+  EXPECT_CONTAINS(st.detail, "record.h5 names run '" + points_[1].id + "', not this run " + points_[0].id);
+  // The entry now describes the file as it is (the cache of a verdict, keyed by the new
+  // identity), so the next reader says the same without reading it.
+  ASSERT_NE(index.get(points_[0].id), nullptr);
+  EXPECT_TRUE(index.get(points_[0].id)->file == after);
+  EXPECT_CONTAINS(index.get(points_[0].id)->problem, "not this run");
+}
+
+TEST_F(SweepRunTest, TheIndexKeepsTheDigestTheDriverAcceptedAsARule) {
+  // An entry is a cache of the record, not of its run's state: a state that accepted
+  // another digest makes the run damaged though the entry is served.
+  FakeTrainer fake;
+  ASSERT_EQ(run_sweep(spec_, points_, opt_, fake).completed, 3);
+  SweepIndex index = SweepIndex::empty(opt_.out_dir);
+  scan_runs(opt_.out_dir, &index);
+  RunState s = read_run_state(run_dir(2));
+  s.digest = "xxh64:0000000000000000";
+  write_run_state(run_dir(2), s);
+  const RunState st = read_run_state(run_dir(2), &index);
+  EXPECT_EQ(index.hits(), 1u);
+  EXPECT_EQ(st.state, "damaged");
+  EXPECT_CONTAINS(st.detail, "the driver accepted xxh64:0000000000000000");
+}
+
+/// An entry whose file last changed long ago (settled: it is saved).
+IndexedRecord old_entry(int64_t ino) {
+  IndexedRecord e;
+  e.file = {1, uint64_t(ino), 1000 + ino, 1000000000LL + ino, 2000000000LL + ino};
+  e.digest = "xxh64:00000000000000" + std::to_string(10 + ino);
+  e.status = "completed";
+  e.schema_version = 4;
+  e.verified = true;
+  e.last_step = 150;
+  e.objective_name = "final train loss";
+  e.objective = 2.5 + double(ino) / 7;
+  e.health = "loss_spike clipping";
+  e.params = 8192, e.tokens = 512, e.world_size = 2;
+  return e;
+}
+
+TEST(SweepIndexFile, EntriesSurviveSavingAndLoadingWhateverTheirText) {
+  sweep_test::TempDir tmp("sweep_index_test");
+  const std::string dir = tmp.path();
+  fs::create_directories(dir + "/runs");
+  SweepIndex index = SweepIndex::empty(dir);
+  IndexedRecord odd = old_entry(1);
+  odd.problem = "a\ttab, a\nnewline, a \\ backslash and \\t as text";
+  odd.inputs = {{"data.file", "/d/with\ttab\nand=equals"}, {"program", "[\"/usr/bin/python3\"]"}};
+  odd.objective = NAN;
+  odd.tokens_per_s_median = 1234.5;
+  index.put("0123456789abcdef", odd);
+  index.put("fedcba9876543210", old_entry(2));
+  index.save();
+  const SweepIndex back = SweepIndex::load(dir);
+  EXPECT_EQ(back.note(), "");
+  ASSERT_EQ(back.size(), 2u);
+  const IndexedRecord* e = back.find("0123456789abcdef", odd.file);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->problem, odd.problem);
+  EXPECT_EQ(e->inputs, odd.inputs);
+  EXPECT_TRUE(std::isnan(e->objective));
+  EXPECT_EQ(e->tokens_per_s_median, 1234.5);
+  EXPECT_EQ(e->health, "loss_spike clipping");
+  EXPECT_EQ(back.find("fedcba9876543210", old_entry(2).file)->objective, old_entry(2).objective);
+  // Another identity misses.
+  FileIdentity moved = odd.file;
+  moved.ctime_ns += 1;
+  EXPECT_EQ(back.find("0123456789abcdef", moved), nullptr);
+}
+
+TEST(SweepIndexFile, AFreshRecordServesThisProcessButIsNotSaved) {
+  sweep_test::TempDir tmp("sweep_index_test");
+  const std::string dir = tmp.path();
+  fs::create_directories(dir + "/runs");
+  SweepIndex index = SweepIndex::empty(dir);
+  IndexedRecord fresh = old_entry(3);
+  struct timespec now {};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  fresh.file.ctime_ns = int64_t(now.tv_sec) * 1000000000 + now.tv_nsec;  // changed just now
+  index.put("0123456789abcdef", fresh);
+  index.put("fedcba9876543210", old_entry(2));
+  EXPECT_NE(index.find("0123456789abcdef", fresh.file), nullptr);
+  index.save();
+  const SweepIndex back = SweepIndex::load(dir);
+  EXPECT_EQ(back.size(), 1u);
+  EXPECT_EQ(back.get("0123456789abcdef"), nullptr);
+}
+
+TEST(SweepIndexFile, AnyDamageRebuildsItWithOneLineSayingWhy) {
+  sweep_test::TempDir tmp("sweep_index_test");
+  const std::string dir = tmp.path(), path = dir + "/" + kIndexFile;
+  fs::create_directories(dir + "/runs");
+  SweepIndex index = SweepIndex::empty(dir);
+  for (int i = 1; i <= 3; ++i) index.put("000000000000000" + std::to_string(i), old_entry(i));
+  index.save();
+  const std::string good = read_file(path);
+  ASSERT_EQ(SweepIndex::load(dir).size(), 3u);
+  const auto expect_rebuilt = [&](const std::string& text, const std::string& why, const std::string& what) {
+    { std::ofstream(path, std::ios::binary | std::ios::trunc) << text; }
+    const SweepIndex got = SweepIndex::load(dir);
+    EXPECT_EQ(got.size(), 0u) << what;
+    EXPECT_CONTAINS(got.note(), path + ": " + why);
+    EXPECT_CONTAINS(got.note(), "rebuilt from the records");
+    EXPECT_EQ(got.note().find('\n'), std::string::npos) << "one line";
+  };
+  // Cut anywhere: never taken for a shorter index.
+  for (size_t n = 0; n < good.size(); n += 7) expect_rebuilt(good.substr(0, n), "", "cut at " + std::to_string(n));
+  // Any one byte changed (a hand edit: a digit of a digest, a status, a count).
+  for (size_t at = 0; at < good.size(); at += 5) {
+    std::string edited = good;
+    edited[at] = edited[at] == '0' ? '1' : edited[at] == '\n' ? ' ' : '0';
+    expect_rebuilt(edited, "", "byte " + std::to_string(at) + " changed");
+  }
+  std::string edited = good;
+  edited.replace(edited.find("completed"), 9, "diverged ");
+  expect_rebuilt(edited, "damaged or edited (its checksum does not match its contents)", "a status edited");
+  std::string foreign = good;
+  foreign.replace(0, std::string(kIndexHead).size(), "sweep-index 2");
+  expect_rebuilt(foreign, "written by another version of sweep (sweep-index 2)", "another version");
+  expect_rebuilt("\x89HDF\r\n\x1a\n", "damaged (its first line is not 'sweep-index 1')", "another file");
+  // Not a regular file: rebuilt in memory, and nothing is written through it.
+  fs::remove(path);
+  ASSERT_EQ(::mkfifo(path.c_str(), 0644), 0);
+  SweepIndex fifo = SweepIndex::load(dir);  // (would block on open)
+  EXPECT_CONTAINS(fifo.note(), "not a regular file");
+  fifo.put("0000000000000001", old_entry(1));
+  fifo.save();  // (would block on the FIFO)
+  EXPECT_TRUE(fs::is_fifo(path));
+  fs::remove(path);
+  fs::create_directory(path);
+  EXPECT_CONTAINS(SweepIndex::load(dir).note(), "not a regular file");
 }
 
 }  // namespace
