@@ -450,7 +450,8 @@ CliAction setup_run(CLI::App& app) {
 
 CliAction setup_plan(CLI::App& app) {
   auto o = std::make_shared<PlanOptions>();
-  auto* cmd = app.add_subcommand("plan", "print the expanded grid and which runs are done; changes nothing");
+  auto* cmd = app.add_subcommand(
+      "plan", "print the expanded grid and which runs are done; changes nothing but the sweep's index (records.index)");
   cmd->add_option("grid", o->grid, "grid file (YAML)")->required();
   cmd->add_option("--out", o->out, "sweep directory (default sweep-out/<name>)");
   cmd->add_option("--trainer", o->trainer, "training program whose model kinds the grid uses (as for run)");
