@@ -19,6 +19,11 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+# The records are synthetic and their durability is not what is measured: make_records runs
+# with fsync made a no-op (an LD_PRELOAD shim built here), 5-7x faster to generate.
+printf 'int fsync(int fd) { (void)fd; return 0; }\nint fdatasync(int fd) { (void)fd; return 0; }\n' >"$tmp/nofsync.c"
+cc -shared -fPIC -O2 -o "$tmp/nofsync.so" "$tmp/nofsync.c"
+
 ms() { echo $((($(date +%s%N) - $1) / 1000000)); }
 # median_seconds CMD...: runs CMD 4 times (the first warms up), prints the median of the rest.
 median_seconds() {
@@ -40,7 +45,8 @@ once() {  # once CMD...: seconds of one run
 for n in "${sizes[@]}"; do
   d=$tmp/s$n
   t0=$(date +%s%N)
-  "$bin/make_records" --out "$d" --runs "$n" --steps 150 >/dev/null
+  LD_PRELOAD=$tmp/nofsync.so "$bin/make_records" --out "$d" --runs "$n" --steps 150 >/dev/null
+  sync
   echo "generated $n records of 150 steps in $(ms "$t0") ms ($(du -sh "$d" | cut -f1))"
   sleep 3  # the index vouches only for records that last changed over 2 s ago
   printf '%-46s %8s s\n' "$n records: sweep verify (full read)" "$(once "$bin/sweep" verify "$d")"
