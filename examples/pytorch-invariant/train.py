@@ -535,7 +535,7 @@ def main(argv):
     torch.set_num_threads(opt.threads)
     torch.use_deterministic_algorithms(True)
     init_distributed(opt)
-    recorder = None
+    run = recorder = None
     try:
         try:
             layout = invariant.Layout(opt.world_batch, world, rank, accum=opt.accum, micro_batch=opt.micro_batch,
@@ -561,10 +561,15 @@ def main(argv):
         say_once(rank, e, e.everywhere)
         record.fail(str(e))
         return 1
-    del recorder, run  # DDP before its process group: the other order can abort at exit in torch 1.13
-    gc.collect()
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    finally:
+        # On every way out, errors included: DDP first, then the process group, while the
+        # interpreter is whole. A group left to the interpreter's exit can abort the
+        # process in torch 1.13 (exit 134, "terminate called without an active
+        # exception"), and the DDP-then-group order matters the same way.
+        run = recorder = None
+        gc.collect()
+        if dist.is_initialized():
+            dist.destroy_process_group()
     if diverged:
         if rank == 0:
             print("train.py: diverged: %s" % diverged, file=sys.stderr, flush=True)

@@ -545,6 +545,11 @@ try:
 except inv.InvariantError as e:
     if not e.everywhere or rank == 0:
         print("bad.py: error: %s" % e, file=sys.stderr, flush=True)
+    # The process group ended while the interpreter is whole, as on the way out below: left
+    # to the interpreter's exit, torch 1.13 can abort (exit 134) when the machine is busy.
+    grads = wrapped = None
+    gc.collect()
+    dist.destroy_process_group()
     sys.exit(1)
 print("applied rank %d gradient %s" % (rank, hashlib.sha256(grads.flat_gradient().numpy().tobytes()).hexdigest()),
       flush=True)
