@@ -40,6 +40,23 @@ std::vector<int> stragglers(const std::vector<double>& med) {
   return out;
 }
 
+/// Each rank's run-queue wait over its step time, summed over the steps this process took
+/// ("0.02,0.47"), or "" when a rank's wait is unknown (no schedstat) or no step was taken.
+std::string runqueue_shares(const std::vector<std::vector<double>>& times,
+                            const std::vector<std::vector<double>>& waited, int world) {
+  if (times.empty() || times.size() != waited.size()) return "";
+  std::string out;
+  for (size_t r = 0; r < size_t(world); ++r) {
+    double wait = 0, total = 0;
+    for (size_t i = 0; i < times.size(); ++i) wait += waited[i][r], total += times[i][r];
+    if (!std::isfinite(wait) || !(total > 0)) return "";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3g", std::clamp(wait / total, 0.0, 1.0));
+    out += (out.empty() ? "" : ",") + std::string(buf);
+  }
+  return out;
+}
+
 }  // namespace
 
 void StepRecorder::open(const std::string& path, const RecordHeader& header) {
@@ -78,9 +95,10 @@ int64_t StepRecorder::updates() const {
   return n;
 }
 
-void StepRecorder::rank_times(std::vector<double> step_s, std::vector<double> compute_s) {
+void StepRecorder::rank_times(std::vector<double> step_s, std::vector<double> compute_s, std::vector<double> waited_s) {
   rank_times_.push_back(std::move(step_s));
   compute_times_.push_back(std::move(compute_s));
+  waited_.push_back(std::move(waited_s));
 }
 
 void StepRecorder::step(StepMetrics s, std::optional<ChecksumRow> row, Clock::time_point r0, bool root) {
@@ -122,6 +140,8 @@ void StepRecorder::summarize(const RankMemory& mem, bool scaler) {
   }
   record_->set_summary("stragglers", list);
   record_->set_summary("rank_compute_median_s", medians);
+  const std::string shares = runqueue_shares(rank_times_, waited_, world_);
+  if (!shares.empty()) record_->set_summary("rank_runqueue_share", shares);
   if (!list.empty() && !quiet_)
     std::printf("straggler rank(s): %s (median compute time per rank: %s s)\n", named.c_str(), medians.c_str());
   int64_t nan_skipped = 0;  // from the rows, so a resumed run counts the steps before it too
@@ -145,6 +165,7 @@ void StepRecorder::summarize(const RankMemory& mem, bool scaler) {
   r.world_size = world_;
   r.environment["rank_hosts"] = join(hosts_, ",");
   r.summary = {{"stragglers", list}, {"rank_compute_median_s", medians}};
+  if (!shares.empty()) r.summary["rank_runqueue_share"] = shares;
   const std::vector<HealthFlag> flags = compute_health(r);
   for (const auto& [key, value] : health_attributes(flags)) record_->set_summary(key, value);
   if (quiet_) return;

@@ -41,8 +41,10 @@ class StepRecorder {
   /// A resumed run's history from its checkpoint, into the rows and the new record.
   void restore(std::vector<StepMetrics> metrics, std::vector<ChecksumRow> checksums, std::vector<EvalRow> evals);
 
-  /// Every rank's step time and compute (forward + backward) time of the step just taken.
-  void rank_times(std::vector<double> step_s, std::vector<double> compute_s);
+  /// Every rank's step time, compute (forward + backward) time and run-queue wait (the
+  /// seconds its stepping thread was ready but waited for a CPU; NaN where unknown) of the
+  /// step just taken.
+  void rank_times(std::vector<double> step_s, std::vector<double> compute_s, std::vector<double> waited_s);
   /// The step's metrics and, when one was taken, its checksum row. `r0` is when recording
   /// began (before the checksum): the record_time_s of `s`. Prints the log line.
   void step(StepMetrics s, std::optional<ChecksumRow> row, Clock::time_point r0, bool root);
@@ -57,8 +59,8 @@ class StepRecorder {
   int64_t updates() const;
 
   /// At the end: memory figures and the summary attributes (stragglers, per-rank median
-  /// compute time, non-finite steps skipped, the health flags of results/analysis/run_health.h,
-  /// which it also prints). `scaler` says whether a loss scale ran.
+  /// compute time, each rank's share of the step time spent waiting for a CPU, non-finite steps skipped, the health
+  /// flags of results/analysis/run_health.h, which it also prints). `scaler` says whether a loss scale ran.
   void summarize(const RankMemory& mem, bool scaler);
   /// The record is complete: renames it into place with `status` ("completed", "diverged").
   void finish(const std::string& status, const std::string& failure, bool crash_before_rename);
@@ -77,6 +79,7 @@ class StepRecorder {
   std::vector<EvalRow> evals_;
   std::vector<std::vector<double>> rank_times_;     // [step][rank]
   std::vector<std::vector<double>> compute_times_;  // [step][rank]: forward+backward only, for stragglers
+  std::vector<std::vector<double>> waited_;         // [step][rank]: run-queue wait, for shared cores
   Clock::time_point last_flush_ = Clock::now();
 };
 

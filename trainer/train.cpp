@@ -36,6 +36,7 @@
 #include "prefetcher.h"           // Prefetcher
 #include "record_header.h"        // record_header
 #include "replica_checksums.h"    // checksum_row, checksum_if_due
+#include "run_queue.h"            // RunQueueClock
 #include "step_record.h"          // StepRecorder, seconds_since
 #include "sweep/trainer.h"        // Models, ModelArgs
 #include "text.h"                 // join
@@ -134,6 +135,7 @@ class Trainer {
   std::unique_ptr<Sampler> sampler_;
   std::string nonfinite_at_;  ///< where this step went non-finite (locate_nonfinite); "" when it did not
   std::unique_ptr<Prefetcher> prefetch_;
+  RunQueueClock run_queue_;  // this (the stepping) thread's wait for a CPU: shared cores
   StepRecorder rec_;
 };
 
@@ -331,6 +333,7 @@ void Trainer::check_unused_params(int64_t step, StepMetrics& s) const {
 
 void Trainer::step_once(int64_t step, StepMetrics& s) {
   const auto t0 = Clock::now();
+  const double waited0 = run_queue_.wait_s();
   if (faults_) faults_->step_start(step);  // test-only: kill or hang
   const size_t n = size_t(flat_.n);
   const int64_t stage = zero_.stage, A = cfg_.train.accum, M = world_ * A;
@@ -410,13 +413,14 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   if (faults_ && flat_.params.defined())  // test-only: one bit of one replica
     faults_->parameters(step, flat_.params.data_ptr<float>(), flat_.n);
   zero_.release_params(flat_);
-  const double mine[2] = {seconds_since(t0), compute_s};
-  std::vector<double> both(2 * static_cast<size_t>(world_)), times, compute;
-  comm_.allgather(mine, sizeof mine, both.data());
-  for (size_t r = 0; r < both.size(); r += 2) times.push_back(both[r]), compute.push_back(both[r + 1]);
+  const double mine[3] = {seconds_since(t0), compute_s, run_queue_.wait_s() - waited0};
+  std::vector<double> all(3 * static_cast<size_t>(world_)), times, compute, waited;
+  comm_.allgather(mine, sizeof mine, all.data());
+  for (size_t r = 0; r < all.size(); r += 3)
+    times.push_back(all[r]), compute.push_back(all[r + 1]), waited.push_back(all[r + 2]);
   s.step_time_s = *std::max_element(times.begin(), times.end());  // the step ends with its slowest rank
   s.tokens_per_s = s.step_time_s > 0 ? double(tokens) / s.step_time_s : 0;
-  rec_.rank_times(std::move(times), std::move(compute));
+  rec_.rank_times(std::move(times), std::move(compute), std::move(waited));
 }
 
 RankMemory Trainer::measure_memory() {

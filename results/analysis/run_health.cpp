@@ -196,17 +196,58 @@ std::string ranks_with_hosts(const Record& r, const std::string& ranks) {
   return out;
 }
 
+/// The summary attribute `rank_runqueue_share` read back: each rank's share of its step
+/// time spent waiting for a CPU; empty when the record does not have it or it does not read.
+std::vector<double> shares_of(const Record& r) {
+  std::vector<double> out;
+  for (const std::string& v : split(summary_value(r, "rank_runqueue_share"), ',')) {
+    char* end = nullptr;
+    const double x = std::strtod(v.c_str(), &end);
+    if (end == v.c_str() || *end != '\0' || !std::isfinite(x)) return {};
+    out.push_back(x);
+  }
+  return out;
+}
+
+/// "45%" of a share.
+std::string percent(double share) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f%%", 100 * share);
+  return buf;
+}
+
 void straggler(const Record& r, std::vector<HealthFlag>& out) {
   const std::string ranks = summary_value(r, "stragglers");
   if (ranks.empty()) return;
   const std::string medians = summary_value(r, "rank_compute_median_s");
-  out.push_back(
-      {kFlagStraggler, std::string(ranks.find(',') == std::string::npos ? "rank " : "ranks ") +
-                           ranks_with_hosts(r, ranks) + " computed more slowly than the typical rank" +
-                           (medians.empty() ? std::string() : " (median compute s per rank: " + medians + ")") + "."});
+  // A straggler that waited for a CPU far more than its peers was slowed by what shared
+  // its cores, not by its share of the work: said, so the fault is looked for on the host.
+  std::string why;
+  const std::vector<double> shares = shares_of(r);
+  if (!shares.empty()) {
+    std::vector<double> sorted = shares;
+    std::sort(sorted.begin(), sorted.end());
+    const double typical = sorted[(sorted.size() - 1) / 2];  // the lower median, as for the times
+    for (const std::string& rank : split(ranks, ',')) {
+      const long i = std::strtol(rank.c_str(), nullptr, 10);
+      if (i >= 0 && size_t(i) < shares.size() && shares[size_t(i)] >= typical + kContendedShare)
+        why += std::string(why.empty() ? "; " : ", ") + "rank " + rank + " waited for a CPU " +
+               percent(shares[size_t(i)]) + " of its step time against " + percent(typical) + " typical";
+    }
+    if (!why.empty()) why += ": other processes shared its cores";
+  }
+  out.push_back({kFlagStraggler,
+                 std::string(ranks.find(',') == std::string::npos ? "rank " : "ranks ") + ranks_with_hosts(r, ranks) +
+                     " computed more slowly than the typical rank" +
+                     (medians.empty() ? std::string() : " (median compute s per rank: " + medians + ")") + why + "."});
 }
 
 }  // namespace
+
+double runqueue_share(const Record& r) {
+  const std::vector<double> shares = shares_of(r);
+  return shares.empty() ? NAN : *std::max_element(shares.begin(), shares.end());
+}
 
 std::vector<HealthFlag> compute_health(const Record& r) {
   std::vector<HealthFlag> out;

@@ -1,7 +1,8 @@
 // Health flags: what a run that completed may still have gone wrong with (steps skipped,
-// a non-finite loss, a loss that rose, a loss spike, clipping on every step, held-out loss rising while
-// the training loss falls, a straggler rank, a throughput far below its sweep's). The
-// thresholds are documented in results/SCHEMA.md ("Health flags").
+// a non-finite loss, a loss that rose, a loss spike, clipping on every step, held-out loss
+// rising while the training loss falls, a straggler rank, a throughput far below its
+// sweep's), and whether a run shared its cores with other processes. The thresholds are
+// documented in results/SCHEMA.md ("Health flags").
 #pragma once
 
 #include <cmath>  // NAN
@@ -57,7 +58,18 @@ inline constexpr double kEvalRisingMargin = 0.01;
 /// with the same parameter count, tokens per step and world size, when there are at least
 /// kThroughputMinRuns of them (the run itself included).
 inline constexpr double kThroughputShare = 0.5;
+/// Shared cores: a run some rank of which waited for a CPU (run-queue wait, summary
+/// `rank_runqueue_share`) at least this share of its step time had its throughput measured
+/// under contention (not a health flag: it says how busy the machine was, not what went
+/// wrong with the run). A straggler whose share is this much above the typical rank's is
+/// said to have shared its cores.
+inline constexpr double kContendedShare = 0.1;
 inline constexpr size_t kThroughputMinRuns = 3;
+
+/// The largest share of its step time any rank of `r` spent waiting for a CPU (summary
+/// `rank_runqueue_share`); NaN when the record does not say. At kContendedShare or more,
+/// the run's throughput was measured while other processes shared its cores.
+double runqueue_share(const Record& r);
 
 /// The per-run flags, computed from the record's rows, config and summary (what the
 /// trainer stores when it finishes a record).

@@ -183,7 +183,14 @@ std::vector<DeterminismCost> determinism_costs(const std::vector<Record>& runs, 
       c.deterministic = det[k], c.benchmark = it->second[k];
       c.deterministic_tokens_per_s = figs[c.deterministic].tokens_per_s_median;
       c.benchmark_tokens_per_s = figs[c.benchmark].tokens_per_s_median;
-      if (c.deterministic_tokens_per_s > 0 && c.benchmark_tokens_per_s > 0)
+      // Throughput measured while other processes shared the cores says how busy the
+      // machine was, not what determinism costs: no ratio of such a pair.
+      std::string shared;
+      for (size_t i : {c.deterministic, c.benchmark})
+        if (figs[i].shared_cores()) shared += (shared.empty() ? "" : ", ") + runs[i].run_id;
+      if (!shared.empty())
+        c.refused = "measured on shared cores (" + shared + ")";
+      else if (c.deterministic_tokens_per_s > 0 && c.benchmark_tokens_per_s > 0)
         c.cost = c.benchmark_tokens_per_s / c.deterministic_tokens_per_s;
       out.push_back(c);
     }
@@ -470,6 +477,7 @@ ReportModel build_report(const std::string& title, const SweepRecords& sweep, co
     ReportRun rr;
     static_cast<RunFigures&>(rr) = figs[i];
     rr.health = health[i];
+    rr.runqueue_share = runqueue_share(runs[i]);
     m.runs.push_back(std::move(rr));
     m.train_time_s += figs[i].train_time_s;
     if (runs[i].status == "completed") ++m.completed;

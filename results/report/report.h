@@ -73,6 +73,11 @@ struct ReportRun : RunFigures {
   /// ranks' medians (1 for one rank); -1 / NaN when the record has no per-rank times.
   int slowest_rank = -1;
   double slowest_rank_ratio = NAN;
+  /// runqueue_share(): the largest share of step time a rank waited for a CPU; NaN when the
+  /// record does not say. At kContendedShare or more its tokens/s were measured while
+  /// other processes shared the cores (marked "shared cores" beside them).
+  double runqueue_share = NAN;
+  bool shared_cores() const { return runqueue_share >= kContendedShare; }
 };
 
 /// Runs whose configs differ only in train.seed: one row of the report's table.
@@ -141,8 +146,13 @@ struct DeterminismCost {
   /// Each run's tokens/s median (RunFigures::tokens_per_s_median).
   double deterministic_tokens_per_s = NAN, benchmark_tokens_per_s = NAN;
   /// Step time in deterministic mode over step time in benchmark mode: benchmark tokens/s
-  /// over deterministic tokens/s (1.05 = determinism costs 5%); NaN without both figures.
+  /// over deterministic tokens/s (1.05 = determinism costs 5%); NaN without both figures,
+  /// or when refused.
   double cost = NAN;
+  /// Why no cost is given for a pair whose throughput is not comparable: "measured on
+  /// shared cores (RUN)" when either run's ranks waited for a CPU (ReportRun::shared_cores).
+  /// "" otherwise.
+  std::string refused;
 };
 
 /// Effect of one grid axis: mean objective at each of its values, or, for a key whose

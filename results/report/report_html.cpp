@@ -554,7 +554,11 @@ std::string determinism_section(const SweepRecords& sweep, const ReportModel& m)
   for (const auto& c : m.determinism_costs)
     h += "<tr>" + td(html_escape(sweep.runs[c.deterministic].run_id), "id") +
          td(g6(c.deterministic_tokens_per_s), "num") + td(html_escape(sweep.runs[c.benchmark].run_id), "id") +
-         td(g6(c.benchmark_tokens_per_s), "num") + td(std::isfinite(c.cost) ? g4(c.cost) + "x" : "-", "num") +
+         td(g6(c.benchmark_tokens_per_s), "num") +
+         td(std::isfinite(c.cost) ? g4(c.cost) + "x"
+            : c.refused.empty()   ? "-"
+                                  : "refused: " + html_escape(c.refused),
+            "num") +
          "</tr>\n";
   return h + "</tbody>\n</table>\n";
 }
@@ -581,7 +585,7 @@ std::string runs_table(const SweepRecords& sweep, const ReportModel& m) {
     t += td(std::to_string(r.steps.size()), "num") + td(g6(f.final_loss), "num") + td(g6(f.train_loss_end), "num") +
          td(g6(f.final_eval_loss), "num") +
          td(f.best_eval_step < 0 ? "-" : g6(f.best_eval_loss) + " (" + std::to_string(f.best_eval_step) + ")", "num") +
-         td(g6(f.tokens_per_s_median), "num") + td(health) +
+         td(g6(f.tokens_per_s_median) + (f.shared_cores() ? " (shared cores)" : ""), "num") + td(health) +
          td(r.checksums.empty() ? "-" : hex16(r.checksums.back().params), "hash") +
          (m.classes_matter ? td(m.classes[m.runs[i].equivalence].name) : "") + "</tr>\n";
   }

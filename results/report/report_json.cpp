@@ -125,9 +125,11 @@ std::string json_run(const SweepRecords& sweep, const ReportModel& m, const RunI
          ",\"best_eval_step\":" + (f.best_eval_step < 0 ? std::string("null") : jint(f.best_eval_step)) +
          ",\"objective\":" + jnum(f.objective) + ",\"objective_name\":" + jstr(f.objective_name) +
          ",\"tokens_per_s\":" + jnum(f.tokens_per_s) + ",\"tokens_per_s_median\":" + jnum(f.tokens_per_s_median) +
-         ",\"health\":" + jlist(health) + ",\"train_time_s\":" + jnum(f.train_time_s) +
-         ",\"memory_bytes\":{\"params\":" + jints(r.memory.params) + ",\"grads\":" + jints(r.memory.grads) +
-         ",\"optimizer\":" + jints(r.memory.optimizer) + "},\"final_params_checksum\":" + jstr(final_checksum(r)) +
+         ",\"runqueue_share\":" + jnum(f.runqueue_share) +
+         ",\"shared_cores\":" + (f.shared_cores() ? "true" : "false") + ",\"health\":" + jlist(health) +
+         ",\"train_time_s\":" + jnum(f.train_time_s) + ",\"memory_bytes\":{\"params\":" + jints(r.memory.params) +
+         ",\"grads\":" + jints(r.memory.grads) + ",\"optimizer\":" + jints(r.memory.optimizer) +
+         "},\"final_params_checksum\":" + jstr(final_checksum(r)) +
          ",\"class\":" + jstr(m.classes[f.equivalence].name) + ",\"pareto\":" + (f.pareto ? "true" : "false") +
          ",\"clipped_share\":" + jnum(f.clipped_share) + ",\"skipped_steps\":" + jint(f.skipped_steps) +
          ",\"slowest_rank\":" + (f.slowest_rank < 0 ? std::string("null") : jint(f.slowest_rank)) +
@@ -151,7 +153,7 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
   // Version 5: "base_deltas", each point of a one-knob-at-a-time sweep against its base
   // point (null for any other sweep); such a sweep's effects have a null importance and
   // variance_explained, and importance_method "delta_against_base".
-  std::string j = kJsonReportStart + ("\"version\":5,\"title\":" + jstr(m.title));
+  std::string j = kJsonReportStart + ("\"version\":6,\"title\":" + jstr(m.title));
   j += ",\"summary\":{\"runs\":" + jint(int64_t(m.total)) + ",\"completed\":" + jint(int64_t(m.completed)) +
        ",\"diverged\":" + jint(int64_t(m.diverged)) + ",\"stopped\":" + jint(int64_t(m.stopped)) +
        ",\"failed\":" + jint(int64_t(m.failed)) + ",\"interrupted\":" + jint(int64_t(m.interrupted)) +
@@ -268,8 +270,9 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
   for (const auto& c : m.determinism_costs)
     costs.push_back("{\"deterministic\":" + jstr(sweep.runs[c.deterministic].run_id) +
                     ",\"deterministic_tokens_per_s\":" + jnum(c.deterministic_tokens_per_s) +
-                    ",\"benchmark\":" + jstr(sweep.runs[c.benchmark].run_id) + ",\"benchmark_tokens_per_s\":" +
-                    jnum(c.benchmark_tokens_per_s) + ",\"cost\":" + jnum(c.cost) + "}");
+                    ",\"benchmark\":" + jstr(sweep.runs[c.benchmark].run_id) +
+                    ",\"benchmark_tokens_per_s\":" + jnum(c.benchmark_tokens_per_s) + ",\"cost\":" + jnum(c.cost) +
+                    ",\"refused\":" + jstr(c.refused) + "}");
   j += ",\"determinism_costs\":" + jlist(costs);
   std::vector<std::string> diffs;
   for (const auto& d : m.baseline_diffs) diffs.push_back(json_baseline(m, d));

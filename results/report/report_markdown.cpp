@@ -229,7 +229,9 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
       for (const auto& c : m.determinism_costs)
         s += md_row({md(sweep.runs[c.deterministic].run_id), g6(c.deterministic_tokens_per_s),
                      md(sweep.runs[c.benchmark].run_id), g6(c.benchmark_tokens_per_s),
-                     std::isfinite(c.cost) ? g4(c.cost) + "x" : "-"});
+                     std::isfinite(c.cost) ? g4(c.cost) + "x"
+                     : c.refused.empty()   ? "-"
+                                           : "refused: " + md(c.refused)});
     }
     s += "\n## Runs\n\n";
     head = {"run", "status"};
@@ -251,7 +253,8 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
       for (const std::string& c :
            {std::to_string(r.steps.size()), g6(f.final_loss), g6(f.train_loss_end), g6(f.final_eval_loss),
             f.best_eval_step < 0 ? "-" : g6(f.best_eval_loss) + " (" + std::to_string(f.best_eval_step) + ")",
-            g6(f.tokens_per_s_median), health.empty() ? "ok" : "**" + md(health) + "**", final_checksum(r)})
+            g6(f.tokens_per_s_median) + (f.shared_cores() ? " (shared cores)" : ""),
+            health.empty() ? "ok" : "**" + md(health) + "**", final_checksum(r)})
         row.push_back(c);
       if (m.classes_matter) row.push_back(m.classes[f.equivalence].name);
       s += md_row(row);

@@ -10,6 +10,8 @@ with h5py) and shown by the trainer's end-of-run lines, the driver's line for th
     evaluated along the way: the model memorizes, train loss falls, held-out loss rises
     (eval_rising)
   - sweeps/quickstart.yaml: no flag
+  - a run whose rank shares its core with a busy loop: marked as measured on shared cores
+    (not a flag)
 
 Usage: test_health_flags.py [BIN_DIR] [unittest options]
 """
@@ -18,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -189,6 +192,40 @@ class HealthyQuickstart(unittest.TestCase):
             self.assertEqual(rep["summary"]["problems"], 0)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+class SharedCores(unittest.TestCase):
+    """A run whose one rank shares its core with a busy loop (both pinned to core 0): the
+    trainer's run-queue wait says so (summary rank_runqueue_share), and the report marks
+    its tokens/s; it is not a health flag."""
+
+    def test_a_rank_sharing_its_core_is_marked_shared_not_flagged(self):
+        if not os.path.exists("/proc/thread-self/schedstat"):
+            self.skipTest("this kernel keeps no schedstat")
+        tmp = tempfile.mkdtemp(prefix="health_shared_test.")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        grid = os.path.join(tmp, "shared.yaml")
+        with open(grid, "w", encoding="utf-8") as f:
+            yaml.safe_dump({"name": "shared", "base": {"model": TINY, "data": {"kind": "synthetic"},
+                                                       "train": {"steps": 40, "micro_batch": 4, "threads": 1}},
+                            "grid": {"train.seed": [1]}}, f, sort_keys=False)
+        out = os.path.join(tmp, "out")
+        busy = subprocess.Popen(["taskset", "-c", "0", "/bin/sh", "-c", "while :; do :; done"])
+        try:
+            p = cli_util.run(["taskset", "-c", "0", os.path.join(cli_util.BIN_DIR, "sweep"), "run", grid, "--out", out])
+        finally:
+            busy.kill()
+            busy.wait()
+        self.assertEqual(p.returncode, 0, show(p))
+        (rid,) = os.listdir(os.path.join(out, "runs"))
+        attrs = summary_attrs(os.path.join(out, "runs", rid, "record.h5"))
+        # Two runnable threads on one core: the rank waited for it about half its time.
+        self.assertGreaterEqual(float(attrs["rank_runqueue_share"]), 0.1, attrs)
+        self.assertEqual(attrs.get("health"), "", attrs)
+        rep = json.loads(sweep("report", out, "--format", "json", "-o", "-").stdout)
+        (run,) = rep["runs"]
+        self.assertTrue(run["shared_cores"], run)
+        self.assertGreaterEqual(run["runqueue_share"], 0.1, run)
 
 
 if __name__ == "__main__":

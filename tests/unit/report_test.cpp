@@ -535,6 +535,24 @@ TEST(BuildReport, DeterminismCostPairsRunsThatDifferOnlyInTrainDeterministic) {
             std::string::npos)
       << json;
 
+  // Throughput measured while other processes shared a run's cores is marked, and such a
+  // pair gets no cost: it would measure the machine's load, not determinism.
+  s.runs[1].summary["rank_runqueue_share"] = "0.03,0.5";
+  m = build_report("t", s);
+  ASSERT_EQ(m.determinism_costs.size(), 1u);
+  EXPECT_TRUE(std::isnan(m.determinism_costs[0].cost));
+  EXPECT_EQ(m.determinism_costs[0].refused, "measured on shared cores (bench)");
+  EXPECT_TRUE(m.runs[1].shared_cores());
+  EXPECT_FALSE(m.runs[0].shared_cores());
+  const std::string shared_html = render_html(s, m), shared_md = render_markdown(s, m);
+  EXPECT_NE(shared_html.find("<td class=\"num\">refused: measured on shared cores (bench)</td>"), std::string::npos)
+      << shared_html;
+  EXPECT_NE(shared_html.find("1100 (shared cores)"), std::string::npos) << shared_html;
+  EXPECT_NE(shared_md.find("| bench | 1100 | refused: measured on shared cores (bench) |"), std::string::npos)
+      << shared_md;
+  EXPECT_NE(render_json(s, m).find("\"runqueue_share\":0.5,\"shared_cores\":true"), std::string::npos);
+  s.runs[1].summary.erase("rank_runqueue_share");
+
   // Without a benchmark run there is no section.
   s.runs.erase(s.runs.begin() + 1, s.runs.begin() + 3);
   s.runs.pop_back();
@@ -1079,7 +1097,7 @@ TEST(RenderFormats, CsvQuotesFieldsAndHasOneRowPerRun) {
 TEST(RenderFormats, JsonEscapesStringsAndWritesNullForNan) {
   SweepRecords s = hostile_sweep();
   const std::string json = render_report(s, build_report("t\"\\", s), ReportFormat::json);
-  EXPECT_EQ(json.rfind("{\"format\":\"sweep-report\",\"version\":5,\"title\":\"t\\\"\\\\\"", 0), 0u)
+  EXPECT_EQ(json.rfind("{\"format\":\"sweep-report\",\"version\":6,\"title\":\"t\\\"\\\\\"", 0), 0u)
       << json.substr(0, 80);
   EXPECT_NE(json.find("\"final_loss\":null"), std::string::npos);  // NaN is not JSON
   EXPECT_EQ(json.find("nan"), std::string::npos);

@@ -178,6 +178,32 @@ TEST(RunHealth, AStragglerRankIsFlagged) {
   EXPECT_NE(flags[0].detail.find("0.01,0.05"), std::string::npos) << flags[0].detail;
 }
 
+// A rank slowed because other processes shared its cores is still a straggler (it was
+// slower), and the sentence says why: its wait for a CPU, far above its peers'.
+TEST(RunHealth, AStragglerThatWaitedForACpuIsSaidToHaveSharedItsCores) {
+  Record r = healthy();
+  r.summary["stragglers"] = "1";
+  r.summary["rank_compute_median_s"] = "0.01,0.05";
+  r.summary["rank_runqueue_share"] = "0.02,0.47";
+  auto flags = compute_health(r);
+  ASSERT_EQ(health_names(flags), "straggler") << "sharing cores is not itself a flag";
+  EXPECT_NE(flags[0].detail.find("; rank 1 waited for a CPU 47% of its step time against 2% typical: other "
+                                 "processes shared its cores."),
+            std::string::npos)
+      << flags[0].detail;
+  EXPECT_DOUBLE_EQ(runqueue_share(r), 0.47);
+  // A straggler whose wait is like its peers' was slow for another reason: nothing added.
+  r.summary["rank_runqueue_share"] = "0.02,0.05";
+  flags = compute_health(r);
+  EXPECT_EQ(flags[0].detail.find("waited for a CPU"), std::string::npos) << flags[0].detail;
+  // A record that does not say, or says something that does not read: unknown.
+  r.summary.erase("rank_runqueue_share");
+  EXPECT_TRUE(std::isnan(runqueue_share(r)));
+  r.summary["rank_runqueue_share"] = "0.02,x";
+  EXPECT_TRUE(std::isnan(runqueue_share(r)));
+  EXPECT_EQ(compute_health(r)[0].detail.find("waited for a CPU"), std::string::npos);
+}
+
 TEST(RunHealth, AStragglerIsNamedWithItsHostWhenTheRecordNamesThem) {
   Record r = healthy();
   r.summary["stragglers"] = "0,2";
