@@ -325,10 +325,8 @@ std::map<std::string, CompletedDetail> completed_details(const std::unordered_ma
 int run_status(const StatusOptions& o) {
   if (!fs::is_directory(o.dir + "/runs")) throw ConfigError(o.dir + ": not a sweep directory (no runs/ in it)");
   const std::string holder = SweepLock::holder(o.dir);
-  SweepIndex index = SweepIndex::load(o.dir);
-  if (!index.note().empty()) std::fprintf(stderr, "sweep: %s\n", index.note().c_str());
-  auto runs = scan_runs(o.dir, &index);
-  index.save();
+  SweepIndex index = SweepIndex::load_saying(o.dir);
+  auto runs = scan_runs(o.dir, &index);  // (which saves it)
   std::map<std::string, CompletedDetail> figures = completed_details(runs, index);
   size_t flagged = 0;
   auto points = read_points_file(o.dir);

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>  // fprintf
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -114,7 +113,7 @@ RunState read_run_state(const std::string& dir, SweepIndex* index) {
     IndexedRecord read;
     try {
       if (!e) {
-        read = index_entry(dir, read_record(dir + "/record.h5"), file);
+        read = index_entry(dir, read_record(dir + "/record.h5"), file, index != nullptr);
         e = &read;
         if (index) index->put(id, read);
       }
@@ -252,8 +251,7 @@ std::string move_record_aside(const std::string& dir, const std::string& why) {
 std::unordered_map<std::string, RunState> scan_runs(const std::string& dir, SweepIndex* index) {
   std::optional<SweepIndex> own;
   if (!index) {
-    own = SweepIndex::load(dir);
-    if (!own->note().empty()) std::fprintf(stderr, "sweep: %s\n", own->note().c_str());
+    own = SweepIndex::load_saying(dir);
     index = &*own;
   }
   std::unordered_map<std::string, RunState> out;

@@ -2,7 +2,7 @@
 
 #include <algorithm>  // sort
 #include <cerrno>
-#include <cstdio>  // snprintf
+#include <cstdio>  // fprintf
 #include <cstdlib>
 #include <ctime>  // clock_gettime
 #include <fstream>
@@ -13,9 +13,11 @@
 #include "atomic_file.h"    // write_file_atomically
 #include "checksum.h"       // run_id_of_config (XXH3-64 as hex): the index's checksum
 #include "record.h"         // Record
+#include "report_format.h"  // g17: the shortest text that reads back as the same double
 #include "run_figures.h"    // run_figures
 #include "run_health.h"     // run_health, health_names, throughput_peer
 #include "sweep_records.h"  // record_content_problem
+#include "text.h"           // split
 
 namespace sweep {
 namespace {
@@ -80,12 +82,6 @@ bool unescape(const std::string& s, std::string* out) {
   return true;
 }
 
-std::string number(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
 bool parse_int(const std::string& s, int64_t* v) {
   if (s.empty()) return false;
   errno = 0;
@@ -113,25 +109,14 @@ bool parse_double(const std::string& s, double* v) {
   return *end == '\0';
 }
 
-std::vector<std::string> split_tabs(const std::string& line) {
-  std::vector<std::string> out;
-  size_t from = 0;
-  for (;;) {
-    const size_t tab = line.find('\t', from);
-    out.push_back(line.substr(from, tab == std::string::npos ? std::string::npos : tab - from));
-    if (tab == std::string::npos) return out;
-    from = tab + 1;
-  }
-}
-
 std::string entry_line(const std::string& id, const IndexedRecord& e) {
   std::string line = "R";
   for (const std::string& f :
        {id, std::to_string(e.file.dev), std::to_string(e.file.ino), std::to_string(e.file.size),
         std::to_string(e.file.mtime_ns), std::to_string(e.file.ctime_ns), e.digest, e.status,
         std::to_string(e.schema_version), std::string(e.verified ? "1" : "0"), std::to_string(e.last_step), e.problem,
-        e.objective_name, number(e.objective), number(e.tokens_per_s_median), e.health, std::to_string(e.params),
-        std::to_string(e.tokens), std::to_string(e.world_size)})
+        e.objective_name, report_fmt::g17(e.objective), report_fmt::g17(e.tokens_per_s_median), e.health,
+        std::to_string(e.params), std::to_string(e.tokens), std::to_string(e.world_size)})
     line += "\t" + escape(f);
   for (const auto& [k, v] : e.inputs) line += "\t" + escape(k + "=" + v);
   return line + "\n";
@@ -139,7 +124,7 @@ std::string entry_line(const std::string& id, const IndexedRecord& e) {
 
 /// Parses one entry line; false when any field is not what it should be.
 bool parse_entry(const std::string& line, std::string* id, IndexedRecord* e) {
-  const std::vector<std::string> raw = split_tabs(line);
+  const std::vector<std::string> raw = split(line, '\t');
   if (raw.size() < kFixedFields || raw[0] != "R") return false;
   std::vector<std::string> f(raw.size());
   for (size_t i = 1; i < raw.size(); ++i)
@@ -185,7 +170,7 @@ FileIdentity file_identity(const struct stat& st) {
   return id;
 }
 
-IndexedRecord index_entry(const std::string& run_dir, const Record& r, const FileIdentity& file) {
+IndexedRecord index_entry(const std::string& run_dir, const Record& r, const FileIdentity& file, bool figures) {
   IndexedRecord e;
   e.file = file;
   e.digest = r.digest;
@@ -196,6 +181,7 @@ IndexedRecord index_entry(const std::string& run_dir, const Record& r, const Fil
   e.problem = record_content_problem(run_dir, r);
   for (const char* k : kInputKeys)
     if (const std::string v = r.env(k); !v.empty()) e.inputs[k] = v;
+  if (!figures) return e;
   const RunFigures f = run_figures(r);
   e.objective_name = f.objective_name;
   e.objective = f.objective;
@@ -223,6 +209,12 @@ std::string index_text(const std::unordered_map<std::string, IndexedRecord>& ent
   std::string text = std::string(kIndexHead) + "\n";
   for (const auto* kv : sorted) text += entry_line(kv->first, kv->second);
   return text + "end " + std::to_string(sorted.size()) + " " + run_id_of_config(text) + "\n";
+}
+
+SweepIndex SweepIndex::load_saying(const std::string& dir) {
+  SweepIndex index = load(dir);
+  if (!index.note_.empty()) std::fprintf(stderr, "sweep: %s\n", index.note_.c_str());
+  return index;
 }
 
 SweepIndex SweepIndex::empty(const std::string& dir) {

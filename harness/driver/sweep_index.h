@@ -66,8 +66,9 @@ struct IndexedRecord {
 };
 
 /// The entry for `r`, read (and verified) now from a file of identity `file`, in
-/// `run_dir`.
-IndexedRecord index_entry(const std::string& run_dir, const Record& r, const FileIdentity& file);
+/// `run_dir`. Without `figures`, what a run's state needs only (no objective, health or
+/// throughput figures: the reader keeps no index to remember them in).
+IndexedRecord index_entry(const std::string& run_dir, const Record& r, const FileIdentity& file, bool figures = true);
 
 /// A Record holding only what `e` keeps of the environment: for data_changed().
 Record inputs_record(const IndexedRecord& e);
@@ -77,6 +78,8 @@ class SweepIndex {
   /// Reads <dir>/records.index. A missing index is empty; an unusable one is empty and
   /// note() says why in one line.
   static SweepIndex load(const std::string& dir);
+  /// load(), then its note, if any, as one line on stderr ("sweep: DIR/records.index: ...").
+  static SweepIndex load_saying(const std::string& dir);
   /// An index that remembers nothing and is saved whole (`sweep verify`).
   static SweepIndex empty(const std::string& dir);
 

@@ -404,10 +404,18 @@ IndexedRecord old_entry(int64_t ino) {
   return e;
 }
 
-TEST(SweepIndexFile, EntriesSurviveSavingAndLoadingWhateverTheirText) {
-  sweep_test::TempDir tmp("sweep_index_test");
-  const std::string dir = tmp.path();
-  fs::create_directories(dir + "/runs");
+/// A sweep directory with nothing but runs/: an index is saved only into one.
+class SweepIndexFile : public sweep_test::TempDirTest {
+ protected:
+  SweepIndexFile() : TempDirTest("sweep_index_test") {}
+  void SetUp() override {
+    TempDirTest::SetUp();
+    fs::create_directories(dir_ / "runs");
+  }
+};
+
+TEST_F(SweepIndexFile, EntriesSurviveSavingAndLoadingWhateverTheirText) {
+  const std::string dir = dir_.string();
   SweepIndex index = SweepIndex::empty(dir);
   IndexedRecord odd = old_entry(1);
   odd.problem = "a\ttab, a\nnewline, a \\ backslash and \\t as text";
@@ -434,10 +442,8 @@ TEST(SweepIndexFile, EntriesSurviveSavingAndLoadingWhateverTheirText) {
   EXPECT_EQ(back.find("0123456789abcdef", moved), nullptr);
 }
 
-TEST(SweepIndexFile, AFreshRecordServesThisProcessButIsNotSaved) {
-  sweep_test::TempDir tmp("sweep_index_test");
-  const std::string dir = tmp.path();
-  fs::create_directories(dir + "/runs");
+TEST_F(SweepIndexFile, AFreshRecordServesThisProcessButIsNotSaved) {
+  const std::string dir = dir_.string();
   SweepIndex index = SweepIndex::empty(dir);
   IndexedRecord fresh = old_entry(3);
   struct timespec now {};
@@ -452,10 +458,8 @@ TEST(SweepIndexFile, AFreshRecordServesThisProcessButIsNotSaved) {
   EXPECT_EQ(back.get("0123456789abcdef"), nullptr);
 }
 
-TEST(SweepIndexFile, AnyDamageRebuildsItWithOneLineSayingWhy) {
-  sweep_test::TempDir tmp("sweep_index_test");
-  const std::string dir = tmp.path(), path = dir + "/" + kIndexFile;
-  fs::create_directories(dir + "/runs");
+TEST_F(SweepIndexFile, AnyDamageRebuildsItWithOneLineSayingWhy) {
+  const std::string dir = dir_.string(), path = dir + "/" + kIndexFile;
   SweepIndex index = SweepIndex::empty(dir);
   for (int i = 1; i <= 3; ++i) index.put("000000000000000" + std::to_string(i), old_entry(i));
   index.save();
