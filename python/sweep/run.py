@@ -174,6 +174,16 @@ def _named_f32(model):
     return out
 
 
+def _runqueue_wait_s():
+    """How long the calling thread has been ready to run but waited for a CPU (s), from the
+    kernel's schedstat; None where the kernel keeps none."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 class Run:
     """One run of a training script. Create it with sweep.init()."""
 
@@ -188,6 +198,12 @@ class Run:
         self._finished = False
         self._last_step = 0
         self._last_log = time.perf_counter()
+        # Shared cores: the run-queue wait of the thread that calls log(), over the time
+        # between its calls (summary rank_runqueue_share, rank 0's alone).
+        self._last_wait = None
+        self._waited_s = 0.0
+        self._waited_over_s = 0.0
+        self._summary_keys = set()
         self._last_flush = time.monotonic()
         self._flushed_once = False
         self._model = None
@@ -314,6 +330,12 @@ class Run:
         fields.setdefault("step_time_s", now - self._last_log)
         if fields.get("tokens") and fields["step_time_s"] > 0:
             fields.setdefault("tokens_per_s", fields["tokens"] / fields["step_time_s"])
+        if self.writes:
+            wait = _runqueue_wait_s()
+            if wait is not None and self._last_wait is not None:
+                self._waited_s += wait - self._last_wait
+                self._waited_over_s += now - self._last_log
+            self._last_wait = wait
         self._last_log = now
         self._last_step = step
         if not self.writes:
@@ -341,6 +363,7 @@ class Run:
         if self.writes:
             self._open()
             self._writer.set_summary(key, str(value))
+            self._summary_keys.add(key)
 
     def _maybe_flush(self):
         # The first row at once (a run's progress shows from its first step), then every
@@ -366,6 +389,9 @@ class Run:
             self._open()
             if self._model is not None and self._last_step not in self._checksummed:
                 self.checksum(self._last_step)
+            if self._waited_over_s > 0 and "rank_runqueue_share" not in self._summary_keys:
+                share = min(max(self._waited_s / self._waited_over_s, 0.0), 1.0)
+                self._writer.set_summary("rank_runqueue_share", "%.3g" % share)
             self._writer.finish(status, failure)
         self._finished = True
 

@@ -21,12 +21,16 @@ def check_schema_doc(f, expect):
     document calls optional is required only where it applies: a section titled "only in
     runs ..." when its group exists; in an attribute section, a paragraph beginning "When
     `/eval` exists" when the record has /eval, one beginning "When train.leaf is set" when
-    its config sets train.leaf, and one beginning "Written by the C++ writers" unless the
-    Python writer wrote it (its /environment `compiler` is "python ...")."""
+    its config sets train.leaf, one beginning "Written by the C++ writers" unless the
+    Python writer wrote it (its /environment `compiler` is "python ..."), and one beginning
+    "Measured by sweep's trainer where the kernel keeps a schedstat" when sweep-train wrote
+    it on a kernel that keeps one."""
     env = f["environment"].attrs
     by_cpp = not as_text(env["compiler"]).startswith("python ") if "compiler" in env else True
     config_keys = [as_text(k) for k in f["config/keys"][:]] if "config/keys" in f else []
     leaf = "train.leaf" in config_keys
+    by_trainer = os.path.basename(as_text(env.get("trainer", ""))) == "sweep-train"
+    schedstat = by_trainer and os.path.exists("/proc/thread-self/schedstat")
     sections = re.split(r"^## ", open(SCHEMA, encoding="utf-8").read(), flags=re.M)[1:]
     found = 0
     for sec in sections:
@@ -48,7 +52,8 @@ def check_schema_doc(f, expect):
             paragraphs = [p for p in re.split(r"\n\s*\n", body)
                           if not (p.startswith("When `/eval` exists") and "eval" not in f)
                           and not (p.startswith("When train.leaf is set") and not leaf)
-                          and not (p.startswith("Written by the C++ writers") and not by_cpp)]
+                          and not (p.startswith("Written by the C++ writers") and not by_cpp)
+                          and not (p.startswith("Measured by sweep's trainer where") and not schedstat)]
             for tok in re.findall(r"`([^`]+)`", "\n\n".join(paragraphs)):
                 if " " in tok or "<" in tok or tok.startswith("comm.") or tok.startswith("/"):
                     continue  # an example value, a pattern, only written for multi-rank runs, or a group

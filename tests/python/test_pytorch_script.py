@@ -9,7 +9,8 @@ b. a sweep of it: each record holds the held-out loss, the custom metric (accura
    and every reader shows them (report, export, compare);
 c. `sweep reproduce` says bit-for-bit; editing its model.py (a source file not on its
    command line) or its data file makes its runs stale, named by plan and reproduce;
-d. outside sweep the script runs as before: a record only where --out says;
+d. outside sweep the script runs as before: a record only where --out says; pinned to one
+   core beside a busy loop, its record says it waited for the core (rank_runqueue_share);
 e. `sweep status` shows a run's step while it runs (the run held with SIGSTOP, no sleep);
 f. a halving search over it (sweeps/pytorch-script-halving.yaml) replays in a second
    directory, and its winner is the run trained straight through;
@@ -210,6 +211,31 @@ class PytorchScript(unittest.TestCase):
         self.assertTrue(os.path.isfile(os.path.join(out, "model.pt")))
         q = sweep("compare", out, out)
         self.assertIn("identical bit-for-bit: 3 steps", q.stdout, show(q))
+        with h5py.File(os.path.join(out, "record.h5"), "r") as f:
+            share = {k: text(v) for k, v in f["summary"].attrs.items()}.get("rank_runqueue_share")
+        if os.path.exists("/proc/thread-self/schedstat"):
+            self.assertTrue(share is not None and 0 <= float(share) <= 1, share)
+
+    def test_d2_a_script_sharing_its_core_records_it(self):
+        """sweep.init() measures the run-queue wait of the thread that logs: pinned to one
+        core beside a busy loop, the script waited for it about half its time (readers mark
+        throughput measured so as measured on shared cores)."""
+        if not os.path.exists("/proc/thread-self/schedstat"):
+            self.skipTest("this kernel keeps no schedstat")
+        out = os.path.join(self.tmp, "shared")
+        env = {k: v for k, v in cli_util.program_env().items() if not k.startswith("SWEEP_")}
+        busy = subprocess.Popen(["taskset", "-c", "0", "/bin/sh", "-c", "while :; do :; done"])
+        try:
+            p = subprocess.run(["taskset", "-c", "0", "/usr/bin/python3", os.path.join(self.prog, "train.py"),
+                                "--steps", "10", "--out", out, "--data", os.path.join(self.prog, "data", "corpus.bin")],
+                               cwd=self.tmp, capture_output=True, text=True, env=env, timeout=300)
+        finally:
+            busy.kill()
+            busy.wait()
+        self.assertEqual(p.returncode, 0, show(p))
+        with h5py.File(os.path.join(out, "record.h5"), "r") as f:
+            share = float(text(f["summary"].attrs["rank_runqueue_share"]))
+        self.assertGreaterEqual(share, 0.1)
 
     # --- e. live progress
 
