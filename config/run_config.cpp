@@ -210,6 +210,9 @@ void visit_fields(RunConfig& c, Visitor&& v) {
   v("dist.find_unused", c.dist.find_unused, kFindUnused, Doc{"parameters without a gradient: zero (counted) or error"});
   v("dist.timeout_s", c.dist.timeout_s, RealRange{0, 1e7},
     Doc{"a rank without progress for this many seconds ends the job"});
+  v("dist.straggler_ratio", c.dist.straggler_ratio, RealRange{1, 1000, true},
+    Doc{"a rank whose compute time over its peers' typical in the same step, median over the steps, exceeds this "
+        "(and by 10 ms) is flagged straggler"});
   // Test-only, every fault.* key: see FaultConfig.
   v("fault.inf_grad_step", c.fault.inf_grad_step, IntRange{0, int64_t(1) << 40},
     Doc{"test only: makes the gradient of this step non-finite; 0 = off"});
@@ -832,7 +835,7 @@ bool omitted_at_default(const std::string& key, const std::string& value) {
     // earlier config keeps its run id.
     for (const char* k :
          {"data.eval_fraction", "data.eval_path", "train.eval_every", "train.eval_batches", "train.leaf",
-          "train.deterministic", "fault.nan_rank", "fault.nan_micro_batch", "fault.spike_step"})
+          "train.deterministic", "fault.nan_rank", "fault.nan_micro_batch", "fault.spike_step", "dist.straggler_ratio"})
       for (const auto& [key, v] : all)
         if (key == k) out[key] = v;
     return out;
@@ -907,6 +910,7 @@ RunConfig math_config(const RunConfig& c) {
   m.dist.world_size = 1;
   m.dist.zero_stage = 0;
   m.dist.timeout_s = defaults.dist.timeout_s;
+  m.dist.straggler_ratio = defaults.dist.straggler_ratio;
   m.data.workers = 0;
   m.train.log_every = defaults.train.log_every;
   m.train.checksum_every = defaults.train.checksum_every;

@@ -132,6 +132,9 @@ struct DistConfig {
   int64_t zero_stage = 0;               ///< 0 replicate all; 1 shard optimizer state; 2 + gradients; 3 + parameters
   std::string find_unused = "zero";     ///< parameters without a gradient: zero (count them) | error
   double timeout_s = 300;               ///< a rank without progress for this long ends the job
+  /// A rank whose compute time, step by step, is this many times its peers' typical (the
+  /// median over the steps) is a straggler (results/analysis/run_health.h).
+  double straggler_ratio = 1.2;
 };
 
 /// One training run, fully resolved.

@@ -17,6 +17,17 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[(v.size() - 1) / 2];
 }
 
+/// `values` to `digits` significant digits, comma-separated ("0.012,0.015").
+std::string numbers(const std::vector<double>& values, int digits) {
+  std::string out;
+  for (double v : values) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    out += (out.empty() ? "" : ",") + std::string(buf);
+  }
+  return out;
+}
+
 /// Each rank's median over the steps of `times` ([step][rank]).
 std::vector<double> rank_medians(const std::vector<std::vector<double>>& times, int world) {
   std::vector<double> med(static_cast<size_t>(world));
@@ -27,17 +38,6 @@ std::vector<double> rank_medians(const std::vector<std::vector<double>>& times, 
     med[size_t(r)] = median(col);
   }
   return med;
-}
-
-/// Ranks whose median exceeds the typical rank's by 20% and by kStragglerMinS: below
-/// that, scheduling noise on a busy host flags a rank of a small model at random.
-constexpr double kStragglerMinS = 0.01;
-std::vector<int> stragglers(const std::vector<double>& med) {
-  const double typical = median(med);
-  std::vector<int> out;
-  for (size_t r = 0; r < med.size(); ++r)
-    if (med.size() > 1 && med[r] > 1.2 * typical && med[r] - typical > kStragglerMinS) out.push_back(int(r));
-  return out;
 }
 
 /// Each rank's run-queue wait over its step time, summed over the steps this process took
@@ -125,21 +125,19 @@ void StepRecorder::summarize(const RankMemory& mem, bool scaler) {
   std::string list;
   // Wall step times are equal on every rank (each waits for the slowest in the
   // collectives), so stragglers show only in the time before the first collective.
-  const std::vector<double> med = rank_medians(compute_times_, world_);
-  std::string medians;
-  for (double m : med) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.4g", m);
-    medians += (medians.empty() ? "" : ",") + std::string(buf);
-  }
+  const std::string medians = numbers(rank_medians(compute_times_, world_), 4);
+  // Each rank against its peers in the same steps (judge_stragglers).
+  const StragglerJudgement judged = judge_stragglers(compute_times_, straggler_ratio_);
   std::string named;  // "1 (node-b)": the rank and its host
-  for (int r : stragglers(med)) {
+  for (int r : judged.ranks) {
     list += (list.empty() ? "" : ",") + std::to_string(r);
     named += (named.empty() ? "" : ", ") + std::to_string(r) +
              (size_t(r) < hosts_.size() ? " (" + hosts_[size_t(r)] + ")" : std::string());
   }
   record_->set_summary("stragglers", list);
   record_->set_summary("rank_compute_median_s", medians);
+  const std::string ratios = numbers(judged.ratio, 3);
+  if (!ratios.empty()) record_->set_summary("rank_compute_ratio", ratios);
   const std::string shares = runqueue_shares(rank_times_, waited_, world_);
   if (!shares.empty()) record_->set_summary("rank_runqueue_share", shares);
   if (!list.empty() && !quiet_)
@@ -165,6 +163,7 @@ void StepRecorder::summarize(const RankMemory& mem, bool scaler) {
   r.world_size = world_;
   r.environment["rank_hosts"] = join(hosts_, ",");
   r.summary = {{"stragglers", list}, {"rank_compute_median_s", medians}};
+  if (!ratios.empty()) r.summary["rank_compute_ratio"] = ratios;
   if (!shares.empty()) r.summary["rank_runqueue_share"] = shares;
   const std::vector<HealthFlag> flags = compute_health(r);
   for (const auto& [key, value] : health_attributes(flags)) record_->set_summary(key, value);

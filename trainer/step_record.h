@@ -25,8 +25,9 @@ class StepRecorder {
  public:
   using Clock = std::chrono::steady_clock;
 
-  StepRecorder(int world, bool quiet, int64_t log_every, int64_t steps)
-      : world_(world), quiet_(quiet), log_every_(log_every), steps_(steps) {}
+  /// `straggler_ratio`: the run's dist.straggler_ratio (judge_stragglers).
+  StepRecorder(int world, bool quiet, int64_t log_every, int64_t steps, double straggler_ratio)
+      : world_(world), quiet_(quiet), log_every_(log_every), steps_(steps), straggler_ratio_(straggler_ratio) {}
 
   /// Rank 0: creates the record (record.h5.partial) with `header`.
   void open(const std::string& path, const RecordHeader& header);
@@ -59,8 +60,9 @@ class StepRecorder {
   int64_t updates() const;
 
   /// At the end: memory figures and the summary attributes (stragglers, per-rank median
-  /// compute time, each rank's share of the step time spent waiting for a CPU, non-finite steps skipped, the health
-  /// flags of results/analysis/run_health.h, which it also prints). `scaler` says whether a loss scale ran.
+  /// compute time and median ratio to its peers, each rank's share of the step time spent waiting for a CPU, non-finite
+  /// steps skipped, the health flags of results/analysis/run_health.h, which it also prints). `scaler` says whether a
+  /// loss scale ran.
   void summarize(const RankMemory& mem, bool scaler);
   /// The record is complete: renames it into place with `status` ("completed", "diverged").
   void finish(const std::string& status, const std::string& failure, bool crash_before_rename);
@@ -71,6 +73,7 @@ class StepRecorder {
   const int world_;
   const bool quiet_;
   const int64_t log_every_, steps_;
+  const double straggler_ratio_;
   std::optional<RecordWriter> record_;
   std::map<std::string, std::string> config_;  // the header's, for the health flags
   std::vector<std::string> hosts_;             // rank r's host at r

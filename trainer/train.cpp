@@ -94,7 +94,7 @@ class Trainer {
         models_(models),
         rank_(comm.rank()),
         world_(comm.size()),
-        rec_(comm.size(), opt.quiet, cfg.train.log_every, cfg.train.steps) {}
+        rec_(comm.size(), opt.quiet, cfg.train.log_every, cfg.train.steps, cfg.dist.straggler_ratio) {}
   ~Trainer() { dog_.on_stop(nullptr); }  // the hook reaches into this object
   RunStatus run();
 

@@ -196,19 +196,6 @@ std::string ranks_with_hosts(const Record& r, const std::string& ranks) {
   return out;
 }
 
-/// The summary attribute `rank_runqueue_share` read back: each rank's share of its step
-/// time spent waiting for a CPU; empty when the record does not have it or it does not read.
-std::vector<double> shares_of(const Record& r) {
-  std::vector<double> out;
-  for (const std::string& v : split(summary_value(r, "rank_runqueue_share"), ',')) {
-    char* end = nullptr;
-    const double x = std::strtod(v.c_str(), &end);
-    if (end == v.c_str() || *end != '\0' || !std::isfinite(x)) return {};
-    out.push_back(x);
-  }
-  return out;
-}
-
 /// "45%" of a share.
 std::string percent(double share) {
   char buf[32];
@@ -220,10 +207,20 @@ void straggler(const Record& r, std::vector<HealthFlag>& out) {
   const std::string ranks = summary_value(r, "stragglers");
   if (ranks.empty()) return;
   const std::string medians = summary_value(r, "rank_compute_median_s");
+  // "1.45x": how much longer than its peers each straggler computed, median over the steps.
+  std::string ratios;
+  const std::vector<double> ratio = summary_numbers(r, "rank_compute_ratio");
+  for (const std::string& rank : split(ranks, ',')) {
+    const long i = std::strtol(rank.c_str(), nullptr, 10);
+    if (i < 0 || size_t(i) >= ratio.size()) continue;
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%s%.3gx", ratios.empty() ? "" : ", ", ratio[size_t(i)]);
+    ratios += buf;
+  }
   // A straggler that waited for a CPU far more than its peers was slowed by what shared
   // its cores, not by its share of the work: said, so the fault is looked for on the host.
   std::string why;
-  const std::vector<double> shares = shares_of(r);
+  const std::vector<double> shares = summary_numbers(r, "rank_runqueue_share");
   if (!shares.empty()) {
     std::vector<double> sorted = shares;
     std::sort(sorted.begin(), sorted.end());
@@ -238,14 +235,53 @@ void straggler(const Record& r, std::vector<HealthFlag>& out) {
   }
   out.push_back({kFlagStraggler,
                  std::string(ranks.find(',') == std::string::npos ? "rank " : "ranks ") + ranks_with_hosts(r, ranks) +
-                     " computed more slowly than the typical rank" +
+                     " computed more slowly than " +
+                     (ratios.empty() ? "the typical rank"
+                                     : std::string(ranks.find(',') == std::string::npos ? "its" : "their") +
+                                           " peers in the same steps (" + ratios + ")") +
                      (medians.empty() ? std::string() : " (median compute s per rank: " + medians + ")") + why + "."});
 }
 
 }  // namespace
 
+StragglerJudgement judge_stragglers(const std::vector<std::vector<double>>& compute, double ratio) {
+  StragglerJudgement out;
+  const size_t world = compute.empty() ? 0 : compute.front().size();
+  if (world < 2) return out;
+  const auto lower_median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[(v.size() - 1) / 2];  // of two ranks the typical one is the faster
+  };
+  std::vector<std::vector<double>> ratios(world), excess(world);
+  for (const auto& row : compute) {
+    if (row.size() != world ||
+        !std::all_of(row.begin(), row.end(), [](double t) { return std::isfinite(t) && t >= 0; }))
+      continue;
+    const double typical = lower_median(row);
+    if (!(typical > 0)) continue;
+    for (size_t r = 0; r < world; ++r) ratios[r].push_back(row[r] / typical), excess[r].push_back(row[r] - typical);
+  }
+  if (ratios[0].empty()) return out;
+  for (size_t r = 0; r < world; ++r) {
+    out.ratio.push_back(lower_median(ratios[r]));
+    if (out.ratio.back() > ratio && lower_median(excess[r]) > kStragglerMinS) out.ranks.push_back(int(r));
+  }
+  return out;
+}
+
+std::vector<double> summary_numbers(const Record& r, const std::string& key) {
+  std::vector<double> out;
+  for (const std::string& v : split(summary_value(r, key), ',')) {
+    char* end = nullptr;
+    const double x = std::strtod(v.c_str(), &end);
+    if (end == v.c_str() || *end != '\0' || !std::isfinite(x)) return {};
+    out.push_back(x);
+  }
+  return out;
+}
+
 double runqueue_share(const Record& r) {
-  const std::vector<double> shares = shares_of(r);
+  const std::vector<double> shares = summary_numbers(r, "rank_runqueue_share");
   return shares.empty() ? NAN : *std::max_element(shares.begin(), shares.end());
 }
 

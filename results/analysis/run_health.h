@@ -66,6 +66,30 @@ inline constexpr double kThroughputShare = 0.5;
 inline constexpr double kContendedShare = 0.1;
 inline constexpr size_t kThroughputMinRuns = 3;
 
+/// straggler (judged by the trainer, which stores the ranks in the summary `stragglers`):
+/// in each step, each rank's compute time (forward and backward, before the first
+/// collective) over the step's typical rank's (the lower median over the ranks); a rank
+/// whose median ratio over the steps exceeds the run's dist.straggler_ratio
+/// (kStragglerRatio by default), and whose median excess over the typical exceeds
+/// kStragglerMinS (below that, scheduling noise on a small model), is a straggler.
+inline constexpr double kStragglerRatio = 1.2;
+inline constexpr double kStragglerMinS = 0.01;
+
+/// Each rank's median, over the steps, of its compute time over its peers' typical in the
+/// same step, and the ranks that straggled by `ratio` (see kStragglerRatio). Judged step by
+/// step, a slowdown that every rank shared (a loaded machine, a slow phase of the run) is no
+/// rank's, and a rank slow in a minority of the steps is not a straggler. `compute` is
+/// [step][rank]; steps with a non-finite time are left out.
+struct StragglerJudgement {
+  std::vector<double> ratio;  ///< per rank; empty when no step could be judged
+  std::vector<int> ranks;     ///< the stragglers, ascending
+};
+StragglerJudgement judge_stragglers(const std::vector<std::vector<double>>& compute, double ratio = kStragglerRatio);
+
+/// A summary attribute of comma-separated numbers, one per rank (`rank_runqueue_share`,
+/// `rank_compute_ratio`), read back; empty when the record lacks it or any does not read.
+std::vector<double> summary_numbers(const Record& r, const std::string& key);
+
 /// The largest share of its step time any rank of `r` spent waiting for a CPU (summary
 /// `rank_runqueue_share`); NaN when the record does not say. At kContendedShare or more,
 /// the run's throughput was measured while other processes shared its cores.

@@ -212,6 +212,14 @@ void run_diagnostics(const Record& r, ReportRun& f) {
     clipped += s.clip_coef < 1 ? 1 : 0;
   }
   if (applied) f.clipped_share = double(clipped) / double(applied);
+  // The trainer's judgement of each rank against its peers in the same steps (summary
+  // `rank_compute_ratio`, from compute times: wall step times are equal on every rank).
+  const std::vector<double> ratio = summary_numbers(r, "rank_compute_ratio");
+  if (!ratio.empty() && ratio.size() == size_t(r.world_size)) {
+    f.slowest_rank = int(std::max_element(ratio.begin(), ratio.end()) - ratio.begin());
+    f.slowest_rank_ratio = ratio[size_t(f.slowest_rank)];
+    return;
+  }
   if (r.rank_step_time_s.empty() || r.world_size < 1) return;
   std::vector<double> medians;
   for (size_t rank = 0; rank < size_t(r.world_size); ++rank) {

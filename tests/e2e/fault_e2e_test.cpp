@@ -5,7 +5,9 @@
 // FaultE2E runs one process (label e2e); FaultMpi runs under mpiexec (label mpi).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <regex>
 
@@ -162,6 +164,22 @@ TEST_F(FaultMpi, SlowRankIsFlaggedAsAStraggler) {
   EXPECT_EQ(r.summary.at("stragglers"), "1");
   ASSERT_EQ(r.rank_step_time_s.size(), 8u);
   EXPECT_GE(r.steps[0].step_time_s, 0.15);
+  // Judged against its peer in the same steps: rank 1 took far longer, rank 0 was typical.
+  const std::vector<double> ratio = sweep::summary_numbers(r, "rank_compute_ratio");
+  ASSERT_EQ(ratio.size(), 2u) << r.summary.at("rank_compute_ratio");
+  EXPECT_EQ(ratio[0], 1.0);
+  EXPECT_GT(ratio[1], 1.2);
+  EXPECT_CONTAINS(sweep::compute_health(r).at(0).detail, "computed more slowly than its peers in the same steps (");
+  // dist.straggler_ratio sets the threshold: above what rank 1 took, it is no straggler.
+  char above[64];
+  std::snprintf(above, sizeof above, "%.3g", std::min(999.0, ratio[1] * 2));
+  ASSERT_TRUE(
+      train("slow-allowed",
+            kTiny + "}\ndist: {world_size: 2, straggler_ratio: " + above + "}\nfault: {slow_rank: 1, slow_ms: 150}\n",
+            2)
+          .ok())
+      << log("slow-allowed");
+  EXPECT_EQ(record("slow-allowed").summary.at("stragglers"), "") << above;
 }
 
 // What a dead or stuck rank leaves behind (mpi_e2e_test checks the time it takes).

@@ -24,13 +24,15 @@ def check_schema_doc(f, expect):
     its config sets train.leaf, one beginning "Written by the C++ writers" unless the
     Python writer wrote it (its /environment `compiler` is "python ..."), and one beginning
     "Measured by sweep's trainer where the kernel keeps a schedstat" when sweep-train wrote
-    it on a kernel that keeps one."""
+    it on a kernel that keeps one, and one beginning "Written by sweep's trainer for runs on
+    more than one rank" when sweep-train wrote a record of more than one rank."""
     env = f["environment"].attrs
     by_cpp = not as_text(env["compiler"]).startswith("python ") if "compiler" in env else True
     config_keys = [as_text(k) for k in f["config/keys"][:]] if "config/keys" in f else []
     leaf = "train.leaf" in config_keys
     by_trainer = os.path.basename(as_text(env.get("trainer", ""))) == "sweep-train"
     schedstat = by_trainer and os.path.exists("/proc/thread-self/schedstat")
+    world = int(f.attrs.get("world_size", 1))
     sections = re.split(r"^## ", open(SCHEMA, encoding="utf-8").read(), flags=re.M)[1:]
     found = 0
     for sec in sections:
@@ -53,7 +55,9 @@ def check_schema_doc(f, expect):
                           if not (p.startswith("When `/eval` exists") and "eval" not in f)
                           and not (p.startswith("When train.leaf is set") and not leaf)
                           and not (p.startswith("Written by the C++ writers") and not by_cpp)
-                          and not (p.startswith("Measured by sweep's trainer where") and not schedstat)]
+                          and not (p.startswith("Measured by sweep's trainer where") and not schedstat)
+                          and not (p.startswith("Written by sweep's trainer for runs on more") and
+                                   not (by_trainer and world > 1))]
             for tok in re.findall(r"`([^`]+)`", "\n\n".join(paragraphs)):
                 if " " in tok or "<" in tok or tok.startswith("comm.") or tok.startswith("/"):
                     continue  # an example value, a pattern, only written for multi-rank runs, or a group

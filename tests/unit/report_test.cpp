@@ -941,6 +941,14 @@ TEST(BuildReport, ParetoFrontAndRunDiagnostics) {
   EXPECT_NE(json.find("\"pareto\":true,\"clipped_share\":0.66666666666666663,\"skipped_steps\":1,"
                       "\"slowest_rank\":2"),
             std::string::npos);
+  // Wall step times are equal on ranks in lockstep: where the trainer judged each rank's
+  // compute time against its peers in the same steps (rank_compute_ratio), that is it.
+  s.runs[0].summary["rank_compute_ratio"] = "1,1.32,0.98";
+  const ReportModel judged = build_report("t", s);
+  EXPECT_EQ(judged.runs[0].slowest_rank, 1);
+  EXPECT_DOUBLE_EQ(judged.runs[0].slowest_rank_ratio, 1.32);
+  s.runs[0].summary["rank_compute_ratio"] = "1,1.32";  // not one per rank: the step times
+  EXPECT_EQ(build_report("t", s).runs[0].slowest_rank, 2);
 }
 
 // Every plot of the report has labelled ticks on both axes, and every string a plot shows

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -176,6 +177,59 @@ TEST(RunHealth, AStragglerRankIsFlagged) {
   ASSERT_EQ(health_names(flags), "straggler");
   EXPECT_NE(flags[0].detail.find("rank 1 "), std::string::npos) << flags[0].detail;
   EXPECT_NE(flags[0].detail.find("0.01,0.05"), std::string::npos) << flags[0].detail;
+}
+
+// The sentence gives how much longer each straggler computed than its peers in the same
+// steps (summary rank_compute_ratio, the trainer's judge_stragglers).
+TEST(RunHealth, AStragglersSentenceSaysHowMuchLongerThanItsPeers) {
+  Record r = healthy();
+  r.summary["stragglers"] = "1";
+  r.summary["rank_compute_median_s"] = "0.01,0.05";
+  r.summary["rank_compute_ratio"] = "1,4.87";
+  const auto flags = compute_health(r);
+  ASSERT_EQ(health_names(flags), "straggler");
+  EXPECT_NE(flags[0].detail.find("rank 1 computed more slowly than its peers in the same steps (4.87x)"),
+            std::string::npos)
+      << flags[0].detail;
+}
+
+// [step][rank] compute times: `slow` ranks take `factor` times as long in the steps of
+// [from, to), on top of a time every rank shares that changes from step to step.
+std::vector<std::vector<double>> compute_times(size_t steps, size_t world, std::vector<size_t> slow, double factor,
+                                               size_t from, size_t to) {
+  std::vector<std::vector<double>> out(steps, std::vector<double>(world));
+  for (size_t s = 0; s < steps; ++s)
+    for (size_t r = 0; r < world; ++r) {
+      const double shared = 0.05 * double(1 + s % 7);  // the machine's load, the run's phase
+      const bool hit = s >= from && s < to && std::find(slow.begin(), slow.end(), r) != slow.end();
+      out[s][r] = shared * (1 + 0.01 * double(r)) * (hit ? factor : 1.0);
+    }
+  return out;
+}
+
+TEST(RunHealth, AStragglerIsJudgedAgainstItsPeersInTheSameSteps) {
+  // Rank 2 of 4 takes 1.5x its peers in every step: a straggler, at the ratio it took.
+  StragglerJudgement j = judge_stragglers(compute_times(20, 4, {2}, 1.5, 0, 20));
+  EXPECT_EQ(j.ranks, std::vector<int>{2});
+  ASSERT_EQ(j.ratio.size(), 4u);
+  EXPECT_NEAR(j.ratio[2], 1.5 * 1.02 / 1.01, 1e-9);
+  EXPECT_NEAR(j.ratio[0], 1 / 1.01, 1e-9);
+  // A configurable threshold: at 1.6 it is not one.
+  EXPECT_TRUE(judge_stragglers(compute_times(20, 4, {2}, 1.5, 0, 20), 1.6).ranks.empty());
+  // Slow in the first 8 of 20 steps only (a burst of load on its core): its median over
+  // the steps is its peers'.
+  j = judge_stragglers(compute_times(20, 4, {2}, 3.0, 0, 8));
+  EXPECT_TRUE(j.ranks.empty()) << j.ratio[2];
+  // Every rank slowed together in some steps: no rank's fault.
+  j = judge_stragglers(compute_times(20, 4, {0, 1, 2, 3}, 3.0, 5, 15));
+  EXPECT_TRUE(j.ranks.empty());
+  // Below kStragglerMinS of excess a ratio is scheduling noise on a small model.
+  std::vector<std::vector<double>> tiny(20, {0.001, 0.001, 0.003});
+  EXPECT_TRUE(judge_stragglers(tiny).ranks.empty());
+  // One rank, no steps, or steps without a finite time: nothing to judge.
+  EXPECT_TRUE(judge_stragglers({{0.1}, {0.1}}).ratio.empty());
+  EXPECT_TRUE(judge_stragglers({}).ratio.empty());
+  EXPECT_TRUE(judge_stragglers({{0.1, NAN}}).ratio.empty());
 }
 
 // A rank slowed because other processes shared its cores is still a straggler (it was
