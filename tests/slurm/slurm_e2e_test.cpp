@@ -7,7 +7,8 @@
 // under srun --mpi=pmix. On the partition nodes (two test nodes, each a network namespace
 // with its own slurmd, tests/cluster/start-nodes.sh): runs of 2 and 4 ranks spread over
 // both nodes by launch.slurm.nodes, talking over TCP, with the bits of one local rank; and
-// a node killed in the middle of a run: NODE_FAIL, named, retried once it is back.
+// a node killed in the middle of a run: NODE_FAIL, named, retried once it is back. A
+// halving and a tpe search through job arrays decide as they do locally.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -206,6 +207,55 @@ TEST_F(SlurmE2E, AGridsProgramOnTwoRanksUnderSrun) {
       EXPECT_CONTAINS(seen, "\"SWEEP_RUN_DIR\": \"" + rd.string() + "\"");
       EXPECT_CONTAINS(seen, "\"rank\": " + std::to_string(rank) + ", \"size\": 2");
     }
+  }
+}
+
+// A halving search and a tpe search through Slurm arrays decide as they do locally: the
+// same search.log, line for line, and the same runs with the same bits. Halving stops runs
+// at their rungs and promotes them from their checkpoints in later arrays; tpe proposes
+// each batch from the results of the earlier ones.
+TEST_F(SlurmE2E, HalvingAndTpeSearchesThroughArraysDecideAsTheyDoLocally) {
+  const std::string model = sweep_test::tiny_model("  ");
+  const std::map<std::string, std::string> searches = {
+      {"halving",
+       "  train: {steps: 18, micro_batch: 2, schedule: cosine, warmup: 2, log_every: 50, eval_every: 4, "
+       "eval_batches: 1}\n"
+       "  data: {eval_fraction: 0.1}\n"
+       "grid:\n"
+       "  train.lr: [1.0e-3, 3.0e-3, 1.0e-2]\n"
+       "  train.clip_norm: [0.5, 1.0, 2.0]\n"
+       "search: {kind: halving, min_steps: 2, eta: 3}\n"},
+      {"tpe",
+       "  train: {steps: 6, micro_batch: 2, schedule: cosine, log_every: 50}\n"
+       "search:\n"
+       "  kind: tpe\n"
+       "  samples: 6\n"
+       "  startup: 2\n"
+       "  parallel: 2\n"
+       "  seed: 5\n"
+       "  space:\n"
+       "    train.lr: {loguniform: [1.0e-3, 3.0e-2]}\n"
+       "    train.clip_norm: {uniform: [0.5, 2.0]}\n"}};
+  const std::map<std::string, std::string> launches = {
+      {"local", "launch: {parallel: 2, slots: 2}\n"},
+      {"slurm", "launch: {launcher: slurm, parallel: 2, slurm: {mpi: none, poll_s: 1}}\n"}};
+  for (const auto& [search, body] : searches) {
+    std::map<std::string, std::map<std::string, sweep::Record>> runs;
+    std::map<std::string, std::string> logs;
+    for (const auto& [launcher, launch] : launches) {
+      const std::string name = search + "-" + launcher;
+      const std::string grid = write(name + ".yaml", "name: " + search + "\nbase:\n" + model + body + launch);
+      const fs::path out = dir_ / name;
+      ASSERT_TRUE(sweep_cli({"run", grid, "--out", out.string(), "--quiet"}, name + ".log").ok())
+          << read_file(dir_ / (name + ".log"));
+      runs[launcher] = sweep_test::completed_records(out);
+      logs[launcher] = read_file(out / "search.log");
+    }
+    EXPECT_EQ(logs["slurm"], logs["local"]) << search;
+    EXPECT_EQ(logs["local"].find("(not finished)"), std::string::npos) << logs["local"];
+    EXPECT_GE(runs["local"].size(), search == "halving" ? 9u : 5u) << search;
+    EXPECT_EQ(runs["slurm"].size(), runs["local"].size()) << search;
+    EXPECT_EQ(sweep_test::sweep_bit_difference(runs["local"], runs["slurm"]), "") << search;
   }
 }
 
