@@ -16,6 +16,11 @@
 # host's /tmp itself) and every launch.container.binds destination needs one.
 # Exit status: 0 ready, 1 failed, 2 usage, 77 mmdebstrap or ch-run is not installed.
 #
+# SWEEP_IMAGE_CACHE (default ~/.cache/sweep/charliecloud; "none" turns it off) keeps the
+# Debian part of the last two package sets built or used on this machine, by key: a new
+# OUT_DIR (another clone, another build directory) of the same packages is a copy of it,
+# seconds instead of minutes.
+#
 # Idempotent: the Debian part is rebuilt only when the package list, the host's versions
 # of them, the apt sources or the recipe below change (OUT_DIR/opt/sweep/packages.txt
 # records what it holds); the binaries are copied only when their bytes differ, so an
@@ -61,10 +66,20 @@ done
 ((${#sources[@]})) || { echo "$0: no Debian apt sources under /etc/apt" >&2; exit 1; }
 recipe=2  # bump when the mmdebstrap call below changes what it builds
 key=$( (printf '%s\n' "$recipe" "$suite" "$arch" "${pins[@]}"; cat "${sources[@]}") | sha256sum | cut -c1-16)
-stamp="$out/opt/sweep/packages.txt"
+cache="${SWEEP_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sweep/charliecloud}"
+[[ "$cache" == none ]] && cache=""
+holds_key() { [[ -f "$1/opt/sweep/packages.txt" && "$(head -n1 "$1/opt/sweep/packages.txt")" == "key $key" ]]; }
 
-if [[ -f "$stamp" && "$(head -n1 "$stamp")" == "key $key" ]]; then
+if holds_key "$out"; then
   echo "build-charliecloud-image: $out already holds these packages (key $key)"
+elif [[ -n "$cache" ]] && holds_key "$cache/$key"; then
+  # A copy, never links: nothing written into OUT_DIR can reach the cache.
+  rm -rf "$out.new"
+  cp -a --reflink=auto "$cache/$key" "$out.new"
+  touch "$cache/$key"  # the pruning below keeps the keys used last
+  rm -rf "$out"
+  mv "$out.new" "$out"
+  echo "build-charliecloud-image: $out copied from the cache $cache (key $key)"
 else
   echo "build-charliecloud-image: building $out ($suite/$arch: ${pins[*]})"
   mkdir -p "$debs"
@@ -92,6 +107,19 @@ else
   [[ -x "$out.new/usr/bin/env" ]] || { echo "$0: mmdebstrap failed" >&2; exit 1; }
   mkdir -p "$out.new/opt/sweep/bin"
   { echo "key $key"; printf '%s\n' "${pins[@]}"; } >"$out.new/opt/sweep/packages.txt"
+  # Into the cache whole or not at all (a copy renamed into place), and only the two keys
+  # built or used last kept (an image is about 1 GB). A cache that cannot be written costs
+  # nothing but time.
+  if [[ -n "$cache" ]] && mkdir -p "$cache" 2>/dev/null; then
+    tmp="$cache/.$key.$$"
+    holds_key "$cache/$key" || rm -rf "${cache:?}/$key"  # a leftover of no use
+    if cp -a --reflink=auto "$out.new" "$tmp" 2>/dev/null && mv -T "$tmp" "$cache/$key" 2>/dev/null; then
+      echo "build-charliecloud-image: kept in the cache $cache (key $key)"
+      find "$cache" -mindepth 1 -maxdepth 1 -type d ! -name '.*' -printf '%T@ %p\n' | sort -rn | tail -n +3 |
+        cut -d' ' -f2- | xargs -r -d '\n' rm -rf
+    fi
+    rm -rf "$tmp"
+  fi
   rm -rf "$out"
   mv "$out.new" "$out"
 fi
