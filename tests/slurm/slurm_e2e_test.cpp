@@ -260,7 +260,7 @@ TEST_F(SlurmE2E, HalvingAndTpeSearchesThroughArraysDecideAsTheyDoLocally) {
 }
 
 // ---- Job arrays in operation: MaxArraySize, refusals, jobs that can never start, and a
-// driver killed mid-array. start-cluster.sh sets MaxArraySize=50 and a partition `short`
+// driver killed mid-array. start-cluster.sh sets MaxArraySize=20 and a partition `short`
 // (MaxTime 1 minute).
 
 /// One value of `scontrol show config` ("" when absent).
@@ -321,7 +321,7 @@ TEST_F(SlurmArraysE2E, MoreRunsThanMaxArraySizeGoInArraysWithParallelOverThemAll
   // tasks running at once over all of them, one squeue per poll.
   const int max_array = std::atoi(slurm_config("MaxArraySize").c_str());
   ASSERT_GT(max_array, 0);
-  ASSERT_LE(max_array, 100) << "the test cluster's MaxArraySize is 50: run tests/slurm/start-cluster.sh again";
+  ASSERT_LE(max_array, 20) << "the test cluster's MaxArraySize is 20: run tests/slurm/start-cluster.sh again";
   const int runs = 2 * max_array + 20;
   const fs::path out = dir_ / "out";
   // Three partitions' worth of nodes (6 CPUs): the throttle, not the cluster, bounds it.

@@ -176,10 +176,10 @@ ReturnToService=2
 # NODE_FAIL.
 MinJobAge=3600
 # Small, so that the tests of large sweeps (arrays of at most MaxArraySize tasks) need
-# only a hundred runs; a job over its partition's limits waits (PartitionTimeLimit) rather
+# only sixty runs; a job over its partition's limits waits (PartitionTimeLimit) rather
 # than being refused at submission, as on many sites: the driver must see that it can
 # never start.
-MaxArraySize=50
+MaxArraySize=20
 EnforcePartLimits=NO
 KillWait=5
 InactiveLimit=0
