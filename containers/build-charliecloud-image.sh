@@ -66,7 +66,10 @@ done
 ((${#sources[@]})) || { echo "$0: no Debian apt sources under /etc/apt" >&2; exit 1; }
 recipe=2  # bump when the mmdebstrap call below changes what it builds
 key=$( (printf '%s\n' "$recipe" "$suite" "$arch" "${pins[@]}"; cat "${sources[@]}") | sha256sum | cut -c1-16)
-cache="${SWEEP_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sweep/charliecloud}"
+if [[ -n "${SWEEP_IMAGE_CACHE:-}" ]]; then cache=$SWEEP_IMAGE_CACHE
+elif [[ -n "${XDG_CACHE_HOME:-}" ]]; then cache=$XDG_CACHE_HOME/sweep/charliecloud
+elif [[ -n "${HOME:-}" ]]; then cache=$HOME/.cache/sweep/charliecloud
+else cache=""; fi  # no home: no cache
 [[ "$cache" == none ]] && cache=""
 holds_key() { [[ -f "$1/opt/sweep/packages.txt" && "$(head -n1 "$1/opt/sweep/packages.txt")" == "key $key" ]]; }
 

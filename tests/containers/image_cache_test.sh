@@ -13,7 +13,11 @@
 set -euo pipefail
 src=$1 build=$2
 image=$build/charliecloud-image
-cache="${SWEEP_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sweep/charliecloud}"
+if [[ -n "${SWEEP_IMAGE_CACHE:-}" ]]; then cache=$SWEEP_IMAGE_CACHE
+elif [[ -n "${XDG_CACHE_HOME:-}" ]]; then cache=$XDG_CACHE_HOME/sweep/charliecloud
+elif [[ -n "${HOME:-}" ]]; then cache=$HOME/.cache/sweep/charliecloud
+else echo "skipped: no SWEEP_IMAGE_CACHE, XDG_CACHE_HOME or HOME: no cache"; exit 77; fi
+[[ "$cache" == none ]] && { echo "skipped: SWEEP_IMAGE_CACHE=none"; exit 77; }
 if ! command -v ch-run >/dev/null || ! command -v mmdebstrap >/dev/null; then
   echo "skipped: no ch-run or mmdebstrap"
   exit 77
