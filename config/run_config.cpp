@@ -192,6 +192,9 @@ void visit_fields(RunConfig& c, Visitor&& v) {
   v("train.log_every", c.train.log_every, IntRange{1, int64_t(1) << 40}, Doc{"a rank-0 log line every N steps"});
   v("train.checksum_every", c.train.checksum_every, IntRange{1, int64_t(1) << 40},
     Doc{"parameter checksums every N steps (ranks compare them)"});
+  v("train.telemetry_every", c.train.telemetry_every, IntRange{0, int64_t(1) << 40},
+    Doc{"gradient telemetry (each tensor's gradient norm, MoE routing) every N steps, at the last step and at any "
+        "step whose loss or gradient norm spiked or went non-finite; 0 = only those"});
   v("train.checkpoint_every", c.train.checkpoint_every, IntRange{0, int64_t(1) << 40},
     Doc{"a checkpoint every N steps; 0 = never"});
   v("train.keep_checkpoints", c.train.keep_checkpoints, IntRange{1, 1000000},
@@ -833,9 +836,9 @@ bool omitted_at_default(const std::string& key, const std::string& value) {
     std::map<std::string, std::string> out;
     // Keys added after run ids were first given: left out at their default, so that every
     // earlier config keeps its run id.
-    for (const char* k :
-         {"data.eval_fraction", "data.eval_path", "train.eval_every", "train.eval_batches", "train.leaf",
-          "train.deterministic", "fault.nan_rank", "fault.nan_micro_batch", "fault.spike_step", "dist.straggler_ratio"})
+    for (const char* k : {"data.eval_fraction", "data.eval_path", "train.eval_every", "train.eval_batches",
+                          "train.leaf", "train.deterministic", "fault.nan_rank", "fault.nan_micro_batch",
+                          "fault.spike_step", "dist.straggler_ratio", "train.telemetry_every"})
       for (const auto& [key, v] : all)
         if (key == k) out[key] = v;
     return out;
@@ -914,6 +917,7 @@ RunConfig math_config(const RunConfig& c) {
   m.data.workers = 0;
   m.train.log_every = defaults.train.log_every;
   m.train.checksum_every = defaults.train.checksum_every;
+  m.train.telemetry_every = defaults.train.telemetry_every;
   m.train.checkpoint_every = defaults.train.checkpoint_every;
   m.train.keep_checkpoints = defaults.train.keep_checkpoints;
   m.fault.kill_step = 0, m.fault.kill_rank = 0, m.fault.hang_step = 0, m.fault.hang_rank = 0;

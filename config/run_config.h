@@ -93,8 +93,11 @@ struct TrainConfig {
   double loss_scale_backoff = 0.5;     ///< fp16: factor on overflow (the step is skipped)
   int64_t log_every = 10;              ///< rank-0 log line every N steps
   int64_t checksum_every = 1;          ///< parameter checksums every N steps
-  int64_t checkpoint_every = 0;        ///< checkpoint every N steps; 0 = never
-  int64_t keep_checkpoints = 2;        ///< complete checkpoints kept (older ones are deleted)
+  /// Gradient telemetry (per-tensor norms, MoE routing) every N steps, plus the last step
+  /// and any step whose loss or gradient norm spiked or went non-finite; 0 = those only.
+  int64_t telemetry_every = 10;
+  int64_t checkpoint_every = 0;  ///< checkpoint every N steps; 0 = never
+  int64_t keep_checkpoints = 2;  ///< complete checkpoints kept (older ones are deleted)
   /// Held-out evaluation every N steps and after the last; 0 = only after the last step
   /// (when there is held-out data: data.eval_fraction or data.eval_path).
   int64_t eval_every = 0;

@@ -1,12 +1,32 @@
 // The step's gradient reduction (gradient_reduction.h).
 #include "gradient_reduction.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "canonical_allreduce.h"  // canonical_allreduce
+#include "optimizer.h"            // sum_of_squares, kNormBlock, lane_dot
 
 namespace sweep {
+
+double local_sum_of_squares(const LeafPlan& leaves, const float* grads, size_t n) {
+  if (!leaves.sums_subtrees || leaves.node_sums->size() == 1)
+    return sum_of_squares(leaves.sums_subtrees ? leaves.node_sums->sum(0) : grads, n);
+  // Several subtree sums: added block by block into a block-sized buffer, then squared.
+  std::vector<float> block(kNormBlock);
+  double total = 0;
+  for (size_t lo = 0; lo < n; lo += kNormBlock) {
+    const size_t len = std::min(kNormBlock, n - lo);
+    std::memcpy(block.data(), leaves.node_sums->sum(0) + lo, len * sizeof(float));
+    for (size_t i = 1; i < leaves.node_sums->size(); ++i) {
+      const float* p = leaves.node_sums->sum(i) + lo;
+      for (size_t e = 0; e < len; ++e) block[e] += p[e];
+    }
+    total += lane_dot<double>(block.data(), block.data(), len);
+  }
+  return total;
+}
 
 void reduce_gradients(Communicator& comm, const RunConfig& cfg, const LeafPlan& leaves, ZeroShards& zero, float* grads,
                       size_t n) {

@@ -15,6 +15,12 @@ namespace sweep {
 /// from `grads` itself, or from the leaf plan's node sums when it sums subtrees. ZeRO 0/1
 /// get the whole sum on every rank; 2/3 only their shard's part is certain to be
 /// complete (collective).
+/// This rank's own gradient before the reduction, as a square sum: its micro-batches'
+/// gradients summed (in `grads`, or the leaf plan's node sums when it sums subtrees),
+/// added in a fixed order. For /ranks/grad_norm: a rank whose data or replica went wrong
+/// stands out before the reduction averages it away.
+double local_sum_of_squares(const LeafPlan& leaves, const float* grads, size_t n);
+
 void reduce_gradients(Communicator& comm, const RunConfig& cfg, const LeafPlan& leaves, ZeroShards& zero, float* grads,
                       size_t n);
 

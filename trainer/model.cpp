@@ -32,7 +32,7 @@ TransformerImpl::Mlp::Mlp(int64_t d, int64_t hidden, double std_dev, double out_
   w2 = register_parameter("w2", torch::randn({d, hidden}) * out_std);
 }
 
-TransformerImpl::Block::Block(const ModelConfig& cfg, double std_dev, double out_std) {
+TransformerImpl::Block::Block(const ModelConfig& cfg, int64_t index, double std_dev, double out_std) : index(index) {
   const int64_t d = cfg.d_model;
   attn_norm = register_parameter("attn_norm", torch::ones({d}));
   wq = register_parameter("attn_wq", torch::randn({d, d}) * std_dev);
@@ -59,7 +59,8 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg, MatmulPrecision precisi
   const int64_t d = cfg.d_model;
   embed_ = register_parameter("embed", torch::randn({cfg.vocab, d}) * std_dev);
   for (int64_t i = 0; i < cfg.layers; ++i)
-    blocks_.push_back(register_module("layer" + std::to_string(i), std::make_shared<Block>(cfg, std_dev, out_std)));
+    blocks_.push_back(register_module("layer" + std::to_string(i), std::make_shared<Block>(cfg, i, std_dev, out_std)));
+  if (cfg.moe_experts > 0) routed_.assign(size_t(cfg.layers * cfg.moe_experts), 0);
   final_norm_ = register_parameter("final_norm", torch::ones({d}));
   head_ = register_parameter("head", torch::randn({cfg.vocab, d}) * std_dev);
 
@@ -86,12 +87,24 @@ torch::Tensor TransformerImpl::mlp_forward(const Mlp& m, const torch::Tensor& x,
   return linear(swiglu(linear(x, {m.w1, m.w3}, rows_per_leaf)), {m.w2}, rows_per_leaf);
 }
 
-torch::Tensor TransformerImpl::moe_forward(const Block& b, const torch::Tensor& x) const {
+RoutedTokens TransformerImpl::take_routed_tokens() {
+  if (routed_.empty()) return {};
+  RoutedTokens r{cfg_.layers, cfg_.moe_experts, routed_};
+  std::fill(routed_.begin(), routed_.end(), 0);
+  return r;
+}
+
+torch::Tensor TransformerImpl::moe_forward(const Block& b, const torch::Tensor& x) {
   // x: [T, d] tokens. Routing: softmax over experts, top-k, gate = routed probability.
   // Experts that receive no token are not run, so their parameters get no gradient.
   auto probs = torch::softmax(linear(x, {b.router}).to(torch::kFloat), -1);
   auto top = probs.topk(cfg_.moe_top_k, -1);
   auto gates = std::get<0>(top), chosen = std::get<1>(top);  // [T, k]
+  {  // the routing telemetry: tokens per expert (a token picks an expert at most once)
+    auto counts = torch::bincount(chosen.flatten(), {}, cfg_.moe_experts).to(torch::kCPU);
+    const int64_t* c = counts.data_ptr<int64_t>();
+    for (int64_t e = 0; e < cfg_.moe_experts; ++e) routed_[size_t(b.index * cfg_.moe_experts + e)] += c[e];
+  }
   torch::Tensor out = b.mlp ? mlp_forward(*b.mlp, x) : torch::zeros_like(x);
   for (int64_t e = 0; e < cfg_.moe_experts; ++e) {
     auto hit = (chosen == e);  // [T, k]; a token picks an expert at most once
@@ -107,7 +120,7 @@ torch::Tensor TransformerImpl::moe_forward(const Block& b, const torch::Tensor& 
   return out;
 }
 
-torch::Tensor TransformerImpl::block_forward(const Block& b, const torch::Tensor& x) const {
+torch::Tensor TransformerImpl::block_forward(const Block& b, const torch::Tensor& x) {
   const int64_t B = x.size(0), L = x.size(1), H = cfg_.heads, hd = cfg_.d_model / H;
   auto h = leaf::rms_norm(x, b.attn_norm, kNormEps);
   // q, k and v from one [3d, d] matmul, split into heads [B, H, L, hd] with rotary q, k.

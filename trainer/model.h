@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "run_config.h"
+#include "sweep/trainer.h"  // RoutedTokens
 
 namespace sweep {
 
@@ -29,6 +30,10 @@ class TransformerImpl : public torch::nn::Module {
   /// in a leaf step also each leaf's sum (per_leaf), else per_leaf is undefined.
   LeafLoss loss_sum(const torch::Tensor& tokens);
 
+  /// MoE: the tokens each layer's router sent to each expert since the last call (Model::
+  /// take_routed_tokens); {} for a dense model.
+  RoutedTokens take_routed_tokens();
+
  private:
   /// A SwiGLU MLP: w2(silu(w1 x) * w3 x).
   struct Mlp : torch::nn::Module {
@@ -37,7 +42,8 @@ class TransformerImpl : public torch::nn::Module {
   };
   /// One pre-norm block; a module so its parameters are named "layer<i>.<name>".
   struct Block : torch::nn::Module {
-    Block(const ModelConfig& cfg, double std_dev, double out_std);
+    Block(const ModelConfig& cfg, int64_t index, double std_dev, double out_std);
+    int64_t index;  // the layer's place in the stack
     torch::Tensor attn_norm, wq, wk, wv, wo, mlp_norm;
     std::shared_ptr<Mlp> mlp;                   // dense, or the shared experts of an MoE layer
     torch::Tensor router;                       // [experts, d] when MoE
@@ -47,14 +53,15 @@ class TransformerImpl : public torch::nn::Module {
   torch::Tensor linear(const torch::Tensor& x, const std::vector<torch::Tensor>& w,
                        const std::vector<int64_t>& rows_per_leaf = {}) const;
   torch::Tensor mlp_forward(const Mlp& m, const torch::Tensor& x, const std::vector<int64_t>& rows_per_leaf = {}) const;
-  torch::Tensor moe_forward(const Block& b, const torch::Tensor& x) const;
-  torch::Tensor block_forward(const Block& b, const torch::Tensor& x) const;
+  torch::Tensor moe_forward(const Block& b, const torch::Tensor& x);
+  torch::Tensor block_forward(const Block& b, const torch::Tensor& x);
 
   ModelConfig cfg_;
   MatmulPrecision precision_;
   torch::Tensor embed_, final_norm_, head_;
   std::vector<std::shared_ptr<Block>> blocks_;
   torch::Tensor rope_cos_, rope_sin_, causal_mask_;  // buffers, not parameters
+  std::vector<int64_t> routed_;                      // MoE: tokens per layer x expert since take_routed_tokens
 };
 TORCH_MODULE(Transformer);
 

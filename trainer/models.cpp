@@ -62,6 +62,7 @@ class DecoderModel : public Model {
     return {l.sum, tokens.size(0) * (tokens.size(1) - 1), l.per_leaf};
   }
   bool leaf_aware() const override { return true; }
+  RoutedTokens take_routed_tokens() override { return net_->take_routed_tokens(); }
 
  private:
   Transformer net_;

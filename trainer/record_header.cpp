@@ -68,6 +68,7 @@ RecordHeader record_header(const RunFacts& facts) {
   header.environment.emplace_back("data.entropy_floor", format_double(facts.source->entropy_floor()));
   if (facts.eval_source) header.environment.emplace_back("data.eval_source", facts.eval_source->describe());
   header.eval = facts.eval_source != nullptr;
+  header.moe_layers = facts.moe_layers, header.moe_experts = facts.moe_experts;
   if (on_host)
     header.environment.emplace_back("precision.cpu",
                                     fp16   ? (decoder ? "fp16 emulated: fp16-rounded matmul inputs, fp32 accumulation"

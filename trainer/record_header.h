@@ -35,6 +35,7 @@ struct RunFacts {
   const LeafPlan* leaves = nullptr;                ///< the leaf path and the reduction's subtrees
   const std::vector<ParamInfo>* params = nullptr;  ///< the flat parameter table
   const ShardLayout* layout = nullptr;             ///< every rank's shard of the flat vector
+  int64_t moe_layers = 0, moe_experts = 0;         ///< the model's routing (Model::take_routed_tokens)
 };
 
 /// The record's header for the run `facts` describes.

@@ -62,6 +62,8 @@ std::string runqueue_shares(const std::vector<std::vector<double>>& times,
 void StepRecorder::open(const std::string& path, const RecordHeader& header) {
   record_.emplace(path, header);
   config_ = {header.config.begin(), header.config.end()};
+  params_ = header.params;
+  moe_layers_ = header.moe_layers, moe_experts_ = header.moe_experts;
 }
 
 void StepRecorder::initial(ChecksumRow row) {
@@ -95,13 +97,16 @@ int64_t StepRecorder::updates() const {
   return n;
 }
 
-void StepRecorder::rank_times(std::vector<double> step_s, std::vector<double> compute_s, std::vector<double> waited_s) {
+void StepRecorder::rank_times(std::vector<double> step_s, std::vector<double> compute_s, std::vector<double> waited_s,
+                              std::vector<double> grad_norms) {
   rank_times_.push_back(std::move(step_s));
   compute_times_.push_back(std::move(compute_s));
   waited_.push_back(std::move(waited_s));
+  rank_grad_norms_ = std::move(grad_norms);
 }
 
-void StepRecorder::step(StepMetrics s, std::optional<ChecksumRow> row, Clock::time_point r0, bool root) {
+void StepRecorder::step(StepMetrics s, std::optional<ChecksumRow> row, std::optional<TelemetryRow> telemetry,
+                        Clock::time_point r0, bool root) {
   if (row) checks_.push_back(std::move(*row));
   if (record_ && r0 - last_flush_ > std::chrono::seconds(2)) {
     record_->flush();
@@ -111,8 +116,11 @@ void StepRecorder::step(StepMetrics s, std::optional<ChecksumRow> row, Clock::ti
   if (record_) {
     record_->append_step(s);
     record_->append_rank_times(rank_times_.back());
+    if (!rank_grad_norms_.empty()) record_->append_rank_grad_norms(rank_grad_norms_);
     if (row) record_->append_checksum(checks_.back());
+    if (telemetry) record_->append_telemetry(*telemetry);
   }
+  if (telemetry && record_) telemetry_.push_back(std::move(*telemetry));
   rows_.push_back(s);
   if (root && !quiet_ && (s.step % log_every_ == 0 || s.step == 1 || s.step == steps_))
     std::printf("step %6lld  loss %.6f  lr %.3e  grad_norm %.4f  scale %g%s  tok/s %.0f\n", (long long)s.step, s.loss,
@@ -161,6 +169,9 @@ void StepRecorder::summarize(const RankMemory& mem, bool scaler) {
   r.steps = rows_;
   r.evals = evals_;
   r.world_size = world_;
+  r.params = params_;
+  r.telemetry = telemetry_;
+  r.moe_layers = moe_layers_, r.moe_experts = moe_experts_;
   r.environment["rank_hosts"] = join(hosts_, ",");
   r.summary = {{"stragglers", list}, {"rank_compute_median_s", medians}};
   if (!ratios.empty()) r.summary["rank_compute_ratio"] = ratios;

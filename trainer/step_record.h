@@ -45,10 +45,14 @@ class StepRecorder {
   /// Every rank's step time, compute (forward + backward) time and run-queue wait (the
   /// seconds its stepping thread was ready but waited for a CPU; NaN where unknown) of the
   /// step just taken.
-  void rank_times(std::vector<double> step_s, std::vector<double> compute_s, std::vector<double> waited_s);
-  /// The step's metrics and, when one was taken, its checksum row. `r0` is when recording
-  /// began (before the checksum): the record_time_s of `s`. Prints the log line.
-  void step(StepMetrics s, std::optional<ChecksumRow> row, Clock::time_point r0, bool root);
+  /// `grad_norms`: each rank's own gradient norm before the reduction (/ranks/grad_norm).
+  void rank_times(std::vector<double> step_s, std::vector<double> compute_s, std::vector<double> waited_s,
+                  std::vector<double> grad_norms);
+  /// The step's metrics and, when they were taken, its checksum row and its gradient
+  /// telemetry (grad_telemetry.h). `r0` is when recording began (before the checksum): the
+  /// record_time_s of `s`. Prints the log line.
+  void step(StepMetrics s, std::optional<ChecksumRow> row, std::optional<TelemetryRow> telemetry, Clock::time_point r0,
+            bool root);
 
   /// A held-out evaluation after a step: kept, recorded and logged (rank 0's `root`).
   void eval(const EvalRow& e, bool root);
@@ -83,6 +87,10 @@ class StepRecorder {
   std::vector<std::vector<double>> rank_times_;     // [step][rank]
   std::vector<std::vector<double>> compute_times_;  // [step][rank]: forward+backward only, for stragglers
   std::vector<std::vector<double>> waited_;         // [step][rank]: run-queue wait, for shared cores
+  std::vector<double> rank_grad_norms_;             // this step's, each rank's own gradient norm
+  std::vector<TelemetryRow> telemetry_;             // the rows taken so far, for the health flags
+  std::vector<ParamInfo> params_;                   // the header's, for the health flags
+  int64_t moe_layers_ = 0, moe_experts_ = 0;        // the header's
   Clock::time_point last_flush_ = Clock::now();
 };
 

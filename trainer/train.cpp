@@ -27,7 +27,8 @@
 #include "evaluation.h"           // evaluate
 #include "faults.h"               // FaultInjector
 #include "flat_params.h"          // FlatParams
-#include "gradient_reduction.h"   // reduce_gradients
+#include "grad_telemetry.h"       // tensor_grad_norms, telemetry_reason
+#include "gradient_reduction.h"   // reduce_gradients, local_sum_of_squares
 #include "leaf_plan.h"            // LeafPlan
 #include "memory_meter.h"         // TensorMemoryMeter
 #include "micro_batches.h"        // MicroBatchPasses
@@ -135,7 +136,9 @@ class Trainer {
   std::unique_ptr<Sampler> sampler_;
   std::string nonfinite_at_;  ///< where this step went non-finite (locate_nonfinite); "" when it did not
   std::unique_ptr<Prefetcher> prefetch_;
-  RunQueueClock run_queue_;  // this (the stepping) thread's wait for a CPU: shared cores
+  RoutedTokens routing_;                   // the model's routing shape (MoE; 0 x 0 otherwise)
+  std::optional<TelemetryRow> telemetry_;  // this step's gradient telemetry, when it takes a row
+  RunQueueClock run_queue_;                // this (the stepping) thread's wait for a CPU: shared cores
   StepRecorder rec_;
 };
 
@@ -190,6 +193,11 @@ RunStatus Trainer::run() {
   for (size_t i = 0; i < flat_.handles.size(); ++i)
     flat_.handles[i].register_hook(
         [this, i](const torch::Tensor&) { grad_flags_and_targets_[i] = 1, leaves_.autograd_grads[i] = 1; });
+  routing_ = model_->model().take_routed_tokens();  // its shape; the counts start at 0
+  if (routing_.counts.size() != size_t(std::max<int64_t>(0, routing_.layers) * std::max<int64_t>(0, routing_.experts)))
+    throw std::runtime_error("model '" + cfg_.model.kind + "': take_routed_tokens gave " +
+                             std::to_string(routing_.counts.size()) + " counts for " + std::to_string(routing_.layers) +
+                             " layers x " + std::to_string(routing_.experts) + " experts");
   passes_ = std::make_unique<MicroBatchPasses>(cfg_, rank_, *model_, flat_, leaves_, faults_.get(), scaler_.enabled);
 
   // From the first collective on, a rank that waits dist.timeout_s for its peers ends the
@@ -262,7 +270,9 @@ RunStatus Trainer::run() {
       // appends themselves only buffer in memory).
       const auto r0 = Clock::now();
       const float* params = flat_.params.defined() ? flat_.params.data_ptr<float>() : nullptr;
-      rec_.step(s, checksum_if_due(step, cfg_, comm_, params, flat_.table, zero_), r0, is_root());
+      rec_.step(s, checksum_if_due(step, cfg_, comm_, params, flat_.table, zero_), std::move(telemetry_), r0,
+                is_root());
+      telemetry_.reset();
       if (status == RunStatus::diverged) break;
       // Before the checkpoint, which carries the evaluations so far.
       if (eval_source_ &&
@@ -315,6 +325,7 @@ void Trainer::open_record(const std::vector<std::pair<std::string, std::string>>
   facts.leaves = &leaves_;
   facts.params = &flat_.table;
   facts.layout = &zero_.layout;
+  facts.moe_layers = routing_.layers, facts.moe_experts = routing_.experts;
   const RecordHeader header = record_header(facts);
   std::filesystem::create_directories(opt_.out_dir);
   rec_.open(opt_.out_dir + "/record.h5", header);
@@ -348,8 +359,10 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   std::vector<double> leaf_losses(static_cast<size_t>(leaves_.leaves_per_step));
   const double scale_used = scaler_.scale;
   const auto c0 = Clock::now();
-  if (faults_) faults_->compute();  // test-only: a slow device or host
+  if (faults_) faults_->compute();       // test-only: a slow device or host
+  model_->model().take_routed_tokens();  // what anything but this step's micro-batches routed (evaluation)
   grad_flags_and_targets_.back() = passes_->compute(step, *prefetch_, local_losses, scale_used, tokens);
+  RoutedTokens routed = model_->model().take_routed_tokens();
   const double compute_s = seconds_since(c0);
 
   // Parameters no micro-batch on any rank reached, and the step's target count (one
@@ -359,6 +372,7 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   check_unused_params(step, s);
 
   comm_.allgather(local_losses.data(), local_losses.size() * sizeof(double), leaf_losses.data());
+  const double local_sumsq = local_sum_of_squares(leaves_, grads, n);  // this rank's own, before the reduction
   reduce_gradients(comm_, cfg_, leaves_, zero_, grads, n);
   if (faults_) faults_->gradient(step, grads, zero_.shard_begin, zero_.shard_size);  // test-only: a non-finite gradient
 
@@ -402,6 +416,19 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   if (sumsq < 0) sumsq = stage >= 2 ? shard_sum_of_squares(comm_, g, zero_.layout) : sum_of_squares(g, gn);
   s.grad_norm = std::sqrt(sumsq);
   s.clip_coef = clip_coefficient(s.grad_norm, cfg_.train.clip_norm);
+  // Gradient telemetry on the steps that take it; every rank decides alike (the loss, and
+  // the norm where the reduction gives every rank the same bits, are the same everywhere).
+  const std::string why = telemetry_reason(s, rec_.rows(), cfg_.train.telemetry_every, cfg_.train.steps,
+                                           !cfg_.native_reduction() || stage >= 2, finite || scaler_.enabled);
+  if (!why.empty()) {
+    TelemetryRow t{
+        step, why, tensor_grad_norms(comm_, g, stage >= 2 ? zero_.shard_begin : 0, gn, flat_.table, stage >= 2), {}};
+    if (!routed.counts.empty()) {
+      comm_.allreduce_sum_i64(routed.counts.data(), routed.counts.size());
+      t.routed_tokens = std::move(routed.counts);
+    }
+    telemetry_ = std::move(t);
+  }
   if (!finite || !std::isfinite(s.loss)) {
     s.skipped = 1;  // fp16: overflow, back the scale off; otherwise the run has diverged
   } else {
@@ -413,14 +440,16 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   if (faults_ && flat_.params.defined())  // test-only: one bit of one replica
     faults_->parameters(step, flat_.params.data_ptr<float>(), flat_.n);
   zero_.release_params(flat_);
-  const double mine[3] = {seconds_since(t0), compute_s, run_queue_.wait_s() - waited0};
-  std::vector<double> all(3 * static_cast<size_t>(world_)), times, compute, waited;
+  // This rank's own gradient norm on the scale of grad_norm (per target, unscaled).
+  const double local_norm = std::sqrt(local_sumsq) * per_target / scale_used;
+  const double mine[4] = {seconds_since(t0), compute_s, run_queue_.wait_s() - waited0, local_norm};
+  std::vector<double> all(4 * static_cast<size_t>(world_)), times, compute, waited, norms;
   comm_.allgather(mine, sizeof mine, all.data());
-  for (size_t r = 0; r < all.size(); r += 3)
-    times.push_back(all[r]), compute.push_back(all[r + 1]), waited.push_back(all[r + 2]);
+  for (size_t r = 0; r < all.size(); r += 4)
+    times.push_back(all[r]), compute.push_back(all[r + 1]), waited.push_back(all[r + 2]), norms.push_back(all[r + 3]);
   s.step_time_s = *std::max_element(times.begin(), times.end());  // the step ends with its slowest rank
   s.tokens_per_s = s.step_time_s > 0 ? double(tokens) / s.step_time_s : 0;
-  rec_.rank_times(std::move(times), std::move(compute), std::move(waited));
+  rec_.rank_times(std::move(times), std::move(compute), std::move(waited), std::move(norms));
 }
 
 RankMemory Trainer::measure_memory() {

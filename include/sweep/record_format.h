@@ -59,6 +59,22 @@ struct ChecksumRow {
   std::vector<uint64_t> tensors;  ///< one hash per ParamInfo, same order
 };
 
+/// Gradient telemetry of one step (/telemetry, schema version 5). sweep's trainer takes a
+/// row every train.telemetry_every steps, at the last step, and at any step whose loss or
+/// gradient norm spiked or went non-finite; a program's own C++ writer may append rows too.
+struct TelemetryRow {
+  int64_t step = 0;  ///< the step whose gradient was measured
+  /// Why the row was taken: "every", "last", "spike", "nonfinite", comma-separated when several.
+  std::string why;
+  /// One per ParamInfo, same order: the L2 norm of the tensor's gradient as the optimizer
+  /// reads it (reduced over the global batch, unscaled, before clipping).
+  std::vector<double> tensor_grad_norm;
+  /// Mixture-of-experts models: tokens the router sent to each expert of each MoE layer in
+  /// the step's global batch, layer-major (layers x experts, see RecordHeader::moe_layers
+  /// and moe_experts); empty for a model without routing.
+  std::vector<int64_t> routed_tokens;
+};
+
 struct Record;
 
 /// The /summary health attributes ("health", "health.<flag>") to store for a finished
@@ -76,6 +92,9 @@ struct RecordHeader {
   std::vector<ParamInfo> params;
   int64_t world_size = 1;  ///< ranks; columns of /ranks datasets
   bool eval = false;       ///< the run evaluates held-out data: the record gets /eval
+  /// A mixture-of-experts model's routing layers and experts per layer: the shape of
+  /// TelemetryRow::routed_tokens (0 x 0 without routing).
+  int64_t moe_layers = 0, moe_experts = 0;
   /// > 0: append_step flushes the rows to disk when this many seconds passed since the
   /// last flush (and at the first step), so `sweep status` follows a program that never
   /// calls flush(). 0: only flush() and finish() do (sweep-train flushes on its own).
@@ -122,6 +141,12 @@ class RecordWriter {
   void append_eval(const EvalRow& e, const ExtraMetrics& extra = {});
   /// Step time of every rank for one step (world_size values).
   void append_rank_times(const std::vector<double>& seconds);
+  /// Each rank's own gradient norm for one step (world_size values): /ranks/grad_norm, a
+  /// row per /metrics row from the first call on (rows before it hold NaN). Version 5.
+  void append_rank_grad_norms(const std::vector<double>& norms);
+  /// One row of gradient telemetry (/telemetry, version 5); rows come in step order, with
+  /// one norm per parameter tensor and, for an MoE header, layers x experts token counts.
+  void append_telemetry(const TelemetryRow& row);
   /// Per-rank memory; written once, any time before finish().
   void set_memory(const RankMemory& m);
   /// A run-level fact for /summary (e.g. "comm.canonical_busbw_GBps"); written at flush.

@@ -72,6 +72,13 @@ struct LossSum {
   torch::Tensor per_leaf;
 };
 
+/// A mixture-of-experts model's routing: tokens sent to each expert of each routing layer,
+/// layer-major (layers x experts counts).
+struct RoutedTokens {
+  int64_t layers = 0, experts = 0;
+  std::vector<int64_t> counts;
+};
+
 /// A model in the loop. Its module's parameters, in registration order (named_parameters),
 /// become the flat fp32 buffer that reduction, optimizer, checksums and checkpoints see;
 /// they must all be registered in the constructor and never replaced.
@@ -86,6 +93,13 @@ class Model {
   /// with train.leaf then makes one forward and backward per micro-batch; otherwise one
   /// per leaf (the same bits for any micro-batch size either way).
   virtual bool leaf_aware() const { return false; }
+  /// A mixture-of-experts model: the tokens its routers sent to each expert since the last
+  /// call, and its shape (the same on every call, with zero counts before any forward).
+  /// The trainer takes them after each step's micro-batches, sums them over the ranks and
+  /// records them with the gradient telemetry (/telemetry/routed_tokens, from which the
+  /// report shows each layer's load and routing entropy). A model that does not route
+  /// returns {} (the default).
+  virtual RoutedTokens take_routed_tokens() { return {}; }
 };
 
 /// Sequences a program supplies itself, for runs that say `data.kind: program` (otherwise
@@ -131,12 +145,24 @@ class ModuleModel : public Model {
       return false;
     }
   }
+  /// M's own `RoutedTokens take_routed_tokens()`, when it has one.
+  RoutedTokens take_routed_tokens() override {
+    if constexpr (HasRoutedTokens<M>::value) {
+      return m_->take_routed_tokens();
+    } else {
+      return {};
+    }
+  }
 
  private:
   template <class T, class = void>
   struct HasLeafAware : std::false_type {};
   template <class T>
   struct HasLeafAware<T, std::void_t<decltype(std::declval<const T&>().leaf_aware())>> : std::true_type {};
+  template <class T, class = void>
+  struct HasRoutedTokens : std::false_type {};
+  template <class T>
+  struct HasRoutedTokens<T, std::void_t<decltype(std::declval<T&>().take_routed_tokens())>> : std::true_type {};
   std::shared_ptr<M> m_;
 };
 

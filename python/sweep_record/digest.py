@@ -108,6 +108,18 @@ def _digest_of_file(f):
             extra = f[group]["extra"]
             for name in sorted(extra.keys(), key=lambda n: n.encode("utf-8")):
                 d.nums("%s/extra/%s" % (group, name), extra[name][:], "<f8")
+    # Version 5: each rank's own gradient norm, then the gradient telemetry.
+    if "grad_norm" in ranks:
+        d.nums("ranks/grad_norm", ranks["grad_norm"][:], "<f8")
+    if "telemetry" in f:
+        tm = f["telemetry"]
+        d.nums("telemetry/step", tm["step"][:], "<i8")
+        d.strs("telemetry/why", tm["why"][:])
+        norms = tm["tensor_grad_norm"][:] if len(f["params/name"]) else np.zeros(0, dtype="<f8")
+        d.nums("telemetry/tensor_grad_norm", norms, "<f8")
+        if "moe_shape" in tm:
+            d.nums("telemetry/moe_shape", tm["moe_shape"][:], "<i8")
+            d.nums("telemetry/routed_tokens", tm["routed_tokens"][:], "<i8")
     return d.text()
 
 

@@ -42,6 +42,8 @@ __all__ = [
 #: a program's own figure is recorded: /metrics/extra, /eval/extra).
 SCHEMA_VERSION = 3
 EXTRA_SCHEMA_VERSION = 4
+#: ... and from its first row of gradient telemetry (/ranks/grad_norm, /telemetry).
+TELEMETRY_SCHEMA_VERSION = 5
 PARTIAL_SUFFIX = ".partial"
 LOCK_NAME = "run.lock"
 
@@ -259,7 +261,7 @@ class RecordWriter:
     """
 
     def __init__(self, path, run_id=None, config_yaml="", config=(), environment=None, params=(),
-                 sweep_id="", world_size=1):
+                 sweep_id="", world_size=1, moe_shape=None):
         path = os.fspath(path)
         if not path.endswith(".h5"):
             path = os.path.join(path, "record.h5")
@@ -306,6 +308,13 @@ class RecordWriter:
         if world_size < 1:
             raise ValueError(f"world_size {world_size}: expected at least 1")
         self.run_id, self.world_size, self.n_tensors = run_id, world_size, len(names)
+        moe_shape = tuple(int(x) for x in moe_shape) if moe_shape else ()
+        if moe_shape and (len(moe_shape) != 2 or min(moe_shape) < 1):
+            raise ValueError(f"moe_shape {moe_shape}: expected (layers, experts), both at least 1")
+        self.moe_shape = moe_shape
+        self._rank_norms = self._telemetry = None  # version 5, created with their first row
+        self._rank_norm_rows = 0
+        self._last_telemetry_step = None
         self._last_step = 0
         self._memory_set = False
 
@@ -536,6 +545,65 @@ class RecordWriter:
                 raise RecordError(f"{self.partial}: {len(seconds)} rank step times for a world of {self.world_size}")
             self._rank_times.pending.append(seconds)
 
+    def append_rank_grad_norms(self, norms):
+        """Each rank's own gradient norm at the step appended last (world_size values, e.g.
+        the norm of a DDP rank's gradient before its all-reduce): /ranks/grad_norm. Steps
+        that gave none read NaN. Makes the record version 5."""
+        norms = [float(x) for x in norms]
+        with self._mu:
+            self._check_open()
+            if len(norms) != self.world_size:
+                raise RecordError(f"{self.partial}: {len(norms)} rank gradient norms for a world of {self.world_size}")
+            steps = self._steps
+            if self._rank_norm_rows >= steps:
+                raise RecordError(f"{self.partial}: rank gradient norms for a step with no /metrics row "
+                                  "(append the step first)")
+            if self._rank_norms is None:
+                self._rank_norms = _Column(self._ranks, "grad_norm", "<f8", cols=self.world_size)
+                self._file.attrs.create("schema_version", TELEMETRY_SCHEMA_VERSION, dtype=np.dtype("<i8"))
+            while self._rank_norm_rows + 1 < steps:
+                self._rank_norms.pending.append([float("nan")] * self.world_size)
+                self._rank_norm_rows += 1
+            self._rank_norms.pending.append(norms)
+            self._rank_norm_rows += 1
+
+    def append_telemetry(self, step, why, tensor_grad_norm, routed_tokens=None):
+        """One row of gradient telemetry (/telemetry): the step, why it was taken ("every",
+        "spike", ...), each parameter tensor's gradient norm in /params order and, for a
+        writer given moe_shape, the tokens each layer's router sent to each expert (layers x
+        experts, layer-major). Rows come in step order, one per step. Version 5."""
+        _check_text("telemetry why", why)
+        norms = [float(x) for x in tensor_grad_norm]
+        routed = [int(x) for x in (routed_tokens or [])]
+        with self._mu:
+            self._check_open()
+            if len(norms) != self.n_tensors:
+                raise RecordError(f"{self.partial}: a telemetry row with {len(norms)} tensor gradient norms; "
+                                  f"the parameter table has {self.n_tensors}")
+            want = self.moe_shape[0] * self.moe_shape[1] if self.moe_shape else 0
+            if len(routed) != want:
+                raise RecordError(f"{self.partial}: a telemetry row with {len(routed)} routed-token counts; "
+                                  f"the writer's moe_shape says {want}")
+            if self._last_telemetry_step is not None and int(step) <= self._last_telemetry_step:
+                raise RecordError(f"{self.partial}: a telemetry row for step {int(step)} after one for step "
+                                  f"{self._last_telemetry_step}; rows are recorded in step order, once per step")
+            if self._telemetry is None:
+                g = self._file.create_group("telemetry")
+                self._telemetry = {"step": _Column(g, "step", "<i8"), "why": _Column(g, "why", _STR)}
+                if self.n_tensors:
+                    self._telemetry["tensor_grad_norm"] = _Column(g, "tensor_grad_norm", "<f8", cols=self.n_tensors)
+                if self.moe_shape:
+                    g.create_dataset("moe_shape", data=np.array(self.moe_shape, dtype="<i8"), dtype="<i8")
+                    self._telemetry["routed_tokens"] = _Column(g, "routed_tokens", "<i8", cols=want)
+                self._file.attrs.create("schema_version", TELEMETRY_SCHEMA_VERSION, dtype=np.dtype("<i8"))
+            self._last_telemetry_step = int(step)
+            self._telemetry["step"].pending.append(int(step))
+            self._telemetry["why"].pending.append(why)
+            if self.n_tensors:
+                self._telemetry["tensor_grad_norm"].pending.append(norms)
+            if self.moe_shape:
+                self._telemetry["routed_tokens"].pending.append(routed)
+
     def set_memory(self, params, grads, optimizer, step_peak=None, peak_rss=None):
         """Per-rank bytes (one value per rank): held between steps (params, grads,
         optimizer state), the step's peak and the peak resident set; -1 where not
@@ -578,6 +646,8 @@ class RecordWriter:
         if self._ck_tensors is not None:
             self._ck_tensors.flush()
         for c in list((self._eval or {}).values()) + list(self._step_extra.values()) + list(self._eval_extra.values()):
+            c.flush()
+        for c in ([self._rank_norms] if self._rank_norms else []) + list((self._telemetry or {}).values()):
             c.flush()
         self._file.flush()
 

@@ -98,6 +98,65 @@ void loss_rose(const Record& r, std::vector<HealthFlag>& out) {
                                     " over the first " + std::to_string(k) + "."});
 }
 
+}  // namespace
+
+SpikeTest spike_test(const std::vector<double>& before, double value) {
+  SpikeTest t;
+  if (!std::isfinite(value)) return t;
+  std::vector<double> window;
+  for (size_t i = before.size() > kSpikeWindow ? before.size() - kSpikeWindow : 0; i < before.size(); ++i)
+    if (std::isfinite(before[i])) window.push_back(before[i]);
+  if (window.size() < kSpikeMinHistory) return t;
+  t.median = median(window);
+  std::vector<double> dev;
+  dev.reserve(window.size());
+  for (double x : window) dev.push_back(std::fabs(x - t.median));
+  const double sigma = 1.4826 * median(dev);
+  t.rise = value - t.median;
+  t.sigmas = sigma > 0 ? t.rise / sigma : INFINITY;
+  t.spike = t.rise > kSpikeSigmas * sigma && t.rise > kSpikeRise * std::fabs(t.median);
+  return t;
+}
+
+std::string spike_leading_tensors(const Record& r, int64_t step, size_t most) {
+  const auto at =
+      std::find_if(r.telemetry.begin(), r.telemetry.end(), [step](const TelemetryRow& t) { return t.step == step; });
+  if (at == r.telemetry.end() || at->tensor_grad_norm.size() != r.params.size() || r.params.empty()) return "";
+  // Each tensor's norm over its median in the rows before (the last kSpikeWindow); with no
+  // row before, the largest norms themselves.
+  const auto from = at - std::min<std::ptrdiff_t>(at - r.telemetry.begin(), std::ptrdiff_t(kSpikeWindow));
+  std::vector<std::pair<double, size_t>> score;  // (ratio or norm, tensor)
+  for (size_t i = 0; i < r.params.size(); ++i) {
+    const double now = at->tensor_grad_norm[i];
+    std::vector<double> before;
+    for (auto it = from; it != at; ++it)
+      if (std::isfinite(it->tensor_grad_norm[i])) before.push_back(it->tensor_grad_norm[i]);
+    const double m = before.empty() ? 0 : median(before);
+    score.emplace_back(!std::isfinite(now) ? INFINITY
+                       : before.empty()    ? now
+                       : m > 0             ? now / m
+                       : now > 0           ? INFINITY
+                                           : 0,
+                       i);
+  }
+  std::stable_sort(score.begin(), score.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  const bool ratios = from != at;
+  std::string out = ratios
+                        ? "against their median over the " + std::to_string(at - from) + " telemetry rows before it: "
+                        : "with no telemetry row before it, the largest: ";
+  for (size_t k = 0; k < score.size() && k < most; ++k) {
+    const auto [v, i] = score[k];
+    const std::string what = !std::isfinite(at->tensor_grad_norm[i]) ? "non-finite"
+                             : !ratios                               ? "norm " + g4(v)
+                             : std::isfinite(v)                      ? g4(v) + "x"
+                                                                     : "from 0";
+    out += (k ? ", " : "") + r.params[i].name + " (" + what + ")";
+  }
+  return out;
+}
+
+namespace {
+
 // Steps whose loss jumped above the running median of the losses before them (kSpikeWindow,
 // kSpikeSigmas, kSpikeRise): the first, with its size, then how many and the largest.
 void loss_spike(const Record& r, std::vector<HealthFlag>& out) {
@@ -108,20 +167,13 @@ void loss_spike(const Record& r, std::vector<HealthFlag>& out) {
   std::vector<double> window;  // the finite losses before this step, at most kSpikeWindow
   size_t spikes = 0;
   Spike first, worst;
+  size_t first_history = 0;  // finite losses before the first spike, at most kSpikeWindow
   for (const auto& s : r.steps) {
     if (!std::isfinite(s.loss)) continue;
-    if (window.size() >= kSpikeMinHistory) {
-      const double m = median(window);
-      std::vector<double> dev;
-      dev.reserve(window.size());
-      for (double x : window) dev.push_back(std::fabs(x - m));
-      const double sigma = 1.4826 * median(dev);
-      const double rise = s.loss - m;
-      if (rise > kSpikeSigmas * sigma && rise > kSpikeRise * std::fabs(m)) {
-        const Spike here{s.step, s.loss, m, rise / std::fabs(m), sigma > 0 ? rise / sigma : INFINITY};
-        if (spikes++ == 0) first = here;
-        if (here.rise > worst.rise) worst = here;
-      }
+    if (const SpikeTest t = spike_test(window, s.loss); t.spike) {
+      const Spike here{s.step, s.loss, t.median, t.rise / std::fabs(t.median), t.sigmas};
+      if (spikes++ == 0) first = here, first_history = window.size();
+      if (here.rise > worst.rise) worst = here;
     }
     window.push_back(s.loss);
     if (window.size() > kSpikeWindow) window.erase(window.begin());
@@ -133,10 +185,12 @@ void loss_spike(const Record& r, std::vector<HealthFlag>& out) {
     return std::string(buf);
   };
   std::string d = "the loss spiked at step " + std::to_string(first.step) + ": " + g4(first.loss) +
-                  " against a median of " + g4(first.median) + " over the " + std::to_string(kSpikeWindow) +
+                  " against a median of " + g4(first.median) + " over the " + std::to_string(first_history) +
                   " finite losses before it (" + percent_rise(first.rise) + ", " +
                   (std::isfinite(first.sigmas) ? g4(first.sigmas) : std::string("infinitely many")) +
                   " robust standard deviations)";
+  if (const std::string lead = spike_leading_tensors(r, first.step); !lead.empty())
+    d += "; the gradient norms that rose most at that step, " + lead;
   if (spikes > 1)
     d += "; " + std::to_string(spikes) +
          " steps in all were that far above their running median, the largest at step " + std::to_string(worst.step) +

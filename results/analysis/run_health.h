@@ -52,6 +52,23 @@ inline constexpr size_t kSpikeWindow = 20;
 inline constexpr size_t kSpikeMinHistory = 10;
 inline constexpr double kSpikeSigmas = 6;
 inline constexpr double kSpikeRise = 0.2;
+/// The loss_spike rule for one value against the values before it (their last
+/// kSpikeWindow finite ones). The trainer applies it to each step's loss and gradient norm
+/// as the step ends, to take that step's gradient telemetry.
+struct SpikeTest {
+  bool spike = false;
+  double median = 0;  ///< of the window
+  double rise = 0;    ///< value - median
+  double sigmas = 0;  ///< rise in robust standard deviations (infinite when they are 0)
+};
+SpikeTest spike_test(const std::vector<double>& before, double value);
+
+/// The `most` parameter tensors whose gradient norm rose most at `step` against their
+/// median over the record's telemetry rows before it, in words ("against their median
+/// over the 4 telemetry rows before it: layer1.attn_wo (12.1x), ..."; the largest norms
+/// when no row comes before), or "" when the record has no telemetry row at that step.
+/// The loss_spike flag names them.
+std::string spike_leading_tensors(const Record& r, int64_t step, size_t most = 3);
 inline constexpr size_t kEvalRisingMinEvals = 3;
 inline constexpr double kEvalRisingMargin = 0.01;
 /// throughput_outlier: tokens/s median below this share of the median over the sweep's runs

@@ -236,6 +236,46 @@ class Column {
   std::vector<T> pending_;
 };
 
+/// An extendable 1-D dataset of variable-length UTF-8 strings, with Column's interface.
+class StrColumn {
+ public:
+  StrColumn(hid_t parent, const char* name) {
+    hsize_t dims = 0, maxdims = H5S_UNLIMITED, chunk = 256;
+    H5 space(H5Screate_simple(1, &dims, &maxdims), H5Sclose);
+    H5 plist(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    H5Pset_chunk(plist.get(), 1, &chunk);
+    H5 t = str_type();
+    d_ = H5(H5Dcreate2(parent, name, t.get(), space.get(), H5P_DEFAULT, plist.get(), H5P_DEFAULT), H5Dclose);
+  }
+  /// The chunks the pending strings' pointers touch plus the strings themselves (HDF5's
+  /// global heap), generously.
+  size_t write_bound() const {
+    size_t bytes = 0;
+    for (const auto& v : pending_) bytes += v.size() + 64;
+    return pending_.empty() ? 0 : bytes + 256 * 16;
+  }
+  void push(std::string v) { pending_.push_back(std::move(v)); }
+  void flush() {
+    if (pending_.empty()) return;
+    hsize_t add = pending_.size(), new_dims = rows_ + add;
+    H5Dset_extent(d_.get(), &new_dims);
+    H5 fspace(H5Dget_space(d_.get()), H5Sclose);
+    H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, &rows_, nullptr, &add, nullptr);
+    H5 mspace(H5Screate_simple(1, &add, nullptr), H5Sclose);
+    std::vector<const char*> ptrs;
+    for (const auto& v : pending_) ptrs.push_back(v.c_str());
+    H5 t = str_type();
+    H5Dwrite(d_.get(), t.get(), mspace.get(), fspace.get(), H5P_DEFAULT, ptrs.data());
+    rows_ += add;
+    pending_.clear();
+  }
+
+ private:
+  H5 d_;
+  hsize_t rows_ = 0;
+  std::vector<std::string> pending_;
+};
+
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s;
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? "x" : "") + std::to_string(shape[i]);
@@ -297,6 +337,15 @@ struct RecordWriter::Impl {
                   size_t rows, const ExtraMetrics& extra);
   H5 ranks, summary;
   size_t n_tensors = 0, world = 1;
+  // Version 5, created with their first row: each rank's gradient norm (/ranks/grad_norm,
+  // `rank_norm_rows` rows so far) and the gradient telemetry (/telemetry).
+  std::unique_ptr<Column<double>> rank_norms;
+  size_t rank_norm_rows = 0;
+  H5 telemetry;
+  std::unique_ptr<Column<int64_t>> tm_step, tm_routed;
+  std::unique_ptr<StrColumn> tm_why;
+  std::unique_ptr<Column<double>> tm_norms;
+  int64_t moe_layers = 0, moe_experts = 0, last_telemetry_step = -1;
   bool finished = false;  // completed, or abandoned: no further writes
   // The trainer's watchdog thread may abandon the record while the main thread writes it.
   std::mutex mu;
@@ -385,6 +434,10 @@ RecordWriter::RecordWriter(const std::string& path, const RecordHeader& h) : imp
   m.ck_step = std::make_unique<Column<int64_t>>(m.checksums.get(), "step");
   m.ck_params = std::make_unique<Column<uint64_t>>(m.checksums.get(), "params");
   if (m.n_tensors) m.ck_tensors = std::make_unique<Column<uint64_t>>(m.checksums.get(), "tensors", m.n_tensors);
+  if (h.moe_layers < 0 || h.moe_experts < 0 || (h.moe_layers == 0) != (h.moe_experts == 0))
+    throw RecordError(m.partial + ": an MoE header needs both moe_layers and moe_experts (or neither), got " +
+                      std::to_string(h.moe_layers) + " x " + std::to_string(h.moe_experts));
+  m.moe_layers = h.moe_layers, m.moe_experts = h.moe_experts;
   m.world = size_t(std::max<int64_t>(1, h.world_size));
   write_i64_attr(f, "world_size", int64_t(m.world));
   m.ranks = H5(H5Gcreate2(f, "ranks", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
@@ -506,6 +559,59 @@ void RecordWriter::append_rank_times(const std::vector<double>& seconds) {
   m.rank_times->push_row(seconds);
 }
 
+void RecordWriter::append_rank_grad_norms(const std::vector<double>& norms) {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
+  if (m.finished) return;  // abandoned (maybe from the watchdog thread): nothing more is written
+  if (norms.size() != m.world)
+    throw RecordError(m.partial + ": " + std::to_string(norms.size()) + " rank gradient norms for a world of " +
+                      std::to_string(m.world));
+  if (m.rank_norm_rows >= m.steps)
+    throw RecordError(m.partial + ": rank gradient norms for a step with no /metrics row (append the step first)");
+  if (!m.rank_norms) {
+    m.rank_norms = std::make_unique<Column<double>>(m.ranks.get(), "grad_norm", m.world);
+    write_i64_attr(m.file.get(), "schema_version", 5);
+  }
+  const std::vector<double> unknown(m.world, NAN);  // steps that gave none
+  for (; m.rank_norm_rows + 1 < m.steps; ++m.rank_norm_rows) m.rank_norms->push_row(unknown);
+  m.rank_norms->push_row(norms);
+  ++m.rank_norm_rows;
+}
+
+void RecordWriter::append_telemetry(const TelemetryRow& row) {
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
+  if (m.finished) return;  // abandoned (maybe from the watchdog thread): nothing more is written
+  if (row.tensor_grad_norm.size() != m.n_tensors)
+    throw RecordError(m.partial + ": a telemetry row with " + std::to_string(row.tensor_grad_norm.size()) +
+                      " tensor gradient norms; the parameter table has " + std::to_string(m.n_tensors));
+  if (row.routed_tokens.size() != size_t(m.moe_layers * m.moe_experts))
+    throw RecordError(m.partial + ": a telemetry row with " + std::to_string(row.routed_tokens.size()) +
+                      " routed-token counts; the header says " + std::to_string(m.moe_layers) + " MoE layers x " +
+                      std::to_string(m.moe_experts) + " experts");
+  if (row.step <= m.last_telemetry_step)
+    throw RecordError(m.partial + ": a telemetry row for step " + std::to_string(row.step) + " after one for step " +
+                      std::to_string(m.last_telemetry_step) + "; rows are recorded in step order, once per step");
+  if (!m.telemetry) {
+    m.telemetry = H5(H5Gcreate2(m.file.get(), "telemetry", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+    if (!m.telemetry) throw RecordError(m.partial + ": cannot create /telemetry");
+    m.tm_step = std::make_unique<Column<int64_t>>(m.telemetry.get(), "step");
+    m.tm_why = std::make_unique<StrColumn>(m.telemetry.get(), "why");
+    if (m.n_tensors) m.tm_norms = std::make_unique<Column<double>>(m.telemetry.get(), "tensor_grad_norm", m.n_tensors);
+    if (m.moe_layers) {
+      write_fixed_list(m.telemetry.get(), "moe_shape", std::vector<int64_t>{m.moe_layers, m.moe_experts});
+      m.tm_routed =
+          std::make_unique<Column<int64_t>>(m.telemetry.get(), "routed_tokens", hsize_t(m.moe_layers * m.moe_experts));
+    }
+    write_i64_attr(m.file.get(), "schema_version", 5);
+  }
+  m.last_telemetry_step = row.step;
+  m.tm_step->push(row.step);
+  m.tm_why->push(row.why);
+  if (m.tm_norms) m.tm_norms->push_row(row.tensor_grad_norm);
+  if (m.tm_routed) m.tm_routed->push_row(row.routed_tokens);
+}
+
 void RecordWriter::set_memory(const RankMemory& mem) {
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mu);
@@ -542,6 +648,10 @@ void RecordWriter::Impl::each_column(F&& f) {
   if (m.eval) f(*m.ev_step), f(*m.ev_loss), f(*m.ev_tokens), f(*m.ev_time);
   for (auto& [name, col] : m.step_extra) f(*col);
   for (auto& [name, col] : m.eval_extra) f(*col);
+  if (m.rank_norms) f(*m.rank_norms);
+  if (m.tm_step) f(*m.tm_step), f(*m.tm_why);
+  if (m.tm_norms) f(*m.tm_norms);
+  if (m.tm_routed) f(*m.tm_routed);
 }
 
 void RecordWriter::Impl::flush() {
@@ -639,6 +749,8 @@ void RecordWriter::Impl::close_datasets() {
   m.ck_step.reset(), m.ck_params.reset(), m.ck_tensors.reset();
   m.ev_step.reset(), m.ev_loss.reset(), m.ev_tokens.reset(), m.ev_time.reset(), m.eval.reset();
   m.step_extra.clear(), m.eval_extra.clear(), m.step_extra_group.reset(), m.eval_extra_group.reset();
+  m.rank_norms.reset(), m.tm_step.reset(), m.tm_why.reset(), m.tm_norms.reset(), m.tm_routed.reset();
+  m.telemetry.reset();
 }
 
 /// After a failed write (a full disk) HDF5's handle of the file cannot be trusted to
@@ -953,6 +1065,42 @@ Record read_record_file(const std::string& path, std::string* digest) {
       d.nums(std::string(group) + "/extra/" + name, col);
       (*out)[name] = std::move(col);
     }
+  }
+  // Version 5: each rank's gradient norm, then the gradient telemetry; hashed only when
+  // present. A row of NaN stands for a step that gave no rank norms.
+  if (H5Lexists(ranks.get(), "grad_norm", H5P_DEFAULT) > 0) {
+    auto norms = read_list<double>(ranks.get(), "grad_norm", path);
+    if (norms.size() % w != 0 || norms.size() / w > r.steps.size())
+      throw RecordError(path + ": /ranks/grad_norm has " + std::to_string(norms.size()) + " values for " +
+                        std::to_string(w) + " ranks and " + std::to_string(r.steps.size()) +
+                        " steps; the record is damaged");
+    d.nums("ranks/grad_norm", norms);
+    for (size_t i = 0; i + w <= norms.size(); i += w)
+      r.rank_grad_norm.emplace_back(norms.begin() + i, norms.begin() + i + w);
+    r.rank_grad_norm.resize(r.steps.size(), std::vector<double>(w, NAN));
+  }
+  if (H5Lexists(f, "telemetry", H5P_DEFAULT) > 0) {
+    H5 tm = open_group(f, "telemetry", path);
+    auto step = read_list<int64_t>(tm.get(), "step", path);
+    auto why = read_str_list(tm.get(), "why", path);
+    std::vector<double> norms;
+    if (!r.params.empty()) norms = read_list<double>(tm.get(), "tensor_grad_norm", path);
+    std::vector<int64_t> shape, routed;
+    if (H5Lexists(tm.get(), "moe_shape", H5P_DEFAULT) > 0) {
+      shape = read_list<int64_t>(tm.get(), "moe_shape", path);
+      if (shape.size() != 2 || shape[0] < 1 || shape[1] < 1)
+        throw RecordError(path + ": /telemetry/moe_shape is not two positive counts; the record is damaged");
+      routed = read_list<int64_t>(tm.get(), "routed_tokens", path);
+      r.moe_layers = shape[0], r.moe_experts = shape[1];
+    }
+    const size_t nt = r.params.size(), nr = size_t(r.moe_layers * r.moe_experts);
+    if (why.size() != step.size() || norms.size() != step.size() * nt || routed.size() != step.size() * nr)
+      throw RecordError(path + ": the /telemetry datasets differ in length; the record is damaged");
+    d.nums("telemetry/step", step), d.strs("telemetry/why", why), d.nums("telemetry/tensor_grad_norm", norms);
+    if (!shape.empty()) d.nums("telemetry/moe_shape", shape), d.nums("telemetry/routed_tokens", routed);
+    for (size_t i = 0; i < step.size(); ++i)
+      r.telemetry.push_back({step[i], why[i], std::vector<double>(norms.begin() + i * nt, norms.begin() + (i + 1) * nt),
+                             std::vector<int64_t>(routed.begin() + i * nr, routed.begin() + (i + 1) * nr)});
   }
   *digest = d.text();
   return r;

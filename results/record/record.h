@@ -20,8 +20,10 @@ namespace sweep {
 /// root attribute `digest` (results/SCHEMA.md, "Integrity"); version 3 the optional
 /// group /eval (held-out loss) and the /summary attributes `health*`; version 4 the
 /// groups /metrics/extra and /eval/extra (a program's own figures; a record without them
-/// is written as version 3). Versions 1 and 2 are still read (version 1 unverified).
-inline constexpr int64_t kSchemaVersion = 4;
+/// is written as version 3); version 5 /ranks/grad_norm and /telemetry (gradient
+/// telemetry: written as version 5 once either has a row). Versions 1 and 2 are still read
+/// (version 1 unverified).
+inline constexpr int64_t kSchemaVersion = 5;
 
 /// A record read back.
 struct Record {
@@ -45,6 +47,11 @@ struct Record {
   std::vector<ParamInfo> params;
   int64_t world_size = 1;
   std::vector<std::vector<double>> rank_step_time_s;  ///< [step][rank]
+  /// /ranks/grad_norm: [step][rank] each rank's own gradient norm (NaN where a step gave
+  /// none); empty when the record has none (before version 5, or a writer that kept none).
+  std::vector<std::vector<double>> rank_grad_norm;
+  std::vector<TelemetryRow> telemetry;      ///< /telemetry rows, in step order (version 5)
+  int64_t moe_layers = 0, moe_experts = 0;  ///< the shape of TelemetryRow::routed_tokens
   RankMemory memory;
   std::map<std::string, std::string> summary;  ///< /summary attributes (self-tests, flags)
   std::string digest;                          ///< the `digest` attribute written at completion ("" in version 1)

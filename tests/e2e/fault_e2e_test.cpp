@@ -5,6 +5,7 @@
 // FaultE2E runs one process (label e2e); FaultMpi runs under mpiexec (label mpi).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <regex>
@@ -282,6 +283,59 @@ TEST_F(FaultMpi, ANonFiniteLossOrGradientIsNamedOnThreeRanksWithZero2MoeAndBf16)
   EXPECT_EQ(sweep::health_names(sweep::run_health(r)), "nonfinite_gradient");
   ASSERT_EQ(r.steps.size(), 6u);
   EXPECT_EQ(r.steps[3].skipped, 1);
+}
+
+// Gradient telemetry on three ranks with ZeRO 2, MoE and bf16: each tensor's gradient
+// norm and the routing have the bits of one rank; each rank's own norm is recorded; a
+// planted loss spike takes a row and its flag names the tensors that led it.
+TEST_F(FaultMpi, GradientTelemetryOnThreeRanksWithZero2MoeAndBf16HasTheBitsOfOneAndNamesASpikesTensors) {
+  std::string model = sweep_test::tiny_model();
+  model.insert(model.rfind('}'), ", moe: {experts: 4, top_k: 2}");
+  const std::string base = model + "train: {steps: 20, micro_batch: 2, lr: 3.0e-3, precision: bf16, telemetry_every: 5";
+  const std::string spike = "fault: {spike_step: 13}\n";
+  ASSERT_TRUE(train("one", base + ", accum: 6}\n" + spike).ok()) << log("one");
+  ASSERT_TRUE(train("three", base + ", accum: 2}\ndist: {world_size: 3, zero_stage: 2}\n" + spike, 3).ok())
+      << log("three");
+  const sweep::Record one = record("one"), three = record("three");
+  EXPECT_EQ(bit_difference(one, three), "");
+  EXPECT_EQ(three.schema_version, 5);
+  // Rows every 5 steps, at the last, and at the step whose loss jumped after the lr of 1.
+  std::string rows, rows3;  // "step:why ..."
+  for (const auto& t : one.telemetry) rows += std::to_string(t.step) + ":" + t.why + " ";
+  for (const auto& t : three.telemetry) rows3 += std::to_string(t.step) + ":" + t.why + " ";
+  // After the lr of 1 at step 13 the loss stays far above the median of the steps before.
+  EXPECT_EQ(rows, "5:every 10:every 14:spike 15:every,spike 16:spike 17:spike 18:spike 19:spike 20:every,last,spike ");
+  EXPECT_EQ(rows, rows3);
+  // Routing: every token of the global batch went to top_k experts in each layer.
+  ASSERT_EQ(three.moe_experts, 4);
+  for (const auto& t : three.telemetry) {
+    ASSERT_EQ(t.routed_tokens.size(), size_t(three.moe_layers * 4));
+    for (int64_t l = 0; l < three.moe_layers; ++l) {
+      int64_t sum = 0;
+      for (int64_t e = 0; e < 4; ++e) sum += t.routed_tokens[size_t(l * 4 + e)];
+      EXPECT_EQ(sum, 2 * three.steps[0].tokens) << "layer " << l << " at step " << t.step;
+    }
+  }
+  // Each rank's own gradient before the reduction: one rank's is the global norm; three
+  // ranks' are three other vectors' norms.
+  ASSERT_EQ(one.rank_grad_norm.size(), one.steps.size());
+  for (size_t i = 0; i < one.steps.size(); ++i)
+    EXPECT_TRUE(sweep_test::same_bits(one.rank_grad_norm[i][0], one.steps[i].grad_norm)) << "step " << i + 1;
+  ASSERT_EQ(three.rank_grad_norm.size(), three.steps.size());
+  for (const auto& row : three.rank_grad_norm) {
+    ASSERT_EQ(row.size(), 3u);
+    for (double x : row) EXPECT_TRUE(std::isfinite(x) && x > 0) << x;
+    EXPECT_NE(row[0], row[1]);
+  }
+  // The spike's flag names the tensors whose norms led it.
+  const auto flags = sweep::run_health(three);
+  const auto spiked = std::find_if(flags.begin(), flags.end(), [](const auto& f) { return f.name == "loss_spike"; });
+  ASSERT_NE(spiked, flags.end()) << sweep::health_names(flags);
+  EXPECT_CONTAINS(spiked->detail, "the loss spiked at step 14");
+  EXPECT_CONTAINS(spiked->detail, "over the 13 finite losses before it");
+  EXPECT_CONTAINS(spiked->detail,
+                  "; the gradient norms that rose most at that step, against their median over the 2 telemetry rows "
+                  "before it: layer");
 }
 
 }  // namespace

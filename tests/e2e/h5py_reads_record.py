@@ -130,6 +130,16 @@ def record_digest(f):
         if group in f and "extra" in f[group]:
             for name in sorted(f[group]["extra"].keys(), key=lambda n: n.encode()):
                 nums(group + "/extra/" + name, f[group]["extra"][name][:], np.float64)
+    if "grad_norm" in f["ranks"]:  # version 5: gradient telemetry
+        nums("ranks/grad_norm", f["ranks/grad_norm"][:].ravel(), np.float64)
+    if "telemetry" in f:
+        nums("telemetry/step", f["telemetry/step"][:], np.int64)
+        item("telemetry/why", b"".join(text(v) for v in f["telemetry/why"][:]))
+        norms = f["telemetry/tensor_grad_norm"][:].ravel() if len(f["params/name"]) else []
+        nums("telemetry/tensor_grad_norm", norms, np.float64)
+        if "moe_shape" in f["telemetry"]:
+            nums("telemetry/moe_shape", f["telemetry/moe_shape"][:], np.int64)
+            nums("telemetry/routed_tokens", f["telemetry/routed_tokens"][:].ravel(), np.int64)
     return "xxh64:%016x" % h.intdigest()
 
 
@@ -146,7 +156,7 @@ with tempfile.TemporaryDirectory() as tmp:
             failures.append(what)
 
     with h5py.File(os.path.join(out, "record.h5"), "r") as f:
-        expect(int(f.attrs["schema_version"]) == 3, "schema_version == 3")
+        expect(int(f.attrs["schema_version"]) == 5, "schema_version == 5 (gradient telemetry)")
         digest = record_digest(f)
         expect(as_text(f.attrs["digest"]) == digest,
                f"digest recomputed from SCHEMA.md's Integrity section ({digest}) equals the stored one")
@@ -159,6 +169,18 @@ with tempfile.TemporaryDirectory() as tmp:
         expect(list(steps) == list(range(1, 13)), "metrics/step is 1..12")
         expect(loss.dtype == np.float64 and loss.shape == (12,), "metrics/loss is float64, one per step")
         expect(bool(np.all(np.isfinite(loss[:]))), "losses are finite")
+        # Gradient telemetry: at step 10 (train.telemetry_every) and the last; each
+        # tensor's norm combines to the step's global norm; one rank's own is the global.
+        tm_steps = list(f["telemetry/step"][:])
+        expect(tm_steps == [10, 12], f"telemetry/step: 10 and the last, 12 ({tm_steps})")
+        expect([as_text(w) for w in f["telemetry/why"][:]] == ["every", "last"], "telemetry/why: every, last")
+        tn = f["telemetry/tensor_grad_norm"][:]
+        expect(tn.shape == (2, len(f["params/name"])), "telemetry/tensor_grad_norm: a norm per tensor per row")
+        gn = f["metrics/grad_norm"][:]
+        expect(abs(float(np.sqrt((tn[1] ** 2).sum())) - gn[11]) <= 1e-9 * gn[11],
+               "the tensors' norms at step 12 combine to metrics/grad_norm")
+        expect(f["ranks/grad_norm"].shape == (12, 1) and np.array_equal(f["ranks/grad_norm"][:, 0], gn),
+               "ranks/grad_norm: one rank's own norm is the global norm at every step")
         expect(list(f["eval/step"][:]) == [4, 8, 12], "eval/step: after steps 4, 8 and 12 (train.eval_every 4)")
         ev = f["eval/loss"][:]
         expect(bool(np.all(np.isfinite(ev))) and ev[-1] < ev[0], f"held-out loss is finite and falls ({ev})")

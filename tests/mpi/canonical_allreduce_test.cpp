@@ -16,9 +16,10 @@
 #include <random>
 #include <vector>
 
-#include "canonical_reduce.h"  // TreeAccumulator: the single-process reference
-#include "mpi_communicator.h"  // MpiCommunicator
-#include "optimizer.h"         // kNormBlock, sum_of_squares
+#include "canonical_reduce.h"   // TreeAccumulator: the single-process reference
+#include "mpi_communicator.h"   // MpiCommunicator
+#include "optimizer.h"          // kNormBlock, sum_of_squares
+#include "solo_communicator.h"  // SoloCommunicator
 
 namespace sweep {
 namespace {
@@ -222,6 +223,42 @@ TEST(ShardedSumOfSquares, BitIdenticalToSumOfSquares) {
   for (size_t k = blocks.size(); k-- > 0;) backward += blocks[k];
   EXPECT_EQ(bits_of(forward), bits_of(sum_of_squares(g.data(), g.size())));
   EXPECT_NE(bits_of(forward), bits_of(backward));
+}
+
+TEST(SliceSumsOfSquares, EachTensorsNormHasTheSameBitsHeldWholeOrSharded) {
+  Communicator& comm = *g_comm;
+  const size_t n = 7 * kNormBlock + 321;
+  // Tensors that start and end inside blocks, span several, fit in one, and one of 0.
+  const std::vector<Slice> slices = {{0, 10},
+                                     {10, kNormBlock - 10},
+                                     {kNormBlock, 3 * kNormBlock + 17},
+                                     {4 * kNormBlock + 17, 0},
+                                     {4 * kNormBlock + 17, n - 4 * kNormBlock - 17}};
+  std::vector<float> g = make_leaves(1, n, 9)[0];
+  SoloCommunicator solo;
+  const std::vector<double> whole = slice_sums_of_squares(solo, g.data(), 0, n, slices, false);
+  // The reference, piece by piece in flat order, with the plain sum of squares.
+  for (size_t t = 0; t < slices.size(); ++t) {
+    double expected = 0;
+    for (size_t a = slices[t].offset; a < slices[t].offset + slices[t].size;) {
+      const size_t b = std::min(slices[t].offset + slices[t].size, (a / kNormBlock + 1) * kNormBlock);
+      expected += sum_of_squares(g.data() + a, b - a);
+      a = b;
+    }
+    EXPECT_EQ(bits_of(whole[t]), bits_of(expected)) << "slice " << t;
+  }
+  // Sharded: this rank passes only its shard (the rest poisoned), and gets the same bits.
+  const ShardLayout layout = shard_layout(n, comm.size());
+  const size_t lo = layout.begin(comm.rank()), hi = layout.end(comm.rank());
+  std::vector<float> shard(g.begin() + std::ptrdiff_t(lo), g.begin() + std::ptrdiff_t(hi));
+  const std::vector<double> sharded = slice_sums_of_squares(comm, shard.data(), lo, hi - lo, slices, true);
+  ASSERT_EQ(sharded.size(), whole.size());
+  for (size_t t = 0; t < whole.size(); ++t) EXPECT_EQ(bits_of(sharded[t]), bits_of(whole[t])) << "slice " << t;
+  // Teeth: where the pieces are cut matters. The last slice blocked from its own start
+  // (as a rank summing "its" tensor would) gives other bits.
+  EXPECT_NE(bits_of(sum_of_squares(g.data() + slices[4].offset, slices[4].size)), bits_of(whole[4]));
+  // Held whole but asked for elements it does not hold: refused, not read.
+  EXPECT_THROW(slice_sums_of_squares(solo, g.data(), 0, 5, slices, false), std::invalid_argument);
 }
 
 TEST(NativeAllreduce, CloseToCanonical) {

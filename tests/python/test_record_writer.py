@@ -246,11 +246,15 @@ class ChecksumsMatchCpp(unittest.TestCase):
                                      world_size=int(f.attrs.get("world_size", 1))) as rec:
                     for i in range(len(m["step"])):
                         rec.append_step({k: v[i].item() for k, v in m.items()})
+                        rec.append_rank_grad_norms(list(f["ranks/grad_norm"][i]))  # version 5
                     for row, step in enumerate(f["checksums/step"][:]):
                         rec.append_checksum(int(step), int(f["checksums/params"][row]),
                                             [int(t) for t in f["checksums/tensors"][row]])
                     for times in f["ranks/step_time_s"][:]:
                         rec.append_rank_times(list(times))
+                    for row, step in enumerate(f["telemetry/step"][:]):
+                        rec.append_telemetry(int(step), text(f["telemetry/why"][row]),
+                                             list(f["telemetry/tensor_grad_norm"][row]))
                     r = f["ranks"]
                     rec.set_memory(list(r["params_bytes"][:]), list(r["grads_bytes"][:]),
                                    list(r["optimizer_bytes"][:]), list(r["step_peak_bytes"][:]),

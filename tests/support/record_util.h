@@ -56,6 +56,18 @@ inline std::string bit_difference(const sweep::Record& a, const sweep::Record& b
     if (a.evals[i].step != b.evals[i].step || !same_bits(a.evals[i].loss, b.evals[i].loss) ||
         a.evals[i].tokens != b.evals[i].tokens)
       return "evaluation " + std::to_string(i) + " (step " + std::to_string(a.evals[i].step) + "): held-out loss";
+  // Gradient telemetry, at the steps both records took it (a resumed run has none before
+  // its resume): each tensor's norm and the MoE routing are the same on every layout.
+  for (const auto& x : a.telemetry)
+    for (const auto& y : b.telemetry) {
+      if (x.step != y.step) continue;
+      const std::string at = "telemetry at step " + std::to_string(x.step) + ": ";
+      if (x.tensor_grad_norm.size() != y.tensor_grad_norm.size() || x.routed_tokens != y.routed_tokens)
+        return at + "routed tokens or tensor count";
+      for (size_t t = 0; t < x.tensor_grad_norm.size(); ++t)
+        if (!same_bits(x.tensor_grad_norm[t], y.tensor_grad_norm[t]))
+          return at + "the gradient norm of tensor " + std::to_string(t);
+    }
   if (a.checksums.size() != b.checksums.size())
     return std::to_string(a.checksums.size()) + " checksum rows vs " + std::to_string(b.checksums.size());
   for (size_t i = 0; i < a.checksums.size(); ++i)

@@ -488,6 +488,62 @@ TEST_F(RecordTest, AProgramsOwnFiguresRoundTripAndAreCoveredByTheDigest) {
   EXPECT_CONTAINS(read_error(path_), "integrity check failed");
 }
 
+TEST_F(RecordTest, GradientTelemetryAndRankNormsRoundTripAndAreCoveredByTheDigest) {
+  RecordHeader h = header();
+  h.world_size = 2;
+  h.moe_layers = 1, h.moe_experts = 3;
+  {
+    RecordWriter w(path_.string(), h);
+    const auto s = steps();
+    w.append_step(s[0]);  // no rank norms for step 1: its row reads NaN
+    w.append_step(s[1]);
+    w.append_rank_grad_norms({0.5, 0.25});
+    EXPECT_THROW(w.append_rank_grad_norms({0.5, 0.25}), RecordError);  // no /metrics row for it
+    EXPECT_THROW(w.append_rank_grad_norms({0.5}), RecordError);        // one per rank
+    w.append_telemetry({2, "every", {1.5, NAN}, {10, 0, 22}});
+    EXPECT_THROW(w.append_telemetry({2, "spike", {1.5, 2.0}, {1, 2, 3}}), RecordError);  // step order, once a step
+    EXPECT_THROW(w.append_telemetry({3, "last", {1.5}, {1, 2, 3}}), RecordError);        // a norm per tensor
+    EXPECT_THROW(w.append_telemetry({3, "last", {1.5, 2.0}, {1, 2}}), RecordError);      // layers x experts counts
+    w.append_step(s[2]);
+    w.append_telemetry({3, "last,spike", {0.125, 3.0}, {1, 2, 3}});
+    w.finish("completed");
+  }
+  Record r = read_record(path_.string());
+  EXPECT_EQ(r.schema_version, 5);
+  ASSERT_EQ(r.rank_grad_norm.size(), 3u);  // padded to the steps: step 3 gave none either
+  EXPECT_TRUE(std::isnan(r.rank_grad_norm[0][0]) && std::isnan(r.rank_grad_norm[0][1]));
+  EXPECT_EQ(r.rank_grad_norm[1], (std::vector<double>{0.5, 0.25}));
+  EXPECT_TRUE(std::isnan(r.rank_grad_norm[2][1]));
+  EXPECT_EQ(r.moe_layers, 1);
+  EXPECT_EQ(r.moe_experts, 3);
+  ASSERT_EQ(r.telemetry.size(), 2u);
+  EXPECT_EQ(r.telemetry[0].step, 2);
+  EXPECT_EQ(r.telemetry[0].why, "every");
+  EXPECT_EQ(r.telemetry[0].tensor_grad_norm[0], 1.5);
+  EXPECT_TRUE(std::isnan(r.telemetry[0].tensor_grad_norm[1]));
+  EXPECT_EQ(r.telemetry[0].routed_tokens, (std::vector<int64_t>{10, 0, 22}));
+  EXPECT_EQ(r.telemetry[1].why, "last,spike");
+  EXPECT_EQ(r.telemetry[1].tensor_grad_norm, (std::vector<double>{0.125, 3.0}));
+  // A count edited behind the digest's back is damage; so is a norm.
+  for (const char* dataset : {"telemetry/routed_tokens", "telemetry/tensor_grad_norm", "ranks/grad_norm"}) {
+    SCOPED_TRACE(dataset);
+    const auto saved = read_file(path_.string());
+    hid_t f = H5Fopen(path_.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    hid_t d = H5Dopen2(f, dataset, H5P_DEFAULT);
+    ASSERT_GE(d, 0);
+    const int64_t one = 7;
+    hsize_t start[2] = {0, 0}, count[2] = {1, 1};
+    hid_t fs = H5Dget_space(d), ms = H5Screate_simple(2, count, nullptr);
+    H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, nullptr, count, nullptr);
+    EXPECT_GE(H5Dwrite(d, H5T_NATIVE_INT64, ms, fs, H5P_DEFAULT, &one), 0);  // converted for a float dataset
+    H5Sclose(ms), H5Sclose(fs), H5Dclose(d), H5Fclose(f);
+    EXPECT_CONTAINS(read_error(path_), "integrity check failed");
+    std::ofstream(path_, std::ios::binary | std::ios::trunc) << saved;
+    EXPECT_EQ(read_error(path_), "");
+  }
+}
+
 TEST_F(RecordTest, NewerSchemaVersionIsRefused) {
   write_completed(path_);
   set_schema_version(path_, 99);

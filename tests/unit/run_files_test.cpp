@@ -146,7 +146,7 @@ TEST_F(RunFilesTest, ACompletedRecordCarriesADigestThatEveryReaderChecks) {
   write_completed(rec);
   Record r = read_record(rec.string());
   EXPECT_TRUE(r.verified);
-  EXPECT_EQ(r.schema_version, 3);
+  EXPECT_EQ(r.schema_version, 3);  // a record without a program's figures or telemetry
   EXPECT_EQ(r.digest.rfind("xxh64:", 0), 0u) << r.digest;
   EXPECT_EQ(r.digest, r.computed_digest);
 

@@ -102,6 +102,31 @@ Record noisy(size_t n = 100) {
   return r;
 }
 
+TEST(RunHealth, ASpikesFlagNamesTheTensorsWhoseGradientNormsLedIt) {
+  Record r = noisy();
+  r.steps[59].loss *= 3;  // step 60
+  r.params = {{"a", {4}, 0, 4}, {"b", {4}, 4, 4}, {"c", {4}, 8, 4}, {"d", {4}, 12, 4}};
+  r.telemetry = {{50, "every", {1, 1, 1, 1}, {}}, {55, "every", {1, 2, 1, 0}, {}}, {60, "spike", {3, 50, NAN, 0}, {}}};
+  // Against each tensor's median before (a: 1, b: 1.5, c: 1, d: 0): c non-finite, then b
+  // 33x, then a 3x; d, which stayed 0, is last.
+  EXPECT_EQ(spike_leading_tensors(r, 60),
+            "against their median over the 2 telemetry rows before it: c (non-finite), b (33.33x), a (3x)");
+  EXPECT_EQ(spike_leading_tensors(r, 60, 1),
+            "against their median over the 2 telemetry rows before it: c (non-finite)");
+  const auto flags = compute_health(r);
+  ASSERT_EQ(health_names(flags), "loss_spike");
+  EXPECT_CONTAINS(flags[0].detail,
+                  "; the gradient norms that rose most at that step, against their median over the 2 "
+                  "telemetry rows before it: c (non-finite), b (33.33x), a (3x)");
+  // No row before the spike: the largest norms; no row at the spike: nothing said.
+  r.telemetry.erase(r.telemetry.begin(), r.telemetry.begin() + 2);
+  EXPECT_EQ(spike_leading_tensors(r, 60),
+            "with no telemetry row before it, the largest: c (non-finite), b (norm 50), a (norm 3)");
+  r.telemetry[0].step = 61;
+  EXPECT_EQ(spike_leading_tensors(r, 60), "");
+  EXPECT_EQ(compute_health(r)[0].detail.find("gradient norms"), std::string::npos);
+}
+
 TEST(RunHealth, ALossSpikeAboveTheRunningMedianIsFlaggedWithItsStepAndSize) {
   EXPECT_EQ(names(noisy()), "") << "noise of +-10% is no spike";
   Record r = noisy();

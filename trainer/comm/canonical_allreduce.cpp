@@ -177,4 +177,41 @@ double shard_sum_of_squares(Communicator& comm, const float* shard, const ShardL
   return total;
 }
 
+std::vector<double> slice_sums_of_squares(Communicator& comm, const float* g, size_t begin, size_t size,
+                                          const std::vector<Slice>& slices, bool sharded) {
+  // A rank sums the pieces it holds and leaves +0 for the others, so adding the gathered
+  // rows gives every piece exactly (x + 0 = x) whichever rank held it.
+  std::vector<size_t> first(slices.size() + 1, 0);
+  std::vector<double> pieces;
+  for (size_t t = 0; t < slices.size(); ++t) {
+    first[t] = pieces.size();
+    const size_t lo = slices[t].offset, hi = lo + slices[t].size;
+    for (size_t a = lo; a < hi;) {
+      const size_t b = std::min(hi, (a / kNormBlock + 1) * kNormBlock);
+      if (a >= begin && b <= begin + size) {
+        pieces.push_back(lane_dot<double>(g + (a - begin), g + (a - begin), b - a));
+      } else if (!sharded || (a < begin + size && b > begin)) {
+        throw std::invalid_argument("slice_sums_of_squares: elements [" + std::to_string(a) + ", " + std::to_string(b) +
+                                    ") are " + (sharded ? "cut by a shard boundary" : "not held"));
+      } else {
+        pieces.push_back(0);
+      }
+      a = b;
+    }
+  }
+  first[slices.size()] = pieces.size();
+  if (sharded && comm.size() > 1) {
+    std::vector<double> all(pieces.size() * size_t(comm.size()));
+    comm.allgather(pieces.data(), pieces.size() * sizeof(double), all.data());
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      double v = all[k];
+      for (size_t r = 1; r < size_t(comm.size()); ++r) v += all[r * pieces.size() + k];
+      pieces[k] = v;
+    }
+  }
+  std::vector<double> sums(slices.size());
+  for (size_t t = 0; t < slices.size(); ++t) sums[t] = sum_in_order(pieces.data() + first[t], first[t + 1] - first[t]);
+  return sums;
+}
+
 }  // namespace sweep

@@ -86,4 +86,20 @@ double sharded_sum_of_squares(Communicator& comm, const float* g, const ShardLay
 /// The same, for a rank that holds only its shard: `shard` is element layout.begin(rank()).
 double shard_sum_of_squares(Communicator& comm, const float* shard, const ShardLayout& layout);
 
+/// A slice of a flat vector: `size` elements from `offset` (a parameter tensor).
+struct Slice {
+  size_t offset = 0, size = 0;
+};
+
+/// The square sum of each slice of a vector, in double, with the same bits whether the
+/// vector is held whole or sharded: each slice is cut at the kNormBlock boundaries, each
+/// piece summed by lane_dot, and the pieces added in flat order. The rank holds `size`
+/// elements from `begin` (`g` points at element `begin`); when `sharded`, every shard
+/// boundary is a multiple of kNormBlock (shard_layout's default) and the pieces are
+/// all-gathered (collective). Not sharded: `g` holds every slice, and nothing is sent.
+/// Throws std::invalid_argument when a slice is outside what the ranks hold or a shard
+/// boundary cuts a block.
+std::vector<double> slice_sums_of_squares(Communicator& comm, const float* g, size_t begin, size_t size,
+                                          const std::vector<Slice>& slices, bool sharded);
+
 }  // namespace sweep
