@@ -11,6 +11,7 @@ namespace sweep {
 std::vector<double> tensor_grad_norms(Communicator& comm, const float* grad, size_t begin, size_t size,
                                       const std::vector<ParamInfo>& table, bool sharded) {
   std::vector<Slice> slices;
+  slices.reserve(table.size());
   for (const auto& p : table) slices.push_back({size_t(p.offset), size_t(p.numel)});
   std::vector<double> norms = slice_sums_of_squares(comm, grad, begin, size, slices, sharded);
   for (double& x : norms) x = std::sqrt(x);

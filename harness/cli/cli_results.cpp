@@ -22,6 +22,7 @@
 #include "run_files.h"           // read_state_fields
 #include "run_health.h"          // run_health, run_figures: each run's figures in compare
 #include "sweep_records.h"       // read_run_record
+#include "telemetry_summary.h"   // telemetry_summary
 #include "text.h"                // printable, did_you_mean
 
 namespace fs = std::filesystem;
@@ -495,6 +496,7 @@ int run_show(const ShowOptions& o) {
   for (const auto& [name, values] : r.step_extra) line("metric", name + ": last " + last_value(values, steps));
   for (const auto& [name, values] : r.eval_extra)
     line("metric", "eval_" + name + ": last " + last_value(values, eval_steps));
+  for (const auto& t : telemetry_summary(r)) line("telemetry", t);
   for (const auto& [k, v] : r.summary) line("summary", k + " = " + v);
   for (const auto& [k, v] : r.config) line("config", k + " = " + v);
   for (const auto& [k, v] : r.environment)

@@ -252,7 +252,7 @@ class StrColumn {
   size_t write_bound() const {
     size_t bytes = 0;
     for (const auto& v : pending_) bytes += v.size() + 64;
-    return pending_.empty() ? 0 : bytes + 256 * 16;
+    return pending_.empty() ? 0 : bytes + size_t(256) * 16;
   }
   void push(std::string v) { pending_.push_back(std::move(v)); }
   void flush() {

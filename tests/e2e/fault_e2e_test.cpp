@@ -333,6 +333,14 @@ TEST_F(FaultMpi, GradientTelemetryOnThreeRanksWithZero2MoeAndBf16HasTheBitsOfOne
   ASSERT_NE(spiked, flags.end()) << sweep::health_names(flags);
   EXPECT_CONTAINS(spiked->detail, "the loss spiked at step 14");
   EXPECT_CONTAINS(spiked->detail, "over the 13 finite losses before it");
+  // `sweep show` says it in the terminal: each rank's own norm, the rows, each layer's load.
+  const auto shown = sweep_cli({"show", (dir_ / "three").string()}, "show.log");
+  ASSERT_TRUE(shown.ok()) << shown.out;
+  EXPECT_CONTAINS(shown.out, "telemetry:   rank gradient norms: median ");
+  EXPECT_CONTAINS(shown.out,
+                  "telemetry:   rows: 9 (4 every, 1 last, 7 spike); largest tensor gradient norms at step 20: ");
+  EXPECT_CONTAINS(shown.out,  // over the 9 rows
+                  "telemetry:   routing layer 0: " + std::to_string(9 * 2 * three.steps[0].tokens) + " tokens");
   EXPECT_CONTAINS(spiked->detail,
                   "; the gradient norms that rose most at that step, against their median over the 2 telemetry rows "
                   "before it: layer");

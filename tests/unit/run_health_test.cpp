@@ -10,7 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "test_util.h"  // EXPECT_CONTAINS
+#include "telemetry_summary.h"  // telemetry_summary
+#include "test_util.h"          // EXPECT_CONTAINS
 
 namespace sweep {
 namespace {
@@ -125,6 +126,26 @@ TEST(RunHealth, ASpikesFlagNamesTheTensorsWhoseGradientNormsLedIt) {
   r.telemetry[0].step = 61;
   EXPECT_EQ(spike_leading_tensors(r, 60), "");
   EXPECT_EQ(compute_health(r)[0].detail.find("gradient norms"), std::string::npos);
+}
+
+TEST(TelemetrySummary, SaysEachRanksOwnNormTheLargestTensorsAndEachLayersLoadAndEntropy) {
+  Record r;
+  EXPECT_TRUE(telemetry_summary(r).empty()) << "a record without telemetry says nothing";
+  r.params = {{"a", {4}, 0, 4}, {"b", {4}, 4, 4}, {"c", {4}, 8, 4}};
+  r.rank_grad_norm = {{1, 1, NAN}, {1, 1, 3}, {2, 1, 3}, {NAN, NAN, NAN}};
+  r.moe_layers = 2, r.moe_experts = 4;
+  r.telemetry = {{10, "every", {1, 2, 3}, {8, 8, 8, 8, 32, 0, 0, 0}},
+                 {14, "spike", {1, 2, 3}, {8, 8, 8, 8, 32, 0, 0, 0}},
+                 {20, "every,last", {0.5, NAN, 0.25}, {8, 8, 8, 8, 32, 0, 0, 0}}};
+  const auto lines = telemetry_summary(r, 2);
+  ASSERT_EQ(lines.size(), 4u) << ::testing::PrintToString(lines);
+  // Rank medians over the steps that gave one: 1, 1, 3; rank 2 is 3x the lower median.
+  EXPECT_EQ(lines[0], "rank gradient norms: median 1, 1, 3 (largest over the lower median of the ranks: 3x, rank 2)");
+  // A non-finite norm counts as the largest.
+  EXPECT_EQ(lines[1], "rows: 3 (2 every, 1 last, 1 spike); largest tensor gradient norms at step 20: b nan, a 0.5");
+  // Layer 0 spreads its 96 tokens evenly; layer 1 sends all to one expert.
+  EXPECT_EQ(lines[2], "routing layer 0: 96 tokens, load max/mean 1 (expert 0), entropy 1 of the most");
+  EXPECT_EQ(lines[3], "routing layer 1: 96 tokens, load max/mean 4 (expert 0), entropy 0 of the most");
 }
 
 TEST(RunHealth, ALossSpikeAboveTheRunningMedianIsFlaggedWithItsStepAndSize) {
