@@ -170,6 +170,30 @@ void compare_extras(const Record& a, const Record& b, RecordComparison& c) {
   compare(step_numbers(a.evals), step_numbers(b.evals), a.eval_extra, b.eval_extra, "eval_");
 }
 
+/// The gradient telemetry of two records at the steps both took a row: each tensor's norm
+/// and the routing, bit for bit (layout-free by construction, SCHEMA.md /telemetry).
+void compare_telemetry(const Record& a, const Record& b, RecordComparison& c) {
+  std::map<int64_t, const TelemetryRow*> at_b;
+  for (const auto& t : b.telemetry) at_b.emplace(t.step, &t);
+  for (const auto& ta : a.telemetry) {
+    const auto it = at_b.find(ta.step);
+    if (it == at_b.end()) continue;
+    const TelemetryRow& tb = *it->second;
+    ++c.telemetry_compared;
+    if (c.telemetry_step != kNoStep) continue;
+    std::string what;
+    if (ta.tensor_grad_norm.size() != tb.tensor_grad_norm.size()) {
+      what = "the number of tensors";
+    } else {
+      for (size_t i = 0; i < ta.tensor_grad_norm.size() && what.empty(); ++i)
+        if (!same_bits(ta.tensor_grad_norm[i], tb.tensor_grad_norm[i]))
+          what = "the gradient norm of " + (i < a.params.size() ? a.params[i].name : "tensor " + std::to_string(i));
+    }
+    if (what.empty() && ta.routed_tokens != tb.routed_tokens) what = "the MoE routing (tokens per expert)";
+    if (!what.empty()) c.telemetry_step = ta.step, c.telemetry_what = what;
+  }
+}
+
 // Steps are recorded in increasing order, so a binary search finds one.
 const StepMetrics* find_step(const Record& r, int64_t step) {
   auto it = std::lower_bound(r.steps.begin(), r.steps.end(), step,
@@ -200,6 +224,7 @@ RecordComparison compare_records(const Record& a, const Record& b, const Compare
   compare_checksums(a, b, c);
   compare_evals(a, b, opt, c);
   compare_extras(a, b, c);
+  compare_telemetry(a, b, c);
   if (const int64_t s = c.divergent_step(); s != kNoStep) {
     const StepMetrics *sa = find_step(a, s), *sb = find_step(b, s);
     c.step_in_a = sa != nullptr, c.step_in_b = sb != nullptr;
@@ -255,6 +280,9 @@ std::string verdict_line(const RecordComparison& c) {
     if (c.extra_step != kNoStep)
       return "training identical bit-for-bit (" + counts + "), but the program's own metric " + c.extra_metric +
              " differs at step " + std::to_string(c.extra_step) + status;
+    if (c.telemetry_step != kNoStep)
+      return "training identical bit-for-bit (" + counts + "), but the gradient telemetry differs at step " +
+             std::to_string(c.telemetry_step) + ": " + c.telemetry_what + status;
     if (!c.match())
       return "training identical bit-for-bit (" + counts + "), but the status differs: " + show(c.status_a) + " vs " +
              show(c.status_b);

@@ -52,6 +52,13 @@ struct RecordComparison {
   /// ("eval_accuracy" for an evaluation's), and the step.
   std::string extra_metric;
   int64_t extra_step = kNoStep;
+  /// Gradient telemetry (/telemetry), compared at the steps both records took a row, bit
+  /// for bit: the first step whose tensor norms or MoE routing differ, and what differs
+  /// ("the gradient norm of layer0.attn_wq"). Each rank's own norm is not compared: it
+  /// depends on the layout.
+  std::string telemetry_what;
+  int64_t telemetry_step = kNoStep;
+  size_t telemetry_compared = 0;  ///< rows at steps both records have
   /// The last step both records have (kNoStep when they share none), and the last step at
   /// which both hold a checksum row: "bit-for-bit" needs the parameters compared after
   /// the last step, not only the losses.
@@ -77,11 +84,11 @@ struct RecordComparison {
     return last_checksum_step != kNoStep && (last_step == kNoStep || last_checksum_step >= last_step);
   }
   /// same_training(), the final parameters compared equal, the same held-out losses, the
-  /// same figures of the program's own and the same status. Equal losses say nothing of parameters never compared, so
-  /// without a common checksum row at the last step it is not called bit-for-bit.
+  /// same figures of the program's own, the same gradient telemetry and the same status. Equal losses say nothing of
+  /// parameters never compared, so without a common checksum row at the last step it is not called bit-for-bit.
   bool bitwise() const {
     return same_training() && final_params_compared() && eval_step == kNoStep && extra_step == kNoStep &&
-           status_a == status_b;
+           telemetry_step == kNoStep && status_a == status_b;
   }
   /// bitwise(), or with rtol > 0: same steps, the same status, and every loss (held-out
   /// ones too) within the tolerance.

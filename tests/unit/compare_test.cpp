@@ -65,6 +65,26 @@ TEST(CompareRecords, HeldOutLossesAreComparedToo) {
   EXPECT_CONTAINS(verdict_line(c), "differs after step 4: 3.25 vs (none)");
 }
 
+TEST(CompareRecords, GradientTelemetryIsComparedAtTheStepsBothTookARow) {
+  Record a = make_record(4), b = make_record(4);
+  a.telemetry = {{2, "every", {0.5, 0.25}, {}}, {4, "every,last", {0.5, 0.125}, {}}};
+  b.telemetry = {{3, "spike", {9, 9}, {}}, {4, "last", {0.5, 0.125}, {}}};  // why is not the math
+  b.rank_grad_norm = {{1}, {2}, {3}, {4}};                                  // nor is each rank's own
+  RecordComparison c = compare_records(a, b);
+  EXPECT_TRUE(c.bitwise()) << verdict_line(c);
+  EXPECT_EQ(c.telemetry_compared, 1u) << "only step 4 is in both";
+  b.telemetry[1].tensor_grad_norm[1] = std::nextafter(0.125, 1.0);
+  c = compare_records(a, b);
+  EXPECT_FALSE(c.bitwise());
+  EXPECT_FALSE(c.match());
+  EXPECT_EQ(verdict_line(c),
+            "training identical bit-for-bit (4 steps, 5 checksums), but the gradient telemetry differs at step 4: "
+            "the gradient norm of head");
+  b.telemetry[1].tensor_grad_norm[1] = 0.125;
+  a.telemetry[1].routed_tokens = {3, 5}, b.telemetry[1].routed_tokens = {4, 4};
+  EXPECT_CONTAINS(verdict_line(compare_records(a, b)), "differs at step 4: the MoE routing (tokens per expert)");
+}
+
 TEST(CompareRecords, IdenticalRecordsAreBitwise) {
   Record a = make_record(5), b = make_record(5);
   b.run_id = "other";  // the id is not part of the comparison
