@@ -23,7 +23,7 @@ import statistics
 import sys
 import tempfile
 
-from step_lines import step_line_times  # tests/bench/step_lines.py
+from step_lines import positional_args, seconds_per_step  # tests/bench/step_lines.py
 
 QUICK = "--quick" in sys.argv
 ROUNDS = 1 if QUICK else int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 5
@@ -39,20 +39,11 @@ CONFIG = (
 
 
 def step_time(program, config, out):
-    stamps = step_line_times([program, "--config", config, "--out", out])
-    missing = [s for s in (WARM, STEPS) if s not in stamps]
-    if missing:
-        raise RuntimeError(f"{program}: no 'step N' line for steps {missing}")
-    return (stamps[STEPS] - stamps[WARM]) / (STEPS - WARM)
+    return seconds_per_step(program, config, out, WARM, STEPS)
 
 
 def main():
-    args, rest = [], iter(sys.argv[1:])
-    for a in rest:
-        if a == "--rounds":
-            next(rest)
-        elif not a.startswith("--"):
-            args.append(a)
+    args = positional_args(sys.argv[1:])
     if len(args) != 2:
         sys.exit(__doc__)
     before, after = args

@@ -4,6 +4,8 @@ of the whole-run benchmarks (train_bench.py, api_bench.py).
 step_line_times(argv) runs argv with stdout and stderr on a pseudo-terminal, so every line
 arrives when it is written, and stamps each "step N" line with time.perf_counter() as it is
 read; it returns {N: stamp}. Raises RuntimeError with the output's tail when argv fails.
+seconds_per_step(program, config, out, warm, steps): a training program's wall time per
+step over steps warm+1 .. steps, from those stamps (api_bench.py, telemetry_bench.py).
 """
 import os
 import pty
@@ -40,3 +42,22 @@ def step_line_times(argv):
         tail = b"\n".join(text[-20:]).decode(errors="replace")
         raise RuntimeError(f"{argv[0]} exited {proc.returncode}:\n{tail}")
     return stamps
+
+
+def seconds_per_step(program, config, out, warm, steps):
+    stamps = step_line_times([program, "--config", config, "--out", out])
+    missing = [s for s in (warm, steps) if s not in stamps]
+    if missing:
+        raise RuntimeError(f"{program}: no 'step N' line for steps {missing}")
+    return (stamps[steps] - stamps[warm]) / (steps - warm)
+
+
+def positional_args(argv, with_value=("--rounds",)):
+    """The arguments of argv that are neither options nor the values of `with_value` options."""
+    args, rest = [], iter(argv)
+    for a in rest:
+        if a in with_value:
+            next(rest, None)
+        elif not a.startswith("--"):
+            args.append(a)
+    return args
