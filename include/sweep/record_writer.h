@@ -18,6 +18,8 @@
 //   w.append_step(m, {{"accuracy", 0.61}});           // with metrics of its own
 //   w.append_eval({step, loss, tokens, seconds}, {{"accuracy", 0.58}});
 //   w.append_checksum(...);
+//   w.append_rank_grad_norms({0.41, 0.39});           // each rank's own gradient norm
+//   w.append_telemetry({step, "every", norms, {}});    // each tensor's gradient norm (v5)
 //   w.finish("completed");                            // renames it to record.h5
 #pragma once
 
