@@ -10,13 +10,6 @@
 namespace sweep {
 namespace {
 
-/// The lower median: of two ranks the typical one is the faster, or no rank of two
-/// could ever exceed it.
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[(v.size() - 1) / 2];
-}
-
 /// `values` to `digits` significant digits, comma-separated ("0.012,0.015").
 std::string numbers(const std::vector<double>& values, int digits) {
   std::string out;
@@ -35,7 +28,7 @@ std::vector<double> rank_medians(const std::vector<std::vector<double>>& times, 
     std::vector<double> col;
     col.reserve(times.size());
     for (const auto& row : times) col.push_back(row[size_t(r)]);
-    med[size_t(r)] = median(col);
+    med[size_t(r)] = lower_median(col);
   }
   return med;
 }

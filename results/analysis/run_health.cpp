@@ -100,6 +100,12 @@ void loss_rose(const Record& r, std::vector<HealthFlag>& out) {
 
 }  // namespace
 
+double lower_median(std::vector<double> v, double empty) {
+  if (v.empty()) return empty;
+  std::sort(v.begin(), v.end());
+  return v[(v.size() - 1) / 2];
+}
+
 SpikeTest spike_test(const std::vector<double>& before, double value) {
   SpikeTest t;
   if (!std::isfinite(value)) return t;
@@ -276,9 +282,7 @@ void straggler(const Record& r, std::vector<HealthFlag>& out) {
   std::string why;
   const std::vector<double> shares = summary_numbers(r, "rank_runqueue_share");
   if (!shares.empty()) {
-    std::vector<double> sorted = shares;
-    std::sort(sorted.begin(), sorted.end());
-    const double typical = sorted[(sorted.size() - 1) / 2];  // the lower median, as for the times
+    const double typical = lower_median(shares);  // as for the times
     for (const std::string& rank : split(ranks, ',')) {
       const long i = std::strtol(rank.c_str(), nullptr, 10);
       if (i >= 0 && size_t(i) < shares.size() && shares[size_t(i)] >= typical + kContendedShare)
@@ -302,10 +306,6 @@ StragglerJudgement judge_stragglers(const std::vector<std::vector<double>>& comp
   StragglerJudgement out;
   const size_t world = compute.empty() ? 0 : compute.front().size();
   if (world < 2) return out;
-  const auto lower_median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[(v.size() - 1) / 2];  // of two ranks the typical one is the faster
-  };
   std::vector<std::vector<double>> ratios(world), excess(world);
   for (const auto& row : compute) {
     if (row.size() != world ||

@@ -63,6 +63,11 @@ struct SpikeTest {
 };
 SpikeTest spike_test(const std::vector<double>& before, double value);
 
+/// The lower median of `v`: of two values the smaller (of two ranks the typical one is the
+/// faster, or no rank of two could ever exceed it); `empty` when `v` is empty. How ranks
+/// are compared with their peers (stragglers, waits for a CPU, gradient norms).
+double lower_median(std::vector<double> v, double empty = 0);
+
 /// The `most` parameter tensors whose gradient norm rose most at `step` against their
 /// median over the record's telemetry rows before it, in words ("against their median
 /// over the 4 telemetry rows before it: layer1.attn_wo (12.1x), ..."; the largest norms

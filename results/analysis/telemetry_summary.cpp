@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <utility>
 
 #include "run_figures.h"  // g4
+#include "run_health.h"   // lower_median
 #include "text.h"         // split
 
 namespace sweep {
@@ -13,9 +15,7 @@ namespace {
 /// The lower median of the finite values; NaN when there is none.
 double finite_lower_median(std::vector<double> v) {
   v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !std::isfinite(x); }), v.end());
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  return v[(v.size() - 1) / 2];
+  return lower_median(std::move(v), NAN);
 }
 
 std::string rank_norms(const Record& r) {

@@ -128,6 +128,14 @@ TEST(RunHealth, ASpikesFlagNamesTheTensorsWhoseGradientNormsLedIt) {
   EXPECT_EQ(compute_health(r)[0].detail.find("gradient norms"), std::string::npos);
 }
 
+TEST(RunHealth, TheLowerMedianIsTheSmallerOfTwoAndSaysWhatItWasToldForNone) {
+  EXPECT_EQ(lower_median({3, 1}), 1);
+  EXPECT_EQ(lower_median({5, 1, 3}), 3);
+  EXPECT_EQ(lower_median({4, 1, 3, 2}), 2);
+  EXPECT_EQ(lower_median({}), 0);
+  EXPECT_TRUE(std::isnan(lower_median({}, NAN)));
+}
+
 TEST(TelemetrySummary, SaysEachRanksOwnNormTheLargestTensorsAndEachLayersLoadAndEntropy) {
   Record r;
   EXPECT_TRUE(telemetry_summary(r).empty()) << "a record without telemetry says nothing";
