@@ -1,6 +1,7 @@
 #include "model.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "fused_ops.h"   // swiglu, split_heads_rope
 #include "sweep/leaf.h"  // leaf-aware linear, embedding, rms_norm: plain layers outside a leaf step
@@ -60,7 +61,6 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg, MatmulPrecision precisi
   embed_ = register_parameter("embed", torch::randn({cfg.vocab, d}) * std_dev);
   for (int64_t i = 0; i < cfg.layers; ++i)
     blocks_.push_back(register_module("layer" + std::to_string(i), std::make_shared<Block>(cfg, i, std_dev, out_std)));
-  if (cfg.moe_experts > 0) routed_.assign(size_t(cfg.layers * cfg.moe_experts), 0);
   final_norm_ = register_parameter("final_norm", torch::ones({d}));
   head_ = register_parameter("head", torch::randn({cfg.vocab, d}) * std_dev);
 
@@ -88,9 +88,13 @@ torch::Tensor TransformerImpl::mlp_forward(const Mlp& m, const torch::Tensor& x,
 }
 
 RoutedTokens TransformerImpl::take_routed_tokens() {
-  if (routed_.empty()) return {};
-  RoutedTokens r{cfg_.layers, cfg_.moe_experts, routed_};
-  std::fill(routed_.begin(), routed_.end(), 0);
+  if (cfg_.moe_experts == 0) return {};
+  RoutedTokens r{cfg_.layers, cfg_.moe_experts, std::vector<int64_t>(size_t(cfg_.layers * cfg_.moe_experts), 0)};
+  if (routed_.defined()) {  // one copy to the host a call, not one per layer and micro-batch
+    const torch::Tensor host = routed_.to(torch::kCPU).contiguous();
+    std::memcpy(r.counts.data(), host.data_ptr<int64_t>(), r.counts.size() * sizeof(int64_t));
+    routed_.zero_();
+  }
   return r;
 }
 
@@ -100,10 +104,11 @@ torch::Tensor TransformerImpl::moe_forward(const Block& b, const torch::Tensor& 
   auto probs = torch::softmax(linear(x, {b.router}).to(torch::kFloat), -1);
   auto top = probs.topk(cfg_.moe_top_k, -1);
   auto gates = std::get<0>(top), chosen = std::get<1>(top);  // [T, k]
-  {  // the routing telemetry: tokens per expert (a token picks an expert at most once)
-    auto counts = torch::bincount(chosen.flatten(), {}, cfg_.moe_experts).to(torch::kCPU);
-    const int64_t* c = counts.data_ptr<int64_t>();
-    for (int64_t e = 0; e < cfg_.moe_experts; ++e) routed_[size_t(b.index * cfg_.moe_experts + e)] += c[e];
+  {  // the routing telemetry: tokens per expert (a token picks an expert at most once),
+     // counted where the routing ran, without waiting for the device
+    auto hits = (chosen.flatten().unsqueeze(1) == torch::arange(cfg_.moe_experts, chosen.options())).sum(0);
+    if (!routed_.defined()) routed_ = torch::zeros({cfg_.layers, cfg_.moe_experts}, hits.options());
+    routed_[b.index] += hits;
   }
   torch::Tensor out = b.mlp ? mlp_forward(*b.mlp, x) : torch::zeros_like(x);
   for (int64_t e = 0; e < cfg_.moe_experts; ++e) {

@@ -61,7 +61,7 @@ class TransformerImpl : public torch::nn::Module {
   torch::Tensor embed_, final_norm_, head_;
   std::vector<std::shared_ptr<Block>> blocks_;
   torch::Tensor rope_cos_, rope_sin_, causal_mask_;  // buffers, not parameters
-  std::vector<int64_t> routed_;                      // MoE: tokens per layer x expert since take_routed_tokens
+  torch::Tensor routed_;  // MoE: [layers, experts] tokens since take_routed_tokens, on the compute device
 };
 TORCH_MODULE(Transformer);
 
