@@ -505,13 +505,19 @@ class RecordWriter:
             out[name] = _metric_value(name, value)
         return out
 
+    def _raise_version(self, version):
+        """schema_version up to `version`, never down: a program's first own figure (4) can
+        come after its first telemetry row (5)."""
+        if int(self._file.attrs["schema_version"]) < version:
+            self._file.attrs.create("schema_version", version, dtype=np.dtype("<i8"))
+
     def _push_extra(self, group, columns, rows, extra):
         """One row of a program's own figures into /<group>/extra; a metric new in this row
         gets NaN for the rows before it, a metric missing from it NaN here."""
         for name in sorted(set(extra) - set(columns)):
             if group not in self._file or "extra" not in self._file[group]:
                 self._file[group].create_group("extra")
-                self._file.attrs.create("schema_version", EXTRA_SCHEMA_VERSION, dtype=np.dtype("<i8"))
+                self._raise_version(EXTRA_SCHEMA_VERSION)
             col = _Column(self._file[group]["extra"], name, "<f8")
             col.pending.extend([float("nan")] * rows)
             columns[name] = col
@@ -560,7 +566,7 @@ class RecordWriter:
                                   "(append the step first)")
             if self._rank_norms is None:
                 self._rank_norms = _Column(self._ranks, "grad_norm", "<f8", cols=self.world_size)
-                self._file.attrs.create("schema_version", TELEMETRY_SCHEMA_VERSION, dtype=np.dtype("<i8"))
+                self._raise_version(TELEMETRY_SCHEMA_VERSION)
             while self._rank_norm_rows + 1 < steps:
                 self._rank_norms.pending.append([float("nan")] * self.world_size)
                 self._rank_norm_rows += 1
@@ -595,7 +601,7 @@ class RecordWriter:
                 if self.moe_shape:
                     g.create_dataset("moe_shape", data=np.array(self.moe_shape, dtype="<i8"), dtype="<i8")
                     self._telemetry["routed_tokens"] = _Column(g, "routed_tokens", "<i8", cols=want)
-                self._file.attrs.create("schema_version", TELEMETRY_SCHEMA_VERSION, dtype=np.dtype("<i8"))
+                self._raise_version(TELEMETRY_SCHEMA_VERSION)
             self._last_telemetry_step = int(step)
             self._telemetry["step"].pending.append(int(step))
             self._telemetry["why"].pending.append(why)

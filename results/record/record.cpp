@@ -131,6 +131,17 @@ void write_i64_attr(hid_t obj, const char* name, int64_t value) {
   H5Awrite(a.get(), H5T_NATIVE_INT64, &value);
 }
 
+// Raises the record's schema_version to `version`, never lowers it: a program's first own
+// figure (4) can come after its first telemetry row (5).
+void raise_schema_version(hid_t file, int64_t version) {
+  int64_t now = 0;
+  if (H5Aexists(file, "schema_version") > 0) {
+    H5 a(H5Aopen(file, "schema_version", H5P_DEFAULT), H5Aclose);
+    if (H5Aread(a.get(), H5T_NATIVE_INT64, &now) < 0) now = 0;
+  }
+  if (version > now) write_i64_attr(file, "schema_version", version);
+}
+
 void write_str_scalar(hid_t parent, const char* name, const std::string& value) {
   H5 t = str_type();
   H5 space(H5Screate(H5S_SCALAR), H5Sclose);
@@ -488,7 +499,7 @@ void RecordWriter::Impl::push_extra(const char* group, H5& extra_group,
       H5 parent(H5Gopen2(file.get(), group, H5P_DEFAULT), H5Gclose);
       extra_group = H5(H5Gcreate2(parent.get(), "extra", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
       if (!extra_group) throw RecordError(partial + ": cannot create /" + group + "/extra");
-      write_i64_attr(file.get(), "schema_version", 4);  // the first extra figure makes it version 4
+      raise_schema_version(file.get(), 4);  // the first extra figure makes it version 4
     }
     auto col = std::make_unique<Column<double>>(extra_group.get(), name.c_str());
     for (size_t i = 0; i < rows; ++i) col->push(NAN);
@@ -570,7 +581,7 @@ void RecordWriter::append_rank_grad_norms(const std::vector<double>& norms) {
     throw RecordError(m.partial + ": rank gradient norms for a step with no /metrics row (append the step first)");
   if (!m.rank_norms) {
     m.rank_norms = std::make_unique<Column<double>>(m.ranks.get(), "grad_norm", m.world);
-    write_i64_attr(m.file.get(), "schema_version", 5);
+    raise_schema_version(m.file.get(), 5);
   }
   const std::vector<double> unknown(m.world, NAN);  // steps that gave none
   for (; m.rank_norm_rows + 1 < m.steps; ++m.rank_norm_rows) m.rank_norms->push_row(unknown);
@@ -603,7 +614,7 @@ void RecordWriter::append_telemetry(const TelemetryRow& row) {
       m.tm_routed =
           std::make_unique<Column<int64_t>>(m.telemetry.get(), "routed_tokens", hsize_t(m.moe_layers * m.moe_experts));
     }
-    write_i64_attr(m.file.get(), "schema_version", 5);
+    raise_schema_version(m.file.get(), 5);
   }
   m.last_telemetry_step = row.step;
   m.tm_step->push(row.step);

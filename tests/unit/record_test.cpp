@@ -504,7 +504,9 @@ TEST_F(RecordTest, GradientTelemetryAndRankNormsRoundTripAndAreCoveredByTheDiges
     EXPECT_THROW(w.append_telemetry({2, "spike", {1.5, 2.0}, {1, 2, 3}}), RecordError);  // step order, once a step
     EXPECT_THROW(w.append_telemetry({3, "last", {1.5}, {1, 2, 3}}), RecordError);        // a norm per tensor
     EXPECT_THROW(w.append_telemetry({3, "last", {1.5, 2.0}, {1, 2}}), RecordError);      // layers x experts counts
-    w.append_step(s[2]);
+    // A program's first own figure after the first telemetry row: the record stays version
+    // 5 (a version-4 reader would take the telemetry for damage, not for a newer record).
+    w.append_step(s[2], {{"accuracy", 0.5}});
     w.append_telemetry({3, "last,spike", {0.125, 3.0}, {1, 2, 3}});
     w.finish("completed");
   }
