@@ -122,6 +122,9 @@ SETTINGS = [
     ("--eval-batches", "eval_batches", int, 2, "train.eval_batches", "global batches per held-out evaluation"),
     ("--checksum-every", "checksum_every", int, 1, "train.checksum_every",
      "parameter checksums in the record every N steps (and at step 0 and the last)"),
+    ("--telemetry-every", "telemetry_every", int, 10, "train.telemetry_every",
+     "a row of each tensor's gradient norm every N steps, and at the last, a spiking or a non-finite step; "
+     "0 = only those"),
     ("--threads", "threads", int, 1, "train.threads", "torch intra-op threads per rank"),
     ("--vocab", "vocab", int, 64, "model.vocab", "token ids are in [0, vocab)"),
     ("--seq-len", "seq_len", int, 16, "model.seq_len", "tokens predicted per sequence"),
@@ -286,6 +289,9 @@ class Run:
         self.tokens = opt.world_batch * opt.seq_len  # targets per step
         self.grads = None  # CanonicalGradients, made by start() once the parameters are final
         self.ddp = None
+        # Called by each step with its StepResult once the gradient is reduced, before it is
+        # clipped (the Recorder takes the gradient telemetry there).
+        self.telemetry = lambda step, result: None
 
     def start(self):
         """After any checkpoint is loaded: the reduction that checks the replicas."""
@@ -328,7 +334,7 @@ def invariant_step(run, step):
             with run.autocast():
                 logits = run.model(rows[:, :-1], generator)
             run.grads.backward(loss_sum(logits, rows[:, 1:]))
-    result = run.grads.reduce(clip_norm=run.opt.clip)
+    result = run.grads.reduce(clip_norm=run.opt.clip, before_clip=lambda r: run.telemetry(step, r))
     if finite(result):
         run.grads.step(run.optimizer)
     return result
@@ -351,6 +357,7 @@ def plain_ddp_step(run, step):
                 local_sum += total.item()
     loss = torch.tensor([local_sum], dtype=torch.float64, device=run.device)
     dist.all_reduce(loss)
+    run.telemetry(step, invariant.StepResult(loss.item() / run.tokens, None, 1.0))  # before clipping
     max_norm = run.opt.clip if run.opt.clip > 0 else float("inf")
     grad_norm = float(torch.nn.utils.clip_grad_norm_(run.model.parameters(), max_norm))
     clip_coef = min(max_norm / (grad_norm + 1e-6), 1.0)
@@ -424,8 +431,10 @@ NEVER = 1 << 62
 
 class Recorder:
     """The run's outputs through sweep.init's `record` (every rank calls it; rank 0 writes):
-    a row, a parameter checksum every checksum_every steps and the held-out loss (/eval) per
-    step, a line per step on rank 0, and the checkpoint of --save-at. A resumed run records
+    a row, a parameter checksum every checksum_every steps, the held-out loss (/eval) per
+    step, the gradient telemetry (each tensor's norm every telemetry_every steps, at spikes
+    and at the last step; each rank's own norm every step), a line per step on rank 0, and
+    the checkpoint of --save-at. A resumed run records
     the checkpoint's rows first, so its record is that of the run trained straight through:
     the same rows, and the parameter checksums of step 0, of the checkpoint's step and of
     every step after it."""
@@ -434,13 +443,42 @@ class Recorder:
         self.run, self.record = run, record
         self.history = []  # every step's row since step 1 (rank 0): what a checkpoint carries
         self.every = run.opt.checksum_every
-        record.watch(run.model, every=NEVER)  # step 0: the initial parameters
+        record.watch(run.model, every=NEVER, telemetry_every=run.opt.telemetry_every)  # step 0
+        run.telemetry = self.gradients
+        self.taken = {}  # this step's telemetry, for its row
+
+    def gradients(self, step, result):
+        """The step's gradient telemetry (record.gradients), before clipping: the tensors'
+        norms of the canonical gradient (layout-free bits), each rank's own norm; plain
+        DDP's from its averaged .grad, the norm computed from them."""
+        grads = self.run.grads
+        why = self.record.gradients(step, result.loss, self.run.model, grad_norm=result.grad_norm,
+                                    tensor_norms=grads.tensor_grad_norms if grads else None,
+                                    rank_norms=grads.rank_grad_norms if grads else None)
+        last = self.record.last_telemetry
+        self.taken = {"tensor_norms": last[2] if why and last and last[0] == step else None,
+                      "rank_norms": list(grads.rank_grad_norms) if grads else None,
+                      "grad_norm_before_clip": self.record.last_grad_norm}
 
     def resume(self, state):
         """After the checkpoint's parameters are loaded: its rows, then its step's checksum."""
         for row in state["history"]:
+            self.replay_gradients(row)
             self.write(row)
         self.record.checksum(state["step"])
+
+    def replay_gradients(self, row):
+        """A checkpoint's row's telemetry, decided again as it was (the same loss and norm);
+        each rank's own norms only on the layout that measured them."""
+        def saved():
+            if row.get("tensor_norms") is None:
+                raise UsageError("the checkpoint's row of step %d holds no tensor gradient norms" % row["step"])
+            return row["tensor_norms"]
+        ranks, norm = row.get("rank_norms"), row.get("grad_norm_before_clip", row["grad_norm"])
+        self.record.gradients(row["step"], row["loss"], grad_norm=norm, tensor_norms=saved,
+                              rank_norms=ranks if ranks and len(ranks) == self.run.world else None)
+        self.taken = {"tensor_norms": row.get("tensor_norms"), "rank_norms": ranks,
+                      "grad_norm_before_clip": norm}
 
     def write(self, row):
         self.history.append(row)
@@ -455,6 +493,7 @@ class Recorder:
         row = {"step": step, "loss": result.loss, "lr": lr, "grad_norm": result.grad_norm,
                "clip_coef": result.clip_coef, "tokens": self.run.tokens, "step_time_s": seconds,
                "eval_loss": eval_loss, "eval_tokens": o.eval_batches * self.run.tokens}
+        row.update(self.taken)
         self.write(row)
         if step % self.every == 0:
             self.record.checksum(step)

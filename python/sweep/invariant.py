@@ -297,6 +297,34 @@ def _tree_sum(values):
     return total[0]
 
 
+def tensor_grad_norms(tensors):
+    """Each tensor's L2 norm as a list of floats, with the same bits whatever the layout and
+    the thread count, as CanonicalGradients.grad_norm(): the norm of each BLOCK of the
+    tensor's elements (one fp32 reduction per block, the last block the remainder), their
+    squares in float64 added by the canonical tree, the square root. None (a parameter no
+    gradient reached) counts 0. One copy from the device for all of them."""
+    out, device = [], None
+    for t in tensors:
+        if t is None or t.numel() == 0:
+            out.append(None)
+            continue
+        flat = t.detach().reshape(-1)
+        flat = flat if flat.dtype == torch.float32 else flat.float()
+        whole = flat.numel() // BLOCK * BLOCK
+        parts = []
+        if whole:
+            parts.append(torch.linalg.vector_norm(flat[:whole].view(-1, BLOCK), dim=1))
+        if whole < flat.numel():
+            parts.append(torch.linalg.vector_norm(flat[whole:]).reshape(1))
+        blocks = parts[0] if len(parts) == 1 else torch.cat(parts)
+        device = device or flat.device
+        out.append(_tree_sum(blocks.double().square()).to(device))
+    if device is None:
+        return [0.0] * len(out)
+    zero = torch.zeros((), dtype=torch.float64, device=device)
+    return torch.stack([zero if x is None else x for x in out]).sqrt().tolist()
+
+
 # ---------------------------------------------------------------------------------------
 # Data: the layout, the seeded source and the sampler (trainer/data/)
 
@@ -557,9 +585,10 @@ class CanonicalGradients:
         self._views = self._views_of(self._result)
         self._covers = [layout.cover(r) for r in range(layout.world_size)]
         self._widest = max(len(c) for c in self._covers)
-        # The exchange rows: every subtree's shard, then the rank's leaf loss sums (float64
-        # as pairs of float32 words: the all-to-all copies bits, it adds nothing).
-        row = self._widest * self._shard + 2 * layout.rank_leaves
+        # The exchange rows: every subtree's shard, then the rank's leaf loss sums and the
+        # norm of its own gradient (float64 as pairs of float32 words: the all-to-all copies
+        # bits, it adds nothing).
+        row = self._widest * self._shard + 2 * (layout.rank_leaves + 1)
         self._send = self._recv = self._gather = None
         if layout.world_size > 1:
             self._send = torch.zeros(layout.world_size, row, dtype=torch.float32, device=self.device)
@@ -567,6 +596,9 @@ class CanonicalGradients:
             self._gather = torch.empty(layout.world_size, self._shard, dtype=torch.float32, device=self.device)
         self._folded, self._loss_sums = 0, []
         self._in_backward, self._stray, self._reduced = False, None, False
+        #: Each rank's own gradient norm at the last reduce(), before the reduction: the norm
+        #: of the sum of its subtrees (its micro-batches), on the scale of grad_norm.
+        self.rank_grad_norms = []
         # A hook on each parameter's gradient accumulator sees every gradient that lands in
         # .grad, so one that lands outside backward() is caught, whatever made it.
         # (The hooks hold the accumulator weakly: a dropped one does not live on in them.)
@@ -668,10 +700,13 @@ class CanonicalGradients:
         self._loss_sums.append(loss_sum.detach().reshape(()))
         self._folded += 1
 
-    def reduce(self, clip_norm=0.0):
+    def reduce(self, clip_norm=0.0, before_clip=None):
         """Completes the step's gradient across ranks in canonical order, clips it when
         clip_norm > 0 and its norm is above (coefficient clip_norm / (norm + 1e-6)), and
-        points every p.grad at it. Returns StepResult; the same bits on every rank."""
+        points every p.grad at it. Returns StepResult; the same bits on every rank.
+        `before_clip`, when given, is called with the StepResult before the gradient is
+        clipped (clip_coef 1.0), when tensor_grad_norms() and rank_grad_norms read the
+        gradient as it was reduced: sweep's run.gradients() takes its telemetry there."""
         lay = self.layout
         self._check_grads()
         if self._folded != lay.rank_leaves:
@@ -685,11 +720,15 @@ class CanonicalGradients:
             self._result.copy_(self._acc.sums()[0])
             leaf_losses = losses.tolist()
         else:
-            leaf_losses = self._exchange(losses)
+            leaf_losses, self.rank_grad_norms = self._exchange(losses)
         self._acc.clear()
         self._folded, self._loss_sums = 0, []
         loss = canonical_sum(leaf_losses) / self.tokens
         grad_norm = self.grad_norm()
+        if lay.world_size == 1:
+            self.rank_grad_norms = [grad_norm]
+        if before_clip is not None:
+            before_clip(StepResult(loss, grad_norm, 1.0))
         clip_coef = 1.0
         if clip_norm > 0 and grad_norm > clip_norm:
             clip_coef = clip_norm / (grad_norm + 1e-6)
@@ -702,20 +741,24 @@ class CanonicalGradients:
     def _exchange(self, losses):
         """The canonical all-reduce: rank r receives shard r of every rank's subtree sums,
         sums them by tree_over_nodes, and the shards are gathered. Returns every rank's leaf
-        loss sums in leaf order."""
+        loss sums in leaf order and every rank's own gradient norm."""
         lay, s, widest = self.layout, self._shard, self._widest
         W = lay.world_size
-        for k, total in enumerate(self._acc.sums()):
+        sums = self._acc.sums()
+        for k, total in enumerate(sums):
             self._send[:, k * s:(k + 1) * s].copy_(total.view(W, s))
-        self._send[:, widest * s:].copy_(losses.view(torch.float32).expand(W, -1))
+        own = sums[0] if len(sums) == 1 else torch.stack(sums).sum(0)
+        own = torch.linalg.vector_norm(own.view(-1, BLOCK), dim=1).double().square()
+        words = torch.cat([losses, _tree_sum(own).sqrt().reshape(1)])
+        self._send[:, widest * s:].copy_(words.view(torch.float32).expand(W, -1))
         dist.all_to_all_single(self._recv, self._send, group=self.group)
         nodes = [node for cover in self._covers for node in cover]
         pieces = [self._recv[r, k * s:(k + 1) * s] for r in range(W) for k in range(len(self._covers[r]))]
         tree_over_nodes(nodes, pieces, lay.leaves, out=self._gather[0], scratch=pieces)
         self._gather[1:].copy_(self._gather[0].expand(W - 1, s))
         dist.all_to_all_single(self._result.view(W, s), self._gather, group=self.group)
-        words = self._recv[:, widest * s:].clone()
-        return words.reshape(-1).view(torch.float64).tolist()
+        words = self._recv[:, widest * s:].clone().view(torch.float64)  # [W, rank leaves + 1]
+        return words[:, :-1].reshape(-1).tolist(), words[:, -1].tolist()
 
     def grad_norm(self):
         """The L2 norm of the current flat gradient: the norm of each BLOCK of it (one fp32
@@ -725,6 +768,12 @@ class CanonicalGradients:
         whole_blocks = -(-self.numel // BLOCK) * BLOCK
         blocks = self._result[:whole_blocks].view(-1, BLOCK)
         return math.sqrt(_tree_sum(torch.linalg.vector_norm(blocks, dim=1).double().square()).item())
+
+    def tensor_grad_norms(self):
+        """Each trainable parameter's gradient norm in the current flat gradient (before
+        clipping when called from reduce()'s before_clip), in named_parameters() order:
+        tensor_grad_norms(), the same bits on every layout."""
+        return tensor_grad_norms(self._views)
 
     def step(self, optimizer):
         """optimizer.step() after checking that this step's gradient is the reduced one and

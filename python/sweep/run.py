@@ -59,6 +59,35 @@ _BUILTIN = {"loss", "lr", "grad_norm", "clip_coef", "loss_scale", "skipped", "to
             "step_time_s", "tokens_per_s", "record_time_s"}
 
 
+#: The loss_spike rule of sweep's readers and sweep-train (results/analysis/run_health.h):
+#: a finite value above the median of the last 20 finite values before it (at least 10) by
+#: more than 6 robust standard deviations (1.4826 x their median absolute deviation) and by
+#: more than 20% of that median.
+_SPIKE_WINDOW, _SPIKE_MIN_HISTORY, _SPIKE_SIGMAS, _SPIKE_RISE = 20, 10, 6.0, 0.2
+
+
+def _median(values):
+    v = sorted(values)
+    h = len(v) // 2
+    return v[h] if len(v) % 2 else 0.5 * (v[h - 1] + v[h])
+
+
+def _spikes(window, value):
+    """`value` spiked against `window`, the finite values before it (oldest first)."""
+    if not math.isfinite(value) or len(window) < _SPIKE_MIN_HISTORY:
+        return False
+    middle = _median(window)
+    sigma = 1.4826 * _median([abs(x - middle) for x in window])
+    rise = value - middle
+    return rise > _SPIKE_SIGMAS * sigma and rise > _SPIKE_RISE * abs(middle)
+
+
+def _push_finite(window, value):
+    if math.isfinite(value):
+        window.append(value)
+        del window[:-_SPIKE_WINDOW]
+
+
 def _env_int(*names, default=0):
     for n in names:
         v = os.environ.get(n)
@@ -161,12 +190,16 @@ def _config_text(pairs):
     return "\n".join(out) + "\n"
 
 
+def _named_params(model):
+    """(name, tensor) of a module's parameters, or the (name, tensor) pairs given."""
+    return list(model.named_parameters() if hasattr(model, "named_parameters") else model)
+
+
 def _named_f32(model):
     """(name, float32 array) of a module's parameters (or of (name, tensor) pairs) in order;
     a parameter of another dtype is hashed as its float32 values."""
-    items = model.named_parameters() if hasattr(model, "named_parameters") else model
     out = []
-    for name, t in items:
+    for name, t in _named_params(model):
         if hasattr(t, "detach"):  # a torch tensor
             t = t.detach().cpu()
             t = (t if str(t.dtype) == "torch.float32" else t.float()).numpy()
@@ -211,6 +244,16 @@ class Run:
         self._checksummed = set()
         self._carried = None  # rows of an earlier attempt, re-recorded on a resume
         self.resumed_from = 0
+        # Gradient telemetry (gradients()): the last step it saw, the finite losses and
+        # gradient norms before it (the spike windows), this step's rank norms until log().
+        self._telemetry_every = None
+        self._grad_step = 0
+        self._loss_window, self._norm_window = [], []
+        self._rank_norms = None
+        #: (step, why, tensor norms) of the last telemetry row gradients() took, or None;
+        #: the gradient norm gradients() last judged (given, or computed from the tensors).
+        self.last_telemetry = None
+        self.last_grad_norm = None
         keys = dict(keys or {})
         names = settings if isinstance(settings, dict) else vars(settings) if settings is not None else {}
         if self.under_sweep:
@@ -294,12 +337,15 @@ class Run:
         if self._carried:
             self._replay(self._carried)
 
-    def watch(self, model, every=None):
+    def watch(self, model, every=None, telemetry_every=None):
         """Checksums of `model`'s parameters (an nn.Module, or (name, tensor) pairs) at step 0,
         every `every` steps (default: the config's train.checksum_every, else 10) and at the
-        last step, so `sweep compare` and `reproduce` compare the final parameters too."""
+        last step, so `sweep compare` and `reproduce` compare the final parameters too.
+        `telemetry_every`: gradients()'s period (default: train.telemetry_every, else 10)."""
         self._model = model
         self._checksum_every = int(every or self.config.get("train.checksum_every", 10) or 10)
+        if telemetry_every is not None:
+            self._telemetry_every = int(telemetry_every)
         named = _named_f32(model)
         self._open([(n, a.shape) for n, a in named])
         if self._writer is not None and self.resumed_from == 0:
@@ -317,6 +363,94 @@ class Run:
         self._open([(n, a.shape) for n, a in named])
         self._writer.append_checksum(step, *checksums_of(named))
         self._checksummed.add(step)
+
+    def gradients(self, step, loss, model=None, *, grad_norm=None, tensor_norms=None, rank_norms=None):
+        """Gradient telemetry for `step`, taken as sweep-train takes it (results/SCHEMA.md,
+        /telemetry): call it once the step's gradient is complete (after backward() and any
+        all-reduce) and before it is clipped or applied. A row of each parameter tensor's
+        gradient norm goes to the record every train.telemetry_every steps (10; watch()'s
+        telemetry_every), at the last step (train.steps), and at a step whose loss or
+        gradient norm spiked against the steps before it (the loss_spike rule) or is not
+        finite; the loss_spike flag of `sweep show` and the report then names the tensors
+        whose norms rose most, and a non-finite row shows which tensors went inf or NaN.
+
+        `loss`: the step's loss (a float or a 0-dim tensor); under torch.distributed pass the
+        global batch's, so every rank decides alike. `model`: whose .grad to read (default:
+        the watched model; its parameters in named_parameters() order, None counting 0).
+        `grad_norm`: the step's gradient norm before clipping, when the script has it; else
+        it is computed from the tensors' norms, which are then read every step (one pass
+        over the gradient, like clip_grad_norm_). `tensor_norms`: the norms themselves (a
+        list, or a function giving it, called only for a row), e.g. sweep.invariant's
+        CanonicalGradients.tensor_grad_norms. `rank_norms`: each rank's own gradient norm
+        before the reduction (world_size values; CanonicalGradients.rank_grad_norms), for
+        /ranks/grad_norm, written with the step's log().
+
+        The norms the module computes have the same bits on every layout when the gradient
+        has (sweep.invariant): each tensor is reduced in 4,096-element blocks. Returns why a
+        row was taken ("every", "last", "spike", "nonfinite", comma-separated) or ""."""
+        step = int(step)
+        if step <= self._grad_step:
+            raise ValueError(f"gradients: step {step} after step {self._grad_step}; once per step, in step order")
+        loss = float(loss)
+        source = model if model is not None else self._model
+        taken = []
+
+        def norms():
+            if not taken:
+                if tensor_norms is not None:
+                    values = tensor_norms() if callable(tensor_norms) else tensor_norms
+                else:
+                    if source is None:
+                        raise ValueError("gradients: no model; pass one or call watch(model) first")
+                    from .invariant import tensor_grad_norms  # torch: the script has it already
+                    values = tensor_grad_norms([p.grad for _, p in _named_params(source)])
+                taken.append([float(x) for x in values])
+            return taken[0]
+
+        norm = float(grad_norm) if grad_norm is not None else math.sqrt(math.fsum(x * x for x in norms()))
+        self.last_grad_norm = norm
+        every = self._telemetry_every
+        if every is None:
+            every = int(self.config.get("train.telemetry_every", 10) or 0)
+        why = []
+        if every > 0 and step % every == 0:
+            why.append("every")
+        if step == int(self.config.get("train.steps", 0) or 0):
+            why.append("last")
+        if _spikes(self._loss_window, loss) or _spikes(self._norm_window, norm):
+            why.append("spike")
+        if not math.isfinite(loss) or not math.isfinite(norm):
+            why.append("nonfinite")
+        why = ",".join(why)
+        _push_finite(self._loss_window, loss)
+        _push_finite(self._norm_window, norm)
+        self._grad_step = step
+        if rank_norms is not None:
+            rank_norms = [float(x) for x in rank_norms]
+            if len(rank_norms) != self.world_size:
+                raise ValueError(f"gradients: {len(rank_norms)} rank norms for a world of {self.world_size}")
+        if not self.writes:
+            return why
+        if why:
+            row = norms()
+            if self._writer is None and source is not None:
+                self._open([(n, tuple(p.shape)) for n, p in _named_params(source)])
+            self._open()
+            if len(row) != self._writer.n_tensors:
+                raise ValueError(f"gradients: {len(row)} tensor norms, but the record's parameter table has "
+                                 f"{self._writer.n_tensors} (call watch(model) before the first log())")
+            self._writer.append_telemetry(step, why, row)
+            self.last_telemetry = (step, why, row)
+        if rank_norms is not None:
+            self._rank_norms = (step, rank_norms)
+            if self._last_step >= step:  # log() came first
+                self._append_rank_norms(step)
+        return why
+
+    def _append_rank_norms(self, step):
+        if self._rank_norms is not None and self._rank_norms[0] == step:
+            self._writer.append_rank_grad_norms(self._rank_norms[1])
+            self._rank_norms = None
 
     def log(self, step, loss, **metrics):
         """One optimizer step: its loss and any of lr, grad_norm, clip_coef, loss_scale,
@@ -345,6 +479,7 @@ class Run:
         # Rank 0 knows its own step time; the other ranks' are not measured (NaN), which
         # readers leave out (no straggler is judged from them).
         self._writer.append_rank_times([fields["step_time_s"]] + [float("nan")] * (self.world_size - 1))
+        self._append_rank_norms(step)
         if self._model is not None and step % self._checksum_every == 0:
             self.checksum(step)
         self._maybe_flush()
@@ -451,7 +586,8 @@ class Run:
         os.makedirs(self.checkpoint_dir, exist_ok=True)
         path = os.path.join(self.checkpoint_dir, "last.pt")
         tmp = path + ".tmp"
-        torch.save({"step": int(step), "state": state}, tmp)
+        torch.save({"step": int(step), "state": state,
+                    "telemetry_windows": {"loss": self._loss_window, "grad_norm": self._norm_window}}, tmp)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -474,7 +610,12 @@ class Run:
         step = int(saved["step"])
         self._carried = self._earlier_rows(step)
         self.resumed_from = step
-        self._last_step = step
+        self._last_step = self._grad_step = step
+        # gradients()'s spike windows as they were at the checkpoint, so the rows decided
+        # after it are those of the run trained straight through.
+        windows = saved.get("telemetry_windows") or {}
+        self._loss_window = [float(x) for x in windows.get("loss", [])]
+        self._norm_window = [float(x) for x in windows.get("grad_norm", [])]
         if self._carried:
             self._checksummed.update(s for s, _, _ in self._carried["checksums"])
         return saved["state"]
@@ -512,8 +653,18 @@ class Run:
                         if "extra" in ev:
                             eval_extra = {k: ev["extra"][k][:][ev_keep] for k in ev["extra"]}
                     times = f["ranks/step_time_s"][:][: int(step)]
+                    rank_norms = f["ranks/grad_norm"][:][: int(step)] if "grad_norm" in f["ranks"] else []
+                    telemetry = []
+                    if "telemetry" in f:
+                        t = f["telemetry"]
+                        t_keep = t["step"][:] <= step
+                        norms = t["tensor_grad_norm"][:][t_keep] if "tensor_grad_norm" in t else [[]] * int(
+                            t_keep.sum())
+                        whys = [w.decode() if isinstance(w, bytes) else str(w) for w in t["why"][:][t_keep]]
+                        telemetry = list(zip(t["step"][:][t_keep], whys, norms))
                     return {"steps": rows, "extra": extra, "checksums": checksums, "evals": evals,
-                            "eval_extra": eval_extra, "times": times}
+                            "eval_extra": eval_extra, "times": times, "rank_norms": rank_norms,
+                            "telemetry": telemetry}
             except (OSError, KeyError):
                 continue
         raise RecordError(f"{self.dir}: a checkpoint after step {step} but no earlier record holds steps 1-{step}; "
@@ -529,8 +680,13 @@ class Run:
             if i < len(rows["times"]):
                 row = [float(t) for t in rows["times"][i]]
                 w.append_rank_times((row + [float("nan")] * self.world_size)[: self.world_size])
+            if i < len(rows["rank_norms"]):
+                row = [float(x) for x in rows["rank_norms"][i]]
+                w.append_rank_grad_norms((row + [float("nan")] * self.world_size)[: self.world_size])
         for s, p, t in rows["checksums"]:
             w.append_checksum(int(s), int(p), [int(x) for x in t])
+        for s, why, norms in rows["telemetry"]:
+            w.append_telemetry(int(s), why, [float(x) for x in norms])
         for i, (s, loss, tokens, t) in enumerate(rows["evals"]):
             extra = {k: float(v[i]) for k, v in rows["eval_extra"].items() if not math.isnan(v[i])}
             w.append_eval(int(s), float(loss), int(tokens), float(t), extra=extra)

@@ -65,19 +65,37 @@ void nonfinite_loss(const Record& r, std::vector<HealthFlag>& out) {
 // A finite loss whose gradient was not (the reduced gradient's norm is infinite, or NaN
 // on a step whose update was skipped): a fault the loss alone hides. fp16's overflows are
 // its loss scaler's business (skipped_steps).
+// The first tensor of a /telemetry row at `step` whose gradient norm is not finite, or
+// nullptr: a program that logs no grad_norm (a PyTorch script's run.gradients()) is caught
+// by its telemetry row alone.
+const std::string* first_nonfinite_tensor(const Record& r, int64_t step) {
+  for (const auto& t : r.telemetry) {
+    if (t.step != step || t.tensor_grad_norm.size() != r.params.size()) continue;
+    for (size_t i = 0; i < r.params.size(); ++i)
+      if (!std::isfinite(t.tensor_grad_norm[i])) return &r.params[i].name;
+  }
+  return nullptr;
+}
+
 void nonfinite_gradient(const Record& r, std::vector<HealthFlag>& out) {
   if (config_value(r, "train.precision") == "fp16") return;
   size_t bad = 0;
   int64_t first = -1;
-  for (const auto& s : r.steps)
-    if (std::isfinite(s.loss) && (std::isinf(s.grad_norm) || (std::isnan(s.grad_norm) && s.skipped))) {
-      if (bad++ == 0) first = s.step;
+  const std::string* tensor = nullptr;  // the first step's first non-finite tensor, from /telemetry
+  for (const auto& s : r.steps) {
+    if (!std::isfinite(s.loss)) continue;
+    const std::string* t = r.telemetry.empty() ? nullptr : first_nonfinite_tensor(r, s.step);
+    if (std::isinf(s.grad_norm) || (std::isnan(s.grad_norm) && s.skipped) || t != nullptr) {
+      if (bad++ == 0) first = s.step, tensor = t;
     }
+  }
   if (bad == 0) return;
-  out.push_back({kFlagNonfiniteGradient, std::to_string(bad) + " of " + std::to_string(r.steps.size()) +
-                                             " steps had a finite loss but a non-finite gradient, the first at step " +
-                                             std::to_string(first) + (r.failure.empty() ? "" : " (" + r.failure + ")") +
-                                             "."});
+  std::string d = std::to_string(bad) + " of " + std::to_string(r.steps.size()) +
+                  " steps had a finite loss but a non-finite gradient, the first at step " + std::to_string(first);
+  if (tensor != nullptr && r.failure.find(*tensor) == std::string::npos)
+    d += ", first in tensor " + *tensor + " (its /telemetry row)";
+  if (!r.failure.empty()) d += " (" + r.failure + ")";
+  out.push_back({kFlagNonfiniteGradient, d + "."});
 }
 
 void loss_rose(const Record& r, std::vector<HealthFlag>& out) {

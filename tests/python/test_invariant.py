@@ -31,6 +31,7 @@ from the reference below (only when the definition itself changes).
 """
 
 import json
+import math
 import os
 import re
 import shutil
@@ -404,20 +405,28 @@ def show(p):
     return "exit %s\n--- stdout\n%s\n--- stderr\n%s" % (p.returncode, p.stdout[-4000:], p.stderr[-4000:])
 
 
-def rows_of(out):
+def rows_of(out, rank_norms=None):
     """The record's rows without the wall times, what must be bit-identical: per step the
     loss, learning rate, gradient norm, clip coefficient, tokens, the held-out loss (/eval;
-    None without one) and the parameter checksum (None where none was recorded)."""
+    None without one), the parameter checksum (None where none was recorded) and the
+    gradient telemetry row ((why, each tensor's norm); None where none was taken). Each
+    rank's own norm depends on the layout: it goes to the list `rank_norms`, if given."""
     with h5py.File(os.path.join(out, "record.h5"), "r") as f:
         m = f["metrics"]
         checksums = dict(zip(f["checksums/step"][:].tolist(), f["checksums/params"][:].tolist()))
         evals = dict(zip(f["eval/step"][:].tolist(), f["eval/loss"][:].tolist())) if "eval" in f else {}
+        t = f["telemetry"]
+        telemetry = {s: (w.decode(), n) for s, w, n in zip(t["step"][:].tolist(), t["why"][:],
+                                                           t["tensor_grad_norm"][:].tolist())}
+        if rank_norms is not None and "grad_norm" in f["ranks"]:  # plain DDP has none
+            rank_norms.extend(f["ranks/grad_norm"][:].tolist())
         rows = []
         for i, step in enumerate(m["step"][:].tolist()):
             rows.append({"step": step, "loss": float(m["loss"][i]), "lr": float(m["lr"][i]),
                          "grad_norm": float(m["grad_norm"][i]), "clip_coef": float(m["clip_coef"][i]),
                          "tokens": int(m["tokens"][i]), "eval_loss": evals.get(step),
-                         "checksum": "%016x" % checksums[step] if step in checksums else None})
+                         "checksum": "%016x" % checksums[step] if step in checksums else None,
+                         "telemetry": telemetry.get(step)})
         assert f.attrs["status"] == "completed", f.attrs["status"]
         assert 0 in checksums, "no checksum of the initial parameters"
     return rows
@@ -426,6 +435,7 @@ def rows_of(out):
 # Small enough for 2 cores: 6 steps of a 16-wide model on 8-token sequences; clip 0.3 clips
 # (the norm runs 0.4-0.6), dropout and held-out evaluation at steps 3 and 6.
 COMMON = ["--steps", "6", "--vocab", "32", "--seq-len", "8", "--width", "16", "--lr", "1e-2", "--warmup", "2",
+          "--telemetry-every", "2",
           "--clip", "0.3", "--dropout", "0.1", "--eval-every", "3", "--eval-batches", "2", "--samples", "256",
           "--quiet"]
 GROUPS = {8: [(1, 4), (2, 2), (4, 1)], 12: [(1, 6), (2, 3), (3, 2)]}
@@ -442,11 +452,13 @@ class Layouts(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
+    rank_norms = {}  # run name -> /ranks/grad_norm rows
+
     def train(self, name, world, args):
         out = os.path.join(self.tmp, name)
         p = mpirun(world, [TRAIN] + COMMON + list(args) + ["--out", out])
         self.assertEqual(p.returncode, 0, show(p))
-        return rows_of(out)
+        return rows_of(out, self.rank_norms.setdefault(name, []))
 
     def check_group(self, precision, batch, extra=(), plain=False):
         runs = {}
@@ -461,13 +473,34 @@ class Layouts(unittest.TestCase):
         self.assertEqual(len(first), 6)
         self.assertTrue(any(r["clip_coef"] < 1.0 for r in first), "no step was clipped")
         self.assertEqual([r["step"] for r in first if r["eval_loss"] is not None], [3, 6])
+        # Gradient telemetry every 2 steps and at the last: each tensor's norm, in the
+        # same bits on every layout (compared with the rest of the row below).
+        self.assertEqual([(r["step"], r["telemetry"][0]) for r in first if r["telemetry"]],
+                         [(2, "every"), (4, "every"), (6, "every,last")])
+        for r in first:  # the step's own gradient, before clipping: together its norm
+            if r["telemetry"]:
+                total = math.sqrt(math.fsum(x * x for x in r["telemetry"][1]))
+                self.assertAlmostEqual(total / r["grad_norm"], 1.0, delta=1e-6, msg=r["step"])
         for layout, rows in others:
             for a, b in zip(first, rows):  # every step: loss, grad norm, clip, held-out loss, checksum
                 self.assertEqual(a, b, "W=%d x A=%d against W=%d x A=%d" % (layout + first_layout))
 
     def test_fp32_every_layout_is_one_run(self):
         for batch in GROUPS:
-            self.assert_identical(self.check_group("fp32", batch))
+            runs = self.check_group("fp32", batch)
+            self.assert_identical(runs)
+            # Each rank's own norm before the reduction: on one rank the step's norm; on
+            # more, each rank's own, finite and not the global one.
+            for (world, accum), rows in runs.items():
+                own = self.rank_norms["inv-fp32-%d-%dx%d" % (batch, world, accum)]
+                self.assertEqual(len(own), 6)
+                for row, norms in zip(rows, own):
+                    self.assertEqual(len(norms), world)
+                    if world == 1:
+                        self.assertEqual(norms, [row["grad_norm"]])
+                    else:
+                        self.assertTrue(all(math.isfinite(x) and 0 < x != row["grad_norm"] for x in norms), norms)
+                        self.assertEqual(len(set(norms)), world, norms)
 
     def test_bf16_autocast_every_layout_is_one_run(self):
         for batch in GROUPS:

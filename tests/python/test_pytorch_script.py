@@ -22,6 +22,7 @@ Usage: test_pytorch_script.py [BIN_DIR] [unittest options]
 """
 
 import difflib
+import math
 import os
 import re
 import shutil
@@ -132,12 +133,21 @@ class PytorchScript(unittest.TestCase):
             with h5py.File(rec, "r") as f:
                 self.assertEqual(text(f.attrs["status"]), "completed")
                 self.assertEqual(text(f.attrs["run_id"]), rid)
-                self.assertEqual(int(f.attrs["schema_version"]), 4)
+                self.assertEqual(int(f.attrs["schema_version"]), 5)  # gradient telemetry
                 self.assertEqual(list(f["metrics/step"][:]), list(range(1, STEPS + 1)))
                 self.assertEqual(list(f["eval/step"][:]), [10, 20])
                 self.assertEqual(len(f["metrics/extra/accuracy"][:]), STEPS)
                 self.assertTrue(all(0 <= a <= 1 for a in f["eval/extra/accuracy"][:]))
                 self.assertEqual(list(f["checksums/step"][:]), [0, 10, 20])
+                # run.gradients(): each tensor's norm every 10 steps and at the last, before
+                # clipping: together the norm clip_grad_norm_ returned (as the script logged it).
+                self.assertEqual(list(f["telemetry/step"][:]), [10, 20])
+                self.assertEqual([text(w) for w in f["telemetry/why"][:]], ["every", "every,last"])
+                norms = f["telemetry/tensor_grad_norm"][:]
+                self.assertEqual(norms.shape, (2, len(f["params/name"][:])))
+                for step, row in zip((10, 20), norms):
+                    logged = float(f["metrics/grad_norm"][step - 1])
+                    self.assertAlmostEqual(math.sqrt(sum(x * x for x in row)) / logged, 1.0, delta=1e-5)
             e = env_of(rec)
             self.assertEqual(e["data.hash"], data_hash)
             self.assertEqual(e["program.data"], '["%s %s"]' % (data_hash, data))
@@ -162,6 +172,9 @@ class PytorchScript(unittest.TestCase):
         self.assertEqual(len(re.findall(r",\d+,eval_accuracy,", p.stdout)), 2 * 2)
         p = sweep("compare", self.run_dir(0), self.run_dir(0))
         self.assertIn("identical bit-for-bit: %d steps, 3 checksums, 2 evaluations" % STEPS, p.stdout, show(p))
+        p = sweep("show", self.run_dir(0))
+        self.assertEqual(p.returncode, 0, show(p))
+        self.assertRegex(p.stdout, r"telemetry: +rows: 2 \(2 every, 1 last\); largest tensor gradient norms at step 20: ")
 
     # --- c. reproduce, and what makes a run stale
 

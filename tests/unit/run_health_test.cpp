@@ -115,8 +115,9 @@ TEST(RunHealth, ASpikesFlagNamesTheTensorsWhoseGradientNormsLedIt) {
   EXPECT_EQ(spike_leading_tensors(r, 60, 1),
             "against their median over the 2 telemetry rows before it: c (non-finite)");
   const auto flags = compute_health(r);
-  ASSERT_EQ(health_names(flags), "loss_spike");
-  EXPECT_CONTAINS(flags[0].detail,
+  // c's NaN norm is a non-finite gradient too (the step's loss is finite).
+  ASSERT_EQ(health_names(flags), "nonfinite_gradient loss_spike");
+  EXPECT_CONTAINS(flags[1].detail,
                   "; the gradient norms that rose most at that step, against their median over the 2 "
                   "telemetry rows before it: c (non-finite), b (33.33x), a (3x)");
   // No row before the spike: the largest norms; no row at the spike: nothing said.
@@ -125,7 +126,27 @@ TEST(RunHealth, ASpikesFlagNamesTheTensorsWhoseGradientNormsLedIt) {
             "with no telemetry row before it, the largest: c (non-finite), b (norm 50), a (norm 3)");
   r.telemetry[0].step = 61;
   EXPECT_EQ(spike_leading_tensors(r, 60), "");
-  EXPECT_EQ(compute_health(r)[0].detail.find("gradient norms"), std::string::npos);
+  EXPECT_EQ(compute_health(r)[1].detail.find("gradient norms"), std::string::npos);
+}
+
+TEST(RunHealth, ANonFiniteTensorInATelemetryRowIsANonFiniteGradientNamedByTensor) {
+  // A script that logs no grad_norm (NaN in /metrics) but took telemetry rows
+  // (run.gradients()): the row at step 27 holds an inf norm in tensor c.
+  Record r = noisy();
+  for (auto& s : r.steps) s.grad_norm = NAN;
+  r.params = {{"a", {4}, 0, 4}, {"b", {4}, 4, 4}, {"c", {4}, 8, 4}, {"d", {4}, 12, 4}};
+  r.telemetry = {{20, "every", {1, 1, 1, 1}, {}}, {27, "nonfinite", {1, 2, INFINITY, NAN}, {}}};
+  auto flags = compute_health(r);
+  ASSERT_EQ(health_names(flags), "nonfinite_gradient");
+  EXPECT_EQ(flags[0].detail,
+            "1 of 100 steps had a finite loss but a non-finite gradient, the first at step 27, first in "
+            "tensor c (its /telemetry row).");
+  // A failure that names the tensor already is not repeated; finite rows raise nothing.
+  r.failure = "non-finite gradient at step 27 (first non-finite gradient: c[2])";
+  EXPECT_EQ(compute_health(r)[0].detail.find("its /telemetry row"), std::string::npos);
+  r.failure.clear();
+  r.telemetry[1].tensor_grad_norm = {1, 2, 3, 4};
+  EXPECT_EQ(names(r), "");
 }
 
 TEST(RunHealth, TheLowerMedianIsTheSmallerOfTwoAndSaysWhatItWasToldForNone) {
