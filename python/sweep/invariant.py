@@ -297,6 +297,20 @@ def _tree_sum(values):
     return total[0]
 
 
+def _square_sum_by_blocks(flat):
+    """The square sum of a 1-D fp32 tensor, free of the layout and the thread count: the
+    norm of each BLOCK of its elements (one fp32 reduction per block, the last block the
+    remainder), their squares in float64 added by the canonical tree; a 0-dim tensor."""
+    whole = flat.numel() // BLOCK * BLOCK
+    parts = []
+    if whole:
+        parts.append(torch.linalg.vector_norm(flat[:whole].view(-1, BLOCK), dim=1))
+    if whole < flat.numel():
+        parts.append(torch.linalg.vector_norm(flat[whole:]).reshape(1))
+    blocks = parts[0] if len(parts) == 1 else torch.cat(parts)
+    return _tree_sum(blocks.double().square())
+
+
 def tensor_grad_norms(tensors):
     """Each tensor's L2 norm as a list of floats, with the same bits whatever the layout and
     the thread count, as CanonicalGradients.grad_norm(): the norm of each BLOCK of the
@@ -310,15 +324,8 @@ def tensor_grad_norms(tensors):
             continue
         flat = t.detach().reshape(-1)
         flat = flat if flat.dtype == torch.float32 else flat.float()
-        whole = flat.numel() // BLOCK * BLOCK
-        parts = []
-        if whole:
-            parts.append(torch.linalg.vector_norm(flat[:whole].view(-1, BLOCK), dim=1))
-        if whole < flat.numel():
-            parts.append(torch.linalg.vector_norm(flat[whole:]).reshape(1))
-        blocks = parts[0] if len(parts) == 1 else torch.cat(parts)
         device = device or flat.device
-        out.append(_tree_sum(blocks.double().square()).to(device))
+        out.append(_square_sum_by_blocks(flat).to(device))
     if device is None:
         return [0.0] * len(out)
     zero = torch.zeros((), dtype=torch.float64, device=device)
@@ -748,8 +755,7 @@ class CanonicalGradients:
         for k, total in enumerate(sums):
             self._send[:, k * s:(k + 1) * s].copy_(total.view(W, s))
         own = sums[0] if len(sums) == 1 else torch.stack(sums).sum(0)
-        own = torch.linalg.vector_norm(own.view(-1, BLOCK), dim=1).double().square()
-        words = torch.cat([losses, _tree_sum(own).sqrt().reshape(1)])
+        words = torch.cat([losses, _square_sum_by_blocks(own).sqrt().reshape(1)])
         self._send[:, widest * s:].copy_(words.view(torch.float32).expand(W, -1))
         dist.all_to_all_single(self._recv, self._send, group=self.group)
         nodes = [node for cover in self._covers for node in cover]
@@ -766,8 +772,7 @@ class CanonicalGradients:
         canonical tree, the square root. Only the gradient's length decides the order: not
         the layout, not the thread count (one thread reduces one block)."""
         whole_blocks = -(-self.numel // BLOCK) * BLOCK
-        blocks = self._result[:whole_blocks].view(-1, BLOCK)
-        return math.sqrt(_tree_sum(torch.linalg.vector_norm(blocks, dim=1).double().square()).item())
+        return math.sqrt(_square_sum_by_blocks(self._result[:whole_blocks]).item())
 
     def tensor_grad_norms(self):
         """Each trainable parameter's gradient norm in the current flat gradient (before

@@ -673,16 +673,17 @@ class Run:
     def _replay(self, rows):
         w = self._writer
         n = len(rows["steps"]["step"])
+
+        def fit(row):  # a per-rank row of the earlier attempt in this world (NaN: not measured)
+            return ([float(x) for x in row] + [float("nan")] * self.world_size)[: self.world_size]
         for i in range(n):
             row = {k: v[i].item() for k, v in rows["steps"].items()}
             extra = {k: float(v[i]) for k, v in rows["extra"].items() if not math.isnan(v[i])}
             w.append_step(row, extra=extra)
             if i < len(rows["times"]):
-                row = [float(t) for t in rows["times"][i]]
-                w.append_rank_times((row + [float("nan")] * self.world_size)[: self.world_size])
+                w.append_rank_times(fit(rows["times"][i]))
             if i < len(rows["rank_norms"]):
-                row = [float(x) for x in rows["rank_norms"][i]]
-                w.append_rank_grad_norms((row + [float("nan")] * self.world_size)[: self.world_size])
+                w.append_rank_grad_norms(fit(rows["rank_norms"][i]))
         for s, p, t in rows["checksums"]:
             w.append_checksum(int(s), int(p), [int(x) for x in t])
         for s, why, norms in rows["telemetry"]:
