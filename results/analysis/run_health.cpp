@@ -65,16 +65,20 @@ void nonfinite_loss(const Record& r, std::vector<HealthFlag>& out) {
 // A finite loss whose gradient was not (the reduced gradient's norm is infinite, or NaN
 // on a step whose update was skipped): a fault the loss alone hides. fp16's overflows are
 // its loss scaler's business (skipped_steps).
-// The first tensor of a /telemetry row at `step` whose gradient norm is not finite, or
-// nullptr: a program that logs no grad_norm (a PyTorch script's run.gradients()) is caught
-// by its telemetry row alone.
-const std::string* first_nonfinite_tensor(const Record& r, int64_t step) {
+// Each /telemetry row's first tensor whose gradient norm is not finite, by step (rows
+// with none left out; read once, not once per step): a program that logs no grad_norm (a
+// PyTorch script's run.gradients()) is caught by its telemetry row alone.
+std::map<int64_t, const std::string*> nonfinite_tensors(const Record& r) {
+  std::map<int64_t, const std::string*> out;
   for (const auto& t : r.telemetry) {
-    if (t.step != step || t.tensor_grad_norm.size() != r.params.size()) continue;
+    if (t.tensor_grad_norm.size() != r.params.size()) continue;
     for (size_t i = 0; i < r.params.size(); ++i)
-      if (!std::isfinite(t.tensor_grad_norm[i])) return &r.params[i].name;
+      if (!std::isfinite(t.tensor_grad_norm[i])) {
+        out.emplace(t.step, &r.params[i].name);
+        break;
+      }
   }
-  return nullptr;
+  return out;
 }
 
 void nonfinite_gradient(const Record& r, std::vector<HealthFlag>& out) {
@@ -82,9 +86,11 @@ void nonfinite_gradient(const Record& r, std::vector<HealthFlag>& out) {
   size_t bad = 0;
   int64_t first = -1;
   const std::string* tensor = nullptr;  // the first step's first non-finite tensor, from /telemetry
+  const auto bad_rows = nonfinite_tensors(r);
   for (const auto& s : r.steps) {
     if (!std::isfinite(s.loss)) continue;
-    const std::string* t = r.telemetry.empty() ? nullptr : first_nonfinite_tensor(r, s.step);
+    const auto it = bad_rows.find(s.step);
+    const std::string* t = it == bad_rows.end() ? nullptr : it->second;
     if (std::isinf(s.grad_norm) || (std::isnan(s.grad_norm) && s.skipped) || t != nullptr) {
       if (bad++ == 0) first = s.step, tensor = t;
     }
