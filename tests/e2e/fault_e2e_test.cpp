@@ -80,7 +80,8 @@ TEST_F(FaultE2E, AnInfiniteGradientIsLocatedAndFlagged) {
                                    "[0] = inf); update skipped (train.on_nan: skip_step)");
   EXPECT_EQ(sweep::health_names(sweep::run_health(r)), "nonfinite_gradient");
   EXPECT_CONTAINS(r.summary.at("health.nonfinite_gradient"),
-                  "1 of 8 steps had a finite loss but a non-finite gradient, the first at step 5.");
+                  "1 of 8 steps had a finite loss but a non-finite gradient, the first at step 5, first in tensor " +
+                      r.params[0].name + " (its /telemetry row).");
 
   auto st = train("stop", kTiny + "}\nfault: {inf_grad_step: 5}\n");
   EXPECT_EQ(st.code, 1) << log("stop");
