@@ -116,6 +116,7 @@ class Trainer {
   const Models& models_;
   const int rank_, world_;
   std::string run_id_;
+  RecordLineage lineage_;           ///< the parent run and step when started from another run's checkpoint
   std::vector<std::string> hosts_;  // rank r's host name at r
 
   std::shared_ptr<const TokenSource> source_;       // what the run trains on
@@ -177,8 +178,12 @@ RunStatus Trainer::run() {
                         eval_source_->describe() + ")");
   }
   run_id_ = run_id(cfg_);
-  std::optional<TrainState> resumed = load_resume_state(cfg_, opt_.resume_from, opt_.resume, opt_.out_dir);
-  faults_ = FaultInjector::make(cfg_.fault, rank_, opt_.resume);
+  std::optional<TrainState> resumed =
+      load_resume_state(cfg_, opt_.resume_from, opt_.resume, opt_.out_dir, opt_.fork_from);
+  if (resumed) lineage_ = resumed->lineage;
+  // A process that continues an earlier attempt (in place, on another layout, or forked)
+  // does not repeat the checkpoint crash.
+  faults_ = FaultInjector::make(cfg_.fault, rank_, opt_.resume || !opt_.resume_from.empty() || !opt_.fork_from.empty());
 
   model_ = std::make_unique<DeviceModel>(cfg_, compute_device(opt_, cfg_.deterministic()));
   set_up_determinism(cfg_);
@@ -233,6 +238,9 @@ RunStatus Trainer::run() {
     else  // every rank's log says which rank it is; the steps are rank 0's, its warnings and errors its own
       std::printf("run %s: rank %d of %d on %s (the steps are in rank 0's log; this rank's warnings and errors here)\n",
                   run_id_.c_str(), rank_, world_, hosts_.at(size_t(rank_)).c_str());
+    if (resumed && is_root() && !lineage_.kind.empty())
+      std::printf("%s from run %s at step %lld: steps 1-%lld are its rows\n", lineage_.kind.c_str(),
+                  lineage_.parent_run_id.c_str(), (long long)lineage_.parent_step, (long long)lineage_.parent_step);
     if (resumed) std::printf("resumed from the checkpoint after step %lld\n", (long long)start);
   }
 
@@ -281,6 +289,7 @@ RunStatus Trainer::run() {
       if ((cfg_.train.checkpoint_every > 0 && step % cfg_.train.checkpoint_every == 0 && step < cfg_.train.steps) ||
           step == stop) {
         TrainState st = snapshot_state(step, run_id_, cfg_, comm_, flat_, zero_, scaler_, rec_);
+        st.lineage = lineage_;  // a forked run resumed in place still names its parent
         const bool crash = faults_ && faults_->crash_in_checkpoint(step);  // test-only
         if (is_root()) save_checkpoint(opt_.out_dir, st, int(cfg_.train.keep_checkpoints), crash);
       }
@@ -326,7 +335,8 @@ void Trainer::open_record(const std::vector<std::pair<std::string, std::string>>
   facts.params = &flat_.table;
   facts.layout = &zero_.layout;
   facts.moe_layers = routing_.layers, facts.moe_experts = routing_.experts;
-  const RecordHeader header = record_header(facts);
+  RecordHeader header = record_header(facts);
+  header.lineage = lineage_;
   std::filesystem::create_directories(opt_.out_dir);
   rec_.open(opt_.out_dir + "/record.h5", header);
   for (const auto& [k, v] : self_test) rec_.record()->set_summary(k, v);

@@ -70,6 +70,10 @@ int train_main(int argc, char** argv, const Models& models) {
   app.add_option("--resume-from", opt.resume_from,
                  "continue from this checkpoint (a run directory or its checkpoints/step_N), written by any layout "
                  "of the same math: world size and accum at the same global batch, ZeRO stage, workers");
+  app.add_option("--fork-from", opt.fork_from,
+                 "start from this checkpoint of another run whose math may differ (a run directory or its "
+                 "checkpoints/step_N; the model must be the same): `sweep fork`; the record names it as parent")
+      ->excludes("--resume-from");
   app.add_option("--device", opt.device, "where forward and backward run (recorded; not part of the run id)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   try {

@@ -17,6 +17,9 @@ struct TrainOptions {
   /// Continue from this checkpoint (a run directory or .../checkpoints/step_N), which may
   /// come from another layout of the same math (elastic resume); "" = none.
   std::string resume_from;
+  /// Start from this checkpoint of another run whose math may differ (`sweep fork`: a
+  /// lower lr after a spike); the model must be the same. The record names it as parent.
+  std::string fork_from;
   /// Where forward and backward run: "cpu", or "cuda" (GPU local_rank % GPU count). The
   /// flat parameter and gradient buffers, reduction and optimizer stay on the host. It
   /// changes the bits, so the record's environment names it; it is not in the run id.

@@ -58,12 +58,24 @@ int64_t restore_state(TrainState& st, FlatParams& flat, ZeroShards& zero, LossSc
   return rec.updates();
 }
 
+namespace {
+
+// The resuming run's lineage: the checkpoint's writer when that is another run.
+std::optional<TrainState> with_lineage(std::optional<TrainState> st, const std::string& id, bool fork) {
+  if (st && st->run_id != id) st->lineage = {fork ? "forked" : "resumed", st->run_id, st->step};
+  return st;
+}
+
+}  // namespace
+
 std::optional<TrainState> load_resume_state(const RunConfig& cfg, const std::string& resume_from, bool resume,
-                                            const std::string& out_dir) {
+                                            const std::string& out_dir, const std::string& fork_from) {
   const std::string id = run_id(cfg), math = math_id(cfg);
   try {
-    if (!resume_from.empty()) return load_checkpoint_at(resume_from, id, math);  // elastic: any layout of the same math
-    if (resume) return load_latest_checkpoint(out_dir, id, math);
+    if (!fork_from.empty()) return with_lineage(load_checkpoint_at(fork_from, id, math, /*any_math=*/true), id, true);
+    // elastic: any layout of the same math
+    if (!resume_from.empty()) return with_lineage(load_checkpoint_at(resume_from, id, math), id, false);
+    if (resume) return with_lineage(load_latest_checkpoint(out_dir, id, math), id, false);
     return std::nullopt;
   } catch (const CheckpointOfOtherMath& e) {
     // .../<run>/checkpoints/step_N/state.bin: the writer's config is <run>/config.yaml.

@@ -33,8 +33,10 @@ int64_t restore_state(TrainState& st, FlatParams& flat, ZeroShards& zero, LossSc
 /// layout of the same math) when given, else with `resume` the newest of `out_dir`. A
 /// checkpoint of another math is bad input (ConfigError: exit 2, nothing left behind),
 /// naming what differs (math_differences) when the config.yaml of the run that wrote it
-/// is beside its checkpoints/.
+/// is beside its checkpoints/. `fork_from`, when given, is taken whatever its math. The
+/// state's lineage is set to the resuming run's: the checkpoint's run as parent when it
+/// is another run ("forked" from fork_from, else "resumed"), else the lineage it carried.
 std::optional<TrainState> load_resume_state(const RunConfig& cfg, const std::string& resume_from, bool resume,
-                                            const std::string& out_dir);
+                                            const std::string& out_dir, const std::string& fork_from = "");
 
 }  // namespace sweep

@@ -24,6 +24,8 @@ CliAction setup_report(CLI::App& app);     // cli_results.cpp
 CliAction setup_compare(CLI::App& app);    // cli_results.cpp
 CliAction setup_export(CLI::App& app);     // cli_results.cpp
 CliAction setup_reproduce(CLI::App& app);  // cli_results.cpp
+CliAction setup_resume(CLI::App& app);     // cli_results.cpp
+CliAction setup_fork(CLI::App& app);       // cli_results.cpp
 CliAction setup_show(CLI::App& app);       // cli_results.cpp
 CliAction setup_blas(CLI::App& app);       // cli_blas.cpp
 CliAction setup_keys(CLI::App& app);       // cli_keys.cpp

@@ -16,6 +16,7 @@
 #include "config_error.h"        // ConfigError
 #include "export.h"              // render_export_csv
 #include "export_tensorboard.h"  // render_tensorboard
+#include "lineage_run.h"         // resume_run, fork_run
 #include "process.h"             // SpawnRunner, executable_dir
 #include "report.h"              // load_sweep, build_report, render_report
 #include "reproduce.h"           // reproduce
@@ -396,6 +397,22 @@ int run_reproduce(ReproduceCliOptions& o) {
   return r.reproduced() ? 0 : 1;
 }
 
+struct LineageCliOptions {
+  LineageOptions opt;
+  std::string trainer, mpiexec;
+  bool fork = false;
+};
+
+int run_lineage(LineageCliOptions& o) {
+  o.opt.launch.train_binary = o.trainer.empty() ? executable_dir() + "/sweep-train" : o.trainer;
+  o.opt.trainer_given = !o.trainer.empty();
+  o.opt.launch.mpiexec = find_in_path(o.mpiexec.empty() ? "mpiexec" : o.mpiexec);
+  SpawnRunner runner(executable_dir() + "/sweep-box", 10);  // the run ends with all it started
+  const LineageResult r = o.fork ? fork_run(o.opt, runner) : resume_run(o.opt, runner);
+  print_lines(r.lines);
+  return r.completed ? 0 : 1;
+}
+
 }  // namespace
 
 CliAction setup_report(CLI::App& app) {
@@ -482,6 +499,10 @@ int run_show(const ShowOptions& o) {
     line("driver", s->second + (d == state.end() || d->second.empty() ? "" : ": " + d->second));
   }
   line("schema", std::to_string(r.schema_version) + ", world size " + std::to_string(r.world_size));
+  if (!r.lineage.kind.empty())
+    line("lineage", r.lineage.kind + " from run " + r.lineage.parent_run_id + " at step " +
+                        std::to_string(r.lineage.parent_step) + " (steps 1-" + std::to_string(r.lineage.parent_step) +
+                        " are its rows)");
   std::vector<int64_t> steps, eval_steps;
   for (const auto& s : r.steps) steps.push_back(s.step);
   for (const auto& e : r.evals) eval_steps.push_back(e.step);
@@ -567,6 +588,41 @@ CliAction setup_reproduce(CLI::App& app) {
     o->micro_given = micro->count() > 0;
     return run_reproduce(*o);
   };
+}
+
+CliAction setup_resume(CLI::App& app) {
+  auto o = std::make_shared<LineageCliOptions>();
+  auto* cmd = app.add_subcommand("resume",
+                                 "continue an unfinished run of a sweep from its newest checkpoint: in place, or on "
+                                 "another layout of the same global batch as a new run whose record names it; exit 0 "
+                                 "completed, 1 not, 2 usage");
+  cmd->add_option("run", o->opt.run_dir, "the run's directory (sweep-dir/runs/ID)")->required();
+  cmd->add_option("--world-size", o->opt.world_size, "ranks to continue on (the global batch must hold)")
+      ->check(whole_number(1));
+  cmd->add_option("--accum", o->opt.accum, "accumulation steps to continue with")->check(whole_number(1));
+  cmd->add_option("--micro-batch", o->opt.micro_batch,
+                  "sequences per micro-batch: a multiple of the run's train.leaf (a run without one keeps its own)")
+      ->check(whole_number(1));
+  cmd->add_option("--trainer", o->trainer, "sweep-train binary (default: beside sweep, or the record's own trainer)");
+  cmd->add_option("--mpiexec", o->mpiexec, "mpiexec for more than one rank (default: from PATH)");
+  return [o, cmd]() { return cmd->parsed() ? run_lineage(*o) : -1; };
+}
+
+CliAction setup_fork(CLI::App& app) {
+  auto o = std::make_shared<LineageCliOptions>();
+  o->fork = true;
+  auto* cmd = app.add_subcommand("fork",
+                                 "start a new run of the sweep from a run's checkpoint with changed keys (a lower lr "
+                                 "after a spike); its record names the parent and the step; exit 0 completed, 1 not, "
+                                 "2 usage");
+  cmd->add_option("run", o->opt.run_dir, "the parent run's directory (sweep-dir/runs/ID)")->required();
+  cmd->add_option("--from-step", o->opt.from_step, "the parent's checkpoint after this step")
+      ->required()
+      ->check(whole_number(1));
+  cmd->add_option("changes", o->opt.set, "KEY=VALUE, one or more (any key but model.*)")->required();
+  cmd->add_option("--trainer", o->trainer, "sweep-train binary (default: beside sweep, or the record's own trainer)");
+  cmd->add_option("--mpiexec", o->mpiexec, "mpiexec for more than one rank (default: from PATH)");
+  return [o, cmd]() { return cmd->parsed() ? run_lineage(*o) : -1; };
 }
 
 }  // namespace sweep

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -334,7 +335,13 @@ int run_status(const StatusOptions& o) {
   std::map<std::string, bool> listed;
   for (const auto& [id, v] : points) listed[id] = true;
   for (const auto& [id, st] : runs)
-    if (!listed.count(id)) rows.emplace_back(id, "(not in the last grid run here)");
+    if (!listed.count(id)) {
+      // A run `sweep resume` or `sweep fork` started says where it came from.
+      std::ifstream in(o.dir + "/runs/" + id + "/lineage");
+      std::string from;
+      std::getline(in, from);
+      rows.emplace_back(id, from.empty() ? "(not in the last grid run here)" : "(" + printable(from) + ")");
+    }
   std::map<std::string, int> counts;
   // Runs submitted to Slurm: one squeue says which still wait there (and why) or run,
   // whether or not a driver watches them.

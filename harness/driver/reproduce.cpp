@@ -29,56 +29,6 @@ std::string layout_text(int64_t world, int64_t accum, int64_t micro) {
          std::to_string(micro);
 }
 
-// The canonical tree makes the bits independent of the layout while the global batch is
-// the same (docs/design.md): without a leaf the micro-batch is the tree's leaf and stays
-// as recorded; with one, any micro-batch that holds whole leaves.
-void change_layout(RunConfig& c, int64_t world, int64_t accum, int64_t micro) {
-  const int64_t w0 = c.dist.world_size, a0 = c.train.accum, b0 = c.train.micro_batch, g = w0 * a0 * b0;
-  if (world < 0 || accum < 0 || micro < 0)
-    throw ConfigError("--world-size, --accum and --micro-batch must be positive");
-  if (!world && !accum && !micro) return;  // layout unchanged
-  const std::string recorded =
-      "the recorded global batch is " + std::to_string(g) + " sequences (" + layout_text(w0, a0, b0) + ")";
-  if (micro && micro != b0 && c.train.leaf == 0)
-    throw ConfigError("cannot reproduce with micro-batch " + std::to_string(micro) +
-                      ": the recorded run has no train.leaf, so its micro-batch of " + std::to_string(b0) +
-                      " sequences is the leaf of the canonical tree and another one sums in another order (a run "
-                      "with train.leaf can change it)");
-  if (micro && c.train.leaf > 0 && micro % c.train.leaf != 0)
-    throw ConfigError("cannot reproduce with micro-batch " + std::to_string(micro) +
-                      ": it is not a multiple of the recorded train.leaf (" + std::to_string(c.train.leaf) + ")");
-  const int64_t b = micro ? micro : b0;
-  if (g % b != 0)
-    throw ConfigError("cannot reproduce with micro-batch " + std::to_string(b) + ": " + recorded +
-                      ", which is not a multiple of " + std::to_string(b));
-  const int64_t m = g / b;  // micro-batches per step
-  if (!world && !accum) world = m % w0 == 0 ? w0 : 0, accum = world ? m / world : 0;
-  if (!world && !accum)
-    throw ConfigError("cannot reproduce with micro-batch " + std::to_string(b) + " on the recorded " +
-                      std::to_string(w0) + " ranks: " + recorded + "; give --world-size or --accum");
-  if (world && accum && world * accum * b != g)
-    throw ConfigError("cannot reproduce with " + layout_text(world, accum, b) + " = " +
-                      std::to_string(world * accum * b) + " sequences: " + recorded +
-                      ", and only the same global batch can give the same bits");
-  if (world && !accum) {
-    if (m % world != 0)
-      throw ConfigError("cannot reproduce on " + std::to_string(world) + " ranks: " + recorded + ", whose " +
-                        std::to_string(m) + " micro-batches of " + std::to_string(b) +
-                        " sequences do not split evenly over " + std::to_string(world) + " ranks");
-    accum = m / world;
-  }
-  if (accum && !world) {
-    if (m % accum != 0)
-      throw ConfigError("cannot reproduce with accum " + std::to_string(accum) + ": " + recorded + ", whose " +
-                        std::to_string(m) + " micro-batches of " + std::to_string(b) +
-                        " sequences are not a multiple of " + std::to_string(accum));
-    world = m / accum;
-  }
-  c.dist.world_size = world;
-  c.train.accum = accum;
-  c.train.micro_batch = b;
-}
-
 /// What `sweep run` bound for the run in `run_dir`: its sweep directory when the run is
 /// one (<sweep>/runs/<id>), else the run directory itself.
 std::string bound_dir(const std::string& run_dir) {
@@ -94,6 +44,56 @@ std::string read_tail(const std::string& path, size_t max_bytes) {
 
 }  // namespace
 
+// The canonical tree makes the bits independent of the layout while the global batch is
+// the same (docs/design.md): without a leaf the micro-batch is the tree's leaf and stays
+// as recorded; with one, any micro-batch that holds whole leaves.
+void change_layout(RunConfig& c, int64_t world, int64_t accum, int64_t micro, const std::string& verb) {
+  const int64_t w0 = c.dist.world_size, a0 = c.train.accum, b0 = c.train.micro_batch, g = w0 * a0 * b0;
+  if (world < 0 || accum < 0 || micro < 0)
+    throw ConfigError("--world-size, --accum and --micro-batch must be positive");
+  if (!world && !accum && !micro) return;  // layout unchanged
+  const std::string recorded =
+      "the recorded global batch is " + std::to_string(g) + " sequences (" + layout_text(w0, a0, b0) + ")";
+  if (micro && micro != b0 && c.train.leaf == 0)
+    throw ConfigError("cannot " + verb + " with micro-batch " + std::to_string(micro) +
+                      ": the recorded run has no train.leaf, so its micro-batch of " + std::to_string(b0) +
+                      " sequences is the leaf of the canonical tree and another one sums in another order (a run "
+                      "with train.leaf can change it)");
+  if (micro && c.train.leaf > 0 && micro % c.train.leaf != 0)
+    throw ConfigError("cannot " + verb + " with micro-batch " + std::to_string(micro) +
+                      ": it is not a multiple of the recorded train.leaf (" + std::to_string(c.train.leaf) + ")");
+  const int64_t b = micro ? micro : b0;
+  if (g % b != 0)
+    throw ConfigError("cannot " + verb + " with micro-batch " + std::to_string(b) + ": " + recorded +
+                      ", which is not a multiple of " + std::to_string(b));
+  const int64_t m = g / b;  // micro-batches per step
+  if (!world && !accum) world = m % w0 == 0 ? w0 : 0, accum = world ? m / world : 0;
+  if (!world && !accum)
+    throw ConfigError("cannot " + verb + " with micro-batch " + std::to_string(b) + " on the recorded " +
+                      std::to_string(w0) + " ranks: " + recorded + "; give --world-size or --accum");
+  if (world && accum && world * accum * b != g)
+    throw ConfigError("cannot " + verb + " with " + layout_text(world, accum, b) + " = " +
+                      std::to_string(world * accum * b) + " sequences: " + recorded +
+                      ", and only the same global batch can give the same bits");
+  if (world && !accum) {
+    if (m % world != 0)
+      throw ConfigError("cannot " + verb + " on " + std::to_string(world) + " ranks: " + recorded + ", whose " +
+                        std::to_string(m) + " micro-batches of " + std::to_string(b) +
+                        " sequences do not split evenly over " + std::to_string(world) + " ranks");
+    accum = m / world;
+  }
+  if (accum && !world) {
+    if (m % accum != 0)
+      throw ConfigError("cannot " + verb + " with accum " + std::to_string(accum) + ": " + recorded + ", whose " +
+                        std::to_string(m) + " micro-batches of " + std::to_string(b) +
+                        " sequences are not a multiple of " + std::to_string(accum));
+    world = m / accum;
+  }
+  c.dist.world_size = world;
+  c.train.accum = accum;
+  c.train.micro_batch = b;
+}
+
 std::string resolve_record_path(const std::string& source) {
   std::error_code ec;
   if (fs::is_directory(source, ec)) return (fs::path(source) / "record.h5").string();
@@ -103,7 +103,7 @@ std::string resolve_record_path(const std::string& source) {
 RunConfig reproduce_config(const Record& original, int64_t world_size, int64_t accum, int64_t micro_batch,
                            const std::vector<std::string>& set) {
   RunConfig c = apply_run_config(RunConfig{}, flatten_yaml(original.config_yaml, original.path + " (/config/yaml)"));
-  change_layout(c, world_size, accum, micro_batch);
+  change_layout(c, world_size, accum, micro_batch, "reproduce");
   FlatConfig overrides;
   for (const auto& item : set) {
     const size_t eq = item.find('=');
@@ -242,6 +242,22 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
                         " is not a complete checkpoint (complete ones kept: " + (kept.empty() ? "none" : kept) + ")");
     }
   }
+  // A forked run's first steps are its parent's: the re-run forks from the same checkpoint.
+  std::string fork_from;
+  if (original.lineage.kind == "forked" && opt.from_step == 0) {
+    char name[32];
+    std::snprintf(name, sizeof name, "step_%010lld", static_cast<long long>(original.lineage.parent_step));
+    fork_from = (fs::absolute(original_path).parent_path().parent_path() / original.lineage.parent_run_id /
+                 "checkpoints" / name)
+                    .lexically_normal()
+                    .string();
+    if (!fs::exists(fork_from + "/DONE"))
+      throw ConfigError(original_path + ": the run was forked from run " + original.lineage.parent_run_id +
+                        " at step " + std::to_string(original.lineage.parent_step) + ", whose checkpoint " + fork_from +
+                        " is gone: its steps 1-" + std::to_string(original.lineage.parent_step) +
+                        " are the parent's, and only that checkpoint re-runs the rest (--from-step S re-runs from "
+                        "one of this run's own checkpoints)");
+  }
   ReproduceResult res;
   res.out_dir = next_reproduce_dir(fs::path(original_path).parent_path().string());
   fs::create_directories(res.out_dir + "/logs");
@@ -297,6 +313,7 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
     run_log = c.log;
   }
   if (opt.from_step > 0) argv.insert(argv.end(), {"--resume-from", checkpoint});
+  if (!fork_from.empty()) argv.insert(argv.end(), {"--fork-from", fork_from});
   const ExitStatus st = runner.run(argv, run_log);
 
   const std::string new_path = res.out_dir + "/record.h5";
@@ -324,6 +341,10 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
                         std::to_string(config.dist.world_size) + " rank(s), ZeRO " +
                         std::to_string(config.dist.zero_stage) + ": steps 1-" + std::to_string(opt.from_step) +
                         " are the checkpoint's rows, the rest were recomputed");
+  if (!fork_from.empty())
+    res.lines.push_back("forked from run " + original.lineage.parent_run_id + " at step " +
+                        std::to_string(original.lineage.parent_step) +
+                        " as the original was: the re-run started from that checkpoint");
   // Config and environment differences matter even when the bits agree: they are what held.
   const auto details = detail_lines(c);
   res.lines.insert(res.lines.end(), details.begin(), details.end());

@@ -35,6 +35,12 @@ struct ReproduceOptions {
   bool allow_program = false;
 };
 
+/// Puts config `c` on another layout (0 = derived or unchanged) that keeps its bits: the
+/// same global batch (world_size x accum x micro_batch sequences) and, without
+/// train.leaf, the same micro-batch. Throws ConfigError "cannot <verb> with ..." saying
+/// why another layout is refused.
+void change_layout(RunConfig& c, int64_t world, int64_t accum, int64_t micro, const std::string& verb);
+
 /// The record a source names: the file itself, or `<dir>/record.h5` for a run directory.
 std::string resolve_record_path(const std::string& source);
 

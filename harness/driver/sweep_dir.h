@@ -6,6 +6,8 @@
 //   <dir>/runs/<id>/state       what the driver last knew about the run (versioned)
 //   <dir>/runs/<id>/record.h5   the record (.partial while unfinished)
 //   <dir>/runs/<id>/logs/       rank<r>.log per rank, launcher.log for mpiexec/srun
+//   <dir>/runs/<id>/lineage     one line for a run `sweep resume`/`sweep fork` started:
+//                               "forked from run P at step S: train.lr: ..." (`sweep status`)
 //   <dir>/runs/<id>/rank<r>.failure  a note from a rank whose watchdog fired (trainer/comm/watchdog.h)
 #pragma once
 

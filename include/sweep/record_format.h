@@ -82,6 +82,15 @@ struct Record;
 /// judge_health_attributes).
 using HealthJudge = std::vector<std::pair<std::string, std::string>> (*)(const Record&);
 
+/// Where a run's first steps came from when it started from another run's checkpoint
+/// (`sweep resume` onto another layout, `sweep fork`). Empty kind: the run trained from
+/// step 0, or resumed its own checkpoint without another parent.
+struct RecordLineage {
+  std::string kind;           ///< "", "resumed" (the same math on another layout) or "forked" (changed keys)
+  std::string parent_run_id;  ///< the run whose checkpoint it started from
+  int64_t parent_step = 0;    ///< that checkpoint's step: steps 1..parent_step are the parent's rows
+};
+
 /// What is known when a run starts.
 struct RecordHeader {
   std::string run_id;
@@ -91,6 +100,7 @@ struct RecordHeader {
   std::vector<std::pair<std::string, std::string>> environment;
   std::vector<ParamInfo> params;
   int64_t world_size = 1;  ///< ranks; columns of /ranks datasets
+  RecordLineage lineage;   ///< root attributes lineage, parent_run_id, parent_step (version 6) when kind is set
   bool eval = false;       ///< the run evaluates held-out data: the record gets /eval
   /// A mixture-of-experts model's routing layers and experts per layer: the shape of
   /// TelemetryRow::routed_tokens (0 x 0 without routing).

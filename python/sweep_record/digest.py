@@ -70,6 +70,10 @@ def _digest_of_file(f):
     for a in ("run_id", "sweep_id", "status", "failure"):
         d.str(a, f.attrs[a] if a in f.attrs else "")
     d.nums("world_size", [_root_i64(f, "world_size", 1)], "<i8")
+    if "lineage" in f.attrs:  # version 6: a run started from another run's checkpoint
+        d.str("lineage", f.attrs["lineage"])
+        d.str("parent_run_id", f.attrs["parent_run_id"] if "parent_run_id" in f.attrs else "")
+        d.nums("parent_step", [_root_i64(f, "parent_step", 0)], "<i8")
     d.str("config/yaml", f["config/yaml"][()])
     d.strs("config/keys", f["config/keys"][:])
     d.strs("config/values", f["config/values"][:])

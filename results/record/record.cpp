@@ -410,6 +410,12 @@ RecordWriter::RecordWriter(const std::string& path, const RecordHeader& h) : imp
   write_str_attr(f, "sweep_id", h.sweep_id);
   write_str_attr(f, "status", "running");
   write_str_attr(f, "failure", "");
+  if (!h.lineage.kind.empty()) {
+    write_str_attr(f, "lineage", h.lineage.kind);
+    write_str_attr(f, "parent_run_id", h.lineage.parent_run_id);
+    write_i64_attr(f, "parent_step", h.lineage.parent_step);
+    raise_schema_version(f, 6);
+  }
 
   H5 cfg(H5Gcreate2(f, "config", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
   write_str_scalar(cfg.get(), "yaml", h.config_yaml);
@@ -960,6 +966,16 @@ Record read_record_file(const std::string& path, std::string* digest) {
   d.nums("schema_version", std::vector<int64_t>{r.schema_version});
   d.str("run_id", r.run_id), d.str("sweep_id", r.sweep_id), d.str("status", r.status), d.str("failure", r.failure);
   d.nums("world_size", std::vector<int64_t>{r.world_size});
+  if (H5Aexists(f, "lineage") > 0) {  // version 6: only a run started from another run's checkpoint
+    r.lineage.kind = read_str_attr(f, "lineage");
+    r.lineage.parent_run_id = read_str_attr(f, "parent_run_id");
+    if (H5Aexists(f, "parent_step") > 0) {
+      H5 a(H5Aopen(f, "parent_step", H5P_DEFAULT), H5Aclose);
+      check(H5Aread(a.get(), H5T_NATIVE_INT64, &r.lineage.parent_step), path, "read parent_step");
+    }
+    d.str("lineage", r.lineage.kind), d.str("parent_run_id", r.lineage.parent_run_id);
+    d.nums("parent_step", std::vector<int64_t>{r.lineage.parent_step});
+  }
 
   H5 cfg = open_group(f, "config", path);
   r.config_yaml = read_str_scalar(cfg.get(), "yaml", path);

@@ -23,7 +23,9 @@ namespace sweep {
 /// is written as version 3); version 5 /ranks/grad_norm and /telemetry (gradient
 /// telemetry: written as version 5 once either has a row). Versions 1 and 2 are still read
 /// (version 1 unverified).
-inline constexpr int64_t kSchemaVersion = 5;
+/// Version 6: the root attributes lineage, parent_run_id and parent_step of a run that
+/// started from another run's checkpoint (written as version 6 only by such a run).
+inline constexpr int64_t kSchemaVersion = 6;
 
 /// A record read back.
 struct Record {
@@ -46,6 +48,7 @@ struct Record {
   std::vector<ChecksumRow> checksums;
   std::vector<ParamInfo> params;
   int64_t world_size = 1;
+  RecordLineage lineage;                              ///< the parent run and step (version 6); empty kind: none
   std::vector<std::vector<double>> rank_step_time_s;  ///< [step][rank]
   /// /ranks/grad_norm: [step][rank] each rank's own gradient norm (NaN where a step gave
   /// none); empty when the record has none (before version 5, or a writer that kept none).

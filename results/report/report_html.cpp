@@ -29,6 +29,7 @@ constexpr const char* kStyle =
     "td.num{text-align:right;font-variant-numeric:tabular-nums}\n"
     "td.hash{font-family:monospace}\n"
     ".failure{color:#b00;font-size:smaller}\n"
+    ".lineage{color:#555;font-size:smaller}\n"
     ".flag{color:#b00;font-weight:bold}\n"
     ".ok{color:#2a7}\n"
     ".missing{color:#999}\n"
@@ -575,6 +576,9 @@ std::string runs_table(const SweepRecords& sweep, const ReportModel& m) {
     t +=
         "<tr>" + td(html_escape(r.run_id), "id") + "<td>" + html_escape(r.status + (r.verified ? "" : " (unverified)"));
     if (!r.failure.empty()) t += "<div class=\"failure\">" + html_escape(r.failure) + "</div>";
+    if (!r.lineage.kind.empty())  // sweep resume / sweep fork: the run it continues
+      t += "<div class=\"lineage\">" + html_escape(r.lineage.kind) + " from " + html_escape(r.lineage.parent_run_id) +
+           " at step " + std::to_string(r.lineage.parent_step) + "</div>";
     t += "</td>";
     for (const auto& k : m.varying) t += value_cell(report_value(r, k));
     const ReportRun& f = m.runs[i];

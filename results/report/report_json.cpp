@@ -116,7 +116,11 @@ std::string json_run(const SweepRecords& sweep, const ReportModel& m, const RunI
   for (size_t k = 0; k < m.varying.size(); ++k)
     varying += (k ? "," : "") + jstr(m.varying[k]) + ":" + jstr(report_value(r, m.varying[k]));
   return "{\"run_id\":" + jstr(r.run_id) + ",\"status\":" + jstr(r.status) +
-         ",\"verified\":" + (r.verified ? "true" : "false") + ",\"failure\":" + jstr(r.failure) +
+         ",\"verified\":" + (r.verified ? "true" : "false") + ",\"failure\":" + jstr(r.failure) + ",\"lineage\":" +
+         (r.lineage.kind.empty()
+              ? std::string("null")
+              : "{\"kind\":" + jstr(r.lineage.kind) + ",\"parent_run_id\":" + jstr(r.lineage.parent_run_id) +
+                    ",\"parent_step\":" + jint(r.lineage.parent_step) + "}") +
          ",\"values\":" + varying + "},\"group\":" + jint(int64_t(x.group[i])) +
          ",\"steps\":" + jint(int64_t(r.steps.size())) + ",\"final_loss\":" + jnum(f.final_loss) +
          ",\"best_loss\":" + jnum(f.best_loss) + ",\"train_loss_end\":" + jnum(f.train_loss_end) +

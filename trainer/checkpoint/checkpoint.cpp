@@ -157,7 +157,10 @@ void save_checkpoint(const std::string& run_dir, const TrainState& s, int keep, 
     w.pod(c.params);
     w.vec(c.tensors);
   }
-  w.vec(s.evals);  // version 3; EvalRow is plain data too
+  w.vec(s.evals);         // version 3; EvalRow is plain data too
+  w.str(s.lineage.kind);  // version 4
+  w.str(s.lineage.parent_run_id);
+  w.pod(s.lineage.parent_step);
   w.close();
   // The marker goes last: a crash before this line leaves an incomplete checkpoint
   // that every reader skips.
@@ -174,7 +177,8 @@ void save_checkpoint(const std::string& run_dir, const TrainState& s, int keep, 
 
 namespace {
 
-TrainState read_state(const std::string& path, const std::string& run_id, const std::string& math_id) {
+TrainState read_state(const std::string& path, const std::string& run_id, const std::string& math_id,
+                      bool any_math = false) {
   Reader r(path);
   char magic[sizeof kMagic];
   r.raw(magic, sizeof magic);
@@ -188,7 +192,7 @@ TrainState read_state(const std::string& path, const std::string& run_id, const 
   s.run_id = r.str();
   if (version >= 2) s.math_id = r.str();
   const bool same_run = s.run_id == run_id, same_math = !s.math_id.empty() && s.math_id == math_id;
-  if (!same_run && !same_math)
+  if (!same_run && !same_math && !any_math)
     throw CheckpointOfOtherMath(path + ": checkpoint of run " + s.run_id + ", whose math differs from run " + run_id +
                                     "'s (only the layout may change: world size and accum at the same global batch, "
                                     "ZeRO stage, workers); refusing to resume",
@@ -210,6 +214,11 @@ TrainState read_state(const std::string& path, const std::string& run_id, const 
     s.checksums.push_back(std::move(c));
   }
   if (version >= 3) s.evals = r.vec<EvalRow>();
+  if (version >= 4) {
+    s.lineage.kind = r.str();
+    s.lineage.parent_run_id = r.str();
+    s.lineage.parent_step = r.pod<int64_t>();
+  }
   return s;
 }
 
@@ -222,12 +231,13 @@ std::optional<TrainState> load_latest_checkpoint(const std::string& run_dir, con
   return read_state((all.back().second / "state.bin").string(), run_id, math_id);
 }
 
-TrainState load_checkpoint_at(const std::string& path, const std::string& run_id, const std::string& math_id) {
+TrainState load_checkpoint_at(const std::string& path, const std::string& run_id, const std::string& math_id,
+                              bool any_math) {
   std::error_code ec;
   if (fs::exists(fs::path(path) / "state.bin", ec)) {
     if (!fs::exists(fs::path(path) / "DONE", ec))
       throw std::runtime_error(path + ": the checkpoint is incomplete (no DONE marker)");
-    return read_state((fs::path(path) / "state.bin").string(), run_id, math_id);
+    return read_state((fs::path(path) / "state.bin").string(), run_id, math_id, any_math);
   }
   // A run directory, or its checkpoints/ directory.
   fs::path run = fs::path(path).lexically_normal();
@@ -238,7 +248,7 @@ TrainState load_checkpoint_at(const std::string& path, const std::string& run_id
     throw std::runtime_error(path +
                              ": no complete checkpoint there (expected a run directory, its checkpoints/, or "
                              "checkpoints/step_N)");
-  return read_state((all.back().second / "state.bin").string(), run_id, math_id);
+  return read_state((all.back().second / "state.bin").string(), run_id, math_id, any_math);
 }
 
 }  // namespace sweep

@@ -15,10 +15,11 @@ namespace sweep {
 
 /// Version of state.bin; readers take this one and every earlier one. Version 2 adds the
 /// math id, so a checkpoint resumes any layout of the same math (elastic resume); version 3
-/// the held-out evaluation rows. The state itself has
+/// the held-out evaluation rows; version 4 the run's lineage, so a forked run resumed in
+/// place still names its parent. The state itself has
 /// always been layout-free: parameters and both AdamW moments in the canonical flat order
 /// (gathered from the shards), the scaler, the RNG, the record rows.
-inline constexpr uint32_t kCheckpointVersion = 3;
+inline constexpr uint32_t kCheckpointVersion = 4;
 
 /// The state after `step` completed steps.
 struct TrainState {
@@ -32,6 +33,7 @@ struct TrainState {
   std::vector<StepMetrics> metrics;    ///< record rows so far, replayed into the new record
   std::vector<ChecksumRow> checksums;  ///< record rows so far
   std::vector<EvalRow> evals;          ///< held-out evaluations so far (version 3)
+  RecordLineage lineage;               ///< the writer's own parent, if any (version 4)
 };
 
 /// A checkpoint of another math than the run that would resume from it: neither its run
@@ -59,6 +61,8 @@ std::optional<TrainState> load_latest_checkpoint(const std::string& run_dir, con
 /// newest complete one of a run directory or its checkpoints/ directory. For resuming on another layout: it must
 /// hold the same math (`math_id`; else CheckpointOfOtherMath), and be complete. Throws
 /// std::runtime_error otherwise.
-TrainState load_checkpoint_at(const std::string& path, const std::string& run_id, const std::string& math_id);
+/// `any_math` (a fork): a checkpoint of any math is taken; the model must still match.
+TrainState load_checkpoint_at(const std::string& path, const std::string& run_id, const std::string& math_id,
+                              bool any_math = false);
 
 }  // namespace sweep
