@@ -125,6 +125,14 @@ class Fork(unittest.TestCase):
         self.assertEqual(rep["summary"]["problems"], rep["summary"]["health_flagged"], rep["summary"])
         p = sweep("verify", self.out)
         self.assertEqual(p.returncode, 0, show(p))
+        # The parent is part of the digest: a record that names another step is damaged.
+        copy = os.path.join(self.tmp, "tampered.h5")
+        shutil.copyfile(os.path.join(self.out, "runs", fid, "record.h5"), copy)
+        with h5py.File(copy, "r+") as f:
+            f.attrs["parent_step"] = np.int64(4)
+        p = sweep("compare", copy, os.path.join(self.out, "runs", fid, "record.h5"))
+        self.assertEqual(p.returncode, 2, show(p))
+        self.assertIn("integrity check failed", p.stderr)
 
     def test_c_reproduce_forks_again_from_the_parents_checkpoint(self):
         fid = self.fork_id()
