@@ -590,6 +590,17 @@ CliAction setup_reproduce(CLI::App& app) {
   };
 }
 
+namespace {
+
+// The options resume and fork share, and their action.
+CliAction lineage_action(CLI::App* cmd, const std::shared_ptr<LineageCliOptions>& o) {
+  cmd->add_option("--trainer", o->trainer, "sweep-train binary (default: beside sweep, or the record's own trainer)");
+  cmd->add_option("--mpiexec", o->mpiexec, "mpiexec for more than one rank (default: from PATH)");
+  return [o, cmd]() { return cmd->parsed() ? run_lineage(*o) : -1; };
+}
+
+}  // namespace
+
 CliAction setup_resume(CLI::App& app) {
   auto o = std::make_shared<LineageCliOptions>();
   auto* cmd = app.add_subcommand("resume",
@@ -603,9 +614,7 @@ CliAction setup_resume(CLI::App& app) {
   cmd->add_option("--micro-batch", o->opt.micro_batch,
                   "sequences per micro-batch: a multiple of the run's train.leaf (a run without one keeps its own)")
       ->check(whole_number(1));
-  cmd->add_option("--trainer", o->trainer, "sweep-train binary (default: beside sweep, or the record's own trainer)");
-  cmd->add_option("--mpiexec", o->mpiexec, "mpiexec for more than one rank (default: from PATH)");
-  return [o, cmd]() { return cmd->parsed() ? run_lineage(*o) : -1; };
+  return lineage_action(cmd, o);
 }
 
 CliAction setup_fork(CLI::App& app) {
@@ -620,9 +629,7 @@ CliAction setup_fork(CLI::App& app) {
       ->required()
       ->check(whole_number(1));
   cmd->add_option("changes", o->opt.set, "KEY=VALUE, one or more (any key but model.*)")->required();
-  cmd->add_option("--trainer", o->trainer, "sweep-train binary (default: beside sweep, or the record's own trainer)");
-  cmd->add_option("--mpiexec", o->mpiexec, "mpiexec for more than one rank (default: from PATH)");
-  return [o, cmd]() { return cmd->parsed() ? run_lineage(*o) : -1; };
+  return lineage_action(cmd, o);
 }
 
 }  // namespace sweep
