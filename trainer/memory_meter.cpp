@@ -7,8 +7,12 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <vector>
 
+#include "communicator.h"  // Communicator
+#include "flat_params.h"   // FlatParams
 #include "torch_compat.h"  // SWEEP_TORCH_AT_LEAST
+#include "zero_shards.h"   // ZeroShards
 
 namespace sweep {
 namespace {
@@ -88,6 +92,31 @@ int64_t peak_resident_bytes() {
   while (std::getline(in, line))
     if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;  // "VmHWM:  123456 kB"
   return -1;
+}
+
+RankMemory gather_rank_memory(Communicator& comm, const FlatParams& flat, const ZeroShards& zero,
+                              int64_t step_peak_tensor_bytes) {
+  auto bytes = [](const torch::Tensor& t) { return t.defined() ? int64_t(t.numel()) * 4 : 0; };
+  const int64_t own = zero.held_bytes();
+  constexpr int kFigures = 5;
+  const bool metered = step_peak_tensor_bytes >= 0 && TensorMemoryMeter::instance().installed();
+  int64_t mine[kFigures] = {bytes(flat.params) + int64_t(zero.param_shard.size()) * 4,
+                            bytes(flat.grads) + int64_t(zero.grad_shard.size()) * 4,
+                            int64_t(zero.adam_m.size() + zero.adam_v.size()) * 4,
+                            metered ? step_peak_tensor_bytes + own : -1, peak_resident_bytes()};
+  const int world = comm.size();
+  std::vector<int64_t> all(static_cast<size_t>(kFigures * world));
+  comm.allgather(mine, sizeof mine, all.data());
+  RankMemory m;
+  for (int r = 0; r < world; ++r) {
+    const int64_t* f = all.data() + size_t(kFigures * r);
+    m.params.push_back(f[0]);
+    m.grads.push_back(f[1]);
+    m.optimizer.push_back(f[2]);
+    m.step_peak.push_back(f[3]);
+    m.peak_rss.push_back(f[4]);
+  }
+  return m;
 }
 
 }  // namespace sweep

@@ -6,7 +6,13 @@
 
 #include <cstdint>
 
+#include "sweep/record_format.h"  // RankMemory
+
 namespace sweep {
+
+class Communicator;  // communicator.h
+struct FlatParams;   // flat_params.h
+struct ZeroShards;   // zero_shards.h
 
 /// The process's one meter. The first call installs it as LibTorch's CPU allocator (it
 /// forwards to the allocator it replaces and counts bytes); it is never removed, so a
@@ -32,5 +38,12 @@ class TensorMemoryMeter {
 /// The process's peak resident set size in bytes (VmHWM in /proc/self/status), or -1
 /// where the kernel does not say.
 int64_t peak_resident_bytes();
+
+/// Every rank's memory (collective: an allgather): what it holds between steps, from its
+/// flat buffers and ZeRO shards, and what it needed during the steps: its tensors'
+/// high-water mark `step_peak_tensor_bytes` (-1: not measured, e.g. on a GPU) plus its own
+/// flat buffers, and its peak resident set.
+RankMemory gather_rank_memory(Communicator& comm, const FlatParams& flat, const ZeroShards& zero,
+                              int64_t step_peak_tensor_bytes);
 
 }  // namespace sweep

@@ -106,7 +106,6 @@ class Trainer {
   /// Throws (dist.find_unused: error) or counts in `s` the parameters no micro-batch of
   /// any rank reached this step, from the summed grad_flags_and_targets_.
   void check_unused_params(int64_t step, StepMetrics& s) const;
-  RankMemory measure_memory();
   bool is_root() const { return rank_ == 0; }
 
   const RunConfig& cfg_;
@@ -301,7 +300,7 @@ RunStatus Trainer::run() {
       if (is_root() && !opt_.quiet && start < stop)
         std::printf("%s (a rung; the checkpoint is kept)\n", failure.c_str());
     }
-    const RankMemory mem = measure_memory();
+    const RankMemory mem = gather_rank_memory(comm_, flat_, zero_, model_->on_host() ? step_peak_tensor_bytes_ : -1);
     rec_.summarize(mem, scaler_.enabled);
   } catch (const c10::Error& e) {
     rec_.abandon(e.what_without_backtrace());
@@ -460,32 +459,6 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   s.step_time_s = *std::max_element(times.begin(), times.end());  // the step ends with its slowest rank
   s.tokens_per_s = s.step_time_s > 0 ? double(tokens) / s.step_time_s : 0;
   rec_.rank_times(std::move(times), std::move(compute), std::move(waited), std::move(norms));
-}
-
-RankMemory Trainer::measure_memory() {
-  // What this rank holds between steps, from the buffers themselves; what it needed
-  // during the steps: the tensors' high-water mark plus its own flat buffers (those do not
-  // change size within a step).
-  auto bytes = [](const torch::Tensor& t) { return t.defined() ? int64_t(t.numel()) * 4 : 0; };
-  const int64_t own = zero_.held_bytes();
-  constexpr int kFigures = 5;
-  int64_t mine[kFigures] = {
-      bytes(flat_.params) + int64_t(zero_.param_shard.size()) * 4,
-      bytes(flat_.grads) + int64_t(zero_.grad_shard.size()) * 4, int64_t(zero_.adam_m.size() + zero_.adam_v.size()) * 4,
-      model_->on_host() && TensorMemoryMeter::instance().installed() ? step_peak_tensor_bytes_ + own : -1,
-      peak_resident_bytes()};
-  std::vector<int64_t> all(static_cast<size_t>(kFigures * world_));
-  comm_.allgather(mine, sizeof mine, all.data());
-  RankMemory m;
-  for (int r = 0; r < world_; ++r) {
-    const int64_t* f = all.data() + size_t(kFigures * r);
-    m.params.push_back(f[0]);
-    m.grads.push_back(f[1]);
-    m.optimizer.push_back(f[2]);
-    m.step_peak.push_back(f[3]);
-    m.peak_rss.push_back(f[4]);
-  }
-  return m;
 }
 
 }  // namespace
