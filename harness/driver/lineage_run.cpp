@@ -1,18 +1,14 @@
 #include "lineage_run.h"
 
-#include <algorithm>
-#include <cstdio>
 #include <filesystem>
-#include <set>
 #include <system_error>
 
 #include "atomic_file.h"     // write_file_atomically
-#include "blas_kernel.h"     // find_blas_kernel, missing_cpu_flags
 #include "model_schema.h"    // kDecoderKind
 #include "record.h"          // read_record_unverified, read_record_digest
-#include "reproduce.h"       // change_layout
+#include "reproduce.h"       // change_layout, checkpoint_from_step, config_changes, launch_as_recorded
 #include "run_config.h"      // load_run_config, run_id, math_id
-#include "run_files.h"       // check_run_entries
+#include "run_files.h"       // check_run_entries, complete_checkpoints
 #include "sweep_dir.h"       // write_run_state, program_declared
 #include "sweep_lock.h"      // SweepLock
 #include "text.h"            // join, printable
@@ -23,22 +19,6 @@ namespace fs = std::filesystem;
 namespace sweep {
 namespace {
 
-std::string step_dir_name(int64_t step) {
-  char name[32];
-  std::snprintf(name, sizeof name, "step_%010lld", static_cast<long long>(step));
-  return name;
-}
-
-/// The complete checkpoints (DONE beside state.bin) of a run directory, by name, oldest first.
-std::vector<std::string> complete_checkpoints(const std::string& run_dir) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (fs::directory_iterator it(fs::path(run_dir) / "checkpoints", ec), end; !ec && it != end; it.increment(ec))
-    if (fs::exists(it->path() / "DONE", ec)) out.push_back(it->path().filename().string());
-  std::sort(out.begin(), out.end());  // step_%010lld: by name is by step
-  return out;
-}
-
 /// The parent run: where it is, what it ran with, and how to start its trainer again.
 struct Parent {
   std::string dir, sweep_dir, id, status;  // status: of record.h5 or its partial; "" without one
@@ -46,6 +26,7 @@ struct Parent {
   bool completed_record = false;           // record.h5 is there
   RunConfig config;
   LocalLaunch launch;
+  std::string blas_note;  // launch_as_recorded's line about the kernel, "" when none
 };
 
 Parent read_parent(const LineageOptions& opt, const std::string& verb) {
@@ -99,13 +80,7 @@ Parent read_parent(const LineageOptions& opt, const std::string& verb) {
   }
   p.config = load_run_config(config);
   if (p.sweep_id.empty()) p.sweep_id = fs::path(p.sweep_dir).filename().string();
-  // The OpenBLAS kernel the run used: each kernel has its own bits.
-  if (const BlasKernel* k = find_blas_kernel(rec.env("blas.kernel"))) {
-    const std::set<std::string> flags = parse_cpu_flags(read_cpuinfo());
-    if (!flags.empty() && missing_cpu_flags(*k, flags).empty()) p.launch.env.push_back("OPENBLAS_CORETYPE=" + k->name);
-  }
-  if (rec.env("onednn").rfind("off", 0) == 0) p.launch.env.push_back("SWEEP_ONEDNN=0");
-  if (rec.env("device").rfind("cuda", 0) == 0) p.launch.device = "cuda";
+  p.blas_note = launch_as_recorded(rec, p.launch);  // its BLAS kernel, oneDNN and device
   return p;
 }
 
@@ -140,6 +115,7 @@ LineageResult train_run(const Parent& p, const RunConfig& cfg, const std::string
   write_run_state(dir, state);
   res.lines.push_back(std::string(res.completed ? "completed" : state.state) + ": " + dir + "/record.h5" +
                       (fs::exists(dir + "/record.h5") ? "" : ".partial") + (st.ok() ? "" : " (" + st.describe() + ")"));
+  if (!p.blas_note.empty()) res.lines.push_back(p.blas_note);
   return res;
 }
 
@@ -160,17 +136,18 @@ LineageResult resume_run(const LineageOptions& opt, ProcessRunner& runner) {
   if (p.completed_record)
     throw ConfigError("run " + p.id + " has finished (" + p.status + "): nothing to resume; `sweep fork " + p.dir +
                       " --from-step S KEY=VALUE` starts a new run from one of its checkpoints");
-  const std::vector<std::string> kept = complete_checkpoints(p.dir);
+  const auto kept = complete_checkpoints(p.dir);
   if (kept.empty())
     throw ConfigError("run " + p.id + " has no complete checkpoint to resume from (" + p.dir +
                       "/checkpoints); `sweep run` trains its point again from step 0");
+  const std::string from = fs::path(kept.back().second).filename().string();  // step_N, for the lines
   RunConfig cfg = p.config;
   change_layout(cfg, opt.world_size, opt.accum, opt.micro_batch, "resume");
   SweepLock lock(p.sweep_dir);  // no `sweep run` on the same directory meanwhile
   const std::string id = run_id(cfg);
   if (id == p.id) {
     LineageResult r = train_run(p, cfg, p.dir, /*resume=*/true, {}, runner);
-    r.lines.insert(r.lines.begin(), "resumed run " + p.id + " in place from its " + kept.back());
+    r.lines.insert(r.lines.begin(), "resumed run " + p.id + " in place from its " + from);
     return r;
   }
   const std::string dir = run_dir(p.sweep_dir, id);
@@ -180,15 +157,12 @@ LineageResult resume_run(const LineageOptions& opt, ProcessRunner& runner) {
   const std::string layout = "world " + std::to_string(cfg.dist.world_size) + " x accum " +
                              std::to_string(cfg.train.accum) + " x micro-batch " +
                              std::to_string(cfg.train.micro_batch);
-  prepare(
-      dir, cfg,
-      "resumed from run " + p.id + " at step " + std::to_string(std::stoll(kept.back().substr(5))) + " on " + layout);
+  prepare(dir, cfg, "resumed from run " + p.id + " at step " + std::to_string(kept.back().first) + " on " + layout);
   const std::vector<std::string> extra =
-      again ? std::vector<std::string>{}
-            : std::vector<std::string>{"--resume-from", p.dir + "/checkpoints/" + kept.back()};
+      again ? std::vector<std::string>{} : std::vector<std::string>{"--resume-from", kept.back().second};
   LineageResult r = train_run(p, cfg, dir, /*resume=*/again, extra, runner);
-  r.lines.insert(r.lines.begin(), "resumed run " + p.id + " from its " + kept.back() + " as run " + id + " on " +
-                                      layout + " (the same math)");
+  r.lines.insert(r.lines.begin(),
+                 "resumed run " + p.id + " from its " + from + " as run " + id + " on " + layout + " (the same math)");
   return r;
 }
 
@@ -197,24 +171,12 @@ LineageResult fork_run(const LineageOptions& opt, ProcessRunner& runner) {
   if (opt.set.empty())
     throw ConfigError("fork: give at least one KEY=VALUE to change (e.g. train.lr=1e-4); the same keys are the parent");
   Parent p = read_parent(opt, "fork");
-  const std::string ckpt = p.dir + "/checkpoints/" + step_dir_name(opt.from_step);
-  if (!fs::exists(ckpt + "/DONE")) {
-    const std::vector<std::string> kept = complete_checkpoints(p.dir);
-    throw ConfigError("--from-step " + std::to_string(opt.from_step) + ": " + ckpt +
-                      " is not a complete checkpoint (complete ones kept: " +
-                      (kept.empty() ? std::string("none") : join(kept, ", ")) + ")");
-  }
-  FlatConfig changes;
-  for (const auto& item : opt.set) {
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos || eq == 0)
-      throw ConfigError("'" + printable(item) + "': expected KEY=VALUE, e.g. train.lr=1e-4");
-    const std::string key = item.substr(0, eq);
+  const std::string ckpt = checkpoint_from_step(p.dir, opt.from_step);
+  const FlatConfig changes = config_changes(opt.set, "fork", "train.lr=1e-4");
+  for (const auto& [key, value] : changes)
     if (key.rfind("model.", 0) == 0)
-      throw ConfigError("'" + printable(item) + "': a fork continues the parent's parameters, so the model keys (" +
+      throw ConfigError(printable(value.where) + ": a fork continues the parent's parameters, so the model keys (" +
                         key + ") cannot change");
-    changes[key] = ConfigValue{item.substr(eq + 1), "fork " + item};
-  }
   const RunConfig cfg = apply_run_config(p.config, changes);
   const std::string id = run_id(cfg);
   if (id == p.id)

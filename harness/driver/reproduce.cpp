@@ -2,7 +2,6 @@
 
 #include <strings.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +14,7 @@
 #include "model_schema.h"     // kDecoderKind
 #include "process.h"          // executable_dir
 #include "record.h"           // read_record
+#include "run_files.h"        // checkpoint_dir, complete_checkpoints
 #include "sweep_dir.h"        // program_declared
 #include "sweep_records.h"    // read_run_record
 #include "trainer_models.h"   // load_trainer_models
@@ -94,6 +94,65 @@ void change_layout(RunConfig& c, int64_t world, int64_t accum, int64_t micro, co
   c.train.micro_batch = b;
 }
 
+std::string launch_as_recorded(const Record& original, LocalLaunch& launch) {
+  // The OpenBLAS kernel the record ran: each kernel has its own bits, so the re-run gets
+  // the same one: as the original set it (env.OPENBLAS_CORETYPE), or pinned when this
+  // machine's OpenBLAS would choose another; named as the likely cause when this CPU
+  // cannot run it.
+  std::string blas_note;
+  if (const BlasKernel* k = find_blas_kernel(original.env("blas.kernel"))) {
+    const std::set<std::string> flags = parse_cpu_flags(read_cpuinfo());
+    const std::vector<std::string> missing = flags.empty() ? std::vector<std::string>{} : missing_cpu_flags(*k, flags);
+    std::string native;
+    if (missing.empty() && original.env("env.OPENBLAS_CORETYPE").empty()) {
+      try {
+        native = run_blas_probe(blas_settings_from_environment(), "", /*identify=*/true).core;
+      } catch (const std::runtime_error&) {
+        // No probe (an installation without it): pin the kernel to be sure.
+      }
+    }
+    const char* user = std::getenv("OPENBLAS_CORETYPE");
+    if (!missing.empty()) {
+      blas_note = "BLAS kernel: the record ran " + k->name + ", which this CPU cannot run (it lacks " + join(missing) +
+                  "); the re-run used OpenBLAS's own choice, so the kernel alone can make the bits differ";
+    } else if (!original.env("env.OPENBLAS_CORETYPE").empty() || strcasecmp(native.c_str(), k->name.c_str()) != 0 ||
+               (user && *user && strcasecmp(user, k->name.c_str()) != 0)) {
+      launch.env.push_back("OPENBLAS_CORETYPE=" + k->name);
+      if (original.env("env.OPENBLAS_CORETYPE").empty())
+        blas_note = "BLAS kernel " + k->name + " as recorded" +
+                    (user && *user ? ", not OPENBLAS_CORETYPE=" + printable(user) + " from the environment"
+                                   : ", not this machine's own choice " + (native.empty() ? "(unknown)" : native));
+    }
+  }
+  // oneDNN as the original had it (the trainer's SWEEP_ONEDNN; on unless it says off).
+  if (original.env("onednn").rfind("off", 0) == 0) launch.env.push_back("SWEEP_ONEDNN=0");
+  // On the kind of device the original ran on (the environment says which).
+  if (original.env("device").rfind("cuda", 0) == 0) launch.device = "cuda";
+  return blas_note;
+}
+
+FlatConfig config_changes(const std::vector<std::string>& items, const std::string& origin,
+                          const std::string& example) {
+  FlatConfig out;
+  for (const auto& item : items) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw ConfigError(origin + " '" + printable(item) + "': expected KEY=VALUE, e.g. " + example);
+    out[item.substr(0, eq)] = ConfigValue{item.substr(eq + 1), origin + " " + item};
+  }
+  return out;
+}
+
+std::string checkpoint_from_step(const std::string& run_dir, int64_t step) {
+  std::string dir = checkpoint_dir(run_dir, step);
+  if (fs::exists(dir + "/DONE")) return dir;
+  std::vector<std::string> kept;
+  for (const auto& [s, d] : complete_checkpoints(run_dir)) kept.push_back(fs::path(d).filename().string());
+  throw ConfigError("--from-step " + std::to_string(step) + ": " + dir +
+                    " is not a complete checkpoint (complete ones kept: " + (kept.empty() ? "none" : join(kept, ", ")) +
+                    ")");
+}
+
 std::string resolve_record_path(const std::string& source) {
   std::error_code ec;
   if (fs::is_directory(source, ec)) return (fs::path(source) / "record.h5").string();
@@ -104,13 +163,7 @@ RunConfig reproduce_config(const Record& original, int64_t world_size, int64_t a
                            const std::vector<std::string>& set) {
   RunConfig c = apply_run_config(RunConfig{}, flatten_yaml(original.config_yaml, original.path + " (/config/yaml)"));
   change_layout(c, world_size, accum, micro_batch, "reproduce");
-  FlatConfig overrides;
-  for (const auto& item : set) {
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos || eq == 0)
-      throw ConfigError("--set '" + item + "': expected KEY=VALUE, e.g. --set train.threads=2");
-    overrides[item.substr(0, eq)] = ConfigValue{item.substr(eq + 1), "--set " + item};
-  }
+  const FlatConfig overrides = config_changes(set, "--set", "--set train.threads=2");
   return overrides.empty() ? c : apply_run_config(c, overrides);
 }
 
@@ -177,35 +230,7 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
                         "trainer '" + launch.train_binary + "' (model.kind " + kind->second +
                             (opt.trainer_given ? ", --trainer)" : ", as recorded; or pass --trainer)"));
   }
-  // The OpenBLAS kernel the record ran: each kernel has its own bits, so the re-run gets
-  // the same one: as the original set it (env.OPENBLAS_CORETYPE), or pinned when this
-  // machine's OpenBLAS would choose another; named as the likely cause when this CPU
-  // cannot run it.
-  std::string blas_note;
-  if (const BlasKernel* k = find_blas_kernel(original.env("blas.kernel"))) {
-    const std::set<std::string> flags = parse_cpu_flags(read_cpuinfo());
-    const std::vector<std::string> missing = flags.empty() ? std::vector<std::string>{} : missing_cpu_flags(*k, flags);
-    std::string native;
-    if (missing.empty() && original.env("env.OPENBLAS_CORETYPE").empty()) {
-      try {
-        native = run_blas_probe(blas_settings_from_environment(), "", /*identify=*/true).core;
-      } catch (const std::runtime_error&) {
-        // No probe (an installation without it): pin the kernel to be sure.
-      }
-    }
-    const char* user = std::getenv("OPENBLAS_CORETYPE");
-    if (!missing.empty()) {
-      blas_note = "BLAS kernel: the record ran " + k->name + ", which this CPU cannot run (it lacks " + join(missing) +
-                  "); the re-run used OpenBLAS's own choice, so the kernel alone can make the bits differ";
-    } else if (!original.env("env.OPENBLAS_CORETYPE").empty() || strcasecmp(native.c_str(), k->name.c_str()) != 0 ||
-               (user && *user && strcasecmp(user, k->name.c_str()) != 0)) {
-      launch.env.push_back("OPENBLAS_CORETYPE=" + k->name);
-      if (original.env("env.OPENBLAS_CORETYPE").empty())
-        blas_note = "BLAS kernel " + k->name + " as recorded" +
-                    (user && *user ? ", not OPENBLAS_CORETYPE=" + printable(user) + " from the environment"
-                                   : ", not this machine's own choice " + (native.empty() ? "(unknown)" : native));
-    }
-  }
+  const std::string blas_note = launch_as_recorded(original, launch);
   // The container: the re-run's image by its contents, against the record's.
   std::string digest;
   if (!opt.container.runtime.empty()) {
@@ -227,30 +252,13 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
 
   // --from-step: the original's checkpoint after that step, complete; checked before
   // anything is created.
-  std::string checkpoint;
-  if (opt.from_step > 0) {
-    char name[32];
-    std::snprintf(name, sizeof name, "step_%010lld", static_cast<long long>(opt.from_step));
-    checkpoint = (fs::path(original_path).parent_path() / "checkpoints" / name).string();
-    if (!fs::exists(checkpoint + "/DONE")) {
-      std::string kept;
-      std::error_code ec;
-      for (fs::directory_iterator it(fs::path(original_path).parent_path() / "checkpoints", ec), e; !ec && it != e;
-           it.increment(ec))
-        if (fs::exists(it->path() / "DONE")) kept += (kept.empty() ? "" : ", ") + it->path().filename().string();
-      throw ConfigError("--from-step " + std::to_string(opt.from_step) + ": " + checkpoint +
-                        " is not a complete checkpoint (complete ones kept: " + (kept.empty() ? "none" : kept) + ")");
-    }
-  }
+  const std::string checkpoint =
+      opt.from_step > 0 ? checkpoint_from_step(fs::path(original_path).parent_path().string(), opt.from_step) : "";
   // A forked run's first steps are its parent's: the re-run forks from the same checkpoint.
   std::string fork_from;
   if (original.lineage.kind == "forked" && opt.from_step == 0) {
-    char name[32];
-    std::snprintf(name, sizeof name, "step_%010lld", static_cast<long long>(original.lineage.parent_step));
-    fork_from = (fs::absolute(original_path).parent_path().parent_path() / original.lineage.parent_run_id /
-                 "checkpoints" / name)
-                    .lexically_normal()
-                    .string();
+    const fs::path parent = fs::absolute(original_path).parent_path().parent_path() / original.lineage.parent_run_id;
+    fork_from = checkpoint_dir(parent.lexically_normal().string(), original.lineage.parent_step);
     if (!fs::exists(fork_from + "/DONE"))
       throw ConfigError(original_path + ": the run was forked from run " + original.lineage.parent_run_id +
                         " at step " + std::to_string(original.lineage.parent_step) + ", whose checkpoint " + fork_from +
@@ -267,8 +275,6 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
     out << to_yaml(config);
     if (!out.flush()) throw std::runtime_error(config_path + ": cannot write");
   }
-  // oneDNN as the original had it (the trainer's SWEEP_ONEDNN; on unless it says off).
-  if (original.env("onednn").rfind("off", 0) == 0) launch.env.push_back("SWEEP_ONEDNN=0");
   // A run a halving search stopped at a rung is reproduced as far as it went.
   const bool stopped = original.status == "stopped" && !original.steps.empty();
   if (stopped) {
@@ -277,9 +283,6 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
     if (!out.flush()) throw std::runtime_error(res.out_dir + "/stop_at: cannot write");
   }
   const std::string log = res.out_dir + "/logs/rank0.log";
-  // On the kind of device the original ran on (the environment says which).
-  const auto dev = original.environment.find("device");
-  if (dev != original.environment.end() && dev->second.rfind("cuda", 0) == 0) launch.device = "cuda";
   std::vector<std::string> argv;
   std::string run_log = log;
   // The run's directory as the re-run sees it: absolute, since a program starts in its

@@ -41,6 +41,23 @@ struct ReproduceOptions {
 /// why another layout is refused.
 void change_layout(RunConfig& c, int64_t world, int64_t accum, int64_t micro, const std::string& verb);
 
+/// Sets `launch` up to run as the record `original` ran: its OpenBLAS kernel (each kernel
+/// has its own bits: as the run set it, or pinned when this machine's OpenBLAS would choose
+/// another), oneDNN off when it was, and a CUDA device when it had one. Returns a line
+/// about the kernel worth saying ("" when none): pinned against another choice, or one
+/// this CPU cannot run.
+std::string launch_as_recorded(const Record& original, LocalLaunch& launch);
+
+/// KEY=VALUE items (`sweep reproduce --set`, `sweep fork`) as config overrides, each
+/// value's `where` "<origin> KEY=VALUE". ConfigError "<origin> 'ITEM': expected KEY=VALUE,
+/// e.g. <example>" for an item without a key and '='.
+FlatConfig config_changes(const std::vector<std::string>& items, const std::string& origin, const std::string& example);
+
+/// The checkpoint after step `step` of the run in `run_dir` (checkpoint_dir), complete;
+/// else ConfigError "--from-step S: DIR is not a complete checkpoint (complete ones kept:
+/// ...)".
+std::string checkpoint_from_step(const std::string& run_dir, int64_t step);
+
 /// The record a source names: the file itself, or `<dir>/record.h5` for a run directory.
 std::string resolve_record_path(const std::string& source);
 

@@ -8,9 +8,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
+#include <stdexcept>
+#include <string>
+#include <system_error>
 #include <vector>
 
 namespace sweep {
@@ -253,6 +258,29 @@ std::string accepted_record_digest(const std::string& run_dir) {
   const auto fields = read_state_fields(run_dir);
   const auto it = fields.find("digest");
   return it == fields.end() ? "" : it->second;
+}
+
+std::string checkpoint_dir(const std::string& run_dir, int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step_%010lld", static_cast<long long>(step));
+  return run_dir + "/checkpoints/" + name;
+}
+
+std::vector<std::pair<int64_t, std::string>> complete_checkpoints(const std::string& run_dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<int64_t, std::string>> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(fs::path(run_dir) / "checkpoints", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("step_", 0) != 0 || !fs::exists(it->path() / "DONE", ec)) continue;
+    try {
+      out.emplace_back(std::stoll(name.substr(5)), it->path().string());
+    } catch (const std::exception&) {
+      // Not a step number: not a checkpoint of ours.
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace sweep

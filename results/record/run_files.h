@@ -7,8 +7,11 @@
 // - files are created exclusively and never through a symbolic link.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "record_error.h"  // RecordError
 
@@ -42,6 +45,14 @@ std::string lock_file_holder(const std::string& path);
 /// ranks spanned hosts logs/<host>/rank<r>.log (sweep-rank --per-host). The flat path when
 /// there is neither.
 std::string rank_log_path(const std::string& run_dir, int rank);
+
+/// Where the checkpoint after step `step` of the run in `run_dir` lives:
+/// <run_dir>/checkpoints/step_<step, 10 digits>. It is complete once a DONE file is in it.
+std::string checkpoint_dir(const std::string& run_dir, int64_t step);
+
+/// The complete checkpoints of the run in `run_dir` (step_N directories holding DONE), as
+/// (step, directory), oldest first; empty when there are none.
+std::vector<std::pair<int64_t, std::string>> complete_checkpoints(const std::string& run_dir);
 
 /// The lock of one run directory (<run_dir>/run.lock).
 class RunLock {

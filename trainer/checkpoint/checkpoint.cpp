@@ -11,7 +11,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "run_files.h"  // create_exclusive, write_all
+#include "run_files.h"  // create_exclusive, write_all, checkpoint_dir, complete_checkpoints
 
 namespace fs = std::filesystem;
 
@@ -107,30 +107,10 @@ void fsync_path(const std::string& path) {
   }
 }
 
-/// Complete checkpoints, oldest first.
-std::vector<std::pair<int64_t, fs::path>> complete_checkpoints(const std::string& run_dir) {
-  std::vector<std::pair<int64_t, fs::path>> out;
-  fs::path root = fs::path(run_dir) / "checkpoints";
-  std::error_code ec;
-  if (!fs::is_directory(root, ec)) return out;
-  for (const auto& e : fs::directory_iterator(root)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("step_", 0) != 0 || !fs::exists(e.path() / "DONE")) continue;
-    try {
-      out.emplace_back(std::stoll(name.substr(5)), e.path());
-    } catch (const std::exception&) {
-    }
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 }  // namespace
 
 void save_checkpoint(const std::string& run_dir, const TrainState& s, int keep, bool test_crash_midway) {
-  char name[32];
-  std::snprintf(name, sizeof name, "step_%010lld", static_cast<long long>(s.step));
-  fs::path dir = fs::path(run_dir) / "checkpoints" / name;
+  const fs::path dir = checkpoint_dir(run_dir, s.step);
   fs::remove_all(dir);  // a leftover without DONE from a crash
   fs::create_directories(dir);
   const std::string state = (dir / "state.bin").string();
@@ -228,7 +208,7 @@ std::optional<TrainState> load_latest_checkpoint(const std::string& run_dir, con
                                                  const std::string& math_id) {
   auto all = complete_checkpoints(run_dir);
   if (all.empty()) return std::nullopt;
-  return read_state((all.back().second / "state.bin").string(), run_id, math_id);
+  return read_state((fs::path(all.back().second) / "state.bin").string(), run_id, math_id);
 }
 
 TrainState load_checkpoint_at(const std::string& path, const std::string& run_id, const std::string& math_id,
@@ -248,7 +228,7 @@ TrainState load_checkpoint_at(const std::string& path, const std::string& run_id
     throw std::runtime_error(path +
                              ": no complete checkpoint there (expected a run directory, its checkpoints/, or "
                              "checkpoints/step_N)");
-  return read_state((all.back().second / "state.bin").string(), run_id, math_id, any_math);
+  return read_state((fs::path(all.back().second) / "state.bin").string(), run_id, math_id, any_math);
 }
 
 }  // namespace sweep
