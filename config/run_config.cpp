@@ -69,6 +69,9 @@ const Applies kEvaluates{
     "data.eval_fraction > 0, data.eval_path set or data.kind program",
     [](const RunConfig& c) { return c.evaluates() || c.data.kind == "program"; },
     [](const RunConfig&) { return std::string("no held-out data (data.eval_fraction 0, no data.eval_path)"); }};
+const Applies kSpikePolicy{"train.spike_policy skip or rewind",
+                           [](const RunConfig& c) { return c.train.spike_policy != "none"; },
+                           [](const RunConfig&) { return std::string("train.spike_policy none"); }};
 const Applies kDesync{"fault.desync_step > 0", [](const RunConfig& c) { return c.fault.desync_step > 0; },
                       [](const RunConfig&) { return std::string("fault.desync_step 0"); }};
 const Applies kKill{"fault.kill_step > 0", [](const RunConfig& c) { return c.fault.kill_step > 0; },
@@ -94,6 +97,7 @@ constexpr IntRange kVocab{2, 1 << 20}, kSeqLen{2, 1 << 20};
 const Choices kDataKinds{"synthetic", "tokens", "text", "hdf5", "program"};
 const Choices kSchedules{"constant", "linear", "cosine"};
 const Choices kOnNan{"stop", "skip_step"};
+const Choices kSpikePolicies{"none", "skip", "rewind"};
 const Choices kPrecisions{"fp32", "bf16", "fp16"};
 const Choices kReductions{"canonical", "native"};
 const Choices kBools{"true", "false"};
@@ -174,6 +178,12 @@ void visit_fields(RunConfig& c, Visitor&& v) {
   v("train.on_nan", c.train.on_nan, kOnNan,
     Doc{"a non-finite loss or gradient (not an fp16 overflow): stop (status diverged) or skip_step (no update; "
         "counted)"});
+  v("train.spike_policy", c.train.spike_policy, kSpikePolicies,
+    Doc{"a loss spike (the loss_spike flag's rule, decided on every rank alike before the update): none (flagged "
+        "only), skip (the step's update is not taken) or rewind (back to the last checkpoint, the global batches "
+        "since then skipped; needs train.checkpoint_every, which then is part of the math). Recorded as decisions"});
+  v("train.spike_limit", c.train.spike_limit, IntRange{1, 1000000},
+    Doc{"spike decisions a run takes at most; later spikes are only flagged", &kSpikePolicy});
   v("train.seed", c.train.seed, IntRange{0, INT64_MAX}, Doc{"seeds init, sampling order and every RNG of the run"});
   v("train.threads", c.train.threads, IntRange{1, 1024}, Doc{"intra-op and BLAS threads per rank"});
   v("train.deterministic", c.train.deterministic, kBools,
@@ -724,6 +734,10 @@ void check_run_config(const RunConfig& c, const FlatConfig& values) {
   if (c.train.warmup > c.train.steps)
     throw ConfigError(at_any(values, {"train.warmup", "train.steps"}) + "key 'train.warmup': must be <= train.steps (" +
                       format_int(c.train.steps) + ")");
+  if (c.train.spike_policy == "rewind" && c.train.checkpoint_every == 0)
+    throw ConfigError(at_any(values, {"train.spike_policy", "train.checkpoint_every"}) +
+                      "key 'train.spike_policy': rewind goes back to the last checkpoint; set train.checkpoint_every "
+                      "> 0");
   if (c.train.min_lr > c.train.lr)
     throw ConfigError(at_any(values, {"train.min_lr", "train.lr"}) + "key 'train.min_lr': must be <= train.lr");
   if (c.dist.zero_stage == 3 && c.dist.world_size < 2)
@@ -836,9 +850,10 @@ bool omitted_at_default(const std::string& key, const std::string& value) {
     std::map<std::string, std::string> out;
     // Keys added after run ids were first given: left out at their default, so that every
     // earlier config keeps its run id.
-    for (const char* k : {"data.eval_fraction", "data.eval_path", "train.eval_every", "train.eval_batches",
-                          "train.leaf", "train.deterministic", "fault.nan_rank", "fault.nan_micro_batch",
-                          "fault.spike_step", "dist.straggler_ratio", "train.telemetry_every"})
+    for (const char* k :
+         {"data.eval_fraction", "data.eval_path", "train.eval_every", "train.eval_batches", "train.leaf",
+          "train.deterministic", "fault.nan_rank", "fault.nan_micro_batch", "fault.spike_step", "dist.straggler_ratio",
+          "train.telemetry_every", "train.spike_policy", "train.spike_limit"})
       for (const auto& [key, v] : all)
         if (key == k) out[key] = v;
     return out;
@@ -918,7 +933,8 @@ RunConfig math_config(const RunConfig& c) {
   m.train.log_every = defaults.train.log_every;
   m.train.checksum_every = defaults.train.checksum_every;
   m.train.telemetry_every = defaults.train.telemetry_every;
-  m.train.checkpoint_every = defaults.train.checkpoint_every;
+  // A rewind lands on the last checkpoint: then where checkpoints are is math.
+  if (c.train.spike_policy != "rewind") m.train.checkpoint_every = defaults.train.checkpoint_every;
   m.train.keep_checkpoints = defaults.train.keep_checkpoints;
   m.fault.kill_step = 0, m.fault.kill_rank = 0, m.fault.hang_step = 0, m.fault.hang_rank = 0;
   m.fault.slow_ms = 0, m.fault.slow_rank = 0, m.fault.crash_in_checkpoint_step = 0, m.fault.crash_in_record = 0;

@@ -81,8 +81,13 @@ struct TrainConfig {
   double clip_norm = 0.0;           ///< global gradient-norm clip; 0 = off
   std::string on_nan = "stop";      ///< non-finite loss or gradient (not an fp16 overflow): stop (status diverged) |
                                     ///< skip_step (no update; counted)
-  int64_t seed = 0;                 ///< seeds init, sampling order and every RNG of the run
-  int64_t threads = 1;              ///< intra-op and BLAS threads per rank
+  /// A loss spike (the loss_spike rule of run_health.h against the steps before): none
+  /// (flagged only) | skip (the step's update is not taken) | rewind (back to the last
+  /// checkpoint, the global batches since then skipped). Decisions are recorded.
+  std::string spike_policy = "none";
+  int64_t spike_limit = 3;  ///< decisions a run takes at most; later spikes are only flagged
+  int64_t seed = 0;         ///< seeds init, sampling order and every RNG of the run
+  int64_t threads = 1;      ///< intra-op and BLAS threads per rank
   /// "true": every run and layout gives the same bits; "false": benchmark mode (native
   /// reduction, nondeterministic algorithms allowed; on CUDA cuDNN autotuned and TF32).
   std::string deterministic = "true";

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "canonical_allreduce.h"  // canonical_allreduce
@@ -48,6 +50,18 @@ void reduce_gradients(Communicator& comm, const RunConfig& cfg, const LeafPlan& 
   } else {
     canonical_allreduce(comm, grads, grads, n, zero.layout, gather, &zero.reduce_workspace);
   }
+}
+
+int64_t count_unused_params(const std::vector<int64_t>& flags, const std::vector<ParamInfo>& table, int64_t step,
+                            const std::string& find_unused) {
+  int64_t unused = 0;
+  std::string names;
+  for (size_t i = 0; i < table.size() && i < flags.size(); ++i)
+    if (!flags[i]) ++unused, names += (names.empty() ? "" : ", ") + table[i].name;
+  if (unused && find_unused == "error")
+    throw std::runtime_error("step " + std::to_string(step) + ": parameters without a gradient on every rank: " +
+                             names + " (dist.find_unused: error; use zero to train them as zero-gradient)");
+  return unused;
 }
 
 }  // namespace sweep

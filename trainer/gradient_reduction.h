@@ -3,6 +3,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
 
 #include "communicator.h"  // Communicator
 #include "leaf_plan.h"     // LeafPlan
@@ -23,5 +26,11 @@ double local_sum_of_squares(const LeafPlan& leaves, const float* grads, size_t n
 
 void reduce_gradients(Communicator& comm, const RunConfig& cfg, const LeafPlan& leaves, ZeroShards& zero, float* grads,
                       size_t n);
+
+/// The parameter tensors no micro-batch of any rank reached this step, from the summed
+/// flags (1 per tensor that got a gradient, in `table` order). Throws with dist.find_unused
+/// error when there are any.
+int64_t count_unused_params(const std::vector<int64_t>& flags, const std::vector<ParamInfo>& table, int64_t step,
+                            const std::string& find_unused);
 
 }  // namespace sweep

@@ -144,7 +144,9 @@ void StepRecorder::summarize(const RankMemory& mem, bool scaler) {
   if (!list.empty() && !quiet_)
     std::printf("straggler rank(s): %s (median compute time per rank: %s s)\n", named.c_str(), medians.c_str());
   int64_t nan_skipped = 0;  // from the rows, so a resumed run counts the steps before it too
-  for (const auto& r : rows_) nan_skipped += r.skipped && (!std::isfinite(r.loss) || !scaler);
+  // A step train.spike_policy skipped has a finite loss and gradient norm.
+  for (const auto& r : rows_)
+    nan_skipped += r.skipped && (!std::isfinite(r.loss) || (!scaler && !std::isfinite(r.grad_norm)));
   record_->set_summary("nonfinite_steps_skipped", std::to_string(nan_skipped));
   if (!evals_.empty()) {  // what held-out evaluation cost, apart from the steps' times
     double eval_s = 0, step_s = 0;

@@ -28,7 +28,7 @@
 #include "faults.h"               // FaultInjector
 #include "flat_params.h"          // FlatParams
 #include "grad_telemetry.h"       // tensor_grad_norms, telemetry_reason
-#include "gradient_reduction.h"   // reduce_gradients, local_sum_of_squares
+#include "gradient_reduction.h"   // reduce_gradients, local_sum_of_squares, count_unused_params
 #include "leaf_plan.h"            // LeafPlan
 #include "memory_meter.h"         // TensorMemoryMeter
 #include "micro_batches.h"        // MicroBatchPasses
@@ -38,10 +38,11 @@
 #include "record_header.h"        // record_header
 #include "replica_checksums.h"    // checksum_row, checksum_if_due
 #include "run_queue.h"            // RunQueueClock
+#include "spike_policy.h"         // SpikePolicy
 #include "step_record.h"          // StepRecorder, seconds_since
 #include "sweep/trainer.h"        // Models, ModelArgs
 #include "text.h"                 // join
-#include "train_state.h"          // snapshot_state, restore_state
+#include "train_state.h"          // snapshot_state, restore_state, rewind_state
 #include "watchdog.h"             // Watchdog, WatchedCommunicator
 #include "zero_shards.h"          // ZeroShards
 
@@ -95,7 +96,8 @@ class Trainer {
         models_(models),
         rank_(comm.rank()),
         world_(comm.size()),
-        rec_(comm.size(), opt.quiet, cfg.train.log_every, cfg.train.steps, cfg.dist.straggler_ratio) {}
+        rec_(comm.size(), opt.quiet, cfg.train.log_every, cfg.train.steps, cfg.dist.straggler_ratio),
+        spike_(cfg.train) {}
   ~Trainer() { dog_.on_stop(nullptr); }  // the hook reaches into this object
   RunStatus run();
 
@@ -103,9 +105,6 @@ class Trainer {
   const ModelSpec& find_spec() const;
   void open_record(const std::vector<std::pair<std::string, std::string>>& self_test);
   void step_once(int64_t step, StepMetrics& s);
-  /// Throws (dist.find_unused: error) or counts in `s` the parameters no micro-batch of
-  /// any rank reached this step, from the summed grad_flags_and_targets_.
-  void check_unused_params(int64_t step, StepMetrics& s) const;
   bool is_root() const { return rank_ == 0; }
 
   const RunConfig& cfg_;
@@ -140,6 +139,9 @@ class Trainer {
   std::optional<TelemetryRow> telemetry_;  // this step's gradient telemetry, when it takes a row
   RunQueueClock run_queue_;                // this (the stepping) thread's wait for a CPU: shared cores
   StepRecorder rec_;
+  SpikePolicy spike_;     // train.spike_policy and its decisions
+  bool spiked_ = false;   // this step's loss spiked and the policy took a decision (its update is not taken)
+  bool rewound_ = false;  // the decision was a rewind: a checkpoint follows, the state to go back to next
 };
 
 const ModelSpec& Trainer::find_spec() const {
@@ -224,10 +226,13 @@ RunStatus Trainer::run() {
   if (resumed) {
     updates_ = restore_state(*resumed, flat_, zero_, scaler_, rec_);
     start = resumed->step;
+    spike_.resume(*resumed, updates_);
   } else {
     rec_.initial(checksum_row(0, flat_.params.data_ptr<float>(), flat_.table, flat_.n));  // the initial parameters
   }
-  zero_.shard_buffers(flat_);  // from here on ZeRO 2/3 keep only their shards
+  zero_.shard_buffers(flat_);        // from here on ZeRO 2/3 keep only their shards
+  if (!resumed && spike_.rewinds())  // before the first checkpoint a rewind goes back to the start
+    spike_.keep_point(snapshot_state(0, run_id_, cfg_, comm_, flat_, zero_, scaler_, rec_), 0);
   if (!opt_.quiet) {
     if (is_root())
       std::printf("run %s: %s model, %zu parameters, %d rank(s), %lld tokens/step, %s, zero %lld, %s reduction, %s\n",
@@ -263,7 +268,7 @@ RunStatus Trainer::run() {
       step_once(step, s);
       step_peak_tensor_bytes_ = std::max(step_peak_tensor_bytes_, TensorMemoryMeter::instance().window_peak());
       // fp16 overflow is the scaler's business; anything else non-finite is train.on_nan's.
-      const bool nonfinite = !std::isfinite(s.loss) || (s.skipped && !scaler_.enabled);
+      const bool nonfinite = !std::isfinite(s.loss) || (s.skipped && !scaler_.enabled && !spiked_);
       if (nonfinite && cfg_.train.on_nan == "stop") {
         status = RunStatus::diverged;
         failure = "non-finite " + std::string(std::isfinite(s.loss) ? "gradient" : "loss") + " at step " +
@@ -286,9 +291,11 @@ RunStatus Trainer::run() {
           ((cfg_.train.eval_every > 0 && step % cfg_.train.eval_every == 0) || step == cfg_.train.steps))
         rec_.eval(evaluate(step, {cfg_, *eval_source_, comm_, dog_, zero_, flat_, *model_, leaves_}), is_root());
       if ((cfg_.train.checkpoint_every > 0 && step % cfg_.train.checkpoint_every == 0 && step < cfg_.train.steps) ||
-          step == stop) {
+          step == stop || (rewound_ && step < cfg_.train.steps)) {
         TrainState st = snapshot_state(step, run_id_, cfg_, comm_, flat_, zero_, scaler_, rec_);
         st.lineage = lineage_;  // a forked run resumed in place still names its parent
+        st.decisions = spike_.decisions();
+        if (spike_.rewinds()) spike_.keep_point(st, updates_);
         const bool crash = faults_ && faults_->crash_in_checkpoint(step);  // test-only
         if (is_root()) save_checkpoint(opt_.out_dir, st, int(cfg_.train.keep_checkpoints), crash);
       }
@@ -302,6 +309,9 @@ RunStatus Trainer::run() {
     }
     const RankMemory mem = gather_rank_memory(comm_, flat_, zero_, model_->on_host() ? step_peak_tensor_bytes_ : -1);
     rec_.summarize(mem, scaler_.enabled);
+    if (rec_.record())  // the decisions, with the samples of the global batches they left out
+      for (const auto& [k, v] : spike_.summary([&](int64_t t) { return sampler_->batch_samples(t - 1, M); }))
+        rec_.record()->set_summary(k, v);
   } catch (const c10::Error& e) {
     rec_.abandon(e.what_without_backtrace());
     throw;
@@ -341,16 +351,6 @@ void Trainer::open_record(const std::vector<std::pair<std::string, std::string>>
   for (const auto& [k, v] : self_test) rec_.record()->set_summary(k, v);
 }
 
-void Trainer::check_unused_params(int64_t step, StepMetrics& s) const {
-  std::string unused_names;
-  for (size_t i = 0; i + 1 < grad_flags_and_targets_.size(); ++i)
-    if (!grad_flags_and_targets_[i])
-      ++s.unused_params, unused_names += (unused_names.empty() ? "" : ", ") + flat_.table[i].name;
-  if (s.unused_params && cfg_.dist.find_unused == "error")
-    throw std::runtime_error("step " + std::to_string(step) + ": parameters without a gradient on every rank: " +
-                             unused_names + " (dist.find_unused: error; use zero to train them as zero-gradient)");
-}
-
 void Trainer::step_once(int64_t step, StepMetrics& s) {
   const auto t0 = Clock::now();
   const double waited0 = run_queue_.wait_s();
@@ -378,7 +378,7 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   // collective for both; the next step zeroes the flags again).
   comm_.allreduce_sum_i64(grad_flags_and_targets_.data(), grad_flags_and_targets_.size());
   const int64_t targets = grad_flags_and_targets_.back();
-  check_unused_params(step, s);
+  s.unused_params = count_unused_params(grad_flags_and_targets_, flat_.table, step, cfg_.dist.find_unused);
 
   comm_.allgather(local_losses.data(), local_losses.size() * sizeof(double), leaf_losses.data());
   const double local_sumsq = local_sum_of_squares(leaves_, grads, n);  // this rank's own, before the reduction
@@ -438,8 +438,13 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
     }
     telemetry_ = std::move(t);
   }
-  if (!finite || !std::isfinite(s.loss)) {
-    s.skipped = 1;  // fp16: overflow, back the scale off; otherwise the run has diverged
+  // train.spike_policy judges a finite loss before the step's update, every rank alike; a
+  // decision also covers a gradient that went non-finite with the spike.
+  const std::optional<SpikeDecision> spike =
+      std::isfinite(s.loss) ? spike_.decide(step, s.loss, rec_.rows(), updates_, is_root()) : std::nullopt;
+  spiked_ = spike.has_value();
+  if (!finite || !std::isfinite(s.loss) || spike) {
+    s.skipped = 1;  // fp16: overflow, back the scale off; a spike: the policy; otherwise the run has diverged
   } else {
     AdamWStep hp = AdamWStep::at(cfg_.train, s.lr, ++updates_);
     hp.grad_scale = float(s.clip_coef);  // clipping inside the update: no pass of its own
@@ -448,6 +453,8 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   scaler_.update(finite, cfg_.train);
   if (faults_ && flat_.params.defined())  // test-only: one bit of one replica
     faults_->parameters(step, flat_.params.data_ptr<float>(), flat_.n);
+  rewound_ = spike && spike->action == "rewind";
+  if (rewound_) rewind_state(spike_.point(), flat_, zero_, scaler_), updates_ -= spike->undone;
   zero_.release_params(flat_);
   // This rank's own gradient norm on the scale of grad_norm (per target, unscaled).
   const double local_norm = std::sqrt(local_sumsq) * per_target / scale_used;

@@ -8,6 +8,7 @@
 
 #include "config_error.h"  // ConfigError
 #include "flat_params.h"   // FlatParams
+#include "spike_policy.h"  // SpikePolicy::undone_total
 #include "text.h"          // join
 #include "torch_compat.h"  // RNG state
 
@@ -55,7 +56,22 @@ int64_t restore_state(TrainState& st, FlatParams& flat, ZeroShards& zero, LossSc
   scaler.clean_steps = st.clean_steps;
   compat::set_cpu_rng_state(st.rng);
   rec.restore(std::move(st.metrics), std::move(st.checksums), std::move(st.evals));
-  return rec.updates();
+  return rec.updates() - SpikePolicy::undone_total(st.decisions);
+}
+
+void rewind_state(const TrainState& st, FlatParams& flat, ZeroShards& zero, LossScaler& scaler) {
+  const size_t n = size_t(flat.n);
+  if (st.params.size() != n) throw std::runtime_error("rewind: the kept state does not fit the model");
+  if (flat.params.defined()) std::memcpy(flat.params.data_ptr<float>(), st.params.data(), n * sizeof(float));
+  if (zero.stage == 3)
+    zero.param_shard.assign(st.params.begin() + long(zero.shard_begin),
+                            st.params.begin() + long(zero.shard_begin + zero.shard_size));
+  const long lo = zero.stage >= 1 ? long(zero.shard_begin) : 0;
+  zero.adam_m.assign(st.m.begin() + lo, st.m.begin() + lo + long(zero.adam_m.size()));
+  zero.adam_v.assign(st.v.begin() + lo, st.v.begin() + lo + long(zero.adam_v.size()));
+  scaler.scale = st.loss_scale;
+  scaler.clean_steps = st.clean_steps;
+  compat::set_cpu_rng_state(st.rng);
 }
 
 namespace {

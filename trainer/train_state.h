@@ -25,9 +25,16 @@ TrainState snapshot_state(int64_t step, const std::string& run_id, const RunConf
 
 /// Puts `st` back: the parameters into `flat`, this rank's part of the moments into
 /// `zero`, the loss scale, the CPU generator, and the record's rows so far (moved out of
-/// `st`). Returns the optimizer updates taken so far. Throws when `st` holds another
+/// `st`). Returns the optimizer updates taken so far (steps not skipped, less those a
+/// rewind undid). Throws when `st` holds another
 /// number of parameters than the model.
 int64_t restore_state(TrainState& st, FlatParams& flat, ZeroShards& zero, LossScaler& scaler, StepRecorder& rec);
+
+/// A rewind (train.spike_policy): puts the parameters, this rank's part of the moments,
+/// the loss scale and the CPU generator of `st` back, mid-step (the parameters whole, or
+/// with ZeRO 3 into this rank's shard and the gathered vector while it is there). The
+/// record's rows stay as they are.
+void rewind_state(const TrainState& st, FlatParams& flat, ZeroShards& zero, LossScaler& scaler);
 
 /// The state a run of `cfg` resumes from, or nullopt: the checkpoint at `resume_from` (any
 /// layout of the same math) when given, else with `resume` the newest of `out_dir`. A

@@ -148,6 +148,18 @@ SpikeTest spike_test(const std::vector<double>& before, double value) {
   return t;
 }
 
+std::vector<std::string> spike_decisions(const Record& r) {
+  std::vector<std::string> out;
+  const auto n = r.summary.find("spike_decisions");
+  if (n == r.summary.end()) return out;
+  for (int64_t k = 1;; ++k) {
+    const auto d = r.summary.find("spike_decision." + std::to_string(k));
+    if (d == r.summary.end()) break;
+    out.push_back(d->second);
+  }
+  return out;
+}
+
 std::string spike_leading_tensors(const Record& r, int64_t step, size_t most) {
   const auto at =
       std::find_if(r.telemetry.begin(), r.telemetry.end(), [step](const TelemetryRow& t) { return t.step == step; });

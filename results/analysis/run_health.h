@@ -74,6 +74,11 @@ double lower_median(std::vector<double> v, double empty = 0);
 /// when no row comes before), or "" when the record has no telemetry row at that step.
 /// The loss_spike flag names them.
 std::string spike_leading_tensors(const Record& r, int64_t step, size_t most = 3);
+
+/// What train.spike_policy did, one sentence per decision in order, from the record's
+/// /summary attributes spike_decision.1 .. spike_decision.<spike_decisions>; empty when it
+/// took none (or the run had no policy).
+std::vector<std::string> spike_decisions(const Record& r);
 inline constexpr size_t kEvalRisingMinEvals = 3;
 inline constexpr double kEvalRisingMargin = 0.01;
 /// throughput_outlier: tokens/s median below this share of the median over the sweep's runs

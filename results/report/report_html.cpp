@@ -14,6 +14,7 @@
 #include "report_format.h"
 #include "report_html_parts.h"  // td, the search section
 #include "report_plots.h"       // line charts, parallel coordinates, scatter
+#include "run_health.h"         // spike_decisions
 
 namespace sweep {
 namespace {
@@ -579,6 +580,8 @@ std::string runs_table(const SweepRecords& sweep, const ReportModel& m) {
     if (!r.lineage.kind.empty())  // sweep resume / sweep fork: the run it continues
       t += "<div class=\"lineage\">" + html_escape(r.lineage.kind) + " from " + html_escape(r.lineage.parent_run_id) +
            " at step " + std::to_string(r.lineage.parent_step) + "</div>";
+    for (const std::string& d : spike_decisions(r))  // train.spike_policy: skipped or rewound
+      t += "<div class=\"lineage\">spike policy: " + html_escape(d) + "</div>";
     t += "</td>";
     for (const auto& k : m.varying) t += value_cell(report_value(r, k));
     const ReportRun& f = m.runs[i];

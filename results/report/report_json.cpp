@@ -2,7 +2,8 @@
 // ReportModel; numbers with 17 significant digits, null where a figure is missing.
 #include "report.h"
 #include "report_format.h"
-#include "text.h"  // utf8_length, join
+#include "run_health.h"  // spike_decisions
+#include "text.h"        // utf8_length, join
 
 namespace sweep {
 namespace {
@@ -110,7 +111,8 @@ std::string json_group(const SweepRecords& sweep, const ReportModel& m, const Ru
 std::string json_run(const SweepRecords& sweep, const ReportModel& m, const RunIndex& x, size_t i) {
   const Record& r = sweep.runs[i];
   const ReportRun& f = m.runs[i];
-  std::vector<std::string> health;
+  std::vector<std::string> health, spikes;
+  for (const std::string& d : spike_decisions(r)) spikes.push_back(jstr(d));
   for (const auto& h : f.health) health.push_back("{\"flag\":" + jstr(h.name) + ",\"detail\":" + jstr(h.detail) + "}");
   std::string varying = "{";
   for (size_t k = 0; k < m.varying.size(); ++k)
@@ -121,9 +123,10 @@ std::string json_run(const SweepRecords& sweep, const ReportModel& m, const RunI
               ? std::string("null")
               : "{\"kind\":" + jstr(r.lineage.kind) + ",\"parent_run_id\":" + jstr(r.lineage.parent_run_id) +
                     ",\"parent_step\":" + jint(r.lineage.parent_step) + "}") +
-         ",\"values\":" + varying + "},\"group\":" + jint(int64_t(x.group[i])) +
-         ",\"steps\":" + jint(int64_t(r.steps.size())) + ",\"final_loss\":" + jnum(f.final_loss) +
-         ",\"best_loss\":" + jnum(f.best_loss) + ",\"train_loss_end\":" + jnum(f.train_loss_end) +
+         ",\"spike_decisions\":" + jlist(spikes) + ",\"values\":" + varying +
+         "},\"group\":" + jint(int64_t(x.group[i])) + ",\"steps\":" + jint(int64_t(r.steps.size())) +
+         ",\"final_loss\":" + jnum(f.final_loss) + ",\"best_loss\":" + jnum(f.best_loss) +
+         ",\"train_loss_end\":" + jnum(f.train_loss_end) +
          ",\"train_loss_end_steps\":" + jint(int64_t(f.train_loss_end_steps)) +
          ",\"final_eval_loss\":" + jnum(f.final_eval_loss) + ",\"best_eval_loss\":" + jnum(f.best_eval_loss) +
          ",\"best_eval_step\":" + (f.best_eval_step < 0 ? std::string("null") : jint(f.best_eval_step)) +

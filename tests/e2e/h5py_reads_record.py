@@ -59,6 +59,8 @@ def check_schema_doc(f, expect):
                           and not (p.startswith("When train.leaf is set") and not leaf)
                           and not (p.startswith("Written by the C++ writers") and not by_cpp)
                           and not (p.startswith("Measured by sweep's trainer where") and not schedstat)
+                          and not (p.startswith("Written by sweep's trainer when `train.spike_policy`")
+                                   and "spike_decisions" not in attrs)
                           and not (p.startswith("Written by sweep's trainer for runs on more") and
                                    not (by_trainer and world > 1))]
             for tok in re.findall(r"`([^`]+)`", "\n\n".join(paragraphs)):

@@ -141,6 +141,15 @@ void save_checkpoint(const std::string& run_dir, const TrainState& s, int keep, 
   w.str(s.lineage.kind);  // version 4
   w.str(s.lineage.parent_run_id);
   w.pod(s.lineage.parent_step);
+  w.pod(uint64_t(s.decisions.size()));  // version 5
+  for (const auto& d : s.decisions) {
+    w.pod(d.step);
+    w.str(d.action);
+    w.pod(d.back_to);
+    w.pod(d.undone);
+    w.pod(d.loss);
+    w.pod(d.median);
+  }
   w.close();
   // The marker goes last: a crash before this line leaves an incomplete checkpoint
   // that every reader skips.
@@ -198,6 +207,19 @@ TrainState read_state(const std::string& path, const std::string& run_id, const 
     s.lineage.kind = r.str();
     s.lineage.parent_run_id = r.str();
     s.lineage.parent_step = r.pod<int64_t>();
+  }
+  if (version >= 5) {
+    const auto n = r.pod<uint64_t>();
+    for (uint64_t i = 0; i < n; ++i) {
+      SpikeDecision d;
+      d.step = r.pod<int64_t>();
+      d.action = r.str();
+      d.back_to = r.pod<int64_t>();
+      d.undone = r.pod<int64_t>();
+      d.loss = r.pod<double>();
+      d.median = r.pod<double>();
+      s.decisions.push_back(std::move(d));
+    }
   }
   return s;
 }

@@ -16,24 +16,37 @@ namespace sweep {
 /// Version of state.bin; readers take this one and every earlier one. Version 2 adds the
 /// math id, so a checkpoint resumes any layout of the same math (elastic resume); version 3
 /// the held-out evaluation rows; version 4 the run's lineage, so a forked run resumed in
-/// place still names its parent. The state itself has
+/// place still names its parent; version 5 the spike decisions. The state itself has
 /// always been layout-free: parameters and both AdamW moments in the canonical flat order
 /// (gathered from the shards), the scaler, the RNG, the record rows.
-inline constexpr uint32_t kCheckpointVersion = 4;
+inline constexpr uint32_t kCheckpointVersion = 5;
+
+/// What train.spike_policy did at a step whose loss spiked (before the step's update).
+struct SpikeDecision {
+  int64_t step = 0;    ///< the step whose loss spiked; its update was not taken
+  std::string action;  ///< "skip" (only this step's update) or "rewind"
+  /// rewind: the checkpoint step whose state the run went back to (steps back_to + 1 to
+  /// `step` are skipped); skip: step - 1
+  int64_t back_to = 0;
+  int64_t undone = 0;  ///< rewind: the updates taken after back_to that the rewind undid
+  double loss = 0;     ///< the spiking loss
+  double median = 0;   ///< the median of the losses it was judged against
+};
 
 /// The state after `step` completed steps.
 struct TrainState {
-  std::string run_id;                  ///< the run that wrote it
-  std::string math_id;                 ///< run_config.h math_id: which runs may resume it ("" in version 1)
-  int64_t step = 0;                    ///< optimizer steps completed
-  std::vector<float> params, m, v;     ///< flat parameters and AdamW moments
-  double loss_scale = 1;               ///< fp16 scaler
-  int64_t clean_steps = 0;             ///< fp16 scaler
-  std::string rng;                     ///< LibTorch CPU generator state
-  std::vector<StepMetrics> metrics;    ///< record rows so far, replayed into the new record
-  std::vector<ChecksumRow> checksums;  ///< record rows so far
-  std::vector<EvalRow> evals;          ///< held-out evaluations so far (version 3)
-  RecordLineage lineage;               ///< the writer's own parent, if any (version 4)
+  std::string run_id;                    ///< the run that wrote it
+  std::string math_id;                   ///< run_config.h math_id: which runs may resume it ("" in version 1)
+  int64_t step = 0;                      ///< optimizer steps completed
+  std::vector<float> params, m, v;       ///< flat parameters and AdamW moments
+  double loss_scale = 1;                 ///< fp16 scaler
+  int64_t clean_steps = 0;               ///< fp16 scaler
+  std::string rng;                       ///< LibTorch CPU generator state
+  std::vector<StepMetrics> metrics;      ///< record rows so far, replayed into the new record
+  std::vector<ChecksumRow> checksums;    ///< record rows so far
+  std::vector<EvalRow> evals;            ///< held-out evaluations so far (version 3)
+  RecordLineage lineage;                 ///< the writer's own parent, if any (version 4)
+  std::vector<SpikeDecision> decisions;  ///< train.spike_policy's decisions so far (version 5)
 };
 
 /// A checkpoint of another math than the run that would resume from it: neither its run

@@ -234,6 +234,13 @@ std::vector<int64_t> Sampler::samples(int64_t step, int64_t j, int64_t micro_bat
   return out;
 }
 
+std::vector<int64_t> Sampler::batch_samples(int64_t step, int64_t micro_batches) const {
+  std::vector<int64_t> out;
+  for (int64_t j = 0; j < micro_batches; ++j)
+    for (int64_t x : samples(step, j, micro_batches)) out.push_back(x);
+  return out;
+}
+
 void Sampler::fill(int64_t step, int64_t j, int64_t micro_batches, int64_t* out) const {
   const int64_t n = source_.samples();
   for (int64_t b = 0; b < micro_batch_; ++b) {

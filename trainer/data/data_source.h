@@ -63,6 +63,8 @@ class Sampler {
   /// The samples (indices into the source) whose sequences fill() puts in that micro-batch,
   /// row by row: what a message names when the micro-batch went wrong.
   std::vector<int64_t> samples(int64_t step, int64_t j, int64_t micro_batches) const;
+  /// The samples of the whole global batch of `step`, in order: the same on every layout.
+  std::vector<int64_t> batch_samples(int64_t step, int64_t micro_batches) const;
 
  private:
   using Perm = std::shared_ptr<const std::vector<int64_t>>;
