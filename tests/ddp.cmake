@@ -21,3 +21,8 @@ if(DEFINED SWEEP_TEST_SLURM_CONF)
                        SKIP_RETURN_CODE 77
                        ENVIRONMENT "PYTHONPATH=${CMAKE_SOURCE_DIR}/python;SLURM_CONF=${SWEEP_TEST_SLURM_CONF}")
 endif()
+
+# sweep.ddp.RankGradNorms on two gloo processes spawned on this host: DDP's gradient bit for
+# bit with and without the hook, each rank's share its own gradient over the world size.
+add_test(NAME rank_grad_norms COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/python/test_rank_grad_norms.py)
+set_tests_properties(rank_grad_norms PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2)

@@ -9,7 +9,9 @@ under mpiexec, mpirun or srun (README.md). gloo on the CPU, nccl with one GPU pe
 rank when CUDA is there. Each step draws one global batch of world_size x batch_size
 windows (the same on every layout) and rank r trains on its contiguous share, rows
 [r B, (r+1) B); DDP averages the gradients. Rank 0 writes the record through sweep.init();
-the other ranks' `run` calls do nothing.
+the other ranks' `run` calls do nothing. sweep.ddp.RankGradNorms measures each rank's own
+gradient before DDP averages it (a communication hook running DDP's default all-reduce), so
+the record's /ranks/grad_norm shows a rank whose data or replica went wrong.
 
   python3 train.py --steps 20 [--out DIR]               one process
   mpiexec -n 2 python3 train.py --batch-size 4         two ranks by hand (or torchrun)
@@ -31,6 +33,7 @@ try:
 except ImportError:  # run in place: the repository's python/ beside examples/
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", "python"))
     import sweep
+from sweep.ddp import RankGradNorms  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -158,6 +161,7 @@ torch.manual_seed(args.seed)  # the same initial parameters on every rank (DDP a
 model = TinyLM(args.vocab, args.width, args.heads, args.layers, args.seq_len).to(device)
 ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if use_cuda else None) \
     if world > 1 else model
+rank_norms = RankGradNorms(ddp)  # each rank's own gradient, measured before DDP averages it
 optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=args.weight_decay)
 run.watch(model)  # parameter checksums: the module itself, not the DDP wrapper
 print("rank %d of %d (local rank %d, %s, %s, rendezvous %s): %d of %d sequences a step"
@@ -171,13 +175,16 @@ for step in range(1, args.steps + 1):
     loss = F.cross_entropy(logits.reshape(-1, args.vocab), seq[:, 1:].reshape(-1))
     optimizer.zero_grad(set_to_none=True)
     loss.backward()  # DDP's all-reduce averages the ranks' gradients
+    correct = (logits.argmax(-1) == seq[:, 1:]).sum().item()
+    loss_sum, correct = all_sum([loss.item() * seq[:, 1:].numel(), correct])
+    n = global_batch * args.seq_len
+    # Gradient telemetry before clipping, on every rank: each tensor's norm every 10 steps, at
+    # spikes and at the end; each rank's share every step (/ranks/grad_norm).
+    run.gradients(step, loss_sum / n, rank_norms=rank_norms.gather())
     norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip if args.clip > 0 else float("inf")).item()
     for group in optimizer.param_groups:
         group["lr"] = learning_rate(step)
     optimizer.step()
-    correct = (logits.argmax(-1) == seq[:, 1:]).sum().item()
-    loss_sum, correct = all_sum([loss.item() * seq[:, 1:].numel(), correct])
-    n = global_batch * args.seq_len
     if rank == 0:
         print("step %d loss %.4f accuracy %.3f" % (step, loss_sum / n, correct / n), flush=True)
     run.log(step, loss_sum / n, lr=learning_rate(step), grad_norm=norm, tokens=n, accuracy=correct / n)

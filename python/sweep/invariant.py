@@ -311,25 +311,76 @@ def _square_sum_by_blocks(flat):
     return _tree_sum(blocks.double().square())
 
 
+def _py_tree_sum(values):
+    """_tree_sum on a list of Python floats (float64): the same additions in the same order,
+    so the same bits."""
+    parts, lo, n = [], 0, len(values)
+    while lo < n:
+        size = 1 << ((n - lo).bit_length() - 1)
+        part = values[lo:lo + size]
+        while len(part) > 1:
+            part = [part[i] + part[i + 1] for i in range(0, len(part), 2)]
+        parts.append(part[0])
+        lo += size
+    total = parts[-1]
+    for part in reversed(parts[:-1]):
+        total = part + total
+    return total
+
+
 def tensor_grad_norms(tensors):
     """Each tensor's L2 norm as a list of floats, with the same bits whatever the layout and
     the thread count, as CanonicalGradients.grad_norm(): the norm of each BLOCK of the
     tensor's elements (one fp32 reduction per block, the last block the remainder), their
     squares in float64 added by the canonical tree, the square root. None (a parameter no
-    gradient reached) counts 0. One copy from the device for all of them."""
-    out, device = [], None
+    gradient reached) counts 0. One copy from the device for all of them.
+
+    The bits are _square_sum_by_blocks' (each block's norm by the same kernel, the float64
+    squares and the tree in Python floats, which are float64), in few tensor operations: a
+    script calls this every step, and on a small model each operation's dispatch costs more
+    than its arithmetic. The whole blocks of a tensor are one row reduction; every
+    remainder (and every tensor of at most one block) goes into one torch._foreach_norm,
+    which on the host runs linalg.vector_norm on each, as _square_sum_by_blocks does."""
+    rows, tails, plan = [], [], []  # plan: per tensor (index of its rows or -1, its tail or -1)
     for t in tensors:
         if t is None or t.numel() == 0:
-            out.append(None)
+            plan.append(None)
             continue
-        flat = t.detach().reshape(-1)
+        flat = (t.detach() if t.requires_grad else t).reshape(-1)
         flat = flat if flat.dtype == torch.float32 else flat.float()
-        device = device or flat.device
-        out.append(_square_sum_by_blocks(flat).to(device))
-    if device is None:
-        return [0.0] * len(out)
-    zero = torch.zeros((), dtype=torch.float64, device=device)
-    return torch.stack([zero if x is None else x for x in out]).sqrt().tolist()
+        whole = flat.numel() // BLOCK * BLOCK
+        r = tl = -1
+        if whole:
+            r = len(rows)
+            rows.append(torch.linalg.vector_norm(flat[:whole].view(-1, BLOCK), dim=1))
+        if whole < flat.numel():
+            tl = len(tails)
+            tails.append(flat[whole:] if whole else flat)
+        plan.append((r, tl))
+    if not rows and not tails:
+        return [0.0] * len(plan)
+    pieces = list(rows)
+    if tails:
+        same_device = all(x.device.type == "cpu" for x in tails)
+        tail_norms = (torch._foreach_norm(tails) if same_device and hasattr(torch, "_foreach_norm")
+                      else [torch.linalg.vector_norm(x) for x in tails])
+        pieces.append(torch.stack(tail_norms).reshape(-1))
+    values = (pieces[0] if len(pieces) == 1 else torch.cat([p.to(pieces[0].device) for p in pieces])).tolist()
+    row_at, at = [], 0  # where each row tensor's values start in `values`
+    for r in rows:
+        row_at.append(at)
+        at += r.numel()
+    out = []
+    for entry in plan:
+        if entry is None:
+            out.append(0.0)
+            continue
+        r, tl = entry
+        blocks = values[row_at[r]:row_at[r] + rows[r].numel()] if r >= 0 else []
+        if tl >= 0:
+            blocks = blocks + [values[at + tl]]
+        out.append(math.sqrt(_py_tree_sum([b * b for b in blocks])))
+    return out
 
 
 # ---------------------------------------------------------------------------------------

@@ -250,6 +250,7 @@ class Run:
         self._grad_step = 0
         self._loss_window, self._norm_window = [], []
         self._rank_norms = None
+        self._grad_params = None  # (model, its parameters): gradients() reads their .grad
         #: (step, why, tensor norms) of the last telemetry row gradients() took, or None;
         #: the gradient norm gradients() last judged (given, or computed from the tensors).
         self.last_telemetry = None
@@ -403,7 +404,11 @@ class Run:
                     if source is None:
                         raise ValueError("gradients: no model; pass one or call watch(model) first")
                     from .invariant import tensor_grad_norms  # torch: the script has it already
-                    values = tensor_grad_norms([p.grad for _, p in _named_params(source)])
+                    # The parameter list is walked once per model: named_parameters() costs
+                    # more than a small model's norms.
+                    if self._grad_params is None or self._grad_params[0] is not source:
+                        self._grad_params = (source, [p for _, p in _named_params(source)])
+                    values = tensor_grad_norms([p.grad for p in self._grad_params[1]])
                 taken.append([float(x) for x in values])
             return taken[0]
 

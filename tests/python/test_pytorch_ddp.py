@@ -20,6 +20,7 @@ Usage: test_pytorch_ddp.py [BIN_DIR] [--slurm] [unittest options]
 
 import glob
 import importlib.util
+import math
 import os
 import shutil
 import subprocess
@@ -156,6 +157,19 @@ class DdpUnderSweep:
             self.assertEqual(list(f["eval/step"][:]), [10, 20])
             self.assertIn("accuracy", f["metrics/extra"])
             self.assertIn("accuracy", f["eval/extra"])
+            # sweep.ddp.RankGradNorms: each rank's share of the gradient, measured before DDP's
+            # all-reduce; the shares add up to the gradient, so its norm is at most their sum,
+            # and the ranks' rows differ, so the shares do.
+            shares = f["ranks/grad_norm"][:]
+            self.assertEqual(shares.shape, (STEPS, 2))
+            norms = f["metrics/grad_norm"][:]
+            for i in range(STEPS):
+                self.assertTrue(all(math.isfinite(x) and x > 0 for x in shares[i]), shares[i])
+                self.assertNotEqual(shares[i][0], shares[i][1])
+                self.assertLessEqual(norms[i], (shares[i][0] + shares[i][1]) * (1 + 1e-5))
+                self.assertGreaterEqual(norms[i], abs(shares[i][0] - shares[i][1]) * (1 - 1e-5))
+            # run.gradients: each tensor's norm every 10 steps and at the last.
+            self.assertEqual(list(f["telemetry/step"][:]), [10, 20])
         for line in read_bytes(os.path.join(run_dir, "state")).decode().splitlines():
             if line.startswith("state: "):
                 self.assertEqual(line, "state: completed")
