@@ -146,6 +146,26 @@ class ScriptRows(unittest.TestCase):
 
 
 @unittest.skipIf(torch is None, "needs Debian's python3-torch")
+@unittest.skipIf(torch is None, "needs Debian's python3-torch")
+class TensorNorms(unittest.TestCase):
+    def test_c_each_tensors_norm_is_its_blocked_square_sum(self):
+        # tensor_grad_norms batches its reductions; each norm must keep the bits of the
+        # definition: the tensor's blocks by _square_sum_by_blocks, then the square root.
+        from sweep import invariant
+        gen = torch.Generator().manual_seed(3)
+        sizes = [1, 3, 100, 4095, 4096, 4097, 8192, 12289, 50000, 140000]
+        for trial in range(40):
+            tensors = []
+            for i in range(1 + trial % 9):
+                n = sizes[(trial * 7 + i * 3) % len(sizes)]
+                t = torch.randn(n, generator=gen) * (10.0 ** ((trial + i) % 7 - 3))
+                tensors.append(None if (trial + i) % 11 == 5 else t.bfloat16() if (trial + i) % 5 == 0 else t)
+            want = [0.0 if t is None else math.sqrt(invariant._square_sum_by_blocks(t.reshape(-1).float()).item())
+                    for t in tensors]
+            got = invariant.tensor_grad_norms(tensors)
+            self.assertEqual([x.hex() for x in got], [x.hex() for x in want], "trial %d" % trial)
+
+
 class SpikeRule(unittest.TestCase):
     def test_b_the_steps_the_script_took_for_spikes_are_the_readers_spikes(self):
         # 200 steps of a noisy loss with jumps of several sizes: some are spikes by the rule,
