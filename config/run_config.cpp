@@ -72,6 +72,8 @@ const Applies kEvaluates{
 const Applies kSpikePolicy{"train.spike_policy skip or rewind",
                            [](const RunConfig& c) { return c.train.spike_policy != "none"; },
                            [](const RunConfig&) { return std::string("train.spike_policy none"); }};
+const Applies kLrSwitch{"train.lr_switch_step > 0", [](const RunConfig& c) { return c.train.lr_switch_step > 0; },
+                        [](const RunConfig&) { return std::string("train.lr_switch_step 0"); }};
 const Applies kDesync{"fault.desync_step > 0", [](const RunConfig& c) { return c.fault.desync_step > 0; },
                       [](const RunConfig&) { return std::string("fault.desync_step 0"); }};
 const Applies kKill{"fault.kill_step > 0", [](const RunConfig& c) { return c.fault.kill_step > 0; },
@@ -165,6 +167,11 @@ void visit_fields(RunConfig& c, Visitor&& v) {
     Doc{"sequences per leaf of the canonical gradient tree; 0 = the micro-batch. With a leaf, micro_batch is "
         "layout: any world_size x accum x micro_batch of the same global batch gives the same bits"});
   v("train.lr", c.train.lr, RealRange{0, 10, true}, Doc{"peak learning rate"});
+  v("train.lr_switch_step", c.train.lr_switch_step, IntRange{0, int64_t(1) << 40},
+    Doc{"> 0: steps up to it follow the schedule of peak train.lr_before_switch, later ones train.lr's (a step "
+        "change of the learning rate, as sweep fork --from-step trains); 0 = off"});
+  v("train.lr_before_switch", c.train.lr_before_switch, RealRange{0, 10},
+    Doc{"the peak learning rate up to train.lr_switch_step", &kLrSwitch});
   v("train.schedule", c.train.schedule, kSchedules, Doc{"learning-rate decay after warmup, to train.min_lr"});
   v("train.warmup", c.train.warmup, IntRange{0, int64_t(1) << 40},
     Doc{"linear warmup steps from 0 to train.lr; at most train.steps"});
@@ -734,6 +741,15 @@ void check_run_config(const RunConfig& c, const FlatConfig& values) {
   if (c.train.warmup > c.train.steps)
     throw ConfigError(at_any(values, {"train.warmup", "train.steps"}) + "key 'train.warmup': must be <= train.steps (" +
                       format_int(c.train.steps) + ")");
+  if (c.train.lr_switch_step > c.train.steps)
+    throw ConfigError(at_any(values, {"train.lr_switch_step", "train.steps"}) +
+                      "key 'train.lr_switch_step': must be <= train.steps (" + format_int(c.train.steps) + ")");
+  if (c.train.lr_switch_step > 0 && !(c.train.lr_before_switch > 0))
+    throw ConfigError(at_any(values, {"train.lr_before_switch", "train.lr_switch_step"}) +
+                      "key 'train.lr_before_switch': the peak learning rate up to train.lr_switch_step; must be > 0");
+  if (c.train.lr_switch_step > 0 && c.train.min_lr > c.train.lr_before_switch)
+    throw ConfigError(at_any(values, {"train.min_lr", "train.lr_before_switch"}) +
+                      "key 'train.min_lr': must be <= train.lr_before_switch");
   if (c.train.spike_policy == "rewind" && c.train.checkpoint_every == 0)
     throw ConfigError(at_any(values, {"train.spike_policy", "train.checkpoint_every"}) +
                       "key 'train.spike_policy': rewind goes back to the last checkpoint; set train.checkpoint_every "
@@ -853,7 +869,7 @@ bool omitted_at_default(const std::string& key, const std::string& value) {
     for (const char* k :
          {"data.eval_fraction", "data.eval_path", "train.eval_every", "train.eval_batches", "train.leaf",
           "train.deterministic", "fault.nan_rank", "fault.nan_micro_batch", "fault.spike_step", "dist.straggler_ratio",
-          "train.telemetry_every", "train.spike_policy", "train.spike_limit"})
+          "train.telemetry_every", "train.spike_policy", "train.spike_limit", "train.lr_switch_step", "train.lr_before_switch"})
       for (const auto& [key, v] : all)
         if (key == k) out[key] = v;
     return out;

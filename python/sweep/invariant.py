@@ -328,6 +328,10 @@ def _py_tree_sum(values):
     return total
 
 
+# tensor_grad_norms measures a gradient of at most this many blocks in one call.
+_ONE_CALL_BLOCKS = 256
+
+
 def tensor_grad_norms(tensors):
     """Each tensor's L2 norm as a list of floats, with the same bits whatever the layout and
     the thread count, as CanonicalGradients.grad_norm(): the norm of each BLOCK of the
@@ -335,51 +339,48 @@ def tensor_grad_norms(tensors):
     squares in float64 added by the canonical tree, the square root. None (a parameter no
     gradient reached) counts 0. One copy from the device for all of them.
 
-    The bits are _square_sum_by_blocks' (each block's norm by the same kernel, the float64
-    squares and the tree in Python floats, which are float64), in few tensor operations: a
-    script calls this every step, and on a small model each operation's dispatch costs more
-    than its arithmetic. The whole blocks of a tensor are one row reduction; every
-    remainder (and every tensor of at most one block) goes into one torch._foreach_norm,
-    which on the host runs linalg.vector_norm on each, as _square_sum_by_blocks does."""
-    rows, tails, plan = [], [], []  # plan: per tensor (index of its rows or -1, its tail or -1)
+    The bits are _square_sum_by_blocks' (each block's norm by the same reduction, the
+    float64 squares and the tree in Python floats, which are float64), in few tensor
+    operations: a script calls this every step, and on a small model each operation's
+    dispatch costs more than its arithmetic. A host gradient of at most _ONE_CALL_BLOCKS
+    blocks is measured in one torch._foreach_norm over its blocks (on the host it reduces
+    each block as linalg.vector_norm does, which test_gradient_telemetry.py holds to the
+    bits); otherwise each tensor's whole blocks are one row reduction and the remainders
+    one more call."""
+    flats, plan = [], []  # plan: per tensor None, or its (whole blocks, has a remainder)
     for t in tensors:
         if t is None or t.numel() == 0:
             plan.append(None)
             continue
         flat = (t.detach() if t.requires_grad else t).reshape(-1)
         flat = flat if flat.dtype == torch.float32 else flat.float()
-        whole = flat.numel() // BLOCK * BLOCK
-        r = tl = -1
-        if whole:
-            r = len(rows)
-            rows.append(torch.linalg.vector_norm(flat[:whole].view(-1, BLOCK), dim=1))
-        if whole < flat.numel():
-            tl = len(tails)
-            tails.append(flat[whole:] if whole else flat)
-        plan.append((r, tl))
-    if not rows and not tails:
+        flats.append(flat)
+        plan.append((flat.numel() // BLOCK, flat.numel() % BLOCK != 0))
+    if not flats:
         return [0.0] * len(plan)
-    pieces = list(rows)
-    if tails:
-        same_device = all(x.device.type == "cpu" for x in tails)
-        tail_norms = (torch._foreach_norm(tails) if same_device and hasattr(torch, "_foreach_norm")
-                      else [torch.linalg.vector_norm(x) for x in tails])
-        pieces.append(torch.stack(tail_norms).reshape(-1))
-    values = (pieces[0] if len(pieces) == 1 else torch.cat([p.to(pieces[0].device) for p in pieces])).tolist()
-    row_at, at = [], 0  # where each row tensor's values start in `values`
-    for r in rows:
-        row_at.append(at)
-        at += r.numel()
-    out = []
+    blocks = sum(w + r for w, r in (p for p in plan if p is not None))
+    if blocks <= _ONE_CALL_BLOCKS and all(f.is_cpu for f in flats) and hasattr(torch, "_foreach_norm"):
+        pieces = []  # every block of every tensor, in order
+        for f, (whole, rest) in zip(flats, (p for p in plan if p is not None)):
+            pieces.extend(f[i * BLOCK:(i + 1) * BLOCK] for i in range(whole + rest))
+        values = torch.stack(torch._foreach_norm(pieces)).tolist()
+    else:
+        parts = []
+        for f, (whole, rest) in zip(flats, (p for p in plan if p is not None)):
+            if whole:
+                parts.append(torch.linalg.vector_norm(f[:whole * BLOCK].view(-1, BLOCK), dim=1))
+            if rest:
+                parts.append(torch.linalg.vector_norm(f[whole * BLOCK:]).reshape(1))
+        values = torch.cat([p.to(parts[0].device) for p in parts]).tolist()
+    out, at = [], 0
     for entry in plan:
         if entry is None:
             out.append(0.0)
             continue
-        r, tl = entry
-        blocks = values[row_at[r]:row_at[r] + rows[r].numel()] if r >= 0 else []
-        if tl >= 0:
-            blocks = blocks + [values[at + tl]]
-        out.append(math.sqrt(_py_tree_sum([b * b for b in blocks])))
+        n = entry[0] + entry[1]
+        # One block: the square root of its square (exact, an fp32 value in float64) is itself.
+        out.append(abs(values[at]) if n == 1 else math.sqrt(_py_tree_sum([b * b for b in values[at:at + n]])))
+        at += n
     return out
 
 

@@ -4,7 +4,8 @@ inside its sweep directory, as a run whose record names its parent and step.
 Fork: run P (lr 3e-3, 16 steps, a checkpoint every 4) forked after step 8 with train.lr 1e-3
 is the parent's run to step 8 and the lr-1e-3 schedule after it: rows 1-8 are P's bit for
 bit (loss, lr, gradient norm, parameter checksums), rows 9-16 take the lr a straight run of
-lr 1e-3 has at those steps; the record says forked/P/8 (root attributes, `sweep show`,
+lr 1e-3 has at those steps, and the whole record is bit for bit the run whose schedule
+changes at step 8 (train.lr_switch_step 8, train.lr_before_switch 3e-3, train.lr 1e-3); the record says forked/P/8 (root attributes, `sweep show`,
 `sweep status`, the report's JSON) and `sweep reproduce` re-forks it bit for bit. Refused
 (exit 2, no run directory made): no change, a model key, an unknown key or value, a step
 without a checkpoint, a second driver on the sweep, a fork that is already there.
@@ -74,6 +75,11 @@ class Fork(unittest.TestCase):
         cls.straight = os.path.join(cls.tmp, "straight")
         p = sweep("run", grid(os.path.join(cls.tmp, "g2.yaml"), "fork", {"lr": 1.0e-3}), "--out", cls.straight)
         assert p.returncode == 0, show(p)
+        # A run whose learning rate changes at step 8: 3e-3's schedule to step 8, 1e-3's after.
+        cls.switched = os.path.join(cls.tmp, "switched")
+        p = sweep("run", grid(os.path.join(cls.tmp, "g3.yaml"), "switch",
+                              {"lr": 1.0e-3, "lr_switch_step": 8, "lr_before_switch": 3.0e-3}), "--out", cls.switched)
+        assert p.returncode == 0, show(p)
         cls.fork = sweep("fork", cls.pdir, "--from-step", "8", "train.lr=1e-3")
 
     @classmethod
@@ -106,6 +112,11 @@ class Fork(unittest.TestCase):
         self.assertEqual(a["loss"][8], b["loss"][8])  # step 9's loss is taken before its update
         self.assertNotEqual(a["loss"][9], b["loss"][9])
         self.assertNotEqual(a["checksums"][9], b["checksums"][9])
+        # The fork is, bit for bit, the run whose schedule changes at step 8.
+        p = sweep("compare", os.path.join(self.out, "runs", fid, "record.h5"),
+                  os.path.join(self.switched, "runs", only_run(self.switched), "record.h5"))
+        self.assertEqual(p.returncode, 0, show(p))
+        self.assertIn("identical bit-for-bit: 16 steps, 17 checksums", p.stdout)
         # The Python package verifies the digest, lineage attributes included.
         with h5py.File(os.path.join(self.out, "runs", fid, "record.h5"), "r") as f:
             self.assertEqual(record_digest(f), stored_digest(f))

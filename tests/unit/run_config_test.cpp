@@ -27,16 +27,17 @@ TEST(RunConfig, DefaultsRoundTripThroughYaml) {
   EXPECT_EQ(run_id(back), run_id(c));
   // The canonical text names every key once, but for the keys of held-out evaluation,
   // train.leaf, train.deterministic, the NaN fault's place, dist.straggler_ratio,
-  // train.telemetry_every and the spike policy's: added after run ids were published, they
+  // train.telemetry_every, the spike policy's and the lr switch's: added after run ids were published, they
   // are left out at their default.
   const FlatConfig flat = flatten_yaml(text, "defaults.yaml");
-  EXPECT_EQ(flat.size(), run_config_keys().size() - 13);
+  EXPECT_EQ(flat.size(), run_config_keys().size() - 15);
   for (const auto& key : run_config_keys())
     EXPECT_EQ(flat.count(key), key.find("eval_") == std::string::npos && key != "train.leaf" &&
                                        key != "train.deterministic" && key != "fault.nan_rank" &&
                                        key != "fault.nan_micro_batch" && key != "fault.spike_step" &&
                                        key != "dist.straggler_ratio" && key != "train.telemetry_every" &&
-                                       key != "train.spike_policy" && key != "train.spike_limit"
+                                       key != "train.spike_policy" && key != "train.spike_limit" &&
+                                       key != "train.lr_switch_step" && key != "train.lr_before_switch"
                                    ? 1u
                                    : 0u)
         << key;

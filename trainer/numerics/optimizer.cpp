@@ -25,11 +25,13 @@ double clip_coefficient(double norm, double clip_norm) {
 }
 
 double learning_rate(const TrainConfig& t, int64_t step) {
-  if (t.warmup > 0 && step <= t.warmup) return t.lr * double(step) / double(t.warmup);
-  if (t.schedule == "constant" || t.steps == t.warmup) return t.lr;
+  // Up to train.lr_switch_step the schedule of its own peak, after it train.lr's.
+  const double lr = t.lr_switch_step > 0 && step <= t.lr_switch_step ? t.lr_before_switch : t.lr;
+  if (t.warmup > 0 && step <= t.warmup) return lr * double(step) / double(t.warmup);
+  if (t.schedule == "constant" || t.steps == t.warmup) return lr;
   double progress = double(step - t.warmup) / double(t.steps - t.warmup);
-  if (t.schedule == "linear") return t.min_lr + (t.lr - t.min_lr) * (1.0 - progress);
-  return t.min_lr + 0.5 * (t.lr - t.min_lr) * (1.0 + std::cos(M_PI * progress));
+  if (t.schedule == "linear") return t.min_lr + (lr - t.min_lr) * (1.0 - progress);
+  return t.min_lr + 0.5 * (lr - t.min_lr) * (1.0 + std::cos(M_PI * progress));
 }
 
 AdamWStep AdamWStep::at(const TrainConfig& t, double lr, int64_t step) {
