@@ -674,6 +674,7 @@ std::string render_html(const SweepRecords& sweep, const ReportModel& m) {
     }
     h += baseline_section(sweep, m);
     h += report_html::search_section(sweep, m);
+    h += report_html::lineage_section(sweep);
     h += effects_table(sweep, m);
     h += all_runs_section(sweep, m);
     h += diagnostics_section(sweep, m);

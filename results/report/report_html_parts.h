@@ -27,4 +27,9 @@ double axis_value(const report_plot::ParallelAxis& a, const std::string& v);
 /// the steps each rung spent; then every decision of search.log.
 std::string search_section(const SweepRecords& sweep, const ReportModel& m);
 
+/// The runs started from another run's checkpoint (sweep resume, sweep fork): each family's
+/// losses on one chart, a child's from the step it branched off, with what it changed;
+/// empty when no run has a lineage (report_html_lineage.cpp).
+std::string lineage_section(const SweepRecords& sweep);
+
 }  // namespace sweep::report_html

@@ -134,6 +134,13 @@ class Fork(unittest.TestCase):
         self.assertEqual(runs[fid]["lineage"], {"kind": "forked", "parent_run_id": self.parent, "parent_step": 8})
         self.assertIsNone(runs[self.parent]["lineage"])
         self.assertEqual(rep["summary"]["problems"], rep["summary"]["health_flagged"], rep["summary"])
+        # The HTML report draws the family: the parent whole, the fork from step 8, what changed.
+        html = sweep("report", self.out, "-o", "-").stdout
+        section = html[html.index("<h2>Lineage</h2>"):]
+        section = section[:section.index("</figure>")]
+        self.assertIn("<li>%s</li>" % self.parent, section)
+        self.assertIn("%s: forked from %s at step 8 (train.lr: 0.003 -&gt; 0.001)" % (fid, self.parent), section)
+        self.assertIn("%s (forked at step 8)" % fid, section)  # the fork's curve, named
         p = sweep("verify", self.out)
         self.assertEqual(p.returncode, 0, show(p))
         # The parent is part of the digest: a record that names another step is damaged.
