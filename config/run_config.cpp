@@ -866,10 +866,10 @@ bool omitted_at_default(const std::string& key, const std::string& value) {
     std::map<std::string, std::string> out;
     // Keys added after run ids were first given: left out at their default, so that every
     // earlier config keeps its run id.
-    for (const char* k :
-         {"data.eval_fraction", "data.eval_path", "train.eval_every", "train.eval_batches", "train.leaf",
-          "train.deterministic", "fault.nan_rank", "fault.nan_micro_batch", "fault.spike_step", "dist.straggler_ratio",
-          "train.telemetry_every", "train.spike_policy", "train.spike_limit", "train.lr_switch_step", "train.lr_before_switch"})
+    for (const char* k : {"data.eval_fraction", "data.eval_path", "train.eval_every", "train.eval_batches",
+                          "train.leaf", "train.deterministic", "fault.nan_rank", "fault.nan_micro_batch",
+                          "fault.spike_step", "dist.straggler_ratio", "train.telemetry_every", "train.spike_policy",
+                          "train.spike_limit", "train.lr_switch_step", "train.lr_before_switch"})
       for (const auto& [key, v] : all)
         if (key == k) out[key] = v;
     return out;

@@ -70,12 +70,12 @@ struct TrainConfig {
   /// With a leaf, micro_batch is layout like accum and world_size: every
   /// world_size x accum x micro_batch of the same global batch gives the same bits.
   int64_t leaf = 0;
-  double lr = 1e-3;                 ///< peak learning rate
+  double lr = 1e-3;  ///< peak learning rate
   /// > 0: steps 1 to lr_switch_step follow the schedule of peak lr_before_switch, later
   /// ones train.lr's: a step change of the learning rate, what `sweep fork --from-step S
   /// train.lr=B` trains from a run of another lr. 0: off.
   int64_t lr_switch_step = 0;
-  double lr_before_switch = 0;  ///< the peak learning rate up to lr_switch_step
+  double lr_before_switch = 0;      ///< the peak learning rate up to lr_switch_step
   std::string schedule = "cosine";  ///< constant | linear | cosine (after warmup)
   int64_t warmup = 0;               ///< linear warmup steps from 0 to lr
   double min_lr = 0.0;              ///< floor of the linear/cosine decay
