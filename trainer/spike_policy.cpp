@@ -4,16 +4,11 @@
 #include <cmath>
 #include <cstdio>
 
-#include "run_health.h"  // spike_test, kSpikeWindow
+#include "run_figures.h"  // g4
+#include "run_health.h"   // spike_test, kSpikeWindow
 
 namespace sweep {
 namespace {
-
-std::string loss_g4(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.4g", v);
-  return buf;
-}
 
 // "13-15" or "20": the steps a decision left out.
 std::string skipped_range(const SpikeDecision& d) {
@@ -58,7 +53,7 @@ std::optional<SpikeDecision> SpikePolicy::decide(int64_t step, double loss, cons
       std::printf(
           "step %lld: the loss spiked (%s against a median of %s); train.spike_limit (%lld decisions) is "
           "reached, so it is only flagged\n",
-          (long long)step, loss_g4(loss).c_str(), loss_g4(t.median).c_str(), (long long)limit_);
+          (long long)step, g4(loss).c_str(), g4(t.median).c_str(), (long long)limit_);
     told_limit_ = true;
     return std::nullopt;
   }
@@ -72,8 +67,8 @@ std::optional<SpikeDecision> SpikePolicy::decide(int64_t step, double loss, cons
 }
 
 std::string SpikePolicy::describe(const SpikeDecision& d) {
-  std::string s = "step " + std::to_string(d.step) + ": the loss spiked to " + loss_g4(d.loss) +
-                  " against a median of " + loss_g4(d.median) + "; ";
+  std::string s = "step " + std::to_string(d.step) + ": the loss spiked to " + g4(d.loss) + " against a median of " +
+                  g4(d.median) + "; ";
   if (d.action == "rewind")
     return s + "rewound to the checkpoint after step " + std::to_string(d.back_to) +
            ", skipping the global batches of steps " + skipped_range(d) + " (" + std::to_string(d.undone) +

@@ -48,13 +48,7 @@ int64_t restore_state(TrainState& st, FlatParams& flat, ZeroShards& zero, LossSc
   if (st.params.size() != n || st.m.size() != n || st.v.size() != n)
     throw std::runtime_error("checkpoint has " + std::to_string(st.params.size()) + " parameters, the model " +
                              std::to_string(n));
-  std::memcpy(flat.params.data_ptr<float>(), st.params.data(), n * sizeof(float));
-  const long lo = zero.stage >= 1 ? long(zero.shard_begin) : 0;
-  zero.adam_m.assign(st.m.begin() + lo, st.m.begin() + lo + long(zero.adam_m.size()));
-  zero.adam_v.assign(st.v.begin() + lo, st.v.begin() + lo + long(zero.adam_v.size()));
-  scaler.scale = st.loss_scale;
-  scaler.clean_steps = st.clean_steps;
-  compat::set_cpu_rng_state(st.rng);
+  rewind_state(st, flat, zero, scaler);
   rec.restore(std::move(st.metrics), std::move(st.checksums), std::move(st.evals));
   return rec.updates() - SpikePolicy::undone_total(st.decisions);
 }
