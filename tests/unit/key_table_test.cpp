@@ -83,6 +83,8 @@ const std::vector<IdleCase>& idle_cases() {
       {"train.loss_scale_growth", "4", "{}", "train: {precision: fp16}"},
       {"train.loss_scale_backoff", "0.25", "{}", "train: {precision: fp16}"},
       {"train.keep_checkpoints", "5", "{}", "train: {checkpoint_every: 10}"},
+      {"train.spike_limit", "5", "{}", "train: {spike_policy: skip}"},
+      {"train.lr_before_switch", "0.01", "{}", "train: {lr_switch_step: 5, lr_before_switch: 0.002}"},
       {"train.eval_every", "10", "error", "data: {eval_fraction: 0.1}"},
       {"train.eval_batches", "2", "{}", "data: {eval_fraction: 0.1}"},
       {"dist.reduction", "native", "train: {deterministic: false}", "{}"},
