@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "canonical_allreduce.h"  // slice_sums_of_squares
-#include "run_health.h"           // spike_test
+#include "run_health.h"           // spike_test, spike_window
 
 namespace sweep {
 
@@ -25,14 +25,8 @@ std::string telemetry_reason(const StepMetrics& m, const std::vector<StepMetrics
   if (every > 0 && m.step % every == 0) add("every");
   if (m.step == last_step) add("last");
   // The last kSpikeWindow finite values before the step, as the loss_spike flag reads them.
-  auto window = [&history](double StepMetrics::*field) {
-    std::vector<double> v;
-    for (size_t i = history.size(); i-- > 0 && v.size() < kSpikeWindow;)
-      if (std::isfinite(history[i].*field)) v.push_back(history[i].*field);
-    return v;
-  };
-  if (spike_test(window(&StepMetrics::loss), m.loss).spike ||
-      (norm_agreed && spike_test(window(&StepMetrics::grad_norm), m.grad_norm).spike))
+  if (spike_test(spike_window(history, &StepMetrics::loss), m.loss).spike ||
+      (norm_agreed && spike_test(spike_window(history, &StepMetrics::grad_norm), m.grad_norm).spike))
     add("spike");
   if (!std::isfinite(m.loss) || !grad_finite) add("nonfinite");
   return why;

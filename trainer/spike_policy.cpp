@@ -1,11 +1,10 @@
 // train.spike_policy (spike_policy.h).
 #include "spike_policy.h"
 
-#include <cmath>
 #include <cstdio>
 
 #include "run_figures.h"  // g4
-#include "run_health.h"   // spike_test, kSpikeWindow
+#include "run_health.h"   // spike_test, spike_window
 
 namespace sweep {
 namespace {
@@ -43,10 +42,7 @@ int64_t SpikePolicy::undone_total(const std::vector<SpikeDecision>& ds) {
 std::optional<SpikeDecision> SpikePolicy::decide(int64_t step, double loss, const std::vector<StepMetrics>& history,
                                                  int64_t updates, bool root) {
   if (policy_ == "none") return std::nullopt;
-  std::vector<double> before;  // the last kSpikeWindow finite losses, oldest first
-  for (size_t i = history.size(); i-- > 0 && before.size() < kSpikeWindow;)
-    if (std::isfinite(history[i].loss)) before.insert(before.begin(), history[i].loss);
-  const SpikeTest t = spike_test(before, loss);
+  const SpikeTest t = spike_test(spike_window(history, &StepMetrics::loss), loss);
   if (!t.spike) return std::nullopt;
   if (int64_t(decisions_.size()) >= limit_) {
     if (root && !told_limit_)

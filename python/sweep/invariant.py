@@ -347,41 +347,40 @@ def tensor_grad_norms(tensors):
     each block as linalg.vector_norm does, which test_gradient_telemetry.py holds to the
     bits); otherwise each tensor's whole blocks are one row reduction and the remainders
     one more call."""
-    flats, plan = [], []  # plan: per tensor None, or its (whole blocks, has a remainder)
+    flats, shapes = [], []  # the measured tensors, flat, and each one's (whole blocks, has a remainder)
+    plan = []  # per tensor: None (counts 0) or its place in flats
     for t in tensors:
         if t is None or t.numel() == 0:
             plan.append(None)
             continue
         flat = (t.detach() if t.requires_grad else t).reshape(-1)
         flat = flat if flat.dtype == torch.float32 else flat.float()
+        plan.append(len(flats))
         flats.append(flat)
-        plan.append((flat.numel() // BLOCK, flat.numel() % BLOCK != 0))
+        shapes.append((flat.numel() // BLOCK, flat.numel() % BLOCK != 0))
     if not flats:
         return [0.0] * len(plan)
-    blocks = sum(w + r for w, r in (p for p in plan if p is not None))
+    blocks = sum(whole + rest for whole, rest in shapes)
     if blocks <= _ONE_CALL_BLOCKS and all(f.is_cpu for f in flats) and hasattr(torch, "_foreach_norm"):
         pieces = []  # every block of every tensor, in order
-        for f, (whole, rest) in zip(flats, (p for p in plan if p is not None)):
+        for f, (whole, rest) in zip(flats, shapes):
             pieces.extend(f[i * BLOCK:(i + 1) * BLOCK] for i in range(whole + rest))
         values = torch.stack(torch._foreach_norm(pieces)).tolist()
     else:
         parts = []
-        for f, (whole, rest) in zip(flats, (p for p in plan if p is not None)):
+        for f, (whole, rest) in zip(flats, shapes):
             if whole:
                 parts.append(torch.linalg.vector_norm(f[:whole * BLOCK].view(-1, BLOCK), dim=1))
             if rest:
                 parts.append(torch.linalg.vector_norm(f[whole * BLOCK:]).reshape(1))
         values = torch.cat([p.to(parts[0].device) for p in parts]).tolist()
-    out, at = [], 0
-    for entry in plan:
-        if entry is None:
-            out.append(0.0)
-            continue
-        n = entry[0] + entry[1]
+    norms, at = [], 0  # each measured tensor's norm, from its blocks' values in order
+    for whole, rest in shapes:
+        n = whole + rest
         # One block: the square root of its square (exact, an fp32 value in float64) is itself.
-        out.append(abs(values[at]) if n == 1 else math.sqrt(_py_tree_sum([b * b for b in values[at:at + n]])))
+        norms.append(abs(values[at]) if n == 1 else math.sqrt(_py_tree_sum([b * b for b in values[at:at + n]])))
         at += n
-    return out
+    return [0.0 if k is None else norms[k] for k in plan]
 
 
 # ---------------------------------------------------------------------------------------

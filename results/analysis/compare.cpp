@@ -24,10 +24,10 @@ bool same_bits(double a, double b) {
   return x == y;
 }
 
-/// `missing_is_empty`: a key one side lacks equals an empty value (environment keys that
-/// later versions added, results/SCHEMA.md).
+}  // namespace
+
 std::vector<ValueDiff> diff_maps(const std::map<std::string, std::string>& a,
-                                 const std::map<std::string, std::string>& b, bool missing_is_empty = false) {
+                                 const std::map<std::string, std::string>& b, bool missing_is_empty) {
   std::set<std::string> keys;
   for (const auto& kv : a) keys.insert(kv.first);
   for (const auto& kv : b) keys.insert(kv.first);
@@ -39,6 +39,8 @@ std::vector<ValueDiff> diff_maps(const std::map<std::string, std::string>& a,
   }
   return out;
 }
+
+namespace {
 
 // The first tensor whose hash differs names the parameter; when the parameter tables
 // themselves differ, a name from either side would mislead.

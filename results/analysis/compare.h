@@ -4,6 +4,7 @@
 
 #include <cmath>  // NAN
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,12 @@ struct CompareOptions {
 struct ValueDiff {
   std::string key, a, b;
 };
+
+/// The keys whose values differ between `a` and `b`, in key order ("" where a side lacks
+/// one). `missing_is_empty`: a key one side lacks equals an empty value (environment keys
+/// that later versions added, results/SCHEMA.md).
+std::vector<ValueDiff> diff_maps(const std::map<std::string, std::string>& a,
+                                 const std::map<std::string, std::string>& b, bool missing_is_empty = false);
 
 /// "No such step" for the step fields of RecordComparison (0 is a real checksum step).
 inline constexpr int64_t kNoStep = -1;

@@ -148,6 +148,13 @@ SpikeTest spike_test(const std::vector<double>& before, double value) {
   return t;
 }
 
+std::vector<double> spike_window(const std::vector<StepMetrics>& rows, double StepMetrics::*field) {
+  std::vector<double> v;
+  for (size_t i = rows.size(); i-- > 0 && v.size() < kSpikeWindow;)
+    if (std::isfinite(rows[i].*field)) v.push_back(rows[i].*field);
+  return v;
+}
+
 std::vector<std::string> spike_decisions(const Record& r) {
   std::vector<std::string> out;
   const auto n = r.summary.find("spike_decisions");

@@ -63,6 +63,11 @@ struct SpikeTest {
 };
 SpikeTest spike_test(const std::vector<double>& before, double value);
 
+/// The last kSpikeWindow finite values of `field` in `rows` (the steps before the one
+/// judged), newest first: what spike_test reads for the trainer's telemetry rows and its
+/// spike policy (the median and spread do not depend on the order).
+std::vector<double> spike_window(const std::vector<StepMetrics>& rows, double StepMetrics::*field);
+
 /// The lower median of `v`: of two values the smaller (of two ranks the typical one is the
 /// faster, or no rank of two could ever exceed it); `empty` when `v` is empty. How ranks
 /// are compared with their peers (stragglers, waits for a CPU, gradient norms).

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "compare.h"  // diff_maps
 #include "report_format.h"
 #include "report_html_parts.h"
 #include "report_plots.h"  // LineChart, chart_figure
@@ -14,13 +15,9 @@ namespace {
 // "train.lr: 0.003 -> 0.001; train.seed: 0 -> 1": the keys whose values differ.
 std::string config_changes(const Record& parent, const Record& child) {
   std::string out;
-  for (const auto& [k, v] : child.config) {
-    const auto it = parent.config.find(k);
-    const std::string was = it == parent.config.end() ? "(unset)" : it->second;
-    if (was != v) out += (out.empty() ? "" : "; ") + k + ": " + was + " -> " + v;
-  }
-  for (const auto& [k, v] : parent.config)
-    if (!child.config.count(k)) out += (out.empty() ? "" : "; ") + k + ": " + v + " -> (unset)";
+  for (const ValueDiff& d : diff_maps(parent.config, child.config))
+    out += (out.empty() ? "" : "; ") + d.key + ": " + (d.a.empty() ? "(unset)" : d.a) + " -> " +
+           (d.b.empty() ? "(unset)" : d.b);
   return out;
 }
 
