@@ -76,8 +76,7 @@ for step in range(start, args.steps + 1):
     loss = F.cross_entropy(logits.reshape(-1, args.vocab), seq[:, 1:].reshape(-1))
     optimizer.zero_grad()
     loss.backward()
-    run.gradients(step, loss)  # each tensor's gradient norm every 10 steps, at spikes, at the end
-    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip if args.clip > 0 else float("inf")).item()
+    norm = run.clip_grad_norm_(step, loss, args.clip if args.clip > 0 else float("inf"))  # torch's, + telemetry
     for group in optimizer.param_groups:
         group["lr"] = learning_rate(step)
     optimizer.step()

@@ -195,6 +195,23 @@ def _named_params(model):
     return list(model.named_parameters() if hasattr(model, "named_parameters") else model)
 
 
+def _step_norm(params):
+    """The gradient norm of `params` for the spike rule on a step that takes no row: torch's
+    own per-tensor norms (one torch._foreach_norm), their squares added in float64. The same
+    bits for the same gradient and thread count, as the script's own gradient; a row's norms
+    are tensor_grad_norms', which no thread count changes (pass grad_norm= for a per-step
+    norm free of it too). A step costs a few tensor operations, not a few per tensor."""
+    import torch  # the script has it already
+    grads = [p.grad for p in params if p.grad is not None and p.grad.numel()]
+    if not grads:
+        return 0.0
+    if hasattr(torch, "_foreach_norm"):
+        values = torch.stack(torch._foreach_norm(grads)).tolist()
+    else:
+        values = [torch.linalg.vector_norm(g).item() for g in grads]
+    return math.sqrt(math.fsum(x * x for x in values))
+
+
 def _named_f32(model):
     """(name, float32 array) of a module's parameters (or of (name, tensor) pairs) in order;
     a parameter of another dtype is hashed as its float32 values."""
@@ -365,6 +382,15 @@ class Run:
         self._writer.append_checksum(step, *checksums_of(named))
         self._checksummed.add(step)
 
+    def _params_of(self, source):
+        """The parameters of `source` whose .grad gradients() reads, the list kept per model:
+        named_parameters() costs more than a small model's norms."""
+        if source is None:
+            raise ValueError("gradients: no model; pass one or call watch(model) first")
+        if self._grad_params is None or self._grad_params[0] is not source:
+            self._grad_params = (source, [p for _, p in _named_params(source)])
+        return self._grad_params[1]
+
     def gradients(self, step, loss, model=None, *, grad_norm=None, tensor_norms=None, rank_norms=None):
         """Gradient telemetry for `step`, taken as sweep-train takes it (results/SCHEMA.md,
         /telemetry): call it once the step's gradient is complete (after backward() and any
@@ -379,8 +405,9 @@ class Run:
         global batch's, so every rank decides alike. `model`: whose .grad to read (default:
         the watched model; its parameters in named_parameters() order, None counting 0).
         `grad_norm`: the step's gradient norm before clipping, when the script has it; else
-        it is computed from the tensors' norms, which are then read every step (one pass
-        over the gradient, like clip_grad_norm_). `tensor_norms`: the norms themselves (a
+        the spike rule reads torch's norm of the gradient (one torch._foreach_norm: the bits
+        of the same gradient and thread count, as the gradient's own; from `tensor_norms`
+        when given), and the blocked norms are computed only for a row. `tensor_norms`: the norms themselves (a
         list, or a function giving it, called only for a row), e.g. sweep.invariant's
         CanonicalGradients.tensor_grad_norms. `rank_norms`: each rank's own gradient norm
         before the reduction (world_size values; CanonicalGradients.rank_grad_norms), for
@@ -401,18 +428,17 @@ class Run:
                 if tensor_norms is not None:
                     values = tensor_norms() if callable(tensor_norms) else tensor_norms
                 else:
-                    if source is None:
-                        raise ValueError("gradients: no model; pass one or call watch(model) first")
                     from .invariant import tensor_grad_norms  # torch: the script has it already
-                    # The parameter list is walked once per model: named_parameters() costs
-                    # more than a small model's norms.
-                    if self._grad_params is None or self._grad_params[0] is not source:
-                        self._grad_params = (source, [p for _, p in _named_params(source)])
-                    values = tensor_grad_norms([p.grad for p in self._grad_params[1]])
+                    values = tensor_grad_norms([p.grad for p in self._params_of(source)])
                 taken.append([float(x) for x in values])
             return taken[0]
 
-        norm = float(grad_norm) if grad_norm is not None else math.sqrt(math.fsum(x * x for x in norms()))
+        if grad_norm is not None:
+            norm = float(grad_norm)
+        elif tensor_norms is not None:
+            norm = math.sqrt(math.fsum(x * x for x in norms()))
+        else:
+            norm = _step_norm(self._params_of(source))
         self.last_grad_norm = norm
         every = self._telemetry_every
         if every is None:
@@ -456,6 +482,37 @@ class Run:
         if self._rank_norms is not None and self._rank_norms[0] == step:
             self._writer.append_rank_grad_norms(self._rank_norms[1])
             self._rank_norms = None
+
+    def clip_grad_norm_(self, step, loss, max_norm, model=None, *, rank_norms=None):
+        """torch.nn.utils.clip_grad_norm_(parameters, max_norm) with gradients()'s telemetry
+        in the same pass: the gradient norm torch's clip computes (the same bits) is the
+        step's norm for the spike rule, a row due this step is taken before the gradient is
+        scaled, then it is scaled as torch's clip scales it (the same bits). Returns that
+        norm, before clipping, as a float. For a script that clips, telemetry then costs no
+        second pass over the gradient on the steps without a row. `max_norm`: float("inf")
+        measures without clipping."""
+        import torch  # the script has it already
+        source = model if model is not None else self._model
+        grads = [p.grad for p in self._params_of(source) if p.grad is not None]
+        max_norm = float(max_norm)
+        if not grads:
+            self.gradients(step, loss, source, grad_norm=0.0, rank_norms=rank_norms)
+            return 0.0
+        utils = torch.nn.utils
+        if hasattr(utils, "get_total_norm"):  # torch 2.6 and later: the clip's own pieces
+            total = utils.get_total_norm(grads, 2.0)
+        else:  # torch.nn.utils.clip_grad_norm_ of torch 1.13 to 2.5, for the 2-norm
+            device = grads[0].device
+            total = torch.norm(torch.stack([torch.norm(g.detach(), 2.0).to(device) for g in grads]), 2.0)
+        norm = total.item()
+        self.gradients(step, loss, source, grad_norm=norm, rank_norms=rank_norms)
+        if hasattr(utils, "clip_grads_with_norm_"):
+            utils.clip_grads_with_norm_(grads, max_norm, total)
+        else:
+            coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+            for g in grads:
+                g.detach().mul_(coef.to(g.device))
+        return norm
 
     def log(self, step, loss, **metrics):
         """One optimizer step: its loss and any of lr, grad_norm, clip_coef, loss_scale,

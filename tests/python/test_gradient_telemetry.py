@@ -254,6 +254,90 @@ class BadCalls(unittest.TestCase):
 
 
 @unittest.skipIf(torch is None, "needs Debian's python3-torch")
+class StepNorm(unittest.TestCase):
+    def test_f_blocked_norms_only_for_a_row_and_a_norm_spike_still_takes_one(self):
+        # The per-step norm of the spike rule is torch's (cheap); the blocked norms, a few
+        # tensor operations per tensor, are computed only on the steps that take a row.
+        import sweep as sweep_api
+        import sweep.invariant as invariant
+        tmp = tempfile.mkdtemp(prefix="grad_telemetry_step_norm.")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        blocked = []
+        real = invariant.tensor_grad_norms
+
+        def counted(tensors):
+            blocked.append(len(tensors))
+            return real(tensors)
+        invariant.tensor_grad_norms = counted
+        self.addCleanup(setattr, invariant, "tensor_grad_norms", real)
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 2))
+        run = sweep_api.init({"steps": 40}, out=tmp)
+        run.watch(model)
+        rows = {}
+        for step in range(1, 41):
+            g = torch.Generator().manual_seed(step)
+            model.zero_grad()
+            ((model(torch.randn(16, 8, generator=g)) - 1.0) ** 2).mean().backward()
+            if step == 33:  # the gradient alone spikes: the loss stays as it was
+                for p in model.parameters():
+                    p.grad.mul_(100.0)
+            want = float(np.linalg.norm(np.concatenate([p.grad.double().reshape(-1).numpy()
+                                                        for p in model.parameters()])))
+            why = run.gradients(step, 0.5)
+            self.assertAlmostEqual(run.last_grad_norm / want, 1.0, delta=1e-6)
+            if why:
+                rows[step] = why
+            run.log(step, 0.5)
+        run.finish()
+        self.assertEqual(rows, {10: "every", 20: "every", 30: "every", 33: "spike", 40: "every,last"})
+        self.assertEqual(blocked, [4] * 5)  # one blocked measurement a row, none on the other 35 steps
+
+
+    def test_g_clip_grad_norm_is_torchs_clip_with_the_rows_taken_before_it(self):
+        # run.clip_grad_norm_ against torch.nn.utils.clip_grad_norm_ on a copy of the same
+        # model and gradient: the same norm and the same clipped gradient, bit for bit, with
+        # the clip biting (max_norm 0.05) and not (inf); a row holds the norms before clipping.
+        import copy
+        import sweep as sweep_api
+        from sweep.invariant import tensor_grad_norms
+        tmp = tempfile.mkdtemp(prefix="grad_telemetry_clip.")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        torch.manual_seed(1)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 300), torch.nn.Tanh(), torch.nn.Linear(300, 3))
+        twin = copy.deepcopy(model)
+        run = sweep_api.init({"steps": 20}, out=tmp)
+        run.watch(model, telemetry_every=5)
+        clipped = 0
+        for step in range(1, 21):
+            g = torch.Generator().manual_seed(step)
+            x, y = torch.randn(16, 8, generator=g), torch.randn(16, 3, generator=g)
+            for m in (model, twin):
+                m.zero_grad()
+                ((m(x) - y) ** 2).mean().backward()
+            before = tensor_grad_norms([p.grad for p in model.parameters()])
+            max_norm = float("inf") if step % 3 == 0 else 0.05
+            norm = run.clip_grad_norm_(step, 0.5, max_norm)
+            want = torch.nn.utils.clip_grad_norm_(twin.parameters(), max_norm)
+            self.assertEqual(norm, want.item(), step)
+            self.assertEqual(run.last_grad_norm, want.item(), step)
+            clipped += norm > max_norm
+            for p, q in zip(model.parameters(), twin.parameters()):
+                self.assertTrue(torch.equal(p.grad, q.grad), step)
+            if run.last_telemetry and run.last_telemetry[0] == step:
+                self.assertEqual(run.last_telemetry[2], before, step)  # taken before the clip
+            for p, q in zip(model.parameters(), twin.parameters()):
+                with torch.no_grad():
+                    p.sub_(0.1 * p.grad)
+                    q.sub_(0.1 * q.grad)
+            run.log(step, 0.5, grad_norm=norm)
+        run.finish()
+        self.assertGreater(clipped, 5)  # the clip did bite
+        with h5py.File(os.path.join(tmp, "record.h5"), "r") as f:
+            self.assertEqual(f["telemetry/step"][:].tolist(), [5, 10, 15, 20])
+
+
+@unittest.skipIf(torch is None, "needs Debian's python3-torch")
 class Norms(unittest.TestCase):
     def test_e_the_same_bits_for_any_thread_count(self):
         from sweep.invariant import tensor_grad_norms

@@ -2,7 +2,7 @@
 """A plain PyTorch training script, before sweep: a GRU language model on a file of byte
 tokens, AdamW with warmup and cosine decay, gradient clipping, held-out evaluation.
 examples/pytorch-script/train.py is this script after adopting sweep's Python API; the
-test (tests/python/test_pytorch_script.py) holds the two to a diff of at most 12 lines."""
+test (tests/python/test_pytorch_script.py) holds the two to at most 12 new or changed lines."""
 import argparse
 import math
 import os
