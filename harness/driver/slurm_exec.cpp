@@ -521,10 +521,11 @@ void SlurmRun::stop_all() {
   // one cannot start a run whose cancelled task is still writing; a second Ctrl-C
   // stops waiting.
   const int first = StopSignals::count();
+  SlurmAnswer now;
   for (double waited = 0; !jobs.empty() && waited < spec_.launch.grace_s + 60 && StopSignals::count() == first;
        waited += 1) {
     ++calls_.squeue;
-    const SlurmAnswer now = slurm_.queue(jobs);
+    now = slurm_.queue(jobs);
     bool all_final = now.answered;
     for (const auto& [key, a] : active_) {
       auto s = now.tasks.find(key);
@@ -533,9 +534,21 @@ void SlurmRun::stop_all() {
     if (all_final) break;
     std::this_thread::sleep_for(std::chrono::seconds(1));
   }
-  for (auto& [key, a] : active_)
-    session_.attempt_ended(*a.task, FailureClass::interrupted, "scancel by the driver",
-                           a.task->dir + "/logs/launcher.log");
+  // A task that finished its run before the scancel reached it (or before the last poll
+  // saw it end) has a completed or diverged record, which decides, as in poll(); the
+  // others were stopped. Their retries are not made: the sweep stops.
+  for (auto& [key, a] : active_) {
+    std::string detail;
+    const FailureClass c =
+        classify_attempt(script_exit(a.task->dir), a.task->dir, &detail, spec_.program.json, a.task->stop_at);
+    if (c == FailureClass::none || c == FailureClass::diverged) {
+      const auto s = now.tasks.find(key);
+      end_attempt(key, a, s != now.tasks.end() ? s->second.state : "(state not known)");
+    } else {
+      session_.attempt_ended(*a.task, FailureClass::interrupted, "scancel by the driver",
+                             a.task->dir + "/logs/launcher.log");
+    }
+  }
   active_.clear();
   for (Array& a : arrays_) a.unfinished = 0;
   not_started_rest("stopped");
@@ -599,7 +612,8 @@ void SlurmCli::cancel(const std::vector<std::string>& ids) {
 }
 
 bool SlurmCli::set_throttle(const std::string& job, int n) {
-  return capture({"scontrol", "update", "JobId=" + job, "ArrayTaskThrottle=" + std::to_string(n)}, 60).status.ok();
+  const Captured c = capture({"scontrol", "update", "JobId=" + job, "ArrayTaskThrottle=" + std::to_string(n)}, 60);
+  return throttle_updated(c.status.ok(), c.output);
 }
 
 SlurmLimits SlurmCli::limits() {

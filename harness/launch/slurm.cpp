@@ -208,6 +208,24 @@ SlurmLimits parse_slurm_limits(const std::string& text) {
   return l;
 }
 
+bool throttle_updated(bool exit_ok, const std::string& output) {
+  if (exit_ok) return true;
+  std::istringstream in(output);
+  bool updated = false, lines = false;
+  for (std::string line; std::getline(in, line);) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (line.empty()) continue;
+    lines = true;
+    const size_t colon = line.find(": ");
+    const std::string answer = colon == std::string::npos ? "" : line.substr(colon + 2);
+    if (answer == "No error")
+      updated = true;
+    else if (answer != "Job has already finished")
+      return false;
+  }
+  return lines && updated;
+}
+
 bool slurm_reason_permanent(const std::string& reason) {
   // job_state_reason_string() of Slurm 22.05-24.x; a per-job limit of a QOS or an
   // association holds whatever else runs, a per-user or group one passes.

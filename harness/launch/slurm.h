@@ -64,6 +64,13 @@ std::map<std::string, SlurmTask> parse_sacct(const std::string& text);
 /// 10000) for what the text does not say, `read` true only when it said both.
 SlurmLimits parse_slurm_limits(const std::string& text);
 
+/// Whether `scontrol update JobId=J ArrayTaskThrottle=N` changed the throttle, from its
+/// exit code and output. On an array some of whose tasks have ended, scontrol answers one
+/// line per task and exits 1 ("J_0: Job has already finished", "J_4: No error"): the
+/// throttle of the tasks still pending changed all the same. True when the exit code is 0,
+/// or every line is one of those two answers and at least one says "No error".
+bool throttle_updated(bool exit_ok, const std::string& output);
+
 /// True for a pending reason that no wait can clear, only a change of the job or of the
 /// cluster's configuration: the request exceeds its partition (PartitionNodeLimit,
 /// PartitionTimeLimit, PartitionConfig), names an account or QOS it may not use, asks for

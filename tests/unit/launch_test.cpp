@@ -384,6 +384,17 @@ TEST(SlurmParse, OnlyReasonsNoWaitClearsArePermanent) {
     EXPECT_FALSE(slurm_reason_permanent(r)) << r;
 }
 
+TEST(SlurmParse, AThrottleUpdateOnAnArrayWithFinishedTasksStillUpdatedIt) {
+  // scontrol 22.05 on an array whose first tasks have ended: exit 1, one line per task.
+  EXPECT_TRUE(throttle_updated(false, "504_0: Job has already finished\n504_1: No error\n"));
+  EXPECT_TRUE(throttle_updated(true, ""));
+  // Refusals: nothing updated, or a line that is not one of the two answers.
+  EXPECT_FALSE(throttle_updated(false, "504_0: Job has already finished\n"));
+  EXPECT_FALSE(throttle_updated(false, "504_0: Job has already finished\n504_1: Access/permission denied\n"));
+  EXPECT_FALSE(throttle_updated(false, "slurm_update error: Invalid job id specified\n"));
+  EXPECT_FALSE(throttle_updated(false, ""));
+}
+
 TEST(SlurmParse, SqueueSacctAndStates) {
   auto q = parse_squeue(
       "12_0|COMPLETED|None\n12_1|RUNNING|None\n12_[2-4,7%2]|PENDING|JobArrayTaskLimit\n13|TIMEOUT\n"

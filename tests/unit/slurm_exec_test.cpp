@@ -68,6 +68,7 @@ class FakeSlurm : public SlurmClient {
         std::string state = next_ < final_states.size() ? final_states[next_++] : "RUNNING";
         if (state == "COMPLETED") finish(dir);
         if (state == "COMPLETED-NORECORD") state = "COMPLETED";  // Slurm's word, but no record
+        if (state == "RUNNING-RECORDED") finish(dir), state = "RUNNING";  // done, not yet seen to end
         states_[job + "_" + std::to_string(task++)] = state;
       }
     }
@@ -258,6 +259,26 @@ TEST_F(SlurmExec, CtrlCCancelsEveryArrayAndMarksRunsInterrupted) {
   EXPECT_EQ(slurm.cancelled, (std::vector<std::string>{"101"}));
   EXPECT_EQ(s.interrupted, 4);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(state(i).state, "interrupted");
+}
+
+TEST_F(SlurmExec, CtrlCLeavesARunThatCompletedBeforeTheScancelCompleted) {
+  // The first run wrote its completed record, but no poll saw its task end before Ctrl-C:
+  // its record decides (completed), not the scancel (it said "interrupted", and the next
+  // `sweep run` found it already done).
+  grid("grace_s: 0,");
+  FakeSlurm slurm;
+  slurm.final_states = {"RUNNING-RECORDED"};  // the others stay RUNNING
+  std::thread ctrl_c([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ::kill(::getpid(), SIGTERM);
+  });
+  SweepSummary s = run_sweep_slurm(spec_, points_, opt_, slurm);
+  ctrl_c.join();
+  EXPECT_EQ(s.stop_signal, SIGTERM);
+  EXPECT_EQ(s.completed, 1);
+  EXPECT_EQ(s.interrupted, 3);
+  EXPECT_EQ(state(0).state, "completed");
+  for (int i = 1; i < 4; ++i) EXPECT_EQ(state(i).state, "interrupted");
 }
 
 /// A small Slurm: arrays whose tasks start in order within their `%` throttle (and
