@@ -10,7 +10,10 @@
 //       features: {type: int, default: 16, min: 1, max: 4096}
 //       noise: {type: real, default: 0.1, min: 0, max: 10}
 //
-//   linreg --config RUN.yaml --out DIR [--sweep-id S] [--resume]
+//   linreg --config RUN.yaml --out DIR [--sweep-id S] [--resume] [--span]
+//
+// --span: once the record is complete, DIR/span holds the run's start and end in ns of the
+// machine's clock (which every test node shares): the Slurm tests count how many ran at once.
 //
 // Exit codes as sweep-train's: 0 completed, 1 failed, 2 bad config or usage, 3 a record is
 // already there. Deterministic: every number is computed in one fixed order. `--resume`
@@ -73,8 +76,15 @@ double uniform(uint64_t seed, uint64_t a, uint64_t b) {  // in [-1, 1)
   return double(mix(mix(seed ^ mix(a)) ^ b) >> 11) / double(1ull << 52) - 1.0;
 }
 
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 int run(int argc, char** argv) {
+  const int64_t started = now_ns();
   std::string config_path, out, sweep_id;
+  bool span = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--config" && i + 1 < argc) {
@@ -85,8 +95,10 @@ int run(int argc, char** argv) {
       sweep_id = argv[++i];
     } else if (a == "--resume") {
       // No checkpoints: a resumed run starts over.
+    } else if (a == "--span") {
+      span = true;
     } else {
-      throw Fail{2, "unknown argument '" + a + "'; usage: linreg --config RUN.yaml --out DIR [--sweep-id S]"};
+      throw Fail{2, "unknown argument '" + a + "'; usage: linreg --config RUN.yaml --out DIR [--sweep-id S] [--span]"};
     }
   }
   if (config_path.empty() || out.empty()) throw Fail{2, "--config and --out are required"};
@@ -215,6 +227,7 @@ int run(int argc, char** argv) {
   rec.set_summary("eval_time_fraction", std::to_string(eval_time / std::max(1e-12, train_time + eval_time)));
   rec.finish("completed");
   std::printf("linreg: completed %lld steps, final loss %.6g\n", static_cast<long long>(steps), last);
+  if (span) std::ofstream(out + "/span") << started << " " << now_ns() << "\n";
   return 0;
 }
 

@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <array>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -315,55 +316,6 @@ class SlurmArraysE2E : public SlurmE2E {
   }
 };
 
-TEST_F(SlurmArraysE2E, MoreRunsThanMaxArraySizeGoInArraysWithParallelOverThemAll) {
-  // Before: one --array=0-(N-1) per sweep, which sbatch refuses past MaxArraySize, and
-  // every run was classed crashed. Now: arrays of at most MaxArraySize, launch.parallel
-  // tasks running at once over all of them, one squeue per poll.
-  const int max_array = std::atoi(slurm_config("MaxArraySize").c_str());
-  ASSERT_GT(max_array, 0);
-  ASSERT_LE(max_array, 20) << "the test cluster's MaxArraySize is 20: run tests/slurm/start-cluster.sh again";
-  const int runs = 2 * max_array + 20;
-  const fs::path out = dir_ / "out";
-  // Three partitions' worth of nodes (6 CPUs): the throttle, not the cluster, bounds it.
-  const auto st = sweep_test::run_cli(
-      wrapped({"run", grid("slurm-arrays", runs, "partition: 'debug,nodes'"), "--out", out.string()}),
-      dir_ / "run.log");
-  const std::string text = st.out;
-  ASSERT_EQ(st.code, 0) << text;
-  EXPECT_CONTAINS(text, "sweep slurm-arrays: " + std::to_string(runs) + " completed, 0 already done, 0 failed");
-  EXPECT_EQ(text.find("Invalid job array specification"), std::string::npos) << text;
-  EXPECT_EQ(calls("sbatch"), 3) << "arrays of " << max_array << ", " << max_array << " and 20";
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(text, m, std::regex("slurm: 3 sbatch, (\\d+) polls \\((\\d+) squeue, (\\d+) sacct\\)")))
-      << text;
-  const int polls = std::stoi(m[1]), squeue = std::stoi(m[2]);
-  EXPECT_EQ(squeue, polls) << "one squeue per poll for every array";
-  EXPECT_EQ(calls("squeue"), squeue) << "the driver's count is every squeue it ran";
-  EXPECT_LE(std::stoi(m[3]), polls);
-  // Every record verified, and never more than launch.parallel (3) running at once: the
-  // program's own start and end, inside its task's.
-  std::vector<std::pair<long long, int>> events;
-  int completed = 0;
-  for (const auto& [id, values] : sweep::read_points_file(out.string())) {
-    const fs::path rd = out / "runs" / id;
-    EXPECT_EQ(sweep::read_run_state(rd.string()).state, "completed") << id;
-    completed += sweep::read_record((rd / "record.h5").string()).status == "completed";
-    std::istringstream span(read_file(rd / "span"));
-    long long a = 0, b = 0;
-    ASSERT_TRUE(span >> a >> b) << id;
-    events.emplace_back(a, +1), events.emplace_back(b, -1);
-  }
-  EXPECT_EQ(completed, runs);
-  std::sort(events.begin(), events.end(),
-            [](auto x, auto y) { return x.first != y.first ? x.first < y.first : x.second < y.second; });
-  int now = 0, most = 0;
-  for (const auto& e : events) most = std::max(most, now += e.second);
-  std::cout << runs << " runs in 3 arrays, " << polls << " polls; at most " << most << " ran at once\n";
-  EXPECT_LE(most, 3);
-  ASSERT_TRUE(sweep_cli({"status", out.string()}, "status.log").ok());
-  EXPECT_CONTAINS(log("status"), std::to_string(runs) + " runs: " + std::to_string(runs) + " completed");
-}
-
 TEST_F(SlurmArraysE2E, AnSbatchRefusalStopsTheSweepWithSlurmsReasonOnce) {
   const fs::path out = dir_ / "out";
   const auto st = sweep_test::run_cli(
@@ -457,6 +409,145 @@ TEST_F(SlurmArraysE2E, ADriverKilledMidArrayIsFoundAgainAndNothingIsSubmittedTwi
     EXPECT_EQ(s.attempts, 1) << id << ": the first driver's attempt, waited for";
     EXPECT_EQ(sweep::read_record((rd / "record.h5").string()).status, "completed");
   }
+}
+
+TEST_F(SlurmArraysE2E, FiveHundredRunsInArraysStoppedWithCtrlCAndResumedEndVerified) {
+  // 500 runs of tests/programs/linreg (C++, a few milliseconds each) in arrays of at most
+  // MaxArraySize (20 here), launch.parallel over all of them: before, one
+  // --array=0-(N-1), which sbatch refuses past MaxArraySize, and every run was classed
+  // crashed. Ctrl-C (SIGINT to the driver's process group, as a terminal sends it) once
+  // 100 records are complete: one scancel for every live array, nothing of the sweep left
+  // in Slurm, and a run whose record completed before the scancel reached it is completed,
+  // not "interrupted". `sweep run` again submits only the runs without a completed record,
+  // and the sweep ends with 500 verified records. Both drivers ran one squeue per poll for
+  // all of their arrays, and never more than launch.parallel runs ran at once.
+  const int max_array = std::atoi(slurm_config("MaxArraySize").c_str());
+  ASSERT_GT(max_array, 0);
+  ASSERT_LE(max_array, 20) << "the test cluster's MaxArraySize is 20: run tests/slurm/start-cluster.sh again";
+  const int runs = 500, parallel = 6;
+  const fs::path out = dir_ / "out";
+  const std::string g = write(
+      "slurm-500.yaml",
+      "name: slurm-500\n"
+      "program:\n  argv: [" +
+          sweep_test::bin("linreg") +
+          ", --span]\n  kind: linreg\n"
+          "  keys:\n"
+          "    features: {type: int, default: 16, min: 1, max: 4096}\n"
+          "    noise: {type: real, default: 0.1, min: 0, max: 10}\n"
+          "base: {train: {steps: 5, micro_batch: 4, accum: 1, lr: 0.05, checksum_every: 5}}\n"
+          "grid: {train.seed: {range: [0, " +
+          std::to_string(runs) + "]}}\nlaunch: {launcher: slurm, parallel: " + std::to_string(parallel) +
+          ", slurm: {mpi: none, poll_s: 0.5, partition: 'debug,nodes'}}\n");
+  auto complete = [&] {
+    int n = 0;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(out / "runs", ec)) n += fs::exists(e.path() / "record.h5");
+    return n;
+  };
+  // The arrays each driver submitted: (first task, last task, throttle) of each --array.
+  auto arrays = [&](size_t from) {
+    std::vector<std::array<int, 3>> found;
+    std::istringstream in(read_file(dir_ / "calls.log"));
+    size_t line_no = 0;
+    static const std::regex spec("--array=(\\d+)-(\\d+)%(\\d+)");
+    for (std::string line; std::getline(in, line);) {
+      std::smatch m;
+      if (line.rfind("sbatch ", 0) == 0 && line_no++ >= from && std::regex_search(line, m, spec))
+        found.push_back({std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3])});
+    }
+    return found;
+  };
+  static const std::regex counted("slurm: (\\d+) sbatch, (\\d+) polls \\((\\d+) squeue, (\\d+) sacct\\)");
+  static const std::regex summary("sweep slurm-500: (\\d+) completed, (\\d+) already done, (\\d+) failed");
+
+  sweep::SpawnRunner runner;
+  const int first = runner.start(wrapped({"run", g, "--out", out.string()}), (dir_ / "first.log").string());
+  const auto t0 = std::chrono::steady_clock::now();
+  while (complete() < 100 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(240))
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_GE(complete(), 100) << log("first");
+  runner.signal_group(first, SIGINT);
+  const sweep::ExitStatus stopped = sweep_test::wait_for(runner, first);
+  const std::string first_log = log("first");
+  EXPECT_EQ(stopped.code, 128 + SIGINT) << first_log;
+  EXPECT_CONTAINS(first_log, "sweep: stopping: scancel ");
+  std::smatch m1;
+  ASSERT_TRUE(std::regex_search(first_log, m1, summary)) << first_log;
+  const int done_first = std::stoi(m1[1]);
+  EXPECT_GE(done_first, 100);
+  EXPECT_LT(done_first, runs) << "stopped mid-way";
+  EXPECT_EQ(done_first, complete());
+  std::smatch c1;
+  ASSERT_TRUE(std::regex_search(first_log, c1, counted)) << first_log;
+  // Every poll is one squeue for all arrays; the stop adds at most one a second while it
+  // waits for Slurm to end the cancelled tasks (grace_s 10 + 60).
+  EXPECT_GE(std::stoi(c1[3]), std::stoi(c1[2]));
+  EXPECT_LE(std::stoi(c1[3]), std::stoi(c1[2]) + 71);
+  EXPECT_LE(std::stoi(c1[4]), std::stoi(c1[2]));
+  const size_t sbatch_first = size_t(calls("sbatch"));
+  EXPECT_EQ(sbatch_first, size_t(std::stoi(c1[1])));
+  const std::string left =
+      sweep::capture({"squeue", "--noheader", "--name=sweep-slurm-500", "--format=%i %T"}, 30).output;
+  EXPECT_EQ(left, "") << "the stopped sweep left jobs in Slurm";
+
+  const auto again = sweep_test::run_cli(wrapped({"run", g, "--out", out.string()}), dir_ / "again.log");
+  ASSERT_EQ(again.code, 0) << again.out;
+  std::smatch m2;
+  ASSERT_TRUE(std::regex_search(again.out, m2, summary)) << again.out;
+  EXPECT_EQ(std::stoi(m2[2]), done_first) << again.out;
+  EXPECT_EQ(std::stoi(m2[1]) + done_first, runs) << again.out;
+  EXPECT_EQ(std::stoi(m2[3]), 0) << again.out;
+  // Raising an array's throttle as earlier arrays drain is not refused: scontrol's exit 1
+  // for an array with finished tasks is not a refusal (the throttle stayed at 1 or 2 and
+  // the sweep crawled).
+  for (const std::string* text : {&first_log, &again.out})
+    EXPECT_EQ(text->find("refused to change the throttle"), std::string::npos) << *text;
+  std::smatch c2;
+  ASSERT_TRUE(std::regex_search(again.out, c2, counted)) << again.out;
+  EXPECT_EQ(std::stoi(c2[3]), std::stoi(c2[2])) << "one squeue per poll for every array";
+  EXPECT_LE(std::stoi(c2[4]), std::stoi(c2[2]));
+  EXPECT_EQ(calls("squeue"), std::stoi(c1[3]) + std::stoi(c2[3])) << "the drivers' counts are every squeue run";
+
+  // Chunks: every array at most MaxArraySize tasks, each throttled to launch.parallel, and
+  // the second driver submitted exactly the runs without a record, once each.
+  int tasks_first = 0, tasks_again = 0;
+  for (const auto& a : arrays(0)) {
+    EXPECT_LE(a[1] - a[0] + 1, max_array);
+    EXPECT_GE(a[2], 1);
+    EXPECT_LE(a[2], parallel) << "each array's throttle within launch.parallel";
+  }
+  for (const auto& a : arrays(0)) tasks_first += a[1] - a[0] + 1;
+  for (const auto& a : arrays(sbatch_first)) tasks_again += a[1] - a[0] + 1;
+  EXPECT_GE(arrays(0).size(), size_t((runs - done_first) / max_array + 1));
+  EXPECT_EQ(tasks_again, runs - done_first);
+  EXPECT_GE(tasks_first, done_first);
+
+  // Never more than launch.parallel at once, over all arrays: the program's own start and
+  // end, inside its task's.
+  std::vector<std::pair<long long, int>> events;
+  for (const auto& [id, values] : sweep::read_points_file(out.string())) {
+    std::istringstream span(read_file(out / "runs" / id / "span"));
+    long long a = 0, b = 0;
+    ASSERT_TRUE(span >> a >> b) << id;
+    events.emplace_back(a, +1), events.emplace_back(b, -1);
+  }
+  std::sort(events.begin(), events.end(),
+            [](auto x, auto y) { return x.first != y.first ? x.first < y.first : x.second < y.second; });
+  int now = 0, most = 0;
+  for (const auto& e : events) most = std::max(most, now += e.second);
+  EXPECT_LE(most, parallel);
+  EXPECT_GE(most, 2) << "the runs ran side by side";
+
+  ASSERT_TRUE(sweep_cli({"verify", out.string()}, "verify.log").ok()) << log("verify");
+  EXPECT_CONTAINS(log("verify"), std::to_string(runs) + " records read and verified, 0 damaged or stale");
+  int completed = 0;
+  for (const auto& [id, values] : sweep::read_points_file(out.string()))
+    completed += sweep::read_run_state((out / "runs" / id).string()).state == "completed";
+  EXPECT_EQ(completed, runs);
+  std::cout << "first driver: " << done_first << " completed, " << sbatch_first << " arrays, " << c1[2] << " polls ("
+            << c1[3] << " squeue); second: " << m2[1] << " completed, " << arrays(sbatch_first).size() << " arrays, "
+            << c2[2] << " polls (" << c2[3] << " squeue); at most " << most << " ran at once\n";
 }
 
 // ---- The partition `nodes`: sweep-node1 and sweep-node2.
