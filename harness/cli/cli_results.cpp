@@ -469,7 +469,7 @@ int run_show(const ShowOptions& o) {
     if (!fs::exists(path, ec) && fs::exists(path + kPartialSuffix, ec)) path += kPartialSuffix;
   }
   if (!fs::exists(path, ec)) throw ConfigError(o.path + ": no record.h5 (or partial record) there");
-  const bool partial = path.size() > 8 && path.compare(path.size() - 8, 8, kPartialSuffix) == 0;
+  const bool partial = is_partial_path(path);
   std::string verdict;
   Record r;
   if (partial) {

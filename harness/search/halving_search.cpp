@@ -6,9 +6,10 @@
 #include <numeric>
 #include <set>
 
-#include "atomic_file.h"  // write_file_atomically
-#include "sweep_dir.h"    // record_path
-#include "tpe_search.h"   // record_metric
+#include "atomic_file.h"    // write_file_atomically
+#include "report_format.h"  // report_fmt::g17
+#include "sweep_dir.h"      // record_path
+#include "tpe_search.h"     // record_metric
 
 namespace sweep {
 
@@ -162,7 +163,7 @@ SweepSummary run_halving_search(const SweepSpec& spec, const std::vector<GridPoi
         decisions += "bracket " + std::to_string(b) + " rung " + std::to_string(t) + " steps " + std::to_string(steps) +
                      ": rank " + std::to_string(k + 1) + " trial " + std::to_string(j) +
                      (std::isinf(loss) ? " " + s.metric + "=worst (failed, diverged or no finite " + s.metric + ")"
-                                       : " " + s.metric + "=" + g17(sign * loss)) +
+                                       : " " + s.metric + "=" + report_fmt::g17(sign * loss)) +
                      " " + verdict + "\n";
         if (!last && k < keep) alive[b].push_back(j);
       }

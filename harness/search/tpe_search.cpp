@@ -3,11 +3,12 @@
 #include <cmath>
 #include <cstdio>
 
-#include "atomic_file.h"  // write_file_atomically
-#include "record.h"       // read_record
-#include "run_figures.h"  // run_figures
-#include "sweep_dir.h"    // record_path
-#include "tpe.h"          // tpe_propose
+#include "atomic_file.h"    // write_file_atomically
+#include "record.h"         // read_record
+#include "report_format.h"  // report_fmt::g17: a search log's numbers read back as the same double
+#include "run_figures.h"    // run_figures
+#include "sweep_dir.h"      // record_path
+#include "tpe.h"            // tpe_propose
 
 namespace sweep {
 namespace {
@@ -35,12 +36,6 @@ void observe(const SweepSpec& spec, const std::vector<GridPoint>& points, const 
 }
 
 }  // namespace
-
-std::string g17(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
 
 double run_metric(const std::string& dir, const std::string& id, const std::string& metric) {
   Record r;
@@ -81,7 +76,7 @@ std::string tpe_log(const SweepSpec& spec, const std::vector<SearchTrial>& trial
       text += " (not finished)";
     else  // the metric as the runs have it (t.loss is negated under mode max, so lower is better)
       text += std::isinf(t.loss) ? " " + s.metric + "=worst (failed, diverged or no finite " + s.metric + ")"
-                                 : " " + s.metric + "=" + g17(s.mode == "max" ? -t.loss : t.loss);
+                                 : " " + s.metric + "=" + report_fmt::g17(s.mode == "max" ? -t.loss : t.loss);
     text += "\n";
   }
   return text;

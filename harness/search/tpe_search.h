@@ -27,9 +27,6 @@ struct SearchTrial {
   double loss = std::numeric_limits<double>::infinity();  ///< what TPE minimises (mode max negates)
 };
 
-/// `v` with 17 significant digits: a search log's numbers read back as the same double.
-std::string g17(double v);
-
 /// The value of `metric` (search_metrics()) in `r`, or NaN when it is not finite.
 double record_metric(const Record& r, const std::string& metric);
 

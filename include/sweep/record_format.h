@@ -132,6 +132,12 @@ struct RankMemory {
 /// Suffix of a record still being written.
 inline constexpr const char* kPartialSuffix = ".partial";
 
+/// True when `path` names a record still being written (it ends in kPartialSuffix).
+inline bool is_partial_path(const std::string& path) {
+  const std::string suffix = kPartialSuffix;
+  return path.size() > suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 /// Writes one record. Steps and checksums are buffered and written on flush().
 class RecordWriter {
  public:

@@ -215,8 +215,7 @@ Record read_run_record_or_partial(const std::string& path, std::string* unfinish
   unfinished->clear();
   std::string record = path;
   const std::string suffix = kPartialSuffix;
-  if (record.size() > suffix.size() && record.compare(record.size() - suffix.size(), suffix.size(), suffix) == 0)
-    record.resize(record.size() - suffix.size());
+  if (is_partial_path(record)) record.resize(record.size() - suffix.size());
   std::error_code ec;
   const std::string partial = record + suffix;
   if (fs::exists(record, ec) || !fs::exists(partial, ec)) return read_run_record(record);

@@ -1150,7 +1150,7 @@ std::string read_record_digest(const std::string& path) {
 
 Record read_record(const std::string& path) {
   const std::string suffix = kPartialSuffix;
-  if (path.size() >= suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0)
+  if (is_partial_path(path))
     throw RecordError(path +
                       ": this record is partial (its run never finished); re-run it or read a completed record.h5");
   if (!exists(path)) {
