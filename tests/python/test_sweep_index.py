@@ -177,7 +177,7 @@ class Index(unittest.TestCase):
         self.assertRegex(p.stdout, rid + r"\s+damaged", show(p))
         self.assertNotIn(REBUILT, self.status().stderr, "rebuilt once, then trusted again")
 
-    def test_d_a_forged_index_is_caught_by_verify_and_never_trusted_by_report(self):
+    def test_d_a_forged_index_is_caught_by_verify_and_never_trusted_by_report_or_compare(self):
         self.built_index()
         record = self.records()[3]
         rid = self.forge(record, self.damage(record), recompute=True)
@@ -191,6 +191,11 @@ class Index(unittest.TestCase):
         with open(md, encoding="utf-8") as f:
             self.assertIn("3 completed", f.read())
         self.assertRegex(self.status("1 damaged").stdout, rid + r"\s+damaged")
+        # Nor by compare: the forged run is not compared, and the comparison does not pass.
+        c = sweep("compare", self.out, self.out)
+        self.assertEqual(c.returncode, 1, show(c))
+        self.assertRegex(c.stdout, rid + r"  not compared: damaged in A, damaged in B", show(c))
+        self.assertIn("3 pairs: 3 identical", c.stdout, show(c))
 
     def test_e_special_truncated_and_foreign_indexes(self):
         self.built_index()
