@@ -121,6 +121,16 @@ class SlurmExec : public sweep_test::TempDirTest {
     points_ = expand(spec_);
   }
   RunState state(int i) const { return read_run_state(run_dir(opt_.out_dir, points_[i].id)); }
+  /// The sweep on `slurm`, stopped 300 ms in by a SIGTERM as Ctrl-C stops it.
+  SweepSummary run_stopped(FakeSlurm& slurm) {
+    std::thread ctrl_c([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      ::kill(::getpid(), SIGTERM);
+    });
+    SweepSummary s = run_sweep_slurm(spec_, points_, opt_, slurm);
+    ctrl_c.join();
+    return s;
+  }
   SweepSpec spec_;
   std::vector<GridPoint> points_;
   SweepRunOptions opt_;
@@ -249,12 +259,7 @@ TEST_F(SlurmExec, ATaskSlurmForgotIsLost) {
 TEST_F(SlurmExec, CtrlCCancelsEveryArrayAndMarksRunsInterrupted) {
   grid("grace_s: 0,");
   FakeSlurm slurm;  // every task stays RUNNING
-  std::thread ctrl_c([] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    ::kill(::getpid(), SIGTERM);
-  });
-  SweepSummary s = run_sweep_slurm(spec_, points_, opt_, slurm);
-  ctrl_c.join();
+  SweepSummary s = run_stopped(slurm);
   EXPECT_EQ(s.stop_signal, SIGTERM);
   EXPECT_EQ(slurm.cancelled, (std::vector<std::string>{"101"}));
   EXPECT_EQ(s.interrupted, 4);
@@ -268,12 +273,7 @@ TEST_F(SlurmExec, CtrlCLeavesARunThatCompletedBeforeTheScancelCompleted) {
   grid("grace_s: 0,");
   FakeSlurm slurm;
   slurm.final_states = {"RUNNING-RECORDED"};  // the others stay RUNNING
-  std::thread ctrl_c([] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    ::kill(::getpid(), SIGTERM);
-  });
-  SweepSummary s = run_sweep_slurm(spec_, points_, opt_, slurm);
-  ctrl_c.join();
+  SweepSummary s = run_stopped(slurm);
   EXPECT_EQ(s.stop_signal, SIGTERM);
   EXPECT_EQ(s.completed, 1);
   EXPECT_EQ(s.interrupted, 3);
