@@ -67,7 +67,7 @@ class FakeSlurm : public SlurmClient {
         if (next_ < exit_codes.size()) std::ofstream(dir + "/slurm-exit") << exit_codes[next_] << "\n";
         std::string state = next_ < final_states.size() ? final_states[next_++] : "RUNNING";
         if (state == "COMPLETED") finish(dir);
-        if (state == "COMPLETED-NORECORD") state = "COMPLETED";  // Slurm's word, but no record
+        if (state == "COMPLETED-NORECORD") state = "COMPLETED";           // Slurm's word, but no record
         if (state == "RUNNING-RECORDED") finish(dir), state = "RUNNING";  // done, not yet seen to end
         states_[job + "_" + std::to_string(task++)] = state;
       }
