@@ -14,10 +14,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
-#include <array>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -426,19 +426,19 @@ TEST_F(SlurmArraysE2E, FiveHundredRunsInArraysStoppedWithCtrlCAndResumedEndVerif
   ASSERT_LE(max_array, 20) << "the test cluster's MaxArraySize is 20: run tests/slurm/start-cluster.sh again";
   const int runs = 500, parallel = 6;
   const fs::path out = dir_ / "out";
-  const std::string g = write(
-      "slurm-500.yaml",
-      "name: slurm-500\n"
-      "program:\n  argv: [" +
-          sweep_test::bin("linreg") +
-          ", --span]\n  kind: linreg\n"
-          "  keys:\n"
-          "    features: {type: int, default: 16, min: 1, max: 4096}\n"
-          "    noise: {type: real, default: 0.1, min: 0, max: 10}\n"
-          "base: {train: {steps: 5, micro_batch: 4, accum: 1, lr: 0.05, checksum_every: 5}}\n"
-          "grid: {train.seed: {range: [0, " +
-          std::to_string(runs) + "]}}\nlaunch: {launcher: slurm, parallel: " + std::to_string(parallel) +
-          ", slurm: {mpi: none, poll_s: 0.5, partition: 'debug,nodes'}}\n");
+  const std::string g =
+      write("slurm-500.yaml",
+            "name: slurm-500\n"
+            "program:\n  argv: [" +
+                sweep_test::bin("linreg") +
+                ", --span]\n  kind: linreg\n"
+                "  keys:\n"
+                "    features: {type: int, default: 16, min: 1, max: 4096}\n"
+                "    noise: {type: real, default: 0.1, min: 0, max: 10}\n"
+                "base: {train: {steps: 5, micro_batch: 4, accum: 1, lr: 0.05, checksum_every: 5}}\n"
+                "grid: {train.seed: {range: [0, " +
+                std::to_string(runs) + "]}}\nlaunch: {launcher: slurm, parallel: " + std::to_string(parallel) +
+                ", slurm: {mpi: none, poll_s: 0.5, partition: 'debug,nodes'}}\n");
   auto complete = [&] {
     int n = 0;
     std::error_code ec;
