@@ -178,10 +178,11 @@ for step in range(1, args.steps + 1):
     correct = (logits.argmax(-1) == seq[:, 1:]).sum().item()
     loss_sum, correct = all_sum([loss.item() * seq[:, 1:].numel(), correct])
     n = global_batch * args.seq_len
-    # Gradient telemetry before clipping, on every rank: each tensor's norm every 10 steps, at
-    # spikes and at the end; each rank's share every step (/ranks/grad_norm).
-    run.gradients(step, loss_sum / n, rank_norms=rank_norms.gather())
-    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip if args.clip > 0 else float("inf")).item()
+    # torch's clip (the same bits) with the gradient telemetry before it, on every rank: each
+    # tensor's norm every 10 steps, at spikes and at the end; each rank's share every step
+    # (/ranks/grad_norm).
+    norm = run.clip_grad_norm_(step, loss_sum / n, args.clip if args.clip > 0 else float("inf"),
+                               rank_norms=rank_norms.gather())
     for group in optimizer.param_groups:
         group["lr"] = learning_rate(step)
     optimizer.step()
