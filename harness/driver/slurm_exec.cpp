@@ -8,6 +8,7 @@
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include "atomic_file.h"   // write_file_atomically
 #include "run_files.h"     // RunLock::holder
@@ -112,6 +113,10 @@ class SlurmRun {
   size_t submit_array(const Shape& shape, size_t max_tasks, int throttle);
   void poll();
   bool end_attempt(const std::string& key, Active& a, const std::string& state);
+  /// end_attempt with the run's own verdict (classify_attempt of its exit and record)
+  /// already read.
+  bool end_attempt(const std::string& key, Active& a, const std::string& state, const ExitStatus& exit, FailureClass c,
+                   std::string detail);
   void cancel_never(const std::vector<std::pair<std::string, std::string>>& never);
   void block(const Shape& shape, const std::string& why);
   void stop_all();
@@ -441,10 +446,15 @@ void SlurmRun::poll() {
 }
 
 bool SlurmRun::end_attempt(const std::string& key, Active& a, const std::string& state) {
-  const std::string log = a.task->dir + "/logs/launcher.log";
   std::string detail;
   const ExitStatus exit = script_exit(a.task->dir);
-  FailureClass c = classify_attempt(exit, a.task->dir, &detail, spec_.program.json, a.task->stop_at);
+  const FailureClass c = classify_attempt(exit, a.task->dir, &detail, spec_.program.json, a.task->stop_at);
+  return end_attempt(key, a, state, exit, c, std::move(detail));
+}
+
+bool SlurmRun::end_attempt(const std::string& key, Active& a, const std::string& state, const ExitStatus& exit,
+                           FailureClass c, std::string detail) {
+  const std::string log = a.task->dir + "/logs/launcher.log";
   // Killed by Slurm before the script could write its exit code: Slurm says why.
   if (exit.code == -1 && exit.signal == 0 && c != FailureClass::none && c != FailureClass::diverged)
     detail = "no exit code from the batch script";
@@ -539,11 +549,11 @@ void SlurmRun::stop_all() {
   // others were stopped. Their retries are not made: the sweep stops.
   for (auto& [key, a] : active_) {
     std::string detail;
-    const FailureClass c =
-        classify_attempt(script_exit(a.task->dir), a.task->dir, &detail, spec_.program.json, a.task->stop_at);
+    const ExitStatus exit = script_exit(a.task->dir);
+    const FailureClass c = classify_attempt(exit, a.task->dir, &detail, spec_.program.json, a.task->stop_at);
     if (c == FailureClass::none || c == FailureClass::diverged) {
       const auto s = now.tasks.find(key);
-      end_attempt(key, a, s != now.tasks.end() ? s->second.state : "(state not known)");
+      end_attempt(key, a, s != now.tasks.end() ? s->second.state : "(state not known)", exit, c, std::move(detail));
     } else {
       session_.attempt_ended(*a.task, FailureClass::interrupted, "scancel by the driver",
                              a.task->dir + "/logs/launcher.log");
