@@ -303,6 +303,21 @@ class SlurmArraysE2E : public SlurmE2E {
     for (std::string line; std::getline(in, line);) n += line.rfind(cmd + " ", 0) == 0;
     return n;
   }
+  /// Run directories of the sweep `out` holding `file`.
+  static int runs_with(const fs::path& out, const std::string& file) {
+    int n = 0;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(out / "runs", ec)) n += fs::exists(e.path() / file);
+    return n;
+  }
+  /// runs_with() once `n` run directories hold `file` (polled every `poll_ms`) or after
+  /// `limit_s`, whichever comes first.
+  static int wait_runs_with(const fs::path& out, const std::string& file, int n, int limit_s, int poll_ms) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (runs_with(out, file) < n && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(limit_s))
+      std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
+    return runs_with(out, file);
+  }
   /// A grid of `runs` one-rank runs of tests/slurm/array_program.py.
   std::string grid(const std::string& name, int runs, const std::string& slurm, bool hold = false, int parallel = 3) {
     return write(name + ".yaml",
@@ -367,16 +382,7 @@ TEST_F(SlurmArraysE2E, ADriverKilledMidArrayIsFoundAgainAndNothingIsSubmittedTwi
   const std::string g = grid("slurm-reattach", 4, "partition: debug", /*hold=*/true, /*parallel=*/2);
   sweep::SpawnRunner runner;
   const int first = runner.start(wrapped({"run", g, "--out", out.string()}), (dir_ / "first.log").string());
-  auto started = [&] {
-    int n = 0;
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(out / "runs", ec)) n += fs::exists(e.path() / "started");
-    return n;
-  };
-  const auto t0 = std::chrono::steady_clock::now();
-  while (started() < 2 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120))
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  ASSERT_EQ(started(), 2) << log("first");
+  ASSERT_EQ(wait_runs_with(out, "started", 2, 120, 200), 2) << log("first");
   runner.signal_group(first, SIGKILL);
   const sweep::ExitStatus killed = sweep_test::wait_for(runner, first);
   EXPECT_EQ(killed.signal, SIGKILL);
@@ -439,12 +445,6 @@ TEST_F(SlurmArraysE2E, FiveHundredRunsInArraysStoppedWithCtrlCAndResumedEndVerif
                 "grid: {train.seed: {range: [0, " +
                 std::to_string(runs) + "]}}\nlaunch: {launcher: slurm, parallel: " + std::to_string(parallel) +
                 ", slurm: {mpi: none, poll_s: 0.5, partition: 'debug,nodes'}}\n");
-  auto complete = [&] {
-    int n = 0;
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(out / "runs", ec)) n += fs::exists(e.path() / "record.h5");
-    return n;
-  };
   // The arrays each driver submitted: (first task, last task, throttle) of each --array.
   auto arrays = [&](size_t from) {
     std::vector<std::array<int, 3>> found;
@@ -463,10 +463,7 @@ TEST_F(SlurmArraysE2E, FiveHundredRunsInArraysStoppedWithCtrlCAndResumedEndVerif
 
   sweep::SpawnRunner runner;
   const int first = runner.start(wrapped({"run", g, "--out", out.string()}), (dir_ / "first.log").string());
-  const auto t0 = std::chrono::steady_clock::now();
-  while (complete() < 100 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(240))
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  ASSERT_GE(complete(), 100) << log("first");
+  ASSERT_GE(wait_runs_with(out, "record.h5", 100, 240, 100), 100) << log("first");
   runner.signal_group(first, SIGINT);
   const sweep::ExitStatus stopped = sweep_test::wait_for(runner, first);
   const std::string first_log = log("first");
@@ -477,7 +474,7 @@ TEST_F(SlurmArraysE2E, FiveHundredRunsInArraysStoppedWithCtrlCAndResumedEndVerif
   const int done_first = std::stoi(m1[1]);
   EXPECT_GE(done_first, 100);
   EXPECT_LT(done_first, runs) << "stopped mid-way";
-  EXPECT_EQ(done_first, complete());
+  EXPECT_EQ(done_first, runs_with(out, "record.h5"));
   std::smatch c1;
   ASSERT_TRUE(std::regex_search(first_log, c1, counted)) << first_log;
   // Every poll is one squeue for all arrays; the stop adds at most one a second while it
