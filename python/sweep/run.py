@@ -407,9 +407,10 @@ class Run:
         `grad_norm`: the step's gradient norm before clipping, when the script has it; else
         the spike rule reads torch's norm of the gradient (one torch._foreach_norm: the bits
         of the same gradient and thread count, as the gradient's own; from `tensor_norms`
-        when given), and the blocked norms are computed only for a row. `tensor_norms`: the norms themselves (a
-        list, or a function giving it, called only for a row), e.g. sweep.invariant's
-        CanonicalGradients.tensor_grad_norms. `rank_norms`: each rank's own gradient norm
+        when given), and the blocked norms are computed only for a row. `tensor_norms`: the
+        norms themselves (a list, or a function giving it, called only for a row), e.g.
+        sweep.invariant's CanonicalGradients.tensor_grad_norms. `rank_norms`: each rank's
+        own gradient norm
         before the reduction (world_size values; CanonicalGradients.rank_grad_norms), for
         /ranks/grad_norm, written with the step's log().
 
