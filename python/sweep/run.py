@@ -410,9 +410,9 @@ class Run:
         when given), and the blocked norms are computed only for a row. `tensor_norms`: the
         norms themselves (a list, or a function giving it, called only for a row), e.g.
         sweep.invariant's CanonicalGradients.tensor_grad_norms. `rank_norms`: each rank's
-        own gradient norm
-        before the reduction (world_size values; CanonicalGradients.rank_grad_norms), for
-        /ranks/grad_norm, written with the step's log().
+        own gradient norm before the reduction (world_size values;
+        CanonicalGradients.rank_grad_norms), for /ranks/grad_norm, written with the step's
+        log().
 
         The norms the module computes have the same bits on every layout when the gradient
         has (sweep.invariant): each tensor is reduced in 4,096-element blocks. Returns why a
