@@ -4,7 +4,6 @@
 #include <cerrno>
 #include <cstdio>  // fprintf
 #include <cstdlib>
-#include <ctime>  // clock_gettime
 #include <fstream>
 #include <iterator>  // istreambuf_iterator
 #include <stdexcept>
@@ -152,23 +151,7 @@ bool parse_entry(const std::string& line, std::string* id, IndexedRecord* e) {
   return true;
 }
 
-int64_t now_ns() {
-  struct timespec ts {};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
 }  // namespace
-
-FileIdentity file_identity(const struct stat& st) {
-  FileIdentity id;
-  id.dev = st.st_dev;
-  id.ino = st.st_ino;
-  id.size = st.st_size;
-  id.mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  id.ctime_ns = int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
-  return id;
-}
 
 IndexedRecord index_entry(const std::string& run_dir, const Record& r, const FileIdentity& file, bool figures) {
   IndexedRecord e;
@@ -281,8 +264,7 @@ const IndexedRecord* SweepIndex::find(const std::string& id, const FileIdentity&
 }
 
 void SweepIndex::put(const std::string& id, IndexedRecord e) {
-  const int64_t touched = std::max(e.file.mtime_ns, e.file.ctime_ns);
-  e.settled = now_ns() - touched >= kIndexSettleS * 1000000000;  // else too fresh to vouch for
+  e.settled = settled(e.file);  // else too fresh to vouch for
   entries_[id] = std::move(e);
   changed_ = true;
 }

@@ -22,6 +22,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "record_cache.h"  // FileIdentity, file_identity, settled, kSettleS
+
 namespace sweep {
 
 struct Record;  // record.h
@@ -32,17 +34,7 @@ inline constexpr const char* kIndexHead = "sweep-index 1";
 inline constexpr const char* kIndexFile = "records.index";
 /// A record whose change time is less than this many seconds before it was read is not
 /// entered: a write in the same timestamp tick would leave its identity unchanged.
-inline constexpr int64_t kIndexSettleS = 2;
-
-/// What identifies one version of a file: replaced or rewritten, one of these changes.
-struct FileIdentity {
-  uint64_t dev = 0, ino = 0;
-  int64_t size = -1, mtime_ns = 0, ctime_ns = 0;
-  bool operator==(const FileIdentity& o) const {
-    return dev == o.dev && ino == o.ino && size == o.size && mtime_ns == o.mtime_ns && ctime_ns == o.ctime_ns;
-  }
-};
-FileIdentity file_identity(const struct stat& st);
+inline constexpr int64_t kIndexSettleS = kSettleS;
 
 /// One verified record as the index keeps it: what its readers need without reading it.
 struct IndexedRecord {

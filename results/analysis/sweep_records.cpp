@@ -14,7 +14,9 @@
 #include <sstream>       // config text lines
 #include <system_error>  // error_code for non-throwing listing
 
-#include "checksum.h"  // run_id_of_config
+#include "checksum.h"      // run_id_of_config
+#include "parallel_for.h"  // cached records decoded on every core
+#include "record_cache.h"  // RecordCache: records read before, not read again
 #include "run_files.h"  // RunLock::holder (is a running record still being written), rank_log_path, accepted_record_digest
 #include "text.h"       // printable
 
@@ -254,16 +256,46 @@ SweepRecords load_sweep(const std::string& dir) {
   if (ec) out.problems.push_back(runs_dir.string() + ": cannot list the run directories (" + ec.message() + ").");
   std::sort(run_dirs.begin(), run_dirs.end());
   double first = -1, last = -1;
-  for (const auto& d : run_dirs) {
-    const std::string path = (d / "record.h5").string();
+  // A record read and verified before, unchanged since, comes from the cache (decoded on
+  // every core first): only the rule that reads runs/<id>/state (the digest the driver
+  // accepted) is applied again.
+  RecordCache cache(dir);
+  struct Found {
+    FileIdentity file;
+    bool regular = false, cached = false;
+    Record record;
+  };
+  std::vector<Found> found(run_dirs.size());
+  parallel_for(run_dirs.size(), [&](size_t i) {
+    Found& f = found[i];
+    f.record.path = (run_dirs[i] / "record.h5").string();
+    struct stat st {};
+    f.regular = ::lstat(f.record.path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+    if (f.regular) f.file = file_identity(st);
+    f.cached = f.regular && cache.get(run_dirs[i].filename().string(), f.file, &f.record);
+  });
+  for (size_t i = 0; i < run_dirs.size(); ++i) {
+    const fs::path& d = run_dirs[i];
+    const std::string path = (d / "record.h5").string(), id = d.filename().string();
     std::string problem;
     try {
-      Record r = read_record(path);
-      problem = record_problem(d.string(), r);
+      struct stat st {};
+      const bool regular = found[i].regular, cached = found[i].cached;
+      const FileIdentity file = found[i].file;
+      Record r = std::move(found[i].record);
+      if (cached) {
+        problem =
+            id_like(id) ? accepted_digest_problem(accepted_record_digest(d.string()), r.digest, r.schema_version) : "";
+      } else {
+        r = read_record(path);
+        problem = record_problem(d.string(), r);
+      }
       // record.h5 is a finished run's: any other status is not one the driver accepts.
       if (problem.empty() && r.status != "completed" && r.status != "diverged" && r.status != "stopped")
         problem = "record.h5 has status '" + printable(r.status) +
                   "' (a finished record says completed, diverged or stopped)";
+      if (problem.empty() && !cached && regular && ::lstat(path.c_str(), &st) == 0 && file_identity(st) == file)
+        cache.put(id, file, r);  // (not a file replaced while it was read)
       if (problem.empty())
         out.runs.push_back(std::move(r));
       else
@@ -287,6 +319,7 @@ SweepRecords load_sweep(const std::string& dir) {
     if (ended > last) last = ended;
   }
   if (first >= 0 && last >= first) out.wall_time_s = last - first;
+  if (const std::string note = cache.note(); !note.empty()) std::fprintf(stderr, "sweep: %s\n", note.c_str());
   // The points of the last grid run here that have no run directory yet: counted like
   // `sweep status` counts them (pending), so every reader adds up to the same runs.
   std::set<std::string> have;

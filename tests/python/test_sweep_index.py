@@ -15,6 +15,14 @@ d. an index forged with its checksum recomputed: `sweep verify` (which reads eve
 e. a truncated, foreign-version, directory or FIFO index: one line, the right states, no
    hang.
 
+The record cache (<dir>/record-cache, results/record/record_cache.h), what `report`,
+`compare` and `export` read instead of every HDF5 record:
+f. warm, every report format and compare say, byte for byte, what they say with the cache
+   off (a key file that is not the user's own);
+g. a record damaged and its cache entry forged to the file's new identity, the entry's
+   XXH3-128 recomputed (what anyone without the user's key can do): one line says the
+   entry was refused, and report, compare and export count the record damaged.
+
 Usage: test_sweep_index.py [BIN_DIR] [unittest options]; BIN_DIR holds sweep.
 """
 
@@ -22,6 +30,7 @@ import os
 import re
 import shutil
 import stat
+import struct
 import sys
 import tempfile
 import time
@@ -29,6 +38,7 @@ import unittest
 
 import h5py
 import numpy as np
+import xxhash
 import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -59,6 +69,8 @@ with sr.RecordWriter(out, run_id=sr.run_id_of(text), config_yaml=text, config=pa
 
 INDEX = "records.index"
 REBUILT = "rebuilt from the records"
+REFUSED = "damaged, edited or made under another key"
+MAGIC = b"sweep-record-cache 1\n"
 
 
 class Index(unittest.TestCase):
@@ -78,6 +90,11 @@ class Index(unittest.TestCase):
             yaml.safe_dump(g, f, sort_keys=False)
         self.out = os.path.join(self.tmp, "out")
         self.index = os.path.join(self.out, INDEX)
+        # The user's key for the record cache's tags lives here, not in the real home.
+        old = os.environ.get("XDG_STATE_HOME")
+        os.environ["XDG_STATE_HOME"] = os.path.join(self.tmp, "state")
+        self.addCleanup(lambda: os.environ.pop("XDG_STATE_HOME") if old is None
+                        else os.environ.__setitem__("XDG_STATE_HOME", old))
 
     def run_sweep(self, expect="4 completed, 0 already done"):
         p = sweep("run", self.grid, "--out", self.out)
@@ -196,6 +213,86 @@ class Index(unittest.TestCase):
         self.assertEqual(c.returncode, 1, show(c))
         self.assertRegex(c.stdout, rid + r"  not compared: damaged in A, damaged in B", show(c))
         self.assertIn("3 pairs: 3 identical", c.stdout, show(c))
+
+    def outputs(self):
+        """Every report format, compare of the sweep with itself and the export, as text."""
+        out = {}
+        for fmt in ("html", "md", "csv", "json"):
+            path = os.path.join(self.tmp, "r." + fmt)
+            p = sweep("report", self.out, "--format", fmt, "-o", path)
+            self.assertEqual(p.returncode, 0, show(p))
+            with open(path, encoding="utf-8") as f:
+                out[fmt] = f.read()
+        c = sweep("compare", self.out, self.out)
+        out["compare"] = (c.returncode, c.stdout)
+        e = sweep("export", self.out, "-o", "-")
+        out["export"] = (e.returncode, e.stdout)
+        return out, p.stderr + c.stderr + e.stderr
+
+    def test_f_warm_record_cache_says_byte_for_byte_what_the_records_say(self):
+        self.built_index()
+        cache = os.path.join(self.out, "record-cache")
+        # The cache off: a key file that is not the user's own (mode 0644).
+        key = os.path.join(self.tmp, "state", "sweep", "key")
+        os.makedirs(os.path.dirname(key), exist_ok=True)  # (made by the run's live report)
+        shutil.rmtree(cache, ignore_errors=True)
+        with open(key, "w", encoding="utf-8") as f:
+            f.write("0" * 32 + "\n")
+        os.chmod(key, 0o644)
+        off, said = self.outputs()
+        self.assertIn("record-cache: not used", said)
+        self.assertIn("mode 0600", said)
+        self.assertFalse(os.path.exists(cache))
+        os.remove(key)
+        cold, said = self.outputs()
+        self.assertEqual(sorted(os.listdir(cache)), sorted(os.path.basename(os.path.dirname(r)) for r in self.records()))
+        self.assertEqual(oct(os.stat(key).st_mode & 0o777), "0o600")
+        warm, said = self.outputs()
+        self.assertNotIn("record-cache", said)
+        for name in off:
+            self.assertEqual(cold[name], off[name], name)
+            self.assertEqual(warm[name], off[name], name)
+        self.assertIn("4 pairs: 4 identical", warm["compare"][1])
+
+    def forge_cache_entry(self, record, after):
+        """Rewrites the cache entry of `record`'s run to the file's new identity, with the
+        XXH3-128 of its payload recomputed: all but the tag, which needs the user's key."""
+        rid = os.path.basename(os.path.dirname(record))
+        path = os.path.join(self.out, "record-cache", rid)
+        with open(path, "rb") as f:
+            b = bytearray(f.read())
+        self.assertEqual(bytes(b[: len(MAGIC)]), MAGIC)
+        n = len(MAGIC)
+        struct.pack_into("<QQqqq", b, n, after.st_dev, after.st_ino, after.st_size, after.st_mtime_ns, after.st_ctime_ns)
+        payload = bytes(b[n + 72:])
+        h = xxhash.xxh3_128(payload).intdigest()
+        struct.pack_into("<QQQ", b, n + 40, len(payload), h & (2**64 - 1), h >> 64)
+        with open(path, "wb") as f:
+            f.write(b)
+        return rid
+
+    def test_g_a_forged_record_cache_entry_never_hides_a_damaged_record(self):
+        self.built_index()
+        before, _ = self.outputs()
+        self.assertIn("4 pairs: 4 identical", before["compare"][1])
+        record = self.records()[1]
+        rid = self.forge_cache_entry(record, self.damage(record))
+        md = os.path.join(self.tmp, "forged.md")
+        p = sweep("report", self.out, "--format", "md", "-o", md)
+        self.assertEqual(p.returncode, 0, show(p))
+        lines = [ln for ln in p.stderr.splitlines() if REFUSED in ln]
+        self.assertEqual(len(lines), 1, show(p))
+        self.assertIn("1 entry " + REFUSED, lines[0])
+        with open(md, encoding="utf-8") as f:
+            text = f.read()
+        self.assertIn("3 completed", text)
+        self.assertRegex(text, rid + r".*damaged")
+        after, said = self.outputs()
+        self.assertNotIn(REFUSED, said, "said once: the refused entry was removed")
+        self.assertEqual(after["compare"][0], 1)
+        self.assertRegex(after["compare"][1], rid + r"  not compared: damaged in A, damaged in B")
+        self.assertNotIn(rid, after["export"][1])
+        self.assertEqual(after["export"][0], 0)
 
     def test_e_special_truncated_and_foreign_indexes(self):
         self.built_index()
