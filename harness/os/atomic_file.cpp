@@ -18,13 +18,20 @@ namespace fs = std::filesystem;
 namespace sweep {
 
 void write_file_atomically(const std::string& path, const std::string& text) {
+  write_file_atomically_streamed(path, [&text](const ChunkSink& put) { put(text); });
+}
+
+void write_file_atomically_streamed(const std::string& path, const std::function<void(const ChunkSink&)>& produce) {
   // Only a regular file is replaced by a rename: renaming onto /dev/null, a FIFO or a
   // terminal (`-o /dev/stdout`) would replace the device node itself (as root: for everyone).
   std::error_code ec;
   auto st = fs::status(path, ec);
   if (!ec && fs::exists(st) && !fs::is_regular_file(st)) {
     std::ofstream out(path, std::ios::binary);
-    if (!(out << text) || !out.flush()) throw std::runtime_error(path + ": write failed");
+    produce([&](const std::string& chunk) {
+      if (!(out << chunk)) throw std::runtime_error(path + ": write failed");
+    });
+    if (!out.flush()) throw std::runtime_error(path + ": write failed");
     return;
   }
   // A fresh temporary name created exclusively (mkstemp: O_EXCL), so a link planted at
@@ -33,11 +40,15 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   int fd = ::mkstemp(tmp.data());
   if (fd < 0) throw std::runtime_error(path + ": cannot write: " + std::strerror(errno));
   try {
-    write_all(fd, text.data(), text.size(), path);
+    produce([&](const std::string& chunk) { write_all(fd, chunk.data(), chunk.size(), path); });
   } catch (const RecordError& e) {
     ::close(fd);
     ::unlink(tmp.c_str());
     throw std::runtime_error(e.what());  // an I/O failure of the driver's own files, not a bad record
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
   }
   ::fchmod(fd, 0644);
   if (::close(fd) != 0) {

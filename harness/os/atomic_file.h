@@ -3,13 +3,22 @@
 // through here.
 #pragma once
 
+#include <functional>
 #include <string>
 
 namespace sweep {
+
+/// Takes the chunks of a streamed write, in order.
+using ChunkSink = std::function<void(const std::string&)>;
 
 /// `text` to `path` through a temporary file and a rename, so no reader sees half a file.
 /// A path that exists and is not a regular file (a FIFO, /dev/stdout) is written in place.
 /// Throws std::runtime_error naming the path and the errno text.
 void write_file_atomically(const std::string& path, const std::string& text);
+
+/// write_file_atomically of the text that `produce` hands its sink chunk by chunk, so that
+/// a file larger than memory (an export of 100,000 runs) is never held whole. What
+/// `produce` throws, after the temporary file is removed, is rethrown.
+void write_file_atomically_streamed(const std::string& path, const std::function<void(const ChunkSink&)>& produce);
 
 }  // namespace sweep

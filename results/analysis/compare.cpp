@@ -12,7 +12,8 @@
 #include <string>
 #include <tuple>  // the two sides
 
-#include "run_figures.h"  // the objective of each run
+#include "parallel_for.h"  // the pairs compared on every core
+#include "run_figures.h"   // the objective of each run
 
 namespace sweep {
 namespace {
@@ -348,6 +349,7 @@ SweepComparison compare_sweeps(const SweepRecords& a, const SweepRecords& b, con
   std::map<std::string, const Record*> by_id;
   for (const auto& r : b.runs) by_id[r.run_id] = &r;
   std::set<std::string> seen;
+  std::vector<std::pair<const Record*, const Record*>> paired;
   for (const auto& r : a.runs) {
     auto it = by_id.find(r.run_id);
     if (it == by_id.end()) {
@@ -355,8 +357,13 @@ SweepComparison compare_sweeps(const SweepRecords& a, const SweepRecords& b, con
       continue;
     }
     seen.insert(r.run_id);
-    out.pairs.push_back({r.run_id, compare_records(r, *it->second, opt), r.verified, it->second->verified});
+    paired.emplace_back(&r, it->second);
   }
+  out.pairs.resize(paired.size());
+  parallel_for(paired.size(), [&](size_t i) {  // each pair on its own
+    const auto [ra, rb] = paired[i];
+    out.pairs[i] = {ra->run_id, compare_records(*ra, *rb, opt), ra->verified, rb->verified};
+  });
   for (const auto& r : b.runs)
     if (!seen.count(r.run_id) && !broken_a.count(r.run_id)) out.only_b.push_back(r.run_id);
   std::set<std::string> ids;

@@ -9,7 +9,8 @@
 #include <map>
 #include <tuple>
 
-#include "text.h"  // split
+#include "parallel_for.h"  // each run judged on its own
+#include "text.h"          // split
 
 namespace sweep {
 namespace {
@@ -133,15 +134,22 @@ double lower_median(std::vector<double> v, double empty) {
 SpikeTest spike_test(const std::vector<double>& before, double value) {
   SpikeTest t;
   if (!std::isfinite(value)) return t;
-  std::vector<double> window;
+  // (Fixed arrays and a selection instead of a sorted copy: a report judges every step of
+  // every run with this. The median is the same value either way.)
+  double window[kSpikeWindow], dev[kSpikeWindow];
+  size_t n = 0;
   for (size_t i = before.size() > kSpikeWindow ? before.size() - kSpikeWindow : 0; i < before.size(); ++i)
-    if (std::isfinite(before[i])) window.push_back(before[i]);
-  if (window.size() < kSpikeMinHistory) return t;
-  t.median = median(window);
-  std::vector<double> dev;
-  dev.reserve(window.size());
-  for (double x : window) dev.push_back(std::fabs(x - t.median));
-  const double sigma = 1.4826 * median(dev);
+    if (std::isfinite(before[i])) window[n++] = before[i];
+  if (n < kSpikeMinHistory) return t;
+  const auto median_of = [n](double* v) {
+    const size_t h = n / 2;
+    std::nth_element(v, v + h, v + n);
+    return n % 2 ? v[h] : 0.5 * (*std::max_element(v, v + h) + v[h]);
+  };
+  for (size_t i = 0; i < n; ++i) dev[i] = window[i];
+  t.median = median_of(dev);
+  for (size_t i = 0; i < n; ++i) dev[i] = std::fabs(window[i] - t.median);
+  const double sigma = 1.4826 * median_of(dev);
   t.rise = value - t.median;
   t.sigmas = sigma > 0 ? t.rise / sigma : INFINITY;
   t.spike = t.rise > kSpikeSigmas * sigma && t.rise > kSpikeRise * std::fabs(t.median);
@@ -472,11 +480,11 @@ std::vector<std::vector<HealthFlag>> throughput_outliers(const std::vector<Throu
 std::vector<std::vector<HealthFlag>> sweep_health(const std::vector<Record>& runs,
                                                   const std::vector<RunFigures>& figs) {
   std::vector<std::vector<HealthFlag>> out = throughput_outliers(runs, figs);
-  for (size_t i = 0; i < runs.size(); ++i) {
+  parallel_for(runs.size(), [&](size_t i) {
     std::vector<HealthFlag> all = run_health(runs[i]);
     all.insert(all.end(), out[i].begin(), out[i].end());
     out[i] = std::move(all);
-  }
+  });
   return out;
 }
 

@@ -7,13 +7,21 @@
 namespace sweep {
 
 std::string render_export_csv(const SweepRecords& sweep) {
+  std::string out;
+  render_export_csv(sweep, [&out](const std::string& chunk) { out += chunk; });
+  return out;
+}
+
+void render_export_csv(const SweepRecords& sweep, const std::function<void(const std::string&)>& sink) {
   using report_fmt::csv_field;
   using report_fmt::g17;
   const std::vector<std::string> keys = varying_keys(sweep.runs);
   std::string head = kExportCsvStart;
   for (const auto& k : keys) head += csv_field(k) + ",";
-  std::string out = head + "step,metric,value\r\n";
+  sink(head + "step,metric,value\r\n");
+  std::string out;
   for (const Record& r : sweep.runs) {
+    out.clear();
     // The cells every row of this run starts with.
     std::string lead = csv_field(r.run_id) + "," + csv_field(r.status) + ",";
     for (const auto& k : keys) lead += csv_field(report_value(r, k)) + ",";
@@ -40,8 +48,8 @@ std::string render_export_csv(const SweepRecords& sweep) {
       for (const auto& [name, values] : r.eval_extra)
         if (!std::isnan(values[i])) row(r.evals[i].step, "eval_" + name, g17(values[i]));
     }
+    sink(out);
   }
-  return out;
 }
 
 }  // namespace sweep

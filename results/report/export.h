@@ -2,6 +2,7 @@
 // that want every number rather than the report's summaries.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "report.h"  // SweepRecords
@@ -19,5 +20,9 @@ inline constexpr const char* kExportCsvStart = "run_id,status,";
 /// with 17 significant digits, so they read back as the recorded doubles ("nan", "inf"
 /// where not finite). Runs are in run-id order, steps in order.
 std::string render_export_csv(const SweepRecords& sweep);
+
+/// The same text, handed to `sink` in chunks (the header, then one chunk per run), so that
+/// an export of 100,000 runs is never held whole in memory.
+void render_export_csv(const SweepRecords& sweep, const std::function<void(const std::string&)>& sink);
 
 }  // namespace sweep

@@ -120,17 +120,38 @@ std::string promise_class(const Record& r) {
          "x" + std::to_string(config_int(r, "train.micro_batch", 1)) + " " + report_value(r, "dist.reduction");
 }
 
+// A config without the keys `drop`, with the pair `add`, as one string that orders as the
+// map of those pairs would ("k\0v\0" per pair, keys in order): a cheap key for grouping
+// runs whose configs agree but for `drop`.
+std::string config_key(const std::map<std::string, std::string>& config, const std::vector<std::string>& drop,
+                       const std::pair<std::string, std::string>& add = {}) {
+  std::string out;
+  bool added = add.first.empty();
+  const auto append = [&out](const std::string& k, const std::string& v) {
+    out.append(k).push_back('\0');
+    out.append(v).push_back('\0');
+  };
+  for (const auto& [k, v] : config) {
+    if (!added && add.first <= k) {
+      append(add.first, add.second), added = true;
+      if (add.first == k) continue;  // (replaced, as map assignment would)
+    }
+    if (std::find(drop.begin(), drop.end(), k) == drop.end()) append(k, v);
+  }
+  if (!added) append(add.first, add.second);
+  return out;
+}
+
 std::vector<LayoutSet> layout_sets(const std::vector<Record>& runs, const std::vector<ReportRun>& figs) {
-  std::map<std::map<std::string, std::string>, std::vector<size_t>> sets;
+  std::map<std::string, std::vector<size_t>> sets;
   for (size_t i = 0; i < runs.size(); ++i) {
-    std::map<std::string, std::string> key = runs[i].config;
-    for (const auto& k : layout_keys()) key.erase(k);
-    key.erase("dist.reduction");
+    std::vector<std::string> drop = layout_keys();
+    drop.push_back("dist.reduction");
     // With a leaf the micro-batch is layout too; without one it is the tree's leaf.
-    if (config_int(runs[i], "train.leaf", 0) > 0) key.erase("train.micro_batch");
+    if (config_int(runs[i], "train.leaf", 0) > 0) drop.push_back("train.micro_batch");
     const int64_t w = config_int(runs[i], "dist.world_size", 1), a = config_int(runs[i], "train.accum", 1);
-    key["(global batch)"] = std::to_string(w * a * config_int(runs[i], "train.micro_batch", 1));
-    sets[key].push_back(i);
+    const std::string global = std::to_string(w * a * config_int(runs[i], "train.micro_batch", 1));
+    sets[config_key(runs[i].config, drop, {"(global batch)", global})].push_back(i);
   }
   std::vector<LayoutSet> out;
   for (auto& [key, members] : sets) {
@@ -168,12 +189,10 @@ std::vector<LayoutSet> layout_sets(const std::vector<Record>& runs, const std::v
 // Runs that differ only in train.deterministic (benchmark runs have dist.reduction at its
 // default: the key is idle there), paired one to one in the order of the runs.
 std::vector<DeterminismCost> determinism_costs(const std::vector<Record>& runs, const std::vector<ReportRun>& figs) {
-  std::map<std::map<std::string, std::string>, std::vector<size_t>> deterministic, benchmark;
-  for (size_t i = 0; i < runs.size(); ++i) {
-    std::map<std::string, std::string> key = runs[i].config;
-    key.erase("train.deterministic");
-    (benchmark_mode(runs[i]) ? benchmark : deterministic)[key].push_back(i);
-  }
+  std::map<std::string, std::vector<size_t>> deterministic, benchmark;
+  for (size_t i = 0; i < runs.size(); ++i)
+    (benchmark_mode(runs[i]) ? benchmark : deterministic)[config_key(runs[i].config, {"train.deterministic"})]
+        .push_back(i);
   std::vector<DeterminismCost> out;
   for (const auto& [key, det] : deterministic) {
     auto it = benchmark.find(key);
@@ -443,27 +462,33 @@ const std::vector<std::string>& layout_keys() {
 }
 
 std::vector<std::string> varying_keys(const std::vector<Record>& runs) {
-  std::set<std::string> all;
-  for (const auto& r : runs)
-    for (const auto& kv : r.config) all.insert(kv.first);
-  std::vector<std::string> out;
-  for (const auto& k : all) {
-    const std::string* first = nullptr;
-    bool differs = false;
-    for (const auto& r : runs) {
-      auto it = r.config.find(k);
-      if (it == r.config.end()) {
-        differs = true;  // a key only some runs set is a difference in itself
-        break;
+  if (runs.empty()) return {};
+  // Each run's config walked beside the first run's (both sorted by key): a key varies when
+  // some run lacks it or gives it another value than the first run does.
+  const auto& first = runs.front().config;
+  std::vector<char> differs(first.size(), 0);
+  std::set<std::string> only_some;  // keys the first run does not set
+  for (size_t i = 1; i < runs.size(); ++i) {
+    auto a = first.begin();
+    auto b = runs[i].config.begin();
+    const auto b_end = runs[i].config.end();
+    for (size_t k = 0; a != first.end() || b != b_end;) {
+      if (b == b_end || (a != first.end() && a->first < b->first)) {
+        differs[k++] = 1, ++a;  // this run lacks it
+      } else if (a == first.end() || b->first < a->first) {
+        only_some.insert(b->first), ++b;
+      } else {
+        if (a->second != b->second) differs[k] = 1;
+        ++k, ++a, ++b;
       }
-      if (first && *first != it->second) {
-        differs = true;
-        break;
-      }
-      first = &it->second;
     }
-    if (differs) out.push_back(k);
   }
+  std::vector<std::string> out;
+  size_t k = 0;
+  for (const auto& kv : first)
+    if (differs[k++]) out.push_back(kv.first);
+  out.insert(out.end(), only_some.begin(), only_some.end());
+  std::sort(out.begin(), out.end());
   return out;
 }
 
