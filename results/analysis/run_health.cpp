@@ -225,8 +225,26 @@ void loss_spike(const Record& r, std::vector<HealthFlag>& out) {
   size_t spikes = 0;
   Spike first, worst;
   size_t first_history = 0;  // finite losses before the first spike, at most kSpikeWindow
+  // A spike rises more than kSpikeRise x |median| above the median: a step below that is
+  // none, decided by one selection instead of spike_test's two (a report judges every step
+  // of every run). Exactly spike_test's verdict: its median is the same value.
+  const auto may_spike = [&window](double loss) {
+    double v[kSpikeWindow];
+    const size_t n = std::min(window.size(), kSpikeWindow);
+    if (n < kSpikeMinHistory) return false;
+    std::copy(window.end() - std::ptrdiff_t(n), window.end(), v);
+    const size_t h = n / 2;
+    std::nth_element(v, v + h, v + n);
+    const double median = n % 2 ? v[h] : 0.5 * (*std::max_element(v, v + h) + v[h]);
+    return loss - median > kSpikeRise * std::fabs(median);
+  };
   for (const auto& s : r.steps) {
     if (!std::isfinite(s.loss)) continue;
+    if (!may_spike(s.loss)) {
+      window.push_back(s.loss);
+      if (window.size() > kSpikeWindow) window.erase(window.begin());
+      continue;
+    }
     if (const SpikeTest t = spike_test(window, s.loss); t.spike) {
       const Spike here{s.step, s.loss, t.median, t.rise / std::fabs(t.median), t.sigmas};
       if (spikes++ == 0) first = here, first_history = window.size();

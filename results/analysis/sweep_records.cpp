@@ -332,8 +332,10 @@ SweepRecords load_sweep(const std::string& dir) {
     std::ifstream in(log, std::ios::binary);
     out.search_log.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
-  std::stable_sort(out.runs.begin(), out.runs.end(),
-                   [](const Record& a, const Record& b) { return a.run_id < b.run_id; });
+  // (Almost always in order already: run directories are named by run id.)
+  const auto by_id = [](const Record& a, const Record& b) { return a.run_id < b.run_id; };
+  if (!std::is_sorted(out.runs.begin(), out.runs.end(), by_id))
+    std::stable_sort(out.runs.begin(), out.runs.end(), by_id);
   return out;
 }
 

@@ -492,6 +492,31 @@ std::vector<std::string> varying_keys(const std::vector<Record>& runs) {
   return out;
 }
 
+namespace {
+
+// ReportModel::html_runs.
+std::vector<size_t> html_runs(const ReportModel& m) {
+  std::vector<size_t> out(m.runs.size());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = i;
+  if (out.size() <= kHtmlRuns) return out;
+  std::vector<size_t> by_objective = out;
+  std::stable_sort(by_objective.begin(), by_objective.end(), [&](size_t a, size_t b) {
+    const double x = m.runs[a].objective, y = m.runs[b].objective;
+    if (std::isfinite(x) != std::isfinite(y)) return std::isfinite(x);
+    return std::isfinite(x) && x < y;
+  });
+  std::vector<char> shown(m.runs.size(), 0);
+  for (size_t k = 0; k < kHtmlRuns; ++k) shown[by_objective[k]] = 1;
+  for (size_t i = 0; i < m.runs.size(); ++i)
+    if (!m.runs[i].health.empty() || m.runs[i].pareto) shown[i] = 1;
+  out.clear();
+  for (size_t i = 0; i < shown.size(); ++i)
+    if (shown[i]) out.push_back(i);
+  return out;
+}
+
+}  // namespace
+
 ReportModel build_report(const std::string& title, const SweepRecords& sweep, const ReportOptions& opt) {
   ReportModel m;
   m.title = title;
@@ -591,6 +616,7 @@ ReportModel build_report(const std::string& title, const SweepRecords& sweep, co
     if ((e.key == "blas.kernel" || e.key == "device") && e.values.size() > 1)
       m.throughput_varies_with.push_back("environment " + e.key);
 
+  m.html_runs = html_runs(m);
   m.short_columns = short_key_names(m.columns);
   m.long_values = long_values(m);
   std::vector<size_t> all(m.groups.size());

@@ -390,7 +390,22 @@ struct ReportModel {
   /// Groups that have no partner at the baseline value (their values, values_text style).
   std::vector<std::string> baseline_unpaired;
   SearchProgress search;  ///< kind "" without a search.log
+  /// The runs the HTML page lists one by one (its runs and diagnostics tables, the
+  /// parallel coordinates and the throughput scatter), in run order: every run up to
+  /// kHtmlRuns; beyond that the kHtmlRuns best by objective, then every run with a health
+  /// flag or on the Pareto front. A page of 100,000 runs would otherwise be ~120 MB that no
+  /// browser shows; the CSV and JSON reports list every run.
+  std::vector<size_t> html_runs;
 };
+
+/// How many runs the HTML page lists one by one at most, besides the flagged and Pareto
+/// ones (ReportModel::html_runs).
+inline constexpr size_t kHtmlRuns = 1000;
+/// Run ids listed in one cell of the HTML page (a class or layout set) before "and N more".
+inline constexpr size_t kHtmlIdsPerCell = 20;
+/// Layout sets the HTML page lists beyond every set that is not identical; classes of
+/// identical runs it lists.
+inline constexpr size_t kHtmlIdenticalSets = 200;
 
 /// Keys that change a run's throughput by design: precision, determinism, threads, the
 /// layout keys, the reduction, the micro-batch and the built-in model's size keys.

@@ -385,6 +385,16 @@ std::string straggler_chart(const SweepRecords& sweep, const ReportModel& m) {
 // The seven tricks' diagnostics: gradient norm against the clip threshold, learning rate,
 // loss scale, throughput, and per run the share clipped, skipped steps, the slowest rank
 // and memory per rank by ZeRO stage.
+// Above a table or plot of runs one by one: which runs it shows, when not all
+// (ReportModel::html_runs).
+std::string shown_runs_note(const ReportModel& m) {
+  if (m.html_runs.size() == m.runs.size()) return "";
+  return "<p>" + std::to_string(m.html_runs.size()) + " of " + std::to_string(m.runs.size()) + " runs shown: the " +
+         std::to_string(kHtmlRuns) + " with the lowest " + html_escape(objective_title(m)) +
+         ", and every run with a health flag or on the Pareto front. The CSV and JSON reports (<code>sweep report "
+         "--format csv</code>) list every run.</p>\n";
+}
+
 std::string diagnostics_section(const SweepRecords& sweep, const ReportModel& m) {
   std::string h =
       "<h2>Diagnostics</h2>\n<p>Mean over each group's seeds, with the band of their smallest to "
@@ -411,10 +421,11 @@ std::string diagnostics_section(const SweepRecords& sweep, const ReportModel& m)
   panel("Throughput", &StepMetrics::tokens_per_s, "tokens/s", {});
   h += straggler_chart(sweep, m);
 
-  h += "<table>\n<thead><tr><th>run</th><th>clip_norm</th><th>steps clipped</th><th>steps skipped</th>"
+  h += shown_runs_note(m) +
+       "<table>\n<thead><tr><th>run</th><th>clip_norm</th><th>steps clipped</th><th>steps skipped</th>"
        "<th>slowest rank (median step time over the ranks' median)</th><th>ZeRO stage</th><th>ranks</th>"
        "<th>memory per rank (params + grads + optimizer)</th><th>step peak per rank</th></tr></thead>\n<tbody>\n";
-  for (size_t i = 0; i < sweep.runs.size(); ++i) {
+  for (size_t i : m.html_runs) {
     const Record& r = sweep.runs[i];
     const ReportRun& f = m.runs[i];
     std::string held, peak;
@@ -451,7 +462,7 @@ std::string all_runs_section(const SweepRecords& sweep, const ReportModel& m) {
       best = i;
   std::vector<report_plot::ParallelLine> lines;
   std::vector<report_plot::ScatterPoint> points;
-  for (size_t i = 0; i < sweep.runs.size(); ++i) {
+  for (size_t i : m.html_runs) {
     report_plot::ParallelLine l;
     l.label = sweep.runs[i].run_id;
     for (size_t a = 0; a + 1 < axes.size(); ++a) {
@@ -474,7 +485,8 @@ std::string all_runs_section(const SweepRecords& sweep, const ReportModel& m) {
          html_escape(objective_title(m)) +
          ", coloured from the best (dark blue) to the worst (light orange); the "
          "best run is drawn thick, a run without a finite objective grey and dashed. Hover an axis name for its "
-         "key.</p>\n";
+         "key.</p>\n" +
+         shown_runs_note(m);
     h += report_plot::svg_parallel(axes, lines, m.title);
   }
   if (m.throughput_varies_with.empty()) {
@@ -493,9 +505,12 @@ std::string all_runs_section(const SweepRecords& sweep, const ReportModel& m) {
   return h;
 }
 
+// The ids of `runs`, the first kHtmlIdsPerCell of them, then how many more.
 std::string run_list_text(const SweepRecords& sweep, const std::vector<size_t>& runs) {
   std::string s;
-  for (size_t i : runs) s += (s.empty() ? "" : ", ") + sweep.runs[i].run_id;
+  for (size_t k = 0; k < runs.size() && k < kHtmlIdsPerCell; ++k)
+    s += (s.empty() ? "" : ", ") + sweep.runs[runs[k]].run_id;
+  if (runs.size() > kHtmlIdsPerCell) s += " and " + std::to_string(runs.size() - kHtmlIdsPerCell) + " more";
   return s;
 }
 
@@ -514,14 +529,15 @@ std::string reproducibility(const SweepRecords& sweep, const ReportModel& m) {
   std::string rows;
   for (const auto& c : m.classes) {
     if (c.runs.size() < 2) continue;
-    ++shared;
+    if (++shared > kHtmlIdenticalSets) continue;  // (counted, not listed)
     const Record& r = sweep.runs[c.runs[0]];
     rows += "<tr>" + td(c.name) + td(std::to_string(c.runs.size()), "num") +
             td(r.checksums.empty() ? "-" : hex16(r.checksums.back().params), "hash") +
             td(run_list(sweep, c.runs), "id") + "</tr>\n";
   }
   h += "<p>" + std::to_string(m.classes.size()) + (m.classes.size() == 1 ? " class" : " classes") +
-       " of identical checksum trajectories; " + std::to_string(shared) + " shared by two or more runs.</p>\n";
+       " of identical checksum trajectories; " + std::to_string(shared) + " shared by two or more runs" +
+       (shared > kHtmlIdenticalSets ? ", the first " + std::to_string(kHtmlIdenticalSets) + " listed" : "") + ".</p>\n";
   if (!rows.empty())
     h += "<table>\n<thead><tr><th>class</th><th>runs</th><th>final params checksum</th><th>run "
          "ids</th></tr></thead>\n<tbody>\n" +
@@ -531,7 +547,14 @@ std::string reproducibility(const SweepRecords& sweep, const ReportModel& m) {
   h += "<h3>Runs that should be identical</h3>\n<p>They differ only in layout keys with the same global "
        "batch.</p>\n<table>\n"
        "<thead><tr><th>verdict</th><th>runs</th><th>first difference</th></tr></thead>\n<tbody>\n";
+  size_t identical_shown = 0;
   for (const auto& s : m.layout_sets) {
+    if (s.identical && identical_shown++ == kHtmlIdenticalSets) {
+      const size_t more = m.layout_sets.size() - size_t(&s - m.layout_sets.data());
+      h += "<tr>" + td("identical", "ok") + td("and " + std::to_string(more) + " more identical sets") + td("") +
+           "</tr>\n";
+      break;
+    }
     std::string note = html_escape(s.first_difference);
     if (!s.by_design.empty())
       note += std::string(note.empty() ? "" : "<br>") + "same math, other bits by design: " +
@@ -566,13 +589,13 @@ std::string determinism_section(const SweepRecords& sweep, const ReportModel& m)
 }
 
 std::string runs_table(const SweepRecords& sweep, const ReportModel& m) {
-  std::string t = "<h2>Runs</h2>\n<table>\n<thead><tr><th>run</th><th>status</th>";
+  std::string t = "<h2>Runs</h2>\n" + shown_runs_note(m) + "<table>\n<thead><tr><th>run</th><th>status</th>";
   for (const auto& k : m.varying) t += "<th>" + html_escape(k) + "</th>";
   t += "<th>steps</th><th>final loss</th><th>train loss (last " + std::to_string(kLossWindow) +
        ")</th><th>final eval loss</th><th>best eval loss (step)</th><th>tokens/s "
        "(median)</th><th>health</th><th>params checksum</th>" +
        std::string(m.classes_matter ? "<th>class</th>" : "") + "</tr></thead>\n<tbody>\n";
-  for (size_t i = 0; i < sweep.runs.size(); ++i) {
+  for (size_t i : m.html_runs) {
     const Record& r = sweep.runs[i];
     t +=
         "<tr>" + td(html_escape(r.run_id), "id") + "<td>" + html_escape(r.status + (r.verified ? "" : " (unverified)"));

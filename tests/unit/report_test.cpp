@@ -275,6 +275,44 @@ TEST(RenderHtml, ManyRunsCycleThePaletteWithDashes) {
   EXPECT_EQ(count(svg, "class=\"end\""), 14u);
 }
 
+// A page of 100,000 runs would be ~120 MB: past kHtmlRuns the page lists the best runs and
+// every flagged one, says so, and the CSV keeps every run.
+TEST(RenderHtml, PastKHtmlRunsThePageListsTheBestAndTheFlaggedRuns) {
+  const auto id = [](size_t i) {
+    char b[8];
+    std::snprintf(b, sizeof b, "r%04zu", i);
+    return std::string(b);
+  };
+  SweepRecords s;
+  const size_t n = kHtmlRuns + 300, flagged = kHtmlRuns + 250, left_out = kHtmlRuns + 100;
+  for (size_t i = 0; i < n; ++i)  // run i's loss ends at 1 + i/1000: the lower i, the better
+    s.runs.push_back(
+        make_record(id(i), {{"train.lr", std::to_string(i)}}, {5.0, i == flagged ? NAN : 2.0, 1.0 + double(i) / 1000}));
+  const ReportModel m = build_report("many", s);
+  ASSERT_EQ(m.html_runs.size(), kHtmlRuns + 1);
+  EXPECT_EQ(m.html_runs.back(), flagged);
+  EXPECT_EQ(m.html_runs[kHtmlRuns - 1], kHtmlRuns - 1);
+  const std::string html = render_html(s, m);
+  EXPECT_NE(html.find(std::to_string(kHtmlRuns + 1) + " of " + std::to_string(n) + " runs shown"), std::string::npos);
+  EXPECT_NE(html.find(">" + id(flagged) + "<"), std::string::npos);
+  EXPECT_NE(html.find(">" + id(kHtmlRuns - 1) + "<"), std::string::npos);
+  // Not in the runs table, the diagnostics table or the parallel coordinates (the loss
+  // curves draw groups, here one per run: what a chart shows of many is not this cap's).
+  for (const char* section : {"<h2>Runs</h2>", "<h2>Diagnostics</h2>", "<h2>All runs</h2>"}) {
+    const size_t from = html.find(section);
+    ASSERT_NE(from, std::string::npos) << section;
+    const std::string part = html.substr(from, html.find("<h2>", from + 4) - from);
+    EXPECT_EQ(part.find(id(left_out)), std::string::npos) << section;
+    EXPECT_NE(part.find(id(flagged)), std::string::npos) << section;
+  }
+  EXPECT_NE(render_csv(s, m).find(id(left_out)), std::string::npos) << "the CSV lists every run";
+  // Up to kHtmlRuns, every run and no note.
+  s.runs.resize(kHtmlRuns);
+  const ReportModel all = build_report("all", s);
+  EXPECT_EQ(all.html_runs.size(), kHtmlRuns);
+  EXPECT_EQ(render_html(s, all).find("runs shown"), std::string::npos);
+}
+
 // The y tick labels of one chart (right-aligned tick texts), as numbers.
 std::vector<double> y_ticks(const std::string& svg) {
   std::vector<double> out;
