@@ -35,9 +35,9 @@ namespace {
 /// load_sweep(dir), kept until the process exits: a command reads its sweeps once and then
 /// exits, and the exit frees them at once, where destroying 100,000 records one by one
 /// takes ~5% of a report. (Reachable to the end, so no leak checker counts it.)
-const SweepRecords& load_sweep_for_process(const std::string& dir) {
+const SweepRecords& load_sweep_for_process(const std::string& dir, const LoadOptions& opt = {}) {
   static auto* kept = new std::vector<std::unique_ptr<SweepRecords>>;
-  kept->push_back(std::make_unique<SweepRecords>(load_sweep(dir)));
+  kept->push_back(std::make_unique<SweepRecords>(load_sweep(dir, opt)));
   return *kept->back();
 }
 
@@ -320,7 +320,8 @@ int compare_two_records(const CompareCliOptions& o) {
 }
 
 int compare_two_sweeps(const CompareCliOptions& o) {
-  const SweepComparison s = compare_sweeps(load_sweep_for_process(o.a), load_sweep_for_process(o.b), {o.rtol});
+  const SweepComparison s =
+      compare_sweeps(load_sweep_for_process(o.a, {false}), load_sweep_for_process(o.b, {false}), {o.rtol});
   std::printf("A: %s\nB: %s\n", o.a.c_str(), o.b.c_str());
   size_t identical = 0, tolerant = 0, differ = 0;
   for (const auto& p : s.pairs) {

@@ -242,7 +242,7 @@ std::vector<std::pair<std::string, std::string>> read_points_file(const std::str
   return out;
 }
 
-SweepRecords load_sweep(const std::string& dir) {
+SweepRecords load_sweep(const std::string& dir, const LoadOptions& opt) {
   SweepRecords out;
   const fs::path runs_dir = fs::path(dir) / "runs";
   std::error_code ec;
@@ -264,15 +264,20 @@ SweepRecords load_sweep(const std::string& dir) {
     FileIdentity file;
     bool regular = false, cached = false;
     Record record;
+    double started = -1;   // config.yaml's modification time
+    std::string accepted;  // a cached record's run: the digest the driver accepted
   };
   std::vector<Found> found(run_dirs.size());
   parallel_for(run_dirs.size(), [&](size_t i) {
     Found& f = found[i];
+    const std::string id = run_dirs[i].filename().string();
     f.record.path = (run_dirs[i] / "record.h5").string();
     struct stat st {};
     f.regular = ::lstat(f.record.path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
     if (f.regular) f.file = file_identity(st);
-    f.cached = f.regular && cache.get(run_dirs[i].filename().string(), f.file, &f.record);
+    f.cached = f.regular && cache.get(id, f.file, &f.record, opt.per_rank_rows);
+    if (f.cached && id_like(id)) f.accepted = accepted_record_digest(run_dirs[i].string());
+    f.started = mtime(run_dirs[i] / "config.yaml");
   });
   for (size_t i = 0; i < run_dirs.size(); ++i) {
     const fs::path& d = run_dirs[i];
@@ -284,8 +289,7 @@ SweepRecords load_sweep(const std::string& dir) {
       const FileIdentity file = found[i].file;
       Record r = std::move(found[i].record);
       if (cached) {
-        problem =
-            id_like(id) ? accepted_digest_problem(accepted_record_digest(d.string()), r.digest, r.schema_version) : "";
+        problem = id_like(id) ? accepted_digest_problem(found[i].accepted, r.digest, r.schema_version) : "";
       } else {
         r = read_record(path);
         problem = record_problem(d.string(), r);
@@ -296,6 +300,7 @@ SweepRecords load_sweep(const std::string& dir) {
                   "' (a finished record says completed, diverged or stopped)";
       if (problem.empty() && !cached && regular && ::lstat(path.c_str(), &st) == 0 && file_identity(st) == file)
         cache.put(id, file, r);  // (not a file replaced while it was read)
+      if (!opt.per_rank_rows) r.rank_step_time_s = {}, r.rank_grad_norm = {};  // as a cached one has them
       if (problem.empty())
         out.runs.push_back(std::move(r));
       else
@@ -314,7 +319,9 @@ SweepRecords load_sweep(const std::string& dir) {
       const Record& r = out.runs.back();
       out.failed.push_back({r.run_id, r.status, r.failure, "", log_tail(rank_log_path(d.string(), 0))});
     }
-    const double started = mtime(d / "config.yaml"), ended = mtime(path);
+    const int64_t ns = found[i].file.mtime_ns;  // (record.h5's, as mtime() would give it)
+    const double started = found[i].started,
+                 ended = found[i].regular ? double(ns / 1000000000) + 1e-9 * double(ns % 1000000000) : mtime(path);
     if (started >= 0 && (first < 0 || started < first)) first = started;
     if (ended > last) last = ended;
   }

@@ -84,6 +84,13 @@ std::vector<std::pair<std::string, std::string>> read_points_file(const std::str
 /// A run whose partial record says running while a process holds its run.lock is a
 /// running run (status "running", with its progress), not a problem; one that says
 /// running with nobody holding the lock was stopped without finishing ("interrupted").
-SweepRecords load_sweep(const std::string& dir);
+/// What load_sweep keeps of each record.
+struct LoadOptions {
+  /// Record::rank_step_time_s and rank_grad_norm, which comparing runs never reads (a
+  /// tenth of a record's memory, a third of its allocations).
+  bool per_rank_rows = true;
+};
+
+SweepRecords load_sweep(const std::string& dir, const LoadOptions& opt = {});
 
 }  // namespace sweep

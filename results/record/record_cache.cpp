@@ -116,6 +116,16 @@ class Reader {
     for (auto& row : v) row = pods<T>();
     return v;
   }
+  /// Passes over what nested<T>() would read.
+  template <class T>
+  void skip_nested() {
+    const uint64_t rows = count(8);
+    for (uint64_t i = 0; ok_ && i < rows; ++i) {
+      const uint64_t n = u64();
+      if (!ok_ || n > size_t(end_ - p_) / sizeof(T)) return void(fail(0));
+      take(n * sizeof(T));
+    }
+  }
   /// A count of items of at least `min_bytes` each; 0 and failed when more than could fit.
   uint64_t count(size_t min_bytes) {
     const uint64_t n = u64();
@@ -320,7 +330,7 @@ std::string encode_record(const Record& r) {
   return std::move(w.out);
 }
 
-bool decode_record(const char* data, size_t n, Record* r) {
+bool decode_record(const char* data, size_t n, Record* r, bool per_rank_rows) {
   Reader in(data, n);
   r->schema_version = in.i64();
   r->run_id = in.str(), r->sweep_id = in.str(), r->status = in.str(), r->failure = in.str();
@@ -341,7 +351,11 @@ bool decode_record(const char* data, size_t n, Record* r) {
     p.name = in.str(), p.shape = in.pods<int64_t>(), p.offset = in.i64(), p.numel = in.i64();
   r->world_size = in.i64();
   r->lineage.kind = in.str(), r->lineage.parent_run_id = in.str(), r->lineage.parent_step = in.i64();
-  r->rank_step_time_s = in.nested<double>(), r->rank_grad_norm = in.nested<double>();
+  if (per_rank_rows) {
+    r->rank_step_time_s = in.nested<double>(), r->rank_grad_norm = in.nested<double>();
+  } else {
+    in.skip_nested<double>(), in.skip_nested<double>();
+  }
   r->telemetry.resize(in.count(32));
   for (TelemetryRow& t : r->telemetry)
     t.step = in.i64(), t.why = in.str(), t.tensor_grad_norm = in.pods<double>(), t.routed_tokens = in.pods<int64_t>();
@@ -367,7 +381,7 @@ uint64_t entry_tag(const std::string& key, const std::string& id, const char* he
 
 RecordCache::RecordCache(const std::string& dir) : dir_(dir + "/" + kCacheDir) { key_ = user_key(&why_off_); }
 
-bool RecordCache::get(const std::string& id, const FileIdentity& now, Record* r) {
+bool RecordCache::get(const std::string& id, const FileIdentity& now, Record* r, bool per_rank_rows) {
   if (key_.empty()) return false;
   const std::string path = dir_ + "/" + id;
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
@@ -403,7 +417,7 @@ bool RecordCache::get(const std::string& id, const FileIdentity& now, Record* r)
       std::memcmp(&sum.high64, h + 56, 8) != 0 || tag != entry_tag(key_, id, h))
     return refuse();
   Record decoded;
-  if (!decode_record(payload, length, &decoded)) return refuse();
+  if (!decode_record(payload, length, &decoded, per_rank_rows)) return refuse();
   decoded.path = r->path;
   *r = std::move(decoded);
   ++hits_;

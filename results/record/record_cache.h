@@ -57,8 +57,9 @@ std::string user_key(std::string* why);
 
 /// The bytes of `r` as the cache keeps them (everything read_record returns but its path).
 std::string encode_record(const Record& r);
-/// Decodes encode_record's bytes into `*r`; false when they do not decode.
-bool decode_record(const char* data, size_t n, Record* r);
+/// Decodes encode_record's bytes into `*r`; false when they do not decode. Without
+/// `per_rank_rows`, Record::rank_step_time_s and rank_grad_norm are skipped (left empty).
+bool decode_record(const char* data, size_t n, Record* r, bool per_rank_rows = true);
 
 /// <dir>/record-cache of one sweep directory, for one reader process.
 class RecordCache {
@@ -66,8 +67,9 @@ class RecordCache {
   /// The cache of sweep directory `dir`; off (get misses, put does nothing) without a key.
   explicit RecordCache(const std::string& dir);
   /// Fills `*r` with the cached record of run `id` if its record.h5 has identity `now`
-  /// (keeping r->path). Safe to call from several threads at once.
-  bool get(const std::string& id, const FileIdentity& now, Record* r);
+  /// (keeping r->path; per_rank_rows as decode_record's). Safe to call from several
+  /// threads at once.
+  bool get(const std::string& id, const FileIdentity& now, Record* r, bool per_rank_rows = true);
   /// Enters `r`, run `id`'s record read and verified from a file of identity `file`; too
   /// fresh a file (settled()) is not entered. Never throws: a cache that cannot be written
   /// is left as it is.
