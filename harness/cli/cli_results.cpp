@@ -320,8 +320,7 @@ int compare_two_records(const CompareCliOptions& o) {
 }
 
 int compare_two_sweeps(const CompareCliOptions& o) {
-  const SweepComparison s =
-      compare_sweeps(load_sweep_for_process(o.a, {false}), load_sweep_for_process(o.b, {false}), {o.rtol});
+  const SweepComparison s = compare_sweep_dirs(o.a, o.b, {o.rtol});
   std::printf("A: %s\nB: %s\n", o.a.c_str(), o.b.c_str());
   size_t identical = 0, tolerant = 0, differ = 0;
   for (const auto& p : s.pairs) {

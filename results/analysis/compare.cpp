@@ -2,6 +2,8 @@
 // checksum intervals still compare on what they share.
 #include "compare.h"
 
+#include <malloc.h>  // mallopt
+
 #include <algorithm>  // min
 #include <cmath>      // fabs, isfinite
 #include <cstdint>    // uint64_t
@@ -338,7 +340,8 @@ bool SweepComparison::match() const {
   return true;
 }
 
-SweepComparison compare_sweeps(const SweepRecords& a, const SweepRecords& b, const CompareOptions& opt) {
+SweepComparison compare_sweeps(const SweepRecords& a, const SweepRecords& b, const CompareOptions& opt,
+                               const std::map<std::string, RecordComparison>* done) {
   SweepComparison out;
   // Runs without a readable record, by id: their word and cause on each side.
   std::map<std::string, const FailedRun*> broken_a, broken_b;
@@ -362,7 +365,10 @@ SweepComparison compare_sweeps(const SweepRecords& a, const SweepRecords& b, con
   out.pairs.resize(paired.size());
   parallel_for(paired.size(), [&](size_t i) {  // each pair on its own
     const auto [ra, rb] = paired[i];
-    out.pairs[i] = {ra->run_id, compare_records(*ra, *rb, opt), ra->verified, rb->verified};
+    const RecordComparison* known = nullptr;
+    if (done)
+      if (const auto it = done->find(ra->run_id); it != done->end()) known = &it->second;
+    out.pairs[i] = {ra->run_id, known ? *known : compare_records(*ra, *rb, opt), ra->verified, rb->verified};
   });
   for (const auto& r : b.runs)
     if (!seen.count(r.run_id) && !broken_a.count(r.run_id)) out.only_b.push_back(r.run_id);
@@ -387,6 +393,68 @@ SweepComparison compare_sweeps(const SweepRecords& a, const SweepRecords& b, con
       if (std::none_of(broken->begin(), broken->end(), [&](const auto& kv) { return kv.second->problem == p; }))
         out.problems.push_back(side + p);
   return out;
+}
+
+}  // namespace sweep
+
+namespace sweep {
+
+SweepComparison compare_sweep_dirs(const std::string& a, const std::string& b, const CompareOptions& opt,
+                                   size_t chunk) {
+  const LoadOptions lean{false};  // (no per-rank rows: comparing never reads them)
+  SweepLoader la(a, lean), lb(b, lean);
+  SweepRecords sa, sb;
+  if (!la.named_by_run_id() || !lb.named_by_run_id()) {
+    la.load(0, la.ids().size(), &sa), lb.load(0, lb.ids().size(), &sb);
+    la.finish(&sa), lb.finish(&sb);
+    return compare_sweeps(sa, sb, opt);
+  }
+  // Chunks of A's run ids and B's up to the same id: a record's run id is its directory's
+  // name, so each pair is in one chunk. What is kept of a record is what the pairing and
+  // the counts read (run id, status, verified).
+  chunk = std::max<size_t>(chunk, 1);
+  const std::vector<std::string>&ia = la.ids(), &ib = lb.ids();
+  // Each chunk frees ~1,000,000 small blocks and then asks for large ones, which makes
+  // glibc sort its fast bins again and again: without fast bins, 100,000 runs compare in
+  // 11 s rather than 14 s (tests/bench/README.md). Set back when done.
+  ::mallopt(M_MXFAST, 0);
+  struct FastBinsBack {
+    ~FastBinsBack() { ::mallopt(M_MXFAST, 64 * sizeof(size_t) / 4); }  // glibc's default
+  } fast_bins_back;
+  std::map<std::string, RecordComparison> done;
+  const auto keep_stubs = [](SweepRecords& chunk, SweepRecords& into) {
+    for (Record& r : chunk.runs) {
+      Record stub;
+      stub.run_id = std::move(r.run_id), stub.status = std::move(r.status), stub.verified = r.verified;
+      into.runs.push_back(std::move(stub));
+    }
+    for (auto& f : chunk.failed) into.failed.push_back(std::move(f));
+    for (auto& p : chunk.problems) into.problems.push_back(std::move(p));
+  };
+  for (size_t pa = 0, pb = 0; pa < ia.size() || pb < ib.size();) {
+    const size_t ea = std::min(ia.size(), pa + chunk);
+    const size_t eb =
+        ea == ia.size() ? ib.size()
+                        : size_t(std::upper_bound(ib.begin() + std::ptrdiff_t(pb), ib.end(), ia[ea - 1]) - ib.begin());
+    SweepRecords ca, cb;
+    la.load(pa, ea, &ca), lb.load(pb, eb, &cb);
+    std::map<std::string, const Record*> in_b;
+    for (const Record& r : cb.runs) in_b[r.run_id] = &r;
+    std::vector<std::pair<const Record*, const Record*>> paired;
+    for (const Record& r : ca.runs)
+      if (const auto it = in_b.find(r.run_id); it != in_b.end()) paired.emplace_back(&r, it->second);
+    std::vector<RecordComparison> results(paired.size());
+    parallel_for(paired.size(),
+                 [&](size_t i) { results[i] = compare_records(*paired[i].first, *paired[i].second, opt); });
+    for (size_t i = 0; i < paired.size(); ++i) done.emplace(paired[i].first->run_id, std::move(results[i]));
+    keep_stubs(ca, sa), keep_stubs(cb, sb);
+    // Freed on every core, as they were made (one thread freeing what two made spends
+    // most of its time in the allocator).
+    for (auto* chunk : {&ca, &cb}) parallel_for(chunk->runs.size(), [&](size_t i) { chunk->runs[i] = Record(); });
+    pa = ea, pb = eb;
+  }
+  la.finish(&sa), lb.finish(&sb);
+  return compare_sweeps(sa, sb, opt, &done);
 }
 
 }  // namespace sweep

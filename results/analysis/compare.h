@@ -142,8 +142,20 @@ struct SweepComparison {
   bool match() const;
 };
 
-/// Pairs the completed runs of two sweeps by run id and compares each pair.
-SweepComparison compare_sweeps(const SweepRecords& a, const SweepRecords& b, const CompareOptions& opt = {});
+/// Pairs the completed runs of two sweeps by run id and compares each pair. `done`: pairs
+/// compared already, by run id (their records in `a` and `b` may be stubs holding only
+/// run id, status and verified).
+SweepComparison compare_sweeps(const SweepRecords& a, const SweepRecords& b, const CompareOptions& opt = {},
+                               const std::map<std::string, RecordComparison>* done = nullptr);
+
+/// compare_sweeps(load_sweep(a), load_sweep(b)) without holding either sweep's records at
+/// once: runs are read a few thousand at a time from both directories, compared and let
+/// go (what 100,000 runs would otherwise take: ~9 GB, much of the time spent having the
+/// kernel hand out and clear the pages). The same result; where a directory holds a run
+/// directory not named by a run id, both sweeps are read whole.
+/// `chunk`: run ids of A read at a time (tests use small ones to cross chunk boundaries).
+SweepComparison compare_sweep_dirs(const std::string& a, const std::string& b, const CompareOptions& opt = {},
+                                   size_t chunk = 2048);
 
 /// Loss printed so that reading it back gives the same double (17 significant digits).
 std::string exact_number(double v);

@@ -10,6 +10,7 @@
 #include <fstream>     // log tails, search.log
 #include <iterator>    // istreambuf_iterator
 #include <map>
+#include <memory>  // unique_ptr
 #include <set>
 #include <sstream>       // config text lines
 #include <system_error>  // error_code for non-throwing listing
@@ -242,24 +243,32 @@ std::vector<std::pair<std::string, std::string>> read_points_file(const std::str
   return out;
 }
 
-SweepRecords load_sweep(const std::string& dir, const LoadOptions& opt) {
-  SweepRecords out;
+SweepLoader::SweepLoader(const std::string& dir, const LoadOptions& opt)
+    : dir_(dir), opt_(opt), cache_(std::make_unique<RecordCache>(dir)) {
   const fs::path runs_dir = fs::path(dir) / "runs";
   std::error_code ec;
-  if (!fs::exists(runs_dir, ec)) return out;  // a sweep that has not started any run yet
-  std::vector<fs::path> run_dirs;
+  if (!fs::exists(runs_dir, ec)) return;  // a sweep that has not started any run yet
   fs::directory_iterator it(runs_dir, ec), end;
   for (; !ec && it != end; it.increment(ec)) {
     std::error_code type_ec;
-    if (it->is_directory(type_ec)) run_dirs.push_back(it->path());
+    if (it->is_directory(type_ec)) run_dirs_.push_back(it->path());
   }
-  if (ec) out.problems.push_back(runs_dir.string() + ": cannot list the run directories (" + ec.message() + ").");
-  std::sort(run_dirs.begin(), run_dirs.end());
-  double first = -1, last = -1;
+  if (ec) problems_.push_back(runs_dir.string() + ": cannot list the run directories (" + ec.message() + ").");
+  std::sort(run_dirs_.begin(), run_dirs_.end());
+  ids_.reserve(run_dirs_.size());
+  for (const auto& d : run_dirs_) ids_.push_back(d.filename().string());
+}
+
+SweepLoader::~SweepLoader() = default;
+
+bool SweepLoader::named_by_run_id() const { return std::all_of(ids_.begin(), ids_.end(), id_like); }
+
+void SweepLoader::load(size_t from, size_t to, SweepRecords* out) {
+  to = std::min(to, run_dirs_.size());
+  if (from >= to) return;
   // A record read and verified before, unchanged since, comes from the cache (decoded on
   // every core first): only the rule that reads runs/<id>/state (the digest the driver
   // accepted) is applied again.
-  RecordCache cache(dir);
   struct Found {
     FileIdentity file;
     bool regular = false, cached = false;
@@ -267,29 +276,30 @@ SweepRecords load_sweep(const std::string& dir, const LoadOptions& opt) {
     double started = -1;   // config.yaml's modification time
     std::string accepted;  // a cached record's run: the digest the driver accepted
   };
-  std::vector<Found> found(run_dirs.size());
-  parallel_for(run_dirs.size(), [&](size_t i) {
-    Found& f = found[i];
-    const std::string id = run_dirs[i].filename().string();
-    f.record.path = (run_dirs[i] / "record.h5").string();
+  std::vector<Found> found(to - from);
+  parallel_for(found.size(), [&](size_t k) {
+    Found& f = found[k];
+    const fs::path& d = run_dirs_[from + k];
+    const std::string& id = ids_[from + k];
+    f.record.path = (d / "record.h5").string();
     struct stat st {};
     f.regular = ::lstat(f.record.path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
     if (f.regular) f.file = file_identity(st);
-    f.cached = f.regular && cache.get(id, f.file, &f.record, opt.per_rank_rows);
-    if (f.cached && id_like(id)) f.accepted = accepted_record_digest(run_dirs[i].string());
-    f.started = mtime(run_dirs[i] / "config.yaml");
+    f.cached = f.regular && cache_->get(id, f.file, &f.record, opt_.per_rank_rows);
+    if (f.cached && id_like(id)) f.accepted = accepted_record_digest(d.string());
+    f.started = mtime(d / "config.yaml");
   });
-  for (size_t i = 0; i < run_dirs.size(); ++i) {
-    const fs::path& d = run_dirs[i];
-    const std::string path = (d / "record.h5").string(), id = d.filename().string();
+  for (size_t k = 0; k < found.size(); ++k) {
+    const fs::path& d = run_dirs_[from + k];
+    const std::string path = (d / "record.h5").string(), &id = ids_[from + k];
     std::string problem;
     try {
       struct stat st {};
-      const bool regular = found[i].regular, cached = found[i].cached;
-      const FileIdentity file = found[i].file;
-      Record r = std::move(found[i].record);
+      const bool regular = found[k].regular, cached = found[k].cached;
+      const FileIdentity file = found[k].file;
+      Record r = std::move(found[k].record);
       if (cached) {
-        problem = id_like(id) ? accepted_digest_problem(found[i].accepted, r.digest, r.schema_version) : "";
+        problem = id_like(id) ? accepted_digest_problem(found[k].accepted, r.digest, r.schema_version) : "";
       } else {
         r = read_record(path);
         problem = record_problem(d.string(), r);
@@ -299,10 +309,10 @@ SweepRecords load_sweep(const std::string& dir, const LoadOptions& opt) {
         problem = "record.h5 has status '" + printable(r.status) +
                   "' (a finished record says completed, diverged or stopped)";
       if (problem.empty() && !cached && regular && ::lstat(path.c_str(), &st) == 0 && file_identity(st) == file)
-        cache.put(id, file, r);  // (not a file replaced while it was read)
-      if (!opt.per_rank_rows) r.rank_step_time_s = {}, r.rank_grad_norm = {};  // as a cached one has them
+        cache_->put(id, file, r);  // (not a file replaced while it was read)
+      if (!opt_.per_rank_rows) r.rank_step_time_s = {}, r.rank_grad_norm = {};  // as a cached one has them
       if (problem.empty())
-        out.runs.push_back(std::move(r));
+        out->runs.push_back(std::move(r));
       else
         problem = path + ": damaged record: " + problem;
     } catch (const RecordError& e) {
@@ -312,37 +322,48 @@ SweepRecords load_sweep(const std::string& dir, const LoadOptions& opt) {
       problem = path + ": damaged record (" + e.what() + "); re-run the point to replace it";
     }
     if (!problem.empty()) {
-      out.failed.push_back(describe_unfinished(d, problem));
-      if (!out.failed.back().problem.empty()) out.problems.push_back(problem);
-    } else if (out.runs.back().status != "completed" && out.runs.back().status != "stopped") {
+      out->failed.push_back(describe_unfinished(d, problem));
+      if (!out->failed.back().problem.empty()) out->problems.push_back(problem);
+    } else if (out->runs.back().status != "completed" && out->runs.back().status != "stopped") {
       // (A run a halving search stopped at a rung is a result of the search, not a failure.)
-      const Record& r = out.runs.back();
-      out.failed.push_back({r.run_id, r.status, r.failure, "", log_tail(rank_log_path(d.string(), 0))});
+      const Record& r = out->runs.back();
+      out->failed.push_back({r.run_id, r.status, r.failure, "", log_tail(rank_log_path(d.string(), 0))});
     }
-    const int64_t ns = found[i].file.mtime_ns;  // (record.h5's, as mtime() would give it)
-    const double started = found[i].started,
-                 ended = found[i].regular ? double(ns / 1000000000) + 1e-9 * double(ns % 1000000000) : mtime(path);
-    if (started >= 0 && (first < 0 || started < first)) first = started;
-    if (ended > last) last = ended;
+    const int64_t ns = found[k].file.mtime_ns;  // (record.h5's, as mtime() would give it)
+    const double started = found[k].started,
+                 ended = found[k].regular ? double(ns / 1000000000) + 1e-9 * double(ns % 1000000000) : mtime(path);
+    if (started >= 0 && (first_ < 0 || started < first_)) first_ = started;
+    if (ended > last_) last_ = ended;
   }
-  if (first >= 0 && last >= first) out.wall_time_s = last - first;
-  if (const std::string note = cache.note(); !note.empty()) std::fprintf(stderr, "sweep: %s\n", note.c_str());
+}
+
+void SweepLoader::finish(SweepRecords* out) {
+  out->problems.insert(out->problems.begin(), problems_.begin(), problems_.end());
+  if (first_ >= 0 && last_ >= first_) out->wall_time_s = last_ - first_;
+  if (const std::string note = cache_->note(); !note.empty()) std::fprintf(stderr, "sweep: %s\n", note.c_str());
   // The points of the last grid run here that have no run directory yet: counted like
   // `sweep status` counts them (pending), so every reader adds up to the same runs.
-  std::set<std::string> have;
-  for (const auto& d : run_dirs) have.insert(d.filename().string());
-  for (const auto& [id, values] : read_points_file(dir))
-    if (!have.count(id)) out.pending.push_back(id);
+  const std::set<std::string> have(ids_.begin(), ids_.end());
+  for (const auto& [id, values] : read_points_file(dir_))
+    if (!have.count(id)) out->pending.push_back(id);
   // A search's decisions (a regular file of sane size; anything else is left out).
-  const std::string log = (fs::path(dir) / "search.log").string();
+  std::error_code ec;
+  const std::string log = (fs::path(dir_) / "search.log").string();
   if (fs::exists(log, ec) && regular_file_problem(log).empty() && fs::file_size(log, ec) < (8u << 20) && !ec) {
     std::ifstream in(log, std::ios::binary);
-    out.search_log.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    out->search_log.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
   // (Almost always in order already: run directories are named by run id.)
   const auto by_id = [](const Record& a, const Record& b) { return a.run_id < b.run_id; };
-  if (!std::is_sorted(out.runs.begin(), out.runs.end(), by_id))
-    std::stable_sort(out.runs.begin(), out.runs.end(), by_id);
+  if (!std::is_sorted(out->runs.begin(), out->runs.end(), by_id))
+    std::stable_sort(out->runs.begin(), out->runs.end(), by_id);
+}
+
+SweepRecords load_sweep(const std::string& dir, const LoadOptions& opt) {
+  SweepRecords out;
+  SweepLoader loader(dir, opt);
+  loader.load(0, loader.ids().size(), &out);
+  loader.finish(&out);
   return out;
 }
 

@@ -5,6 +5,8 @@
 
 #include <cmath>  // NAN
 #include <cstdint>
+#include <filesystem>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -92,5 +94,36 @@ struct LoadOptions {
 };
 
 SweepRecords load_sweep(const std::string& dir, const LoadOptions& opt = {});
+
+class RecordCache;  // record_cache.h
+
+/// load_sweep in pieces, for a reader that need not hold every record at once (compare of
+/// two sweeps of 100,000 runs): load() any ranges of ids() in order, then finish() once.
+/// load_sweep(dir) is load(0, ids().size()) then finish().
+class SweepLoader {
+ public:
+  SweepLoader(const std::string& dir, const LoadOptions& opt = {});
+  ~SweepLoader();
+  SweepLoader(const SweepLoader&) = delete;
+  SweepLoader& operator=(const SweepLoader&) = delete;
+  /// The run directories' names, sorted.
+  const std::vector<std::string>& ids() const { return ids_; }
+  /// Every name is a run id (16 hex digits), so each readable record's run id is its
+  /// directory's name (record_problem), and two sweeps pair their runs by name.
+  bool named_by_run_id() const;
+  /// Reads the run directories ids()[from, to): appends to out->runs, failed, problems.
+  void load(size_t from, size_t to, SweepRecords* out);
+  /// What follows the last load: the listing's problems (first), the wall time, the
+  /// pending points, the search log, the order of out->runs, and the cache's note.
+  void finish(SweepRecords* out);
+
+ private:
+  std::string dir_;
+  LoadOptions opt_;
+  std::unique_ptr<RecordCache> cache_;
+  std::vector<std::filesystem::path> run_dirs_;
+  std::vector<std::string> ids_, problems_;
+  double first_ = -1, last_ = -1;
+};
 
 }  // namespace sweep

@@ -4,10 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "record.h"     // read_record
+#include "temp_dir.h"   // TempDir
 #include "test_util.h"  // EXPECT_CONTAINS
 
 namespace sweep {
@@ -318,4 +323,47 @@ TEST(CompareRecords, ANonFiniteLossIsNeverWithinTolerance) {
 }
 
 }  // namespace
+}  // namespace sweep
+
+namespace sweep {
+namespace {
+
+/// Everything a sweep comparison says, as text.
+std::string said(const SweepComparison& s) {
+  std::string t;
+  for (const auto& p : s.pairs) {
+    t += p.run_id + " " + verdict_line(p.result) + (p.a_verified ? " v" : " u") + (p.b_verified ? "v\n" : "u\n");
+    for (const auto& l : detail_lines(p.result)) t += "  " + l + "\n";
+  }
+  for (const auto& u : s.uncompared) t += "uncompared " + u.run_id + " " + u.a + " " + u.b + " " + u.cause + "\n";
+  for (const auto& id : s.only_a) t += "only in A " + id + "\n";
+  for (const auto& id : s.only_b) t += "only in B " + id + "\n";
+  for (const auto& p : s.problems) t += "problem " + p + "\n";
+  return t;
+}
+
+}  // namespace
+
+// compare_sweep_dirs reads a few thousand runs of each sweep at a time: whatever the chunk,
+// it says what comparing the two sweeps read whole says.
+TEST(CompareSweepDirs, ReadInChunksItSaysWhatTheWholeReadSays) {
+  sweep_test::TempDir tmp("compare_sweep_dirs_");
+  const std::string a = (tmp.path() / "a").string(), b = (tmp.path() / "b").string();
+  const std::string bin = SWEEP_BIN_DIR "/make_records";
+  // A: 60 runs (the last 3 diverged) and 4 failed ones; B: the first 50, run 3 parting
+  // from step 6, and 2 failed ones (which A completed); one of B's records damaged.
+  ASSERT_EQ(std::system((bin + " --out " + a + " --runs 60 --steps 12 --diverged 3 --failed 4 >/dev/null").c_str()), 0);
+  ASSERT_EQ(
+      std::system((bin + " --out " + b + " --runs 50 --steps 12 --mismatch-step 6 --failed 2 >/dev/null").c_str()), 0);
+  const Record r = sweep::read_record(b + "/runs/" + sweep::load_sweep(b).runs[10].run_id + "/record.h5");
+  std::filesystem::resize_file(r.path, std::filesystem::file_size(r.path) / 2);
+  const SweepComparison whole = compare_sweeps(load_sweep(a, {false}), load_sweep(b, {false}));
+  const std::string expected = said(whole);
+  EXPECT_EQ(whole.pairs.size(), 49u);
+  EXPECT_EQ(whole.only_a.size(), 8u);  // runs 52-59 (50 and 51 failed in B)
+  EXPECT_EQ(whole.uncompared.size(), 4u + 2u + 1u);
+  EXPECT_EQ(std::count_if(whole.pairs.begin(), whole.pairs.end(), [](const auto& p) { return !p.result.match(); }), 1);
+  for (size_t chunk : {1, 7, 64, 2048}) EXPECT_EQ(said(compare_sweep_dirs(a, b, {}, chunk)), expected) << chunk;
+}
+
 }  // namespace sweep
