@@ -19,6 +19,7 @@
 
 #include "atomic_file.h"    // write_file_atomically
 #include "data_file.h"      // identify_data_file, sweep_cache_dir
+#include "parallel_for.h"   // run directories read on every core
 #include "program.h"        // program_digest, parse_json_string_array
 #include "record.h"         // read_record, RecordError
 #include "sweep_index.h"    // SweepIndex
@@ -85,9 +86,36 @@ bool program_declared(const std::string& dir, const std::string& argv_json) {
   return std::find(lines.begin(), lines.end(), argv_json) != lines.end();
 }
 
+namespace {
+
+/// What read_run_state reads of a run directory before it looks at the index: its state
+/// file and record.h5's identity. Safe to read for many runs at once.
+struct RunFiles {
+  std::map<std::string, std::string> fields;
+  bool have_record = false;
+  struct stat record {};
+};
+
+RunFiles read_run_files(const std::string& dir) {
+  RunFiles f;
+  f.fields = read_state_fields(dir);
+  f.have_record = ::lstat((dir + "/record.h5").c_str(), &f.record) == 0;
+  return f;
+}
+
+RunState run_state_of(const std::string& dir, const RunFiles& files, SweepIndex* index);
+
+}  // namespace
+
 RunState read_run_state(const std::string& dir, SweepIndex* index) {
+  return run_state_of(dir, read_run_files(dir), index);
+}
+
+namespace {
+
+RunState run_state_of(const std::string& dir, const RunFiles& files, SweepIndex* index) {
   RunState s;
-  for (const auto& [k, v] : read_state_fields(dir)) {
+  for (const auto& [k, v] : files.fields) {
     if (k == "state")
       s.state = v;
     else if (k == "failure")
@@ -104,11 +132,10 @@ RunState read_run_state(const std::string& dir, SweepIndex* index) {
   // The record is the truth: a driver killed between the rename and its state write
   // leaves a stale "running"; a record deleted, truncated or changed after completion
   // leaves a stale "completed".
-  struct stat st;
   const std::string id = fs::path(dir).filename().string();
-  if (::lstat((dir + "/record.h5").c_str(), &st) == 0) {
+  if (files.have_record) {
     // What the record says, from the index while the file is the one it read.
-    const FileIdentity file = file_identity(st);
+    const FileIdentity file = file_identity(files.record);
     const IndexedRecord* e = index ? index->find(id, file) : nullptr;
     IndexedRecord read;
     try {
@@ -148,8 +175,6 @@ RunState read_run_state(const std::string& dir, SweepIndex* index) {
   }
   return s;
 }
-
-namespace {
 
 /// program_digest of a recorded program's argv (its JSON), once per driver: a program's
 /// files (an interpreter among them) are hashed once, however many runs it made.
@@ -254,10 +279,18 @@ std::unordered_map<std::string, RunState> scan_runs(const std::string& dir, Swee
     own = SweepIndex::load_saying(dir);
     index = &*own;
   }
-  std::unordered_map<std::string, RunState> out;
+  std::vector<std::string> dirs;
   std::error_code ec;
   for (fs::directory_iterator it(dir + "/runs", ec), end; !ec && it != end; it.increment(ec))
-    if (it->is_directory(ec)) out.emplace(it->path().filename().string(), read_run_state(it->path().string(), index));
+    if (it->is_directory(ec)) dirs.push_back(it->path().string());
+  // Each run's state file and record identity on every core; the index and any record it
+  // does not vouch for are read on this thread (HDF5 reads one file at a time).
+  std::vector<RunFiles> files(dirs.size());
+  parallel_for(dirs.size(), [&](size_t i) { files[i] = read_run_files(dirs[i]); });
+  std::unordered_map<std::string, RunState> out;
+  out.reserve(dirs.size());
+  for (size_t i = 0; i < dirs.size(); ++i)
+    out.emplace(fs::path(dirs[i]).filename().string(), run_state_of(dirs[i], files[i], index));
   index->forget_except(out);
   index->save();
   return out;
