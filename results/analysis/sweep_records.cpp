@@ -329,9 +329,10 @@ void SweepLoader::load(size_t from, size_t to, SweepRecords* out) {
       const Record& r = out->runs.back();
       out->failed.push_back({r.run_id, r.status, r.failure, "", log_tail(rank_log_path(d.string(), 0))});
     }
-    const int64_t ns = found[k].file.mtime_ns;  // (record.h5's, as mtime() would give it)
+    // (record.h5's modification time, as mtime() would give it: seconds, then nanoseconds.)
+    const int64_t seconds = found[k].file.mtime_ns / 1000000000, nanos = found[k].file.mtime_ns % 1000000000;
     const double started = found[k].started,
-                 ended = found[k].regular ? double(ns / 1000000000) + 1e-9 * double(ns % 1000000000) : mtime(path);
+                 ended = found[k].regular ? double(seconds) + 1e-9 * double(nanos) : mtime(path);
     if (started >= 0 && (first_ < 0 || started < first_)) first_ = started;
     if (ended > last_) last_ = ended;
   }

@@ -21,14 +21,14 @@ namespace {
 constexpr char kMagic[] = "sweep-record-cache 1\n";
 constexpr size_t kMagicLen = sizeof(kMagic) - 1;
 /// magic, identity (5 x 8), payload length, XXH3-128 of the payload, tag.
-constexpr size_t kHeaderLen = kMagicLen + 5 * 8 + 8 + 16 + 8;
+constexpr size_t kHeaderLen = kMagicLen + size_t{5 * 8 + 8 + 16 + 8};
 /// An entry larger than this is not read (a record of a million steps is ~200 MB).
 constexpr int64_t kMaxEntryBytes = int64_t(1) << 30;
 constexpr const char* kCacheDir = "record-cache";
 
 // The cache copies these structs byte for byte: a change to them must change kMagic.
-static_assert(std::is_trivially_copyable_v<StepMetrics> && sizeof(StepMetrics) == 12 * 8);
-static_assert(std::is_trivially_copyable_v<EvalRow> && sizeof(EvalRow) == 4 * 8);
+static_assert(std::is_trivially_copyable_v<StepMetrics> && sizeof(StepMetrics) == size_t{12} * 8);
+static_assert(std::is_trivially_copyable_v<EvalRow> && sizeof(EvalRow) == size_t{4} * 8);
 #if defined(__GLIBCXX__) && defined(__x86_64__)
 // A field added to Record must be added to encode_record and decode_record (and to
 // tests/unit/record_cache_test.cpp's every_field record), and kMagic's version raised.
@@ -62,7 +62,7 @@ class Writer {
   void pods(const std::vector<T>& v) {
     static_assert(std::is_trivially_copyable_v<T>);
     u64(v.size());
-    out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+    if (!v.empty()) out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
   }
   template <class Map>
   void strings(const Map& m) {
@@ -99,7 +99,7 @@ class Reader {
     std::vector<T> v;
     if (!ok_ || n > size_t(end_ - p_) / sizeof(T) || !take(n * sizeof(T))) return fail(v);
     v.resize(n);
-    std::memcpy(v.data(), p_ - n * sizeof(T), n * sizeof(T));
+    if (n) std::memcpy(v.data(), p_ - n * sizeof(T), n * sizeof(T));  // (an empty one's data() may be null)
     return v;
   }
   template <class Map>
@@ -272,7 +272,7 @@ std::string user_key(std::string* why) {
   std::string key = read_key_file(path, why, &err);
   if (err != ENOENT) return key;
   // None yet: make one, and take whichever a racing process linked first.
-  for (std::string d : {base.substr(0, base.rfind('/')), base, dir})
+  for (const std::string& d : {base.substr(0, base.rfind('/')), base, dir})
     if (!d.empty() && ::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) {
       *why = d + ": " + std::strerror(errno);
       return "";
