@@ -350,17 +350,19 @@ TEST(CompareSweepDirs, ReadInChunksItSaysWhatTheWholeReadSays) {
   sweep_test::TempDir tmp("compare_sweep_dirs_");
   const std::string a = (tmp.path() / "a").string(), b = (tmp.path() / "b").string();
   const std::string bin = SWEEP_BIN_DIR "/make_records";
-  // A: 60 runs (the last 3 diverged) and 4 failed ones; B: the first 50, run 3 parting
-  // from step 6, and 2 failed ones (which A completed); one of B's records damaged.
-  ASSERT_EQ(std::system((bin + " --out " + a + " --runs 60 --steps 12 --diverged 3 --failed 4 >/dev/null").c_str()), 0);
+  // A: 160 runs (the last 3 diverged) and 4 failed ones; B: the first 150, run 3 parting
+  // from step 6, and 2 failed ones (which A completed); one of B's records damaged. (Over
+  // 128 runs a chunk is read on two threads: ThreadSanitizer runs this test too.)
+  ASSERT_EQ(std::system((bin + " --out " + a + " --runs 160 --steps 12 --diverged 3 --failed 4 >/dev/null").c_str()),
+            0);
   ASSERT_EQ(
-      std::system((bin + " --out " + b + " --runs 50 --steps 12 --mismatch-step 6 --failed 2 >/dev/null").c_str()), 0);
+      std::system((bin + " --out " + b + " --runs 150 --steps 12 --mismatch-step 6 --failed 2 >/dev/null").c_str()), 0);
   const Record r = sweep::read_record(b + "/runs/" + sweep::load_sweep(b).runs[10].run_id + "/record.h5");
   std::filesystem::resize_file(r.path, std::filesystem::file_size(r.path) / 2);
   const SweepComparison whole = compare_sweeps(load_sweep(a, {false}), load_sweep(b, {false}));
   const std::string expected = said(whole);
-  EXPECT_EQ(whole.pairs.size(), 49u);
-  EXPECT_EQ(whole.only_a.size(), 8u);  // runs 52-59 (50 and 51 failed in B)
+  EXPECT_EQ(whole.pairs.size(), 149u);
+  EXPECT_EQ(whole.only_a.size(), 8u);  // runs 152-159 (150 and 151 failed in B)
   EXPECT_EQ(whole.uncompared.size(), 4u + 2u + 1u);
   EXPECT_EQ(std::count_if(whole.pairs.begin(), whole.pairs.end(), [](const auto& p) { return !p.result.match(); }), 1);
   for (size_t chunk : {1, 7, 64, 2048}) EXPECT_EQ(said(compare_sweep_dirs(a, b, {}, chunk)), expected) << chunk;
