@@ -395,10 +395,6 @@ SweepComparison compare_sweeps(const SweepRecords& a, const SweepRecords& b, con
   return out;
 }
 
-}  // namespace sweep
-
-namespace sweep {
-
 SweepComparison compare_sweep_dirs(const std::string& a, const std::string& b, const CompareOptions& opt,
                                    size_t chunk) {
   const LoadOptions lean{false};  // (no per-rank rows: comparing never reads them)
@@ -422,14 +418,14 @@ SweepComparison compare_sweep_dirs(const std::string& a, const std::string& b, c
     ~FastBinsBack() { ::mallopt(M_MXFAST, 64 * sizeof(size_t) / 4); }  // glibc's default
   } fast_bins_back;
   std::map<std::string, RecordComparison> done;
-  const auto keep_stubs = [](SweepRecords& chunk, SweepRecords& into) {
-    for (Record& r : chunk.runs) {
+  const auto keep_stubs = [](SweepRecords& part, SweepRecords& into) {
+    for (Record& r : part.runs) {
       Record stub;
       stub.run_id = std::move(r.run_id), stub.status = std::move(r.status), stub.verified = r.verified;
       into.runs.push_back(std::move(stub));
     }
-    for (auto& f : chunk.failed) into.failed.push_back(std::move(f));
-    for (auto& p : chunk.problems) into.problems.push_back(std::move(p));
+    for (auto& f : part.failed) into.failed.push_back(std::move(f));
+    for (auto& p : part.problems) into.problems.push_back(std::move(p));
   };
   for (size_t pa = 0, pb = 0; pa < ia.size() || pb < ib.size();) {
     const size_t ea = std::min(ia.size(), pa + chunk);
@@ -450,7 +446,7 @@ SweepComparison compare_sweep_dirs(const std::string& a, const std::string& b, c
     keep_stubs(ca, sa), keep_stubs(cb, sb);
     // Freed on every core, as they were made (one thread freeing what two made spends
     // most of its time in the allocator).
-    for (auto* chunk : {&ca, &cb}) parallel_for(chunk->runs.size(), [&](size_t i) { chunk->runs[i] = Record(); });
+    for (auto* part : {&ca, &cb}) parallel_for(part->runs.size(), [&](size_t i) { part->runs[i] = Record(); });
     pa = ea, pb = eb;
   }
   la.finish(&sa), lb.finish(&sb);
