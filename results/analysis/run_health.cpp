@@ -131,6 +131,18 @@ double lower_median(std::vector<double> v, double empty) {
   return v[(v.size() - 1) / 2];
 }
 
+namespace {
+
+// The median of v[0, n) by selection (reorders v): the same value median() gives by
+// sorting a copy, without the copy or the sort.
+double selected_median(double* v, size_t n) {
+  const size_t h = n / 2;
+  std::nth_element(v, v + h, v + n);
+  return n % 2 ? v[h] : 0.5 * (*std::max_element(v, v + h) + v[h]);
+}
+
+}  // namespace
+
 SpikeTest spike_test(const std::vector<double>& before, double value) {
   SpikeTest t;
   if (!std::isfinite(value)) return t;
@@ -141,15 +153,10 @@ SpikeTest spike_test(const std::vector<double>& before, double value) {
   for (size_t i = before.size() > kSpikeWindow ? before.size() - kSpikeWindow : 0; i < before.size(); ++i)
     if (std::isfinite(before[i])) window[n++] = before[i];
   if (n < kSpikeMinHistory) return t;
-  const auto median_of = [n](double* v) {
-    const size_t h = n / 2;
-    std::nth_element(v, v + h, v + n);
-    return n % 2 ? v[h] : 0.5 * (*std::max_element(v, v + h) + v[h]);
-  };
   for (size_t i = 0; i < n; ++i) dev[i] = window[i];
-  t.median = median_of(dev);
+  t.median = selected_median(dev, n);
   for (size_t i = 0; i < n; ++i) dev[i] = std::fabs(window[i] - t.median);
-  const double sigma = 1.4826 * median_of(dev);
+  const double sigma = 1.4826 * selected_median(dev, n);
   t.rise = value - t.median;
   t.sigmas = sigma > 0 ? t.rise / sigma : INFINITY;
   t.spike = t.rise > kSpikeSigmas * sigma && t.rise > kSpikeRise * std::fabs(t.median);
@@ -233,9 +240,7 @@ void loss_spike(const Record& r, std::vector<HealthFlag>& out) {
     const size_t n = std::min(window.size(), kSpikeWindow);
     if (n < kSpikeMinHistory) return false;
     std::copy(window.end() - std::ptrdiff_t(n), window.end(), v);
-    const size_t h = n / 2;
-    std::nth_element(v, v + h, v + n);
-    const double median = n % 2 ? v[h] : 0.5 * (*std::max_element(v, v + h) + v[h]);
+    const double median = selected_median(v, n);
     return loss - median > kSpikeRise * std::fabs(median);
   };
   for (const auto& s : r.steps) {

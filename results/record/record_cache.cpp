@@ -12,7 +12,8 @@
 #include <memory>   // unique_ptr
 #include <type_traits>
 
-#include "record.h"  // Record
+#include "record.h"     // Record
+#include "run_files.h"  // write_all
 
 namespace sweep {
 namespace {
@@ -183,15 +184,26 @@ bool read_fd(int fd, char* out, size_t n) {
   return true;
 }
 
-bool write_fd(int fd, const char* p, size_t n) {
-  while (n) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= size_t(w);
+/// write_all of `text` to `fd`, false where it failed (the caches never throw for I/O).
+bool written(int fd, const std::string& text, const std::string& path) {
+  try {
+    write_all(fd, text.data(), text.size(), path);
+    return true;
+  } catch (const RecordError&) {
+    return false;
   }
-  return true;
+}
+
+/// The identity an entry's header holds at `h` (5 x 8 bytes), and putting it there.
+FileIdentity identity_at(const char* h) {
+  FileIdentity f;
+  std::memcpy(&f.dev, h, 8), std::memcpy(&f.ino, h + 8, 8), std::memcpy(&f.size, h + 16, 8);
+  std::memcpy(&f.mtime_ns, h + 24, 8), std::memcpy(&f.ctime_ns, h + 32, 8);
+  return f;
+}
+void put_identity(char* h, const FileIdentity& f) {
+  std::memcpy(h, &f.dev, 8), std::memcpy(h + 8, &f.ino, 8), std::memcpy(h + 16, &f.size, 8);
+  std::memcpy(h + 24, &f.mtime_ns, 8), std::memcpy(h + 32, &f.ctime_ns, 8);
 }
 
 /// The key file's text if `path` is the user's own regular file of mode 0600 holding a
@@ -289,7 +301,7 @@ std::string user_key(std::string* why) {
     return "";
   }
   const std::string text = hex_key(k) + "\n";
-  const bool wrote = write_fd(fd, text.data(), text.size()) && ::fsync(fd) == 0;
+  const bool wrote = written(fd, text, path) && ::fsync(fd) == 0;
   ::close(fd);
   const bool linked = wrote && ::link(tmp.c_str(), path.c_str()) == 0;
   const int link_err = errno;
@@ -405,10 +417,7 @@ bool RecordCache::get(const std::string& id, const FileIdentity& now, Record* r,
   };
   if (!read || std::memcmp(buffer.get(), kMagic, kMagicLen) != 0) return refuse();
   const char* h = buffer.get() + kMagicLen;
-  FileIdentity was;
-  std::memcpy(&was.dev, h, 8), std::memcpy(&was.ino, h + 8, 8), std::memcpy(&was.size, h + 16, 8);
-  std::memcpy(&was.mtime_ns, h + 24, 8), std::memcpy(&was.ctime_ns, h + 32, 8);
-  if (!(was == now)) return false;  // the record changed since: an ordinary miss
+  if (!(identity_at(h) == now)) return false;  // the record changed since: an ordinary miss
   uint64_t length = 0, tag = 0;
   std::memcpy(&length, h + 40, 8), std::memcpy(&tag, h + 64, 8);
   const char* payload = buffer.get() + kHeaderLen;
@@ -434,8 +443,7 @@ void RecordCache::put(const std::string& id, const FileIdentity& file, const Rec
   std::string bytes = kMagic;
   bytes.resize(kHeaderLen);
   char* h = bytes.data() + kMagicLen;
-  std::memcpy(h, &file.dev, 8), std::memcpy(h + 8, &file.ino, 8), std::memcpy(h + 16, &file.size, 8);
-  std::memcpy(h + 24, &file.mtime_ns, 8), std::memcpy(h + 32, &file.ctime_ns, 8);
+  put_identity(h, file);
   const uint64_t length = payload.size();
   const XXH128_hash_t sum = XXH3_128bits(payload.data(), payload.size());
   std::memcpy(h + 40, &length, 8), std::memcpy(h + 48, &sum.low64, 8), std::memcpy(h + 56, &sum.high64, 8);
@@ -445,7 +453,7 @@ void RecordCache::put(const std::string& id, const FileIdentity& file, const Rec
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return void(writable_ = false);
   // (No fsync: an entry torn by a crash fails its checksum and the record is read again.)
-  const bool wrote = write_fd(fd, bytes.data(), bytes.size()) && write_fd(fd, payload.data(), payload.size());
+  const bool wrote = written(fd, bytes, path) && written(fd, payload, path);
   const bool closed = ::close(fd) == 0;
   if (!wrote || !closed || ::rename(tmp.c_str(), path.c_str()) != 0) {
     ::unlink(tmp.c_str());
