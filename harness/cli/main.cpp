@@ -17,6 +17,10 @@
 
 extern char** environ;
 
+#ifdef SWEEP_JEMALLOC
+extern "C" int mallctl(const char* name, void* oldp, size_t* oldlenp, void* newp, size_t newlen);
+#endif
+
 namespace {
 
 /// SWEEP_PROGRAM*, SWEEP_DATA_* and SWEEP_CONTAINER_* say which grid program, data and image made a
@@ -52,12 +56,26 @@ void offer_python_api() {
   }
 }
 
+/// What `sweep --version` prints: the version and which malloc this program runs on (the
+/// readers' speed depends on it: tests/bench/README.md).
+std::string version_line() {
+  std::string malloc_name = "the system's (glibc)";
+#ifdef SWEEP_JEMALLOC
+  const char* v = nullptr;
+  size_t n = sizeof v;
+  malloc_name = "jemalloc";
+  if (mallctl("version", static_cast<void*>(&v), &n, nullptr, 0) == 0 && v) malloc_name += std::string(" ") + v;
+#endif
+  return std::string("sweep ") + SWEEP_VERSION_STRING + "; malloc: " + malloc_name;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   drop_stray_run_variables();
   offer_python_api();
   CLI::App app{"sweep: reproducible, sweepable distributed training runs"};
+  app.set_version_flag("--version", version_line());
   app.require_subcommand(1);
   std::vector<sweep::CliAction> actions = {
       sweep::setup_run(app),     sweep::setup_plan(app),      sweep::setup_status(app), sweep::setup_report(app),

@@ -10,7 +10,7 @@
 #include <cstdio>     // snprintf
 #include <cstring>    // memcpy
 #include <map>        // run id -> record
-#include <set>        // union of keys
+#include <set>        // union of names and run ids
 #include <string>
 #include <tuple>  // the two sides
 
@@ -31,14 +31,19 @@ bool same_bits(double a, double b) {
 
 std::vector<ValueDiff> diff_maps(const std::map<std::string, std::string>& a,
                                  const std::map<std::string, std::string>& b, bool missing_is_empty) {
-  std::set<std::string> keys;
-  for (const auto& kv : a) keys.insert(kv.first);
-  for (const auto& kv : b) keys.insert(kv.first);
+  // One walk over the two sorted maps, in key order.
   std::vector<ValueDiff> out;
-  for (const auto& k : keys) {
-    auto ia = a.find(k), ib = b.find(k);
-    const std::string va = ia == a.end() ? "" : ia->second, vb = ib == b.end() ? "" : ib->second;
-    if (va != vb || (!missing_is_empty && (ia == a.end() || ib == b.end()))) out.push_back({k, va, vb});
+  const std::string none;
+  auto ia = a.begin(), ib = b.begin();
+  while (ia != a.end() || ib != b.end()) {
+    const bool take_a = ib == b.end() || (ia != a.end() && ia->first <= ib->first);
+    const bool take_b = ia == a.end() || (ib != b.end() && ib->first <= ia->first);
+    const std::string& key = take_a ? ia->first : ib->first;
+    const std::string& va = take_a ? ia->second : none;
+    const std::string& vb = take_b ? ib->second : none;
+    if (va != vb || (!missing_is_empty && !(take_a && take_b))) out.push_back({key, va, vb});
+    if (take_a) ++ia;
+    if (take_b) ++ib;
   }
   return out;
 }
@@ -144,6 +149,7 @@ void compare_evals(const Record& a, const Record& b, const CompareOptions& opt, 
 /// the first that differs in bits or that one side lacks.
 void compare_extras(const Record& a, const Record& b, RecordComparison& c) {
   using Columns = std::map<std::string, std::vector<double>>;
+  if (a.step_extra.empty() && b.step_extra.empty() && a.eval_extra.empty() && b.eval_extra.empty()) return;
   const auto compare = [&](const std::vector<int64_t>& steps_a, const std::vector<int64_t>& steps_b,
                            const Columns& cols_a, const Columns& cols_b, const std::string& prefix) {
     std::map<int64_t, size_t> at_b;
@@ -178,6 +184,7 @@ void compare_extras(const Record& a, const Record& b, RecordComparison& c) {
 /// The gradient telemetry of two records at the steps both took a row: each tensor's norm
 /// and the routing, bit for bit (layout-free by construction, SCHEMA.md /telemetry).
 void compare_telemetry(const Record& a, const Record& b, RecordComparison& c) {
+  if (a.telemetry.empty() || b.telemetry.empty()) return;
   std::map<int64_t, const TelemetryRow*> at_b;
   for (const auto& t : b.telemetry) at_b.emplace(t.step, &t);
   for (const auto& ta : a.telemetry) {
@@ -412,7 +419,9 @@ SweepComparison compare_sweep_dirs(const std::string& a, const std::string& b, c
   const std::vector<std::string>&ia = la.ids(), &ib = lb.ids();
   // Each chunk frees ~1,000,000 small blocks and then asks for large ones, which makes
   // glibc sort its fast bins again and again: without fast bins, 100,000 runs compare in
-  // 11 s rather than 14 s (tests/bench/README.md). Set back when done.
+  // 11 s rather than 14 s (tests/bench/README.md). Set back when done. (The `sweep`
+  // command links jemalloc where it was found, SWEEP_ALLOCATOR; then this changes glibc's
+  // malloc, which nothing uses, and does nothing.)
   ::mallopt(M_MXFAST, 0);
   struct FastBinsBack {
     ~FastBinsBack() { ::mallopt(M_MXFAST, 64 * sizeof(size_t) / 4); }  // glibc's default

@@ -270,6 +270,24 @@ TEST(CompareRecords, ListsConfigAndEnvironmentDifferences) {
   EXPECT_EQ(d.find("environment: identical"), std::string::npos) << d;
 }
 
+TEST(DiffMaps, EveryKeyOfEitherSideInKeyOrder) {
+  const std::map<std::string, std::string> a = {{"a", "1"}, {"b", "2"}, {"d", ""}, {"e", "5"}, {"g", "7"}};
+  const std::map<std::string, std::string> b = {{"b", "2"}, {"c", "3"}, {"d", "4"}, {"f", ""}, {"g", "7"}, {"h", "8"}};
+  const auto text = [](const std::vector<ValueDiff>& ds) {
+    std::string out;
+    for (const auto& d : ds) out += d.key + "=" + d.a + "|" + d.b + " ";
+    return out;
+  };
+  // A key one side lacks is listed with "" there, even where the other side's value is "".
+  EXPECT_EQ(text(diff_maps(a, b)), "a=1| c=|3 d=|4 e=5| f=| h=|8 ");
+  // Missing is empty: "f" (absent against "") is no difference.
+  EXPECT_EQ(text(diff_maps(a, b, true)), "a=1| c=|3 d=|4 e=5| h=|8 ");
+  EXPECT_EQ(text(diff_maps(b, a)), "a=|1 c=3| d=4| e=|5 f=| h=8| ");
+  EXPECT_TRUE(diff_maps(a, a).empty());
+  EXPECT_EQ(text(diff_maps({}, {{"x", ""}})), "x=| ");
+  EXPECT_TRUE(diff_maps({}, {{"x", ""}}, true).empty());
+}
+
 TEST(CompareRecords, HundredThousandStepsCompareInOnePass) {
   Record a = make_record(100000), b = a;
   b.steps[99998].loss += 1e-3;
