@@ -191,31 +191,12 @@ TEST_F(DriverE2E, ARandomSearchReplaysInAnotherDirectoryAndAnotherSeedDrawsOther
   for (const auto& [id, r] : runs[0]) EXPECT_EQ(plan6.find(id), std::string::npos) << id;
 }
 
-std::string tpe_search(int seed) {
-  return "name: tpe\n"
-         "base:\n" +
-         sweep_test::tiny_model("  ") +
-         "  train: {steps: 6, micro_batch: 2, schedule: cosine, log_every: 50}\n"
-         "search:\n"
-         "  kind: tpe\n"
-         "  samples: 6\n"
-         "  startup: 2\n"
-         "  parallel: 2\n"
-         "  seed: " +
-         std::to_string(seed) +
-         "\n"
-         "  space:\n"
-         "    train.lr: {loguniform: [1.0e-3, 3.0e-2]}\n"
-         "    train.clip_norm: {uniform: [0.5, 2.0]}\n"
-         "launch: {parallel: 2, slots: 2}\n";
-}
-
 // A tpe search replays: the same file run into two directories, two runs at a time, makes
 // the same decisions and bit-identical runs; another search seed decides otherwise; and a
 // search stopped in the middle of a batch and run again reaches the same decisions and
 // the same bits as the uninterrupted one.
 TEST_F(DriverE2E, ATpeSearchReplaysAndAStoppedOneResumesToTheSameDecisions) {
-  const std::string grid = write("tpe.yaml", tpe_search(5));
+  const std::string grid = write("tpe.yaml", sweep_test::tpe_search_grid(5));
   std::map<std::string, sweep::Record> runs[2];
   std::string logs[2], why;
   ASSERT_TRUE(run_twice(grid, "out", runs, logs, &why)) << why;
@@ -234,9 +215,10 @@ TEST_F(DriverE2E, ATpeSearchReplaysAndAStoppedOneResumesToTheSameDecisions) {
   EXPECT_GE(runs[0].size(), 5u);  // six trials; two may land on one run
   for (const auto& [id, r] : runs[0]) EXPECT_CONTAINS(logs[0], " " + id + " objective=");
   EXPECT_EQ(sweep_test::sweep_bit_difference(runs[0], runs[1]), "");
-  ASSERT_TRUE(
-      sweep_cli({"run", write("tpe6.yaml", tpe_search(6)), "--out", (dir_ / "seed6").string(), "--quiet"}, "tpe6.log")
-          .ok());
+  ASSERT_TRUE(sweep_cli({"run", write("tpe6.yaml", sweep_test::tpe_search_grid(6)), "--out", (dir_ / "seed6").string(),
+                         "--quiet"},
+                        "tpe6.log")
+                  .ok());
   EXPECT_NE(read_file(dir_ / "seed6" / "search.log"), logs[0]);
 
   // Stopped while batch 1 runs, then run again.
@@ -251,21 +233,10 @@ TEST_F(DriverE2E, ATpeSearchReplaysAndAStoppedOneResumesToTheSameDecisions) {
   EXPECT_EQ(sweep_test::sweep_bit_difference(runs[0], resumed), "");
 }
 
-/// Successive halving over a 3 x 3 grid: 18 steps, rungs 9x2 3x6 1x18; every step sleeps
-/// 60 ms (fault.slow_ms: no effect on the bits) so that a stage lasts long enough to be
-/// interrupted; held-out evaluation every 4 steps, so the checkpoints carry evaluations.
-std::string halving_search(const std::string& search = "search:\n  kind: halving\n  min_steps: 2\n  eta: 3\n") {
-  return "name: halving\n"
-         "base:\n" +
-         sweep_test::tiny_model("  ") +
-         "  train: {steps: 18, micro_batch: 2, schedule: cosine, warmup: 2, log_every: 50, eval_every: 4, "
-         "eval_batches: 1}\n"
-         "  data: {eval_fraction: 0.1}\n"
-         "  fault: {slow_ms: 60}\n"
-         "grid:\n"
-         "  train.lr: [1.0e-3, 3.0e-3, 1.0e-2]\n"
-         "  train.clip_norm: [0.5, 1.0, 2.0]\n" +
-         search + "launch: {parallel: 2, slots: 2}\n";
+/// The halving search of the driver's tests: sweep_test::halving_search_grid with steps of
+/// 60 ms, so that a stage lasts long enough to be interrupted.
+std::string halving_search(const std::string& search = sweep_test::kHalvingSearch) {
+  return sweep_test::halving_search_grid(search, 60);
 }
 
 // A halving search replays: run twice with two runs at a time it makes the same decisions
@@ -297,9 +268,15 @@ TEST_F(DriverE2E, AHalvingSearchReplaysAndItsPromotedRunsAreTheRunsTrainedStraig
     // A promoted run resumes from the checkpoint its rung left: its first steps are not
     // trained again.
     const std::string log = read_file(dir_ / "out0" / "runs" / id / "logs" / "rank0.log");
-    if (r.status == "completed") EXPECT_CONTAINS(log, "resumed from the checkpoint after step 6");
-    if (r.steps.back().step >= 6) EXPECT_CONTAINS(log, "resumed from the checkpoint after step 2");
-    if (r.steps.back().step >= 4) EXPECT_FALSE(r.evals.empty()) << id;
+    if (r.status == "completed") {
+      EXPECT_CONTAINS(log, "resumed from the checkpoint after step 6");
+    }
+    if (r.steps.back().step >= 6) {
+      EXPECT_CONTAINS(log, "resumed from the checkpoint after step 2");
+    }
+    if (r.steps.back().step >= 4) {
+      EXPECT_FALSE(r.evals.empty()) << id;
+    }
   }
 
   // The same points as a plain grid, every run trained straight through to step 18.
@@ -355,8 +332,7 @@ TEST_F(DriverE2E, AHalvingSearchReplaysAndItsPromotedRunsAreTheRunsTrainedStraig
 // did, with the same records. With a retry for the class the crash costs one attempt and
 // nothing else.
 TEST_F(DriverE2E, AHalvingSearchRanksARungOnlyOnceEachOfItsTrialsHasItsResult) {
-  std::string text = halving_search();
-  text.replace(text.find("  fault: {slow_ms: 60}\n"), 23, "");  // nothing here needs slow steps
+  const std::string text = sweep_test::halving_search_grid();  // no slow steps needed
   const std::string grid = write("halving.yaml", text);
   std::map<std::string, sweep::Record> straight[1];
   ASSERT_TRUE(sweep_cli({"run", grid, "--out", (dir_ / "straight").string(), "--quiet"}, "straight.log").ok())

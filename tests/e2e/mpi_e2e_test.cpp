@@ -110,7 +110,7 @@ TEST_F(MpiE2E, ZeroStagesAreBitIdenticalAndShrinkMemory) {
 // after the resume point equals the uninterrupted run's bits.
 TEST_F(MpiE2E, ACheckpointResumesOnAnyLayoutOfTheSameGlobalBatch) {
   const std::string ck = ", checkpoint_every: 2, keep_checkpoints: 10";
-  for (const std::string model : {std::string(""), std::string(", moe: {experts: 4, top_k: 2}")}) {
+  for (const std::string& model : {std::string(""), std::string(", moe: {experts: 4, top_k: 2}")}) {
     SCOPED_TRACE(model.empty() ? "dense" : "moe");
     const std::string tag = model.empty() ? "dense" : "moe";
     ASSERT_TRUE(train(tag + "_ref", 1, config(1, 8, model, "")).ok()) << log(tag + "_ref");
@@ -252,7 +252,9 @@ TEST_F(MpiE2E, AKilledOrHungRankEndsTheJobWithinTheTimeout) {
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_FALSE(st.ok()) << fault;
     // A hung rank: its watchdog ends it with sweep-train's documented 4, which mpirun passes on.
-    if (std::string(fault) == "hang") EXPECT_EQ(st.code, 4) << st.describe() << "\n" << log(fault);
+    if (std::string(fault) == "hang") {
+      EXPECT_EQ(st.code, 4) << st.describe() << "\n" << log(fault);
+    }
     // Without the watchdog a hang lasts until ctest's limit; the bound is far from any
     // machine's speed (start-up under load included), the cause is checked by its exit code.
     EXPECT_LT(secs, 90) << fault << ": took " << secs << " s";

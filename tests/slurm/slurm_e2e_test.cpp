@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>  // each search grid made for a launch
 #include <map>
 #include <regex>
 #include <set>
@@ -216,36 +217,22 @@ TEST_F(SlurmE2E, AGridsProgramOnTwoRanksUnderSrun) {
 // at their rungs and promotes them from their checkpoints in later arrays; tpe proposes
 // each batch from the results of the earlier ones.
 TEST_F(SlurmE2E, HalvingAndTpeSearchesThroughArraysDecideAsTheyDoLocally) {
-  const std::string model = sweep_test::tiny_model("  ");
-  const std::map<std::string, std::string> searches = {
+  // The driver's search grids (tests/support/e2e_util.h), each under both launches.
+  const std::map<std::string, std::function<std::string(const std::string&)>> searches = {
       {"halving",
-       "  train: {steps: 18, micro_batch: 2, schedule: cosine, warmup: 2, log_every: 50, eval_every: 4, "
-       "eval_batches: 1}\n"
-       "  data: {eval_fraction: 0.1}\n"
-       "grid:\n"
-       "  train.lr: [1.0e-3, 3.0e-3, 1.0e-2]\n"
-       "  train.clip_norm: [0.5, 1.0, 2.0]\n"
-       "search: {kind: halving, min_steps: 2, eta: 3}\n"},
-      {"tpe",
-       "  train: {steps: 6, micro_batch: 2, schedule: cosine, log_every: 50}\n"
-       "search:\n"
-       "  kind: tpe\n"
-       "  samples: 6\n"
-       "  startup: 2\n"
-       "  parallel: 2\n"
-       "  seed: 5\n"
-       "  space:\n"
-       "    train.lr: {loguniform: [1.0e-3, 3.0e-2]}\n"
-       "    train.clip_norm: {uniform: [0.5, 2.0]}\n"}};
+       [](const std::string& launch) {
+         return sweep_test::halving_search_grid(sweep_test::kHalvingSearch, 0, launch);
+       }},
+      {"tpe", [](const std::string& launch) { return sweep_test::tpe_search_grid(5, launch); }}};
   const std::map<std::string, std::string> launches = {
-      {"local", "launch: {parallel: 2, slots: 2}\n"},
+      {"local", sweep_test::kLocalLaunch},
       {"slurm", "launch: {launcher: slurm, parallel: 2, slurm: {mpi: none, poll_s: 1}}\n"}};
-  for (const auto& [search, body] : searches) {
+  for (const auto& [search, grid_for] : searches) {
     std::map<std::string, std::map<std::string, sweep::Record>> runs;
     std::map<std::string, std::string> logs;
     for (const auto& [launcher, launch] : launches) {
       const std::string name = search + "-" + launcher;
-      const std::string grid = write(name + ".yaml", "name: " + search + "\nbase:\n" + model + body + launch);
+      const std::string grid = write(name + ".yaml", grid_for(launch));
       const fs::path out = dir_ / name;
       ASSERT_TRUE(sweep_cli({"run", grid, "--out", out.string(), "--quiet"}, name + ".log").ok())
           << read_file(dir_ / (name + ".log"));

@@ -60,6 +60,56 @@ inline std::string tiny_model(const std::string& indent = "") {
   return indent + line + "\n";
 }
 
+/// The launch of the search grids below as the driver's own tests run them: two runs at a
+/// time on two slots, locally.
+inline const std::string kLocalLaunch = "launch: {parallel: 2, slots: 2}\n";
+
+/// A TPE search of the tiny model: 6 samples (2 random first), two at a time, search seed
+/// `seed`, over train.lr (log-uniform) and train.clip_norm; `launch` is its launch: line.
+/// The driver's tests replay it locally; the Slurm tests run it through arrays and expect
+/// the local decisions and bits.
+inline std::string tpe_search_grid(int seed, const std::string& launch = kLocalLaunch) {
+  return "name: tpe\n"
+         "base:\n" +
+         tiny_model("  ") +
+         "  train: {steps: 6, micro_batch: 2, schedule: cosine, log_every: 50}\n"
+         "search:\n"
+         "  kind: tpe\n"
+         "  samples: 6\n"
+         "  startup: 2\n"
+         "  parallel: 2\n"
+         "  seed: " +
+         std::to_string(seed) +
+         "\n"
+         "  space:\n"
+         "    train.lr: {loguniform: [1.0e-3, 3.0e-2]}\n"
+         "    train.clip_norm: {uniform: [0.5, 2.0]}\n" +
+         launch;
+}
+
+/// The search: section of halving_search_grid: halving from 2 steps, eta 3.
+inline const std::string kHalvingSearch = "search:\n  kind: halving\n  min_steps: 2\n  eta: 3\n";
+
+/// Successive halving (`search`: the search: section, "" for the plain grid) over a 3 x 3
+/// grid of the tiny model: 18 steps, rungs 9x2 3x6 1x18, held-out evaluation every 4 steps
+/// (so the checkpoints carry evaluations). `slow_ms` > 0 makes every step sleep that long
+/// (fault.slow_ms: no effect on the bits) so that a stage lasts long enough to be
+/// interrupted.
+inline std::string halving_search_grid(const std::string& search = kHalvingSearch, int slow_ms = 0,
+                                       const std::string& launch = kLocalLaunch) {
+  return "name: halving\n"
+         "base:\n" +
+         tiny_model("  ") +
+         "  train: {steps: 18, micro_batch: 2, schedule: cosine, warmup: 2, log_every: 50, eval_every: 4, "
+         "eval_batches: 1}\n"
+         "  data: {eval_fraction: 0.1}\n" +
+         (slow_ms > 0 ? "  fault: {slow_ms: " + std::to_string(slow_ms) + "}\n" : std::string()) +
+         "grid:\n"
+         "  train.lr: [1.0e-3, 3.0e-3, 1.0e-2]\n"
+         "  train.clip_norm: [0.5, 1.0, 2.0]\n" +
+         search + launch;
+}
+
 /// How a command ended (code, signal, ok(), describe()) and what it printed.
 struct CliResult : sweep::ExitStatus {
   std::string out;  ///< stdout and stderr together; from run_cli_split, stdout alone
