@@ -6,6 +6,8 @@
 # /opt/sweep/bin.
 #
 #   containers/build-charliecloud-image.sh OUT_DIR [BUILD_DIR]
+#   containers/build-charliecloud-image.sh --cache-dir    prints the cache directory (below),
+#                                         or nothing when the cache is off; builds nothing
 #
 # OUT_DIR     the image directory (`launch.container: {runtime: charliecloud, image: OUT_DIR,
 #             trainer: /opt/sweep/bin/sweep-train}`); replaced only when its packages change
@@ -29,8 +31,19 @@
 # as a user with unprivileged user namespaces (its unshare mode).
 set -euo pipefail
 
+# The cache directory, "" when there is none (SWEEP_IMAGE_CACHE=none, or no home).
+if [[ -n "${SWEEP_IMAGE_CACHE:-}" ]]; then cache=$SWEEP_IMAGE_CACHE
+elif [[ -n "${XDG_CACHE_HOME:-}" ]]; then cache=$XDG_CACHE_HOME/sweep/charliecloud
+elif [[ -n "${HOME:-}" ]]; then cache=$HOME/.cache/sweep/charliecloud
+else cache=""; fi
+[[ "$cache" == none ]] && cache=""
+if [[ $# -eq 1 && "$1" == --cache-dir ]]; then
+  [[ -z "$cache" ]] || printf '%s\n' "$cache"
+  exit 0
+fi
+
 if [[ $# -lt 1 || $# -gt 2 || "$1" == -* ]]; then
-  echo "usage: $0 OUT_DIR [BUILD_DIR]" >&2
+  echo "usage: $0 OUT_DIR [BUILD_DIR] | --cache-dir" >&2
   exit 2
 fi
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -66,11 +79,6 @@ done
 ((${#sources[@]})) || { echo "$0: no Debian apt sources under /etc/apt" >&2; exit 1; }
 recipe=2  # bump when the mmdebstrap call below changes what it builds
 key=$( (printf '%s\n' "$recipe" "$suite" "$arch" "${pins[@]}"; cat "${sources[@]}") | sha256sum | cut -c1-16)
-if [[ -n "${SWEEP_IMAGE_CACHE:-}" ]]; then cache=$SWEEP_IMAGE_CACHE
-elif [[ -n "${XDG_CACHE_HOME:-}" ]]; then cache=$XDG_CACHE_HOME/sweep/charliecloud
-elif [[ -n "${HOME:-}" ]]; then cache=$HOME/.cache/sweep/charliecloud
-else cache=""; fi  # no home: no cache
-[[ "$cache" == none ]] && cache=""
 holds_key() { [[ -f "$1/opt/sweep/packages.txt" && "$(head -n1 "$1/opt/sweep/packages.txt")" == "key $key" ]]; }
 
 if holds_key "$out"; then

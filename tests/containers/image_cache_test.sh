@@ -13,11 +13,8 @@
 set -euo pipefail
 src=$1 build=$2
 image=$build/charliecloud-image
-if [[ -n "${SWEEP_IMAGE_CACHE:-}" ]]; then cache=$SWEEP_IMAGE_CACHE
-elif [[ -n "${XDG_CACHE_HOME:-}" ]]; then cache=$XDG_CACHE_HOME/sweep/charliecloud
-elif [[ -n "${HOME:-}" ]]; then cache=$HOME/.cache/sweep/charliecloud
-else echo "skipped: no SWEEP_IMAGE_CACHE, XDG_CACHE_HOME or HOME: no cache"; exit 77; fi
-[[ "$cache" == none ]] && { echo "skipped: SWEEP_IMAGE_CACHE=none"; exit 77; }
+cache=$("$src/containers/build-charliecloud-image.sh" --cache-dir)  # the script's own answer
+[[ -n "$cache" ]] || { echo "skipped: the image cache is off (SWEEP_IMAGE_CACHE=none, or no home)"; exit 77; }
 if ! command -v ch-run >/dev/null || ! command -v mmdebstrap >/dev/null; then
   echo "skipped: no ch-run or mmdebstrap"
   exit 77
