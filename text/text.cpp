@@ -1,9 +1,24 @@
 #include "text.h"
 
 #include <algorithm>
+#include <charconv>  // to_chars
 #include <cstdio>
 
 namespace sweep {
+
+void append_exact_double(std::string& out, double v) {
+  // C++17 specifies to_chars with a precision as printf's conversion in the C locale: the
+  // same digits, exponent and spelling of inf and nan (TextTest.ExactDoubleIsPrintfs...).
+  char buf[32];  // "-1.2345678901234567e-308": 24 characters
+  const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 17);
+  out.append(buf, r.ptr);
+}
+
+std::string exact_double(double v) {
+  std::string out;
+  append_exact_double(out, v);
+  return out;
+}
 
 size_t utf8_length(const std::string& s, size_t i) {
   const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };

@@ -1,6 +1,6 @@
 // Small text helpers every library uses for its messages: UTF-8 checks, one-line
-// printable forms of untrusted text, "file:line:col" locations, lists and did-you-mean
-// hints. No dependencies beyond the standard library.
+// printable forms of untrusted text, "file:line:col" locations, lists, did-you-mean
+// hints and exact numbers. No dependencies beyond the standard library.
 #pragma once
 
 #include <cstddef>
@@ -8,6 +8,14 @@
 #include <vector>
 
 namespace sweep {
+
+/// `v` with 17 significant digits, spelled exactly as printf's "%.17g" spells it in the C
+/// locale ("0.10000000000000001", "1e+300", "-inf", "nan"), so that it reads back as the
+/// same double; appended to `out`. Several times faster than snprintf (std::to_chars).
+void append_exact_double(std::string& out, double v);
+
+/// append_exact_double as a string of its own.
+std::string exact_double(double v);
 
 /// Length (1 to 4) of the valid UTF-8 sequence at s[i], or 0 when the bytes there are
 /// not one: overlong forms, UTF-16 surrogates and code points past U+10FFFF are invalid.

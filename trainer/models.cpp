@@ -75,7 +75,8 @@ Models builtin_models() {
   // The decoder's keys are the built-in table's (config/run_config.cpp), not a schema:
   // added past add()'s checks, which keep its kind for it.
   m.specs_.push_back(ModelSpec{ModelSchema{kDecoderKind, "built-in decoder-only transformer", {}},
-                               [](const ModelArgs& a) { return std::make_unique<DecoderModel>(a); }});
+                               [](const ModelArgs& a) { return std::make_unique<DecoderModel>(a); },
+                               /*data=*/{}});
   return m;
 }
 

@@ -2,7 +2,6 @@
 #include "record_header.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
@@ -10,17 +9,11 @@
 #include "data_source.h"    // TokenSource
 #include "environment.h"    // collect_environment
 #include "model_schema.h"   // kDecoderKind
-#include "text.h"           // join
+#include "text.h"           // join, exact_double
 #include "train_options.h"  // TrainOptions
 
 namespace sweep {
 namespace {
-
-std::string format_double(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", x);
-  return buf;
-}
 
 /// This program's path, for the record: `sweep reproduce` starts it again.
 std::string self_path() {
@@ -65,7 +58,7 @@ RecordHeader record_header(const RunFacts& facts) {
         v = "available";
   }
   header.environment.emplace_back("data.source", facts.source->describe());
-  header.environment.emplace_back("data.entropy_floor", format_double(facts.source->entropy_floor()));
+  header.environment.emplace_back("data.entropy_floor", exact_double(facts.source->entropy_floor()));
   if (facts.eval_source) header.environment.emplace_back("data.eval_source", facts.eval_source->describe());
   header.eval = facts.eval_source != nullptr;
   header.moe_layers = facts.moe_layers, header.moe_experts = facts.moe_experts;

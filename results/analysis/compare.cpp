@@ -16,6 +16,7 @@
 
 #include "parallel_for.h"  // the pairs compared on every core
 #include "run_figures.h"   // the objective of each run
+#include "text.h"          // exact_double
 
 namespace sweep {
 namespace {
@@ -261,11 +262,7 @@ RecordComparison compare_records(const Record& a, const Record& b, const Compare
   return c;
 }
 
-std::string exact_number(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
+std::string exact_number(double v) { return exact_double(v); }
 
 std::string verdict_line(const RecordComparison& c) {
   const std::string counts =

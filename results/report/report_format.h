@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "report.h"
+#include "text.h"  // exact_double
 
 namespace sweep::report_fmt {
 
@@ -27,11 +28,7 @@ inline std::string g6(double v) {
 }
 
 /// 17 significant digits: reads back as the same double (JSON, CSV).
-inline std::string g17(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
+inline std::string g17(double v) { return exact_double(v); }
 
 /// True when all of `s` is one number as strtod reads it ("-0.5", "1e-3", "-inf", "nan").
 inline bool csv_number(const std::string& s) {

@@ -130,8 +130,11 @@ void write_run(const Options& o, int i, const std::string& mode) {
   }
   const int64_t per_rank = int64_t(o.params) * 1024 * 4;
   const size_t world = size_t(c.dist.world_size);
-  w.set_memory({std::vector<int64_t>(world, per_rank), std::vector<int64_t>(world, per_rank),
-                std::vector<int64_t>(world, 2 * per_rank)});
+  w.set_memory({std::vector<int64_t>(world, per_rank),
+                std::vector<int64_t>(world, per_rank),
+                std::vector<int64_t>(world, 2 * per_rank),
+                {},
+                {}});  // no peaks
   if (mode == "diverged") {
     log << "non-finite loss at step " << o.steps << "\n";
     w.finish("diverged", "non-finite loss at step " + std::to_string(o.steps));

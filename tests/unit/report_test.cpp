@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "export.h"              // render_export_csv
 #include "export_tensorboard.h"  // crc32c
 #include "paused_child.h"        // PausedChild: the running run is another process
 #include "report_format.h"       // csv_field
@@ -85,6 +86,41 @@ Record make_record(const std::string& id, std::map<std::string, std::string> con
     r.steps.push_back(m);
   }
   return r;
+}
+
+// `sweep export`'s CSV, cell by cell: the varying config key (quoted where it needs it),
+// every recorded column of each step, a program's own figures only where a step has one,
+// held-out rows at their steps, and each double as "%.17g" spells it.
+TEST(RenderExportCsv, EveryRowAndCellOfARun) {
+  Record a = make_record("aa", {{"train.lr", "0.1"}, {"model.kind", "tiny"}}, {2.5, 0.1});
+  Record b = make_record("bb", {{"train.lr", "1,5"}, {"model.kind", "tiny"}}, {-INFINITY});
+  a.steps[0].lr = 1e-3, a.steps[0].grad_norm = NAN, a.steps[0].skipped = 1, a.steps[0].tokens = 64;
+  a.steps[1].tokens_per_s = 1.0 / 3;
+  a.step_extra["acc"] = {NAN, 0.5};
+  a.evals = {{2, 1.25}};
+  a.eval_extra["acc"] = {0.75};
+  SweepRecords sw;
+  sw.runs = {a, b};
+  const std::string lead_a1 = "aa,completed,0.1,1,", lead_a2 = "aa,completed,0.1,2,",
+                    lead_b = "bb,completed,\"1,5\",1,";
+  const auto columns = [](const std::string& lead, const std::vector<std::string>& values) {
+    const char* names[] = {"loss",    "lr",     "grad_norm",   "clip_coef",   "loss_scale",
+                           "skipped", "tokens", "step_time_s", "tokens_per_s"};
+    std::string out;
+    for (size_t i = 0; i < values.size(); ++i) out += lead + names[i] + "," + values[i] + "\r\n";
+    return out;
+  };
+  const std::string expected =
+      "run_id,status,train.lr,step,metric,value\r\n" +
+      columns(lead_a1, {"2.5", "0.001", "nan", "1", "1", "1", "64", "0", "0"}) +
+      columns(lead_a2, {"0.10000000000000001", "0", "0", "1", "1", "0", "0", "0", "0.33333333333333331"}) + lead_a2 +
+      "acc,0.5\r\n" + lead_a2 + "eval_loss,1.25\r\n" + lead_a2 + "eval_acc,0.75\r\n" +
+      columns(lead_b, {"-inf", "0", "0", "1", "1", "0", "0", "0", "0"});
+  EXPECT_EQ(render_export_csv(sw), expected);
+  std::vector<std::string> chunks;  // streamed: the header, then one chunk per run
+  render_export_csv(sw, [&](const std::string& c) { chunks.push_back(c); });
+  ASSERT_EQ(chunks.size(), 3u);
+  EXPECT_EQ(chunks[0] + chunks[1] + chunks[2], expected);
 }
 
 TEST_F(ReportTest, LoadSweepFindsCompletedRunsAndReportsPartialOnes) {
@@ -400,7 +436,7 @@ TEST(BuildReport, GroupsSeedsAndComputesTheirFigures) {
   s.runs.push_back(make_record("b", {{"train.lr", "0.1"}, {"train.seed", "1"}}, {3.0, 3.0, 6.0}));
   s.runs.push_back(make_record("c", {{"train.lr", "0.02"}, {"train.seed", "0"}}, {3.0, 0.5}));
   s.runs[0].steps[0].tokens = 100, s.runs[0].steps[0].step_time_s = 0.5;
-  s.runs[0].memory = {{10, 20}, {1, 2}, {100, 200}};
+  s.runs[0].memory = {{10, 20}, {1, 2}, {100, 200}, {}, {}};  // no step peak or RSS kept
   ReportModel m = build_report("t", s);
   EXPECT_EQ(m.varying, (std::vector<std::string>{"train.lr", "train.seed"}));
   EXPECT_EQ(m.columns, (std::vector<std::string>{"train.lr"}));  // seeds are averaged over

@@ -1,13 +1,23 @@
-// text/text.h: the one UTF-8 validator, printable text, locations, join, did-you-mean.
+// text/text.h: the one UTF-8 validator, printable text, locations, join, did-you-mean,
+// exact numbers.
 #include "text.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>    // ldexp, isnan, INFINITY, NAN
+#include <cstdint>  // uint64_t
+#include <cstdio>   // snprintf
+#include <cstdlib>  // strtod
+#include <cstring>  // memcpy, memcmp
+#include <limits>
+#include <random>  // mt19937_64: a fixed sequence of bit patterns
 #include <string>
 #include <vector>
 
+using sweep::append_exact_double;
 using sweep::closest_key;
 using sweep::did_you_mean;
+using sweep::exact_double;
 using sweep::join;
 using sweep::printable;
 using sweep::printable_lines;
@@ -88,4 +98,54 @@ TEST(DidYouMean, NamesTheClosestKeyOrNothing) {
   EXPECT_EQ(did_you_mean("train.stesp", keys), " (did you mean 'train.steps'?)");
   EXPECT_EQ(did_you_mean("layrs", {"layers"}, "model."), " (did you mean 'model.layers'?)");
   EXPECT_EQ(did_you_mean("totally.different", keys), "");
+}
+
+// Every exact number sweep writes (CSV, JSON, export, compare's verdicts, the record's
+// header) is spelled as "%.17g" spelled it before: the same text for the same double,
+// files unchanged byte for byte, and each reads back as the double it was.
+TEST(ExactDouble, IsPrintfsSpellingAndReadsBackAsTheSameDouble) {
+  const auto printf17 = [](double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return std::string(buf);
+  };
+  std::vector<double> values = {0.0,
+                                -0.0,
+                                1.0,
+                                0.1,
+                                1.0 / 3,
+                                1e16,
+                                1e17,
+                                123456789012345678.0,
+                                -2.5e-300,
+                                std::numeric_limits<double>::denorm_min(),
+                                -std::numeric_limits<double>::denorm_min(),
+                                std::numeric_limits<double>::min(),
+                                std::numeric_limits<double>::max(),
+                                -std::numeric_limits<double>::max(),
+                                INFINITY,
+                                -INFINITY,
+                                NAN,
+                                -NAN};
+  std::mt19937_64 bits(7);  // any bit pattern: NaN payloads, subnormals, both signs
+  for (int i = 0; i < 200000; ++i) {
+    const uint64_t x = bits();
+    double v;
+    std::memcpy(&v, &x, sizeof v);
+    values.push_back(v);
+    values.push_back(std::ldexp(double(x >> 11) / double(uint64_t(1) << 53), int(x % 200) - 100));
+  }
+  for (const double v : values) {
+    const std::string s = exact_double(v);
+    ASSERT_EQ(s, printf17(v));
+    std::string appended = "x,";
+    append_exact_double(appended, v);
+    ASSERT_EQ(appended, "x," + s);
+    const double back = std::strtod(s.c_str(), nullptr);
+    if (std::isnan(v)) {
+      ASSERT_TRUE(std::isnan(back)) << s;
+    } else {
+      ASSERT_EQ(std::memcmp(&back, &v, sizeof v), 0) << s;
+    }
+  }
 }
