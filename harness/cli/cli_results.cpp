@@ -259,17 +259,19 @@ int run_export(const ExportCliOptions& o) {
     check_sweep_dir_target(o.dir, "");
   else if (o.output != "-")
     check_output_file(o.output, "export", "a sweep export (CSV)", "csv", ours);
-  const SweepRecords& sweep = load_sweep_for_process(o.dir);
-  // Written run by run as it is rendered: at 100,000 runs the text is gigabytes.
+  // Read a chunk of runs at a time and written run by run as it is rendered: at 100,000
+  // runs the records are gigabytes, and so is the text.
   if (o.output == "-") {
-    render_export_csv(sweep, [](const std::string& chunk) { std::fwrite(chunk.data(), 1, chunk.size(), stdout); });
-    note_left_out(sweep);
+    const SweepRecords read =
+        export_sweep_csv(o.dir, [](const std::string& chunk) { std::fwrite(chunk.data(), 1, chunk.size(), stdout); });
+    note_left_out(read);
     return 0;
   }
   const std::string out = o.output.empty() ? o.dir + "/export.csv" : o.output;
   if (o.output.empty()) check_output_file(out, "export", "a sweep export (CSV)", "csv", ours);
-  write_file_atomically_streamed(out, [&sweep](const ChunkSink& put) { render_export_csv(sweep, put); });
-  note_left_out(sweep);
+  SweepRecords read;
+  write_file_atomically_streamed(out, [&](const ChunkSink& put) { read = export_sweep_csv(o.dir, put); });
+  note_left_out(read);
   std::printf("export: %s\n", out.c_str());
   return 0;
 }

@@ -424,15 +424,6 @@ SweepComparison compare_sweep_dirs(const std::string& a, const std::string& b, c
     ~FastBinsBack() { ::mallopt(M_MXFAST, 64 * sizeof(size_t) / 4); }  // glibc's default
   } fast_bins_back;
   std::map<std::string, RecordComparison> done;
-  const auto keep_stubs = [](SweepRecords& part, SweepRecords& into) {
-    for (Record& r : part.runs) {
-      Record stub;
-      stub.run_id = std::move(r.run_id), stub.status = std::move(r.status), stub.verified = r.verified;
-      into.runs.push_back(std::move(stub));
-    }
-    for (auto& f : part.failed) into.failed.push_back(std::move(f));
-    for (auto& p : part.problems) into.problems.push_back(std::move(p));
-  };
   for (size_t pa = 0, pb = 0; pa < ia.size() || pb < ib.size();) {
     const size_t ea = std::min(ia.size(), pa + chunk);
     const size_t eb =
@@ -449,7 +440,7 @@ SweepComparison compare_sweep_dirs(const std::string& a, const std::string& b, c
     parallel_for(paired.size(),
                  [&](size_t i) { results[i] = compare_records(*paired[i].first, *paired[i].second, opt); });
     for (size_t i = 0; i < paired.size(); ++i) done.emplace(paired[i].first->run_id, std::move(results[i]));
-    keep_stubs(ca, sa), keep_stubs(cb, sb);
+    keep_stubs(&ca, &sa), keep_stubs(&cb, &sb);
     // Freed on every core, as they were made (one thread freeing what two made spends
     // most of its time in the allocator).
     for (auto* part : {&ca, &cb}) parallel_for(part->runs.size(), [&](size_t i) { part->runs[i] = Record(); });

@@ -360,6 +360,16 @@ void SweepLoader::finish(SweepRecords* out) {
     std::stable_sort(out->runs.begin(), out->runs.end(), by_id);
 }
 
+void keep_stubs(SweepRecords* part, SweepRecords* into) {
+  for (Record& r : part->runs) {
+    Record stub;
+    stub.run_id = std::move(r.run_id), stub.status = std::move(r.status), stub.verified = r.verified;
+    into->runs.push_back(std::move(stub));
+  }
+  for (auto& f : part->failed) into->failed.push_back(std::move(f));
+  for (auto& p : part->problems) into->problems.push_back(std::move(p));
+}
+
 SweepRecords load_sweep(const std::string& dir, const LoadOptions& opt) {
   SweepRecords out;
   SweepLoader loader(dir, opt);

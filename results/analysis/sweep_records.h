@@ -95,6 +95,11 @@ struct LoadOptions {
 
 SweepRecords load_sweep(const std::string& dir, const LoadOptions& opt = {});
 
+/// What a reader that reads a sweep in pieces keeps of a piece it has done with: moves
+/// part's failed runs and problems into `into`, and of each record the run id, status and
+/// verified flag (what pairing runs and counting them read).
+void keep_stubs(SweepRecords* part, SweepRecords* into);
+
 class RecordCache;  // record_cache.h
 
 /// load_sweep in pieces, for a reader that need not hold every record at once (compare of

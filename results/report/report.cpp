@@ -461,35 +461,41 @@ const std::vector<std::string>& layout_keys() {
   return keys;
 }
 
-std::vector<std::string> varying_keys(const std::vector<Record>& runs) {
-  if (runs.empty()) return {};
-  // Each run's config walked beside the first run's (both sorted by key): a key varies when
-  // some run lacks it or gives it another value than the first run does.
-  const auto& first = runs.front().config;
-  std::vector<char> differs(first.size(), 0);
-  std::set<std::string> only_some;  // keys the first run does not set
-  for (size_t i = 1; i < runs.size(); ++i) {
-    auto a = first.begin();
-    auto b = runs[i].config.begin();
-    const auto b_end = runs[i].config.end();
-    for (size_t k = 0; a != first.end() || b != b_end;) {
-      if (b == b_end || (a != first.end() && a->first < b->first)) {
-        differs[k++] = 1, ++a;  // this run lacks it
-      } else if (a == first.end() || b->first < a->first) {
-        only_some.insert(b->first), ++b;
-      } else {
-        if (a->second != b->second) differs[k] = 1;
-        ++k, ++a, ++b;
-      }
+void VaryingKeys::add(const std::map<std::string, std::string>& config) {
+  if (!any_) {
+    any_ = true, first_ = config, differs_.assign(first_.size(), 0);
+    return;
+  }
+  // This config walked beside the first one (both sorted by key): a key varies when some
+  // run lacks it or gives it another value than the first run does.
+  auto a = first_.begin();
+  auto b = config.begin();
+  for (size_t k = 0; a != first_.end() || b != config.end();) {
+    if (b == config.end() || (a != first_.end() && a->first < b->first)) {
+      differs_[k++] = 1, ++a;  // this run lacks it
+    } else if (a == first_.end() || b->first < a->first) {
+      only_some_.insert(b->first), ++b;
+    } else {
+      if (a->second != b->second) differs_[k] = 1;
+      ++k, ++a, ++b;
     }
   }
+}
+
+std::vector<std::string> VaryingKeys::keys() const {
   std::vector<std::string> out;
   size_t k = 0;
-  for (const auto& kv : first)
-    if (differs[k++]) out.push_back(kv.first);
-  out.insert(out.end(), only_some.begin(), only_some.end());
+  for (const auto& kv : first_)
+    if (differs_[k++]) out.push_back(kv.first);
+  out.insert(out.end(), only_some_.begin(), only_some_.end());
   std::sort(out.begin(), out.end());
   return out;
+}
+
+std::vector<std::string> varying_keys(const std::vector<Record>& runs) {
+  VaryingKeys v;
+  for (const Record& r : runs) v.add(r.config);
+  return v.keys();
 }
 
 namespace {

@@ -4,6 +4,8 @@
 
 #include <cmath>  // NAN
 #include <cstdint>
+#include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +19,21 @@ namespace sweep {
 
 /// Config keys whose canonical value differs between at least two runs, in key order.
 std::vector<std::string> varying_keys(const std::vector<Record>& runs);
+
+/// varying_keys one run at a time, for a reader that never holds every run (export).
+class VaryingKeys {
+ public:
+  /// One more run's config.
+  void add(const std::map<std::string, std::string>& config);
+  /// The keys that vary over the configs added so far, in key order.
+  std::vector<std::string> keys() const;
+
+ private:
+  bool any_ = false;
+  std::map<std::string, std::string> first_;  // the first run's config, what the others are held against
+  std::vector<char> differs_;                 // per key of first_: some run lacks it or gives another value
+  std::set<std::string> only_some_;           // keys the first run does not set
+};
 
 /// The natural order of config values: numbers as numbers (1e-3 before 0.01) and before
 /// everything else, which compares as text.

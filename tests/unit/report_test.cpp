@@ -123,6 +123,50 @@ TEST(RenderExportCsv, EveryRowAndCellOfARun) {
   EXPECT_EQ(chunks[0] + chunks[1] + chunks[2], expected);
 }
 
+/// What an export says beyond its rows: the failed runs' words and problems, and each
+/// exported run's id and verified flag.
+std::string export_notes(const SweepRecords& s) {
+  std::string t;
+  for (const auto& r : s.runs) t += r.run_id + (r.verified ? " v\n" : " u\n");
+  for (const auto& f : s.failed) t += "failed " + f.run_id + " " + f.status + " " + f.problem + "\n";
+  for (const auto& p : s.problems) t += "problem " + p + "\n";
+  return t;
+}
+
+// export_sweep_csv reads a chunk of run directories at a time, twice: whatever the chunk,
+// it writes what rendering the sweep read whole writes, chunk by chunk as it goes, and
+// says the same of what it left out; also where a run directory is not named by a run id
+// (the sweep is then read whole).
+TEST(ExportSweepCsv, ReadInChunksItWritesWhatTheWholeReadWrites) {
+  sweep_test::TempDir tmp("export_sweep_csv_");
+  const std::string dir = (tmp.path() / "s").string();
+  ASSERT_EQ(std::system((std::string(SWEEP_BIN_DIR "/make_records") + " --out " + dir +
+                         " --runs 60 --steps 5 --diverged 2 --failed 3 >/dev/null")
+                            .c_str()),
+            0);
+  const SweepRecords before = load_sweep(dir);
+  ASSERT_EQ(before.runs.size(), 60u);  // (and 3 failed)
+  std::filesystem::resize_file(before.runs[20].path, std::filesystem::file_size(before.runs[20].path) / 2);
+  for (const bool renamed : {false, true}) {
+    if (renamed)  // a directory whose name is not a run id
+      std::filesystem::rename(std::filesystem::path(before.runs[30].path).parent_path(),
+                              std::filesystem::path(dir) / "runs" / "not-an-id");
+    const SweepRecords whole = load_sweep(dir, {false});
+    const std::string expected = render_export_csv(whole);
+    EXPECT_EQ(whole.runs.size(), 59u);                        // the damaged one is left out
+    EXPECT_NE(expected.find("train.lr"), std::string::npos);  // a config key varies
+    for (size_t chunk : {1, 7, 2048}) {
+      std::string text;
+      size_t pieces = 0;
+      const SweepRecords read = export_sweep_csv(
+          dir, [&](const std::string& c) { text += c, ++pieces; }, chunk);
+      EXPECT_EQ(text, expected) << chunk << (renamed ? " renamed" : "");
+      EXPECT_EQ(pieces, 1 + whole.runs.size()) << chunk;  // the header, then run by run
+      EXPECT_EQ(export_notes(read), export_notes(whole)) << chunk << (renamed ? " renamed" : "");
+    }
+  }
+}
+
 TEST_F(ReportTest, LoadSweepFindsCompletedRunsAndReportsPartialOnes) {
   write_run("run-b", {{"optim.lr", "0.2"}}, {2.0, 1.5});
   write_run("run-a", {{"optim.lr", "0.1"}}, {2.0, 1.0, 0.5});
