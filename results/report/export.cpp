@@ -46,6 +46,7 @@ std::string run_rows(const Record& r, const std::vector<std::string>& keys) {
   // has no row for it.
   const auto extra_cells = [](const std::map<std::string, std::vector<double>>& extra, const std::string& prefix) {
     std::vector<std::pair<std::string, const std::vector<double>*>> cells;
+    cells.reserve(extra.size());
     for (const auto& [name, values] : extra) cells.emplace_back(csv_field(prefix + name), &values);
     return cells;
   };
