@@ -441,9 +441,6 @@ SweepComparison compare_sweep_dirs(const std::string& a, const std::string& b, c
                  [&](size_t i) { results[i] = compare_records(*paired[i].first, *paired[i].second, opt); });
     for (size_t i = 0; i < paired.size(); ++i) done.emplace(paired[i].first->run_id, std::move(results[i]));
     keep_stubs(&ca, &sa), keep_stubs(&cb, &sb);
-    // Freed on every core, as they were made (one thread freeing what two made spends
-    // most of its time in the allocator).
-    for (auto* part : {&ca, &cb}) parallel_for(part->runs.size(), [&](size_t i) { part->runs[i] = Record(); });
     pa = ea, pb = eb;
   }
   la.finish(&sa), lb.finish(&sb);

@@ -16,7 +16,7 @@
 #include <system_error>  // error_code for non-throwing listing
 
 #include "checksum.h"      // run_id_of_config
-#include "parallel_for.h"  // cached records decoded on every core
+#include "parallel_for.h"  // cached records decoded, and chunks freed, on every core
 #include "record_cache.h"  // RecordCache: records read before, not read again
 #include "run_files.h"  // RunLock::holder (is a running record still being written), rank_log_path, accepted_record_digest
 #include "text.h"       // printable
@@ -368,6 +368,10 @@ void keep_stubs(SweepRecords* part, SweepRecords* into) {
   }
   for (auto& f : part->failed) into->failed.push_back(std::move(f));
   for (auto& p : part->problems) into->problems.push_back(std::move(p));
+  // The rest freed on every core, as it was decoded (one thread freeing what two made
+  // spends most of its time in the allocator).
+  parallel_for(part->runs.size(), [&](size_t i) { part->runs[i] = Record(); });
+  *part = SweepRecords();
 }
 
 SweepRecords load_sweep(const std::string& dir, const LoadOptions& opt) {

@@ -97,14 +97,15 @@ SweepRecords load_sweep(const std::string& dir, const LoadOptions& opt = {});
 
 /// What a reader that reads a sweep in pieces keeps of a piece it has done with: moves
 /// part's failed runs and problems into `into`, and of each record the run id, status and
-/// verified flag (what pairing runs and counting them read).
+/// verified flag (what pairing runs and counting them read); the rest of `part` is freed.
 void keep_stubs(SweepRecords* part, SweepRecords* into);
 
 class RecordCache;  // record_cache.h
 
 /// load_sweep in pieces, for a reader that need not hold every record at once (compare of
-/// two sweeps of 100,000 runs): load() any ranges of ids() in order, then finish() once.
-/// load_sweep(dir) is load(0, ids().size()) then finish().
+/// two sweeps of 100,000 runs, export): load() ranges of ids(), then finish() once. A range
+/// may be loaded again (export reads the sweep twice); what finish() adds does not count
+/// it twice. load_sweep(dir) is load(0, ids().size()) then finish().
 class SweepLoader {
  public:
   SweepLoader(const std::string& dir, const LoadOptions& opt = {});
