@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
-#include "e2e_util.h"  // E2eTest, run_cli_split, expect_one_error_line, listing, tiny_model
+#include "e2e_util.h"    // E2eTest, run_cli_split, expect_one_error_line, listing, tiny_model
+#include "small_disk.h"  // SmallDisk: a tmpfs to fill
 
 namespace fs = std::filesystem;
 
@@ -138,6 +140,40 @@ TEST_F(CliGuards, ABadBaselineIsNamedAndNothingIsWritten) {
   const CliResult ok = sweep({"report", d.string(), "--baseline", "dist.world_size=1", "-o", "-"});
   EXPECT_EQ(ok.code, 0) << ok.err;
   EXPECT_CONTAINS(ok.out, "<h2>Differences against dist.world_size=1</h2>");
+}
+
+// An export that the disk cannot hold (it writes a temporary file, then renames it over
+// the old export) fails with the reason, leaves no temporary file and leaves the earlier
+// export as it was; freed space, the same export completes.
+TEST_F(CliGuards, AnExportOntoAFullDiskFailsAndLeavesTheEarlierExportWhole) {
+  const fs::path disk_dir = dir_ / "disk";
+  const sweep_test::SmallDisk disk(disk_dir, "2m");
+  if (!disk.mounted()) GTEST_SKIP() << "cannot mount a 2 MB tmpfs here (" << disk.error() << "); needs root";
+  const std::string make = sweep_test::bin("make_records");
+  for (const auto& [name, runs] : {std::pair<std::string, int>{"small", 5}, {"big", 80}})
+    ASSERT_EQ(
+        sweep_test::run_cli({make, "--out", (work_ / name).string(), "--runs", std::to_string(runs), "--steps", "30"},
+                            dir_ / "logs" / "make.log")
+            .code,
+        0);
+  ASSERT_EQ(sweep({"export", (work_ / "big").string(), "-o", (work_ / "big.csv").string()}).code, 0);
+  const std::string big = read_file(work_ / "big.csv");
+  ASSERT_GT(big.size(), 1100000u);  // more than the disk has left below
+  std::ofstream(disk_dir / "filler", std::ios::binary) << std::string(1000000, '\0');
+  const std::string out = (disk_dir / "e.csv").string();
+  ASSERT_EQ(sweep({"export", (work_ / "small").string(), "-o", out}).code, 0);  // 80 KB
+  const std::string before = read_file(out);
+  ASSERT_EQ(before.rfind("run_id,status,", 0), 0u) << before.substr(0, 100);
+  const CliResult o = sweep({"export", (work_ / "big").string(), "-o", out});
+  EXPECT_EQ(o.code, 1) << o.out << o.err;
+  EXPECT_CONTAINS(o.err, out);
+  EXPECT_CONTAINS(o.err, "No space left on device");
+  EXPECT_TRUE(read_file(out) == before) << "the earlier export changed";
+  EXPECT_EQ(listing(disk_dir), (std::set<std::string>{"e.csv", "filler"}));  // no temporary file left
+  fs::remove(disk_dir / "filler");  // space again: the same export replaces the old one
+  const CliResult again = sweep({"export", (work_ / "big").string(), "-o", out});
+  EXPECT_EQ(again.code, 0) << again.err;
+  EXPECT_TRUE(read_file(out) == big) << "not the export written on the roomy disk";
 }
 
 TEST_F(CliGuards, ReportIntoADirectoryThatIsNotASweepIsRefused) {
