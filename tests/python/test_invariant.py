@@ -127,14 +127,24 @@ VECTOR_SEED, VECTOR_LENGTH = 37, 13
 LEAF_COUNTS = [1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 16]
 
 
+def exact_magnitudes(rng, shape, low_exp, high_exp):
+    """Magnitudes in [2^low_exp, 2^high_exp) made by exactly rounded operations only: a
+    53-bit integer mantissa, scaled by a power of two (ldexp is exact away from the
+    subnormals). No libm or SIMD transcendental (`10.0 ** x` rounds one way on AVX-512 and
+    another on AVX2), so every x86-64 machine writes the same file."""
+    mantissa = rng.integers(1 << 52, 1 << 53, shape, dtype=np.int64).astype(np.float64)  # exact: < 2^53
+    return np.ldexp(mantissa, rng.integers(low_exp, high_exp, shape) - 52)
+
+
 def leaf_values(rng, count):
     """Leaves whose fp32 sums change bits when their order changes: random sign, magnitude
-    1e-3..1e3; element 0 is -0 in every leaf (the sum stays -0), element 1 a mix of +0 and
+    2^-10..2^10; element 0 is -0 in every leaf (the sum stays -0), element 1 a mix of +0 and
     -0, element 2 subnormal."""
-    mags = rng.uniform(1, 2, (count, VECTOR_LENGTH)) * 10.0 ** rng.uniform(-3, 3, (count, VECTOR_LENGTH))
-    v = (np.where(rng.random((count, VECTOR_LENGTH)) < 0.5, -1.0, 1.0) * mags).astype(np.float32)
+    mags = exact_magnitudes(rng, (count, VECTOR_LENGTH), -10, 10)
+    signs = np.where(rng.integers(0, 2, (count, VECTOR_LENGTH)) == 0, -1.0, 1.0)
+    v = (signs * mags).astype(np.float32)  # one correctly rounded narrowing
     v[:, 0] = -0.0
-    v[:, 1] = np.where(rng.random(count) < 0.5, -0.0, 0.0)
+    v[:, 1] = np.where(rng.integers(0, 2, count) == 0, -0.0, 0.0)
     v[:, 2] = rng.integers(-1000, 1000, count).astype(np.float32) * np.float32(2.0 ** -149)
     return v
 
@@ -144,7 +154,7 @@ def make_vectors():
     cases = []
     for n in LEAF_COUNTS:
         leaves = list(leaf_values(rng, n))
-        losses = [float(x) for x in rng.uniform(0, 1e3, n) * 10.0 ** rng.uniform(-6, 6, n)]
+        losses = [float(x) for x in exact_magnitudes(rng, n, -20, 30)]
         layouts = [w for w in range(1, n + 1) if n % w == 0]
         ranges = {(r * n // w, (r + 1) * n // w) for w in layouts for r in range(w)}
         ranges |= {(a, b) for a, b in [(1, n), (0, n - 1), (1, n - 1), (n // 3, 2 * n // 3 + 1), (n // 2, n)]
