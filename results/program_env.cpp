@@ -23,6 +23,22 @@ std::string cpu_model() {
   return "unknown";
 }
 
+/// The widest instruction set among those that change which kernels oneDNN and LibTorch
+/// pick (and so the bits of bf16 and vectorised ops): "amx_bf16", "avx512_bf16",
+/// "avx512", "avx2" or "baseline".
+std::string cpu_isa() {
+  __builtin_cpu_init();
+  std::ifstream in("/proc/cpuinfo");  // AMX has no __builtin_cpu_supports name in GCC 12
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("flags", 0) == 0) break;
+  if ((" " + line + " ").find(" amx_bf16 ") != std::string::npos) return "amx_bf16";
+  if (__builtin_cpu_supports("avx512bf16")) return "avx512_bf16";
+  if (__builtin_cpu_supports("avx512f")) return "avx512";
+  if (__builtin_cpu_supports("avx2")) return "avx2";
+  return "baseline";
+}
+
 std::string env_or_empty(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
@@ -42,16 +58,15 @@ std::vector<std::pair<std::string, std::string>> program_environment_defaults() 
                           "deterministic_algorithms", "onednn", "determinism"})
     env.emplace_back(key, "");
   env.emplace_back("cpu", cpu_model());
+  env.emplace_back("cpu.isa", cpu_isa());
+  env.emplace_back("aten.isa", "");  // LibTorch's kernels: only a program with LibTorch knows
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   env.emplace_back("hosts", host);
   env.emplace_back("rank_hosts", host);  // the writing process's; sweep-train puts every rank's
   struct utsname u;
   if (uname(&u) == 0) env.emplace_back("os", std::string(u.sysname) + " " + u.release + " " + u.machine);
-  for (const char* var :
-       {"PYTHONHASHSEED", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "MKL_NUM_THREADS",
-        "CUBLAS_WORKSPACE_CONFIG", "NCCL_ALGO", "NCCL_PROTO", "CUDA_VISIBLE_DEVICES"})
-    env.emplace_back(std::string("env.") + var, env_or_empty(var));
+  for (const char* var : kNumericsEnv) env.emplace_back(std::string("env.") + var, env_or_empty(var));
   for (const char* key : {"data.entropy_floor", "data.size", "data.mtime_ns", "trainer", "trainer.models"})
     env.emplace_back(key, "");
   // A grid's program's data files (program.data), hashed by the driver: the first as

@@ -13,6 +13,7 @@
 #include "data_file.h"  // identify_data_file
 #include "record.h"
 #include "sweep/record_writer.h"  // program_environment_defaults
+#include "torch_compat.h"         // aten_cpu_isa
 
 namespace sweep {
 namespace {
@@ -91,6 +92,7 @@ std::vector<std::pair<std::string, std::string>> collect_environment(const RunCo
                        : "benchmark: native reduction, nondeterministic algorithms allowed; bits not "
                          "promised");
   env.emplace_back("onednn", at::globalContext().userEnabledMkldnn() ? "on" : "off (SWEEP_ONEDNN=0)");
+  env.emplace_back("aten.isa", compat::aten_cpu_isa());
   // The data file, by its contents: a file rewritten under the same name is another
   // run's data (the driver re-runs a completed run whose data.hash no longer matches).
   if (!cfg.data.path.empty() && (cfg.data.kind == "tokens" || cfg.data.kind == "text" || cfg.data.kind == "hdf5")) {

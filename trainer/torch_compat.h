@@ -2,10 +2,12 @@
 // or a CUDA LibTorch 2.x from an installed PyTorch). Everything else calls these.
 #pragma once
 
+#include <ATen/Version.h>  // show_config
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include <cctype>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -15,6 +17,19 @@
   (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
 namespace sweep::compat {
+
+/// The instruction set LibTorch's vectorised CPU kernels run ("default", "avx2",
+/// "avx512"; ATEN_CPU_CAPABILITY lowers it): their bits can differ from one to the next.
+/// (get_cpu_capability is not exported by every build: read from show_config's line
+/// "CPU capability usage: AVX2".)
+inline std::string aten_cpu_isa() {
+  const std::string config = at::show_config(), tag = "CPU capability usage: ";
+  const size_t at = config.find(tag);
+  if (at == std::string::npos) return "";
+  std::string isa = config.substr(at + tag.size(), config.find('\n', at) - at - tag.size());
+  for (char& ch : isa) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  return isa;
+}
 
 /// Turns autocast on or off for `device` with compute dtype `dtype`; returns a guard
 /// that restores the previous state (and clears the cast cache) when it goes.

@@ -47,6 +47,13 @@ std::string run_id_of_text(const std::string& config_text);
 /// blas, ...): replace a value rather than adding the key twice.
 std::vector<std::pair<std::string, std::string>> program_environment_defaults();
 
+/// The variables that change numerics or placement, each recorded as env.<NAME>. The one
+/// list: python/sweep_record/writer.py's NUMERICS_ENV is checked against it (test_record_writer.py).
+inline constexpr const char* kNumericsEnv[] = {"PYTHONHASHSEED",      "OMP_NUM_THREADS",  "OPENBLAS_NUM_THREADS",
+                                               "OPENBLAS_CORETYPE",   "MKL_NUM_THREADS",  "CUBLAS_WORKSPACE_CONFIG",
+                                               "NCCL_ALGO",           "NCCL_PROTO",       "CUDA_VISIBLE_DEVICES",
+                                               "ATEN_CPU_CAPABILITY", "DNNL_MAX_CPU_ISA", "NPY_DISABLE_CPU_FEATURES"};
+
 /// The health flags every reader would judge of `r` (results/SCHEMA.md: /summary health*),
 /// as attributes to store: set RecordHeader::health_judge to it, and finish() stores them in
 /// a completed or diverged record, so that h5py readers see them too.

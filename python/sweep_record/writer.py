@@ -74,6 +74,9 @@ NUMERICS_ENV = (
     "NCCL_ALGO",
     "NCCL_PROTO",
     "CUDA_VISIBLE_DEVICES",
+    "ATEN_CPU_CAPABILITY",
+    "DNNL_MAX_CPU_ISA",
+    "NPY_DISABLE_CPU_FEATURES",
 )
 
 _STR = h5py.string_dtype(encoding="utf-8")
@@ -117,6 +120,25 @@ def _cpu_name():
     return platform.processor()
 
 
+def _cpu_isa():
+    """The widest instruction set that changes oneDNN's and LibTorch's kernels (and so the
+    bits of bf16 and vectorised ops): results/program_env.cpp's cpu_isa, from the flags."""
+    flags = set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    for name, flag in (("amx_bf16", "amx_bf16"), ("avx512_bf16", "avx512_bf16"), ("avx512", "avx512f"),
+                       ("avx2", "avx2")):
+        if flag in flags:
+            return name
+    return "baseline"
+
+
 def environment_defaults():
     """Every /environment key SCHEMA.md documents, with what this process can tell for sure.
 
@@ -142,6 +164,8 @@ def environment_defaults():
         "onednn": "",
         "determinism": "",
         "cpu": _cpu_name(),
+        "cpu.isa": _cpu_isa(),
+        "aten.isa": "",
         "hosts": socket.gethostname(),
         # One process writes the record: rank 0's host is the one known here.
         "rank_hosts": socket.gethostname(),
@@ -181,6 +205,9 @@ def environment_defaults():
             env["torch_threads"] = str(torch.get_num_threads())
             env["deterministic_algorithms"] = "1" if torch.are_deterministic_algorithms_enabled() else "0"
             env["onednn"] = "on" if torch.backends.mkldnn.enabled else "off"
+            capability = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", None)
+            if capability is not None:  # PyTorch 2.x: "AVX2", "AVX512", "DEFAULT"
+                env["aten.isa"] = str(capability()).lower()
         except Exception:  # an unusual torch build: these stay as they are
             pass
     for name in NUMERICS_ENV:

@@ -220,6 +220,22 @@ std::string g6(double v) {
   return buf;
 }
 
+/// When the bits differ and the runs' instruction sets do too: which, and what it means.
+std::string isa_change_line(const Record& a, const Record& b, const RecordComparison& c) {
+  if (c.same_training()) return "";
+  std::string sides;
+  for (const char* key : {"cpu.isa", "aten.isa"}) {
+    const std::string va = a.env(key), vb = b.env(key);
+    if (va.empty() || vb.empty() || va == vb) continue;
+    sides += std::string(sides.empty() ? "" : ", ") + key + " " + va + " -> " + vb;
+  }
+  if (sides.empty()) return "";
+  return "the instruction sets differ (" + sides +
+         "): oneDNN's bf16 kernels and LibTorch's vectorised ones are chosen by the instruction set, so bits "
+         "are promised across machines only with SWEEP_ONEDNN=0 and the same ATEN_CPU_CAPABILITY "
+         "(docs/design.md, Instruction sets)";
+}
+
 }  // namespace
 
 int64_t RecordComparison::divergent_step() const {
@@ -259,6 +275,7 @@ RecordComparison compare_records(const Record& a, const Record& b, const Compare
                      (fa == fb ? fa : fa + " vs " + fb) + " (" + ha + " -> " + hb + "): the contents of the " +
                      (prefix == "data." ? "data file" : "held-out data file") + " changed";
   }
+  c.isa_change = isa_change_line(a, b, c);
   return c;
 }
 
@@ -331,6 +348,7 @@ std::vector<std::string> detail_lines(const RecordComparison& c) {
     out.push_back(c.objective_name + ": " + g6(c.objective_a) + " vs " + g6(c.objective_b));
   auto show = [](const std::string& v) { return v.empty() ? std::string("(unset)") : v; };
   if (!c.data_change.empty()) out.push_back(c.data_change);
+  if (!c.isa_change.empty()) out.push_back(c.isa_change);
   for (const auto& d : c.config) out.push_back("config " + d.key + ": " + show(d.a) + " -> " + show(d.b));
   for (const auto& d : c.environment) out.push_back("environment " + d.key + ": " + show(d.a) + " -> " + show(d.b));
   if (c.environment.empty()) out.push_back("environment: identical");

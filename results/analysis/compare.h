@@ -78,6 +78,10 @@ struct RecordComparison {
   /// "" or one line naming the data file when the two runs read different contents
   /// (environment data.hash): the first cause to suspect.
   std::string data_change;
+  /// "" or one line when the two runs' bits differ and they ran on other instruction sets
+  /// (environment cpu.isa, aten.isa): oneDNN's bf16 kernels and LibTorch's vectorised ones
+  /// are chosen by it, so their bits are not promised across it.
+  std::string isa_change;
   /// Each run's objective (run_figures.h: final eval loss, else the mean training loss of
   /// its last steps) and what it is ("final eval loss / final train loss" when they differ).
   double objective_a = NAN, objective_b = NAN;

@@ -392,6 +392,23 @@ class ContainerKeys(unittest.TestCase):
                     os.environ[k] = v
 
 
+class NumericsVariables(unittest.TestCase):
+    def test_one_list_in_both_languages(self):
+        """writer.py's NUMERICS_ENV is include/sweep/record_writer.h's kNumericsEnv, in its order."""
+        header = os.path.join(os.path.dirname(__file__), "..", "..", "include", "sweep", "record_writer.h")
+        with open(header, encoding="utf-8") as f:
+            text = f.read()
+        block = re.search(r"kNumericsEnv\[\] = \{(.*?)\};", text, re.S)
+        self.assertIsNotNone(block, "kNumericsEnv in " + header)
+        self.assertEqual(tuple(re.findall(r'"([A-Z0-9_]+)"', block.group(1))), sr.NUMERICS_ENV)
+        self.assertIn("ATEN_CPU_CAPABILITY", sr.NUMERICS_ENV)
+
+    def test_instruction_set_is_recorded(self):
+        env = sr.environment_defaults()
+        self.assertIn(env["cpu.isa"], ("amx_bf16", "avx512_bf16", "avx512", "avx2", "baseline"))
+        self.assertIn("env.ATEN_CPU_CAPABILITY", env)
+
+
 # ---------------------------------------------------------------- 4. the digest
 
 class DigestGuardsTheRecord(unittest.TestCase):

@@ -270,6 +270,23 @@ TEST(CompareRecords, ListsConfigAndEnvironmentDifferences) {
   EXPECT_EQ(d.find("environment: identical"), std::string::npos) << d;
 }
 
+TEST(CompareRecords, BitsThatDifferAcrossInstructionSetsSaySo) {
+  Record a = make_record(3), b = make_record(3);
+  a.environment["cpu.isa"] = "avx512_bf16", b.environment["cpu.isa"] = "avx2";
+  a.environment["aten.isa"] = b.environment["aten.isa"] = "avx2";
+  // The same bits on both: the instruction sets are an environment difference, no cause.
+  RecordComparison same = compare_records(a, b);
+  EXPECT_TRUE(same.bitwise());
+  EXPECT_EQ(same.isa_change, "");
+  b.steps[1].loss += 1e-9;
+  RecordComparison c = compare_records(a, b);
+  EXPECT_EQ(c.isa_change.rfind("the instruction sets differ (cpu.isa avx512_bf16 -> avx2): ", 0), 0) << c.isa_change;
+  EXPECT_CONTAINS(joined(detail_lines(c)), c.isa_change + "\n");
+  // One side that cannot tell (a program's writer leaves aten.isa empty) is no difference.
+  a.environment["cpu.isa"] = "avx2", a.environment["aten.isa"] = "";
+  EXPECT_EQ(compare_records(a, b).isa_change, "");
+}
+
 TEST(DiffMaps, EveryKeyOfEitherSideInKeyOrder) {
   const std::map<std::string, std::string> a = {{"a", "1"}, {"b", "2"}, {"d", ""}, {"e", "5"}, {"g", "7"}};
   const std::map<std::string, std::string> b = {{"b", "2"}, {"c", "3"}, {"d", "4"}, {"f", ""}, {"g", "7"}, {"h", "8"}};
