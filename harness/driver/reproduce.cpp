@@ -37,9 +37,7 @@ std::string bound_dir(const std::string& run_dir) {
 }
 
 std::string read_tail(const std::string& path, size_t max_bytes) {
-  std::ifstream in(path, std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return text.size() > max_bytes ? text.substr(text.size() - max_bytes) : text;
+  return read_file_tail(path, max_bytes);  // regular files only, never blocking
 }
 
 }  // namespace

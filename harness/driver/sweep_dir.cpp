@@ -61,8 +61,11 @@ void write_run_state(const std::string& dir, RunState s) {
     << "attempts: " << s.attempts << "\n"
     << "updated: " << s.updated << "\n"
     << "detail: " << detail << "\n";
-  if (!s.digest.empty() && (s.state == "completed" || s.state == "stopped" || s.state == "diverged"))
-    o << "digest: " << s.digest << "\n";
+  const bool accepted = !s.digest.empty() && (s.state == "completed" || s.state == "stopped" || s.state == "diverged");
+  if (accepted) o << "digest: " << s.digest << "\n";
+  // What the driver accepted, also outside the run directory (which the run's program may
+  // write): accepted/<id>, with the hash of the record's bytes. Gone while it runs again.
+  write_accepted_record(dir, accepted ? s.digest : "");
   write_file_atomically(dir + "/state", o.str());
 }
 
@@ -129,6 +132,8 @@ RunState run_state_of(const std::string& dir, const RunFiles& files, SweepIndex*
     else if (k == "digest")
       s.digest = v;
   }
+  // The digest kept outside the run directory, where the run's program cannot write, wins.
+  if (const AcceptedRecord a = read_accepted_record(dir); !a.digest.empty()) s.digest = a.digest;
   // The record is the truth: a driver killed between the rename and its state write
   // leaves a stale "running"; a record deleted, truncated or changed after completion
   // leaves a stale "completed".

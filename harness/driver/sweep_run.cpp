@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 
 #include "atomic_file.h"    // write_file_atomically
 #include "launcher_log.h"   // launcher_finding, launcher_lost_host
@@ -34,11 +35,7 @@ bool supervisor_note(const std::string& line) {
 /// The last non-empty line of a text file within its last 64 KiB (supervisor notes left
 /// out), or "".
 std::string last_line(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return "";
-  constexpr std::streamoff kTail = std::streamoff{64} * 1024;
-  const std::streamoff size = in.tellg();
-  in.seekg(size > kTail ? size - kTail : 0);
+  std::istringstream in(read_file_tail(path, size_t{64} * 1024));  // regular files only, never blocking
   std::string line, last;
   while (std::getline(in, line))
     if (!line.empty() && !supervisor_note(line)) last = line;

@@ -1,17 +1,13 @@
 #include "launcher_log.h"
 
-#include <fstream>
 #include <regex>
+
+#include "run_files.h"  // read_file_tail
 
 namespace sweep {
 
 std::string latest_attempt_output(const std::string& log_path) {
-  std::ifstream in(log_path, std::ios::binary | std::ios::ate);
-  if (!in) return "";
-  constexpr std::streamoff kTail = std::streamoff{64} * 1024;
-  const std::streamoff size = in.tellg();
-  in.seekg(size > kTail ? size - kTail : 0);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = read_file_tail(log_path, size_t{64} * 1024);  // regular files only, never blocking
   const auto at = text.rfind("=== sweep: attempt ");
   return at == std::string::npos ? text : text.substr(at);
 }

@@ -28,16 +28,11 @@ namespace fs = std::filesystem;
 
 // Enough of a log to show the error and what led to it, without pasting a whole run.
 constexpr size_t kLogTailLines = 15;
-constexpr std::streamoff kLogTailBytes = 4096;
+constexpr size_t kLogTailBytes = 4096;
 
 std::string log_tail(const fs::path& log) {
-  std::ifstream in(log, std::ios::binary);
-  if (!in) return "";
-  in.seekg(0, std::ios::end);
-  const std::streamoff from = std::max<std::streamoff>(0, std::streamoff(in.tellg()) - kLogTailBytes);
-  in.seekg(from);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (from > 0) text.erase(0, text.find('\n') + 1);  // the first line was cut by the seek
+  std::string text = read_file_tail(log.string(), kLogTailBytes + 1);   // a FIFO or a device: no tail
+  if (text.size() > kLogTailBytes) text.erase(0, text.find('\n') + 1);  // the first line was cut
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
   if (text.empty()) return text;
   size_t cut = text.size();

@@ -15,12 +15,15 @@
 #include <stdexcept>
 #include <vector>
 
+#include "record_cache.h"  // user_key, siphash24
+#include "run_files.h"     // read_file_tail
+
 namespace fs = std::filesystem;
 
 namespace sweep {
 namespace {
 
-constexpr const char* kCacheMagic = "sweep-data-hash 1";
+constexpr const char* kCacheMagic = "sweep-data-hash 2";
 
 int64_t ns(const struct timespec& t) { return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec; }
 
@@ -35,6 +38,17 @@ std::string stat_key(const struct stat& st) {
   std::ostringstream k;
   k << st.st_dev << ' ' << st.st_ino << ' ' << st.st_size << ' ' << ns(st.st_mtim) << ' ' << ns(st.st_ctim);
   return k.str();
+}
+
+/// The tag that vouches for an entry: SipHash-2-4 under the user's key (record_cache.h)
+/// over its path, stat key and hash, so an entry rewritten by anyone without the key (a
+/// run's program, another user) is not taken. "" when there is no key: nothing is cached.
+std::string entry_tag(const std::string& path, const std::string& key, const std::string& hash) {
+  std::string why;
+  const std::string k = user_key(&why);
+  if (k.size() != 16) return "";
+  const std::string msg = std::string(kCacheMagic) + '\n' + path + '\n' + key + '\n' + hash + '\n';
+  return hex(siphash24(reinterpret_cast<const unsigned char*>(k.data()), msg.data(), msg.size()));
 }
 
 }  // namespace
@@ -89,11 +103,13 @@ DataFileId identify_data_file(const std::string& path, const std::string& cache_
   const std::string entry =
       cache_dir.empty() ? "" : cache_dir + "/data-" + hex(XXH3_64bits(id.path.data(), id.path.size())) + ".txt";
   if (!entry.empty()) {
-    std::ifstream in(entry);
-    std::string magic, cached_path, cached_key, cached_hash;
+    // A regular file of ours, read without blocking (a FIFO or device there is no entry).
+    std::istringstream in(read_file_tail(entry, 1 << 16));
+    std::string magic, cached_path, cached_key, cached_hash, cached_tag;
     if (std::getline(in, magic) && magic == kCacheMagic && std::getline(in, cached_path) &&
-        std::getline(in, cached_key) && std::getline(in, cached_hash) && cached_path == id.path && cached_key == key &&
-        cached_hash.rfind("xxh3:", 0) == 0 && cached_hash.size() == 21) {
+        std::getline(in, cached_key) && std::getline(in, cached_hash) && std::getline(in, cached_tag) &&
+        cached_path == id.path && cached_key == key && cached_hash.rfind("xxh3:", 0) == 0 && cached_hash.size() == 21 &&
+        !cached_tag.empty() && cached_tag == entry_tag(id.path, key, cached_hash)) {
       ::close(fd);
       id.hash = cached_hash;
       return id;
@@ -108,14 +124,23 @@ DataFileId identify_data_file(const std::string& path, const std::string& cache_
   ::close(fd);
   // Only what was read is cached: a file changed while it was hashed keeps no entry.
   struct stat after {};
-  if (!entry.empty() && ::stat(id.path.c_str(), &after) == 0 && stat_key(after) == key) {
+  const std::string tag = entry.empty() ? "" : entry_tag(id.path, key, id.hash);
+  if (!tag.empty() && ::stat(id.path.c_str(), &after) == 0 && stat_key(after) == key) {
     fs::create_directories(cache_dir, ec);
     const std::string tmp = entry + ".tmp." + std::to_string(::getpid());
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      out << kCacheMagic << '\n' << id.path << '\n' << key << '\n' << id.hash << '\n';
+    const std::string text =
+        std::string(kCacheMagic) + '\n' + id.path + '\n' + key + '\n' + id.hash + '\n' + tag + '\n';
+    try {  // created exclusively: nothing planted at the name is opened or followed
+      const int out = create_exclusive(tmp);
+      struct Closer {
+        int fd;
+        ~Closer() { ::close(fd); }
+      } closer{out};
+      write_all(out, text.data(), text.size(), tmp);
+      if (std::rename(tmp.c_str(), entry.c_str()) != 0) std::remove(tmp.c_str());
+    } catch (const std::exception&) {
+      std::remove(tmp.c_str());  // a cache entry is only a shortcut: the hash stands without it
     }
-    if (std::rename(tmp.c_str(), entry.c_str()) != 0) std::remove(tmp.c_str());
   }
   return id;
 }

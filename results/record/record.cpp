@@ -1159,6 +1159,17 @@ Record read_record(const std::string& path) {
                         " exists (re-run the point to complete it)");
     throw RecordError(path + ": no such record");
   }
+  // A run's record is checked byte for byte against what the driver accepted before any
+  // HDF5 code parses it: a flipped bit can crash the HDF5 library, not only fail the digest.
+  const std::string run_dir =
+      path.size() > 10 && path.compare(path.size() - 10, 10, "/record.h5") == 0 ? path.substr(0, path.size() - 10) : "";
+  if (const AcceptedRecord a = run_dir.empty() ? AcceptedRecord{} : read_accepted_record(run_dir); !a.bytes.empty()) {
+    if (const std::string now = file_bytes_hash(path); now != a.bytes)
+      throw RecordError(path + ": integrity check failed: its bytes are not those the driver accepted (" + a.bytes +
+                        ", now " + now +
+                        "); the file was changed or damaged after the run completed; move it "
+                        "aside and re-run the point");
+  }
   Record r = read_record_unverified(path);
   // Version 1 records predate the digest: they are read as they are, marked unverified.
   if (r.schema_version >= 2) {

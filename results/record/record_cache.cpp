@@ -209,7 +209,8 @@ void put_identity(char* h, const FileIdentity& f) {
 /// The key file's text if `path` is the user's own regular file of mode 0600 holding a
 /// key; "" with `*why` otherwise (ENOENT in `*err` when there is none).
 std::string read_key_file(const std::string& path, std::string* why, int* err) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  // Non-blocking: a FIFO planted here is refused by the fstat below, not waited on.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     *err = errno;
     *why = path + ": " + std::strerror(errno);

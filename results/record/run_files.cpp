@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,6 +14,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -75,6 +77,27 @@ std::string regular_file_problem(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0) return std::strerror(errno);
   if (S_ISREG(st.st_mode)) return "";
   return "is " + kind_of(st.st_mode) + ", not a regular file";
+}
+
+std::string read_file_tail(const std::string& path, size_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return "";
+  std::string text;
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    const off_t size = st.st_size, from = size > off_t(max_bytes) ? size - off_t(max_bytes) : 0;
+    text.resize(size_t(size - from));
+    size_t got = 0;
+    while (got < text.size()) {
+      const ssize_t n = ::pread(fd, text.data() + got, text.size() - got, from + off_t(got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;  // shorter than fstat said (truncated meanwhile): what was there
+      got += size_t(n);
+    }
+    text.resize(got);
+  }
+  ::close(fd);
+  return text;
 }
 
 namespace {
@@ -244,9 +267,9 @@ std::map<std::string, std::string> read_state_fields(const std::string& run_dir)
   const std::string path = run_dir + "/state";
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 16)) return out;
-  std::ifstream in(path);
+  std::istringstream in(read_file_tail(path, 1 << 16));  // swapped for a FIFO meanwhile: empty
   std::string line;
-  if (!in || !std::getline(in, line) || line != kStateMagicLine) return out;
+  if (!std::getline(in, line) || line != kStateMagicLine) return out;
   while (std::getline(in, line)) {
     const size_t colon = line.find(": ");
     if (colon != std::string::npos) out[line.substr(0, colon)] = line.substr(colon + 2);
@@ -254,7 +277,93 @@ std::map<std::string, std::string> read_state_fields(const std::string& run_dir)
   return out;
 }
 
+std::string accepted_record_path(const std::string& run_dir) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(run_dir).lexically_normal();
+  const fs::path run = dir.filename().empty() ? dir.parent_path() : dir;
+  if (run.parent_path().filename() != "runs" || run.filename().empty()) return "";
+  return (run.parent_path().parent_path() / kAcceptedDir / run.filename()).string();
+}
+
+AcceptedRecord read_accepted_record(const std::string& run_dir) {
+  AcceptedRecord a;
+  const std::string path = accepted_record_path(run_dir);
+  if (path.empty()) return a;
+  std::istringstream in(read_file_tail(path, 1 << 12));
+  std::string line;
+  if (!std::getline(in, line) || line != kAcceptedMagicLine) return a;
+  while (std::getline(in, line)) {
+    if (line.rfind("digest: ", 0) == 0) a.digest = line.substr(8);
+    if (line.rfind("bytes: ", 0) == 0) a.bytes = line.substr(7);
+  }
+  if (a.digest.empty()) a.bytes.clear();
+  return a;
+}
+
+std::string file_bytes_hash(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) throw RecordError(path + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw RecordError(path + ": not a regular file");
+  }
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  std::vector<char> buf(size_t{1} << 20);
+  int err = 0;
+  for (;;) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n > 0) XXH3_64bits_update(state, buf.data(), size_t(n));
+    if (n == 0 || (n < 0 && errno != EINTR)) {
+      err = n < 0 ? errno : 0;
+      break;
+    }
+  }
+  const unsigned long long h = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  ::close(fd);
+  if (err) throw RecordError(path + ": " + std::strerror(err));
+  char text[64];
+  std::snprintf(text, sizeof text, "xxh3:%016llx %lld", h, static_cast<long long>(st.st_size));
+  return text;
+}
+
+void write_accepted_record(const std::string& run_dir, const std::string& digest) {
+  namespace fs = std::filesystem;
+  const std::string path = accepted_record_path(run_dir);
+  if (path.empty()) return;
+  std::error_code ec;
+  if (digest.empty()) {
+    fs::remove(path, ec);
+    return;
+  }
+  const std::string dir = fs::path(path).parent_path().string();
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) throw RecordError(dir + ": " + std::strerror(errno));
+  check_real_directory(dir);
+  const std::string text = std::string(kAcceptedMagicLine) + "\ndigest: " + digest +
+                           "\nbytes: " + file_bytes_hash(run_dir + "/record.h5") + "\n";
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  ::unlink(tmp.c_str());
+  const int fd = create_exclusive(tmp);
+  try {
+    write_all(fd, text.data(), text.size(), tmp);
+    if (::fsync(fd) != 0) throw RecordError(tmp + ": " + std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    throw RecordError(path + ": " + why);
+  }
+}
+
 std::string accepted_record_digest(const std::string& run_dir) {
+  if (AcceptedRecord a = read_accepted_record(run_dir); !a.digest.empty()) return a.digest;
   const auto fields = read_state_fields(run_dir);
   const auto it = fields.find("digest");
   return it == fields.end() ? "" : it->second;

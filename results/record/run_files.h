@@ -88,6 +88,12 @@ void check_run_entries(const std::string& run_dir);
 /// the path, so a FIFO cannot block the caller.
 std::string regular_file_problem(const std::string& path);
 
+/// At most the last `max_bytes` of `path` when it is a regular file (following links);
+/// "" when it is missing, unreadable or anything else (a FIFO, /dev/zero, a directory).
+/// Opened non-blocking and checked after the open, so a file a program swaps in can
+/// neither block the reader nor make it read without end.
+std::string read_file_tail(const std::string& path, size_t max_bytes);
+
 /// Opens `path` for writing, created exclusively (O_EXCL: fails when anything, even a
 /// dangling symbolic link, is there) with mode 0644. Returns the fd; throws RecordError
 /// with the errno text.
@@ -106,12 +112,31 @@ void sync_path(const std::string& path);
 /// regular file, or not of this form.
 std::map<std::string, std::string> read_state_fields(const std::string& run_dir);
 inline constexpr const char* kStateMagicLine = "sweep-run-state 1";
+inline constexpr const char* kAcceptedMagicLine = "sweep-accepted 1";
+inline constexpr const char* kAcceptedDir = "accepted";
 
-/// The digest of the record the driver accepted for run directory `run_dir`, as it noted
-/// it in runs/<id>/state when the run completed ("digest: xxh64:..."), or "" when it noted
-/// none (a sweep directory of an older version, a run not completed by a driver). A
+/// The digest of the record the driver accepted for run directory `run_dir`, or "" when it
+/// noted none (a sweep directory of an older version, a run not completed by a driver). A
 /// record.h5 whose digest differs (or that has none) is not the record the run ended with.
+/// Read from the sweep's accepted/<id> (outside the run directory, which the run's program
+/// may write), else from the digest line of runs/<id>/state (sweeps of earlier versions).
 std::string accepted_record_digest(const std::string& run_dir);
+
+/// What the driver accepted for a run, kept in <sweep>/accepted/<id>: the record's digest
+/// and the hash of its bytes ("xxh3:<16 hex> <size>"), so a reader checks the bytes before
+/// any HDF5 code parses them (a flipped bit can crash the HDF5 library itself).
+struct AcceptedRecord {
+  std::string digest, bytes;
+};
+/// <sweep>/accepted/<id> for a run directory <sweep>/runs/<id>; "" for any other directory.
+std::string accepted_record_path(const std::string& run_dir);
+/// What accepted_record_path holds; empty fields when it is missing or not of this form.
+AcceptedRecord read_accepted_record(const std::string& run_dir);
+/// Notes `digest` and the hash of run_dir/record.h5's bytes as accepted (atomically);
+/// with an empty digest, removes the note. A run directory outside runs/ has none.
+void write_accepted_record(const std::string& run_dir, const std::string& digest);
+/// "xxh3:<16 hex> <size>" of the regular file `path`'s bytes; throws RecordError.
+std::string file_bytes_hash(const std::string& path);
 
 /// The current UTC time as 2024-01-31T12:00:00Z.
 std::string utc_now();

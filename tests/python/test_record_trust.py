@@ -173,6 +173,7 @@ class Trust(unittest.TestCase):
             lines = [ln for ln in f if not ln.startswith("digest: ")]
         with open(state, "w", encoding="utf-8") as f:
             f.writelines(lines)
+        os.remove(os.path.join(out, "accepted", rid))  # a version before accepted/ noted none there either
         record = os.path.join(d, "record.h5")
         with h5py.File(record, "r+") as f:
             f.attrs["schema_version"] = np.int64(1)

@@ -11,7 +11,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "temp_dir.h"  // TempDirTest
+#include "record_cache.h"  // user_key, siphash24
+#include "temp_dir.h"      // TempDirTest
 
 namespace sweep {
 namespace {
@@ -41,17 +42,41 @@ TEST_F(DataFile, HashesTheContentsAndCachesTheResult) {
   EXPECT_EQ(id.path, fs::canonical(path).string());
   EXPECT_EQ(id.size, 14);
   EXPECT_EQ(id.hash, xxh3("hello, tokens\n"));
-  // The cache is what answers next time: a planted hash in it comes back unchanged.
+  // The cache is what answers next time: a hash planted with a tag under the user's key
+  // comes back unchanged.
   ASSERT_EQ(std::distance(fs::directory_iterator(cache), fs::directory_iterator()), 1);
   const fs::path entry = fs::directory_iterator(cache)->path();
   std::ifstream in(entry);
-  std::string magic, p, key, hash;
-  std::getline(in, magic), std::getline(in, p), std::getline(in, key), std::getline(in, hash);
+  std::string magic, p, key, hash, tag;
+  std::getline(in, magic), std::getline(in, p), std::getline(in, key), std::getline(in, hash), std::getline(in, tag);
   in.close();
   EXPECT_EQ(hash, id.hash);
-  std::ofstream(entry, std::ios::trunc) << magic << '\n' << p << '\n' << key << '\n' << "xxh3:00000000000000aa\n";
-  EXPECT_EQ(identify_data_file(path, cache).hash, "xxh3:00000000000000aa");
+  std::string why;
+  const std::string user = user_key(&why);
+  ASSERT_EQ(user.size(), 16u) << why;
+  const std::string planted = "xxh3:00000000000000aa";
+  const std::string msg = magic + '\n' + p + '\n' + key + '\n' + planted + '\n';
+  char keyed[24];
+  std::snprintf(keyed, sizeof keyed, "%016llx",
+                static_cast<unsigned long long>(
+                    siphash24(reinterpret_cast<const unsigned char*>(user.data()), msg.data(), msg.size())));
+  std::ofstream(entry, std::ios::trunc) << magic << '\n'
+                                        << p << '\n'
+                                        << key << '\n'
+                                        << planted << '\n'
+                                        << keyed << '\n';
+  EXPECT_EQ(identify_data_file(path, cache).hash, planted);
   EXPECT_EQ(identify_data_file(path, "").hash, id.hash);  // no cache: read again
+  // Rewritten by someone without the key (the stat key and an old tag kept, another
+  // hash): not taken; the file is hashed again and the entry made anew.
+  std::ofstream(entry, std::ios::trunc) << magic << '\n' << p << '\n' << key << '\n' << planted << '\n' << tag << '\n';
+  EXPECT_EQ(identify_data_file(path, cache).hash, id.hash);
+  // Nor is an entry of the earlier form, with no tag at all, nor a FIFO in its place.
+  std::ofstream(entry, std::ios::trunc) << "sweep-data-hash 1\n" << p << '\n' << key << '\n' << planted << '\n';
+  EXPECT_EQ(identify_data_file(path, cache).hash, id.hash);
+  fs::remove(entry);
+  ASSERT_EQ(::mkfifo(entry.c_str(), 0600), 0);
+  EXPECT_EQ(identify_data_file(path, cache).hash, id.hash);  // returns: the FIFO is not waited on
 }
 
 TEST_F(DataFile, ARewriteWithTheMtimeSetBackIsSeen) {

@@ -364,6 +364,15 @@ TEST_F(SweepRunTest, TheIndexAnswersForAnUnchangedRecordAndNeverForAChangedOne) 
   EXPECT_EQ(after.mtime_ns, before.mtime_ns);
   st = read_run_state(run_dir(0), &index);
   EXPECT_EQ(st.state, "damaged");
+  // Its bytes are not those the driver accepted (accepted/<id>): refused before any HDF5
+  // code parses it, and the index forgets the entry, so the next reader checks again.
+  EXPECT_CONTAINS(st.detail, "its bytes are not those the driver accepted");
+  EXPECT_EQ(index.get(points_[0].id), nullptr);
+  // Without the driver's note of the bytes (a sweep of an earlier version), the record is
+  // parsed and its content names the other run.
+  fs::remove(fs::path(opt_.out_dir) / "accepted" / points_[0].id);
+  st = read_run_state(run_dir(0), &index);
+  EXPECT_EQ(st.state, "damaged");
   EXPECT_CONTAINS(st.detail, "record.h5 names run '" + points_[1].id + "', not this run " + points_[0].id);
   // The entry now describes the file as it is (the cache of a verdict, keyed by the new
   // identity), so the next reader says the same without reading it.

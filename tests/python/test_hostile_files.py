@@ -1,0 +1,211 @@
+"""Files a run's program (or anyone) plants where sweep reads, with the real binaries
+(issue 54). Each case hung, crashed or fooled a reader before:
+
+a. logs/rank0.log replaced by a FIFO: `sweep run`, `status` and `report` wedged in open().
+b. logs/rank0.log a link to /dev/zero: `report` allocated until bad_alloc.
+c. the record-cache key ($XDG_STATE_HOME/sweep/key) a FIFO: every sweep-wide reader hung.
+d. flipped bits in a completed record: `report`, `export` and `compare DIR DIR` segfaulted
+   inside the HDF5 library (attribute iteration) for the whole sweep. The driver notes the
+   record's bytes in accepted/<id>, outside the run directory, and every reader checks them
+   before HDF5 parses anything: the record is damaged, nothing else is, nothing crashes.
+e. record.h5 and the state's digest line both rewritten after the run completed (what a
+   process that escaped the run's tree did): the record is not verified, because the
+   driver's note in accepted/<id> is outside the run directory.
+"""
+
+import os
+import random
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import h5py
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import cli_util  # noqa: E402
+from cli_util import show, sweep  # noqa: E402
+
+PROGRAM = r'''
+import os, sys
+import numpy as np
+import sweep_record as sr
+sys.path.insert(0, os.environ["SWEEP_TEST_PYTHON_DIR"])
+from cli_util import read_run_config
+args = sys.argv[1:]
+config, out = args[args.index("--config") + 1], args[args.index("--out") + 1]
+text, pairs = read_run_config(config)
+mode = dict(pairs)["model.mode"]
+log = os.path.join(out if os.path.isdir(out) else os.path.dirname(out), "logs", "rank0.log")
+print("training in mode " + mode, flush=True)
+if mode in ("fifo_log", "zero_log"):  # swap the log for a file that never ends, then fail
+    os.remove(log)
+    if mode == "fifo_log":
+        os.mkfifo(log)
+    else:
+        os.symlink("/dev/zero", log)
+    sys.exit(3)
+params = [("w", np.arange(4, dtype=np.float32))]
+with sr.RecordWriter(out, run_id=sr.run_id_of(text), config_yaml=text, config=pairs,
+                     params=[(n, a.shape) for n, a in params]) as w:
+    w.append_checksum(0, *sr.checksums_of(params))
+    for step in (1, 2):
+        w.append_step({"step": step, "loss": 1.0 / step, "lr": 0.001, "grad_norm": 1.0, "tokens": 8})
+        w.append_rank_times([0.01])
+        w.append_checksum(step, *sr.checksums_of(params))
+    w.finish()
+'''
+
+# A reader that does not come back within this many seconds is hung (each takes well
+# under a second on two cores).
+HANG_S = 60
+
+
+class HostileFiles(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="hostile_files_test.")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.script = os.path.join(self.tmp, "prog.py")
+        with open(self.script, "w", encoding="utf-8") as f:
+            f.write(PROGRAM)
+        os.environ["SWEEP_TEST_PYTHON_DIR"] = HERE
+        self.saved_state_home = os.environ.get("XDG_STATE_HOME")
+        os.environ["XDG_STATE_HOME"] = os.path.join(self.tmp, "state")  # this test's own cache key
+        self.addCleanup(self.restore_state_home)
+
+    def restore_state_home(self):
+        if self.saved_state_home is None:
+            os.environ.pop("XDG_STATE_HOME", None)
+        else:
+            os.environ["XDG_STATE_HOME"] = self.saved_state_home
+
+    def grid(self, modes, name):
+        g = {"name": name,
+             "program": {"argv": ["/usr/bin/python3", "-u", self.script], "kind": "hostile",
+                         "keys": {"mode": {"type": "choice", "default": "ok",
+                                           "choices": ["ok", "other", "fifo_log", "zero_log"]}}},
+             "base": {"train": {"steps": 2, "threads": 1}},
+             "grid": {"model.mode": modes}}
+        path = os.path.join(self.tmp, name + ".yaml")
+        with open(path, "w", encoding="utf-8") as f:
+            yaml.safe_dump(g, f, sort_keys=False)
+        return path
+
+    def bounded(self, *args):
+        """`sweep ARGS`, failing the test (not hanging it) when it does not come back."""
+        try:
+            return subprocess.run([os.path.join(cli_util.BIN_DIR, "sweep")] + list(args), capture_output=True,
+                                  text=True, timeout=HANG_S, env=cli_util.program_env())
+        except subprocess.TimeoutExpired:
+            self.fail("sweep %s did not come back within %d s" % (" ".join(args), HANG_S))
+
+    def readers(self, out):
+        """Every sweep-wide reader over `out`: the processes' exits (none may crash)."""
+        exits = {}
+        for fmt in ("md", "html", "json", "csv"):
+            p = self.bounded("report", out, "--format", fmt, "-o", os.path.join(self.tmp, "report." + fmt))
+            exits["report " + fmt] = p
+        exits["export"] = self.bounded("export", out, "-o", os.path.join(self.tmp, "export.csv"))
+        exits["compare"] = self.bounded("compare", out, out)
+        exits["status"] = self.bounded("status", out)
+        for name, p in exits.items():
+            self.assertGreaterEqual(p.returncode, 0, name + " died of a signal\n" + show(p))
+            self.assertLess(p.returncode, 100, name + "\n" + show(p))
+        return exits
+
+    def test_a_b_logs_that_never_end(self):
+        out = os.path.join(self.tmp, "logs")
+        p = self.bounded("run", self.grid(["ok", "fifo_log", "zero_log"], "logs"), "--out", out)
+        self.assertNotEqual(p.returncode, 0, show(p))  # two runs failed
+        self.assertIn("1 completed", p.stdout, show(p))
+        kinds = sorted(stat.S_IFMT(os.lstat(os.path.join(out, "runs", r, "logs", "rank0.log")).st_mode)
+                       for r in os.listdir(os.path.join(out, "runs")))
+        self.assertIn(stat.S_IFIFO, kinds)  # the planted files are there as the readers run
+        self.assertIn(stat.S_IFLNK, kinds)
+        exits = self.readers(out)
+        self.assertEqual(exits["report md"].returncode, 0, show(exits["report md"]))
+        with open(os.path.join(self.tmp, "report.md"), encoding="utf-8") as f:
+            self.assertNotIn("\0", f.read())  # not a byte of /dev/zero in the report
+
+    def test_c_a_fifo_as_the_cache_key(self):
+        out = os.path.join(self.tmp, "key")
+        p = sweep("run", self.grid(["ok"], "key"), "--out", out)
+        self.assertEqual(p.returncode, 0, show(p))
+        key = os.path.join(self.tmp, "state", "sweep", "key")
+        os.remove(key)
+        os.mkfifo(key, 0o600)
+        exits = self.readers(out)
+        self.assertEqual(exits["report md"].returncode, 0, show(exits["report md"]))
+        p = self.bounded("run", self.grid(["ok"], "key"), "--out", out)
+        self.assertEqual(p.returncode, 0, show(p))
+
+    def test_d_flipped_bits_make_one_record_damaged_and_crash_nothing(self):
+        out = os.path.join(self.tmp, "flips")
+        p = sweep("run", self.grid(["ok", "other"], "flips"), "--out", out)
+        self.assertEqual(p.returncode, 0, show(p))
+        runs = sorted(os.listdir(os.path.join(out, "runs")))
+        victim = os.path.join(out, "runs", runs[0], "record.h5")
+        with open(victim, "rb") as f:
+            good = f.read()
+        # Where flips crashed HDF5 before: the bytes after each attribute's name (its
+        # message's datatype and dataspace), then positions all over the file.
+        positions = set()
+        for name in (b"determinism", b"environment", b"schema_version", b"digest", b"summary"):
+            at = good.find(name)
+            if at >= 0:
+                positions.update(range(at, min(len(good), at + 48), 3))
+        rng = random.Random(54)
+        positions.update(rng.randrange(len(good)) for _ in range(40))
+        for pos in sorted(positions):
+            bad = bytearray(good)
+            bad[pos] ^= 1 << rng.randrange(8)
+            with open(victim, "r+b") as f:
+                f.write(bad)
+            exits = self.readers(out)
+            md = exits["report md"]
+            self.assertEqual(md.returncode, 0, "flip at byte %d\n%s" % (pos, show(md)))
+            with open(os.path.join(self.tmp, "report.md"), encoding="utf-8") as f:
+                text = f.read()
+            self.assertIn("1 completed", text.replace("**", ""), "flip at byte %d" % pos)  # the other run
+            self.assertIn("bytes are not those the driver accepted", exits["status"].stdout + text,
+                          "flip at byte %d" % pos)
+        with open(victim, "wb") as f:
+            f.write(good)
+        exits = self.readers(out)
+        self.assertEqual(exits["compare"].returncode, 0, show(exits["compare"]))
+
+    def test_e_a_record_and_state_rewritten_after_completion_are_not_verified(self):
+        out = os.path.join(self.tmp, "forge")
+        p = sweep("run", self.grid(["ok"], "forge"), "--out", out)
+        self.assertEqual(p.returncode, 0, show(p))
+        run = os.path.join(out, "runs", os.listdir(os.path.join(out, "runs"))[0])
+        record = os.path.join(run, "record.h5")
+        # A forged loss, digest recomputed the way any reader can (via sweep_record), and
+        # the state's digest line rewritten to match: all inside the run directory.
+        with h5py.File(record, "r+") as f:
+            f["metrics"]["loss"][1] = 0.001
+        import sweep_record as sr  # noqa: E402  (python/, as a forging program has it)
+        with h5py.File(record, "r+") as f:
+            forged = sr.record_digest(f)
+            f.attrs["digest"] = forged
+        state = os.path.join(run, "state")
+        with open(state, encoding="utf-8") as f:
+            lines = [ln if not ln.startswith("digest: ") else "digest: " + forged + "\n" for ln in f]
+        with open(state, "w", encoding="utf-8") as f:
+            f.writelines(lines)
+        q = self.bounded("status", out)
+        self.assertIn("damaged", q.stdout, show(q))
+        self.assertNotIn("1 completed", q.stdout, show(q))
+        q = self.bounded("show", run)
+        self.assertRegex(q.stdout, r"(?m)^verdict: +DAMAGED: .*its bytes are not those the driver accepted", show(q))
+        p = self.bounded("run", self.grid(["ok"], "forge"), "--out", out)  # not skipped: re-run
+        self.assertIn("1 completed, 0 already done", p.stdout, show(p))
+
+
+if __name__ == "__main__":
+    cli_util.take_bin_dir()
+    unittest.main()
