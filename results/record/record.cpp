@@ -1166,7 +1166,7 @@ Record read_record(const std::string& path) {
   if (const AcceptedRecord a = run_dir.empty() ? AcceptedRecord{} : read_accepted_record(run_dir); !a.bytes.empty()) {
     if (const std::string now = file_bytes_hash(path); now != a.bytes)
       throw RecordError(path + ": integrity check failed: its bytes are not those the driver accepted (" + a.bytes +
-                        ", now " + now +
+                        ", now " + now + ", record digest " + a.digest +
                         "); the file was changed or damaged after the run completed; move it "
                         "aside and re-run the point");
   }
