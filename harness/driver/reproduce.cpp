@@ -36,10 +36,6 @@ std::string bound_dir(const std::string& run_dir) {
   return run.parent_path().filename() == "runs" ? run.parent_path().parent_path().string() : run.string();
 }
 
-std::string read_tail(const std::string& path, size_t max_bytes) {
-  return read_file_tail(path, max_bytes);  // regular files only, never blocking
-}
-
 }  // namespace
 
 // The canonical tree makes the bits independent of the layout while the global batch is
@@ -321,7 +317,7 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   if (!fs::exists(new_path)) {
     // No record: nothing to compare, and the log says why.
     res.lines.push_back("re-run failed (" + st.describe() + ") without a record; log: " + run_log);
-    std::string tail = read_tail(run_log, 2000);
+    std::string tail = read_file_tail(run_log, 2000);
     if (!tail.empty()) res.lines.push_back(tail);
     if (!container_note.empty()) res.lines.push_back(container_note);
     if (!changed_note.empty()) res.lines.push_back("changed since the run: " + changed_note);

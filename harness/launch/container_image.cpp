@@ -10,11 +10,12 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 #include "config_error.h"  // ConfigError
-#include "data_file.h"     // identify_data_file, hash_fd
+#include "data_file.h"     // identify_data_file
+#include "run_files.h"     // hash_fd, read_file_tail, replace_file
 
 namespace fs = std::filesystem;
 
@@ -116,7 +117,7 @@ std::string cached_directory_digest(const std::string& dir, const std::string& c
   const std::string entry =
       cache_dir.empty() ? "" : cache_dir + "/image-" + hex(XXH3_64bits(name.data(), name.size())) + ".txt";
   if (!entry.empty()) {
-    std::ifstream in(entry);
+    std::istringstream in(read_file_tail(entry, 1 << 16));  // a regular file only, never blocking
     std::string magic, path, cached_key, digest;
     if (std::getline(in, magic) && magic == kCacheMagic && std::getline(in, path) && path == name &&
         std::getline(in, cached_key) && cached_key == key && std::getline(in, digest) && digest.rfind("xxh3:", 0) == 0)
@@ -127,12 +128,11 @@ std::string cached_directory_digest(const std::string& dir, const std::string& c
   if (!entry.empty() && fingerprint(walk(root)) == key) {
     std::error_code ec;
     fs::create_directories(cache_dir, ec);
-    const std::string tmp = entry + ".tmp." + std::to_string(::getpid());
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      out << kCacheMagic << '\n' << name << '\n' << key << '\n' << digest << '\n';
+    try {
+      replace_file(entry, std::string(kCacheMagic) + '\n' + name + '\n' + key + '\n' + digest + '\n', /*sync=*/false);
+    } catch (const RecordError&) {
+      // A cache entry is only a shortcut: the digest stands without it.
     }
-    if (std::rename(tmp.c_str(), entry.c_str()) != 0) std::remove(tmp.c_str());
   }
   return digest;
 }

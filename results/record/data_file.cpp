@@ -10,13 +10,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <stdexcept>
-#include <vector>
 
 #include "record_cache.h"  // user_key, siphash24
-#include "run_files.h"     // read_file_tail
+#include "run_files.h"     // hash_fd, read_file_tail, replace_file
 
 namespace fs = std::filesystem;
 
@@ -52,27 +50,6 @@ std::string entry_tag(const std::string& path, const std::string& key, const std
 }
 
 }  // namespace
-
-std::string hash_fd(int fd, const std::string& path) {
-  XXH3_state_t* state = XXH3_createState();
-  XXH3_64bits_reset(state);
-  std::vector<char> buf(1 << 20);
-  for (;;) {
-    const ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n > 0) {
-      XXH3_64bits_update(state, buf.data(), size_t(n));
-    } else if (n == 0) {
-      break;
-    } else if (errno != EINTR) {
-      const std::string why = std::strerror(errno);
-      XXH3_freeState(state);
-      throw std::runtime_error(path + ": cannot read it to hash it (" + why + ")");
-    }
-  }
-  const unsigned long long h = XXH3_64bits_digest(state);
-  XXH3_freeState(state);
-  return "xxh3:" + hex(h);
-}
 
 std::string sweep_cache_dir() {
   auto env = [](const char* name) {
@@ -127,19 +104,11 @@ DataFileId identify_data_file(const std::string& path, const std::string& cache_
   const std::string tag = entry.empty() ? "" : entry_tag(id.path, key, id.hash);
   if (!tag.empty() && ::stat(id.path.c_str(), &after) == 0 && stat_key(after) == key) {
     fs::create_directories(cache_dir, ec);
-    const std::string tmp = entry + ".tmp." + std::to_string(::getpid());
-    const std::string text =
-        std::string(kCacheMagic) + '\n' + id.path + '\n' + key + '\n' + id.hash + '\n' + tag + '\n';
-    try {  // created exclusively: nothing planted at the name is opened or followed
-      const int out = create_exclusive(tmp);
-      struct Closer {
-        int fd;
-        ~Closer() { ::close(fd); }
-      } closer{out};
-      write_all(out, text.data(), text.size(), tmp);
-      if (std::rename(tmp.c_str(), entry.c_str()) != 0) std::remove(tmp.c_str());
-    } catch (const std::exception&) {
-      std::remove(tmp.c_str());  // a cache entry is only a shortcut: the hash stands without it
+    try {
+      replace_file(entry, std::string(kCacheMagic) + '\n' + id.path + '\n' + key + '\n' + id.hash + '\n' + tag + '\n',
+                   /*sync=*/false);
+    } catch (const RecordError&) {
+      // A cache entry is only a shortcut: the hash stands without it.
     }
   }
   return id;

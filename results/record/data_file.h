@@ -28,8 +28,4 @@ std::string sweep_cache_dir();
 /// Throws std::runtime_error naming the file when it cannot be read.
 DataFileId identify_data_file(const std::string& path, const std::string& cache_dir);
 
-/// The XXH3-64 of what is left to read from `fd`, as "xxh3:" and 16 hex digits. Throws
-/// std::runtime_error naming `path` when a read fails.
-std::string hash_fd(int fd, const std::string& path);
-
 }  // namespace sweep

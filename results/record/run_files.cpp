@@ -308,25 +308,58 @@ std::string file_bytes_hash(const std::string& path) {
     ::close(fd);
     throw RecordError(path + ": not a regular file");
   }
+  std::string h;
+  try {
+    h = hash_fd(fd, path);
+  } catch (const std::runtime_error& e) {
+    ::close(fd);
+    throw RecordError(e.what());
+  }
+  ::close(fd);
+  return h + " " + std::to_string(st.st_size);
+}
+
+std::string hash_fd(int fd, const std::string& path) {
   XXH3_state_t* state = XXH3_createState();
   XXH3_64bits_reset(state);
   std::vector<char> buf(size_t{1} << 20);
-  int err = 0;
   for (;;) {
     const ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n > 0) XXH3_64bits_update(state, buf.data(), size_t(n));
-    if (n == 0 || (n < 0 && errno != EINTR)) {
-      err = n < 0 ? errno : 0;
+    if (n > 0) {
+      XXH3_64bits_update(state, buf.data(), size_t(n));
+    } else if (n == 0) {
       break;
+    } else if (errno != EINTR) {
+      const std::string why = std::strerror(errno);
+      XXH3_freeState(state);
+      throw std::runtime_error(path + ": cannot read it to hash it (" + why + ")");
     }
   }
   const unsigned long long h = XXH3_64bits_digest(state);
   XXH3_freeState(state);
-  ::close(fd);
-  if (err) throw RecordError(path + ": " + std::strerror(err));
-  char text[64];
-  std::snprintf(text, sizeof text, "xxh3:%016llx %lld", h, static_cast<long long>(st.st_size));
+  char text[24];
+  std::snprintf(text, sizeof text, "xxh3:%016llx", h);
   return text;
+}
+
+void replace_file(const std::string& path, const std::string& text, bool sync) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  ::unlink(tmp.c_str());  // an earlier try of this process's, or something planted there
+  const int fd = create_exclusive(tmp);
+  try {
+    write_all(fd, text.data(), text.size(), tmp);
+    if (sync && ::fsync(fd) != 0) throw RecordError(tmp + ": " + std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    throw RecordError(path + ": " + why);
+  }
 }
 
 void write_accepted_record(const std::string& run_dir, const std::string& digest) {
@@ -341,25 +374,10 @@ void write_accepted_record(const std::string& run_dir, const std::string& digest
   const std::string dir = fs::path(path).parent_path().string();
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) throw RecordError(dir + ": " + std::strerror(errno));
   check_real_directory(dir);
-  const std::string text = std::string(kAcceptedMagicLine) + "\ndigest: " + digest +
-                           "\nbytes: " + file_bytes_hash(run_dir + "/record.h5") + "\n";
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  ::unlink(tmp.c_str());
-  const int fd = create_exclusive(tmp);
-  try {
-    write_all(fd, text.data(), text.size(), tmp);
-    if (::fsync(fd) != 0) throw RecordError(tmp + ": " + std::strerror(errno));
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    throw RecordError(path + ": " + why);
-  }
+  replace_file(path,
+               std::string(kAcceptedMagicLine) + "\ndigest: " + digest +
+                   "\nbytes: " + file_bytes_hash(run_dir + "/record.h5") + "\n",
+               /*sync=*/true);
 }
 
 std::string accepted_record_digest(const std::string& run_dir) {

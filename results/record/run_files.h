@@ -138,6 +138,15 @@ void write_accepted_record(const std::string& run_dir, const std::string& digest
 /// "xxh3:<16 hex> <size>" of the regular file `path`'s bytes; throws RecordError.
 std::string file_bytes_hash(const std::string& path);
 
+/// The XXH3-64 of what is left to read from `fd`, as "xxh3:" and 16 hex digits. Throws
+/// std::runtime_error naming `path` when a read fails.
+std::string hash_fd(int fd, const std::string& path);
+
+/// Replaces `path` with `text` atomically: written to a temporary beside it, created
+/// exclusively (nothing planted at that name is opened or followed), fsynced when `sync`,
+/// then renamed over `path`. Throws RecordError; the temporary is gone either way.
+void replace_file(const std::string& path, const std::string& text, bool sync);
+
 /// The current UTC time as 2024-01-31T12:00:00Z.
 std::string utc_now();
 

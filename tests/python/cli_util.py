@@ -48,6 +48,15 @@ def read_bytes(path):
         return f.read()
 
 
+def program_run(argv=None):
+    """What a test program sweep starts is given: (out, config text, [(dotted key, value)])
+    from its --config and --out arguments."""
+    args = sys.argv[1:] if argv is None else argv
+    config, out = args[args.index("--config") + 1], args[args.index("--out") + 1]
+    text, pairs = read_run_config(config)
+    return out, text, pairs
+
+
 def read_run_config(path):
     """(text, [(dotted key, value)]) of the canonical config sweep writes: sections at
     column 0, keys at column 2 (sub-maps deeper are skipped), quoted values unquoted."""

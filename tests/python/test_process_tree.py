@@ -45,10 +45,8 @@ import os, signal, subprocess, sys, time
 import numpy as np
 import sweep_record as sr
 sys.path.insert(0, os.environ["SWEEP_TEST_PYTHON_DIR"])
-from cli_util import read_run_config
-args = sys.argv[1:]
-config, out = args[args.index("--config") + 1], args[args.index("--out") + 1]
-text, pairs = read_run_config(config)
+from cli_util import program_run
+out, text, pairs = program_run()
 cfg = dict(pairs)
 rank = int(os.environ.get("OMPI_COMM_WORLD_RANK") or os.environ.get("SLURM_PROCID") or 0)
 record = os.path.join(out, "record.h5")

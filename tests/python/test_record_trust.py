@@ -42,10 +42,8 @@ import os, sys
 import numpy as np
 import sweep_record as sr
 sys.path.insert(0, os.environ["SWEEP_TEST_PYTHON_DIR"])
-from cli_util import read_run_config
-args = sys.argv[1:]
-config, out = args[args.index("--config") + 1], args[args.index("--out") + 1]
-text, pairs = read_run_config(config)
+from cli_util import program_run
+out, text, pairs = program_run()
 mode = dict(pairs)["model.mode"]
 run_id = sr.run_id_of(text)
 if mode == "foreign_config":  # the text of another run (lr 0.5), under this run's id

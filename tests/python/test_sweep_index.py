@@ -51,10 +51,8 @@ import os, sys
 import numpy as np
 import sweep_record as sr
 sys.path.insert(0, os.environ["SWEEP_TEST_PYTHON_DIR"])
-from cli_util import read_run_config
-args = sys.argv[1:]
-config, out = args[args.index("--config") + 1], args[args.index("--out") + 1]
-text, pairs = read_run_config(config)
+from cli_util import program_run
+out, text, pairs = program_run()
 lr = float(dict(pairs)["train.lr"])
 params = [("w", np.arange(4, dtype=np.float32))]
 with sr.RecordWriter(out, run_id=sr.run_id_of(text), config_yaml=text, config=pairs,

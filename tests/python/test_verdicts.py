@@ -40,10 +40,8 @@ import os, sys, time
 import numpy as np
 import sweep_record as sr
 sys.path.insert(0, os.environ["SWEEP_TEST_PYTHON_DIR"])
-from cli_util import read_run_config
-args = sys.argv[1:]
-config, out = args[args.index("--config") + 1], args[args.index("--out") + 1]
-text, pairs = read_run_config(config)
+from cli_util import program_run
+out, text, pairs = program_run()
 mode = dict(pairs)["model.mode"]
 params = [("w", np.arange(4, dtype=np.float32))]
 w = sr.RecordWriter(out, config_yaml=text, config=pairs, params=[(n, a.shape) for n, a in params])
