@@ -91,44 +91,67 @@ void say(const SuperviseOptions& o, const std::string& line) {
   (void)!::write(STDERR_FILENO, text.data(), text.size());
 }
 
-/// Reaps every child that has ended; returns whether `main` was one of them (its status
-/// in *status).
-bool reap(pid_t main, int* status) {
-  bool main_ended = false;
+/// Our own children (zombies included), from the kernel's list of them: cheaper than a
+/// walk of /proc, so a chase of a process that forks and exits in a loop stays ahead of
+/// it. Empty where the kernel has no such list (the /proc walk is then all there is).
+std::vector<int> own_children() {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/self/task/%d/children", int(::getpid()));
+  std::vector<int> out;
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  std::string text;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0) text.append(buf, size_t(n));
+  ::close(fd);
+  const char* p = text.c_str();
+  while (*p) {
+    char* end = nullptr;
+    const long pid = std::strtol(p, &end, 10);
+    if (end == p) break;
+    if (pid > 0) out.push_back(int(pid));
+    p = end;
+  }
+  return out;
+}
+
+/// Reaps every child that has ended; returns true when we have no child left at all,
+/// living or not. This is exact where a /proc walk is not: as a subreaper we inherit every
+/// orphan of the tree before its parent can be reaped, so "no child" means "no tree". (A
+/// walk can see a process that forks and exits in a loop only as zombies: the living one
+/// was born after the walk listed the pids.)
+bool tree_gone(pid_t main, bool* main_ended, int* main_status) {
   while (true) {
     int st = 0;
     const pid_t r = ::waitpid(-1, &st, WNOHANG);
-    if (r <= 0) return main_ended;
-    if (r == main) main_ended = true, *status = st;
+    if (r > 0) {
+      if (r == main) *main_ended = true, *main_status = st;
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    return r < 0 && errno == ECHILD;
   }
 }
 
-/// SIGKILL to every process of the tree until none is left. A process that forks while
-/// this runs only adds a child that the next round finds (orphans come to us: we are
-/// their subreaper). Gives up after a minute on a process that does not die (stuck in
-/// the kernel), saying so.
+/// SIGKILL to every process of the tree until we have no child left. A process that forks
+/// while this runs only adds a child that the next round finds (orphans come to us: we
+/// are their subreaper); a killed process cannot fork any more, so a process that forks
+/// and exits in a loop is caught once a round reaches its living generation. Gives up after
+/// a minute on a process that does not die (stuck in the kernel), saying so.
 void kill_tree(pid_t main, bool* main_ended, int* main_status, const SuperviseOptions& o) {
   const double give_up = now_s() + 60;
-  while (true) {
-    if (reap(main, main_status)) *main_ended = true;
+  while (!tree_gone(main, main_ended, main_status)) {
+    for (int pid : own_children()) ::kill(pid, SIGKILL);
     const auto left = descendants_of(::getpid());
-    if (left.empty()) {
-      // Nothing alive: collect the zombies still ours, then done (a child that is not
-      // ended yet was born after /proc was read: the next round finds it).
-      int st = 0;
-      pid_t r;
-      while ((r = ::waitpid(-1, &st, WNOHANG)) > 0)
-        if (r == main) *main_ended = true, *main_status = st;
-      if (r < 0 && errno == ECHILD) return;
-      if (r < 0 && errno != EINTR) return;
-    }
-    if (!left.empty() && now_s() > give_up) {
-      say(o, std::to_string(left.size()) + " processes of the run do not die (pid " + std::to_string(left[0]) +
-                 " first): leaving them");
+    for (int pid : left) ::kill(pid, SIGKILL);
+    if (now_s() > give_up) {
+      say(o, std::to_string(left.size()) + " processes of the run do not die" +
+                 (left.empty() ? std::string() : " (pid " + std::to_string(left[0]) + " first)") + ": leaving them");
       return;
     }
-    for (int pid : left) ::kill(pid, SIGKILL);
-    struct timespec ts = {0, 10L * 1000 * 1000};
+    // A short pause: long enough for the killed to die, short against a fork.
+    struct timespec ts = {0, 1000L * 1000};
     ::nanosleep(&ts, nullptr);
   }
 }
@@ -204,29 +227,29 @@ int supervise(const std::vector<std::string>& argv, const SuperviseOptions& o) {
       stop(SIGTERM, o.stop_grace_s > 0 ? o.stop_grace_s : o.leftover_grace_s);
   }
   while (true) {
-    if (reap(main, &main_status)) main_ended = true;
-    if (main_ended) {
-      const auto procs = read_proc();  // one read of /proc: the tree and, once, its names
-      const auto left = descendants_in(procs, self);
-      if (left.empty()) break;
-      if (!leftovers_told) {
-        // The command is over, and these are not: a helper, a daemon, a forgotten child.
-        leftovers_told = true;
-        std::string names;
-        for (size_t i = 0; i < left.size() && i < 5; ++i) {
-          auto it = procs.find(left[i]);
-          names += (i ? ", " : "") + std::to_string(left[i]) + (it == procs.end() ? "" : " " + it->second.comm);
-        }
-        if (left.size() > 5) names += ", ...";
-        char grace[64];
-        std::snprintf(grace, sizeof grace, o.leftover_grace_s > 0 ? "SIGTERM now, SIGKILL after %g s" : "SIGKILL",
-                      o.leftover_grace_s);
-        say(o, std::to_string(left.size()) + (left.size() == 1 ? " process" : " processes") +
-                   " outlived the run's command (" + names + "): " + grace);
-        if (o.leftover_grace_s > 0)
-          for (int pid : left) ::kill(pid, SIGTERM), ::kill(pid, SIGCONT);
-        if (deadline == 0 || now_s() + o.leftover_grace_s < deadline) deadline = now_s() + o.leftover_grace_s;
+    const bool gone = tree_gone(main, &main_ended, &main_status);
+    if (main_ended && gone) break;
+    if (main_ended && !leftovers_told) {
+      const auto procs = read_proc();  // one read of /proc: the tree and its names
+      auto left = descendants_in(procs, self);
+      for (int pid : own_children())  // a hopping process may show in the walk as zombies only
+        if (std::find(left.begin(), left.end(), pid) == left.end()) left.push_back(pid);
+      // The command is over, and these are not: a helper, a daemon, a forgotten child.
+      leftovers_told = true;
+      std::string names;
+      for (size_t i = 0; i < left.size() && i < 5; ++i) {
+        auto it = procs.find(left[i]);
+        names += (i ? ", " : "") + std::to_string(left[i]) + (it == procs.end() ? "" : " " + it->second.comm);
       }
+      if (left.size() > 5) names += ", ...";
+      char grace[64];
+      std::snprintf(grace, sizeof grace, o.leftover_grace_s > 0 ? "SIGTERM now, SIGKILL after %g s" : "SIGKILL",
+                    o.leftover_grace_s);
+      say(o, std::to_string(left.size()) + (left.size() == 1 ? " process" : " processes") +
+                 " outlived the run's command (" + names + "): " + grace);
+      if (o.leftover_grace_s > 0)
+        for (int pid : left) ::kill(pid, SIGTERM), ::kill(pid, SIGCONT);
+      if (deadline == 0 || now_s() + o.leftover_grace_s < deadline) deadline = now_s() + o.leftover_grace_s;
     }
     if (deadline > 0 && now_s() >= deadline) {
       kill_tree(main, &main_ended, &main_status, o);

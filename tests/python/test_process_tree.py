@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Nothing a run starts outlives it: a program that forks, double-forks, setsid()s,
-ignores SIGTERM and tries to stop its parent, run by `sweep run` under the local launcher,
+hops (tests/programs/hopper.c forks and exits in a loop), ignores SIGTERM and tries to
+stop its parent, run by `sweep run` under the local launcher,
 under mpiexec (two ranks) and under Slurm. Its helpers also try to forge the record once
 the run is over. After every `sweep run` returns, after a Ctrl-C and after the driver is
 SIGKILLed, no process of any run is left, the record no longer changes and the run lock
@@ -97,10 +98,16 @@ def forger():
                 except OSError:
                     pass
 
+def hopper():
+    """tests/programs/hopper.c: forks and exits in a loop, and once this process is gone
+    (and 3 s more) rewrites the record and the run's state."""
+    subprocess.Popen([os.environ["SWEEP_TEST_HOPPER"], str(main_pid), "3000", record, os.path.join(out, "state")])
+
 def helpers():
     stubborn_child()
     subprocess.Popen(["sleep", "300"])
     forger()
+    hopper()
     if rank == 0:
         try:
             os.kill(os.getppid(), signal.SIGSTOP)
@@ -180,6 +187,7 @@ class Soak(unittest.TestCase):
         self.tag = uuid.uuid4().hex
         os.environ["SOAK_TAG"] = self.tag
         os.environ["SWEEP_TEST_PYTHON_DIR"] = HERE
+        os.environ["SWEEP_TEST_HOPPER"] = os.path.join(cli_util.BIN_DIR, "test-hopper")
         self.addCleanup(self.kill_leftovers)
 
     def kill_leftovers(self):
@@ -222,11 +230,13 @@ class Soak(unittest.TestCase):
         self.assert_nothing_left(out, p)
         (rid,) = os.listdir(os.path.join(out, "runs"))
         record = os.path.join(out, "runs", rid, "record.h5")
-        before = digest(record)
-        time.sleep(4)  # a forger that lived on would write 3 s after the command ended
-        self.assertEqual(digest(record), before, "the record changed after the run ended")
-        with open(record, "rb") as f:
-            self.assertFalse(f.read().endswith(b"FORGED"), "a helper of the run forged its record")
+        state = os.path.join(out, "runs", rid, "state")
+        before = digest(record), digest(state)
+        time.sleep(4)  # a forger or hopper that lived on would write 3 s after the command ended
+        self.assertEqual((digest(record), digest(state)), before, "the record or state changed after the run ended")
+        for path in (record, state):
+            with open(path, "rb") as f:
+                self.assertFalse(f.read().endswith(b"FORGED"), "a helper of the run forged " + path)
         q = sweep("status", out)
         self.assertEqual(q.returncode, 0, show(q))
         self.assertNotIn("damaged", q.stdout, show(q))
