@@ -2,6 +2,7 @@
 
 #include <strings.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -14,8 +15,8 @@
 #include "model_schema.h"     // kDecoderKind
 #include "process.h"          // executable_dir
 #include "record.h"           // read_record
-#include "run_files.h"        // checkpoint_dir, complete_checkpoints
-#include "sweep_dir.h"        // program_declared
+#include "run_files.h"        // checkpoint_dir, complete_checkpoints, check_real_directory
+#include "sweep_dir.h"        // program_declared, declared_program
 #include "sweep_records.h"    // read_run_record
 #include "trainer_models.h"   // load_trainer_models
 
@@ -163,6 +164,7 @@ RunConfig reproduce_config(const Record& original, int64_t world_size, int64_t a
 
 std::string next_reproduce_dir(const std::string& run_dir) {
   const fs::path base = fs::path(run_dir) / "reproduce";
+  check_real_directory(base.string());  // never through a link the run's program planted
   fs::create_directories(base);
   // create_directory is atomic: two reproductions started together get different n.
   for (int n = 1;; ++n) {
@@ -180,16 +182,19 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   std::string changed_note;  // a program or data file that changed since the run: why bits may differ
   // A command is run again unasked only when a grid run in the record's own sweep
   // directory declared it: a record can be written by anyone to name any command.
+  const fs::path runs = fs::absolute(original_path).parent_path().parent_path();
+  const std::string sweep_dir = runs.filename() == "runs" ? runs.parent_path().string() : "";
+  auto undeclared = [&](const std::string& command) {
+    return ConfigError(original_path + ": the record names the program " + printable(command) +
+                       ", which no grid run in " +
+                       (sweep_dir.empty() ? std::string("a sweep directory holding the record")
+                                          : "the sweep directory " + printable(sweep_dir)) +
+                       " declared (a record from elsewhere, or one that names another command); check the "
+                       "command, then pass --allow-program to run it");
+  };
   auto check_declared = [&](const std::string& line, const std::string& command) {
-    const fs::path runs = fs::absolute(original_path).parent_path().parent_path();
-    const std::string sweep_dir = runs.filename() == "runs" ? runs.parent_path().string() : "";
     if (opt.allow_program || (!sweep_dir.empty() && program_declared(sweep_dir, line))) return;
-    throw ConfigError(original_path + ": the record names the program " + printable(command) +
-                      ", which no grid run in " +
-                      (sweep_dir.empty() ? std::string("a sweep directory holding the record")
-                                         : "the sweep directory " + printable(sweep_dir)) +
-                      " declared (a record from elsewhere, or one that names another command); check the "
-                      "command, then pass --allow-program to run it");
+    throw undeclared(command);
   };
   const auto kind = original.config.find("model.kind");
   const auto program = original.environment.find("program");
@@ -198,17 +203,33 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
     if (opt.trainer_given)
       throw ConfigError(original_path + ": the record was made by the program " + program->second +
                         "; --trainer cannot replace it");
-    // A command is run again unasked only when a grid run in the record's own sweep
-    // directory declared it: a record can be written by anyone to name any command.
-    check_declared(program->second, program->second);
-    launch.program =
-        recorded_program(program->second, original.env("program.keys"), original.env("program.writes"),
-                         original_path + ": environment 'program'", original.env("program.files"),
-                         original.env("program.data"), original.env("program.cwd"), original.env("program.pass_args"));
+    // How it runs (confinement, directory, arguments) is what the grid declared, never
+    // what the record says: the program wrote its record.
+    DeclaredProgram how{program->second, original.env("program.writes"), original.env("program.cwd"),
+                        original.env("program.pass_args")};
+    std::string how_note = how.writes == "off" ? " (unconfined, as the record says: --allow-program)" : "";
+    if (!opt.allow_program) {
+      const std::vector<DeclaredProgram> declared =
+          sweep_dir.empty() ? std::vector<DeclaredProgram>{} : declared_program(sweep_dir, program->second);
+      if (declared.empty()) throw undeclared(program->second);
+      auto same = std::find_if(declared.begin(), declared.end(), [&](const DeclaredProgram& d) {
+        return d.writes == how.writes && d.cwd == how.cwd && d.pass_args == how.pass_args;
+      });
+      if (same != declared.end()) {
+        how_note = how.writes == "off" ? " (unconfined, as its grid declared)" : "";
+      } else {
+        how_note = " (run as its grid declared" + std::string(declared.back().writes == "off" ? ", unconfined" : "") +
+                   "; the record says program.writes '" + printable(how.writes) + "', program.cwd '" +
+                   printable(how.cwd) + "', program.pass_args '" + printable(how.pass_args) + "')";
+        how = declared.back();
+      }
+    }
+    launch.program = recorded_program(program->second, original.env("program.keys"), how.writes,
+                                      original_path + ": environment 'program'", original.env("program.files"),
+                                      original.env("program.data"), how.cwd, how.pass_args);
     // A program or data file that changed since the run is why bits may differ: named first.
     changed_note = data_changed(original);
-    program_line = "program: " + printable(join(launch.program.argv, " ")) +
-                   (launch.program.confine ? "" : " (unconfined, as recorded)");
+    program_line = "program: " + printable(join(launch.program.argv, " ")) + how_note;
     launch.confine = executable_dir() + "/sweep-confine";
   } else if (kind != original.config.end() && kind->second != kDecoderKind) {
     if (!opt.trainer_given) {

@@ -30,9 +30,10 @@ namespace fs = std::filesystem;
 
 namespace sweep {
 namespace {
-const char* kProgramsMagic = "sweep-programs 1";
+const char* kProgramsMagic = "sweep-programs 2";
 
-/// The lines of `<dir>/programs` after its magic line; none when it is missing or not ours.
+/// The lines of `<dir>/programs` after its magic line; none when it is missing or not ours
+/// (an older file, whose lines name a command without how it ran, counts as none).
 std::vector<std::string> declared_programs(const std::string& dir) {
   std::vector<std::string> lines;
   if (!regular_file_problem(dir + "/programs").empty()) return lines;
@@ -42,6 +43,20 @@ std::vector<std::string> declared_programs(const std::string& dir) {
   while (std::getline(in, line))
     if (!line.empty()) lines.push_back(line);
   return lines;
+}
+
+/// A line of `<dir>/programs` for a grid's program, read back; nullopt for a trainer's
+/// line or one that does not parse.
+std::optional<DeclaredProgram> parse_declaration(const std::string& line) {
+  if (line.empty() || line[0] != '[') return std::nullopt;
+  std::vector<std::string> f;
+  try {
+    f = parse_json_string_array(line);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (f.size() != 4) return std::nullopt;
+  return DeclaredProgram{f[0], f[1], f[2], f[3]};
 }
 }  // namespace
 
@@ -84,9 +99,20 @@ std::string declared_trainer(const std::string& path) {
   return "trainer " + (ec ? path : real.string());
 }
 
-bool program_declared(const std::string& dir, const std::string& argv_json) {
+std::string program_declaration(const DeclaredProgram& p) {
+  return json_string_array({p.argv_json, p.writes, p.cwd, p.pass_args});
+}
+
+std::vector<DeclaredProgram> declared_program(const std::string& dir, const std::string& argv_json) {
+  std::vector<DeclaredProgram> out;
+  for (const std::string& line : declared_programs(dir))
+    if (auto d = parse_declaration(line); d && d->argv_json == argv_json) out.push_back(*d);
+  return out;
+}
+
+bool program_declared(const std::string& dir, const std::string& line) {
   const std::vector<std::string> lines = declared_programs(dir);
-  return std::find(lines.begin(), lines.end(), argv_json) != lines.end();
+  return std::find(lines.begin(), lines.end(), line) != lines.end();
 }
 
 namespace {

@@ -88,18 +88,36 @@ std::unordered_map<std::string, RunState> scan_runs(const std::string& dir, Swee
 /// Writes <dir>/points.tsv: every point's id and swept values.
 void write_points_file(const std::string& dir, const std::vector<GridPoint>& points);
 
-/// Notes in `<dir>/programs` that a grid run in sweep directory `dir` declared the program
-/// `argv_json` (its argv as the record's environment `program` holds it). `sweep
-/// reproduce` re-runs unasked only a program its record's sweep directory noted: a record
-/// from elsewhere, or one written to name another command, cannot make it run one.
-void note_declared_program(const std::string& dir, const std::string& argv_json);
+/// What a grid declared of its program: the command (its argv as the record's environment
+/// `program` holds it) and how it ran, in the spelling of the record's environment:
+/// `program.writes` (a JSON array, or "off" unconfined), `program.cwd` and
+/// `program.pass_args` ("true" or "false").
+struct DeclaredProgram {
+  std::string argv_json, writes, cwd, pass_args;
+};
+
+/// The line of `<dir>/programs` that declares `p`.
+std::string program_declaration(const DeclaredProgram& p);
+
+/// Notes in `<dir>/programs` that a grid run in sweep directory `dir` declared `line` (a
+/// program_declaration, or a declared_trainer line). `sweep reproduce` re-runs unasked
+/// only a program its record's sweep directory noted, and runs it as noted there: a record
+/// from elsewhere, or one written to name another command or another confinement, cannot
+/// make it run one, or run one unconfined.
+void note_declared_program(const std::string& dir, const std::string& line);
 
 /// The line of `<dir>/programs` for a launch.trainer program: "trainer PATH", its path
 /// with every link resolved, as the trainer records itself (environment `trainer`).
 std::string declared_trainer(const std::string& path);
 
-/// Whether `<dir>/programs` notes `argv_json`.
-bool program_declared(const std::string& dir, const std::string& argv_json);
+/// The declarations of `<dir>/programs` for the command `argv_json`, in the order the grid
+/// runs noted them; none when no grid run declared it (or the file is from a version of
+/// sweep that did not note how a program ran).
+std::vector<DeclaredProgram> declared_program(const std::string& dir, const std::string& argv_json);
+
+/// Whether `<dir>/programs` holds `line` exactly (a declared_trainer line).
+bool program_declared(const std::string& dir, const std::string& line);
+
 /// The decision log of a search (search.kind other than grid), written to <dir>/search.log
 /// by the driver: a header naming kind, seed, samples and keys, then one line per decision
 /// with its inputs and the run ids it made ("draw 3: train.lr=0.002 ... -> id id"). No

@@ -12,6 +12,7 @@
 
 #include "atomic_file.h"    // write_file_atomically
 #include "launcher_log.h"   // launcher_finding, launcher_lost_host
+#include "program.h"        // recorded_writes
 #include "record.h"         // read_record, mark_partial_failed
 #include "report.h"         // load_sweep, render_html
 #include "run_files.h"      // check_run_entries, rank_log_path
@@ -301,7 +302,10 @@ SweepSession::SweepSession(const SweepSpec& spec, const std::vector<GridPoint>& 
   check_real_directory(opt_.out_dir + "/runs");
   fs::create_directories(opt_.out_dir + "/runs");
   if (!opt_.lock_held) lock_ = std::make_unique<SweepLock>(opt_.out_dir);
-  if (!spec_.program.argv.empty()) note_declared_program(opt_.out_dir, spec_.program.json);
+  if (!spec_.program.argv.empty())
+    note_declared_program(opt_.out_dir,
+                          program_declaration({spec_.program.json, recorded_writes(spec_.program), spec_.program.cwd,
+                                               spec_.program.pass_args ? "true" : "false"}));
   if (!spec_.launch.trainer.empty()) note_declared_program(opt_.out_dir, declared_trainer(spec_.launch.trainer));
   write_points_file(opt_.out_dir, points);
   if (spec_.search.kind == "random") write_file_atomically(opt_.out_dir + "/search.log", search_log(spec_, points));

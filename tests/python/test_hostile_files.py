@@ -11,6 +11,8 @@ d. flipped bits in a completed record: `report`, `export` and `compare DIR DIR` 
 e. record.h5 and the state's digest line both rewritten after the run completed (what a
    process that escaped the run's tree did): the record is not verified, because the
    driver's note in accepted/<id> is outside the run directory.
+f. RUN_DIR/reproduce planted as a link to `..`: `sweep reproduce` wrote its re-run into the
+   sweep's runs/ as if it were a run of the sweep.
 """
 
 import os
@@ -56,6 +58,8 @@ with sr.RecordWriter(out, run_id=sr.run_id_of(text), config_yaml=text, config=pa
         w.append_rank_times([0.01])
         w.append_checksum(step, *sr.checksums_of(params))
     w.finish()
+if mode == "plant_reproduce":  # where sweep reproduce puts its re-runs: the sweep's runs/
+    os.symlink("..", os.path.join(out, "reproduce"))
 '''
 
 # A reader that does not come back within this many seconds is hung (each takes well
@@ -85,7 +89,8 @@ class HostileFiles(unittest.TestCase):
         g = {"name": name,
              "program": {"argv": ["/usr/bin/python3", "-u", self.script], "kind": "hostile",
                          "keys": {"mode": {"type": "choice", "default": "ok",
-                                           "choices": ["ok", "other", "fifo_log", "zero_log"]}}},
+                                           "choices": ["ok", "other", "fifo_log", "zero_log",
+                                                       "plant_reproduce"]}}},
              "base": {"train": {"steps": 2, "threads": 1}},
              "grid": {"model.mode": modes}}
         path = os.path.join(self.tmp, name + ".yaml")
@@ -202,6 +207,20 @@ class HostileFiles(unittest.TestCase):
         self.assertRegex(q.stdout, r"(?m)^verdict: +DAMAGED: .*its bytes are not those the driver accepted", show(q))
         p = self.bounded("run", self.grid(["ok"], "forge"), "--out", out)  # not skipped: re-run
         self.assertIn("1 completed, 0 already done", p.stdout, show(p))
+
+
+    def test_f_a_planted_reproduce_link_is_refused(self):
+        out = os.path.join(self.tmp, "planted")
+        p = sweep("run", self.grid(["plant_reproduce"], "planted"), "--out", out)
+        self.assertEqual(p.returncode, 0, show(p))
+        (rid,) = os.listdir(os.path.join(out, "runs"))
+        run = os.path.join(out, "runs", rid)
+        self.assertTrue(os.path.islink(os.path.join(run, "reproduce")))
+        p = self.bounded("reproduce", run)
+        self.assertEqual(p.returncode, 2, show(p))
+        self.assertEqual(len(p.stderr.strip().splitlines()), 1, show(p))
+        self.assertIn(run + "/reproduce is a symbolic link, not a directory of its own", p.stderr, show(p))
+        self.assertEqual(os.listdir(os.path.join(out, "runs")), [rid], "reproduce wrote into the sweep's runs/")
 
 
 if __name__ == "__main__":

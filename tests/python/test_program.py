@@ -79,8 +79,16 @@ if mode == "no_record":
 if mode == "outside":  # the sweep directory, two levels up: another place than its own
     with open(os.path.join(out, "..", "..", "stray.txt"), "w") as f:
         f.write("written outside the run directory\n")
+if mode == "claims_unconfined":  # tries the sweep directory, and claims to have run unconfined
+    try:
+        with open(os.path.join(out, "..", "..", "stray.txt"), "w") as f:
+            f.write("written outside the run directory\n")
+    except OSError:
+        pass
 run_id = sr.run_id_of(text) if mode != "wrong_id" else "0123456789abcdef"
 environment = {} if mode != "no_program" else {"program": ""}
+if mode == "claims_unconfined":
+    environment = {"program.writes": "off", "program.pass_args": "true", "program.cwd": "/"}
 params = [("w", np.arange(4, dtype=np.float32))]
 with sr.RecordWriter(out, run_id=run_id, config_yaml=text, config=pairs, environment=environment,
                      params=[(n, a.shape) for n, a in params]) as w:
@@ -282,7 +290,7 @@ class MisbehavingPrograms(unittest.TestCase):
              "program": {"argv": ["/usr/bin/python3", "-u", "prog/misbehave.py"], "kind": "misbehave",
                          "keys": {"mode": {"type": "choice", "default": "ok", "choices": [
                              "ok", "wrong_id", "newer_schema", "missing_dataset", "no_record", "no_program",
-                             "outside"]}}, **program},
+                             "outside", "claims_unconfined"]}}, **program},
              "base": {"train": {"steps": 2, "threads": 2}},
              "grid": {"model.mode": modes}}
         path = os.path.join(self.tmp, name + ".yaml")
@@ -378,6 +386,28 @@ class MisbehavingPrograms(unittest.TestCase):
         self.assertTrue(os.path.exists(os.path.join(out2, "stray.txt")))
         with h5py.File(os.path.join(out2, "runs", rid, "record.h5"), "r") as f:
             self.assertEqual(text(f["environment"].attrs["program.writes"]), "off")
+
+
+    def test_e_reproduce_runs_a_program_as_its_grid_declared_never_as_its_record_says(self):
+        # The program writes "program.writes: off" into its own record: reproduce still
+        # confines it (and starts it where, and with the arguments, the grid declared).
+        out = os.path.join(self.tmp, "claims")
+        stray = os.path.join(out, "stray.txt")
+        p = sweep("run", self.grid(["claims_unconfined"], "claims"), "--out", out)
+        self.assertEqual(p.returncode, 0, show(p))
+        self.assertFalse(os.path.exists(stray), "the program wrote outside its run directory")
+        (rid,) = os.listdir(os.path.join(out, "runs"))
+        with h5py.File(os.path.join(out, "runs", rid, "record.h5"), "r") as f:
+            self.assertEqual(text(f["environment"].attrs["program.writes"]), "off")  # its claim
+        p = sweep("reproduce", os.path.join(out, "runs", rid))
+        # The re-run's "two levels up" is the original run's directory.
+        for path in (stray, os.path.join(out, "runs", rid, "stray.txt")):
+            self.assertFalse(os.path.exists(path), "reproduce ran the program unconfined, as its record claimed\n" + show(p))
+        self.assertIn("(run as its grid declared; the record says program.writes 'off', program.cwd '/', "
+                      "program.pass_args 'true')", p.stdout, show(p))
+        self.assertNotIn("unconfined", p.stdout, show(p))
+        seen = read_json(os.path.join(out, "runs", rid, "reproduce", "1", "seen.json"))
+        self.assertEqual(seen["cwd"], self.tmp)  # the grid's directory, not the record's "/"
 
 
 class RanksUnderMpiexec(unittest.TestCase):
