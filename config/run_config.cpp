@@ -72,6 +72,8 @@ const Applies kEvaluates{
 const Applies kSpikePolicy{"train.spike_policy skip or rewind",
                            [](const RunConfig& c) { return c.train.spike_policy != "none"; },
                            [](const RunConfig&) { return std::string("train.spike_policy none"); }};
+const Applies kForked{"train.fork_parent set", [](const RunConfig& c) { return !c.train.fork_parent.empty(); },
+                      [](const RunConfig&) { return std::string("no train.fork_parent"); }};
 const Applies kLrSwitch{"train.lr_switch_step > 0", [](const RunConfig& c) { return c.train.lr_switch_step > 0; },
                         [](const RunConfig&) { return std::string("train.lr_switch_step 0"); }};
 const Applies kDesync{"fault.desync_step > 0", [](const RunConfig& c) { return c.fault.desync_step > 0; },
@@ -172,6 +174,10 @@ void visit_fields(RunConfig& c, Visitor&& v) {
         "change of the learning rate, as sweep fork --from-step trains); 0 = off"});
   v("train.lr_before_switch", c.train.lr_before_switch, RealRange{0, 10},
     Doc{"the peak learning rate up to train.lr_switch_step", &kLrSwitch});
+  v("train.fork_parent", c.train.fork_parent, Text{64},
+    Doc{"set by sweep fork: the parent run's id; with train.fork_step part of the run id, not of the math"});
+  v("train.fork_step", c.train.fork_step, IntRange{0, int64_t(1) << 40},
+    Doc{"set by sweep fork: the parent's step the fork starts after (its checkpoint)", &kForked});
   v("train.schedule", c.train.schedule, kSchedules, Doc{"learning-rate decay after warmup, to train.min_lr"});
   v("train.warmup", c.train.warmup, IntRange{0, int64_t(1) << 40},
     Doc{"linear warmup steps from 0 to train.lr; at most train.steps"});
@@ -744,6 +750,11 @@ void check_run_config(const RunConfig& c, const FlatConfig& values) {
   if (c.train.lr_switch_step > c.train.steps)
     throw ConfigError(at_any(values, {"train.lr_switch_step", "train.steps"}) +
                       "key 'train.lr_switch_step': must be <= train.steps (" + format_int(c.train.steps) + ")");
+  if (!c.train.fork_parent.empty() && c.train.fork_step >= c.train.steps)
+    throw ConfigError(at_any(values, {"train.fork_step", "train.steps"}) +
+                      "key 'train.fork_step': must be < train.steps (" + format_int(c.train.steps) +
+                      "): a fork starts after step " + format_int(c.train.fork_step) +
+                      " and has no step left to train");
   if (c.train.lr_switch_step > 0 && !(c.train.lr_before_switch > 0))
     throw ConfigError(at_any(values, {"train.lr_before_switch", "train.lr_switch_step"}) +
                       "key 'train.lr_before_switch': the peak learning rate up to train.lr_switch_step; must be > 0");
@@ -866,10 +877,11 @@ bool omitted_at_default(const std::string& key, const std::string& value) {
     std::map<std::string, std::string> out;
     // Keys added after run ids were first given: left out at their default, so that every
     // earlier config keeps its run id.
-    for (const char* k : {"data.eval_fraction", "data.eval_path", "train.eval_every", "train.eval_batches",
-                          "train.leaf", "train.deterministic", "fault.nan_rank", "fault.nan_micro_batch",
-                          "fault.spike_step", "dist.straggler_ratio", "train.telemetry_every", "train.spike_policy",
-                          "train.spike_limit", "train.lr_switch_step", "train.lr_before_switch"})
+    for (const char* k :
+         {"data.eval_fraction", "data.eval_path", "train.eval_every", "train.eval_batches", "train.leaf",
+          "train.deterministic", "fault.nan_rank", "fault.nan_micro_batch", "fault.spike_step", "dist.straggler_ratio",
+          "train.telemetry_every", "train.spike_policy", "train.spike_limit", "train.lr_switch_step",
+          "train.lr_before_switch", "train.fork_parent", "train.fork_step"})
       for (const auto& [key, v] : all)
         if (key == k) out[key] = v;
     return out;
@@ -952,6 +964,7 @@ RunConfig math_config(const RunConfig& c) {
   // A rewind lands on the last checkpoint: then where checkpoints are is math.
   if (c.train.spike_policy != "rewind") m.train.checkpoint_every = defaults.train.checkpoint_every;
   m.train.keep_checkpoints = defaults.train.keep_checkpoints;
+  m.train.fork_parent.clear(), m.train.fork_step = 0;  // where it started, not what it computes
   m.fault.kill_step = 0, m.fault.kill_rank = 0, m.fault.hang_step = 0, m.fault.hang_rank = 0;
   m.fault.slow_ms = 0, m.fault.slow_rank = 0, m.fault.crash_in_checkpoint_step = 0, m.fault.crash_in_record = 0;
   return m;

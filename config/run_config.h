@@ -75,7 +75,12 @@ struct TrainConfig {
   /// ones train.lr's: a step change of the learning rate, what `sweep fork --from-step S
   /// train.lr=B` trains from a run of another lr. 0: off.
   int64_t lr_switch_step = 0;
-  double lr_before_switch = 0;      ///< the peak learning rate up to lr_switch_step
+  double lr_before_switch = 0;  ///< the peak learning rate up to lr_switch_step
+  /// Set by `sweep fork` alone: the parent run's id and the step of the checkpoint the fork
+  /// starts from. Part of the run id (a fork is never a grid point, and two forks of one
+  /// change from different parents or steps are two runs), not of the math.
+  std::string fork_parent;
+  int64_t fork_step = 0;
   std::string schedule = "cosine";  ///< constant | linear | cosine (after warmup)
   int64_t warmup = 0;               ///< linear warmup steps from 0 to lr
   double min_lr = 0.0;              ///< floor of the linear/cosine decay

@@ -177,17 +177,33 @@ LineageResult fork_run(const LineageOptions& opt, ProcessRunner& runner) {
     if (key.rfind("model.", 0) == 0)
       throw ConfigError(printable(value.where) + ": a fork continues the parent's parameters, so the model keys (" +
                         key + ") cannot change");
-  const RunConfig cfg = apply_run_config(p.config, changes);
-  const std::string id = run_id(cfg);
-  if (id == p.id)
+  const RunConfig asked = apply_run_config(p.config, changes);
+  RunConfig cfg = asked;
+  if (run_id(cfg) == p.id)
     throw ConfigError("fork: " + join(opt.set, " ") + " leaves run " + p.id +
                       "'s config as it was; change a key to another value");
+  if (opt.from_step >= cfg.train.steps)
+    throw ConfigError("fork: --from-step " + std::to_string(opt.from_step) + " is not before the fork's last step (" +
+                      "train.steps " + std::to_string(cfg.train.steps) +
+                      "): nothing would be left to train; give train.steps=N with N > " +
+                      std::to_string(opt.from_step) + " to train on");
+  // What it trains, in its config: a new learning rate is a step change of the parent's
+  // schedule at the fork's step (what a grid run of these keys trains bit for bit), and
+  // the parent and step are part of its id, so a fork is never a grid point.
+  if (cfg.train.lr != p.config.train.lr) {
+    const bool before_parents_switch = p.config.train.lr_switch_step >= opt.from_step;
+    cfg.train.lr_before_switch = before_parents_switch ? p.config.train.lr_before_switch : p.config.train.lr;
+    cfg.train.lr_switch_step = opt.from_step;
+  }
+  cfg.train.fork_parent = p.id, cfg.train.fork_step = opt.from_step;
+  cfg = apply_run_config(cfg, {});  // checked as a whole, as a grid's run is
+  const std::string id = run_id(cfg);
   SweepLock lock(p.sweep_dir);
   const std::string dir = run_dir(p.sweep_dir, id);
   if (fs::exists(dir + "/record.h5"))
     throw ConfigError("run " + id + " (this fork) has finished already: " + dir + "/record.h5");
-  const bool again = !complete_checkpoints(dir).empty();  // an earlier try of this fork got that far
-  const std::vector<std::string> keys = math_differences(p.config, cfg);
+  const bool again = !complete_checkpoints(dir).empty();                    // an earlier try of this fork got that far
+  const std::vector<std::string> keys = math_differences(p.config, asked);  // the change, as asked
   const std::string what = keys.empty() ? join(opt.set, " ") : join(keys, "; ");
   prepare(dir, cfg, "forked from run " + p.id + " at step " + std::to_string(opt.from_step) + ": " + what);
   const std::vector<std::string> extra =

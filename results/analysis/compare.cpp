@@ -19,6 +19,23 @@
 #include "text.h"          // exact_double
 
 namespace sweep {
+std::vector<ValueDiff> lineage_changes(const std::map<std::string, std::string>& parent,
+                                       const std::map<std::string, std::string>& child) {
+  const auto value = [](const std::map<std::string, std::string>& m, const char* key) {
+    const auto it = m.find(key);
+    return it == m.end() ? std::string() : it->second;
+  };
+  const std::string fork_step = value(child, "train.fork_step");
+  const bool switch_at_fork = !fork_step.empty() && value(child, "train.lr_switch_step") == fork_step;
+  std::vector<ValueDiff> out;
+  for (ValueDiff& d : diff_maps(parent, child)) {
+    if (d.key == "train.fork_parent" || d.key == "train.fork_step") continue;
+    if (switch_at_fork && (d.key == "train.lr_switch_step" || d.key == "train.lr_before_switch")) continue;
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
 namespace {
 
 bool same_bits(double a, double b) {

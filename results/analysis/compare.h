@@ -29,6 +29,13 @@ struct ValueDiff {
 std::vector<ValueDiff> diff_maps(const std::map<std::string, std::string>& a,
                                  const std::map<std::string, std::string>& b, bool missing_is_empty = false);
 
+/// What a run started from a parent's checkpoint changed: the config keys whose values
+/// differ, less what `sweep fork` writes to say where it started (train.fork_parent,
+/// train.fork_step, and the learning-rate switch at the fork's step that a new train.lr
+/// is). "train.lr: 0.003 -> 0.001", not five keys.
+std::vector<ValueDiff> lineage_changes(const std::map<std::string, std::string>& parent,
+                                       const std::map<std::string, std::string>& child);
+
 /// "No such step" for the step fields of RecordComparison (0 is a real checksum step).
 inline constexpr int64_t kNoStep = -1;
 

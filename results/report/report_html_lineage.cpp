@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include "compare.h"  // diff_maps
+#include "compare.h"  // lineage_changes
 #include "report_format.h"
 #include "report_html_parts.h"
 #include "report_plots.h"  // LineChart, chart_figure
@@ -15,7 +15,7 @@ namespace {
 // "train.lr: 0.003 -> 0.001; train.seed: 0 -> 1": the keys whose values differ.
 std::string config_changes(const Record& parent, const Record& child) {
   std::string out;
-  for (const ValueDiff& d : diff_maps(parent.config, child.config))
+  for (const ValueDiff& d : lineage_changes(parent.config, child.config))
     out += (out.empty() ? "" : "; ") + d.key + ": " + (d.a.empty() ? "(unset)" : d.a) + " -> " +
            (d.b.empty() ? "(unset)" : d.b);
   return out;

@@ -121,6 +121,19 @@ class Fork(unittest.TestCase):
         with h5py.File(os.path.join(self.out, "runs", fid, "record.h5"), "r") as f:
             self.assertEqual(record_digest(f), stored_digest(f))
 
+    def test_a2_the_fork_is_never_a_grid_point_and_its_config_says_what_it_trained(self):
+        fid = self.fork_id()
+        # The grid's own point of lr 1e-3 (the straight run) is another run: a rerun of that
+        # grid here would train it, not call the fork "already completed".
+        self.assertNotEqual(fid, only_run(self.straight))
+        with open(os.path.join(self.out, "runs", fid, "config.yaml"), encoding="utf-8") as f:
+            train = yaml.safe_load(f)["train"]
+        self.assertEqual((train["lr"], train["lr_switch_step"], train["lr_before_switch"]), (1.0e-3, 8, 3.0e-3))
+        self.assertEqual((train["fork_parent"], train["fork_step"]), (self.parent, 8))
+        p = sweep("plan", grid(os.path.join(self.tmp, "g2.yaml"), "fork", {"lr": 1.0e-3}), "--out", self.out)
+        self.assertEqual(p.returncode, 0, show(p))
+        self.assertIn("(0 done, 1 to run)", p.stdout, show(p))
+
     def test_b_show_status_and_report_name_the_parent(self):
         fid = self.fork_id()
         p = sweep("show", os.path.join(self.out, "runs", fid))
@@ -206,6 +219,8 @@ class Fork(unittest.TestCase):
              "step_0000000012)"),
             (["--from-step", "8", "train.lr=1e-3"], "has finished already"),  # this fork is there
             (["--from-step", "8"], "changes"),  # no KEY=VALUE
+            (["--from-step", "8", "train.steps=8", "train.lr=2e-3"],
+             "--from-step 8 is not before the fork's last step (train.steps 8): nothing would be left to train"),
         ]
         for args, said in cases:
             p = sweep("fork", self.pdir, *args)

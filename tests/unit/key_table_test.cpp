@@ -85,6 +85,7 @@ const std::vector<IdleCase>& idle_cases() {
       {"train.keep_checkpoints", "5", "{}", "train: {checkpoint_every: 10}"},
       {"train.spike_limit", "5", "{}", "train: {spike_policy: skip}"},
       {"train.lr_before_switch", "0.01", "{}", "train: {lr_switch_step: 5, lr_before_switch: 0.002}"},
+      {"train.fork_step", "5", "{}", "train: {fork_parent: 0123456789abcdef, steps: 10}"},
       {"train.eval_every", "10", "error", "data: {eval_fraction: 0.1}"},
       {"train.eval_batches", "2", "{}", "data: {eval_fraction: 0.1}"},
       {"dist.reduction", "native", "train: {deterministic: false}", "{}"},
