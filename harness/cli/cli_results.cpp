@@ -11,7 +11,7 @@
 #include <memory>  // unique_ptr: the sweeps a command read, kept to its exit
 #include <set>
 
-#include "atomic_file.h"  // write_file_atomically
+#include "atomic_file.h"  // write_file_atomically, replace_directory
 #include "cli.h"
 #include "compare.h"             // compare_records, compare_sweeps
 #include "config_error.h"        // ConfigError
@@ -230,17 +230,16 @@ int write_tensorboard_export(const std::string& dir, const std::string& out) {
   const SweepRecords& sweep = load_sweep_for_process(dir);
   const auto files = render_tensorboard(sweep);
   note_left_out(sweep);
-  fs::create_directories(out);
-  for (const auto& [rel, bytes] : files) {
-    const fs::path p = fs::path(out) / rel;
-    if (p.parent_path() != fs::path(out)) {
-      const fs::file_status ps = fs::symlink_status(p.parent_path(), ec);
-      if (!ec && fs::exists(ps) && !fs::is_directory(ps))
-        throw ConfigError(p.parent_path().string() + ": exists and is not a directory; refusing to write through it");
+  // Written aside and swapped in whole: TensorBoard never reads half an export, and a run
+  // that is no longer in the sweep leaves nothing behind.
+  if (const fs::path parent = fs::path(out).parent_path(); !parent.empty()) fs::create_directories(parent);
+  replace_directory(out, [&](const std::string& fresh) {
+    for (const auto& [rel, bytes] : files) {
+      const fs::path p = fs::path(fresh) / rel;
       fs::create_directories(p.parent_path());
+      write_file_atomically(p.string(), bytes);
     }
-    write_file_atomically(p.string(), bytes);
-  }
+  });
   std::printf("export: %s (%zu runs)\n", out.c_str(), files.size() - 2);
   return 0;
 }

@@ -1,9 +1,11 @@
 #include "atomic_file.h"
 
+#include <fcntl.h>  // AT_FDCWD
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>  // renameat2, RENAME_EXCHANGE
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -61,6 +63,41 @@ void write_file_atomically_streamed(const std::string& path, const std::function
     ::unlink(tmp.c_str());
     throw std::runtime_error(path + ": cannot replace: " + std::strerror(err));
   }
+}
+
+void replace_directory(const std::string& path, const std::function<void(const std::string& dir)>& produce) {
+  const fs::path target = fs::path(path).lexically_normal();
+  const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::string tmp = (parent / ("." + target.filename().string() + ".new-XXXXXX")).string();
+  if (!::mkdtemp(tmp.data())) throw std::runtime_error(path + ": cannot write beside it: " + std::strerror(errno));
+  std::error_code ec;
+  try {
+    produce(tmp);
+    ::chmod(tmp.c_str(), 0755);
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {  // nothing there yet: the new one takes the name
+    if (::rename(tmp.c_str(), path.c_str()) == 0) return;
+    const int err = errno;
+    fs::remove_all(tmp, ec);
+    throw std::runtime_error(path + ": cannot create: " + std::strerror(err));
+  }
+  if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_EXCHANGE) != 0) {
+    // A file system without the exchange: the old one aside, then the new one in place.
+    const std::string old = tmp + ".old";
+    const bool aside = ::rename(path.c_str(), old.c_str()) == 0;
+    if (!aside || ::rename(tmp.c_str(), path.c_str()) != 0) {
+      const int err = errno;
+      if (aside) ::rename(old.c_str(), path.c_str());  // the old one back in its place
+      fs::remove_all(tmp, ec);
+      throw std::runtime_error(path + ": cannot replace: " + std::strerror(err));
+    }
+    tmp = old;
+  }
+  fs::remove_all(tmp, ec);  // the old directory, now under the temporary name
 }
 
 }  // namespace sweep

@@ -21,4 +21,12 @@ void write_file_atomically(const std::string& path, const std::string& text);
 /// `produce` throws, after the temporary file is removed, is rethrown.
 void write_file_atomically_streamed(const std::string& path, const std::function<void(const ChunkSink&)>& produce);
 
+/// Fills a fresh directory beside `path` (mkdtemp: never one planted there) by `produce`,
+/// which gets the directory's path, then puts it in `path`'s place in one step: an
+/// exchange of the two names (renameat2 RENAME_EXCHANGE) when `path` exists, so a reader
+/// sees the whole old directory or the whole new one, never a mix, and nothing of the old
+/// one stays; then the old one is removed. When `produce` throws (a full disk), the new
+/// directory is removed and `path` is untouched. Throws std::runtime_error naming the path.
+void replace_directory(const std::string& path, const std::function<void(const std::string& dir)>& produce);
+
 }  // namespace sweep

@@ -176,13 +176,19 @@ class TensorBoardTests:
             walls = [w for w, _, _, _ in ev]
             self.assertEqual(walls, sorted(walls), "wall times go forward")
         self.assertEqual(len(groups), 2, "the seeds of one lr are one session group")
-        # The same records give the same bytes; an earlier export is replaced.
+        # The same records give the same bytes; an earlier export is replaced whole: a run
+        # that an earlier export held and the sweep no longer does (planted here) is gone.
         with open(os.path.join(tb, runs[0], "events.out.tfevents.0.sweep"), "rb") as f:
             first = f.read()
+        gone = os.path.join(tb, "ffffffffffffffff")
+        os.makedirs(gone)
+        shutil.copy(os.path.join(tb, runs[0], "events.out.tfevents.0.sweep"), gone)
         p = self.sweep("export", self.out, "--format", "tensorboard", "-o", tb)
         self.assertEqual(p.returncode, 0, show(p))
         with open(os.path.join(tb, runs[0], "events.out.tfevents.0.sweep"), "rb") as f:
             self.assertEqual(f.read(), first)
+        self.assertFalse(os.path.exists(gone), "a run no longer in the sweep stayed in the export")
+        self.assertEqual([n for n in os.listdir(self.tmp) if n.startswith(".tb.")], [], "a temporary stayed")
 
     def test_a_foreign_directory_or_stdout_is_refused(self):
         foreign = os.path.join(self.tmp, "mine")
