@@ -76,6 +76,7 @@ std::vector<std::pair<std::string, std::string>> program_environment_defaults() 
   env.emplace_back("program.data", env_or_empty("SWEEP_DATA_FILES"));
   // Its source files with their hashes (argv's and program.files) and where it started.
   env.emplace_back("program.files", env_or_empty("SWEEP_PROGRAM_FILES"));
+  env.emplace_back("program.trees", env_or_empty("SWEEP_PROGRAM_TREES"));  // its directories and globs
   env.emplace_back("program.cwd", env_or_empty("SWEEP_PROGRAM_CWD"));
   env.emplace_back("program.pass_args", env_or_empty("SWEEP_PROGRAM_PASS_ARGS"));
   env.emplace_back("program", env_or_empty("SWEEP_PROGRAM"));

@@ -20,7 +20,7 @@
 #include "atomic_file.h"    // write_file_atomically
 #include "data_file.h"      // identify_data_file, sweep_cache_dir
 #include "parallel_for.h"   // run directories read on every core
-#include "program.h"        // program_digest, parse_json_string_array
+#include "program.h"        // program_digest, parse_json_string_array, added_files
 #include "record.h"         // read_record, RecordError
 #include "sweep_index.h"    // SweepIndex
 #include "sweep_records.h"  // record_problem, accepted_digest_problem
@@ -256,6 +256,21 @@ std::string data_changed(const Record& r) {
     }
     if (!it->second.empty())
       return "its " + what + (it->second.size() > 1 ? "s " : " ") + join(it->second, ", ") + " changed since the run";
+  }
+  // A file added to a directory or glob of program.files since the run.
+  if (const std::string trees = r.env("program.trees"); !trees.empty()) {
+    const std::string key = trees + "\n" + r.env("program.files");
+    auto it = seen.find(key);
+    if (it == seen.end()) {
+      std::vector<std::string> added;
+      try {
+        added = added_files(trees, r.env("program.files"));
+      } catch (const ConfigError& e) {
+        added = {std::string("(program.trees does not read: ") + e.what() + ")"};
+      }
+      it = seen.emplace(key, added).first;
+    }
+    if (!it->second.empty()) return "its program files changed since the run: " + join(it->second, ", ");
   }
   // Without program.files (records of before it), the digest of argv's files.
   if (!program.empty() && !digest.empty() && r.env("program.files").empty()) {

@@ -22,7 +22,7 @@ namespace sweep {
 namespace {
 
 /// The environment keys data_changed() reads.
-constexpr const char* kInputKeys[] = {"program",   "program.digest", "program.files",  "program.data",
+constexpr const char* kInputKeys[] = {"program",   "program.digest", "program.files",  "program.trees", "program.data",
                                       "data.file", "data.hash",      "data.eval_file", "data.eval_hash"};
 /// Fields of an entry line before its inputs.
 constexpr size_t kFixedFields = 20;

@@ -29,7 +29,7 @@ namespace sweep {
 struct Record;  // record.h
 
 /// Version of the index file; an index of another version is rebuilt.
-inline constexpr const char* kIndexHead = "sweep-index 1";
+inline constexpr const char* kIndexHead = "sweep-index 2";
 /// The index's name in a sweep directory.
 inline constexpr const char* kIndexFile = "records.index";
 /// A record whose change time is less than this many seconds before it was read is not

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <stdexcept>
 
 #include "config_error.h"  // ConfigError
@@ -121,31 +122,44 @@ void files_under(const fs::path& dir, std::vector<std::string>* out) {
   }
 }
 
+}  // namespace
+
+std::vector<std::string> files_of_pattern(const std::string& pattern) {
+  std::error_code ec;
+  std::vector<std::string> found;
+  if (fs::is_directory(pattern, ec)) {
+    files_under(pattern, &found);
+  } else if (fs::is_regular_file(pattern, ec)) {
+    found.push_back(pattern);
+  } else {
+    glob_t g{};
+    if (::glob(pattern.c_str(), GLOB_NOSORT, nullptr, &g) == 0)
+      for (size_t i = 0; i < g.gl_pathc; ++i) {
+        if (fs::is_directory(g.gl_pathv[i], ec))
+          files_under(g.gl_pathv[i], &found);
+        else if (fs::is_regular_file(g.gl_pathv[i], ec))
+          found.push_back(fs::path(g.gl_pathv[i]).lexically_normal().string());
+      }
+    ::globfree(&g);
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+namespace {
+
 /// `program.files`: each entry a file, a directory or a glob, relative to the grid file.
-std::vector<std::string> expand_files(const YamlMap& m, const std::string& source) {
+/// The entries that are a directory or a glob go to *trees (absolute): what they name
+/// may grow, so the stale check expands them again.
+std::vector<std::string> expand_files(const YamlMap& m, const std::string& source, std::vector<std::string>* trees) {
   std::vector<std::string> out;
   for (const std::string& given : m.texts("files")) {
     const std::string pattern = fs::absolute(next_to_grid(source, given)).lexically_normal().string();
-    std::error_code ec;
-    std::vector<std::string> found;
-    if (fs::is_directory(pattern, ec)) {
-      files_under(pattern, &found);
-    } else if (fs::is_regular_file(pattern, ec)) {
-      found.push_back(pattern);
-    } else {
-      glob_t g{};
-      if (::glob(pattern.c_str(), GLOB_NOSORT, nullptr, &g) == 0)
-        for (size_t i = 0; i < g.gl_pathc; ++i) {
-          if (fs::is_directory(g.gl_pathv[i], ec))
-            files_under(g.gl_pathv[i], &found);
-          else if (fs::is_regular_file(g.gl_pathv[i], ec))
-            found.push_back(fs::path(g.gl_pathv[i]).lexically_normal().string());
-        }
-      ::globfree(&g);
-    }
+    const std::vector<std::string> found = files_of_pattern(pattern);
     if (found.empty())
       throw ConfigError(m.at("files") + "'" + printable(given) +
                         "' names no file (a file, a directory or a glob, relative to the grid file)");
+    if (std::error_code ec; !fs::is_regular_file(pattern, ec)) trees->push_back(pattern);
     out.insert(out.end(), found.begin(), found.end());
     if (out.size() > kMaxProgramFiles)
       throw ConfigError(m.at("files") + "more than " + std::to_string(kMaxProgramFiles) +
@@ -227,7 +241,7 @@ ProgramSpec parse_program(const YAML::Node& node, const std::string& source) {
                       ": not a directory; expected where each run starts (relative to the grid file)");
   if (p.cwd.find('=') != std::string::npos)
     throw ConfigError(m.at("cwd") + "a directory with '=' in its name cannot be given to env(1); rename or link it");
-  p.files = expand_files(m, source);
+  p.files = expand_files(m, source, &p.trees);
   for (const std::string& d : m.texts("data")) {
     const std::string path = fs::absolute(next_to_grid(source, d)).lexically_normal().string();
     if (const std::string why = regular_file_problem(path); !why.empty())
@@ -413,7 +427,13 @@ std::vector<std::string> changed_files(const std::string& recorded) {
     if (space == std::string::npos) throw ConfigError("'" + printable(item) + "': expected \"<hash> <path>\"");
     const std::string hash = item.substr(0, space), path = item.substr(space + 1);
     std::error_code ec;
-    if (!fs::exists(path, ec)) continue;  // not visible here (a compute node's path): the run checks it
+    if (!fs::exists(path, ec)) {
+      // Gone from a directory that is here: removed since the run. A directory that is not
+      // here either is a compute node's path: the run itself checks it.
+      if (fs::is_directory(fs::path(path).parent_path(), ec))
+        out.push_back(printable(path) + " (removed since the run)");
+      continue;
+    }
     std::string now;
     try {
       now = identify_data_file(path, sweep_cache_dir()).hash;
@@ -425,6 +445,16 @@ std::vector<std::string> changed_files(const std::string& recorded) {
   return out;
 }
 
+std::vector<std::string> added_files(const std::string& trees, const std::string& recorded) {
+  std::set<std::string> had;
+  for (const std::string& item : parse_json_string_array(recorded)) had.insert(item.substr(item.find(' ') + 1));
+  std::vector<std::string> out;
+  for (const std::string& pattern : parse_json_string_array(trees))
+    for (const std::string& f : files_of_pattern(pattern))
+      if (!had.count(f)) out.push_back(printable(f) + " (added since the run, in " + printable(pattern) + ")");
+  return out;
+}
+
 std::vector<std::string> program_environment(const ProgramSpec& p, const std::string& run_dir,
                                              const std::string& run_id, int64_t threads, const Rendezvous& rendezvous) {
   const std::string t = std::to_string(threads);
@@ -432,6 +462,7 @@ std::vector<std::string> program_environment(const ProgramSpec& p, const std::st
       "SWEEP_CONFIG=" + run_dir + "/config.yaml", "SWEEP_RUN_DIR=" + run_dir, "SWEEP_RUN_ID=" + run_id,
       "SWEEP_PROGRAM=" + p.json, "SWEEP_PROGRAM_DIGEST=" + p.digest, "SWEEP_PROGRAM_KEYS=" + p.keys,
       "SWEEP_PROGRAM_WRITES=" + recorded_writes(p), "SWEEP_PROGRAM_FILES=" + p.file_hashes,
+      "SWEEP_PROGRAM_TREES=" + (p.trees.empty() ? std::string() : json_string_array(p.trees)),
       "SWEEP_PROGRAM_CWD=" + p.cwd, std::string("SWEEP_PROGRAM_PASS_ARGS=") + (p.pass_args ? "true" : "false"),
       "SWEEP_DATA_FILES=" + p.data_hashes,
       // The first data file as data.file and data.hash, as sweep-train records data.path.

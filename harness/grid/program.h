@@ -31,6 +31,10 @@ struct ProgramSpec {
   /// `program.files`: its source beyond argv (globs and directories, relative to the grid
   /// file), expanded to regular files, sorted; hashed into the digest with argv's files.
   std::vector<std::string> files;
+  /// The `program.files` entries that are a directory or a glob (absolute): expanded again
+  /// by the stale check, so a file added there makes runs stale. The record's
+  /// `program.trees` (a JSON array; empty for none).
+  std::vector<std::string> trees;
   /// `program.data`: the data files it reads (relative to the grid file; absolute here),
   /// hashed like data.path: a changed one makes its completed runs stale.
   std::vector<std::string> data;
@@ -80,6 +84,14 @@ ProgramSpec recorded_program(const std::string& json, const std::string& keys, c
                              const std::string& what, const std::string& files = "", const std::string& data = "",
                              const std::string& cwd = "", const std::string& pass_args = "");
 
+/// The regular files a `program.files` entry (absolute: a file, a directory walked
+/// without hidden entries and __pycache__, or a glob) names now, sorted.
+std::vector<std::string> files_of_pattern(const std::string& pattern);
+
+/// The files a recorded `program.trees` (its directories and globs) names now that its
+/// `program.files` (`recorded`) did not hold: "<path> (added since the run, in <tree>)".
+std::vector<std::string> added_files(const std::string& trees, const std::string& recorded);
+
 /// The elements of `argv` that name a regular file by a path (with a '/'), in order: the
 /// interpreter and the script, or the executable; what program_digest hashes.
 std::vector<std::string> program_files(const std::vector<std::string>& argv);
@@ -89,8 +101,9 @@ std::string program_digest(const std::vector<std::string>& argv, const std::vect
 
 /// The files of a recorded `program.files` or `program.data` (a JSON array of "<hash>
 /// <path>") whose contents are no longer that hash, as "path (was H, now H')"; empty when
-/// all are as recorded. A file not here is left out (a compute node's path: the run checks
-/// it). Throws ConfigError when `recorded` does not parse.
+/// all are as recorded. A file gone from a directory that is here is "path (removed since
+/// the run)"; one whose directory is not here either is left out (a compute node's path:
+/// the run checks it). Throws ConfigError when `recorded` does not parse.
 std::vector<std::string> changed_files(const std::string& recorded);
 
 /// `items` as a JSON array of strings, and back (ConfigError on anything else).

@@ -188,6 +188,7 @@ def environment_defaults():
         "program.writes": os.environ.get("SWEEP_PROGRAM_WRITES", ""),
         # Its source files with their hashes (argv's and program.files), and where it started.
         "program.files": os.environ.get("SWEEP_PROGRAM_FILES", ""),
+        "program.trees": os.environ.get("SWEEP_PROGRAM_TREES", ""),
         "program.cwd": os.environ.get("SWEEP_PROGRAM_CWD", ""),
         "program.pass_args": os.environ.get("SWEEP_PROGRAM_PASS_ARGS", ""),
         # What held the program: sweep-confine's level ("landlock-abi-7: writes, signals").

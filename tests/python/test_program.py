@@ -410,6 +410,39 @@ class MisbehavingPrograms(unittest.TestCase):
         self.assertEqual(seen["cwd"], self.tmp)  # the grid's directory, not the record's "/"
 
 
+    def test_f_a_file_added_to_or_removed_from_a_files_directory_makes_runs_stale(self):
+        lib = os.path.join(self.tmp, "prog", "lib")
+        os.makedirs(lib, exist_ok=True)
+        with open(os.path.join(lib, "a.py"), "w") as f:
+            f.write("A = 1\n")
+        out = os.path.join(self.tmp, "tree")
+        grid = self.grid(["ok"], "tree", files=[lib])
+        p = sweep("run", grid, "--out", out)
+        self.assertEqual(p.returncode, 0, show(p))
+        (rid,) = os.listdir(os.path.join(out, "runs"))
+        with h5py.File(os.path.join(out, "runs", rid, "record.h5"), "r") as f:
+            self.assertEqual(json.loads(text(f["environment"].attrs["program.trees"])), [lib])
+        p = sweep("plan", grid, "--out", out)
+        self.assertIn("(1 done, 0 to run)", p.stdout, show(p))
+        # A module added beside the program's: its runs are stale, and the file is named.
+        added = os.path.join(lib, "b.py")
+        with open(added, "w") as f:
+            f.write("B = 2\n")
+        p = sweep("plan", grid, "--out", out)
+        self.assertIn("(0 done, 1 to run)", p.stdout, show(p))
+        self.assertIn("stale %s: its program files changed since the run: %s (added since the run, in %s)"
+                      % (rid, added, lib), p.stdout, show(p))
+        p = sweep("run", grid, "--out", out)
+        self.assertIn("1 completed", p.stdout, show(p))
+        p = sweep("plan", grid, "--out", out)
+        self.assertIn("(1 done, 0 to run)", p.stdout, show(p))
+        # And removed again: stale too.
+        os.unlink(added)
+        p = sweep("plan", grid, "--out", out)
+        self.assertIn("(0 done, 1 to run)", p.stdout, show(p))
+        self.assertIn("%s (removed since the run)" % added, p.stdout, show(p))
+
+
 class RanksUnderMpiexec(unittest.TestCase):
     """b. Every rank of a program under mpiexec gets the same run and its own rank."""
 

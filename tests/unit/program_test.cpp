@@ -146,6 +146,7 @@ TEST_F(Program, EachRunGetsItsFilesAndNumericsEnvironment) {
                   "SWEEP_PROGRAM_KEYS=" + s.program.keys,
                   "SWEEP_PROGRAM_WRITES=[]",
                   "SWEEP_PROGRAM_FILES=[\"" + s.program.digest + " " + tool_ + "\"]",
+                  "SWEEP_PROGRAM_TREES=",
                   "SWEEP_PROGRAM_CWD=" + s.program.cwd,
                   "SWEEP_PROGRAM_PASS_ARGS=true",
                   "SWEEP_DATA_FILES=",

@@ -494,9 +494,9 @@ TEST_F(SweepIndexFile, AnyDamageRebuildsItWithOneLineSayingWhy) {
   edited.replace(edited.find("completed"), 9, "diverged ");
   expect_rebuilt(edited, "damaged or edited (its checksum does not match its contents)", "a status edited");
   std::string foreign = good;
-  foreign.replace(0, std::string(kIndexHead).size(), "sweep-index 2");
-  expect_rebuilt(foreign, "written by another version of sweep (sweep-index 2)", "another version");
-  expect_rebuilt("\x89HDF\r\n\x1a\n", "damaged (its first line is not 'sweep-index 1')", "another file");
+  foreign.replace(0, std::string(kIndexHead).size(), "sweep-index 9");
+  expect_rebuilt(foreign, "written by another version of sweep (sweep-index 9)", "another version");
+  expect_rebuilt("\x89HDF\r\n\x1a\n", "damaged (its first line is not 'sweep-index 2')", "another file");
   // Not a regular file: rebuilt in memory, and nothing is written through it.
   fs::remove(path);
   ASSERT_EQ(::mkfifo(path.c_str(), 0644), 0);
