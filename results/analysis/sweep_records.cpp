@@ -156,6 +156,27 @@ bool same_value(const std::string& quoted_a, const std::string& quoted_b) {
 
 }  // namespace
 
+std::string steps_problem(const Record& r) {
+  // The steps a record's rows name: what every figure is read by.
+  if (r.steps.empty())
+    return r.status == "completed" ? "record.h5 is completed but holds no training step (a run records each step "
+                                     "it trained)"
+                                   : "";
+  for (size_t i = 1; i < r.steps.size(); ++i)
+    if (r.steps[i].step <= r.steps[i - 1].step)
+      return "record.h5's steps do not increase: step " + std::to_string(r.steps[i].step) + " follows step " +
+             std::to_string(r.steps[i - 1].step) + " (row " + std::to_string(i + 1) + ")";
+  if (r.steps.front().step < 1)
+    return "record.h5's first step is " + std::to_string(r.steps.front().step) + " (steps count from 1)";
+  const auto declared = r.config.find("train.steps");
+  char* end = nullptr;
+  const long long steps = declared == r.config.end() ? 0 : std::strtoll(declared->second.c_str(), &end, 10);
+  if (steps > 0 && end && !*end && r.steps.back().step > steps)
+    return "record.h5 records step " + std::to_string(r.steps.back().step) + ", beyond its config's train.steps " +
+           std::to_string(steps);
+  return "";
+}
+
 std::string record_content_problem(const std::string& run_dir, const Record& r) {
   const std::string name = fs::path(run_dir).filename().string();
   if (!id_like(name)) return "";
@@ -174,7 +195,7 @@ std::string record_content_problem(const std::string& run_dir, const Record& r) 
       return "record.h5 shows " + printable(key) + " = " + printable(value) +
              ", but the config its run id names says " + printable(it->second);
   }
-  return "";
+  return steps_problem(r);
 }
 
 std::string accepted_digest_problem(const std::string& accepted, const std::string& digest, int64_t schema_version) {

@@ -41,6 +41,11 @@ struct FailedRun {
 ///     replaced by another valid one, is not the record the run completed with.
 std::string record_problem(const std::string& run_dir, const Record& r);
 
+/// What is wrong with the steps a record's rows name: none in a completed record, steps
+/// that do not increase or start below 1, a step beyond its config's train.steps; "" when
+/// none is. Every figure (objective, curves, compare) is read by step.
+std::string steps_problem(const Record& r);
+
 /// record_problem's rules that the record's own contents decide (its run id, its config),
 /// without the last one (the digest the driver accepted, which runs/<id>/state holds).
 std::string record_content_problem(const std::string& run_dir, const Record& r);

@@ -93,7 +93,8 @@ params = [("w", np.arange(4, dtype=np.float32))]
 with sr.RecordWriter(out, run_id=run_id, config_yaml=text, config=pairs, environment=environment,
                      params=[(n, a.shape) for n, a in params]) as w:
     w.append_checksum(0, *sr.checksums_of(params))
-    for step in (1, 2):
+    steps = {"no_steps": (), "past_steps": (1, 2, 3), "steps_back": (2, 1)}.get(mode, (1, 2))
+    for step in steps:
         w.append_step({"step": step, "loss": 1.0 / step, "lr": 0.1, "grad_norm": 1.0, "tokens": 8})
         w.append_rank_times([0.01])
     w.append_checksum(2, *sr.checksums_of(params))
@@ -290,7 +291,8 @@ class MisbehavingPrograms(unittest.TestCase):
              "program": {"argv": ["/usr/bin/python3", "-u", "prog/misbehave.py"], "kind": "misbehave",
                          "keys": {"mode": {"type": "choice", "default": "ok", "choices": [
                              "ok", "wrong_id", "newer_schema", "missing_dataset", "no_record", "no_program",
-                             "outside", "claims_unconfined"]}}, **program},
+                             "outside", "claims_unconfined", "no_steps", "past_steps", "steps_back"]}},
+                         **program},
              "base": {"train": {"steps": 2, "threads": 2}},
              "grid": {"model.mode": modes}}
         path = os.path.join(self.tmp, name + ".yaml")
@@ -338,15 +340,19 @@ class MisbehavingPrograms(unittest.TestCase):
         ok_id = self.states(out)["ok"][0]
         ok_record = os.path.join(out, "runs", ok_id, "record.h5")
         before = read_bytes(ok_record), os.stat(ok_record).st_mtime_ns
-        modes = ["ok", "wrong_id", "newer_schema", "missing_dataset", "no_record", "no_program"]
+        modes = ["ok", "wrong_id", "newer_schema", "missing_dataset", "no_record", "no_program", "no_steps",
+                 "past_steps", "steps_back"]
         p = sweep("run", self.grid(modes), "--out", out)
         self.assertEqual(p.returncode, 1, show(p))
-        self.assertIn("0 completed, 1 already done, 5 failed", p.stdout, show(p))
+        self.assertIn("0 completed, 1 already done, 8 failed", p.stdout, show(p))
         self.assertEqual((read_bytes(ok_record), os.stat(ok_record).st_mtime_ns), before)
         st = self.states(out)
         expect = {"wrong_id": "names run '0123456789abcdef'", "newer_schema": "exit code 0 but an invalid record",
                   "missing_dataset": "exit code 0 but an invalid record", "no_record": "exit code 0 but no record",
-                  "no_program": "the record does not name the program that ran"}
+                  "no_program": "the record does not name the program that ran",
+                  "no_steps": "record.h5 is completed but holds no training step",
+                  "past_steps": "record.h5 records step 3, beyond its config's train.steps 2",
+                  "steps_back": "append_step: step 1 after step 2"}  # the Python writer refuses it first
         for mode, needle in expect.items():
             rid, state = st[mode]
             self.assertIn("failed", state, (mode, state))
@@ -355,7 +361,7 @@ class MisbehavingPrograms(unittest.TestCase):
         self.assertIn("moved aside", st["no_program"][1])
         # None of them is counted as done by the next sweep: each is attempted again.
         p = sweep("run", self.grid(modes), "--out", out)
-        self.assertIn("1 already done, 5 failed", p.stdout, show(p))
+        self.assertIn("1 already done, 8 failed", p.stdout, show(p))
         self.assertEqual((read_bytes(ok_record), os.stat(ok_record).st_mtime_ns), before)
 
 
