@@ -18,7 +18,15 @@ double mean_finite_loss(const Record& r, size_t from, size_t to) {
   size_t n = 0;
   for (size_t i = from; i < to && i < r.steps.size(); ++i)
     if (std::isfinite(r.steps[i].loss)) sum += r.steps[i].loss, ++n;
-  return n ? sum / double(n) : NAN;
+  if (n == 0) return NAN;
+  if (std::isfinite(sum)) return sum / double(n);
+  // Finite losses whose sum overflows (near DBL_MAX): a running mean, each term divided
+  // before it is added, cannot.
+  double mean = 0;
+  double k = 0;
+  for (size_t i = from; i < to && i < r.steps.size(); ++i)
+    if (std::isfinite(r.steps[i].loss)) ++k, mean += r.steps[i].loss / k - mean / k;
+  return mean;
 }
 
 RunFigures run_figures(const Record& r) {

@@ -57,10 +57,22 @@ void nonfinite_loss(const Record& r, std::vector<HealthFlag>& out) {
     if (!std::isfinite(s.loss)) {
       if (bad++ == 0) first = s.step;
     }
-  if (bad == 0) return;
-  out.push_back({kFlagNonfiniteLoss, std::to_string(bad) + " of " + std::to_string(r.steps.size()) +
-                                         " steps had a non-finite loss, the first at step " + std::to_string(first) +
-                                         "."});
+  // A held-out loss too: the final one is the objective a sweep ranks by.
+  size_t bad_evals = 0;
+  int64_t first_eval = -1;
+  for (const auto& e : r.evals)
+    if (!std::isfinite(e.loss)) {
+      if (bad_evals++ == 0) first_eval = e.step;
+    }
+  if (bad == 0 && bad_evals == 0) return;
+  std::string d;
+  if (bad)
+    d = std::to_string(bad) + " of " + std::to_string(r.steps.size()) +
+        " steps had a non-finite loss, the first at step " + std::to_string(first);
+  if (bad_evals)
+    d += (d.empty() ? "" : "; ") + std::to_string(bad_evals) + " of " + std::to_string(r.evals.size()) +
+         " evaluations had a non-finite held-out loss, the first at step " + std::to_string(first_eval);
+  out.push_back({kFlagNonfiniteLoss, d + "."});
 }
 
 // A finite loss whose gradient was not (the reduced gradient's norm is infinite, or NaN

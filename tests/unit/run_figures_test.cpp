@@ -50,6 +50,14 @@ TEST(RunFigures, AShortRunAveragesAllItsStepsAndSkipsNonFiniteLosses) {
   EXPECT_TRUE(std::isnan(none.tokens_per_s_median));
 }
 
+TEST(RunFigures, FiniteLossesNearTheLargestDoubleHaveAFiniteMean) {
+  // Their sum overflows; the objective a sweep ranks by must not turn into inf.
+  const RunFigures f = run_figures(with_losses({1.5e308, 1.7e308, 1.6e308}));
+  EXPECT_TRUE(std::isfinite(f.train_loss_end));
+  EXPECT_NEAR(f.train_loss_end / 1.6e308, 1.0, 1e-12);
+  EXPECT_TRUE(std::isfinite(run_figures(with_losses({-1.7e308, 1.7e308, 1.7e308})).objective));
+}
+
 TEST(RunFigures, WithEvaluationsTheObjectiveIsTheFinalEvalLoss) {
   Record r = with_losses({5, 4, 3, 2});
   r.evals = {{2, 3.5, 100, 0.1}, {3, 3.25, 100, 0.1}, {4, 3.75, 100, 0.1}};

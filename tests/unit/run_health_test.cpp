@@ -70,6 +70,14 @@ TEST(RunHealth, ANonFiniteLossOnAnyStepIsFlagged) {
   EXPECT_NE(flags[0].detail.find("at step 41"), std::string::npos) << flags[0].detail;
 }
 
+TEST(RunHealth, ANonFiniteHeldOutLossIsFlaggedForItIsTheObjective) {
+  Record r = healthy();
+  r.evals = {{50, 2.5, 100, 0.1}, {100, INFINITY, 100, 0.1}};
+  const auto flags = compute_health(r);
+  ASSERT_EQ(health_names(flags), "nonfinite_loss");
+  EXPECT_EQ(flags[0].detail, "1 of 2 evaluations had a non-finite held-out loss, the first at step 100.");
+}
+
 TEST(RunHealth, ALossEndingAboveItsStartIsFlagged) {
   Record r = healthy(60);
   for (auto& s : r.steps) s.loss = 3.0 + 0.01 * double(s.step);  // rising
