@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "report.h"
-#include "text.h"  // exact_double
+#include "text.h"  // exact_double, printable_lines
 
 namespace sweep::report_fmt {
 
@@ -38,14 +38,41 @@ inline bool csv_number(const std::string& s) {
   return end == s.c_str() + s.size();
 }
 
+/// Whether a spreadsheet would read text `s` as a formula: after any leading blanks
+/// (space, tab, line break, no-break space) it starts with = + - @ or their full-width
+/// forms (U+FF1D, U+FF0B, U+FF0D, U+FF20), which spreadsheets also take as operators; or
+/// it starts with a tab or a carriage return.
+inline bool csv_formula_like(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    if (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
+      ++i;
+    } else if (s.compare(i, 2, "\xc2\xa0") == 0) {
+      i += 2;
+    } else {
+      break;
+    }
+  }
+  if (i >= s.size()) return false;
+  if (s[0] == '\t' || s[0] == '\r') return true;  // some read a cell that starts so as one
+  if (std::string("=+-@").find(s[i]) != std::string::npos) return true;
+  for (const char* wide : {"\xef\xbc\x9d", "\xef\xbc\x8b", "\xef\xbc\x8d", "\xef\xbc\xa0"})
+    if (s.compare(i, 3, wide) == 0) return true;
+  return false;
+}
+
 /// One CSV field (RFC 4180): quoted when it holds a separator, quote or line break, with
-/// its quotes doubled. A text a spreadsheet would run as a formula (starting with = + - @,
-/// a tab or a carriage return) gets a leading ', as spreadsheet-safe writers do; so does
-/// one that starts with ' itself, so the value is exact again by dropping one leading '
-/// from any cell that has it. Numbers ("-0.5", "-inf") are never changed.
+/// its quotes doubled. Text of unknown origin is made harmless first: control characters
+/// other than line feed and tab (an ESC sequence that would act on the terminal a CSV is
+/// printed to), invisible and bidi-override characters and bytes that are not UTF-8 are
+/// written escaped as printable_lines() does (\x1b, \u{202e}). A text a spreadsheet
+/// would run as a formula (csv_formula_like) gets a leading ', as spreadsheet-safe writers
+/// do; so does one that starts with ' itself, so the value is exact again by dropping one
+/// leading ' from any cell that has it. Numbers ("-0.5", "-inf") are never changed.
 inline std::string csv_field(const std::string& value) {
-  std::string s = value;
-  if (!s.empty() && std::string("=+-@\t\r'").find(s[0]) != std::string::npos && !csv_number(s)) s = "'" + s;
+  if (csv_number(value)) return value;
+  std::string s = printable_lines(value);
+  if (csv_formula_like(s) || (!s.empty() && s[0] == '\'')) s = "'" + s;
   if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
   std::string out = "\"";
   for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);

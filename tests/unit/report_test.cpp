@@ -1255,6 +1255,27 @@ TEST(RenderFormats, CsvCellsNeverRunAsSpreadsheetFormulas) {
   EXPECT_EQ(csv_field("-x"), "'-x");
   EXPECT_EQ(csv_field("\tx"), "'\tx");
   EXPECT_EQ(csv_field("'quoted"), "''quoted");  // so dropping one leading ' is always exact
+  // What spreadsheets also read as a formula: after blanks, and the full-width operators.
+  EXPECT_EQ(csv_field(" =1+2"), "' =1+2");
+  EXPECT_EQ(csv_field("\n=1+2"), "\"'\n=1+2\"");
+  EXPECT_EQ(csv_field("\xc2\xa0@SUM(1)"), "'\xc2\xa0@SUM(1)");
+  EXPECT_EQ(csv_field("\xef\xbc\x9d"
+                      "1+2"),
+            "'\xef\xbc\x9d"
+            "1+2");
+  EXPECT_EQ(csv_field("\xef\xbc\x8b"
+                      "1"),
+            "'\xef\xbc\x8b"
+            "1");
+  EXPECT_EQ(csv_field("a=b"), "a=b");  // not at the start: text
+  // Terminal escapes, bidi overrides and bytes that are not UTF-8 never reach the output.
+  EXPECT_EQ(csv_field("loss \x1b]0;pwned\x07 ok"), "loss \\x1b]0;pwned\\x07 ok");
+  EXPECT_EQ(csv_field("\x1b[2J"), "\\x1b[2J");
+  EXPECT_EQ(csv_field("a\xe2\x80\xae"
+                      "b"),
+            "a\\u{202e}b");
+  EXPECT_EQ(csv_field("bad \xff byte"), "bad \\xff byte");
+  EXPECT_EQ(csv_field("line\r\nnext"), "\"line\\x0d\nnext\"");  // a lone CR would move the cursor
   // Numbers stay exactly as written, signs included.
   for (const std::string n : {"-0.5", "+1e-3", "-1.7976931348623157e+308", "-inf", "nan", "3"})
     EXPECT_EQ(csv_field(n), n);
