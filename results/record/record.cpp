@@ -838,7 +838,11 @@ H5 open_dataset(hid_t parent, const char* name, const std::string& path) {
   const hssize_t n = space ? H5Sget_simple_extent_npoints(space.get()) : -1;
   const size_t elem = std::max<size_t>(type ? H5Tget_size(type.get()) : 0, sizeof(void*));
   const double stored = double(H5Dget_storage_size(d.get()));
-  if (n < 0 || double(n) * double(elem) > 1100.0 * stored + double(1 << 20))
+  // And none is larger than 2 GiB in memory (10^8 steps of one figure; the largest record
+  // sweep writes is far below): a file of 30 MB packing 30 GB of zeros is damage too, not
+  // an allocation that wakes the OOM killer.
+  if (n < 0 || double(n) * double(elem) > 1100.0 * stored + double(1 << 20) ||
+      double(n) * double(elem) > double(int64_t(2) << 30))
     throw RecordError(path + ": dataset '" + name + "' declares " + std::to_string(n) + " elements but stores " +
                       std::to_string(static_cast<long long>(stored)) +
                       " bytes: more than any record can hold; the record is damaged");

@@ -13,6 +13,8 @@ e. record.h5 and the state's digest line both rewritten after the run completed 
    driver's note in accepted/<id> is outside the run directory.
 f. RUN_DIR/reproduce planted as a link to `..`: `sweep reproduce` wrote its re-run into the
    sweep's runs/ as if it were a run of the sweep.
+g. a decompression bomb: metrics/loss declared as 10^9 doubles (8 GB), one compressed chunk
+   of zeros stored. Every reader calls the record damaged before allocating anything.
 """
 
 import os
@@ -221,6 +223,27 @@ class HostileFiles(unittest.TestCase):
         self.assertEqual(len(p.stderr.strip().splitlines()), 1, show(p))
         self.assertIn(run + "/reproduce is a symbolic link, not a directory of its own", p.stderr, show(p))
         self.assertEqual(os.listdir(os.path.join(out, "runs")), [rid], "reproduce wrote into the sweep's runs/")
+
+
+    def test_g_a_decompression_bomb_is_damage_not_an_allocation(self):
+        out = os.path.join(self.tmp, "bomb")
+        p = sweep("run", self.grid(["ok"], "bomb"), "--out", out)
+        self.assertEqual(p.returncode, 0, show(p))
+        (rid,) = os.listdir(os.path.join(out, "runs"))
+        record = os.path.join(out, "runs", rid, "record.h5")
+        with h5py.File(record, "r+") as f:
+            del f["metrics"]["loss"]
+            d = f["metrics"].create_dataset("loss", shape=(10 ** 9,), dtype="f8", chunks=(1 << 20,),
+                                            compression="gzip", compression_opts=9)
+            d[0:1 << 20] = 0.0
+            stored = d.id.get_storage_size()
+        self.assertLess(stored, 1 << 20)  # 8 GB declared over a few kB
+        os.remove(os.path.join(out, "accepted", rid))  # past the byte check, to the parser's own
+        said = "dataset 'loss' declares 1000000000 elements but stores %d bytes" % stored
+        exits = self.readers(out)
+        self.assertIn(said, exits["status"].stdout, show(exits["status"]))
+        q = self.bounded("show", os.path.join(out, "runs", rid))
+        self.assertIn(said, q.stdout + q.stderr, show(q))
 
 
 if __name__ == "__main__":
