@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "process.h"  // executable_dir
 #include "record.h"
+#include "record_parse.h"  // isolate_record_parsing
 #include "run_config.h"
 
 extern char** environ;
@@ -74,6 +75,9 @@ std::string version_line() {
 int main(int argc, char** argv) {
   drop_stray_run_variables();
   offer_python_api();
+  // Every record file is parsed in a helper process: one the HDF5 library cannot survive
+  // makes that record damaged, not this command crash.
+  sweep::isolate_record_parsing(true);
   CLI::App app{"sweep: reproducible, sweepable distributed training runs"};
   app.set_version_flag("--version", version_line());
   app.require_subcommand(1);

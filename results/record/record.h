@@ -71,6 +71,12 @@ Record read_record(const std::string& path);
 /// look at a damaged file.
 Record read_record_unverified(const std::string& path);
 
+/// How read_record and read_record_unverified parse a file: `parse_here` parses it in
+/// this process (the default when no hook is set); a hook may run it elsewhere (sweep's
+/// commands: a helper process, results/record/record_parse.h).
+using RecordParseHook = Record (*)(const std::string& path, Record (*parse_here)(const std::string&));
+void set_record_parse_hook(RecordParseHook hook);
+
 /// The stored `digest` attribute of the record at `path`, or "" when it has none.
 std::string read_record_digest(const std::string& path);
 
