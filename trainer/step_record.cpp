@@ -120,6 +120,10 @@ void StepRecorder::step(StepMetrics s, std::optional<ChecksumRow> row, std::opti
                 s.lr, s.grad_norm, s.loss_scale, s.skipped ? " (skipped)" : "", s.tokens_per_s);
 }
 
+void StepRecorder::note_fp16_overflow(int64_t step, const std::string& where) {
+  if (fp16_overflows_.size() < kKeptOverflows) fp16_overflows_.push_back(std::to_string(step) + ": " + where);
+}
+
 void StepRecorder::summarize(const RankMemory& mem, bool scaler) {
   if (!record_) return;
   record_->set_memory(mem);
@@ -148,6 +152,12 @@ void StepRecorder::summarize(const RankMemory& mem, bool scaler) {
   for (const auto& r : rows_)
     nan_skipped += r.skipped && (!std::isfinite(r.loss) || (!scaler && !std::isfinite(r.grad_norm)));
   record_->set_summary("nonfinite_steps_skipped", std::to_string(nan_skipped));
+  if (scaler) {  // the loss scaler's skips (finite loss, non-finite gradient), and where the first were
+    int64_t overflows = 0;
+    for (const auto& r : rows_) overflows += r.skipped && std::isfinite(r.loss) && !std::isfinite(r.grad_norm);
+    record_->set_summary("loss_scale_skips", std::to_string(overflows));
+    if (!fp16_overflows_.empty()) record_->set_summary("fp16_overflows", join(fp16_overflows_, " | "));
+  }
   if (!evals_.empty()) {  // what held-out evaluation cost, apart from the steps' times
     double eval_s = 0, step_s = 0;
     for (const auto& e : evals_) eval_s += e.time_s;
@@ -171,6 +181,7 @@ void StepRecorder::summarize(const RankMemory& mem, bool scaler) {
   r.summary = {{"stragglers", list}, {"rank_compute_median_s", medians}};
   if (!ratios.empty()) r.summary["rank_compute_ratio"] = ratios;
   if (!shares.empty()) r.summary["rank_runqueue_share"] = shares;
+  if (!fp16_overflows_.empty()) r.summary["fp16_overflows"] = join(fp16_overflows_, " | ");
   const std::vector<HealthFlag> flags = compute_health(r);
   for (const auto& [key, value] : health_attributes(flags)) record_->set_summary(key, value);
   if (quiet_) return;

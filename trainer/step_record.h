@@ -62,6 +62,10 @@ class StepRecorder {
   const std::vector<ChecksumRow>& checksums() const { return checks_; }
   /// Updates applied so far (steps not skipped).
   int64_t updates() const;
+  /// An fp16 overflow the loss scaler skipped at `step`, first seen at `where`
+  /// (locate_nonfinite); the summary keeps the first kKeptOverflows.
+  void note_fp16_overflow(int64_t step, const std::string& where);
+  static constexpr size_t kKeptOverflows = 8;
 
   /// At the end: memory figures and the summary attributes (stragglers, per-rank median
   /// compute time and median ratio to its peers, each rank's share of the step time spent waiting for a CPU, non-finite
@@ -88,6 +92,7 @@ class StepRecorder {
   std::vector<std::vector<double>> compute_times_;  // [step][rank]: forward+backward only, for stragglers
   std::vector<std::vector<double>> waited_;         // [step][rank]: run-queue wait, for shared cores
   std::vector<double> rank_grad_norms_;             // this step's, each rank's own gradient norm
+  std::vector<std::string> fp16_overflows_;         // "STEP: where", the first kKeptOverflows
   std::vector<TelemetryRow> telemetry_;             // the rows taken so far, for the health flags
   std::vector<ParamInfo> params_;                   // the header's, for the health flags
   int64_t moe_layers_ = 0, moe_experts_ = 0;        // the header's

@@ -411,7 +411,7 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   // Where it went non-finite (every rank agrees that it did); an fp16 overflow with a
   // finite loss is the scaler's business.
   nonfinite_at_.clear();
-  if (!std::isfinite(s.loss) || (!finite && !scaler_.enabled)) {
+  if (!std::isfinite(s.loss) || !finite) {  // an fp16 overflow too: where it was, for the record
     nonfinite_at_ = locate_nonfinite(
         {&leaf_losses, A, leaves_.leaves_per_micro_batch, [&](int64_t j) { return sampler_->samples(step - 1, j, M); },
          g, gn, stage >= 2 ? int64_t(zero_.shard_begin) : 0, &flat_.table},
@@ -449,6 +449,12 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
     AdamWStep hp = AdamWStep::at(cfg_.train, s.lr, ++updates_);
     hp.grad_scale = float(s.clip_coef);  // clipping inside the update: no pass of its own
     zero_.adamw_update(comm_, flat_, g, hp);
+  }
+  if (!finite && std::isfinite(s.loss) && scaler_.enabled) {
+    rec_.note_fp16_overflow(step, nonfinite_at_);
+    if (is_root())
+      std::printf("step %lld: fp16 overflow (%s); update skipped, loss scale %g -> %g\n", (long long)step,
+                  nonfinite_at_.c_str(), scale_used, scale_used * cfg_.train.loss_scale_backoff);
   }
   scaler_.update(finite, cfg_.train);
   if (faults_ && flat_.params.defined())  // test-only: one bit of one replica

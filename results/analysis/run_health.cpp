@@ -50,6 +50,51 @@ void skipped_steps(const Record& r, std::vector<HealthFlag>& out) {
   out.push_back({kFlagSkippedSteps, d + "."});
 }
 
+void fp16_overflow(const Record& r, std::vector<HealthFlag>& out) {
+  // A loss scaler ran: fp16, or a program's rows with a scale other than 1 (a GradScaler).
+  const bool scaled =
+      config_value(r, "train.precision") == "fp16" ||
+      std::any_of(r.steps.begin(), r.steps.end(), [](const StepMetrics& s) { return s.loss_scale != 1; });
+  if (!scaled) return;
+  size_t overflows = 0, calibrating = 0, run = 0, longest = 0;
+  const StepMetrics* first = nullptr;
+  double backed_off_to = NAN;
+  bool applied = false;  // an update was taken: the scale no longer calibrates
+  for (size_t i = 0; i < r.steps.size(); ++i) {
+    const StepMetrics& s = r.steps[i];
+    const bool scaler_skip = s.skipped && std::isfinite(s.loss) && !std::isfinite(s.grad_norm);
+    if (!scaler_skip) {
+      applied = applied || !s.skipped;
+      run = 0;
+      continue;
+    }
+    if (!applied) {
+      ++calibrating;
+      continue;
+    }
+    longest = std::max(longest, ++run);
+    if (overflows++ == 0) {
+      first = &s;
+      if (i + 1 < r.steps.size()) backed_off_to = r.steps[i + 1].loss_scale;
+    }
+  }
+  if (!first || (longest < 2 && double(overflows) <= kOverflowShare * double(r.steps.size()))) return;
+  std::string d = std::to_string(overflows) + " of " + std::to_string(r.steps.size()) + " steps (" +
+                  percent(overflows, r.steps.size()) + ") skipped by the fp16 loss scaler after it calibrated" +
+                  (longest >= 2 ? ", " + std::to_string(longest) + " in a row" : std::string()) +
+                  ", the first at step " + std::to_string(first->step) + " (scale " + g4(first->loss_scale) +
+                  (std::isnan(backed_off_to) ? "" : " -> " + g4(backed_off_to)) + ")";
+  // Where the trainer saw it: "4: rank 0, its micro-batch 1 ...; first non-finite gradient: ...".
+  const std::string at = std::to_string(first->step) + ": ";
+  for (std::string item : split(summary_value(r, "fp16_overflows"), '|')) {
+    while (!item.empty() && item.front() == ' ') item.erase(0, 1);
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (item.rfind(at, 0) == 0) d += ": " + item.substr(at.size());
+  }
+  if (calibrating) d += "; " + std::to_string(calibrating) + " more while it calibrated";
+  out.push_back({kFlagFp16Overflow, d + "."});
+}
+
 void nonfinite_loss(const Record& r, std::vector<HealthFlag>& out) {
   size_t bad = 0;
   int64_t first = -1;
@@ -430,6 +475,7 @@ std::vector<HealthFlag> compute_health(const Record& r) {
   skipped_steps(r, out);
   nonfinite_loss(r, out);
   nonfinite_gradient(r, out);
+  fp16_overflow(r, out);
   loss_rose(r, out);
   loss_spike(r, out);
   clipping(r, out);

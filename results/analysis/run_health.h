@@ -27,6 +27,7 @@ struct HealthFlag {
 inline constexpr const char* kFlagSkippedSteps = "skipped_steps";
 inline constexpr const char* kFlagNonfiniteLoss = "nonfinite_loss";
 inline constexpr const char* kFlagNonfiniteGradient = "nonfinite_gradient";
+inline constexpr const char* kFlagFp16Overflow = "fp16_overflow";
 inline constexpr const char* kFlagLossRose = "loss_rose";
 inline constexpr const char* kFlagLossSpike = "loss_spike";
 inline constexpr const char* kFlagClipping = "clipping";
@@ -34,6 +35,13 @@ inline constexpr const char* kFlagEvalRising = "eval_rising";
 inline constexpr const char* kFlagStraggler = "straggler";
 inline constexpr const char* kFlagThroughputOutlier = "throughput_outlier";  ///< sweep-level, never stored
 
+/// fp16_overflow: steps the fp16 loss scaler skipped (finite loss, non-finite gradient)
+/// after it calibrated (the skips before the run's first applied update are its search for
+/// a scale) that are more than kOverflowShare of the run's steps, or two in a row. A
+/// dynamic scaler overflows now and then after it grows the scale (once per
+/// train.loss_scale_interval clean steps at most: 0.05% of steps at the default 2000);
+/// more is a gradient that keeps blowing up, or a fault.
+inline constexpr double kOverflowShare = 0.01;
 /// Thresholds (results/SCHEMA.md). Shares of steps are judged over at least kMinSteps.
 inline constexpr size_t kHealthMinSteps = 10;
 inline constexpr double kSkippedShare = 0.5;  ///< skipped_steps: at least this share of steps skipped

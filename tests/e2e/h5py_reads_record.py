@@ -30,6 +30,8 @@ def check_schema_doc(f, expect):
     by_cpp = not as_text(env["compiler"]).startswith("python ") if "compiler" in env else True
     config_keys = [as_text(k) for k in f["config/keys"][:]] if "config/keys" in f else []
     leaf = "train.leaf" in config_keys
+    config_values = [as_text(v) for v in f["config/values"][:]] if "config/values" in f else []
+    fp16 = by_trainer_of(env) and dict(zip(config_keys, config_values)).get("train.precision") == "fp16"
     by_trainer = os.path.basename(as_text(env.get("trainer", ""))) == "sweep-train"
     schedstat = by_trainer and os.path.exists("/proc/thread-self/schedstat")
     world = int(f.attrs.get("world_size", 1))
@@ -61,6 +63,9 @@ def check_schema_doc(f, expect):
                           and not (p.startswith("Measured by sweep's trainer where") and not schedstat)
                           and not (p.startswith("Written by sweep's trainer when `train.spike_policy`")
                                    and "spike_decisions" not in attrs)
+                          and not (p.startswith("Written by sweep's trainer for fp16 runs") and not fp16)
+                          and not (p.startswith("Written by sweep's trainer when the fp16 loss scaler")
+                                   and "fp16_overflows" not in attrs)
                           and not (p.startswith("Written by sweep's trainer for runs on more") and
                                    not (by_trainer and world > 1))]
             for tok in re.findall(r"`([^`]+)`", "\n\n".join(paragraphs)):
@@ -76,6 +81,10 @@ def check_schema_doc(f, expect):
                 expect(ok, f"SCHEMA.md: dataset {path} ({typ})")
                 found += 1
     expect(found > 40, f"SCHEMA.md documents {found} names (the parser found the tables)")
+
+
+def by_trainer_of(env):
+    return os.path.basename(as_text(env.get("trainer", ""))) == "sweep-train"
 
 
 def as_text(v):

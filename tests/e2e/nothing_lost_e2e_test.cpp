@@ -287,10 +287,25 @@ TEST_F(NothingLost, AFullDiskFailsTheRunWithTheReasonAndNoCrash) {
   EXPECT_CONTAINS(rs.failure, "No space left on device");
 }
 
-// The acceptance's chaos soak: random SIGKILL / SIGTERM / SIGHUP at the driver and the
-// trainers of a sweep (parallel 2, some runs on 2 ranks), each followed by a rerun, must
-// end with every record complete, verified and bit-identical to an undisturbed sweep,
-// and no process of the sweep left. SWEEP_CHAOS_SEED replays a failure.
+// The acceptance's chaos soak: at least kStrikes random SIGKILL / SIGTERM / SIGINT /
+// SIGSTOP (continued 0.2-1.5 s later) at the driver, mpiexec, sweep-rank and the trainers
+// of sweeps (parallel 2, some runs on 2 ranks), each followed by a rerun, must end with
+// every record complete, verified and bit-identical to an undisturbed sweep, and no
+// process of the sweep left. SWEEP_CHAOS_SEED replays a failure.
+constexpr int kStrikes = 30;
+
+/// The processes of sweep directory `out` that a strike may hit, by what they are.
+std::vector<int> strike_targets(const std::string& out, const std::string& kind) {
+  std::vector<int> found;
+  for (int p : processes_mentioning(out + "/runs/")) {
+    std::string comm = read_file(fs::path("/proc") / std::to_string(p) / "comm");
+    if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+    const bool mpi = comm == "mpiexec" || comm == "mpirun" || comm == "orterun" || comm == "prterun";
+    if ((kind == "mpiexec" && mpi) || (kind != "mpiexec" && comm == kind)) found.push_back(p);
+  }
+  return found;
+}
+
 TEST_F(NothingLost, ChaosSoakEndsWithTheUndisturbedSweepsBits) {
   unsigned seed = unsigned(std::chrono::steady_clock::now().time_since_epoch().count() % 100000);
   if (const char* s = std::getenv("SWEEP_CHAOS_SEED")) seed = unsigned(std::atoi(s));
@@ -303,44 +318,52 @@ TEST_F(NothingLost, ChaosSoakEndsWithTheUndisturbedSweepsBits) {
   ASSERT_TRUE(sweep_cli({"run", g, "--out", ref.string(), "--quiet"}, "ref.log").ok()) << read_file(dir_ / "ref.log");
   const auto want = records(ref);
   ASSERT_EQ(want.size(), 6u);
-  const int signals[] = {SIGKILL, SIGTERM, SIGHUP};
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(100);
-  // The sweeps disturbed: a sweep that completes before three strikes have landed (a
-  // fast machine) is followed by a fresh one, so that every soak strikes at least three
-  // times however fast the runs are.
+  const int signals[] = {SIGKILL, SIGTERM, SIGINT, SIGSTOP};
+  const char* kinds[] = {"driver", "mpiexec", "sweep-rank", "sweep-train"};
+  // A bound on the machine, not on the property: a slow machine strikes fewer times a
+  // second, and the soak goes on until it has struck kStrikes times.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(420);
+  // The sweeps disturbed: a sweep that completes before its strikes have landed is
+  // followed by a fresh one, so that every soak strikes kStrikes times however fast the
+  // runs are.
   std::vector<fs::path> outs;
+  std::map<std::string, int> struck;
   int round = 0, strikes = 0;
   bool done = true;
-  while ((!done || strikes < 3) && std::chrono::steady_clock::now() < deadline) {
+  while ((!done || strikes < kStrikes) && std::chrono::steady_clock::now() < deadline) {
     if (done) outs.push_back(dir_ / ("out" + std::to_string(outs.size())));
     const fs::path& out = outs.back();
     ++round;
     const std::string log = "round" + std::to_string(round) + ".log";
     const int pid = start_sweep({"run", g, "--out", out.string(), "--quiet"}, log);
-    // Up to three strikes at random moments: at a trainer (the driver goes on and
-    // retries it) or at the driver (which ends the round).
-    for (int strike = 0; strike < 3; ++strike) {
-      sleep_s(std::uniform_real_distribution<double>(0.2, 2.0)(rng));
-      const int sig = signals[rng() % 3];
-      std::string target = "driver";
-      if (rng() % 3 == 0) {
-        ::kill(pid, sig);
-      } else {
-        // Between two runs no trainer may be alive for a moment: wait up to 3 s for one.
-        std::vector<int> train_pids;
+    // Up to four strikes at random moments: at a trainer, a rank's supervisor or mpiexec
+    // (the driver goes on and retries the run) or at the driver (which ends the round,
+    // unless it was only stopped).
+    for (int strike = 0; strike < 4 && strikes < kStrikes; ++strike) {
+      sleep_s(std::uniform_real_distribution<double>(0.2, 1.5)(rng));
+      const int sig = signals[rng() % 4];
+      std::string kind = kinds[rng() % 4];
+      int victim = pid;
+      if (kind != "driver") {
+        // Between two runs no such process may be alive for a moment: wait up to 3 s.
+        std::vector<int> found;
         for (const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-             train_pids.empty() && std::chrono::steady_clock::now() < end; sleep_s(0.05))
-          for (int p : processes_mentioning(out.string() + "/runs/"))
-            if (read_file(fs::path("/proc") / std::to_string(p) / "cmdline").find("sweep-train") != std::string::npos)
-              train_pids.push_back(p);
-        if (train_pids.empty()) break;  // the sweep has ended
-        const int victim = train_pids[rng() % train_pids.size()];
-        ::kill(victim, sig);
-        target = "trainer " + std::to_string(victim);
+             found.empty() && std::chrono::steady_clock::now() < end; sleep_s(0.05))
+          found = strike_targets(out.string(), kind);
+        if (found.empty()) {
+          if (::kill(pid, 0) != 0 || processes_mentioning(out.string() + "/runs/").empty()) break;  // ended
+          continue;  // none of that kind now (a run on one rank has no mpiexec)
+        }
+        victim = found[rng() % found.size()];
       }
-      ++strikes;
-      std::printf("round %d (%s): %s -> %s\n", round, out.filename().c_str(), strsignal(sig), target.c_str());
-      if (target == "driver") break;
+      ::kill(victim, sig);
+      if (sig == SIGSTOP) {  // stopped a while, then continued: nothing may be lost or wedged
+        sleep_s(std::uniform_real_distribution<double>(0.2, 1.5)(rng));
+        ::kill(victim, SIGCONT);
+      }
+      ++strikes, ++struck[kind + " " + strsignal(sig)];
+      std::printf("round %d (%s): %s -> %s %d\n", round, out.filename().c_str(), strsignal(sig), kind.c_str(), victim);
+      if (kind == "driver" && sig != SIGSTOP) break;
     }
     sweep::ExitStatus st = wait_for(pid);
     (void)st;
@@ -362,7 +385,8 @@ TEST_F(NothingLost, ChaosSoakEndsWithTheUndisturbedSweepsBits) {
   }
   std::printf("chaos: %d rounds over %zu sweeps, %d strikes; every record complete, verified and bit-identical\n",
               round, outs.size(), strikes);
-  EXPECT_GE(strikes, 3);
+  for (const auto& [what, n] : struck) std::printf("  %3d x %s\n", n, what.c_str());
+  EXPECT_GE(strikes, kStrikes);
 }
 
 }  // namespace

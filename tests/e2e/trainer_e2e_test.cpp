@@ -8,8 +8,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "e2e_util.h"  // E2eTest, tiny_model, run_cli, bit_difference
-#include "hdf5_c.h"    // writes an HDF5 data file
+#include "e2e_util.h"    // E2eTest, tiny_model, run_cli, bit_difference
+#include "hdf5_c.h"      // writes an HDF5 data file
+#include "run_health.h"  // run_health, health_names
 
 namespace fs = std::filesystem;
 
@@ -40,6 +41,18 @@ TEST_F(TrainerE2E, Fp16ForcedOverflowSkipsTheStepAndBacksTheScaleOff) {
     if (i != 4) {
       EXPECT_EQ(r.steps[i].skipped, 0) << "step " << i + 1;
     }
+  // Not "health: ok": the skip is counted and where the gradient first went non-finite is
+  // named, in the record and the log.
+  ASSERT_FALSE(r.params.empty());
+  EXPECT_EQ(r.summary.at("loss_scale_skips"), "1");
+  EXPECT_EQ(r.summary.at("fp16_overflows"), "5: first non-finite gradient: " + r.params[0].name + "[0] = inf");
+  EXPECT_EQ(sweep::health_names(sweep::run_health(r)), "fp16_overflow");
+  EXPECT_CONTAINS(r.summary.at("health.fp16_overflow"),
+                  "1 of 8 steps (12%) skipped by the fp16 loss scaler after it calibrated, the first at step 5 "
+                  "(scale 1.311e+05 -> 6.554e+04): first non-finite gradient: " +
+                      r.params[0].name + "[0] = inf.");
+  EXPECT_CONTAINS(log("fp16"), "step 5: fp16 overflow (first non-finite gradient: " + r.params[0].name +
+                                   "[0] = inf); update skipped, loss scale 131072 -> 65536");
   // The skipped step leaves the parameters exactly as they were.
   ASSERT_EQ(r.checksums.size(), 9u);
   EXPECT_EQ(r.checksums[5].params, r.checksums[4].params);

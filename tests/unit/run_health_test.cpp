@@ -70,6 +70,37 @@ TEST(RunHealth, ANonFiniteLossOnAnyStepIsFlagged) {
   EXPECT_NE(flags[0].detail.find("at step 41"), std::string::npos) << flags[0].detail;
 }
 
+TEST(RunHealth, Fp16OverflowsAfterCalibrationAreFlaggedWithWhereTheFirstWas) {
+  Record r = healthy();
+  r.config["train.precision"] = "fp16";
+  double scale = 65536;
+  for (auto& s : r.steps) s.loss_scale = scale;
+  const auto overflow = [&](size_t i) {  // the scaler skips step i + 1 and halves its scale
+    r.steps[i].skipped = 1, r.steps[i].grad_norm = INFINITY;
+    for (size_t k = i + 1; k < r.steps.size(); ++k) r.steps[k].loss_scale = r.steps[i].loss_scale / 2;
+  };
+  overflow(0), overflow(1);  // calibrating: steps 1-2, before any update
+  EXPECT_EQ(names(r), "");
+  overflow(59);  // one overflow in 100 steps: 1%, the scaler's routine
+  EXPECT_EQ(names(r), "");
+  overflow(60);  // and the next step too: two in a row
+  r.summary["fp16_overflows"] = "60: rank 1, its micro-batch 0; first non-finite gradient: embed[3] = inf | 61: x";
+  const auto flags = compute_health(r);
+  ASSERT_EQ(health_names(flags), "fp16_overflow");
+  EXPECT_EQ(flags[0].detail,
+            "2 of 100 steps (2%) skipped by the fp16 loss scaler after it calibrated, 2 in a row, the first at step 60 "
+            "(scale 1.638e+04 -> 8192): rank 1, its micro-batch 0; first non-finite gradient: embed[3] = inf; 2 more "
+            "while it calibrated.");
+  // Apart, over a short run: more than 1% of its steps.
+  Record short_run = healthy(8);
+  short_run.config["train.precision"] = "fp16";
+  short_run.steps[4].skipped = 1, short_run.steps[4].grad_norm = INFINITY;
+  EXPECT_EQ(names(short_run), "fp16_overflow");
+  // A skip with a non-finite loss is nonfinite_loss's, not the scaler's.
+  short_run.steps[4].loss = NAN;
+  EXPECT_EQ(names(short_run), "nonfinite_loss");
+}
+
 TEST(RunHealth, ANonFiniteHeldOutLossIsFlaggedForItIsTheObjective) {
   Record r = healthy();
   r.evals = {{50, 2.5, 100, 0.1}, {100, INFINITY, 100, 0.1}};
