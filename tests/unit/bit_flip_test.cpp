@@ -118,6 +118,7 @@ TEST_F(BitFlip, NoFlippedBitCrashesAReaderOrIsAcceptedAsOtherContent) {
   for (size_t i = 0; i < bytes.size(); ++i)
     if (bytes[i] != 0) nonzero.push_back(i);
   std::vector<std::pair<size_t, int>> flips;
+  flips.reserve(2000);
   for (int i = 0; i < 1000; ++i) flips.emplace_back(size_t(rng() % bytes.size()), int(rng() % 8));
   for (int i = 0; i < 1000; ++i) flips.emplace_back(nonzero[rng() % nonzero.size()], int(rng() % 8));
 

@@ -415,6 +415,7 @@ TEST(RunHealth, AThroughputOutlierAmongComparableRunsIsFlagged) {
   for (auto& s : other.steps) s.step_time_s = 1.0, s.tokens = 1024;
   runs.push_back(other);
   std::vector<RunFigures> figs;
+  figs.reserve(runs.size());
   for (const auto& r : runs) figs.push_back(run_figures(r));
   const auto out = sweep_health(runs, figs);
   EXPECT_EQ(health_names(out[0]) + health_names(out[1]) + health_names(out[2]), "");
