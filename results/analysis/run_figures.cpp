@@ -3,6 +3,7 @@
 
 #include <algorithm>  // max, nth_element, min
 #include <cstdio>     // snprintf
+#include <cstdlib>    // strtoll
 #include <vector>
 
 namespace sweep {
@@ -13,33 +14,64 @@ std::string g4(double v) {
   return buf;
 }
 
-double mean_finite_loss(const Record& r, size_t from, size_t to) {
+double mean_finite_loss(const Record& r, const std::vector<size_t>& rows, size_t from, size_t to) {
   double sum = 0;
   size_t n = 0;
-  for (size_t i = from; i < to && i < r.steps.size(); ++i)
-    if (std::isfinite(r.steps[i].loss)) sum += r.steps[i].loss, ++n;
+  for (size_t i = from; i < to && i < rows.size(); ++i)
+    if (std::isfinite(r.steps[rows[i]].loss)) sum += r.steps[rows[i]].loss, ++n;
   if (n == 0) return NAN;
   if (std::isfinite(sum)) return sum / double(n);
   // Finite losses whose sum overflows (near DBL_MAX): a running mean, each term divided
   // before it is added, cannot.
   double mean = 0;
   double k = 0;
-  for (size_t i = from; i < to && i < r.steps.size(); ++i)
-    if (std::isfinite(r.steps[i].loss)) ++k, mean += r.steps[i].loss / k - mean / k;
+  for (size_t i = from; i < to && i < rows.size(); ++i)
+    if (std::isfinite(r.steps[rows[i]].loss)) ++k, mean += r.steps[rows[i]].loss / k - mean / k;
   return mean;
+}
+
+std::vector<size_t> kept_rows(const Record& r) {
+  std::vector<size_t> rows;
+  rows.reserve(r.steps.size());
+  const auto it = r.summary.find("spike_skipped_steps");
+  // "13-15 20": the steps left out, in increasing order.
+  std::vector<std::pair<int64_t, int64_t>> out;
+  if (it != r.summary.end()) {
+    const char* p = it->second.c_str();
+    while (*p) {
+      char* end = nullptr;
+      const long long a = std::strtoll(p, &end, 10);
+      if (end == p) break;
+      long long b = a;
+      p = end;
+      if (*p == '-') b = std::strtoll(p + 1, &end, 10), p = end;
+      out.emplace_back(a, b);
+      while (*p == ' ') ++p;
+    }
+  }
+  for (size_t i = 0; i < r.steps.size(); ++i) {
+    const int64_t step = r.steps[i].step;
+    const bool left_out = std::any_of(out.begin(), out.end(),
+                                      [&](const auto& range) { return step >= range.first && step <= range.second; });
+    if (!left_out) rows.push_back(i);
+  }
+  return rows;
 }
 
 RunFigures run_figures(const Record& r) {
   RunFigures f;
   const size_t n = r.steps.size();
   if (n) f.final_loss = r.steps.back().loss;
-  f.train_loss_end_steps = std::min(n, kLossWindow);
-  f.train_loss_end = mean_finite_loss(r, n - f.train_loss_end_steps, n);
+  const std::vector<size_t> kept = kept_rows(r);
+  f.left_out_steps = n - kept.size();
+  f.train_loss_end_steps = std::min(kept.size(), kLossWindow);
+  f.train_loss_end = mean_finite_loss(r, kept, kept.size() - f.train_loss_end_steps, kept.size());
   double tokens = 0, step_time = 0;
   std::vector<double> rates;
   rates.reserve(n);
+  for (size_t i : kept)
+    if (std::isfinite(r.steps[i].loss) && !(r.steps[i].loss >= f.best_loss)) f.best_loss = r.steps[i].loss;
   for (const auto& s : r.steps) {
-    if (std::isfinite(s.loss) && !(s.loss >= f.best_loss)) f.best_loss = s.loss;
     tokens += double(s.tokens), step_time += s.step_time_s;
     f.train_time_s += s.step_time_s + s.record_time_s;
     if (s.step_time_s > 0) rates.push_back(double(s.tokens) / s.step_time_s);  // = tokens_per_s, as the writer has it
@@ -76,7 +108,9 @@ std::string figures_text(const RunFigures& f) {
       s += " (best " + g4(f.best_eval_loss) + " at step " + std::to_string(f.best_eval_step) + ")";
     s += ", ";
   }
-  s += "train loss " + g4(f.train_loss_end) + " (mean of last " + std::to_string(f.train_loss_end_steps) + " steps)";
+  s += "train loss " + g4(f.train_loss_end) + " (mean of last " + std::to_string(f.train_loss_end_steps) + " steps" +
+       (f.left_out_steps ? "; " + std::to_string(f.left_out_steps) + " left out by the spike policy" : std::string()) +
+       ")";
   if (!std::isnan(f.tokens_per_s_median)) s += ", " + g4(f.tokens_per_s_median) + " tokens/s";
   return s;
 }

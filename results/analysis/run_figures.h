@@ -6,6 +6,7 @@
 #include <cmath>  // NAN
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "record.h"  // Record
 
@@ -16,12 +17,20 @@ namespace sweep {
 /// still describe the end of a run of a few hundred steps.
 inline constexpr size_t kLossWindow = 20;
 
-/// The figures of one run. Non-finite losses are left out of every mean and minimum.
+/// The positions in `r.steps` of the rows whose step the model kept: all but the steps a
+/// spike decision left out (the record's summary `spike_skipped_steps`, "13-15 20": a
+/// rewind's undone steps and the spiking step, or a skipped step). Their rows stay in the
+/// record, as they happened; no figure or flag is judged on them.
+std::vector<size_t> kept_rows(const Record& r);
+
+/// The figures of one run, over its kept rows (kept_rows). Non-finite losses are left out
+/// of every mean and minimum.
 struct RunFigures {
   double final_loss = NAN;           ///< loss of the last step as recorded (may be non-finite); NaN without steps
   double best_loss = NAN;            ///< smallest finite loss of any step
-  double train_loss_end = NAN;       ///< mean of the finite losses of the last kLossWindow steps
+  double train_loss_end = NAN;       ///< mean of the finite losses of the last kLossWindow kept steps
   size_t train_loss_end_steps = 0;   ///< steps in that window (fewer than kLossWindow in a short run)
+  size_t left_out_steps = 0;         ///< rows a spike decision left out (kept_rows), in none of these
   double final_eval_loss = NAN;      ///< loss of the last held-out evaluation; NaN without evaluations
   double best_eval_loss = NAN;       ///< smallest finite held-out loss
   int64_t best_eval_step = -1;       ///< the step of best_eval_loss; -1 without one
@@ -38,9 +47,9 @@ struct RunFigures {
 /// The figures of `r`.
 RunFigures run_figures(const Record& r);
 
-/// Mean of the finite losses of the steps at positions [from, to) of `r.steps`; NaN when
-/// none is finite.
-double mean_finite_loss(const Record& r, size_t from, size_t to);
+/// Mean of the finite losses of the rows at positions rows[from, to) of `r.steps`; NaN
+/// when none is finite.
+double mean_finite_loss(const Record& r, const std::vector<size_t>& rows, size_t from, size_t to);
 
 /// One line for a console: "final eval loss 2.31 (best 2.29 at step 150), train loss
 /// 2.02 (mean of last 20 steps), 1.2e+04 tokens/s".

@@ -163,21 +163,31 @@ void nonfinite_gradient(const Record& r, std::vector<HealthFlag>& out) {
 }
 
 void loss_rose(const Record& r, std::vector<HealthFlag>& out) {
-  const size_t n = r.steps.size(), k = std::min(kLossWindow, n / 2);
-  if (k == 0) return;
+  // Over the kept rows (what a spike decision left out is not the run's trend), and only
+  // over kHealthMinSteps or more: two steps' losses are one batch each, noise.
+  const std::vector<size_t> kept = kept_rows(r);
+  const size_t n = kept.size(), k = std::min(kLossWindow, n / 2);
+  if (n < kHealthMinSteps || k == 0) return;
   // The start is the lower of the first finite loss (the untrained model's) and the mean
   // of the first k: a run that blew up within its first steps (lr 10: from 4.1 to ~2900
   // by step 5) and came partway down under its schedule has a first-k mean far above
   // where it began.
   size_t first = 0;
-  while (first < n && !std::isfinite(r.steps[first].loss)) ++first;
+  while (first < n && !std::isfinite(r.steps[kept[first]].loss)) ++first;
   if (first == n) return;
-  const double initial = r.steps[first].loss, head = mean_finite_loss(r, 0, k), end = mean_finite_loss(r, n - k, n);
+  const double initial = r.steps[kept[first]].loss, head = mean_finite_loss(r, kept, 0, k),
+               end = mean_finite_loss(r, kept, n - k, n);
   if (!std::isfinite(end) || !(end > std::min(initial, head))) return;
+  const size_t left_out = r.steps.size() - n;
   out.push_back({kFlagLossRose, "the training loss ended above its start: mean " + g4(end) + " over the last " +
                                     std::to_string(k) + " steps, against " + g4(initial) + " at step " +
-                                    std::to_string(r.steps[first].step) + " and a mean of " + g4(head) +
-                                    " over the first " + std::to_string(k) + "."});
+                                    std::to_string(r.steps[kept[first]].step) + " and a mean of " + g4(head) +
+                                    " over the first " + std::to_string(k) +
+                                    (left_out ? " (" + std::to_string(left_out) +
+                                                    " steps the spike policy left out "
+                                                    "are not counted)"
+                                              : std::string()) +
+                                    "."});
 }
 
 }  // namespace
@@ -354,9 +364,10 @@ void clipping(const Record& r, std::vector<HealthFlag>& out) {
 
 // Mean of the finite training losses of the kLossWindow steps up to and including `step`.
 double train_loss_at(const Record& r, int64_t step) {
+  const std::vector<size_t> kept = kept_rows(r);
   size_t pos = 0;
-  while (pos < r.steps.size() && r.steps[pos].step <= step) ++pos;
-  return mean_finite_loss(r, pos - std::min(pos, kLossWindow), pos);
+  while (pos < kept.size() && r.steps[kept[pos]].step <= step) ++pos;
+  return mean_finite_loss(r, kept, pos - std::min(pos, kLossWindow), pos);
 }
 
 void eval_rising(const Record& r, std::vector<HealthFlag>& out) {

@@ -6,12 +6,16 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -40,6 +44,7 @@ struct Helper {
 };
 std::mutex g_mu;
 Helper g_helper;
+std::atomic<double> g_base_s{kRecordParseBaseS};
 
 bool send_all(int fd, const void* p, size_t n) {
   const char* c = static_cast<const char*>(p);
@@ -52,27 +57,53 @@ bool send_all(int fd, const void* p, size_t n) {
   return true;
 }
 
+/// The resident memory of process `pid` in bytes; 0 when it cannot be read.
+uint64_t resident_bytes(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/statm", int(pid));
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[128];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  unsigned long long size = 0, resident = 0;
+  if (std::sscanf(buf, "%llu %llu", &size, &resident) != 2) return 0;
+  return uint64_t(resident) * uint64_t(::sysconf(_SC_PAGESIZE));
+}
+
+/// Why recv_all gave up: the stream ended, the deadline passed, or the helper (`watch`)
+/// took more memory than kRecordParseMemory.
+enum class RecvEnd { ok, closed, late, too_big };
+
 /// Reads exactly `n` bytes, waiting until `deadline` (CLOCK_MONOTONIC seconds; 0 = no
-/// limit). False on end of stream, an error or the deadline.
-bool recv_all(int fd, void* p, size_t n, double deadline) {
+/// limit). With `watch` > 0, that process's resident memory is looked at every 100 ms
+/// while it is waited for: the helper's own data limit cannot hold under the sanitizers,
+/// whose shadow memory counts against it, so the reader watches it too.
+RecvEnd recv_all(int fd, void* p, size_t n, double deadline, pid_t watch = 0) {
   char* c = static_cast<char*>(p);
   while (n) {
     if (deadline > 0) {
       struct timespec ts;
       ::clock_gettime(CLOCK_MONOTONIC, &ts);
       const double left = deadline - (double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9);
-      if (left <= 0) return false;
+      if (left <= 0) return RecvEnd::late;
       struct pollfd pfd = {fd, POLLIN, 0};
-      const int r = ::poll(&pfd, 1, int(left * 1000) + 1);
+      const int r = ::poll(&pfd, 1, std::min(int(left * 1000) + 1, 100));
       if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) return false;
+      if (r < 0) return RecvEnd::closed;
+      if (r == 0) {
+        if (watch > 0 && resident_bytes(watch) > kRecordParseMemory) return RecvEnd::too_big;
+        continue;
+      }
     }
     const ssize_t got = ::recv(fd, c, n, 0);
     if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
+    if (got <= 0) return RecvEnd::closed;
     c += got, n -= size_t(got);
   }
-  return true;
+  return RecvEnd::ok;
 }
 
 /// The helper's loop: a request is a path (u64 length, bytes); an answer is 'O' and the
@@ -80,9 +111,9 @@ bool recv_all(int fd, void* p, size_t n, double deadline) {
 [[noreturn]] void serve(int fd, Record (*parse)(const std::string&)) {
   while (true) {
     uint64_t n = 0;
-    if (!recv_all(fd, &n, sizeof n, 0) || n > (uint64_t(1) << 20)) ::_exit(0);
+    if (recv_all(fd, &n, sizeof n, 0) != RecvEnd::ok || n > (uint64_t(1) << 20)) ::_exit(0);
     std::string path(n, '\0');
-    if (!recv_all(fd, path.data(), n, 0)) ::_exit(0);
+    if (recv_all(fd, path.data(), n, 0) != RecvEnd::ok) ::_exit(0);
     char kind = 'O';
     std::string payload;
     try {
@@ -187,6 +218,8 @@ bool start_helper(Record (*parse)(const std::string&)) {
 
 void isolate_record_parsing(bool on) { set_record_parse_hook(on ? parse_record_isolated : nullptr); }
 
+void set_record_parse_base_s(double seconds) { g_base_s = seconds; }
+
 Record parse_record_isolated(const std::string& path, Record (*parse)(const std::string&)) {
   std::lock_guard<std::mutex> lock(g_mu);
   // A helper killed from outside is not the file's fault: such a file is damaged only when
@@ -214,25 +247,31 @@ Record parse_in_helper(const std::string& path, Record (*parse)(const std::strin
   const uint64_t n = path.size();
   struct timespec ts;
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  const double deadline = double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9 + kRecordParseLimitS;
+  struct stat st;
+  const double bytes = ::stat(path.c_str(), &st) == 0 ? double(st.st_size) : 0;
+  const double limit_s = g_base_s + bytes / kRecordParseBytesPerS;
+  const double deadline = double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9 + limit_s;
   char kind = 0;
   uint64_t len = 0;
   const bool sent = send_all(g_helper.fd, &n, sizeof n) && send_all(g_helper.fd, path.data(), path.size());
-  if (!sent || !recv_all(g_helper.fd, &kind, 1, deadline) || !recv_all(g_helper.fd, &len, sizeof len, deadline)) {
-    ::clock_gettime(CLOCK_MONOTONIC, &ts);
-    const bool late = double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9 >= deadline;
-    if (late) ::kill(g_helper.pid, SIGKILL);
-    int sig = 0;
-    const std::string how = helper_end(&sig);
-    if (late)
-      throw RecordError(path + ": reading it did not end within " + std::to_string(kRecordParseLimitS) +
-                        " s; the record is damaged");
-    died(path, how, sig);
+  RecvEnd end = sent ? recv_all(g_helper.fd, &kind, 1, deadline, g_helper.pid) : RecvEnd::closed;
+  if (end == RecvEnd::ok) end = recv_all(g_helper.fd, &len, sizeof len, deadline, g_helper.pid);
+  std::string payload;
+  if (end == RecvEnd::ok && len > (uint64_t(1) << 36)) end = RecvEnd::closed;  // not an answer of ours
+  if (end == RecvEnd::ok) {
+    payload.resize(len);
+    end = recv_all(g_helper.fd, payload.data(), len, deadline, g_helper.pid);
   }
-  std::string payload(len, '\0');
-  if (!recv_all(g_helper.fd, payload.data(), len, deadline)) {
+  if (end != RecvEnd::ok) {
+    if (end != RecvEnd::closed) ::kill(g_helper.pid, SIGKILL);
     int sig = 0;
     const std::string how = helper_end(&sig);
+    if (end == RecvEnd::late)
+      throw RecordError(path + ": reading it did not end within " + std::to_string(int(limit_s)) +
+                        " s; the record is damaged");
+    if (end == RecvEnd::too_big)
+      throw RecordError(path + ": reading it took more than " + std::to_string(kRecordParseMemory >> 30) +
+                        " GiB of memory; the record is damaged");
     died(path, how, sig);
   }
   if (kind == 'E') throw RecordError(payload);

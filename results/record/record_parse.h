@@ -11,10 +11,17 @@ namespace sweep {
 
 struct Record;  // record.h
 
-/// Seconds one record may take to parse before its helper is killed and the record is
-/// called damaged: far above any record sweep writes (a record of 10^6 steps parses in
-/// about a second), far below forever.
-inline constexpr int kRecordParseLimitS = 300;
+/// How long one record may take to parse before its helper is killed and the record is
+/// called damaged (a flipped bit can send HDF5 round a loop of its global heap for ever):
+/// kRecordParseBaseS plus a second for every kRecordParseBytesPerS of the file. Far above
+/// what any record takes (a record of 10^6 steps, ~100 MB, parses in about a second; this
+/// gives it 50 s), far below forever.
+inline constexpr double kRecordParseBaseS = 30;
+inline constexpr double kRecordParseBytesPerS = 5e6;
+
+/// Sets the base of that limit (kRecordParseBaseS when never called): for a test that
+/// waits for it on purpose.
+void set_record_parse_base_s(double seconds);
 
 /// The memory (RLIMIT_DATA) the helper may take: far above what a record sweep writes
 /// decodes to (10^6 steps of a run take about 100 MB), far below what a hostile file can
@@ -29,7 +36,7 @@ void isolate_record_parsing(bool on);
 /// this process made at the first call (and again after a helper died), which runs `parse`
 /// for each path it is sent and sends the record back encoded (encode_record). What
 /// `parse` throws comes back as a RecordError with its message; a helper that dies or takes
-/// longer than kRecordParseLimitS makes a RecordError naming the file damaged. Calls from
+/// longer than that limit makes a RecordError naming the file damaged. Calls from
 /// several threads take turns.
 Record parse_record_isolated(const std::string& path, Record (*parse)(const std::string&));
 

@@ -227,7 +227,7 @@ TEST_F(ClusterE2E, ANodeWhoseProcessesAreKilledFailsTheRunNamingItAndIsRetried) 
                   "node sweep-node2 (rank 1) was lost");
   std::tie(run_dir, ended_after) = run_and_kill(again, "again.log", &st);
   ASSERT_FALSE(run_dir.empty());
-  EXPECT_LT(ended_after, 20.0);
+  EXPECT_LT(ended_after, 90.0) << "the attempt should fail by the node's loss";  // as above: 33 s under load
   EXPECT_TRUE(st.ok()) << log("again");
   EXPECT_CONTAINS(log("again"), "retrying");
   EXPECT_CONTAINS(log("again"), "node sweep-node2 (rank 1) was lost");

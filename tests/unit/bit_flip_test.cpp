@@ -101,8 +101,10 @@ class BitFlip : public sweep_test::TempDirTest {
 TEST_F(BitFlip, NoFlippedBitCrashesAReaderOrIsAcceptedAsOtherContent) {
   // As sweep's commands read records: in a helper process (some flips crash HDF5 itself).
   isolate_record_parsing(true);
+  // A flip that sends HDF5 round a loop for ever ends as damage after this (30 s in use).
+  set_record_parse_base_s(3);
   struct Off {
-    ~Off() { isolate_record_parsing(false); }
+    ~Off() { isolate_record_parsing(false), set_record_parse_base_s(kRecordParseBaseS); }
   } off;
   const fs::path good = dir_ / "record.h5";
   write_record(good);
@@ -124,7 +126,7 @@ TEST_F(BitFlip, NoFlippedBitCrashesAReaderOrIsAcceptedAsOtherContent) {
 
   const fs::path flipped = dir_ / "flipped" / "record.h5";
   fs::create_directories(flipped.parent_path());
-  size_t damaged = 0, crashed = 0, unverified = 0, same = 0;
+  size_t damaged = 0, crashed = 0, endless = 0, unverified = 0, same = 0;
   std::vector<std::string> wrong;
   for (const auto& [at, bit] : flips) {
     std::string copy = bytes;
@@ -146,6 +148,10 @@ TEST_F(BitFlip, NoFlippedBitCrashesAReaderOrIsAcceptedAsOtherContent) {
     } catch (const RecordError& e) {
       ++damaged;  // status says damaged; the sweep's readers leave it out
       if (std::string(e.what()).find("crashed the HDF5 library") != std::string::npos) ++crashed;
+      if (std::string(e.what()).find("did not end within") != std::string::npos) {
+        ++endless;
+        continue;  // show would wait as long again: once is enough here
+      }
     } catch (const std::exception& e) {
       wrong.push_back(where + ": not a RecordError but " + e.what());
       continue;
@@ -180,9 +186,10 @@ TEST_F(BitFlip, NoFlippedBitCrashesAReaderOrIsAcceptedAsOtherContent) {
   EXPECT_GT(unverified, 0u);  // the readers saw damaged content
   EXPECT_GT(same, 0u);
   std::printf(
-      "bit flips: %zu damaged (%zu crashed the HDF5 library in the helper; %zu read unverified, as show does, "
-      "and put through every reader), %zu read with the original's content\n",
-      damaged, crashed, unverified, same);
+      "bit flips: %zu damaged (%zu crashed the HDF5 library in the helper, %zu sent it round a loop until the "
+      "deadline; %zu read unverified, as show does, and put through every reader), %zu read with the original's "
+      "content\n",
+      damaged, crashed, endless, unverified, same);
 }
 
 }  // namespace

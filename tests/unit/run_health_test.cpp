@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "run_figures.h"        // run_figures, kept_rows
 #include "telemetry_summary.h"  // telemetry_summary
 #include "test_util.h"          // EXPECT_CONTAINS
 
@@ -122,13 +123,36 @@ TEST(RunHealth, ALossEndingAboveItsStartIsFlagged) {
   // A flat loss does not end above its start.
   for (auto& s : r.steps) s.loss = 3.0;
   EXPECT_EQ(names(r), "");
-  // Windows of half the run when it is shorter than 40 steps: last 3 against first 3.
-  Record short_run = healthy(6);
-  const double losses[] = {5, 4, 3, 4.5, 4.5, 4.5};
-  for (size_t i = 0; i < 6; ++i) short_run.steps[i].loss = losses[i];
+  // Windows of half the run when it is shorter than 40 steps: last 6 against first 6.
+  Record short_run = healthy(12);
+  const double losses[] = {5, 4, 3, 3, 3, 3, 4.5, 4.5, 4.5, 4.5, 4.5, 4.5};
+  for (size_t i = 0; i < 12; ++i) short_run.steps[i].loss = losses[i];
   EXPECT_EQ(names(short_run), "loss_rose");
-  short_run.steps[3].loss = short_run.steps[4].loss = short_run.steps[5].loss = 3.9;
+  for (size_t i = 6; i < 12; ++i) short_run.steps[i].loss = 3.4;
   EXPECT_EQ(names(short_run), "");
+  // Fewer than kHealthMinSteps steps are not judged: two steps are two batches, noise.
+  Record two = healthy(2);
+  two.steps[1].loss = two.steps[0].loss + 1;
+  EXPECT_EQ(names(two), "");
+}
+
+TEST(RunHealth, StepsTheSpikePolicyLeftOutCountInNoFigureOrFlag) {
+  Record r = healthy(30);
+  for (auto& s : r.steps)
+    if (s.step >= 28) s.loss = 50;  // a spike over steps 28-30, rewound
+  EXPECT_EQ(names(r), "loss_rose loss_spike");
+  r.summary["spike_skipped_steps"] = "28-30";
+  EXPECT_EQ(names(r), "loss_spike");  // the spike happened; the trend is over what was kept
+  const RunFigures f = run_figures(r);
+  EXPECT_EQ(f.left_out_steps, 3u);
+  EXPECT_EQ(f.train_loss_end_steps, 20u);
+  EXPECT_LT(f.train_loss_end, 5.0);  // the mean of steps 8-27, not the spike's
+  EXPECT_DOUBLE_EQ(f.objective, f.train_loss_end);
+  EXPECT_NE(figures_text(f).find("(mean of last 20 steps; 3 left out by the spike policy)"), std::string::npos)
+      << figures_text(f);
+  EXPECT_EQ(kept_rows(r).size(), 27u);
+  r.summary["spike_skipped_steps"] = "2 5-6 28-30";  // skips and a rewind
+  EXPECT_EQ(kept_rows(r).size(), 24u);
 }
 
 // Small-batch noise: +-10% of the loss, in a fixed pseudo-random pattern.
