@@ -18,6 +18,7 @@
 #include "grid.h"              // parse_grid, expand_grid
 #include "optimizer.h"         // sum_of_squares, adamw
 #include "record.h"            // RecordWriter, read_record
+#include "record_parse.h"      // isolate_record_parsing
 
 namespace {
 
@@ -132,6 +133,22 @@ void BM_RecordReadVerified(benchmark::State& state) {
   set_bytes(state, size_t(fs::file_size(path)));
 }
 BENCHMARK(BM_RecordReadVerified)->Unit(benchmark::kMillisecond);
+
+// The same read as sweep's commands do it: parsed in the helper process
+// (results/record/record_parse.h), the record sent back encoded. The difference to
+// BM_RecordReadVerified is what isolating HDF5 costs a cold read (the helper is started
+// once, before the timed loop).
+void BM_RecordReadVerifiedIsolated(benchmark::State& state) {
+  Scratch scratch;
+  const std::string path = (scratch.dir / "r.h5").string();
+  write_record(path, 1000, 20);
+  sweep::isolate_record_parsing(true);
+  benchmark::DoNotOptimize(sweep::read_record(path).verified);  // the helper's start, untimed
+  for (auto _ : state) benchmark::DoNotOptimize(sweep::read_record(path).verified);
+  sweep::isolate_record_parsing(false);
+  set_bytes(state, size_t(fs::file_size(path)));
+}
+BENCHMARK(BM_RecordReadVerifiedIsolated)->Unit(benchmark::kMillisecond);
 
 // Parse, validate and expand a grid of 10 x 10 x 10 = 1,000 points.
 void BM_GridExpand(benchmark::State& state) {
