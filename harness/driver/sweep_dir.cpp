@@ -10,6 +10,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <new>
 #include <optional>
@@ -239,38 +240,36 @@ std::string data_changed(const Record& r) {
   const std::string program = r.env("program"), digest = r.env("program.digest");
   // Each source file and data file with its hash (program.files, program.data): the one
   // that changed is named. Looked at once per driver however many runs share them.
+  // Each answer is looked at once per driver however many runs share it (by `cache_key`);
+  // what does not parse is said as such.
   static std::map<std::string, std::vector<std::string>> seen;
+  const auto looked_at = [](const std::string& cache_key, const std::string& env_key,
+                            const std::function<std::vector<std::string>()>& look) -> const std::vector<std::string>& {
+    auto it = seen.find(cache_key);
+    if (it == seen.end()) {
+      std::vector<std::string> found;
+      try {
+        found = look();
+      } catch (const ConfigError& e) {
+        found = {"(" + env_key + " does not read: " + e.what() + ")"};
+      }
+      it = seen.emplace(cache_key, std::move(found)).first;
+    }
+    return it->second;
+  };
   for (const auto& [key, what] : {std::pair<std::string, std::string>{"program.files", "program file"},
                                   std::pair<std::string, std::string>{"program.data", "data file"}}) {
     const std::string recorded = r.env(key);
     if (recorded.empty()) continue;
-    auto it = seen.find(recorded);
-    if (it == seen.end()) {
-      std::vector<std::string> changed;
-      try {
-        changed = changed_files(recorded);
-      } catch (const ConfigError& e) {
-        changed = {std::string("(") + key + " does not read: " + e.what() + ")"};
-      }
-      it = seen.emplace(recorded, changed).first;
-    }
-    if (!it->second.empty())
-      return "its " + what + (it->second.size() > 1 ? "s " : " ") + join(it->second, ", ") + " changed since the run";
+    const auto& changed = looked_at(recorded, key, [&] { return changed_files(recorded); });
+    if (!changed.empty())
+      return "its " + what + (changed.size() > 1 ? "s " : " ") + join(changed, ", ") + " changed since the run";
   }
   // A file added to a directory or glob of program.files since the run.
   if (const std::string trees = r.env("program.trees"); !trees.empty()) {
-    const std::string key = trees + "\n" + r.env("program.files");
-    auto it = seen.find(key);
-    if (it == seen.end()) {
-      std::vector<std::string> added;
-      try {
-        added = added_files(trees, r.env("program.files"));
-      } catch (const ConfigError& e) {
-        added = {std::string("(program.trees does not read: ") + e.what() + ")"};
-      }
-      it = seen.emplace(key, added).first;
-    }
-    if (!it->second.empty()) return "its program files changed since the run: " + join(it->second, ", ");
+    const auto& added = looked_at(trees + "\n" + r.env("program.files"), "program.trees",
+                                  [&] { return added_files(trees, r.env("program.files")); });
+    if (!added.empty()) return "its program files changed since the run: " + join(added, ", ");
   }
   // Without program.files (records of before it), the digest of argv's files.
   if (!program.empty() && !digest.empty() && r.env("program.files").empty()) {

@@ -275,22 +275,29 @@ std::vector<std::string> confine_args(const ProgramSpec& p, const std::string& r
 
 std::string recorded_writes(const ProgramSpec& p) { return p.confine ? json_string_array(p.writes) : "off"; }
 
+namespace {
+
+/// The paths of a recorded `program.files` or `program.data` (a JSON array of "<hash>
+/// <path>"), without their hashes; none for "".
+std::vector<std::string> hashed_paths(const std::string& hashed) {
+  std::vector<std::string> out;
+  if (!hashed.empty())
+    for (const std::string& item : parse_json_string_array(hashed)) out.push_back(item.substr(item.find(' ') + 1));
+  return out;
+}
+
+}  // namespace
+
 ProgramSpec recorded_program(const std::string& json, const std::string& keys, const std::string& writes,
                              const std::string& what, const std::string& files, const std::string& data,
                              const std::string& cwd, const std::string& pass_args) {
   ProgramSpec p;
   p.pass_args = pass_args != "false";
   p.argv = parse_json_string_array(json);
-  const auto paths = [](const std::string& hashed) {
-    std::vector<std::string> out;
-    if (!hashed.empty())
-      for (const std::string& item : parse_json_string_array(hashed)) out.push_back(item.substr(item.find(' ') + 1));
-    return out;
-  };
   const std::vector<std::string> argv_files = program_files(p.argv);
-  for (const std::string& f : paths(files))
+  for (const std::string& f : hashed_paths(files))
     if (std::find(argv_files.begin(), argv_files.end(), f) == argv_files.end()) p.files.push_back(f);
-  p.data = paths(data);
+  p.data = hashed_paths(data);
   if (std::error_code ec; !cwd.empty() && fs::is_directory(cwd, ec)) p.cwd = cwd;
   p.confine = writes != "off";
   if (p.confine && !writes.empty()) p.writes = parse_json_string_array(writes);
@@ -446,8 +453,8 @@ std::vector<std::string> changed_files(const std::string& recorded) {
 }
 
 std::vector<std::string> added_files(const std::string& trees, const std::string& recorded) {
-  std::set<std::string> had;
-  for (const std::string& item : parse_json_string_array(recorded)) had.insert(item.substr(item.find(' ') + 1));
+  const std::vector<std::string> recorded_paths = hashed_paths(recorded);
+  const std::set<std::string> had(recorded_paths.begin(), recorded_paths.end());
   std::vector<std::string> out;
   for (const std::string& pattern : parse_json_string_array(trees))
     for (const std::string& f : files_of_pattern(pattern))
