@@ -362,9 +362,9 @@ void clipping(const Record& r, std::vector<HealthFlag>& out) {
                                     ": the gradient norm nearly always exceeds the clip."});
 }
 
-// Mean of the finite training losses of the kLossWindow steps up to and including `step`.
-double train_loss_at(const Record& r, int64_t step) {
-  const std::vector<size_t> kept = kept_rows(r);
+// Mean of the finite training losses of the kLossWindow kept rows (kept_rows) up to and
+// including `step`.
+double train_loss_at(const Record& r, const std::vector<size_t>& kept, int64_t step) {
   size_t pos = 0;
   while (pos < kept.size() && r.steps[kept[pos]].step <= step) ++pos;
   return mean_finite_loss(r, kept, pos - std::min(pos, kLossWindow), pos);
@@ -375,7 +375,8 @@ void eval_rising(const Record& r, std::vector<HealthFlag>& out) {
   const RunFigures f = run_figures(r);
   if (f.best_eval_step < 0 || !std::isfinite(f.final_eval_loss)) return;
   if (!(f.final_eval_loss > f.best_eval_loss + kEvalRisingMargin * std::fabs(f.best_eval_loss))) return;
-  const double at_best = train_loss_at(r, f.best_eval_step), at_end = train_loss_at(r, r.steps.back().step);
+  const std::vector<size_t> kept = kept_rows(r);
+  const double at_best = train_loss_at(r, kept, f.best_eval_step), at_end = train_loss_at(r, kept, r.steps.back().step);
   if (!(at_end < at_best)) return;
   out.push_back({kFlagEvalRising, "the held-out loss rose from " + g4(f.best_eval_loss) + " at step " +
                                       std::to_string(f.best_eval_step) + " to " + g4(f.final_eval_loss) + " at step " +
