@@ -120,8 +120,20 @@ void StepRecorder::step(StepMetrics s, std::optional<ChecksumRow> row, std::opti
                 s.lr, s.grad_norm, s.loss_scale, s.skipped ? " (skipped)" : "", s.tokens_per_s);
 }
 
+namespace {
+void keep_first(std::vector<std::string>& kept, int64_t step, const std::string& where) {
+  if (kept.size() < StepRecorder::kKeptOverflows) kept.push_back(std::to_string(step) + ": " + where);
+}
+}  // namespace
+
 void StepRecorder::note_fp16_overflow(int64_t step, const std::string& where) {
-  if (fp16_overflows_.size() < kKeptOverflows) fp16_overflows_.push_back(std::to_string(step) + ": " + where);
+  keep_first(fp16_overflows_, step, where);
+}
+
+void StepRecorder::note_nonfinite_skip(int64_t step, const std::string& what, const std::string& where) {
+  keep_first(nonfinite_skips_, step, "non-finite " + what + " (" + where + ")");
+  std::printf("step %lld: non-finite %s (%s); update skipped (train.on_nan: skip_step)\n", (long long)step,
+              what.c_str(), where.c_str());
 }
 
 void StepRecorder::summarize(const RankMemory& mem, bool scaler) {
@@ -152,6 +164,7 @@ void StepRecorder::summarize(const RankMemory& mem, bool scaler) {
   for (const auto& r : rows_)
     nan_skipped += r.skipped && (!std::isfinite(r.loss) || (!scaler && !std::isfinite(r.grad_norm)));
   record_->set_summary("nonfinite_steps_skipped", std::to_string(nan_skipped));
+  if (!nonfinite_skips_.empty()) record_->set_summary("nonfinite_skips", join(nonfinite_skips_, " | "));
   if (scaler) {  // the loss scaler's skips (finite loss, non-finite gradient), and where the first were
     int64_t overflows = 0;
     for (const auto& r : rows_) overflows += r.skipped && std::isfinite(r.loss) && !std::isfinite(r.grad_norm);
@@ -182,6 +195,7 @@ void StepRecorder::summarize(const RankMemory& mem, bool scaler) {
   if (!ratios.empty()) r.summary["rank_compute_ratio"] = ratios;
   if (!shares.empty()) r.summary["rank_runqueue_share"] = shares;
   if (!fp16_overflows_.empty()) r.summary["fp16_overflows"] = join(fp16_overflows_, " | ");
+  if (!nonfinite_skips_.empty()) r.summary["nonfinite_skips"] = join(nonfinite_skips_, " | ");
   const std::vector<HealthFlag> flags = compute_health(r);
   for (const auto& [key, value] : health_attributes(flags)) record_->set_summary(key, value);
   if (quiet_) return;

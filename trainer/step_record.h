@@ -65,6 +65,10 @@ class StepRecorder {
   /// An fp16 overflow the loss scaler skipped at `step`, first seen at `where`
   /// (locate_nonfinite); the summary keeps the first kKeptOverflows.
   void note_fp16_overflow(int64_t step, const std::string& where);
+  /// A step `train.on_nan: skip_step` skipped, its non-finite `what` ("loss", "gradient")
+  /// first seen at `where` (locate_nonfinite): logged, and the summary keeps the first
+  /// kKeptOverflows as `nonfinite_skips` ("4: non-finite loss (rank 1, ...)").
+  void note_nonfinite_skip(int64_t step, const std::string& what, const std::string& where);
   static constexpr size_t kKeptOverflows = 8;
 
   /// At the end: memory figures and the summary attributes (stragglers, per-rank median
@@ -93,6 +97,7 @@ class StepRecorder {
   std::vector<std::vector<double>> waited_;         // [step][rank]: run-queue wait, for shared cores
   std::vector<double> rank_grad_norms_;             // this step's, each rank's own gradient norm
   std::vector<std::string> fp16_overflows_;         // "STEP: where", the first kKeptOverflows
+  std::vector<std::string> nonfinite_skips_;        // the same of train.on_nan: skip_step
   std::vector<TelemetryRow> telemetry_;             // the rows taken so far, for the health flags
   std::vector<ParamInfo> params_;                   // the header's, for the health flags
   int64_t moe_layers_ = 0, moe_experts_ = 0;        // the header's

@@ -274,9 +274,8 @@ RunStatus Trainer::run() {
         failure = "non-finite " + std::string(std::isfinite(s.loss) ? "gradient" : "loss") + " at step " +
                   std::to_string(step) + (nonfinite_at_.empty() ? "" : ": " + nonfinite_at_);
         std::printf("diverged: %s (train.on_nan: stop)\n", failure.c_str());  // in every rank's log
-      } else if (nonfinite) {
-        std::printf("step %lld: non-finite %s (%s); update skipped (train.on_nan: skip_step)\n", (long long)step,
-                    std::isfinite(s.loss) ? "gradient" : "loss", nonfinite_at_.c_str());
+      } else if (nonfinite) {                                                 // logged on every rank
+        rec_.note_nonfinite_skip(step, std::string(std::isfinite(s.loss) ? "gradient" : "loss"), nonfinite_at_);
       }
       // Recording cost of this step: checksums plus any periodic flush to disk (the
       // appends themselves only buffer in memory).

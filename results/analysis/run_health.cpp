@@ -50,6 +50,18 @@ void skipped_steps(const Record& r, std::vector<HealthFlag>& out) {
   out.push_back({kFlagSkippedSteps, d + "."});
 }
 
+// Where the trainer saw step `step` go non-finite, from a summary list of "STEP: where"
+// items separated by " | " (fp16_overflows, nonfinite_skips); "" when it is not there.
+std::string located(const Record& r, const std::string& key, int64_t step) {
+  const std::string at = std::to_string(step) + ": ";
+  for (std::string item : split(summary_value(r, key), '|')) {
+    while (!item.empty() && item.front() == ' ') item.erase(0, 1);
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (item.rfind(at, 0) == 0) return item.substr(at.size());
+  }
+  return "";
+}
+
 void fp16_overflow(const Record& r, std::vector<HealthFlag>& out) {
   // A loss scaler ran: fp16, or a program's rows with a scale other than 1 (a GradScaler).
   const bool scaled =
@@ -84,13 +96,8 @@ void fp16_overflow(const Record& r, std::vector<HealthFlag>& out) {
                   (longest >= 2 ? ", " + std::to_string(longest) + " in a row" : std::string()) +
                   ", the first at step " + std::to_string(first->step) + " (scale " + g4(first->loss_scale) +
                   (std::isnan(backed_off_to) ? "" : " -> " + g4(backed_off_to)) + ")";
-  // Where the trainer saw it: "4: rank 0, its micro-batch 1 ...; first non-finite gradient: ...".
-  const std::string at = std::to_string(first->step) + ": ";
-  for (std::string item : split(summary_value(r, "fp16_overflows"), '|')) {
-    while (!item.empty() && item.front() == ' ') item.erase(0, 1);
-    while (!item.empty() && item.back() == ' ') item.pop_back();
-    if (item.rfind(at, 0) == 0) d += ": " + item.substr(at.size());
-  }
+  const std::string where = located(r, "fp16_overflows", first->step);
+  if (!where.empty()) d += ": " + where;
   if (calibrating) d += "; " + std::to_string(calibrating) + " more while it calibrated";
   out.push_back({kFlagFp16Overflow, d + "."});
 }
@@ -111,9 +118,12 @@ void nonfinite_loss(const Record& r, std::vector<HealthFlag>& out) {
     }
   if (bad == 0 && bad_evals == 0) return;
   std::string d;
-  if (bad)
+  if (bad) {
     d = std::to_string(bad) + " of " + std::to_string(r.steps.size()) +
         " steps had a non-finite loss, the first at step " + std::to_string(first);
+    const std::string where = located(r, "nonfinite_skips", first);  // train.on_nan: skip_step's
+    if (!where.empty()) d += ": " + where;
+  }
   if (bad_evals)
     d += (d.empty() ? "" : "; ") + std::to_string(bad_evals) + " of " + std::to_string(r.evals.size()) +
          " evaluations had a non-finite held-out loss, the first at step " + std::to_string(first_eval);
@@ -156,7 +166,10 @@ void nonfinite_gradient(const Record& r, std::vector<HealthFlag>& out) {
   if (bad == 0) return;
   std::string d = std::to_string(bad) + " of " + std::to_string(r.steps.size()) +
                   " steps had a finite loss but a non-finite gradient, the first at step " + std::to_string(first);
-  if (tensor != nullptr && r.failure.find(*tensor) == std::string::npos)
+  const std::string where = located(r, "nonfinite_skips", first);  // train.on_nan: skip_step's
+  if (!where.empty())
+    d += ": " + where;
+  else if (tensor != nullptr && r.failure.find(*tensor) == std::string::npos)
     d += ", first in tensor " + *tensor + " (its /telemetry row)";
   if (!r.failure.empty()) d += " (" + r.failure + ")";
   out.push_back({kFlagNonfiniteGradient, d + "."});

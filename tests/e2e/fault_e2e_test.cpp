@@ -79,9 +79,11 @@ TEST_F(FaultE2E, AnInfiniteGradientIsLocatedAndFlagged) {
   EXPECT_CONTAINS(log("skip"), "step 5: non-finite gradient (first non-finite gradient: " + r.params[0].name +
                                    "[0] = inf); update skipped (train.on_nan: skip_step)");
   EXPECT_EQ(sweep::health_names(sweep::run_health(r)), "nonfinite_gradient");
-  EXPECT_CONTAINS(r.summary.at("health.nonfinite_gradient"),
-                  "1 of 8 steps had a finite loss but a non-finite gradient, the first at step 5, first in tensor " +
-                      r.params[0].name + " (its /telemetry row).");
+  // Where it was first seen is in the record, and its flag says so (not the rank's log alone).
+  const std::string where = "non-finite gradient (first non-finite gradient: " + r.params[0].name + "[0] = inf)";
+  EXPECT_EQ(r.summary.at("nonfinite_skips"), "5: " + where);
+  EXPECT_EQ(r.summary.at("health.nonfinite_gradient"),
+            "1 of 8 steps had a finite loss but a non-finite gradient, the first at step 5: " + where + ".");
 
   auto st = train("stop", kTiny + "}\nfault: {inf_grad_step: 5}\n");
   EXPECT_EQ(st.code, 1) << log("stop");
@@ -107,6 +109,11 @@ TEST_F(FaultE2E, NanLossWithOnNanSkipStepSkipsOneUpdateAndTrainsOn) {
   EXPECT_NE(r.checksums[5].params, r.checksums[4].params);  // training went on
   EXPECT_CONTAINS(log("skip"),
                   "step 4: non-finite loss (rank 0, its micro-batch 0 (global micro-batch 0 of 2; samples ");
+  // The record names where, and so does its flag.
+  const std::string where = "4: non-finite loss (rank 0, its micro-batch 0 (global micro-batch 0 of 2; samples ";
+  EXPECT_EQ(r.summary.at("nonfinite_skips").rfind(where, 0), 0u) << r.summary.at("nonfinite_skips");
+  EXPECT_CONTAINS(r.summary.at("health.nonfinite_loss"),
+                  "1 of 8 steps had a non-finite loss, the first at step 4: " + where.substr(3));
 }
 
 // Checkpoints after steps 2, 4, 6, 8, 10; the crash tears the one of step 6.
@@ -282,6 +289,8 @@ TEST_F(FaultMpi, ANonFiniteLossOrGradientIsNamedOnThreeRanksWithZero2MoeAndBf16)
   EXPECT_CONTAINS(log("inf"), "step 4: non-finite gradient (first non-finite gradient: " + r.params[0].name +
                                   "[0] = inf); update skipped (train.on_nan: skip_step)");
   EXPECT_EQ(sweep::health_names(sweep::run_health(r)), "nonfinite_gradient");
+  EXPECT_EQ(r.summary.at("nonfinite_skips"),
+            "4: non-finite gradient (first non-finite gradient: " + r.params[0].name + "[0] = inf)");
   ASSERT_EQ(r.steps.size(), 6u);
   EXPECT_EQ(r.steps[3].skipped, 1);
 }

@@ -69,6 +69,14 @@ TEST(RunHealth, ANonFiniteLossOnAnyStepIsFlagged) {
   ASSERT_EQ(health_names(flags), "nonfinite_loss");
   EXPECT_NE(flags[0].detail.find("2 of 100 steps"), std::string::npos) << flags[0].detail;
   EXPECT_NE(flags[0].detail.find("at step 41"), std::string::npos) << flags[0].detail;
+  // Where train.on_nan: skip_step saw the first one go non-finite (the record's
+  // nonfinite_skips), in the flag's sentence; a list naming other steps only adds nothing.
+  r.summary["nonfinite_skips"] =
+      "4: non-finite loss (rank 1, elsewhere) | 41: non-finite loss (rank 2, its micro-batch 1)";
+  EXPECT_EQ(compute_health(r)[0].detail,
+            "2 of 100 steps had a non-finite loss, the first at step 41: non-finite loss (rank 2, its micro-batch 1).");
+  r.summary["nonfinite_skips"] = "141: non-finite loss (rank 2)";
+  EXPECT_EQ(compute_health(r)[0].detail, flags[0].detail);
 }
 
 TEST(RunHealth, Fp16OverflowsAfterCalibrationAreFlaggedWithWhereTheFirstWas) {
