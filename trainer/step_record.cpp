@@ -136,7 +136,7 @@ void StepRecorder::note_nonfinite_skip(int64_t step, const std::string& what, co
               what.c_str(), where.c_str());
 }
 
-void StepRecorder::summarize(const RankMemory& mem, bool scaler) {
+void StepRecorder::summarize(const RankMemory& mem, bool scaler, const std::string& diverged) {
   if (!record_) return;
   record_->set_memory(mem);
   std::string list;
@@ -184,6 +184,7 @@ void StepRecorder::summarize(const RankMemory& mem, bool scaler) {
   // The flags readers show, judged once by the results library from what the record holds.
   Record r;
   r.config = config_;
+  if (!diverged.empty()) r.status = "diverged", r.failure = diverged;  // the flags name where
   r.steps = rows_;
   r.evals = evals_;
   r.world_size = world_;

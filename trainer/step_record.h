@@ -74,8 +74,9 @@ class StepRecorder {
   /// At the end: memory figures and the summary attributes (stragglers, per-rank median
   /// compute time and median ratio to its peers, each rank's share of the step time spent waiting for a CPU, non-finite
   /// steps skipped, the health flags of results/analysis/run_health.h, which it also prints). `scaler` says whether a
-  /// loss scale ran.
-  void summarize(const RankMemory& mem, bool scaler);
+  /// loss scale ran; `diverged` is the failure of a run train.on_nan stopped ("" otherwise),
+  /// which its flags name.
+  void summarize(const RankMemory& mem, bool scaler, const std::string& diverged);
   /// The record is complete: renames it into place with `status` ("completed", "diverged").
   void finish(const std::string& status, const std::string& failure, bool crash_before_rename);
   /// The record is marked failed with `why`; later writes are no-ops.

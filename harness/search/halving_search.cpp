@@ -17,6 +17,7 @@ Record truncate_record(const Record& r, int64_t steps) {
   Record t = r;
   const auto after = [&](const auto& row) { return row.step > steps; };
   const size_t kept = size_t(std::find_if(t.steps.begin(), t.steps.end(), after) - t.steps.begin());
+  if (kept < t.steps.size()) t.status = "stopped";  // at the rung: its figures are the rung's
   t.steps.resize(kept);
   if (t.rank_step_time_s.size() > kept) t.rank_step_time_s.resize(kept);
   t.evals.erase(std::remove_if(t.evals.begin(), t.evals.end(), after), t.evals.end());

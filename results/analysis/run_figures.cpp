@@ -89,10 +89,15 @@ RunFigures run_figures(const Record& r) {
   }
   for (const auto& e : r.evals)
     if (std::isfinite(e.loss) && !(e.loss >= f.best_eval_loss)) f.best_eval_loss = e.loss, f.best_eval_step = e.step;
-  if (!r.evals.empty()) {
-    f.final_eval_loss = r.evals.back().loss;
+  if (n) f.last_step = r.steps.back().step;
+  if (!r.evals.empty()) f.final_eval_loss = r.evals.back().loss, f.final_eval_step = r.evals.back().step;
+  const bool eval_is_final = !r.evals.empty() && f.final_eval_step >= f.last_step;
+  if (!has_objective(r.status)) {
+    f.objective_name = "none (" + r.status + ")";
+  } else if (!r.evals.empty() && (eval_is_final || r.status != "stopped")) {
     f.objective = f.final_eval_loss;
-    f.objective_name = "final eval loss";
+    f.objective_name =
+        eval_is_final ? "final eval loss" : "last eval loss (step " + std::to_string(f.final_eval_step) + ")";
   } else {
     f.objective = f.train_loss_end;
     f.objective_name = "final train loss";
@@ -100,10 +105,14 @@ RunFigures run_figures(const Record& r) {
   return f;
 }
 
+bool has_objective(const std::string& status) { return status == "completed" || status == "stopped" || status.empty(); }
+
 std::string figures_text(const RunFigures& f) {
   std::string s;
   if (!std::isnan(f.final_eval_loss) || f.best_eval_step >= 0) {
-    s = "final eval loss " + g4(f.final_eval_loss);
+    s = f.final_eval_step >= f.last_step
+            ? "final eval loss " + g4(f.final_eval_loss)
+            : "last eval loss " + g4(f.final_eval_loss) + " at step " + std::to_string(f.final_eval_step);
     if (f.best_eval_step >= 0)
       s += " (best " + g4(f.best_eval_loss) + " at step " + std::to_string(f.best_eval_step) + ")";
     s += ", ";

@@ -122,7 +122,10 @@ void nonfinite_loss(const Record& r, std::vector<HealthFlag>& out) {
     d = std::to_string(bad) + " of " + std::to_string(r.steps.size()) +
         " steps had a non-finite loss, the first at step " + std::to_string(first);
     const std::string where = located(r, "nonfinite_skips", first);  // train.on_nan: skip_step's
-    if (!where.empty()) d += ": " + where;
+    if (!where.empty())
+      d += ": " + where;
+    else if (r.status == "diverged" && !r.failure.empty())  // train.on_nan: stop's, where it says
+      d += " (" + r.failure + ")";
   }
   if (bad_evals)
     d += (d.empty() ? "" : "; ") + std::to_string(bad_evals) + " of " + std::to_string(r.evals.size()) +

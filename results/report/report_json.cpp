@@ -99,6 +99,7 @@ std::string json_group(const SweepRecords& sweep, const ReportModel& m, const Ru
   return "{\"values\":" + values + "},\"runs\":" + jrun_ids(sweep, g.runs) +
          ",\"objective_name\":" + jstr(g.objective_name) +
          ",\"finite_objectives\":" + jint(int64_t(g.finite_objectives)) +
+         ",\"ranked\":" + (g.finite_objectives > 0 ? "true" : "false") +
          ",\"objective_mean\":" + jnum(g.objective_mean) + ",\"objective_std\":" + jnum(g.objective_std) +
          ",\"best_loss\":" + jnum(g.best_loss) + ",\"best_eval_loss\":" + jnum(g.best_eval_loss) +
          ",\"tokens_per_s_median\":" + jnum(g.tokens_per_s) + ",\"flagged\":" + jint(int64_t(g.flagged)) +
@@ -160,7 +161,9 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
   // Version 5: "base_deltas", each point of a one-knob-at-a-time sweep against its base
   // point (null for any other sweep); such a sweep's effects have a null importance and
   // variance_explained, and importance_method "delta_against_base".
-  std::string j = kJsonReportStart + ("\"version\":6,\"title\":" + jstr(m.title));
+  // Version 7: groups say whether they are ranked (a run with an objective: completed or
+  // stopped at a rung; the others are listed apart); lineage, per run.
+  std::string j = kJsonReportStart + ("\"version\":7,\"title\":" + jstr(m.title));
   j += ",\"summary\":{\"runs\":" + jint(int64_t(m.total)) + ",\"completed\":" + jint(int64_t(m.completed)) +
        ",\"diverged\":" + jint(int64_t(m.diverged)) + ",\"stopped\":" + jint(int64_t(m.stopped)) +
        ",\"failed\":" + jint(int64_t(m.failed)) + ",\"interrupted\":" + jint(int64_t(m.interrupted)) +

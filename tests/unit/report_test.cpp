@@ -550,6 +550,35 @@ TEST(BuildReport, GroupsAreRankedByTheirObjectiveAndFlaggedRunsAreProblems) {
   EXPECT_NE(json.find("\"problems\":1,\"health_flagged\":1"), std::string::npos);
 }
 
+// A diverged run's partial loss is no objective: its group is listed apart, after the
+// ranked ones, and counts in no axis effect (it used to rank first and give its axis 100%).
+TEST(BuildReport, ADivergedRunIsListedApartAndCountsInNoEffect) {
+  SweepRecords s;
+  s.runs.push_back(make_record("a", {{"train.on_nan", "skip_step"}, {"train.seed", "0"}}, {5.0, 4.0}));
+  s.runs.push_back(make_record("b", {{"train.on_nan", "skip_step"}, {"train.seed", "1"}}, {5.0, 4.5}));
+  s.runs.push_back(make_record("c", {{"train.on_nan", "stop"}, {"train.seed", "0"}}, {1.0, NAN}));
+  s.runs[2].status = "diverged";
+  const ReportModel m = build_report("t", s);
+  ASSERT_EQ(m.groups.size(), 2u);
+  EXPECT_EQ(m.groups[0].values[0].second, "skip_step");
+  EXPECT_EQ(m.groups[1].finite_objectives, 0u);
+  EXPECT_EQ(m.groups[1].objective_name, "none (diverged)");
+  for (const auto& e : m.effects)
+    if (e.key == "train.on_nan") {
+      EXPECT_FALSE(e.importance > 0) << e.importance;  // no variance between its values: one has no runs
+      ASSERT_EQ(e.counts.size(), 2u);
+      EXPECT_EQ(e.counts[0] + e.counts[1], 2u);
+    }
+  const std::string md = render_report(s, m, ReportFormat::markdown);
+  const size_t apart = md.find("**Not ranked**");
+  ASSERT_NE(apart, std::string::npos) << md;
+  EXPECT_LT(md.find("| skip\\_step |"), apart);
+  EXPECT_GT(md.find("| stop |"), apart);
+  const std::string json = render_report(s, m, ReportFormat::json);
+  EXPECT_NE(json.find("\"objective_name\":\"none (diverged)\",\"finite_objectives\":0,\"ranked\":false"),
+            std::string::npos);
+}
+
 TEST(BuildReport, AxisEffectsRankTheAxes) {
   SweepRecords s;
   s.runs.push_back(make_record("a", {{"train.lr", "0.1"}, {"train.seed", "0"}}, {1.0}));
@@ -1223,7 +1252,7 @@ TEST(RenderFormats, CsvQuotesFieldsAndHasOneRowPerRun) {
 TEST(RenderFormats, JsonEscapesStringsAndWritesNullForNan) {
   SweepRecords s = hostile_sweep();
   const std::string json = render_report(s, build_report("t\"\\", s), ReportFormat::json);
-  EXPECT_EQ(json.rfind("{\"format\":\"sweep-report\",\"version\":6,\"title\":\"t\\\"\\\\\"", 0), 0u)
+  EXPECT_EQ(json.rfind("{\"format\":\"sweep-report\",\"version\":7,\"title\":\"t\\\"\\\\\"", 0), 0u)
       << json.substr(0, 80);
   EXPECT_NE(json.find("\"final_loss\":null"), std::string::npos);  // NaN is not JSON
   EXPECT_EQ(json.find("nan"), std::string::npos);

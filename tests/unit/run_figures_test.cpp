@@ -74,6 +74,43 @@ TEST(RunFigures, WithEvaluationsTheObjectiveIsTheFinalEvalLoss) {
   EXPECT_EQ(run_figures(r).best_eval_step, 3);
 }
 
+// One rule for every reader: a diverged, failed or interrupted run's figures are partial,
+// so it has no objective and says why.
+TEST(RunFigures, OnlyACompletedOrStoppedRunHasAnObjective) {
+  Record r = with_losses({5, 4, 3, 2});
+  for (const char* status : {"diverged", "failed", "interrupted", "running"}) {
+    r.status = status;
+    const RunFigures f = run_figures(r);
+    EXPECT_TRUE(std::isnan(f.objective)) << status;
+    EXPECT_EQ(f.objective_name, std::string("none (") + status + ")");
+    EXPECT_DOUBLE_EQ(f.train_loss_end, 3.5);  // the figures themselves are still there
+  }
+  r.status = "stopped";
+  EXPECT_DOUBLE_EQ(run_figures(r).objective, 3.5);
+}
+
+// A program that evaluates at the top of its next iteration, stopped at a rung (step 4),
+// has only the evaluation of step 0: no "final" eval loss, and its objective is the
+// training loss at its rung. A completed run's older last evaluation is named by its step.
+TEST(RunFigures, AnEvaluationOlderThanTheLastStepIsNeverCalledFinal) {
+  Record r = with_losses({5, 4, 3, 2});
+  r.evals = {{0, 5.5, 100, 0.1}};
+  r.status = "stopped";
+  RunFigures f = run_figures(r);
+  EXPECT_DOUBLE_EQ(f.objective, 3.5);
+  EXPECT_EQ(f.objective_name, "final train loss");
+  EXPECT_EQ(figures_text(f).find("final eval"), std::string::npos) << figures_text(f);
+  EXPECT_NE(figures_text(f).find("last eval loss 5.5 at step 0"), std::string::npos) << figures_text(f);
+  r.status = "completed";
+  f = run_figures(r);
+  EXPECT_DOUBLE_EQ(f.objective, 5.5);
+  EXPECT_EQ(f.objective_name, "last eval loss (step 0)");
+  r.evals.push_back({4, 2.5, 100, 0.1});  // at the last step: final, stopped or not
+  r.status = "stopped";
+  EXPECT_EQ(run_figures(r).objective_name, "final eval loss");
+  EXPECT_DOUBLE_EQ(run_figures(r).objective, 2.5);
+}
+
 TEST(RunFigures, TokensPerSecondMedianIsNotMovedByASlowStep) {
   Record r = with_losses({3, 3, 3, 3, 3});
   const double times[] = {10.0, 1.0, 1.0, 2.0, 0.5};  // the first step compiles, warms caches
