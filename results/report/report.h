@@ -254,6 +254,9 @@ struct PointDelta {
   double base_objective = NAN;     ///< the mean objective of the base's runs of the same seeds
   double delta = NAN;              ///< objective minus base_objective; NaN without a seed in common
   double relative = NAN;           ///< delta over |base_objective|; NaN where that is 0
+  /// |delta| is no more than the base's seed spread (BaseDeltas::base_std, which needs two
+  /// seeds): a change the seeds alone move the objective by, marked so in every format.
+  bool within_spread = false;
 };
 
 /// A sweep of one knob at a time (sweeps/seven-tricks.yaml: a base point and `include`

@@ -361,6 +361,7 @@ BaseDeltas base_deltas(const std::vector<Record>& runs, const std::vector<Report
       d.base_objective = there / double(d.seeds.size());
       d.delta = d.objective - d.base_objective;
       if (d.base_objective != 0) d.relative = d.delta / std::abs(d.base_objective);
+      d.within_spread = std::isfinite(out.base_std) && std::abs(d.delta) <= out.base_std;
     }
     out.points.push_back(std::move(d));
   }

@@ -220,7 +220,8 @@ inline constexpr const char* kBaseDeltaMethod =
     "both have (means over them when there are several; \"seeds\" says how many), and relative to the base's "
     "objective where that is not 0. A negative delta is a lower objective than the base's. No variance explained "
     "is given: each value is one point and no two knobs are crossed, so there are no axes to share the variance "
-    "between.";
+    "between. A delta no larger than the base's standard deviation over its seeds is marked \"within the seed "
+    "spread\": the seeds alone move the objective that much.";
 
 /// A difference with its sign, six significant digits: "+0.0123", "-0.5", "0"; "-" when missing.
 inline std::string signed_g6(double v) { return (v > 0 ? "+" : "") + g6(v); }
@@ -305,8 +306,17 @@ inline std::string diff_text(const BaselineDiff& d) {
   if (std::isnan(d.objective_mean)) return "-";
   auto sig = [](double v) { return (v > 0 ? "+" : "") + g6(v); };
   if (d.seeds.size() == 1) return sig(d.objective_mean) + " (1 seed)";
+  // The seeds disagree on its sign: what the change does is inside the seeds' own spread.
+  const bool within = d.objective_lo < 0 && d.objective_hi > 0;
   return sig(d.objective_mean) + " (min " + sig(d.objective_lo) + ", max " + sig(d.objective_hi) + ", " +
-         std::to_string(d.seeds.size()) + " seeds)";
+         std::to_string(d.seeds.size()) + " seeds" +
+         (within ? "; within the seed spread: the seeds disagree on its sign" : "") + ")";
+}
+
+/// A point's delta against the base: "+0.0123", with " (within the seed spread)" where
+/// the base's seeds alone move the objective that much (PointDelta::within_spread).
+inline std::string delta_text(const PointDelta& d) {
+  return signed_g6(d.delta) + (d.within_spread ? " (within the seed spread)" : "");
 }
 
 /// "train.precision=fp16 minus train.precision=fp32" for the difference's title.

@@ -255,12 +255,12 @@ std::string base_delta_table(const SweepRecords& sweep, const ReportModel& m) {
     if (std::isfinite(d.delta)) widest = std::max(widest, std::abs(d.delta));
   for (const auto& d : m.base_deltas.points) {
     const double w = widest > 0 && std::isfinite(d.delta) ? 120 * std::abs(d.delta) / widest : 0;
-    t +=
-        "<tr>" + td(html_escape(changes_text(m, d))) +
-        td(html_escape(delta_seeds(d)), d.seeds.empty() ? "flag" : "num") + td(g6(d.objective), "num") +
-        td(g6(d.base_objective), "num") +
-        td(signed_g6(d.delta) + " <span class=\"bar\" style=\"width:" + report_plot::coord(w) + "px\"></span>", "num") +
-        td(signed_percent(d.relative), "num") + "</tr>\n";
+    t += "<tr>" + td(html_escape(changes_text(m, d))) +
+         td(html_escape(delta_seeds(d)), d.seeds.empty() ? "flag" : "num") + td(g6(d.objective), "num") +
+         td(g6(d.base_objective), "num") +
+         td(html_escape(delta_text(d)) + " <span class=\"bar\" style=\"width:" + report_plot::coord(w) + "px\"></span>",
+            "num") +
+         td(signed_percent(d.relative), "num") + "</tr>\n";
   }
   return t + "</tbody>\n</table>\n<p>" + html_escape(kBaseDeltaMethod) + "</p>\n";
 }

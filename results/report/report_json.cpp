@@ -162,7 +162,8 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
   // point (null for any other sweep); such a sweep's effects have a null importance and
   // variance_explained, and importance_method "delta_against_base".
   // Version 7: groups say whether they are ranked (a run with an objective: completed or
-  // stopped at a rung; the others are listed apart); lineage, per run.
+  // stopped at a rung; the others are listed apart); lineage, per run; base_deltas points
+  // whether they are within the seed spread.
   std::string j = kJsonReportStart + ("\"version\":7,\"title\":" + jstr(m.title));
   j += ",\"summary\":{\"runs\":" + jint(int64_t(m.total)) + ",\"completed\":" + jint(int64_t(m.completed)) +
        ",\"diverged\":" + jint(int64_t(m.diverged)) + ",\"stopped\":" + jint(int64_t(m.stopped)) +
@@ -259,7 +260,8 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
       points.push_back("{\"changes\":" + pairs(d.changes) + ",\"runs\":" + jrun_ids(sweep, d.runs) +
                        ",\"seeds\":" + jlist(seeds) + ",\"objective\":" + jnum(d.objective) +
                        ",\"base_objective\":" + jnum(d.base_objective) + ",\"delta\":" + jnum(d.delta) +
-                       ",\"relative_delta\":" + jnum(d.relative) + "}");
+                       ",\"relative_delta\":" + jnum(d.relative) +
+                       ",\"within_seed_spread\":" + (d.within_spread ? "true" : "false") + "}");
     }
     j += ",\"base_deltas\":{\"base\":" + pairs(b.base) + ",\"base_runs\":" + jrun_ids(sweep, b.base_runs) +
          ",\"base_seeds\":" + jint(int64_t(b.base_seeds)) + ",\"base_mean\":" + jnum(b.base_mean) +

@@ -177,7 +177,7 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
            md_header({"change from the base", "seeds", md(objective), "base " + md(objective), "delta", "delta %"});
       for (const auto& d : m.base_deltas.points)
         s += md_row({md(changes_text(m, d)), md(delta_seeds(d)), g6(d.objective), g6(d.base_objective),
-                     signed_g6(d.delta), signed_percent(d.relative)});
+                     md(delta_text(d)), signed_percent(d.relative)});
       s += "\n" + md(kBaseDeltaMethod) + "\n";
     } else {
       s += "## Effect of each axis on the " + md(objective) + "\n\n" +

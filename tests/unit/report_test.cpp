@@ -925,9 +925,13 @@ TEST(BaseDeltas, AOneKnobSweepComparesEachPointWithTheBaseAndGivesNoEtaSquared) 
   EXPECT_NE(md.find("| change from the base | seeds | final train loss | base final train loss | delta | delta % |"),
             std::string::npos)
       << md;
-  EXPECT_NE(md.find("| train.precision = bf16 | 1 | 2.25 | 2 | +0.25 | +12.5% |"), std::string::npos) << md;
+  // The base's seeds spread by 0.3055: a delta no larger is marked, a larger one is not.
+  EXPECT_NE(md.find("| train.precision = bf16 | 1 | 2.25 | 2 | +0.25 (within the seed spread) | +12.5% |"),
+            std::string::npos)
+      << md;
   EXPECT_NE(md.find("| train.clip\\_norm = 0 | 1 | 1.5 | 2 | -0.5 | -25% |"), std::string::npos);
-  EXPECT_NE(md.find("| data.workers = 2 | 1 | 2 | 2 | 0 | 0% |"), std::string::npos);
+  EXPECT_NE(md.find("| data.workers = 2 | 1 | 2 | 2 | 0 (within the seed spread) | 0% |"), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"num\">+0.25 (within the seed spread) <span"), std::string::npos);
   EXPECT_NE(md.find("Base point (the run that changes no knob): runs r0, r1, r2: final train loss 2.26667 \u00b1 "
                     "0.305505 over 3 seeds (0, 1, 2)"),
             std::string::npos);
@@ -938,10 +942,23 @@ TEST(BaseDeltas, AOneKnobSweepComparesEachPointWithTheBaseAndGivesNoEtaSquared) 
   EXPECT_NE(json.find("\"variance_explained\":null,\"importance\":null"), std::string::npos);
   EXPECT_NE(
       json.find("{\"changes\":[{\"key\":\"train.precision\",\"value\":\"bf16\"}],\"runs\":[\"r3\"],"
-                "\"seeds\":[\"0\"],\"objective\":2.25,\"base_objective\":2,\"delta\":0.25,\"relative_delta\":0.125}"),
+                "\"seeds\":[\"0\"],\"objective\":2.25,\"base_objective\":2,\"delta\":0.25,\"relative_delta\":0.125,"
+                "\"within_seed_spread\":true}"),
       std::string::npos)
       << json;
   EXPECT_NE(json.find("\"base_runs\":[\"r0\",\"r1\",\"r2\"],\"base_seeds\":3"), std::string::npos);
+}
+
+// A paired difference whose seeds disagree on its sign is inside the seeds' spread, and
+// says so; one whose seeds agree (a zero is no disagreement) does not.
+TEST(BaselineDiff, SeedsThatDisagreeOnTheSignAreWithinTheSeedSpread) {
+  BaselineDiff d;
+  d.seeds = {"0", "1"};
+  d.objective_mean = 0.1, d.objective_lo = -0.2, d.objective_hi = 0.4;
+  EXPECT_EQ(report_fmt::diff_text(d),
+            "+0.1 (min -0.2, max +0.4, 2 seeds; within the seed spread: the seeds disagree on its sign)");
+  d.objective_lo = 0;
+  EXPECT_EQ(report_fmt::diff_text(d), "+0.1 (min 0, max +0.4, 2 seeds)");
 }
 
 // With seeds crossed with every point, a delta is over the seeds both sides finished, and
@@ -983,7 +1000,10 @@ TEST(BaseDeltas, SeedsAreComparedLikeForLike) {
   EXPECT_TRUE(b.points[2].seeds.empty());
   EXPECT_TRUE(std::isnan(b.points[2].delta));
   const std::string md = render_markdown(s, m);
-  EXPECT_NE(md.find("| train.precision = bf16 | 2 | 3.25 | 1.5 | +1.75 | +117% |"), std::string::npos) << md;
+  // The base's seeds spread by 4.36 (2, 1, 9): inside it.
+  EXPECT_NE(md.find("| train.precision = bf16 | 2 | 3.25 | 1.5 | +1.75 (within the seed spread) | +117% |"),
+            std::string::npos)
+      << md;
   EXPECT_NE(md.find("| train.precision = fp16 | no seed in common with the base | - | - | - | - |"), std::string::npos);
   // Relative to a base of 0: no percentage.
   for (auto& r : s.runs)
