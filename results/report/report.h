@@ -287,6 +287,23 @@ struct BaseDeltas {
 BaseDeltas base_deltas(const std::vector<Record>& runs, const std::vector<ReportRun>& figs,
                        const std::vector<std::string>& keys);
 
+/// One line of the report's lineage (lineage_lines): a run in a family of runs `sweep
+/// resume` and `sweep fork` started from one another's checkpoints.
+struct LineageLine {
+  size_t run = 0;           ///< index into SweepRecords::runs
+  size_t root = 0;          ///< the family's first run (`run` itself for the root and an orphan)
+  int depth = 0;            ///< 0 for the root, 1 for its children, ...
+  bool parent_here = true;  ///< false: an orphan, started from a run whose record is not among these
+  std::string changes;      ///< "train.lr: 0.003 -> 0.001" against its parent (lineage_changes); "" for a root
+};
+
+/// Every family, each from its root depth-first (children in record order), then the
+/// orphans; a sweep without resumed or forked runs has none.
+std::vector<LineageLine> lineage_lines(const SweepRecords& sweep);
+
+/// "f1: fork from p at step 200 (train.lr: 0.003 -> 0.001)", or the root's run id.
+std::string lineage_text(const SweepRecords& sweep, const LineageLine& l);
+
 /// One environment attribute across the runs (a key empty or unset in every run is left out).
 struct EnvironmentEntry {
   std::string key;

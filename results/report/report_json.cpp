@@ -109,7 +109,9 @@ std::string json_group(const SweepRecords& sweep, const ReportModel& m, const Ru
          ",\"min_loss\":" + jnums(g.curve_lo) + ",\"max_loss\":" + jnums(g.curve_hi) + "}}";
 }
 
-std::string json_run(const SweepRecords& sweep, const ReportModel& m, const RunIndex& x, size_t i) {
+// `changes`: what a resumed or forked run changed against its parent (LineageLine::changes).
+std::string json_run(const SweepRecords& sweep, const ReportModel& m, const RunIndex& x, size_t i,
+                     const std::string& changes) {
   const Record& r = sweep.runs[i];
   const ReportRun& f = m.runs[i];
   std::vector<std::string> health, spikes;
@@ -123,7 +125,7 @@ std::string json_run(const SweepRecords& sweep, const ReportModel& m, const RunI
          (r.lineage.kind.empty()
               ? std::string("null")
               : "{\"kind\":" + jstr(r.lineage.kind) + ",\"parent_run_id\":" + jstr(r.lineage.parent_run_id) +
-                    ",\"parent_step\":" + jint(r.lineage.parent_step) + "}") +
+                    ",\"parent_step\":" + jint(r.lineage.parent_step) + ",\"changes\":" + jstr(changes) + "}") +
          ",\"spike_decisions\":" + jlist(spikes) + ",\"values\":" + varying +
          "},\"group\":" + jint(int64_t(x.group[i])) + ",\"steps\":" + jint(int64_t(r.steps.size())) +
          ",\"final_loss\":" + jnum(f.final_loss) + ",\"best_loss\":" + jnum(f.best_loss) +
@@ -223,7 +225,9 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
     groups.push_back(std::move(one));
   }
   j += ",\"groups\":" + jlist(groups);
-  for (size_t i = 0; i < sweep.runs.size(); ++i) runs.push_back(json_run(sweep, m, x, i));
+  std::vector<std::string> changes(sweep.runs.size());
+  for (const LineageLine& l : lineage_lines(sweep)) changes[l.run] = l.changes;
+  for (size_t i = 0; i < sweep.runs.size(); ++i) runs.push_back(json_run(sweep, m, x, i, changes[i]));
   j += ",\"runs\":" + jlist(runs);
   for (const auto& e : m.effects) {
     std::vector<std::string> levels;

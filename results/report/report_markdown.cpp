@@ -267,6 +267,13 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
       for (const auto& h : f.health) flags += md_row({md(r.run_id), md(h.name), md(h.detail)});
     }
     if (!flags.empty()) s += "\n## Health\n\n" + md_header({"run", "flag", "what"}) + flags;
+    const std::vector<LineageLine> lineage = lineage_lines(sweep);
+    if (!lineage.empty()) {
+      s += "\n## Lineage\n\nRuns started from another run's checkpoint (`sweep resume`, `sweep fork`), each family "
+           "from its first run; a run's rows before the step it branched off are its parent's.\n\n";
+      for (const LineageLine& l : lineage)
+        s += std::string(size_t(2 * l.depth), ' ') + "- " + md(lineage_text(sweep, l)) + "\n";
+    }
     s += "\n## Environment\n\n" + md_header({"key", "value (runs)"});
     for (const auto& e : m.environment) {
       std::string v;

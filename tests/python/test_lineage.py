@@ -144,8 +144,14 @@ class Fork(unittest.TestCase):
         self.assertIn("(forked from run %s at step 8: train.lr: 0.003 there, 0.001 here)" % self.parent, line)
         rep = json.loads(sweep("report", self.out, "--format", "json", "-o", "-").stdout)
         runs = {r["run_id"]: r for r in rep["runs"]}
-        self.assertEqual(runs[fid]["lineage"], {"kind": "forked", "parent_run_id": self.parent, "parent_step": 8})
+        self.assertEqual(runs[fid]["lineage"], {"kind": "forked", "parent_run_id": self.parent, "parent_step": 8,
+                                                "changes": "train.lr: 0.003 -> 0.001"})
         self.assertIsNone(runs[self.parent]["lineage"])
+        # The markdown report says the family in the same words as the HTML one.
+        md = sweep("report", self.out, "--format", "md", "-o", "-").stdout
+        section = md[md.index("## Lineage"):]
+        self.assertIn("\n- %s\n  - %s: forked from %s at step 8 (train.lr: 0.003 -&gt; 0.001)\n"
+                      % (self.parent, fid, self.parent), section)
         self.assertEqual(rep["summary"]["problems"], rep["summary"]["health_flagged"], rep["summary"])
         # The HTML report draws the family: the parent whole, the fork from step 8, what changed.
         html = sweep("report", self.out, "-o", "-").stdout
