@@ -349,11 +349,21 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   res.ran = true;
   res.comparison = compare_records(original, again);
   const RecordComparison& c = res.comparison;
+  // Which steps the re-run computed: a resume or fork starts from a checkpoint, whose rows
+  // before it are copied, not recomputed.
+  const int64_t copied = opt.from_step > 0 ? opt.from_step : fork_from.empty() ? 0 : original.lineage.parent_step;
+  const int64_t last = again.steps.empty() ? 0 : again.steps.back().step;
+  const std::string rerun = copied <= 0 || last <= copied
+                                ? std::string()
+                                : std::to_string(last - copied) + " re-run: steps " + std::to_string(copied + 1) + "-" +
+                                      std::to_string(last) + "; steps 1-" + std::to_string(copied) +
+                                      " are the checkpoint's rows";
   if (c.bitwise())
-    res.lines.push_back("reproduced bit-for-bit: " + std::to_string(c.steps_compared) + " steps, " +
-                        std::to_string(c.checksums_compared) + " checksums");
+    res.lines.push_back("reproduced bit-for-bit: " + std::to_string(c.steps_compared) + " steps" +
+                        (rerun.empty() ? "" : " (" + rerun + ")") + ", " + std::to_string(c.checksums_compared) +
+                        " checksums");
   else
-    res.lines.push_back(verdict_line(c));
+    res.lines.push_back(verdict_line(c) + (rerun.empty() ? "" : " (steps " + rerun + ")"));
   if (opt.from_step > 0)
     res.lines.push_back("resumed from the original's checkpoint after step " + std::to_string(opt.from_step) + " on " +
                         std::to_string(config.dist.world_size) + " rank(s), ZeRO " +

@@ -175,7 +175,8 @@ class Fork(unittest.TestCase):
         fid = self.fork_id()
         p = sweep("reproduce", os.path.join(self.out, "runs", fid))
         self.assertEqual(p.returncode, 0, show(p))
-        self.assertIn("reproduced bit-for-bit: 16 steps", p.stdout)
+        self.assertIn("reproduced bit-for-bit: 16 steps (8 re-run: steps 9-16; steps 1-8 are the checkpoint's rows)",
+                      p.stdout)
         self.assertIn("forked from run %s at step 8 as the original was" % self.parent, p.stdout)
 
     def test_c2_a_fork_stopped_and_resumed_in_place_still_names_its_parent(self):
