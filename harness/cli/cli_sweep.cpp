@@ -307,7 +307,7 @@ std::map<std::string, CompletedDetail> completed_details(const std::unordered_ma
   std::sort(done.begin(), done.end());
   std::vector<ThroughputPeer> peers;
   peers.reserve(done.size());
-  for (const auto& [id, e] : done) peers.push_back({e->params, e->tokens, e->world_size, e->tokens_per_s_median});
+  for (const auto& [id, e] : done) peers.push_back({e->throughput_group, e->tokens_per_s_median, e->shared_cores});
   const auto outliers = throughput_outliers(peers);
   std::map<std::string, CompletedDetail> out;
   for (size_t i = 0; i < done.size(); ++i) {

@@ -25,7 +25,7 @@ namespace {
 constexpr const char* kInputKeys[] = {"program",   "program.digest", "program.files",  "program.trees", "program.data",
                                       "data.file", "data.hash",      "data.eval_file", "data.eval_hash"};
 /// Fields of an entry line before its inputs.
-constexpr size_t kFixedFields = 20;
+constexpr size_t kFixedFields = 19;
 /// An index larger than this is not read (a sweep of 100,000 runs writes ~30 MB).
 constexpr std::streamoff kMaxIndexBytes = std::streamoff(1) << 30;
 
@@ -115,7 +115,7 @@ std::string entry_line(const std::string& id, const IndexedRecord& e) {
         std::to_string(e.file.mtime_ns), std::to_string(e.file.ctime_ns), e.digest, e.status,
         std::to_string(e.schema_version), std::string(e.verified ? "1" : "0"), std::to_string(e.last_step), e.problem,
         e.objective_name, report_fmt::g17(e.objective), report_fmt::g17(e.tokens_per_s_median), e.health,
-        std::to_string(e.params), std::to_string(e.tokens), std::to_string(e.world_size)})
+        e.throughput_group, std::string(e.shared_cores ? "1" : "0")})
     line += "\t" + escape(f);
   for (const auto& [k, v] : e.inputs) line += "\t" + escape(k + "=" + v);
   return line + "\n";
@@ -134,8 +134,7 @@ bool parse_entry(const std::string& line, std::string* id, IndexedRecord* e) {
       !parse_int(f[4], &e->file.size) || !parse_int(f[5], &e->file.mtime_ns) || !parse_int(f[6], &e->file.ctime_ns) ||
       !parse_int(f[9], &e->schema_version) || !parse_int(f[10], &verified) || verified < 0 || verified > 1 ||
       !parse_int(f[11], &e->last_step) || !parse_double(f[14], &e->objective) ||
-      !parse_double(f[15], &e->tokens_per_s_median) || !parse_int(f[17], &e->params) || !parse_int(f[18], &e->tokens) ||
-      !parse_int(f[19], &e->world_size))
+      !parse_double(f[15], &e->tokens_per_s_median) || (f[18] != "0" && f[18] != "1"))
     return false;
   e->digest = f[7];
   e->status = f[8];
@@ -143,6 +142,8 @@ bool parse_entry(const std::string& line, std::string* id, IndexedRecord* e) {
   e->problem = f[12];
   e->objective_name = f[13];
   e->health = f[16];
+  e->throughput_group = f[17];
+  e->shared_cores = f[18] == "1";
   for (size_t i = kFixedFields; i < f.size(); ++i) {
     const size_t eq = f[i].find('=');
     if (eq == std::string::npos) return false;
@@ -171,9 +172,8 @@ IndexedRecord index_entry(const std::string& run_dir, const Record& r, const Fil
   e.health = health_names(run_health(r));
   const ThroughputPeer p = throughput_peer(r, f);
   e.tokens_per_s_median = p.tokens_per_s_median;
-  e.params = p.params;
-  e.tokens = p.tokens;
-  e.world_size = p.world_size;
+  e.throughput_group = p.group;
+  e.shared_cores = p.shared_cores;
   return e;
 }
 

@@ -29,7 +29,7 @@ namespace sweep {
 struct Record;  // record.h
 
 /// Version of the index file; an index of another version is rebuilt.
-inline constexpr const char* kIndexHead = "sweep-index 2";
+inline constexpr const char* kIndexHead = "sweep-index 3";
 /// The index's name in a sweep directory.
 inline constexpr const char* kIndexFile = "records.index";
 /// A record whose change time is less than this many seconds before it was read is not
@@ -50,8 +50,9 @@ struct IndexedRecord {
   /// Figures for `sweep status` (run_figures, run_health, throughput_peer).
   std::string objective_name;
   double objective = NAN, tokens_per_s_median = NAN;
-  std::string health;  ///< run_health's names, space-separated
-  int64_t params = 0, tokens = 0, world_size = 0;
+  std::string health;            ///< run_health's names, space-separated
+  std::string throughput_group;  ///< ThroughputPeer::group
+  bool shared_cores = false;     ///< ThroughputPeer::shared_cores
   /// Read long enough after its file last changed to be saved (kIndexSettleS); a fresher
   /// entry serves this process only.
   bool settled = false;

@@ -544,10 +544,18 @@ std::string health_names(const std::vector<HealthFlag>& flags) {
 ThroughputPeer throughput_peer(const Record& r, const RunFigures& f) {
   ThroughputPeer p;
   if (r.steps.empty()) return p;  // (tokens_per_s_median NaN: left out)
-  for (const auto& t : r.params) p.params += t.numel;
-  p.tokens = r.steps.front().tokens;
-  p.world_size = r.world_size;
+  int64_t params = 0;
+  for (const auto& t : r.params) params += t.numel;
+  p.group = std::to_string(params) + " parameters, " + std::to_string(r.steps.front().tokens) +
+            " tokens per step, world size " + std::to_string(r.world_size);
+  // The keys that change the speed by design (a program's record may hold none of them).
+  for (const char* key : {"train.accum", "train.micro_batch", "train.leaf", "dist.zero_stage", "train.precision",
+                          "train.deterministic", "dist.reduction", "train.threads"})
+    if (const std::string v = config_value(r, key); !v.empty()) p.group += ", " + std::string(key) + " " + v;
+  for (const char* key : {"device", "blas.kernel", "aten.isa"})
+    if (const std::string v = r.env(key); !v.empty()) p.group += ", " + std::string(key) + " " + v;
   p.tokens_per_s_median = f.tokens_per_s_median;
+  p.shared_cores = runqueue_share(r) >= kContendedShare;
   return p;
 }
 
@@ -562,14 +570,13 @@ std::vector<std::vector<HealthFlag>> throughput_outliers(const std::vector<Recor
 
 std::vector<std::vector<HealthFlag>> throughput_outliers(const std::vector<ThroughputPeer>& runs) {
   std::vector<std::vector<HealthFlag>> out(runs.size());
-  // Runs compare only with runs doing the same work per step on the same number of ranks.
-  using Key = std::tuple<int64_t, int64_t, int64_t>;  // parameters, tokens per step, world size
-  std::map<Key, std::vector<size_t>> peers;
+  // Runs compare only with runs that should run as fast, measured on cores of their own.
+  std::map<std::string, std::vector<size_t>> peers;
   for (size_t i = 0; i < runs.size(); ++i) {
-    if (!std::isfinite(runs[i].tokens_per_s_median)) continue;
-    peers[Key{runs[i].params, runs[i].tokens, runs[i].world_size}].push_back(i);
+    if (!std::isfinite(runs[i].tokens_per_s_median) || runs[i].shared_cores) continue;
+    peers[runs[i].group].push_back(i);
   }
-  for (const auto& [key, members] : peers) {
+  for (const auto& [group, members] : peers) {
     if (members.size() < kThroughputMinRuns) continue;
     std::vector<double> rates;
     for (size_t i : members) rates.push_back(runs[i].tokens_per_s_median);
@@ -579,9 +586,7 @@ std::vector<std::vector<HealthFlag>> throughput_outliers(const std::vector<Throu
         out[i].push_back({kFlagThroughputOutlier,
                           "median " + g4(runs[i].tokens_per_s_median) + " tokens/s, below half the median " +
                               g4(typical) + " of the " + std::to_string(members.size()) +
-                              " runs of this sweep with the same parameter count (" + std::to_string(std::get<0>(key)) +
-                              "), tokens per step (" + std::to_string(std::get<1>(key)) + ") and world size (" +
-                              std::to_string(std::get<2>(key)) + ")."});
+                              " runs of this sweep that should run as fast, on cores of their own (" + group + ")."});
   }
   return out;
 }

@@ -95,8 +95,9 @@ std::vector<std::string> spike_decisions(const Record& r);
 inline constexpr size_t kEvalRisingMinEvals = 3;
 inline constexpr double kEvalRisingMargin = 0.01;
 /// throughput_outlier: tokens/s median below this share of the median over the sweep's runs
-/// with the same parameter count, tokens per step and world size, when there are at least
-/// kThroughputMinRuns of them (the run itself included).
+/// that should run as fast (throughput_peer: the same work per step, precision, device,
+/// layout, determinism and kernels), when there are at least kThroughputMinRuns of them
+/// (the run itself included); a run measured on shared cores is neither judged nor a peer.
 inline constexpr double kThroughputShare = 0.5;
 /// Shared cores: a run some rank of which waited for a CPU (run-queue wait, summary
 /// `rank_runqueue_share`) at least this share of its step time had its throughput measured
@@ -158,11 +159,14 @@ std::string health_names(const std::vector<HealthFlag>& flags);
 std::vector<std::vector<HealthFlag>> throughput_outliers(const std::vector<Record>& runs,
                                                          const std::vector<RunFigures>& figs);
 
-/// What throughput_outliers needs of one run: its peers are the runs with the same
-/// parameter count, tokens per step and world size.
+/// What throughput_outliers needs of one run: its peers are the runs of the same `group`,
+/// the things that decide a run's speed by design, in words: "1.2e+05 parameters, 512
+/// tokens per step, world size 2, accum 2, micro_batch 4, ZeRO 0, precision fp32, device
+/// cpu, deterministic canonical, kernels Cooperlake/avx2".
 struct ThroughputPeer {
-  int64_t params = 0, tokens = 0, world_size = 0;
+  std::string group;
   double tokens_per_s_median = NAN;  ///< RunFigures::tokens_per_s_median; NaN leaves the run out
+  bool shared_cores = false;         ///< measured while its cores were shared (kContendedShare): left out
 };
 ThroughputPeer throughput_peer(const Record& r, const RunFigures& f);
 

@@ -123,7 +123,7 @@ class Index(unittest.TestCase):
         first = self.status("4 completed")
         with open(self.index, encoding="utf-8") as f:
             text = f.read()
-        self.assertTrue(text.startswith("sweep-index 2\n"), text[:100])
+        self.assertTrue(text.startswith("sweep-index 3\n"), text[:100])
         self.assertRegex(text, r"\nend 4 [0-9a-f]{16}\n$")
         return first
 
@@ -297,7 +297,7 @@ class Index(unittest.TestCase):
         with open(self.index, encoding="utf-8") as f:
             good = f.read()
         cases = [("truncated", good[: len(good) // 2], "damaged"),
-                 ("foreign", good.replace("sweep-index 2", "sweep-index 9", 1), "another version of sweep"),
+                 ("foreign", good.replace("sweep-index 3", "sweep-index 9", 1), "another version of sweep"),
                  ("empty", "", "truncated")]
         for name, text, why in cases:
             with open(self.index, "w", encoding="utf-8") as f:

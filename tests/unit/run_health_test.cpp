@@ -465,5 +465,35 @@ TEST(RunHealth, AThroughputOutlierAmongComparableRunsIsFlagged) {
   EXPECT_TRUE(throughput_outliers(runs, figs)[1].empty());
 }
 
+// bf16 on a CPU is slower by design, and a run whose cores were shared was measured under
+// contention: neither is judged against fp32 runs on cores of their own, nor their peer.
+TEST(RunHealth, ThroughputIsJudgedOnlyAmongRunsThatShouldMatchOnCoresOfTheirOwn) {
+  std::vector<Record> runs;
+  for (double t : {0.01, 0.011, 0.009, 0.025, 0.025, 0.025}) {
+    Record r = healthy(30);
+    for (auto& s : r.steps) s.step_time_s = t;
+    r.params = {{"w", {16, 16}, 0, 256}};
+    r.config["train.precision"] = "fp32";
+    runs.push_back(r);
+  }
+  runs[3].config["train.precision"] = "bf16";            // slower by design
+  runs[4].summary["rank_runqueue_share"] = "0.02,0.67";  // its second rank waited for a CPU 67% of the time
+  runs[5].environment["blas.kernel"] = "Haswell";        // another kernel: another speed
+  std::vector<RunFigures> figs;
+  for (const auto& r : runs) figs.push_back(run_figures(r));
+  const auto out = throughput_outliers(runs, figs);
+  for (size_t i = 0; i < runs.size(); ++i) EXPECT_TRUE(out[i].empty()) << i << ": " << out[i].front().detail;
+  // The same run on cores of its own, in fp32 with the others' kernel, is one.
+  runs[4].summary.erase("rank_runqueue_share");
+  figs[4] = run_figures(runs[4]);
+  const auto judged = throughput_outliers(runs, figs);
+  ASSERT_EQ(health_names(judged[4]), "throughput_outlier");
+  EXPECT_NE(judged[4].front().detail.find("of the 4 runs of this sweep that should run as fast, on cores of their own "
+                                          "(256 parameters, "),
+            std::string::npos)
+      << judged[4].front().detail;
+  EXPECT_NE(judged[4].front().detail.find("train.precision fp32"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace sweep

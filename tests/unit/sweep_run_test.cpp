@@ -409,7 +409,8 @@ IndexedRecord old_entry(int64_t ino) {
   e.objective_name = "final train loss";
   e.objective = 2.5 + double(ino) / 7;
   e.health = "loss_spike clipping";
-  e.params = 8192, e.tokens = 512, e.world_size = 2;
+  e.throughput_group = "8192 parameters, 512 tokens per step, world size 2, train.precision fp32";
+  e.shared_cores = ino % 2 == 1;
   return e;
 }
 
@@ -444,7 +445,10 @@ TEST_F(SweepIndexFile, EntriesSurviveSavingAndLoadingWhateverTheirText) {
   EXPECT_TRUE(std::isnan(e->objective));
   EXPECT_EQ(e->tokens_per_s_median, 1234.5);
   EXPECT_EQ(e->health, "loss_spike clipping");
+  EXPECT_EQ(e->throughput_group, odd.throughput_group);  // what throughput_outliers compares by
+  EXPECT_TRUE(e->shared_cores);
   EXPECT_EQ(back.find("fedcba9876543210", old_entry(2).file)->objective, old_entry(2).objective);
+  EXPECT_FALSE(back.find("fedcba9876543210", old_entry(2).file)->shared_cores);
   // Another identity misses.
   FileIdentity moved = odd.file;
   moved.ctime_ns += 1;
@@ -496,7 +500,7 @@ TEST_F(SweepIndexFile, AnyDamageRebuildsItWithOneLineSayingWhy) {
   std::string foreign = good;
   foreign.replace(0, std::string(kIndexHead).size(), "sweep-index 9");
   expect_rebuilt(foreign, "written by another version of sweep (sweep-index 9)", "another version");
-  expect_rebuilt("\x89HDF\r\n\x1a\n", "damaged (its first line is not 'sweep-index 2')", "another file");
+  expect_rebuilt("\x89HDF\r\n\x1a\n", "damaged (its first line is not 'sweep-index 3')", "another file");
   // Not a regular file: rebuilt in memory, and nothing is written through it.
   fs::remove(path);
   ASSERT_EQ(::mkfifo(path.c_str(), 0644), 0);
