@@ -304,12 +304,10 @@ std::string exact_number(double v) { return exact_double(v); }
 
 std::string timing_line(const std::vector<TimingFigure>& timing) {
   const auto mean = [](double v) { return std::isnan(v) ? std::string("(none)") : g6(v); };
-  std::string names, means;
-  for (const TimingFigure& f : timing) {
-    names += (names.empty() ? "" : ", ") + f.metric;
-    means += (means.empty() ? "" : "; ") + f.metric + " " + mean(f.mean_a) + " vs " + mean(f.mean_b);
-  }
-  return "timing metrics (not compared bit for bit): " + names + ": mean " + means;
+  std::string means;
+  for (const TimingFigure& f : timing)
+    means += (means.empty() ? "" : ", ") + f.metric + " " + mean(f.mean_a) + " vs " + mean(f.mean_b);
+  return "timing metrics (not compared bit for bit), means: " + means;
 }
 
 std::string verdict_line(const RecordComparison& c) {

@@ -138,9 +138,8 @@ std::string verdict_line(const RecordComparison& c);
 /// that differ (`key: old -> new`).
 std::vector<std::string> detail_lines(const RecordComparison& c);
 
-/// "timing metrics (not compared bit for bit): mfu, step_time_s: mean mfu 0.41 vs 0.39;
-/// step_time_s 0.012 vs 0.013" (A's mean vs B's, 6 significant digits; "(none)" where a
-/// record has no value).
+/// "timing metrics (not compared bit for bit), means: mfu 0.41 vs 0.39, step_time_s 0.012
+/// vs 0.013" (A's mean vs B's, 6 significant digits; "(none)" where a record has none).
 std::string timing_line(const std::vector<TimingFigure>& timing);
 
 /// Two sweeps' runs paired by run id (a hash of the resolved config).

@@ -83,6 +83,14 @@ bool is_timing_metric(const Record& r, const std::string& metric) {
   return false;
 }
 
+std::string timing_declaration_problem(const std::string& name) {
+  if (!valid_metric_name(name)) return "not a metric's name (1-64 letters, digits, '_', '.' or '-')";
+  if (listed(kMathColumns, name))
+    return "one of the record's own columns, the run's math, compared bit for bit whatever is declared; timing "
+           "metrics are a program's own (e.g. mfu)";
+  return "";
+}
+
 std::vector<TimingFigure> timing_figures(const Record& a, const Record& b) {
   std::set<std::string> names;
   add_figure_names(a, names), add_figure_names(b, names);

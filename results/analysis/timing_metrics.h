@@ -34,6 +34,11 @@ std::vector<std::string> declared_timing_metrics(const Record& r);
 /// (the same figure of an evaluation); the record's own math (kMathColumns) never is.
 bool is_timing_metric(const Record& r, const std::string& metric);
 
+/// "" when a program may declare `name` a timing metric (a grid's program.timing_metrics),
+/// else why not: it is no metric's name (valid_metric_name), or it is one of the record's
+/// own columns (kMathColumns), which are compared whatever a record declares.
+std::string timing_declaration_problem(const std::string& name);
+
 /// A timing metric of two records side by side: the mean of its finite values in each
 /// (NaN where a record has none).
 struct TimingFigure {
