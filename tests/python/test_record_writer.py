@@ -396,6 +396,18 @@ class H5pySchemaCheck(unittest.TestCase):
             self.assertEqual(failures, [], f"{len(passed)} checks passed")
             self.assertGreater(len(passed), 40)
 
+    def test_a_record_declaring_timing_metrics_passes_them_too(self):
+        """The summary's timing_metrics paragraph of SCHEMA.md applies when it is written."""
+        checks = load_h5py_checks()
+        with tempfile.TemporaryDirectory() as tmp:
+            write_record(tmp, mfu=0.5, timing=("mfu",))
+            failures, passed = [], []
+            with h5py.File(os.path.join(tmp, "record.h5"), "r") as f:
+                checks["check_schema_doc"](f, lambda ok, what: (passed if ok else failures).append(what))
+                self.assertEqual(checks["as_text"](f.attrs["digest"]), checks["record_digest"](f))
+            self.assertEqual(failures, [], f"{len(passed)} checks passed")
+            self.assertIn("SCHEMA.md: /summary attribute timing_metrics", passed)
+
 
 class ContainerKeys(unittest.TestCase):
     def test_the_image_the_driver_names_is_recorded(self):
