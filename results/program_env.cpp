@@ -83,6 +83,8 @@ std::vector<std::pair<std::string, std::string>> program_environment_defaults() 
   env.emplace_back("program.digest", env_or_empty("SWEEP_PROGRAM_DIGEST"));
   env.emplace_back("program.keys", env_or_empty("SWEEP_PROGRAM_KEYS"));
   env.emplace_back("program.writes", env_or_empty("SWEEP_PROGRAM_WRITES"));
+  // The metrics its grid declared timing (program.timing_metrics): never compared bit for bit.
+  env.emplace_back("program.timing_metrics", env_or_empty("SWEEP_PROGRAM_TIMING_METRICS"));
   // What held the program: sweep-confine's level ("landlock-abi-7: writes, signals").
   env.emplace_back("program.confinement", env_or_empty("SWEEP_CONFINEMENT"));
   // The image the run's ranks ran in, as the driver identified it (harness/launch/container_image.h).

@@ -227,6 +227,9 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
     launch.program = recorded_program(program->second, original.env("program.keys"), how.writes,
                                       original_path + ": environment 'program'", original.env("program.files"),
                                       original.env("program.data"), how.cwd, how.pass_args);
+    // The timing metrics its grid declared, passed again, so the re-run's record says what the original's does.
+    for (const std::string& name : split(original.env("program.timing_metrics"), ' '))
+      if (!name.empty()) launch.program.timing_metrics.push_back(name);
     // A program or data file that changed since the run is why bits may differ: named first.
     changed_note = data_changed(original);
     program_line = "program: " + printable(join(launch.program.argv, " ")) + how_note;

@@ -15,14 +15,15 @@
 #include <set>
 #include <stdexcept>
 
-#include "config_error.h"  // ConfigError
-#include "data_file.h"     // identify_data_file, sweep_cache_dir
-#include "model_schema.h"  // describe_models_yaml, parse_models_yaml, validate_model_schema, canonical_real
-#include "process.h"       // resolve_program
-#include "run_config.h"    // config_keys, kDecoderKind
-#include "run_files.h"     // regular_file_problem
-#include "text.h"          // printable, did_you_mean
-#include "yaml_read.h"     // YamlMap, yaml_where, next_to_grid
+#include "config_error.h"    // ConfigError
+#include "data_file.h"       // identify_data_file, sweep_cache_dir
+#include "model_schema.h"    // describe_models_yaml, parse_models_yaml, validate_model_schema, canonical_real
+#include "process.h"         // resolve_program
+#include "run_config.h"      // config_keys, kDecoderKind
+#include "run_files.h"       // regular_file_problem
+#include "text.h"            // printable, did_you_mean, join
+#include "timing_metrics.h"  // timing_declaration_problem
+#include "yaml_read.h"       // YamlMap, yaml_where, next_to_grid
 
 namespace fs = std::filesystem;
 
@@ -204,9 +205,9 @@ void finish(ProgramSpec& p, const std::string& what) {
 ProgramSpec parse_program(const YAML::Node& node, const std::string& source) {
   ProgramSpec p;
   p.where = yaml_where(source, node);
-  YamlMap m(
-      node, source, "program",
-      {"argv", "kind", "help", "keys", "writes", "confine", "cwd", "files", "data", "stop", "honours", "pass_args"});
+  YamlMap m(node, source, "program",
+            {"argv", "kind", "help", "keys", "writes", "confine", "cwd", "files", "data", "stop", "honours",
+             "pass_args", "timing_metrics"});
   if (!m.has("argv") || !m.node("argv").IsSequence() || m.node("argv").size() == 0)
     throw ConfigError(p.where + ": key 'program.argv': required, a list such as [python3, train.py]");
   size_t i = 0;
@@ -258,6 +259,11 @@ ProgramSpec parse_program(const YAML::Node& node, const std::string& source) {
     if (k.rfind("model.", 0) == 0 || std::find(known.begin(), known.end(), k) == known.end())
       throw ConfigError(m.at("honours") + "'" + printable(k) + "': not a built-in key (train.*, data.*, dist.*)" +
                         did_you_mean(k, known) + "; the program's own keys are model.* under program.keys");
+  }
+  p.timing_metrics = m.texts("timing_metrics");
+  for (const std::string& name : p.timing_metrics) {
+    if (const std::string why = timing_declaration_problem(name); !why.empty())
+      throw ConfigError(m.at("timing_metrics") + "'" + printable(name) + "': " + why);
   }
   finish(p, p.where + ": key 'program'");
   return p;
@@ -471,7 +477,7 @@ std::vector<std::string> program_environment(const ProgramSpec& p, const std::st
       "SWEEP_PROGRAM_WRITES=" + recorded_writes(p), "SWEEP_PROGRAM_FILES=" + p.file_hashes,
       "SWEEP_PROGRAM_TREES=" + (p.trees.empty() ? std::string() : json_string_array(p.trees)),
       "SWEEP_PROGRAM_CWD=" + p.cwd, std::string("SWEEP_PROGRAM_PASS_ARGS=") + (p.pass_args ? "true" : "false"),
-      "SWEEP_DATA_FILES=" + p.data_hashes,
+      "SWEEP_PROGRAM_TIMING_METRICS=" + join(p.timing_metrics, " "), "SWEEP_DATA_FILES=" + p.data_hashes,
       // The first data file as data.file and data.hash, as sweep-train records data.path.
       "SWEEP_DATA_FILE=" + (p.data.empty() ? std::string() : p.data.front()),
       "SWEEP_DATA_HASH=" + first_hash(p.data_hashes), "PYTHONHASHSEED=0",

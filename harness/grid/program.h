@@ -51,6 +51,11 @@ struct ProgramSpec {
   /// is left out of the runs' configs (points that differ only there are one run).
   std::vector<std::string> honours;
   bool honours_declared = false;
+  /// `program.timing_metrics`: metrics of the program's own that it derives from the clock
+  /// (mfu), never compared bit for bit (results/analysis/timing_metrics.h). Passed as
+  /// SWEEP_PROGRAM_TIMING_METRICS (space-separated), which the writers record as
+  /// `program.timing_metrics`.
+  std::vector<std::string> timing_metrics;
   std::string json;    ///< argv as a JSON array: the record's environment `program`
   std::string digest;  ///< program_digest(argv): the record's environment `program.digest`
   /// "<hash> <path>" per source file (argv's and `files`), as a JSON array: the record's
@@ -125,7 +130,7 @@ struct Rendezvous {
 /// The environment one run of `p` gets, as NAME=VALUE: SWEEP_CONFIG, SWEEP_RUN_DIR,
 /// SWEEP_RUN_ID, SWEEP_PROGRAM, SWEEP_PROGRAM_DIGEST, SWEEP_PROGRAM_KEYS,
 /// SWEEP_PROGRAM_WRITES (recorded_writes), SWEEP_PROGRAM_FILES and SWEEP_DATA_FILES (the
-/// hashes), SWEEP_PROGRAM_CWD, torch.distributed's variables (`rendezvous`), and the
+/// hashes), SWEEP_PROGRAM_CWD, SWEEP_PROGRAM_TIMING_METRICS, torch.distributed's variables (`rendezvous`), and the
 /// numerics settings PYTHONHASHSEED=0, OMP_NUM_THREADS, OPENBLAS_NUM_THREADS,
 /// MKL_NUM_THREADS (= `threads`, the run's train.threads) and CUBLAS_WORKSPACE_CONFIG=:4096:8.
 std::vector<std::string> program_environment(const ProgramSpec& p, const std::string& run_dir,

@@ -167,6 +167,13 @@ class RecordWriter {
   void set_memory(const RankMemory& m);
   /// A run-level fact for /summary (e.g. "comm.canonical_busbw_GBps"); written at flush.
   void set_summary(const std::string& key, const std::string& value);
+  /// Declares the program's own metric `name` (append_step's and append_eval's) a timing
+  /// metric: one it derives from the clock (MFU, its own throughput), whose bits no two
+  /// runs share. `sweep compare` and `reproduce` leave it out of their bitwise verdict
+  /// and show its means apart. Stored in /summary `timing_metrics` (names, space-separated);
+  /// the record's own columns (loss, lr, ...) are compared whatever it says. Throws
+  /// RecordError for a name that is not a metric's (valid_metric_name).
+  void declare_timing_metric(const std::string& name);
   /// Writes buffered rows and flushes the file to disk.
   void flush();
   /// Sets the final status ("completed", "failed", "diverged") and renames to `path`.

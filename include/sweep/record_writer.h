@@ -16,6 +16,7 @@
 //   h.flush_every_s = 2;                              // rows reach the disk as it trains
 //   sweep::RecordWriter w(out_dir + "/record.h5", h);  // writes record.h5.partial
 //   w.append_step(m, {{"accuracy", 0.61}});           // with metrics of its own
+//   w.declare_timing_metric("mfu");                   // a metric from the clock: not compared bit for bit
 //   w.append_eval({step, loss, tokens, seconds}, {{"accuracy", 0.58}});
 //   w.append_checksum(...);
 //   w.append_rank_grad_norms({0.41, 0.39});           // each rank's own gradient norm
@@ -39,12 +40,12 @@ std::string run_id_of_text(const std::string& config_text);
 /// can state for sure: hdf5, cpu, hosts, os, the env.<NAME> variables that change
 /// numerics, and the program that made the run as sweep passed it (`program`,
 /// `program.digest`, `program.keys`, `program.writes`, `program.files`, `program.data`,
-/// `program.cwd`, `program.pass_args` from SWEEP_PROGRAM*, `data.file` and `data.hash`
-/// from SWEEP_DATA_*, and `program.confinement` from SWEEP_CONFINEMENT). A halving search's
-/// stop is the file RUN_DIR/stop_at (a step number): a program with program.stop: true
-/// reads it, stops after that step with finish("stopped"), and resumes from its own
-/// checkpoint when started again. The rest are empty for the program to fill (device,
-/// blas, ...): replace a value rather than adding the key twice.
+/// `program.cwd`, `program.pass_args`, `program.timing_metrics` from SWEEP_PROGRAM*,
+/// `data.file` and `data.hash` from SWEEP_DATA_*, and `program.confinement` from
+/// SWEEP_CONFINEMENT). A halving search's stop is the file RUN_DIR/stop_at (a step
+/// number): a program with program.stop: true reads it, stops after that step with
+/// finish("stopped"), and resumes from its own checkpoint when started again. The rest are empty for the program to
+/// fill (device, blas, ...): replace a value rather than adding the key twice.
 std::vector<std::pair<std::string, std::string>> program_environment_defaults();
 
 /// The variables that change numerics or placement, each recorded as env.<NAME>. The one

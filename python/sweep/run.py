@@ -254,6 +254,7 @@ class Run:
         self._waited_s = 0.0
         self._waited_over_s = 0.0
         self._summary_keys = set()
+        self._timing = set()  # declare_timing's names, given to the writer when it opens
         self._last_flush = time.monotonic()
         self._flushed_once = False
         self._model = None
@@ -352,6 +353,8 @@ class Run:
         self._writer = sweep_record.RecordWriter(
             self.dir, run_id=self.id, config_yaml=self._config_text, config=self._pairs, environment=env,
             sweep_id=os.environ.get("SWEEP_ID", ""), params=params, world_size=self.world_size)
+        if self._timing:
+            self._writer.declare_timing(*sorted(self._timing))
         if self._carried:
             self._replay(self._carried)
 
@@ -555,6 +558,20 @@ class Run:
         self._open()
         self._writer.append_eval(step, loss, tokens, time_s, extra=metrics)
         self._maybe_flush()
+
+    def declare_timing(self, *names):
+        """Declares metrics of your own timing metrics: figures you derive from the clock
+        (mfu=..., your own throughput), whose bits no two runs share. `sweep compare` and
+        `sweep reproduce` then leave them out of their bit-for-bit verdict and show their
+        means apart. Any time, before or after the metric's first log(); a grid can say the
+        same with `program.timing_metrics` (docs/grid.md)."""
+        for name in names:
+            if not sweep_record.valid_metric_name(name):
+                raise ValueError(f"declare_timing: metric name {name!r}: expected 1-64 letters, digits, '_', "
+                                 "'.' or '-'")
+        self._timing.update(names)
+        if self._writer is not None:  # else _open() declares them (watch() gives it the parameters)
+            self._writer.declare_timing(*names)
 
     def summary(self, key, value):
         """A run-level fact for the record's /summary (text)."""

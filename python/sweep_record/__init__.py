@@ -23,6 +23,7 @@ from .writer import (
     RecordError,
     RecordWriter,
     environment_defaults,
+    valid_metric_name,
 )
 
 __version__ = "0.1.0"
@@ -44,4 +45,5 @@ __all__ = [
     "run_id_of",
     "stored_digest",
     "tensor_checksum",
+    "valid_metric_name",
 ]

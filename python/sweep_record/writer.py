@@ -191,6 +191,8 @@ def environment_defaults():
         "program.trees": os.environ.get("SWEEP_PROGRAM_TREES", ""),
         "program.cwd": os.environ.get("SWEEP_PROGRAM_CWD", ""),
         "program.pass_args": os.environ.get("SWEEP_PROGRAM_PASS_ARGS", ""),
+        # The metrics its grid declared timing (program.timing_metrics): never compared bit for bit.
+        "program.timing_metrics": os.environ.get("SWEEP_PROGRAM_TIMING_METRICS", ""),
         # What held the program: sweep-confine's level ("landlock-abi-7: writes, signals").
         "program.confinement": os.environ.get("SWEEP_CONFINEMENT", ""),
         # The container image the run ran in (sweep sets these when launch.container is).
@@ -345,6 +347,7 @@ class RecordWriter:
         self._last_telemetry_step = None
         self._last_step = 0
         self._memory_set = False
+        self._timing_metrics = set()  # declare_timing: the summary's timing_metrics
 
         directory = os.path.dirname(path) or "."
         try:
@@ -664,6 +667,24 @@ class RecordWriter:
         with self._mu:
             self._check_open()
             self._summary.attrs.create(key, value, dtype=_STR)
+
+    def declare_timing(self, *names):
+        """Declares metrics of the program's own (append_step's and append_eval's `extra`)
+        timing metrics: figures it derives from the clock (MFU, its own throughput), whose
+        bits no two runs share. `sweep compare` and `reproduce` leave them out of their
+        bitwise verdict and show their means apart. Stored in /summary `timing_metrics`
+        (names, space-separated); the record's own columns (loss, lr, ...) are compared
+        whatever it says. Mirrors the C++ RecordWriter::declare_timing_metric."""
+        for name in names:
+            if not valid_metric_name(name):
+                raise ValueError(f"declare_timing: metric name {name!r}: expected 1-64 letters, digits, '_', "
+                                 "'.' or '-'")
+        with self._mu:
+            self._check_open()
+            if set(names) <= self._timing_metrics:
+                return
+            self._timing_metrics.update(names)
+            self._summary.attrs.create("timing_metrics", " ".join(sorted(self._timing_metrics)), dtype=_STR)
 
     def flush(self):
         """Writes buffered rows and flushes the file to disk."""

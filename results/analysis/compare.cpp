@@ -14,9 +14,10 @@
 #include <string>
 #include <tuple>  // the two sides
 
-#include "parallel_for.h"  // the pairs compared on every core
-#include "run_figures.h"   // the objective of each run
-#include "text.h"          // exact_double
+#include "parallel_for.h"    // the pairs compared on every core
+#include "run_figures.h"     // the objective of each run
+#include "text.h"            // exact_double
+#include "timing_metrics.h"  // is_timing_metric, timing_figures
 
 namespace sweep {
 std::vector<ValueDiff> lineage_changes(const std::map<std::string, std::string>& parent,
@@ -164,7 +165,8 @@ void compare_evals(const Record& a, const Record& b, const CompareOptions& opt, 
 }
 
 /// The program's own figures of two records, by name, at the steps (evaluations) both have:
-/// the first that differs in bits or that one side lacks.
+/// the first that differs in bits or that one side lacks. A timing metric (either record's
+/// word, is_timing_metric) is left out: the clock gives no run its bits.
 void compare_extras(const Record& a, const Record& b, RecordComparison& c) {
   using Columns = std::map<std::string, std::vector<double>>;
   if (a.step_extra.empty() && b.step_extra.empty() && a.eval_extra.empty() && b.eval_extra.empty()) return;
@@ -176,6 +178,7 @@ void compare_extras(const Record& a, const Record& b, RecordComparison& c) {
     for (const auto& kv : cols_a) names.insert(kv.first);
     for (const auto& kv : cols_b) names.insert(kv.first);
     for (const auto& name : names) {
+      if (is_timing_metric(a, prefix + name) || is_timing_metric(b, prefix + name)) continue;
       const auto ia = cols_a.find(name), ib = cols_b.find(name);
       for (size_t i = 0; i < steps_a.size(); ++i) {
         const auto j = at_b.find(steps_a[i]);
@@ -271,6 +274,7 @@ RecordComparison compare_records(const Record& a, const Record& b, const Compare
   compare_evals(a, b, opt, c);
   compare_extras(a, b, c);
   compare_telemetry(a, b, c);
+  c.timing = timing_figures(a, b);
   if (const int64_t s = c.divergent_step(); s != kNoStep) {
     const StepMetrics *sa = find_step(a, s), *sb = find_step(b, s);
     c.step_in_a = sa != nullptr, c.step_in_b = sb != nullptr;
@@ -297,6 +301,14 @@ RecordComparison compare_records(const Record& a, const Record& b, const Compare
 }
 
 std::string exact_number(double v) { return exact_double(v); }
+
+std::string timing_line(const std::vector<TimingFigure>& timing) {
+  const auto mean = [](double v) { return std::isnan(v) ? std::string("(none)") : g6(v); };
+  std::string means;
+  for (const TimingFigure& f : timing)
+    means += (means.empty() ? "" : ", ") + f.metric + " " + mean(f.mean_a) + " vs " + mean(f.mean_b);
+  return "timing metrics (not compared bit for bit), means: " + means;
+}
 
 std::string verdict_line(const RecordComparison& c) {
   const std::string counts =
@@ -363,6 +375,7 @@ std::vector<std::string> detail_lines(const RecordComparison& c) {
                   std::to_string(c.missing_step));
   if (!same_bits(c.objective_a, c.objective_b))
     out.push_back(c.objective_name + ": " + g6(c.objective_a) + " vs " + g6(c.objective_b));
+  if (!c.timing.empty()) out.push_back(timing_line(c.timing));
   auto show = [](const std::string& v) { return v.empty() ? std::string("(unset)") : v; };
   if (!c.data_change.empty()) out.push_back(c.data_change);
   if (!c.isa_change.empty()) out.push_back(c.isa_change);

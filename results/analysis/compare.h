@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "record.h"
-#include "sweep_records.h"  // SweepRecords
+#include "sweep_records.h"   // SweepRecords
+#include "timing_metrics.h"  // TimingFigure
 
 namespace sweep {
 
@@ -63,9 +64,12 @@ struct RecordComparison {
   bool evals_within_rtol = true;
   /// A program's own figures (/metrics/extra, /eval/extra), compared at the same steps and
   /// evaluations, bit for bit: the first one that differs, or that one record lacks
-  /// ("eval_accuracy" for an evaluation's), and the step.
+  /// ("eval_accuracy" for an evaluation's), and the step. Timing metrics are not compared.
   std::string extra_metric;
   int64_t extra_step = kNoStep;
+  /// The timing metrics of either record (timing_metrics.h: the built-in ones and what a
+  /// record declares), never compared bit for bit: each one's means, side by side.
+  std::vector<TimingFigure> timing;
   /// Gradient telemetry (/telemetry), compared at the steps both records took a row, bit
   /// for bit: the first step whose tensor norms or MoE routing differ, and what differs
   /// ("the gradient norm of layer0.attn_wq"). Each rank's own norm is not compared: it
@@ -102,8 +106,9 @@ struct RecordComparison {
     return last_checksum_step != kNoStep && (last_step == kNoStep || last_checksum_step >= last_step);
   }
   /// same_training(), the final parameters compared equal, the same held-out losses, the
-  /// same figures of the program's own, the same gradient telemetry and the same status. Equal losses say nothing of
-  /// parameters never compared, so without a common checksum row at the last step it is not called bit-for-bit.
+  /// same figures of the program's own (timing metrics aside), the same gradient telemetry
+  /// and the same status. Equal losses say nothing of parameters never compared, so without
+  /// a common checksum row at the last step it is not called bit-for-bit.
   bool bitwise() const {
     return same_training() && final_params_compared() && eval_step == kNoStep && extra_step == kNoStep &&
            telemetry_step == kNoStep && status_a == status_b;
@@ -129,8 +134,13 @@ RecordComparison compare_records(const Record& a, const Record& b, const Compare
 std::string verdict_line(const RecordComparison& c);
 
 /// The lines that explain a difference: first differing parameter, largest loss
-/// differences, then config and environment keys that differ (`key: old -> new`).
+/// differences, the timing metrics apart (timing_line), then config and environment keys
+/// that differ (`key: old -> new`).
 std::vector<std::string> detail_lines(const RecordComparison& c);
+
+/// "timing metrics (not compared bit for bit), means: mfu 0.41 vs 0.39, step_time_s 0.012
+/// vs 0.013" (A's mean vs B's, 6 significant digits; "(none)" where a record has none).
+std::string timing_line(const std::vector<TimingFigure>& timing);
 
 /// Two sweeps' runs paired by run id (a hash of the resolved config).
 struct SweepComparison {

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <tuple>
 #include <type_traits>
@@ -348,6 +349,7 @@ struct RecordWriter::Impl {
   void push_extra(const char* group, H5& extra_group, std::map<std::string, std::unique_ptr<Column<double>>>& columns,
                   size_t rows, const ExtraMetrics& extra);
   H5 ranks, summary;
+  std::set<std::string> timing_metrics;  // declared: the summary's `timing_metrics`, sorted
   size_t n_tensors = 0, world = 1;
   // Version 5, created with their first row: each rank's gradient norm (/ranks/grad_norm,
   // `rank_norm_rows` rows so far) and the gradient telemetry (/telemetry).
@@ -645,6 +647,17 @@ void RecordWriter::set_summary(const std::string& key, const std::string& value)
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (impl_->finished) return;
   write_str_attr(impl_->summary.get(), key.c_str(), value);
+}
+
+void RecordWriter::declare_timing_metric(const std::string& name) {
+  if (!valid_metric_name(name))
+    throw RecordError(impl_->partial + ": timing metric name '" + name +
+                      "': expected 1-64 letters, digits, '_', '.' or '-' (a metric's name)");
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (impl_->finished || !impl_->timing_metrics.insert(name).second) return;
+  std::string names;
+  for (const std::string& n : impl_->timing_metrics) names += (names.empty() ? "" : " ") + n;
+  write_str_attr(impl_->summary.get(), "timing_metrics", names);
 }
 
 void RecordWriter::flush() {

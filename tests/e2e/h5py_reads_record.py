@@ -25,7 +25,8 @@ def check_schema_doc(f, expect):
     Python writer wrote it (its /environment `compiler` is "python ..."), and one beginning
     "Measured by sweep's trainer where the kernel keeps a schedstat" when sweep-train wrote
     it on a kernel that keeps one, and one beginning "Written by sweep's trainer for runs on
-    more than one rank" when sweep-train wrote a record of more than one rank."""
+    more than one rank" when sweep-train wrote a record of more than one rank, and one
+    beginning "Written by a program that declares" when the record declares timing metrics."""
     env = f["environment"].attrs
     by_cpp = not as_text(env["compiler"]).startswith("python ") if "compiler" in env else True
     config_keys = [as_text(k) for k in f["config/keys"][:]] if "config/keys" in f else []
@@ -69,7 +70,9 @@ def check_schema_doc(f, expect):
                           and not (p.startswith("Written by sweep's trainer when `train.on_nan: skip_step`")
                                    and "nonfinite_skips" not in attrs)
                           and not (p.startswith("Written by sweep's trainer for runs on more") and
-                                   not (by_trainer and world > 1))]
+                                   not (by_trainer and world > 1))
+                          and not (p.startswith("Written by a program that declares")
+                                   and "timing_metrics" not in attrs)]
             for tok in re.findall(r"`([^`]+)`", "\n\n".join(paragraphs)):
                 if " " in tok or "<" in tok or tok.startswith("comm.") or tok.startswith("/"):
                     continue  # an example value, a pattern, only written for multi-rank runs, or a group

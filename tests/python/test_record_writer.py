@@ -99,8 +99,9 @@ def config_of(lr, seed):
     return yaml, pairs
 
 
-def write_record(path, lr="0.1", seed=0, steps=3, loss_bump_at=None, abandon_at=None):
-    """A small "training run" recorded as a Python trainer would; returns what it wrote."""
+def write_record(path, lr="0.1", seed=0, steps=3, loss_bump_at=None, abandon_at=None, mfu=None, timing=()):
+    """A small "training run" recorded as a Python trainer would; returns what it wrote.
+    `mfu`: a figure of its own at every step; `timing`: the metrics it declares timing."""
     yaml, pairs = config_of(lr, seed)
     ps = mlp_params(seed)
     env = {"device": "cpu", "sweep_version": "test", "trainer": os.path.abspath(__file__),
@@ -109,6 +110,7 @@ def write_record(path, lr="0.1", seed=0, steps=3, loss_bump_at=None, abandon_at=
     with sr.RecordWriter(path, config_yaml=yaml, config=pairs, environment=env,
                          params=[(n, a.shape) for n, a in ps]) as w:
         wrote["run_id"] = w.run_id
+        w.declare_timing(*timing)
         ck = sr.checksums_of(ps)
         w.append_checksum(0, *ck)
         wrote["checksums"].append((0,) + ck)
@@ -117,7 +119,8 @@ def write_record(path, lr="0.1", seed=0, steps=3, loss_bump_at=None, abandon_at=
                 a *= np.float32(1.0 - float(lr) * 0.1)
             loss = 2.5 / step + (0.125 if step == loss_bump_at else 0.0)
             w.append_step({"step": step, "loss": loss, "lr": float(lr), "grad_norm": 0.5 / step, "tokens": 64,
-                           "step_time_s": 0.01, "tokens_per_s": 6400.0, "record_time_s": 0.001})
+                           "step_time_s": 0.01, "tokens_per_s": 6400.0, "record_time_s": 0.001},
+                          extra=None if mfu is None else {"mfu": mfu})
             w.append_rank_times([0.01])
             ck = sr.checksums_of(ps)
             w.append_checksum(step, *ck)
@@ -293,6 +296,30 @@ class CppReadsPythonRecords(unittest.TestCase):
         self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
         self.assertIn("diverged at step 2: loss 1.25 vs 1.375", p.stdout)
 
+    def test_a_declared_timing_metric_is_shown_apart_not_compared(self):
+        """declare_timing (results/analysis/timing_metrics.h): /summary timing_metrics, and
+        compare leaves the metric out of its bits and shows its means."""
+        a, b, c, d = (os.path.join(self.dir, x) for x in "abcd")
+        write_record(a, mfu=0.5, timing=("mfu", "mfu"))
+        write_record(b, mfu=0.25)
+        write_record(c, mfu=0.25)
+        write_record(d, mfu=0.5)
+        with h5py.File(os.path.join(a, "record.h5"), "r") as f:
+            self.assertEqual(f["summary"].attrs["timing_metrics"], "mfu")
+        p = sweep("compare", a, b)  # one side's declaration is the program's word for the figure
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("identical bit-for-bit: 3 steps, 4 checksums", p.stdout)
+        self.assertIn("timing metrics (not compared bit for bit), means: mfu 0.5 vs 0.25, record_time_s 0.001 vs "
+                      "0.001, step_time_s 0.01 vs 0.01, tokens_per_s 6400 vs 6400\n", p.stdout)
+        p = sweep("compare", d, c)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertIn("but the program's own metric mfu differs at step 1", p.stdout)
+        with sr.RecordWriter(os.path.join(self.dir, "e"), config_yaml="a: 1\n") as w:
+            for bad in ("my mfu", "", "../x"):
+                with self.assertRaises(ValueError, msg=bad):
+                    w.declare_timing(bad)
+            w.finish()
+
     def test_report_over_a_sweep_directory(self):
         sweep_dir = os.path.join(self.dir, "pysweep")
         runs = {}
@@ -368,6 +395,18 @@ class H5pySchemaCheck(unittest.TestCase):
                 checks["check_schema_doc"](f, expect)
             self.assertEqual(failures, [], f"{len(passed)} checks passed")
             self.assertGreater(len(passed), 40)
+
+    def test_a_record_declaring_timing_metrics_passes_them_too(self):
+        """The summary's timing_metrics paragraph of SCHEMA.md applies when it is written."""
+        checks = load_h5py_checks()
+        with tempfile.TemporaryDirectory() as tmp:
+            write_record(tmp, mfu=0.5, timing=("mfu",))
+            failures, passed = [], []
+            with h5py.File(os.path.join(tmp, "record.h5"), "r") as f:
+                checks["check_schema_doc"](f, lambda ok, what: (passed if ok else failures).append(what))
+                self.assertEqual(checks["as_text"](f.attrs["digest"]), checks["record_digest"](f))
+            self.assertEqual(failures, [], f"{len(passed)} checks passed")
+            self.assertIn("SCHEMA.md: /summary attribute timing_metrics", passed)
 
 
 class ContainerKeys(unittest.TestCase):

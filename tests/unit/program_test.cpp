@@ -109,6 +109,11 @@ TEST_F(Program, BadSectionsNameTheGridFileAndKey) {
   EXPECT_CONTAINS(sweep_test::thrown_message<ConfigError>(
                       [&] { parse_grid("name: p\nprogram:\n  argv: [sh]\n  kind: k9\n", grid_, tool_); }),
                   "--trainer cannot replace it");
+  // Timing metrics are the program's own: never the record's math, always a metric's name.
+  EXPECT_CONTAINS(error("program:\n  argv: [sh]\n  kind: k12\n  timing_metrics: [mfu, loss]\n"),
+                  "key 'program.timing_metrics': 'loss': one of the record's own columns");
+  EXPECT_CONTAINS(error("program:\n  argv: [sh]\n  kind: k13\n  timing_metrics: ['my mfu']\n"),
+                  "key 'program.timing_metrics': 'my mfu': not a metric's name");
 }
 
 TEST(ProgramJson, RoundTripsAnyArgument) {
@@ -123,7 +128,7 @@ TEST(ProgramJson, RoundTripsAnyArgument) {
 }
 
 TEST_F(Program, EachRunGetsItsFilesAndNumericsEnvironment) {
-  SweepSpec s = parse("program:\n  argv: [bin/tool, --x]\n  kind: p-env\n");
+  SweepSpec s = parse("program:\n  argv: [bin/tool, --x]\n  kind: p-env\n  timing_metrics: [mfu, tflops]\n");
   LocalLaunch local;
   local.train_binary = "/b/sweep-train";
   EXPECT_EQ(program_head(local, "/b/sweep-train", "/s/runs/abc"), V{"/b/sweep-train"});  // no program
@@ -149,6 +154,7 @@ TEST_F(Program, EachRunGetsItsFilesAndNumericsEnvironment) {
                   "SWEEP_PROGRAM_TREES=",
                   "SWEEP_PROGRAM_CWD=" + s.program.cwd,
                   "SWEEP_PROGRAM_PASS_ARGS=true",
+                  "SWEEP_PROGRAM_TIMING_METRICS=mfu tflops",
                   "SWEEP_DATA_FILES=",
                   "SWEEP_DATA_FILE=",
                   "SWEEP_DATA_HASH=",

@@ -488,6 +488,25 @@ TEST_F(RecordTest, AProgramsOwnFiguresRoundTripAndAreCoveredByTheDigest) {
   EXPECT_CONTAINS(read_error(path_), "integrity check failed");
 }
 
+// A program's timing metrics (results/analysis/timing_metrics.h): its declarations land in
+// /summary timing_metrics, each name once, sorted, with the record's digest over them; a
+// name that is no metric's is refused.
+TEST_F(RecordTest, DeclaredTimingMetricsAreOneSortedSummaryAttribute) {
+  {
+    RecordWriter w(path_.string(), header());
+    w.declare_timing_metric("mfu");
+    w.append_step(steps()[0], {{"mfu", 0.5}, {"accuracy", 0.25}});
+    w.declare_timing_metric("images_per_s");
+    w.declare_timing_metric("mfu");
+    EXPECT_THROW(w.declare_timing_metric("bad name"), RecordError);
+    EXPECT_THROW(w.declare_timing_metric(""), RecordError);
+    w.finish("completed");
+  }
+  const Record r = read_record(path_.string());
+  EXPECT_TRUE(r.verified);
+  EXPECT_EQ(r.summary.at("timing_metrics"), "images_per_s mfu");
+}
+
 TEST_F(RecordTest, GradientTelemetryAndRankNormsRoundTripAndAreCoveredByTheDigest) {
   RecordHeader h = header();
   h.world_size = 2;
