@@ -126,12 +126,13 @@ bool recorded(const SweepRecords& sweep, double StepMetrics::*field) {
 // each panel is titled with a heading of `level` when there are several.
 std::string panel_charts(const SweepRecords& sweep, const ReportModel& m, const std::string& y_label,
                          const std::function<Curve(size_t)>& curve_of, const std::vector<report_plot::RefLine>& lines,
-                         const char* level) {
+                         const char* level, bool log_y = false) {
   std::vector<report_plot::LineChart> charts;
   charts.reserve(m.charts.size());
   for (const auto& c : m.charts) {
     charts.push_back(group_chart(sweep, m, c, y_label, curve_of));
     charts.back().lines = lines;
+    charts.back().log_y = log_y;
   }
   std::vector<const report_plot::LineChart*> panels;
   panels.reserve(charts.size());
@@ -148,9 +149,10 @@ std::string panel_charts(const SweepRecords& sweep, const ReportModel& m, const 
 
 // A per-step diagnostic: each group's mean with its band, panel by panel.
 std::string diagnostic_charts(const SweepRecords& sweep, const ReportModel& m, double StepMetrics::*field,
-                              const std::string& y_label, const std::vector<report_plot::RefLine>& lines = {}) {
+                              const std::string& y_label, const std::vector<report_plot::RefLine>& lines, bool log_y) {
   return panel_charts(
-      sweep, m, y_label, [&](size_t g) { return group_curve(sweep.runs, m.groups[g].runs, field); }, lines, "h4");
+      sweep, m, y_label, [&](size_t g) { return group_curve(sweep.runs, m.groups[g].runs, field); }, lines, "h4",
+      log_y);
 }
 
 std::string summary(const SweepRecords& sweep, const ReportModel& m) {
@@ -408,16 +410,19 @@ std::string diagnostics_section(const SweepRecords& sweep, const ReportModel& m)
     if (*end == '\0' && x > 0 && seen.insert(v).second) clips.push_back({x, "clip_norm " + v});
   }
   auto panel = [&](const std::string& title, double StepMetrics::*field, const std::string& y_label,
-                   const std::vector<report_plot::RefLine>& lines) {
-    h += "<h3>" + title + "</h3>\n" +
-         (recorded(sweep, field) ? diagnostic_charts(sweep, m, field, y_label, lines) : "<p>Not recorded.</p>\n");
+                   const std::vector<report_plot::RefLine>& lines, bool log_y = false) {
+    h +=
+        "<h3>" + title + "</h3>\n" +
+        (recorded(sweep, field) ? diagnostic_charts(sweep, m, field, y_label, lines, log_y) : "<p>Not recorded.</p>\n");
   };
   panel("Gradient norm (before clipping)", &StepMetrics::grad_norm, "gradient norm", clips);
   panel("Learning rate", &StepMetrics::lr, "learning rate", {});
   const bool scaled = std::any_of(sweep.runs.begin(), sweep.runs.end(), [](const Record& r) {
     return std::any_of(r.steps.begin(), r.steps.end(), [](const StepMetrics& s) { return s.loss_scale != 1; });
   });
-  if (scaled) panel("Loss scale (fp16)", &StepMetrics::loss_scale, "loss scale", {});
+  // On a log axis: fp16's scale (65536 and its halvings) and the 1 of every other run are
+  // decades apart, and each is a curve to see, not an outlier to clip.
+  if (scaled) panel("Loss scale (fp16)", &StepMetrics::loss_scale, "loss scale", {}, /*log_y=*/true);
   panel("Throughput", &StepMetrics::tokens_per_s, "tokens/s", {});
   h += straggler_chart(sweep, m);
 

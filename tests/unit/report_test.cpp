@@ -1069,6 +1069,36 @@ TEST(BuildReport, ParetoFrontAndRunDiagnostics) {
   EXPECT_EQ(build_report("t", s).runs[0].slowest_rank, 2);
 }
 
+// The fp16 loss scale (65536 and its halvings) and every other run's 1 are decades apart:
+// on a log axis each run's curve lies inside the plot, none clipped, none on an edge.
+TEST(RenderHtml, TheLossScaleIsPlottedOnALogAxisThatHoldsEveryRun) {
+  SweepRecords s;
+  for (const char* p : {"fp32", "bf16", "fp16"}) {
+    s.runs.push_back(make_record(p, {{"train.precision", p}}, {2.0, 1.8, 1.7, 1.6}));
+    if (std::string(p) == "fp16")
+      for (size_t k = 0; k < s.runs.back().steps.size(); ++k)
+        s.runs.back().steps[k].loss_scale = k == 2 ? 32768 : 65536;
+  }
+  const std::string html = render_html(s, build_report("t", s));
+  const size_t at = html.find("<svg class=\"lines\"", html.find("<h3>Loss scale (fp16)</h3>"));
+  ASSERT_NE(at, std::string::npos);
+  const std::string svg = html.substr(at, html.find("</svg>", at) - at);
+  EXPECT_NE(svg.find("loss scale (log scale)"), std::string::npos) << svg;
+  EXPECT_EQ(svg.find("class=\"clipped\""), std::string::npos) << svg;
+  const std::vector<double> ticks = y_ticks(svg);
+  EXPECT_EQ(ticks, (std::vector<double>{1, 10, 100, 1000, 10000, 100000}));
+  // Each curve's points strictly between the axis's ends (y 20 top, 320 bottom).
+  for (size_t p = svg.find("<polyline stroke="); p != std::string::npos; p = svg.find("<polyline stroke=", p + 1)) {
+    const size_t from = svg.find("points=\"", p) + 8;
+    std::string pts = svg.substr(from, svg.find('"', from) - from);
+    for (size_t c = pts.find(','); c != std::string::npos; c = pts.find(',', c + 1)) {
+      const double y = std::strtod(pts.c_str() + c + 1, nullptr);
+      EXPECT_GT(y, 20.5) << pts;
+      EXPECT_LT(y, 319.5) << pts;
+    }
+  }
+}
+
 // Every plot of the report has labelled ticks on both axes, and every string a plot shows
 // (keys, values, labels, tooltips) is escaped.
 TEST(RenderHtml, EveryPlotHasTickLabelsOnBothAxesAndEscapesItsStrings) {
