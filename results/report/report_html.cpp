@@ -64,7 +64,26 @@ constexpr const char* kStyle =
     "p.note{color:#b00;margin:.2em 0}\n"
     ".panels{display:flex;flex-wrap:wrap;gap:0 16px}\n.panels svg{margin:.5em 0}\n"
     "td.base{color:#999}\nth.obj,td.obj{position:sticky;left:0;z-index:1}\ntd.obj{background:#fff}\n"
-    "th.key{min-width:3em}\n";
+    "th.key{min-width:3em}\n"
+    // The results table is read across: set tight enough that seven-tricks' 18 columns fit a
+    // 1400 px window; a wider one scrolls in its box with the objective held at the left.
+    "table.results{font-size:14px}\ntable.results th,table.results td{padding:3px 5px}\n"
+    "table.results td.num:not(.obj){white-space:nowrap}\n"
+    // A table of runs is one line a run: notes and flag sentences open from their summary,
+    // and the run id stays at the left while the table scrolls.
+    "table.runs td{white-space:nowrap}\n"
+    "table.runs td:first-child,table.runs th:first-child{position:sticky;left:0;z-index:1}\n"
+    "table.runs td:first-child{background:#fff}\n"
+    "details.more{display:inline-block;vertical-align:top;margin-left:.4em}\n"
+    "details.more>summary{color:#555;cursor:pointer}\n"
+    "details.more[open]{display:block;margin:0;white-space:normal;max-width:40em}\n";
+
+// A key's name as a column heading: a long one may break after an underscore or a dot.
+std::string breakable(std::string escaped) {
+  for (size_t at = 0; (at = escaped.find_first_of("_.", at)) != std::string::npos; at += 6)
+    escaped.insert(at + 1, "<wbr>");
+  return escaped;
+}
 
 // A config value as a cell: "unset" and "" are shown as such, not as a blank.
 std::string value_cell(const std::string& v) {
@@ -188,15 +207,14 @@ std::string groups_table(const SweepRecords& sweep, const ReportModel& m) {
   });
   std::string t = "<h2>Results</h2>\n<table class=\"results\">\n<thead><tr><th class=\"obj\">" +
                   html_escape(objective_title(m)) + " (mean &#177; std over seeds)</th>";
-  for (size_t k = 0; k < m.columns.size(); ++k) {
-    std::string name = html_escape(m.short_columns[k]);  // a long name breaks after an underscore or a dot
-    for (size_t at = 0; (at = name.find_first_of("_.", at)) != std::string::npos; at += 6) name.insert(at + 1, "<wbr>");
-    t += "<th class=\"key\" title=\"" + html_escape(m.columns[k]) + "\">" + name + "</th>";
-  }
+  for (size_t k = 0; k < m.columns.size(); ++k)
+    t += "<th class=\"key\" title=\"" + html_escape(m.columns[k]) + "\">" + breakable(html_escape(m.short_columns[k])) +
+         "</th>";
   t += "<th>runs</th><th>health</th><th>best loss</th>" + std::string(evaluated ? "<th>best eval loss</th>" : "") +
        "<th>tokens/s (median)</th>" + (measured ? "<th>memory per rank</th>" : "") +
        (eventful ? "<th>status</th>" : "");
-  if (m.classes_matter) t += "<th>reproducibility class</th>";
+  // "reproducibility" may break after "repro", so that the word does not set the column's width.
+  if (m.classes_matter) t += "<th title=\"reproducibility class\">repro&shy;ducibility class</th>";
   t += "</tr></thead>\n<tbody>\n";
   for (size_t gi = 0; gi < m.groups.size(); ++gi) {
     const RunGroup& g = m.groups[gi];
@@ -427,7 +445,7 @@ std::string diagnostics_section(const SweepRecords& sweep, const ReportModel& m)
   h += straggler_chart(sweep, m);
 
   h += shown_runs_note(m) +
-       "<table>\n<thead><tr><th>run</th><th>clip_norm</th><th>steps clipped</th><th>steps skipped</th>"
+       "<table class=\"runs\">\n<thead><tr><th>run</th><th>clip_norm</th><th>steps clipped</th><th>steps skipped</th>"
        "<th>slowest rank (median step time over the ranks' median)</th><th>ZeRO stage</th><th>ranks</th>"
        "<th>memory per rank (params + grads + optimizer)</th><th>step peak per rank</th></tr></thead>\n<tbody>\n";
   for (size_t i : m.html_runs) {
@@ -593,30 +611,43 @@ std::string determinism_section(const SweepRecords& sweep, const ReportModel& m)
   return h + "</tbody>\n</table>\n";
 }
 
+// Notes of a cell that would make its row taller than its neighbours: behind a summary
+// ("2 notes", a flag's name) that opens them in place. "" for none.
+std::string more(const std::string& summary, const std::string& escaped_notes) {
+  return escaped_notes.empty()
+             ? ""
+             : "<details class=\"more\"><summary>" + summary + "</summary>" + escaped_notes + "</details>";
+}
+
 std::string runs_table(const SweepRecords& sweep, const ReportModel& m) {
-  std::string t = "<h2>Runs</h2>\n" + shown_runs_note(m) + "<table>\n<thead><tr><th>run</th><th>status</th>";
-  for (const auto& k : m.varying) t += "<th>" + html_escape(k) + "</th>";
+  std::string t =
+      "<h2>Runs</h2>\n" + shown_runs_note(m) + "<table class=\"runs\">\n<thead><tr><th>run</th><th>status</th>";
+  for (const auto& k : m.varying) t += "<th>" + breakable(html_escape(k)) + "</th>";
   t += "<th>steps</th><th>final loss</th><th>train loss (last " + std::to_string(kLossWindow) +
        ")</th><th>final eval loss</th><th>best eval loss (step)</th><th>tokens/s "
        "(median)</th><th>health</th><th>params checksum</th>" +
        std::string(m.classes_matter ? "<th>class</th>" : "") + "</tr></thead>\n<tbody>\n";
   for (size_t i : m.html_runs) {
     const Record& r = sweep.runs[i];
-    t +=
-        "<tr>" + td(html_escape(r.run_id), "id") + "<td>" + html_escape(r.status + (r.verified ? "" : " (unverified)"));
-    if (!r.failure.empty()) t += "<div class=\"failure\">" + html_escape(r.failure) + "</div>";
+    std::string notes;
+    size_t n_notes = 0;
+    if (!r.failure.empty()) notes += "<div class=\"failure\">" + html_escape(r.failure) + "</div>", ++n_notes;
     if (!r.lineage.kind.empty())  // sweep resume / sweep fork: the run it continues
-      t += "<div class=\"lineage\">" + html_escape(r.lineage.kind) + " from " + html_escape(r.lineage.parent_run_id) +
-           " at step " + std::to_string(r.lineage.parent_step) + "</div>";
+      notes += "<div class=\"lineage\">" + html_escape(r.lineage.kind) + " from " +
+               html_escape(r.lineage.parent_run_id) + " at step " + std::to_string(r.lineage.parent_step) + "</div>",
+          ++n_notes;
     for (const std::string& d : spike_decisions(r))  // train.spike_policy: skipped or rewound
-      t += "<div class=\"lineage\">spike policy: " + html_escape(d) + "</div>";
-    t += "</td>";
+      notes += "<div class=\"lineage\">spike policy: " + html_escape(d) + "</div>", ++n_notes;
+    t += "<tr>" + td(html_escape(r.run_id), "id") +
+         td(html_escape(r.status + (r.verified ? "" : " (unverified)")) + more(plural(n_notes, "note"), notes));
     for (const auto& k : m.varying) t += value_cell(report_value(r, k));
     const ReportRun& f = m.runs[i];
     std::string health = f.health.empty() ? "<span class=\"ok\">ok</span>" : "";
-    for (const auto& h : f.health)
-      health += "<div><span class=\"flag\">" + html_escape(h.name) + "</span> <span class=\"failure\">" +
-                html_escape(h.detail) + "</span></div>";
+    for (const auto& h : f.health) {
+      const std::string name = "<span class=\"flag\">" + html_escape(h.name) + "</span>";
+      health +=
+          h.detail.empty() ? name + " " : more(name, "<span class=\"failure\">" + html_escape(h.detail) + "</span>");
+    }
     t += td(std::to_string(r.steps.size()), "num") + td(g6(f.final_loss), "num") + td(g6(f.train_loss_end), "num") +
          td(g6(f.final_eval_loss), "num") +
          td(f.best_eval_step < 0 ? "-" : g6(f.best_eval_loss) + " (" + std::to_string(f.best_eval_step) + ")", "num") +

@@ -1598,7 +1598,7 @@ TEST(BuildReport, ClassesAndTheThroughputTradeOffOnlyWhereTheyMeanSomething) {
   EXPECT_EQ(m.throughput_varies_with,
             (std::vector<std::string>{"dist.reduction", "dist.world_size", "train.accum", "train.precision"}));
   html = render_html(s, m);
-  EXPECT_NE(html.find("<th>reproducibility class</th>"), std::string::npos);
+  EXPECT_NE(html.find("<th title=\"reproducibility class\">repro&shy;ducibility class</th>"), std::string::npos);
   EXPECT_NE(html.find("Reproducibility class: runs whose parameter checksums agree"), std::string::npos);
   EXPECT_NE(html.find("against throughput</h2>"), std::string::npos);
 }
