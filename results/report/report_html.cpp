@@ -14,7 +14,7 @@
 #include "report_format.h"
 #include "report_html_parts.h"  // td, the search section
 #include "report_plots.h"       // line charts, parallel coordinates, scatter
-#include "run_health.h"         // spike_decisions
+#include "run_health.h"         // spike_decisions, straggler_ranks
 
 namespace sweep {
 namespace {
@@ -415,6 +415,20 @@ std::string shown_runs_note(const ReportModel& m) {
          "--format csv</code>) list every run.</p>\n";
 }
 
+// The slowest rank and its ratio, red only where the straggler flag names that rank: the
+// flag's rule (the trainer's ratio and excess thresholds) is the one rule, and a ratio
+// the flag let pass is not painted by another. Measured on shared cores: said, not red.
+std::string slowest_rank_cell(const Record& r, const ReportRun& f) {
+  if (f.slowest_rank < 0) return td("-");
+  const std::vector<int> named = straggler_ranks(r);
+  const bool flagged =
+      std::any_of(f.health.begin(), f.health.end(), [](const HealthFlag& h) { return h.name == kFlagStraggler; }) &&
+      std::binary_search(named.begin(), named.end(), f.slowest_rank);
+  return td("rank " + std::to_string(f.slowest_rank) + " (" + g6(f.slowest_rank_ratio) + "x" +
+                (f.shared_cores() ? ", shared cores" : "") + ")",
+            flagged ? "flag" : nullptr);
+}
+
 std::string diagnostics_section(const SweepRecords& sweep, const ReportModel& m) {
   std::string h =
       "<h2>Diagnostics</h2>\n<p>Mean over each group's seeds, with the band of their smallest to "
@@ -458,11 +472,8 @@ std::string diagnostics_section(const SweepRecords& sweep, const ReportModel& m)
       held += (held.empty() ? "" : ", ") + mib(b);
     }
     for (int64_t b : r.memory.step_peak) peak += (peak.empty() ? "" : ", ") + mib(b);
-    const std::string slow =
-        f.slowest_rank < 0 ? "-" : "rank " + std::to_string(f.slowest_rank) + " (" + g6(f.slowest_rank_ratio) + "x)";
     h += "<tr>" + td(html_escape(r.run_id), "id") + value_cell(report_value(r, "train.clip_norm")) +
-         td(percent(f.clipped_share), "num") + td(std::to_string(f.skipped_steps), "num") +
-         td(html_escape(slow), f.slowest_rank_ratio >= 1.25 ? "flag" : nullptr) +
+         td(percent(f.clipped_share), "num") + td(std::to_string(f.skipped_steps), "num") + slowest_rank_cell(r, f) +
          value_cell(report_value(r, "dist.zero_stage")) + td(std::to_string(r.world_size), "num") +
          td(held.empty() ? "-" : held, "num") + td(peak.empty() ? "-" : peak, "num") + "</tr>\n";
   }

@@ -1069,6 +1069,40 @@ TEST(BuildReport, ParetoFrontAndRunDiagnostics) {
   EXPECT_EQ(build_report("t", s).runs[0].slowest_rank, 2);
 }
 
+// The slowest rank of a multi-rank run is red by the straggler flag's rule alone (the
+// trainer's ratio and excess over its peers, dist.straggler_ratio): a ratio the flag let
+// pass is plain, however large, and one it named is red, however small. A run measured on
+// shared cores says so beside the figure, in neither colour.
+TEST(RenderHtml, ASlowRankIsRedOnlyWhereTheStragglerFlagNamesIt) {
+  SweepRecords s;
+  s.runs.push_back(make_record("pair", {{"train.lr", "0.1"}}, {2.0, 1.5}));
+  s.runs.push_back(make_record("other", {{"train.lr", "0.2"}}, {2.0, 1.6}));
+  Record& r = s.runs[0];
+  r.world_size = 2;
+  r.summary["rank_compute_ratio"] = "1,1.31";
+  auto html = [&] { return render_html(s, build_report("t", s)); };
+  std::string h = html();
+  EXPECT_NE(h.find("<td>rank 1 (1.31x)</td>"), std::string::npos) << "no flag, no red";
+  EXPECT_EQ(h.find("<td class=\"flag\">rank 1"), std::string::npos);
+  r.summary["stragglers"] = "1";  // the trainer named rank 1: the straggler flag
+  h = html();
+  EXPECT_NE(h.find("<td class=\"flag\">rank 1 (1.31x)</td>"), std::string::npos);
+  // The flag's sentence opens from its name, so the runs table keeps one line a run.
+  EXPECT_NE(h.find("<details class=\"more\"><summary><span class=\"flag\">straggler</span></summary><span "
+                   "class=\"failure\">rank 1 computed more slowly"),
+            std::string::npos);
+  r.summary["rank_compute_ratio"] = "1,1.1";  // a run with a lower dist.straggler_ratio
+  EXPECT_NE(html().find("<td class=\"flag\">rank 1 (1.1x)</td>"), std::string::npos);
+  r.summary["stragglers"] = "0";  // a flag on another rank than the slowest does not paint it
+  EXPECT_NE(html().find("<td>rank 1 (1.1x)</td>"), std::string::npos);
+  r.summary.erase("stragglers");
+  r.summary["rank_compute_ratio"] = "1,1.31";
+  r.summary["rank_runqueue_share"] = "0.02,0.3";  // rank 1 waited for a CPU: marked, not red
+  h = html();
+  EXPECT_NE(h.find("<td>rank 1 (1.31x, shared cores)</td>"), std::string::npos) << h;
+  EXPECT_NE(render_markdown(s, build_report("t", s)).find("| rank 1 (1.31x, shared cores) |"), std::string::npos);
+}
+
 // The fp16 loss scale (65536 and its halvings) and every other run's 1 are decades apart:
 // on a log axis each run's curve lies inside the plot, none clipped, none on an edge.
 TEST(RenderHtml, TheLossScaleIsPlottedOnALogAxisThatHoldsEveryRun) {
