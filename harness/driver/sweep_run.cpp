@@ -333,6 +333,7 @@ SweepSession::SweepSession(const SweepSpec& spec, const std::vector<GridPoint>& 
       const std::string at = std::to_string(t.state.stopped_at);
       if (t.stop_at > 0 && t.state.stopped_at >= t.stop_at) {
         ++sum_.skipped, ++done;
+        sum_.skipped_runs.push_back(p.id);
         skipped_lines.push_back(label(t) + ": already stopped at step " + at + ", skipped");
         continue;
       }
@@ -379,7 +380,7 @@ SweepSession::SweepSession(const SweepSpec& spec, const std::vector<GridPoint>& 
       // A record is never overwritten, so a diverged run is not re-run either; but it is
       // still a failure of the sweep, not a completed point.
       if (t.state.state == "completed")
-        ++sum_.skipped, ++done;
+        ++sum_.skipped, ++done, sum_.skipped_runs.push_back(p.id);
       else
         ++sum_.failed;
       skipped_lines.push_back(label(t) + ": already " +
@@ -469,6 +470,7 @@ bool SweepSession::attempt_ended(RunTask& t, FailureClass c, const std::string& 
     t.state.state = stopped ? "stopped" : "completed";
     save_state(t);
     ++sum_.completed;
+    sum_.completed_runs.push_back(t.point->id);
     progress_->ended(true);
     if (!opt_.quiet)
       progress_->line((stopped ? "stopped   " : "completed ") + label(t) + (detail.empty() ? "" : ", " + detail));
