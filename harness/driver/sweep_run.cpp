@@ -229,7 +229,10 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
         return FailureClass::none;
       }
       if (r.status == "stopped") {  // a halving search's rung: the run may be resumed later
-        *detail = r.failure + "; " + figures_text(run_figures(r));
+        // sweep-train says where it stopped; a program's writer (python/sweep, record_writer.h)
+        // leaves the failure empty, and the line must not start with it.
+        *detail = (r.failure.empty() ? "stopped by the search at step " + std::to_string(last) : r.failure) + "; " +
+                  figures_text(run_figures(r));
         return FailureClass::none;
       }
       *detail = "recorded as " + r.status + (r.failure.empty() ? "" : ": " + r.failure);

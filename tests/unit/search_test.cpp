@@ -281,8 +281,9 @@ class RungProgram : public ProcessRunner {
 };
 
 // A halving search over 4 trials of one seed trains 7 rungs (4x4, 2x8, 1x16 steps): it
-// completed 4 runs, not 7.
-TEST(HalvingSearch, CountsEachRunOnce) {
+// completed 4 runs, not 7. A run a program stopped (no failure text in its record) is
+// said to have stopped, its line not opening on an empty part (", ; train loss").
+TEST(HalvingSearch, CountsEachRunOnceAndSaysWhereAProgramStoppedIt) {
   sweep_test::TempDir tmp("halving_search_");
   const SweepSpec spec = parse_grid(
       "name: h4\nbase:\n  train: {steps: 16}\ngrid:\n  train.lr: [0.01, 0.02, 0.03, 0.04]\n"
@@ -308,6 +309,9 @@ TEST(HalvingSearch, CountsEachRunOnce) {
   EXPECT_EQ(s.completed, 4) << lines;
   EXPECT_EQ(s.skipped, 0);
   EXPECT_EQ(s.failed, 0);
+  EXPECT_EQ(lines.find(", ;"), std::string::npos) << lines;
+  EXPECT_CONTAINS(lines, "stopped   " + points[0].id + " train.lr=0.01, stopped by the search at step 4; train loss ");
+  EXPECT_CONTAINS(lines, ", stopped by the search at step 8; train loss ");
   // Run again: every run is at its rung already, none is trained, each counted once.
   RungProgram again;
   opt.quiet = true;
