@@ -52,7 +52,7 @@ struct ReportCliOptions {
   std::string output;  // "-" = stdout
   std::string format = "html";
   std::string group_by;
-  std::string title;     // "" = the directory's name
+  std::string title;     // "" = the sweep's name its records carry, else the directory's name
   std::string baseline;  // KEY=VALUE, "" = none
 };
 
@@ -172,7 +172,9 @@ int run_report(const ReportCliOptions& o) {
   if (!valid_utf8(o.title))
     throw ConfigError("--title " + printable(o.title) +
                       ": not valid UTF-8 (a report's title is shown as text; nothing was written)");
-  std::string title = o.title.empty() ? fs::path(o.dir).filename().string() : o.title;
+  // The sweep's own name, as `sweep run` titles it; the directory's for records that carry none.
+  std::string title = o.title.empty() ? sweep_name(sweep.runs) : o.title;
+  if (title.empty()) title = fs::path(o.dir).filename().string();
   if (title.empty()) title = fs::path(o.dir).parent_path().filename().string();  // "dir/" has an empty last part
   const std::string text = render_report(sweep, build_report(title.empty() ? o.dir : title, sweep, opt), format);
   if (o.output == "-") {
@@ -435,7 +437,8 @@ CliAction setup_report(CLI::App& app) {
   cmd->add_option("--format", o->format, "html (default), md, csv or json");
   cmd->add_option("--group-by", o->group_by,
                   "config key: one loss chart per value of it (seeds are averaged unless it is train.seed)");
-  cmd->add_option("--title", o->title, "the report's title (default: the directory's name)");
+  cmd->add_option("--title", o->title,
+                  "the report's title (default: the sweep's name, as its records have it; else the directory's name)");
   cmd->add_option("--baseline", o->baseline,
                   "KEY=VALUE: every group with another KEY minus its partner at VALUE, paired by seed "
                   "(e.g. train.precision=fp32)");

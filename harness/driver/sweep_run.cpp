@@ -229,7 +229,10 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
         return FailureClass::none;
       }
       if (r.status == "stopped") {  // a halving search's rung: the run may be resumed later
-        *detail = r.failure + "; " + figures_text(run_figures(r));
+        // sweep-train says where it stopped; a program's writer (python/sweep, record_writer.h)
+        // leaves the failure empty, and the line must not start with it.
+        *detail = (r.failure.empty() ? "stopped by the search at step " + std::to_string(last) : r.failure) + "; " +
+                  figures_text(run_figures(r));
         return FailureClass::none;
       }
       *detail = "recorded as " + r.status + (r.failure.empty() ? "" : ": " + r.failure);
@@ -333,6 +336,7 @@ SweepSession::SweepSession(const SweepSpec& spec, const std::vector<GridPoint>& 
       const std::string at = std::to_string(t.state.stopped_at);
       if (t.stop_at > 0 && t.state.stopped_at >= t.stop_at) {
         ++sum_.skipped, ++done;
+        sum_.skipped_runs.push_back(p.id);
         skipped_lines.push_back(label(t) + ": already stopped at step " + at + ", skipped");
         continue;
       }
@@ -379,7 +383,7 @@ SweepSession::SweepSession(const SweepSpec& spec, const std::vector<GridPoint>& 
       // A record is never overwritten, so a diverged run is not re-run either; but it is
       // still a failure of the sweep, not a completed point.
       if (t.state.state == "completed")
-        ++sum_.skipped, ++done;
+        ++sum_.skipped, ++done, sum_.skipped_runs.push_back(p.id);
       else
         ++sum_.failed;
       skipped_lines.push_back(label(t) + ": already " +
@@ -469,6 +473,7 @@ bool SweepSession::attempt_ended(RunTask& t, FailureClass c, const std::string& 
     t.state.state = stopped ? "stopped" : "completed";
     save_state(t);
     ++sum_.completed;
+    sum_.completed_runs.push_back(t.point->id);
     progress_->ended(true);
     if (!opt_.quiet)
       progress_->line((stopped ? "stopped   " : "completed ") + label(t) + (detail.empty() ? "" : ", " + detail));

@@ -51,6 +51,9 @@ struct SweepSummary {
   int interrupted = 0;  ///< stopped by Ctrl-C / SIGTERM; run again by the next `sweep run`
   int not_started = 0;  ///< still pending when the sweep was stopped
   int retries = 0;      ///< extra attempts made
+  /// The run ids of `completed` and of `skipped`, in the order they were counted: a search
+  /// that runs several stages counts each run once (a halving trial trains a rung a stage).
+  std::vector<std::string> completed_runs, skipped_runs;
   int stop_signal = 0;  ///< the signal that stopped the sweep, or 0
   /// Why the sweep stopped short of trying every run without a signal (sbatch refused an
   /// array: Slurm's message), or "".

@@ -84,7 +84,20 @@ SweepSummary run_halving_search(const SweepSpec& spec, const std::vector<GridPoi
       alive[b].push_back(size_t(j)), bracket_of[size_t(j)] = b;
   const int64_t stages = brackets.empty() ? 0 : brackets.front().s + 1;  // bracket 0 has the most rungs
 
+  // Each stage runs every point; a trial that climbs trains once a stage. The summary counts
+  // each run once: completed if some stage trained it now, already done if the first stage
+  // found its rung done and none trained it since.
   SweepSummary total;
+  std::set<std::string> trained, found_done;
+  const auto counted = [&]() -> SweepSummary {
+    total.completed = int(trained.size());
+    total.completed_runs.assign(trained.begin(), trained.end());
+    total.skipped_runs.clear();
+    for (const auto& id : found_done)
+      if (!trained.count(id)) total.skipped_runs.push_back(id);
+    total.skipped = int(total.skipped_runs.size());
+    return total;
+  };
   for (int64_t t = 0; t < stages; ++t) {
     for (size_t b = 0; b < brackets.size(); ++b)
       if (t <= brackets[b].s)
@@ -97,13 +110,13 @@ SweepSummary run_halving_search(const SweepSpec& spec, const std::vector<GridPoi
     }
     write_file_atomically(out_dir + "/search.log", head + decisions + "stage " + std::to_string(t) + ": running\n");
     const SweepSummary r = run_rung(points, stop);
-    // Every stage sees every run: those at their rung already are skipped, so only the
-    // rungs trained now count as completed; "already done" is what the first stage found.
-    if (t == 0) total.skipped = r.skipped;
-    total.completed += r.completed, total.retries += r.retries;
+    // Every stage sees every run: those at their rung already are skipped.
+    trained.insert(r.completed_runs.begin(), r.completed_runs.end());
+    if (t == 0) found_done.insert(r.skipped_runs.begin(), r.skipped_runs.end());
+    total.retries += r.retries;
     total.failed = r.failed, total.interrupted = r.interrupted, total.not_started = r.not_started;
     total.stop_signal = r.stop_signal, total.report_path = r.report_path;
-    if (r.stop_signal) return total;  // what ran is on disk; the next `sweep run` replays to here
+    if (r.stop_signal) return counted();  // what ran is on disk; the next `sweep run` replays to here
 
     // A rung is ranked only on the results of all its trials. A run that failed for good
     // (after the retries the grid allows) is no result: ranking it as the worst would
@@ -132,7 +145,7 @@ SweepSummary run_halving_search(const SweepSpec& spec, const std::vector<GridPoi
                    "retries them and goes on\n",
                    static_cast<long long>(t), missing_runs);
       total.failed = std::max(total.failed, missing_runs);
-      return total;
+      return counted();
     }
 
     for (size_t b = 0; b < brackets.size(); ++b) {
@@ -171,7 +184,7 @@ SweepSummary run_halving_search(const SweepSpec& spec, const std::vector<GridPoi
     }
   }
   write_file_atomically(out_dir + "/search.log", head + decisions + "done\n");
-  return total;
+  return counted();
 }
 
 }  // namespace sweep

@@ -40,7 +40,8 @@ using RunRung = std::function<SweepSummary(const std::vector<GridPoint>&, const 
 /// Runs the search stage by stage (stage t runs rung t of every bracket that has one) and
 /// writes <out>/search.log after each stage. Stops early when a stage was stopped by a
 /// signal, and before ranking a stage in which a run failed for good (search.log and
-/// stderr name it; the summary counts it failed).
+/// stderr name it; the summary counts it failed). The summary counts runs, each once, not
+/// the rungs they trained: 4 trials of one seed that train 7 rungs are 4 completed.
 SweepSummary run_halving_search(const SweepSpec& spec, const std::vector<GridPoint>& points, const std::string& out_dir,
                                 const RunRung& run_rung);
 

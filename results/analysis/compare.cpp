@@ -256,6 +256,82 @@ std::string isa_change_line(const Record& a, const Record& b, const RecordCompar
          "(docs/design.md, Instruction sets)";
 }
 
+std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at < s.size();) {
+    const size_t end = std::min(s.find('\n', at), s.size());
+    out.push_back(s.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
+// A line as shown: without its indent, unless the indent is what differs.
+std::string shown_line(const std::string& line, const std::string& other) {
+  const auto trim = [](const std::string& l) { return l.substr(std::min(l.find_first_not_of(" \t"), l.size())); };
+  return trim(line) == trim(other) ? "'" + line + "'" : trim(line);
+}
+
+// A value of several lines that differs (a program's key table, `program.keys`, where one
+// key's help string changed): its lines that differ, each once, from a longest common
+// subsequence of lines; the lines of a change paired A -> B.
+std::vector<std::string> changed_lines(const std::string& what, const std::string& a, const std::string& b) {
+  const std::vector<std::string> la = lines_of(a), lb = lines_of(b);
+  const size_t na = la.size(), nb = lb.size();
+  // The common prefix and suffix first: one changed line costs nothing more.
+  size_t head = 0, tail = 0;
+  while (head < na && head < nb && la[head] == lb[head]) ++head;
+  while (tail < na - head && tail < nb - head && la[na - 1 - tail] == lb[nb - 1 - tail]) ++tail;
+  const size_t ma = na - head - tail, mb = nb - head - tail;
+  // keep[i][j]: the longest common subsequence of the middles' lines from i and j on
+  // (none past 2,000 x 2,000 lines: the whole middle is the change).
+  std::vector<std::vector<uint32_t>> keep;
+  if (ma * mb <= 4000000) {
+    keep.assign(ma + 1, std::vector<uint32_t>(mb + 1, 0));
+    for (size_t i = ma; i-- > 0;)
+      for (size_t j = mb; j-- > 0;)
+        keep[i][j] = la[head + i] == lb[head + j] ? keep[i + 1][j + 1] + 1 : std::max(keep[i + 1][j], keep[i][j + 1]);
+  }
+  std::vector<std::string> out;
+  std::vector<size_t> gone, added;  // a run of changed lines, by index
+  const auto flush = [&] {
+    for (size_t k = 0; k < gone.size() || k < added.size(); ++k) {
+      if (k < gone.size() && k < added.size()) {
+        const std::string& x = la[gone[k]];
+        const std::string& y = lb[added[k]];
+        out.push_back("  line " + std::to_string(gone[k] + 1) +
+                      (gone[k] == added[k] ? "" : " (" + std::to_string(added[k] + 1) + " in B)") + ": " +
+                      shown_line(x, y) + " -> " + shown_line(y, x));
+      } else if (k < gone.size()) {
+        out.push_back("  line " + std::to_string(gone[k] + 1) + " only in A: " + la[gone[k]]);
+      } else {
+        out.push_back("  line " + std::to_string(added[k] + 1) + " only in B: " + lb[added[k]]);
+      }
+    }
+    gone.clear(), added.clear();
+  };
+  for (size_t i = 0, j = 0; i < ma || j < mb;) {
+    if (!keep.empty() && i < ma && j < mb && la[head + i] == lb[head + j]) {
+      flush();
+      ++i, ++j;
+    } else if (j == mb || (i < ma && (keep.empty() || keep[i + 1][j] >= keep[i][j + 1]))) {
+      gone.push_back(head + i++);
+    } else {
+      added.push_back(head + j++);
+    }
+  }
+  flush();
+  if (out.empty()) return {what + ": the same lines, one value ending in a newline and the other not"};
+  const std::string n = std::to_string(out.size()) + (out.size() == 1 ? " line" : " lines");
+  out.insert(out.begin(),
+             what + ": " +
+                 (na == nb ? n + " of its " + std::to_string(na) + (out.size() == 1 ? " differs" : " differ")
+                           : n + (out.size() == 1 ? " differs" : " differ") + " (A has " + std::to_string(na) + ", B " +
+                                 std::to_string(nb) + ")") +
+                 ", A -> B:");
+  return out;
+}
+
 }  // namespace
 
 int64_t RecordComparison::divergent_step() const {
@@ -379,8 +455,16 @@ std::vector<std::string> detail_lines(const RecordComparison& c) {
   auto show = [](const std::string& v) { return v.empty() ? std::string("(unset)") : v; };
   if (!c.data_change.empty()) out.push_back(c.data_change);
   if (!c.isa_change.empty()) out.push_back(c.isa_change);
-  for (const auto& d : c.config) out.push_back("config " + d.key + ": " + show(d.a) + " -> " + show(d.b));
-  for (const auto& d : c.environment) out.push_back("environment " + d.key + ": " + show(d.a) + " -> " + show(d.b));
+  // A value of several lines on both sides (a key table) by the lines that differ, not twice whole.
+  const auto differs = [&](const std::string& what, const ValueDiff& d) {
+    if (d.a.empty() || d.b.empty() || (d.a.find('\n') == std::string::npos && d.b.find('\n') == std::string::npos)) {
+      out.push_back(what + " " + d.key + ": " + show(d.a) + " -> " + show(d.b));
+      return;
+    }
+    for (std::string& l : changed_lines(what + " " + d.key, d.a, d.b)) out.push_back(std::move(l));
+  };
+  for (const auto& d : c.config) differs("config", d);
+  for (const auto& d : c.environment) differs("environment", d);
   if (c.environment.empty()) out.push_back("environment: identical");
   return out;
 }

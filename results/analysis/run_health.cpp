@@ -482,6 +482,17 @@ StragglerJudgement judge_stragglers(const std::vector<std::vector<double>>& comp
   return out;
 }
 
+std::vector<int> straggler_ranks(const Record& r) {
+  std::vector<int> out;
+  for (const std::string& rank : split(summary_value(r, "stragglers"), ',')) {
+    char* end = nullptr;
+    const long i = std::strtol(rank.c_str(), &end, 10);
+    if (end != rank.c_str() && *end == '\0' && i >= 0 && i <= INT32_MAX) out.push_back(int(i));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::vector<double> summary_numbers(const Record& r, const std::string& key) {
   std::vector<double> out;
   for (const std::string& v : split(summary_value(r, key), ',')) {

@@ -127,6 +127,11 @@ struct StragglerJudgement {
 };
 StragglerJudgement judge_stragglers(const std::vector<std::vector<double>>& compute, double ratio = kStragglerRatio);
 
+/// The ranks the straggler flag names (the trainer's judgement, summary `stragglers`),
+/// ascending; empty when it named none. A rank's step-time figure is flagged only when
+/// this names it, whatever its ratio.
+std::vector<int> straggler_ranks(const Record& r);
+
 /// A summary attribute of comma-separated numbers, one per rank (`rank_runqueue_share`,
 /// `rank_compute_ratio`), read back; empty when the record lacks it or any does not read.
 std::vector<double> summary_numbers(const Record& r, const std::string& key);

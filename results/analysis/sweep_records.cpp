@@ -19,7 +19,7 @@
 #include "parallel_for.h"  // cached records decoded, and chunks freed, on every core
 #include "record_cache.h"  // RecordCache: records read before, not read again
 #include "run_files.h"  // RunLock::holder (is a running record still being written), rank_log_path, accepted_record_digest
-#include "text.h"       // printable
+#include "text.h"       // printable, valid_utf8
 
 namespace sweep {
 namespace {
@@ -243,6 +243,17 @@ Record read_run_record_or_partial(const std::string& path, std::string* unfinish
   const FailedRun f = describe_unfinished(fs::path(record).parent_path(), "");
   *unfinished = "no completed record: the run is " + f.status + (f.cause.empty() ? "" : " (" + f.cause + ")");
   return r;
+}
+
+std::string sweep_name(const std::vector<Record>& runs) {
+  std::map<std::string, size_t> named;  // ordered: of names as common, the first
+  for (const Record& r : runs)
+    if (!r.sweep_id.empty() && valid_utf8(r.sweep_id)) ++named[r.sweep_id];
+  std::string best;
+  size_t most = 0;
+  for (const auto& [name, n] : named)
+    if (n > most) best = name, most = n;
+  return best;
 }
 
 std::vector<std::pair<std::string, std::string>> read_points_file(const std::string& dir) {

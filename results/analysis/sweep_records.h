@@ -78,6 +78,11 @@ struct SweepRecords {
   std::vector<std::string> pending;
 };
 
+/// The sweep's own name (the grid's `name`, which the driver gives each run and its record
+/// keeps as sweep_id): the one most of `runs` name, the first in order among as many; ""
+/// when none names one. A report made by hand is titled with it, not with the directory's name.
+std::string sweep_name(const std::vector<Record>& runs);
+
 /// The first line of `<dir>/points.tsv`, the driver's list of the points of the last grid
 /// it ran here: one line per point, "<run id>\t<k=v k=v>".
 inline constexpr const char* kPointsFileHead = "sweep-points 1";

@@ -101,6 +101,20 @@ Limits robust_limits(const std::vector<std::vector<double>>& curves) {
   return out;
 }
 
+Limits log_limits(const std::vector<std::vector<double>>& curves) {
+  double lo = INFINITY, hi = -INFINITY;
+  for (const auto& c : curves)
+    for (double v : c)
+      if (std::isfinite(v) && v > 0) lo = std::min(lo, v), hi = std::max(hi, v);
+  if (!(lo <= hi)) return robust_limits(curves);
+  const double bottom = std::floor(std::log10(lo)), top = std::max(std::ceil(std::log10(hi)), bottom + 1);
+  const double pad = 0.05 * (top - bottom);
+  Limits out;
+  out.log = true;
+  out.lo = std::pow(10.0, bottom - pad), out.hi = std::pow(10.0, top + pad);
+  return out;
+}
+
 std::string tick_label(double v, double step) {
   char buf[64];
   if (v == 0) return "0";

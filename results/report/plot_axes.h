@@ -33,6 +33,13 @@ struct Limits {
 /// narrower than a billionth of its values is one flat line, padded by 10% of its value.
 Limits robust_limits(const std::vector<std::vector<double>>& curves);
 
+/// Limits of a log axis for a figure that spans decades by design (a loss scale: 1 where
+/// nothing scales, 65536 where fp16 does): every finite positive value sets them, none is
+/// an outlier. From the power of ten at or below the smallest to the one at or above the
+/// largest (a decade at least, so the axis has two ticks), padded by 5% of that span, so
+/// that no curve lies on an edge. Without a positive value, robust_limits(curves).
+Limits log_limits(const std::vector<std::vector<double>>& curves);
+
 /// The tick label of v on an axis whose ticks are `step` apart: as few decimals as the
 /// step needs, thousands separated by commas ("9,251", "0.02", "1e-05").
 std::string tick_label(double v, double step);

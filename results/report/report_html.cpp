@@ -14,7 +14,7 @@
 #include "report_format.h"
 #include "report_html_parts.h"  // td, the search section
 #include "report_plots.h"       // line charts, parallel coordinates, scatter
-#include "run_health.h"         // spike_decisions
+#include "run_health.h"         // spike_decisions, straggler_ranks
 
 namespace sweep {
 namespace {
@@ -64,7 +64,26 @@ constexpr const char* kStyle =
     "p.note{color:#b00;margin:.2em 0}\n"
     ".panels{display:flex;flex-wrap:wrap;gap:0 16px}\n.panels svg{margin:.5em 0}\n"
     "td.base{color:#999}\nth.obj,td.obj{position:sticky;left:0;z-index:1}\ntd.obj{background:#fff}\n"
-    "th.key{min-width:3em}\n";
+    "th.key{min-width:3em}\n"
+    // The results table is read across: set tight enough that seven-tricks' 18 columns fit a
+    // 1400 px window; a wider one scrolls in its box with the objective held at the left.
+    "table.results{font-size:14px}\ntable.results th,table.results td{padding:3px 5px}\n"
+    "table.results td.num:not(.obj){white-space:nowrap}\n"
+    // A table of runs is one line a run: notes and flag sentences open from their summary,
+    // and the run id stays at the left while the table scrolls.
+    "table.runs td{white-space:nowrap}\n"
+    "table.runs td:first-child,table.runs th:first-child{position:sticky;left:0;z-index:1}\n"
+    "table.runs td:first-child{background:#fff}\n"
+    "details.more{display:inline-block;vertical-align:top;margin-left:.4em}\n"
+    "details.more>summary{color:#555;cursor:pointer}\n"
+    "details.more[open]{display:block;margin:0;white-space:normal;max-width:40em}\n";
+
+// A key's name as a column heading: a long one may break after an underscore or a dot.
+std::string breakable(std::string escaped) {
+  for (size_t at = 0; (at = escaped.find_first_of("_.", at)) != std::string::npos; at += 6)
+    escaped.insert(at + 1, "<wbr>");
+  return escaped;
+}
 
 // A config value as a cell: "unset" and "" are shown as such, not as a blank.
 std::string value_cell(const std::string& v) {
@@ -126,12 +145,13 @@ bool recorded(const SweepRecords& sweep, double StepMetrics::*field) {
 // each panel is titled with a heading of `level` when there are several.
 std::string panel_charts(const SweepRecords& sweep, const ReportModel& m, const std::string& y_label,
                          const std::function<Curve(size_t)>& curve_of, const std::vector<report_plot::RefLine>& lines,
-                         const char* level) {
+                         const char* level, bool log_y = false) {
   std::vector<report_plot::LineChart> charts;
   charts.reserve(m.charts.size());
   for (const auto& c : m.charts) {
     charts.push_back(group_chart(sweep, m, c, y_label, curve_of));
     charts.back().lines = lines;
+    charts.back().log_y = log_y;
   }
   std::vector<const report_plot::LineChart*> panels;
   panels.reserve(charts.size());
@@ -148,9 +168,10 @@ std::string panel_charts(const SweepRecords& sweep, const ReportModel& m, const 
 
 // A per-step diagnostic: each group's mean with its band, panel by panel.
 std::string diagnostic_charts(const SweepRecords& sweep, const ReportModel& m, double StepMetrics::*field,
-                              const std::string& y_label, const std::vector<report_plot::RefLine>& lines = {}) {
+                              const std::string& y_label, const std::vector<report_plot::RefLine>& lines, bool log_y) {
   return panel_charts(
-      sweep, m, y_label, [&](size_t g) { return group_curve(sweep.runs, m.groups[g].runs, field); }, lines, "h4");
+      sweep, m, y_label, [&](size_t g) { return group_curve(sweep.runs, m.groups[g].runs, field); }, lines, "h4",
+      log_y);
 }
 
 std::string summary(const SweepRecords& sweep, const ReportModel& m) {
@@ -186,15 +207,14 @@ std::string groups_table(const SweepRecords& sweep, const ReportModel& m) {
   });
   std::string t = "<h2>Results</h2>\n<table class=\"results\">\n<thead><tr><th class=\"obj\">" +
                   html_escape(objective_title(m)) + " (mean &#177; std over seeds)</th>";
-  for (size_t k = 0; k < m.columns.size(); ++k) {
-    std::string name = html_escape(m.short_columns[k]);  // a long name breaks after an underscore or a dot
-    for (size_t at = 0; (at = name.find_first_of("_.", at)) != std::string::npos; at += 6) name.insert(at + 1, "<wbr>");
-    t += "<th class=\"key\" title=\"" + html_escape(m.columns[k]) + "\">" + name + "</th>";
-  }
+  for (size_t k = 0; k < m.columns.size(); ++k)
+    t += "<th class=\"key\" title=\"" + html_escape(m.columns[k]) + "\">" + breakable(html_escape(m.short_columns[k])) +
+         "</th>";
   t += "<th>runs</th><th>health</th><th>best loss</th>" + std::string(evaluated ? "<th>best eval loss</th>" : "") +
        "<th>tokens/s (median)</th>" + (measured ? "<th>memory per rank</th>" : "") +
        (eventful ? "<th>status</th>" : "");
-  if (m.classes_matter) t += "<th>reproducibility class</th>";
+  // "reproducibility" may break after "repro", so that the word does not set the column's width.
+  if (m.classes_matter) t += "<th title=\"reproducibility class\">repro&shy;ducibility class</th>";
   t += "</tr></thead>\n<tbody>\n";
   for (size_t gi = 0; gi < m.groups.size(); ++gi) {
     const RunGroup& g = m.groups[gi];
@@ -395,6 +415,20 @@ std::string shown_runs_note(const ReportModel& m) {
          "--format csv</code>) list every run.</p>\n";
 }
 
+// The slowest rank and its ratio, red only where the straggler flag names that rank: the
+// flag's rule (the trainer's ratio and excess thresholds) is the one rule, and a ratio
+// the flag let pass is not painted by another. Measured on shared cores: said, not red.
+std::string slowest_rank_cell(const Record& r, const ReportRun& f) {
+  if (f.slowest_rank < 0) return td("-");
+  const std::vector<int> named = straggler_ranks(r);
+  const bool flagged =
+      std::any_of(f.health.begin(), f.health.end(), [](const HealthFlag& h) { return h.name == kFlagStraggler; }) &&
+      std::binary_search(named.begin(), named.end(), f.slowest_rank);
+  return td("rank " + std::to_string(f.slowest_rank) + " (" + g6(f.slowest_rank_ratio) + "x" +
+                (f.shared_cores() ? ", shared cores" : "") + ")",
+            flagged ? "flag" : nullptr);
+}
+
 std::string diagnostics_section(const SweepRecords& sweep, const ReportModel& m) {
   std::string h =
       "<h2>Diagnostics</h2>\n<p>Mean over each group's seeds, with the band of their smallest to "
@@ -408,21 +442,24 @@ std::string diagnostics_section(const SweepRecords& sweep, const ReportModel& m)
     if (*end == '\0' && x > 0 && seen.insert(v).second) clips.push_back({x, "clip_norm " + v});
   }
   auto panel = [&](const std::string& title, double StepMetrics::*field, const std::string& y_label,
-                   const std::vector<report_plot::RefLine>& lines) {
-    h += "<h3>" + title + "</h3>\n" +
-         (recorded(sweep, field) ? diagnostic_charts(sweep, m, field, y_label, lines) : "<p>Not recorded.</p>\n");
+                   const std::vector<report_plot::RefLine>& lines, bool log_y = false) {
+    h +=
+        "<h3>" + title + "</h3>\n" +
+        (recorded(sweep, field) ? diagnostic_charts(sweep, m, field, y_label, lines, log_y) : "<p>Not recorded.</p>\n");
   };
   panel("Gradient norm (before clipping)", &StepMetrics::grad_norm, "gradient norm", clips);
   panel("Learning rate", &StepMetrics::lr, "learning rate", {});
   const bool scaled = std::any_of(sweep.runs.begin(), sweep.runs.end(), [](const Record& r) {
     return std::any_of(r.steps.begin(), r.steps.end(), [](const StepMetrics& s) { return s.loss_scale != 1; });
   });
-  if (scaled) panel("Loss scale (fp16)", &StepMetrics::loss_scale, "loss scale", {});
+  // On a log axis: fp16's scale (65536 and its halvings) and the 1 of every other run are
+  // decades apart, and each is a curve to see, not an outlier to clip.
+  if (scaled) panel("Loss scale (fp16)", &StepMetrics::loss_scale, "loss scale", {}, /*log_y=*/true);
   panel("Throughput", &StepMetrics::tokens_per_s, "tokens/s", {});
   h += straggler_chart(sweep, m);
 
   h += shown_runs_note(m) +
-       "<table>\n<thead><tr><th>run</th><th>clip_norm</th><th>steps clipped</th><th>steps skipped</th>"
+       "<table class=\"runs\">\n<thead><tr><th>run</th><th>clip_norm</th><th>steps clipped</th><th>steps skipped</th>"
        "<th>slowest rank (median step time over the ranks' median)</th><th>ZeRO stage</th><th>ranks</th>"
        "<th>memory per rank (params + grads + optimizer)</th><th>step peak per rank</th></tr></thead>\n<tbody>\n";
   for (size_t i : m.html_runs) {
@@ -435,11 +472,8 @@ std::string diagnostics_section(const SweepRecords& sweep, const ReportModel& m)
       held += (held.empty() ? "" : ", ") + mib(b);
     }
     for (int64_t b : r.memory.step_peak) peak += (peak.empty() ? "" : ", ") + mib(b);
-    const std::string slow =
-        f.slowest_rank < 0 ? "-" : "rank " + std::to_string(f.slowest_rank) + " (" + g6(f.slowest_rank_ratio) + "x)";
     h += "<tr>" + td(html_escape(r.run_id), "id") + value_cell(report_value(r, "train.clip_norm")) +
-         td(percent(f.clipped_share), "num") + td(std::to_string(f.skipped_steps), "num") +
-         td(html_escape(slow), f.slowest_rank_ratio >= 1.25 ? "flag" : nullptr) +
+         td(percent(f.clipped_share), "num") + td(std::to_string(f.skipped_steps), "num") + slowest_rank_cell(r, f) +
          value_cell(report_value(r, "dist.zero_stage")) + td(std::to_string(r.world_size), "num") +
          td(held.empty() ? "-" : held, "num") + td(peak.empty() ? "-" : peak, "num") + "</tr>\n";
   }
@@ -588,30 +622,43 @@ std::string determinism_section(const SweepRecords& sweep, const ReportModel& m)
   return h + "</tbody>\n</table>\n";
 }
 
+// Notes of a cell that would make its row taller than its neighbours: behind a summary
+// ("2 notes", a flag's name) that opens them in place. "" for none.
+std::string more(const std::string& summary, const std::string& escaped_notes) {
+  return escaped_notes.empty()
+             ? ""
+             : "<details class=\"more\"><summary>" + summary + "</summary>" + escaped_notes + "</details>";
+}
+
 std::string runs_table(const SweepRecords& sweep, const ReportModel& m) {
-  std::string t = "<h2>Runs</h2>\n" + shown_runs_note(m) + "<table>\n<thead><tr><th>run</th><th>status</th>";
-  for (const auto& k : m.varying) t += "<th>" + html_escape(k) + "</th>";
+  std::string t =
+      "<h2>Runs</h2>\n" + shown_runs_note(m) + "<table class=\"runs\">\n<thead><tr><th>run</th><th>status</th>";
+  for (const auto& k : m.varying) t += "<th>" + breakable(html_escape(k)) + "</th>";
   t += "<th>steps</th><th>final loss</th><th>train loss (last " + std::to_string(kLossWindow) +
        ")</th><th>final eval loss</th><th>best eval loss (step)</th><th>tokens/s "
        "(median)</th><th>health</th><th>params checksum</th>" +
        std::string(m.classes_matter ? "<th>class</th>" : "") + "</tr></thead>\n<tbody>\n";
   for (size_t i : m.html_runs) {
     const Record& r = sweep.runs[i];
-    t +=
-        "<tr>" + td(html_escape(r.run_id), "id") + "<td>" + html_escape(r.status + (r.verified ? "" : " (unverified)"));
-    if (!r.failure.empty()) t += "<div class=\"failure\">" + html_escape(r.failure) + "</div>";
+    std::string notes;
+    size_t n_notes = 0;
+    if (!r.failure.empty()) notes += "<div class=\"failure\">" + html_escape(r.failure) + "</div>", ++n_notes;
     if (!r.lineage.kind.empty())  // sweep resume / sweep fork: the run it continues
-      t += "<div class=\"lineage\">" + html_escape(r.lineage.kind) + " from " + html_escape(r.lineage.parent_run_id) +
-           " at step " + std::to_string(r.lineage.parent_step) + "</div>";
+      notes += "<div class=\"lineage\">" + html_escape(r.lineage.kind) + " from " +
+               html_escape(r.lineage.parent_run_id) + " at step " + std::to_string(r.lineage.parent_step) + "</div>",
+          ++n_notes;
     for (const std::string& d : spike_decisions(r))  // train.spike_policy: skipped or rewound
-      t += "<div class=\"lineage\">spike policy: " + html_escape(d) + "</div>";
-    t += "</td>";
+      notes += "<div class=\"lineage\">spike policy: " + html_escape(d) + "</div>", ++n_notes;
+    t += "<tr>" + td(html_escape(r.run_id), "id") +
+         td(html_escape(r.status + (r.verified ? "" : " (unverified)")) + more(plural(n_notes, "note"), notes));
     for (const auto& k : m.varying) t += value_cell(report_value(r, k));
     const ReportRun& f = m.runs[i];
     std::string health = f.health.empty() ? "<span class=\"ok\">ok</span>" : "";
-    for (const auto& h : f.health)
-      health += "<div><span class=\"flag\">" + html_escape(h.name) + "</span> <span class=\"failure\">" +
-                html_escape(h.detail) + "</span></div>";
+    for (const auto& h : f.health) {
+      const std::string name = "<span class=\"flag\">" + html_escape(h.name) + "</span>";
+      health +=
+          h.detail.empty() ? name + " " : more(name, "<span class=\"failure\">" + html_escape(h.detail) + "</span>");
+    }
     t += td(std::to_string(r.steps.size()), "num") + td(g6(f.final_loss), "num") + td(g6(f.train_loss_end), "num") +
          td(g6(f.final_eval_loss), "num") +
          td(f.best_eval_step < 0 ? "-" : g6(f.best_eval_loss) + " (" + std::to_string(f.best_eval_step) + ")", "num") +

@@ -206,10 +206,11 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
     s += "\n## Diagnostics\n\n" + md_header({"run", "steps clipped", "steps skipped", "slowest rank", "ZeRO stage"});
     for (size_t i = 0; i < m.runs.size(); ++i) {
       const ReportRun& f = m.runs[i];
-      s += md_row(
-          {md(sweep.runs[i].run_id), percent(f.clipped_share), std::to_string(f.skipped_steps),
-           f.slowest_rank < 0 ? "-" : "rank " + std::to_string(f.slowest_rank) + " (" + g6(f.slowest_rank_ratio) + "x)",
-           md(report_value(sweep.runs[i], "dist.zero_stage"))});
+      s += md_row({md(sweep.runs[i].run_id), percent(f.clipped_share), std::to_string(f.skipped_steps),
+                   f.slowest_rank < 0 ? "-"
+                                      : "rank " + std::to_string(f.slowest_rank) + " (" + g6(f.slowest_rank_ratio) +
+                                            "x" + (f.shared_cores() ? ", shared cores" : "") + ")",
+                   md(report_value(sweep.runs[i], "dist.zero_stage"))});
     }
     if (!m.classes_matter) {
       s += "\n## Reproducibility\n\nEvery run has a checksum trajectory of its own and no runs differ only in "

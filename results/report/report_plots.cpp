@@ -206,7 +206,9 @@ std::string coord(double v) {
 Scale shared_scale(const std::vector<const LineChart*>& charts) {
   Scale sc;
   std::vector<std::vector<double>> bulk, all;
+  bool log_y = false;
   for (const LineChart* c : charts) {
+    log_y = log_y || c->log_y;
     for (const Series& s : c->series) {
       for (size_t k = 0; k < s.x.size() && k < s.y.size(); ++k)
         if (std::isfinite(s.x[k]) && std::isfinite(s.y[k]))
@@ -219,7 +221,7 @@ Scale shared_scale(const std::vector<const LineChart*>& charts) {
     }
     for (const RefLine& l : c->lines) bulk.push_back({l.y}), all.push_back({l.y});
   }
-  sc.y = plot::robust_limits(bulk.empty() ? all : bulk);
+  sc.y = log_y ? plot::log_limits(all) : plot::robust_limits(bulk.empty() ? all : bulk);
   return sc;
 }
 

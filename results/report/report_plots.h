@@ -40,6 +40,7 @@ struct LineChart {
   std::vector<Series> series;
   std::vector<RefLine> lines;
   bool end_labels = true;  ///< with two or more curves, name each at its end (right of the plot)
+  bool log_y = false;      ///< a log y axis over every point (plot::log_limits): a figure that spans decades
 };
 
 /// The scale some charts share (the --group-by panels, so that they compare).
@@ -50,7 +51,8 @@ struct Scale {
 };
 
 /// The scale of `charts` together: x over every finite point, y robust over the series
-/// that set the scale (their bands included) and the reference lines.
+/// that set the scale (their bands included) and the reference lines; or, when a chart
+/// asks for a log y axis, y over every point of every series on one.
 Scale shared_scale(const std::vector<const LineChart*>& charts);
 
 /// Past this many characters a curve's end label is its number in the legend ("3").

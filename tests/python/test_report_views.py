@@ -313,13 +313,14 @@ PROBE = r"""<script>
 """
 
 
-def probe(html_path, work):
-    """The probe's measurements of the report at html_path in a WIDTH px window."""
+def probe(html_path, work, script=None):
+    """The measurements of a probe script (PROBE unless given) on the report at html_path in
+    a WIDTH px window: the JSON it leaves in <pre id="probe">."""
     with open(html_path, encoding="utf-8") as f:
         html = f.read()
     path = os.path.join(work, "probe.html")
     with open(path, "w", encoding="utf-8") as f:
-        f.write(html.replace("</body>", PROBE + "</body>"))
+        f.write(html.replace("</body>", (script or PROBE) + "</body>"))
     r = chromium(work, "--window-size=%d,1000" % WIDTH, "--virtual-time-budget=10000", "--dump-dom",
                  "file://" + path)
     start = r.stdout.find('<pre id="probe">')

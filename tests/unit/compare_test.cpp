@@ -270,6 +270,45 @@ TEST(CompareRecords, ListsConfigAndEnvironmentDifferences) {
   EXPECT_EQ(d.find("environment: identical"), std::string::npos) << d;
 }
 
+// A program's key table (program.keys, the --describe-models YAML) whose one help string
+// changed: that line, once, A -> B; not the whole table twice.
+TEST(CompareRecords, AValueOfManyLinesIsShownByTheLinesThatDiffer) {
+  const std::string keys =
+      "offers: [linreg]\nmodels:\n  - kind: linreg\n    help: \"\"\n    keys:\n      - name: features\n"
+      "        type: int\n        help: \"input features\"\n      - name: noise\n        type: real\n"
+      "        help: \"label noise\"\n";
+  Record a = make_record(2), b = make_record(2);
+  a.environment["program.keys"] = keys;
+  b.environment["program.keys"] = keys;
+  const size_t at = keys.find("input features");
+  b.environment["program.keys"].replace(at, 14, "features of the input");
+  std::string d = joined(detail_lines(compare_records(a, b)));
+  EXPECT_CONTAINS(d,
+                  "environment program.keys: 1 line of its 11 differs, A -> B:\n"
+                  "  line 8: help: \"input features\" -> help: \"features of the input\"\n");
+  EXPECT_EQ(d.find("name: noise"), std::string::npos) << d;  // no line that is the same on both sides
+  EXPECT_EQ(d.find("offers"), std::string::npos) << d;
+  // A key added and another removed: each line once, where it is.
+  std::string more = keys;
+  more.insert(more.find("      - name: noise"), "      - name: bias\n        type: real\n");
+  more.replace(more.find("        help: \"label noise\"\n"), 28, "");
+  b.environment["program.keys"] = more;
+  d = joined(detail_lines(compare_records(a, b)));
+  EXPECT_CONTAINS(d,
+                  "environment program.keys: 3 lines differ (A has 11, B 12), A -> B:\n"
+                  "  line 9 only in B:       - name: bias\n"
+                  "  line 10 only in B:         type: real\n"
+                  "  line 11 only in A:         help: \"label noise\"\n");
+  EXPECT_EQ(d.find("input features"), std::string::npos) << d;
+  // Only the indent differs: the lines are shown whole, quoted, so the difference shows.
+  b.environment["program.keys"] = keys;
+  b.environment["program.keys"].replace(keys.find("    help: \"\""), 4, "  ");
+  EXPECT_CONTAINS(joined(detail_lines(compare_records(a, b))), "  line 4: '    help: \"\"' -> '  help: \"\"'\n");
+  // A value that one side lacks is shown as it was.
+  b.environment.erase("program.keys");
+  EXPECT_CONTAINS(joined(detail_lines(compare_records(a, b))), "environment program.keys: " + keys + " -> (unset)\n");
+}
+
 TEST(CompareRecords, BitsThatDifferAcrossInstructionSetsSaySo) {
   Record a = make_record(3), b = make_record(3);
   a.environment["cpu.isa"] = "avx512_bf16", b.environment["cpu.isa"] = "avx2";

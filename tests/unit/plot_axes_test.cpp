@@ -77,6 +77,31 @@ TEST(RobustLimits, BulkSpanningDecadesIsLogAndFlatLineGetsABand) {
   EXPECT_LT(none.lo, none.hi);
 }
 
+// A loss scale: 1 for every run without fp16, 65536 and its halvings for fp16. The robust
+// limits call fp16 an outlier and clip it (one flat line at 1, padded 0.9..1.1); a log
+// axis over every value holds both, off the edges, with a tick per decade.
+TEST(LogLimits, EveryPositiveValueIsInsideAndOffTheEdges) {
+  const std::vector<std::vector<double>> scale = {{1, 1, 1}, {1, 1}, {1, 1, 1}, {65536, 32768, 65536}};
+  EXPECT_FALSE(robust_limits(scale).hi >= 65536);
+  const Limits l = log_limits(scale);
+  EXPECT_TRUE(l.log);
+  EXPECT_LT(l.lo, 1);
+  EXPECT_GT(l.hi, 65536);
+  EXPECT_NEAR(std::log10(l.lo), -0.25, 1e-12);  // decades 1..1e5, padded by 5% of 5
+  EXPECT_NEAR(std::log10(l.hi), 5.25, 1e-12);
+  expect_near_all(log_ticks(l.lo, l.hi), {1, 10, 100, 1000, 10000, 100000});
+  // One value: a decade around it, so the axis still has two ticks.
+  const Limits one = log_limits({{65536, 65536}});
+  EXPECT_LT(one.lo, 65536);
+  EXPECT_GT(one.hi, 65536);
+  EXPECT_EQ(log_ticks(one.lo, one.hi).size(), 2u);
+  // Non-positive and non-finite values set nothing; none at all: the robust limits.
+  const Limits some = log_limits({{0, -1, NAN, 2, 300}});
+  EXPECT_NEAR(std::log10(some.lo), -0.15, 1e-12);
+  EXPECT_NEAR(std::log10(some.hi), 3.15, 1e-12);
+  EXPECT_FALSE(log_limits({{0, -2}}).log);
+}
+
 TEST(TickLabel, UsesTheStepsDecimalsAndThousandsSeparators) {
   EXPECT_EQ(tick_label(0.04, 0.02), "0.04");
   EXPECT_EQ(tick_label(2.5, 0.5), "2.5");

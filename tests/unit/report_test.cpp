@@ -1118,6 +1118,70 @@ TEST(BuildReport, ParetoFrontAndRunDiagnostics) {
   EXPECT_EQ(build_report("t", s).runs[0].slowest_rank, 2);
 }
 
+// The slowest rank of a multi-rank run is red by the straggler flag's rule alone (the
+// trainer's ratio and excess over its peers, dist.straggler_ratio): a ratio the flag let
+// pass is plain, however large, and one it named is red, however small. A run measured on
+// shared cores says so beside the figure, in neither colour.
+TEST(RenderHtml, ASlowRankIsRedOnlyWhereTheStragglerFlagNamesIt) {
+  SweepRecords s;
+  s.runs.push_back(make_record("pair", {{"train.lr", "0.1"}}, {2.0, 1.5}));
+  s.runs.push_back(make_record("other", {{"train.lr", "0.2"}}, {2.0, 1.6}));
+  Record& r = s.runs[0];
+  r.world_size = 2;
+  r.summary["rank_compute_ratio"] = "1,1.31";
+  auto html = [&] { return render_html(s, build_report("t", s)); };
+  std::string h = html();
+  EXPECT_NE(h.find("<td>rank 1 (1.31x)</td>"), std::string::npos) << "no flag, no red";
+  EXPECT_EQ(h.find("<td class=\"flag\">rank 1"), std::string::npos);
+  r.summary["stragglers"] = "1";  // the trainer named rank 1: the straggler flag
+  h = html();
+  EXPECT_NE(h.find("<td class=\"flag\">rank 1 (1.31x)</td>"), std::string::npos);
+  // The flag's sentence opens from its name, so the runs table keeps one line a run.
+  EXPECT_NE(h.find("<details class=\"more\"><summary><span class=\"flag\">straggler</span></summary><span "
+                   "class=\"failure\">rank 1 computed more slowly"),
+            std::string::npos);
+  r.summary["rank_compute_ratio"] = "1,1.1";  // a run with a lower dist.straggler_ratio
+  EXPECT_NE(html().find("<td class=\"flag\">rank 1 (1.1x)</td>"), std::string::npos);
+  r.summary["stragglers"] = "0";  // a flag on another rank than the slowest does not paint it
+  EXPECT_NE(html().find("<td>rank 1 (1.1x)</td>"), std::string::npos);
+  r.summary.erase("stragglers");
+  r.summary["rank_compute_ratio"] = "1,1.31";
+  r.summary["rank_runqueue_share"] = "0.02,0.3";  // rank 1 waited for a CPU: marked, not red
+  h = html();
+  EXPECT_NE(h.find("<td>rank 1 (1.31x, shared cores)</td>"), std::string::npos) << h;
+  EXPECT_NE(render_markdown(s, build_report("t", s)).find("| rank 1 (1.31x, shared cores) |"), std::string::npos);
+}
+
+// The fp16 loss scale (65536 and its halvings) and every other run's 1 are decades apart:
+// on a log axis each run's curve lies inside the plot, none clipped, none on an edge.
+TEST(RenderHtml, TheLossScaleIsPlottedOnALogAxisThatHoldsEveryRun) {
+  SweepRecords s;
+  for (const char* p : {"fp32", "bf16", "fp16"}) {
+    s.runs.push_back(make_record(p, {{"train.precision", p}}, {2.0, 1.8, 1.7, 1.6}));
+    if (std::string(p) == "fp16")
+      for (size_t k = 0; k < s.runs.back().steps.size(); ++k)
+        s.runs.back().steps[k].loss_scale = k == 2 ? 32768 : 65536;
+  }
+  const std::string html = render_html(s, build_report("t", s));
+  const size_t at = html.find("<svg class=\"lines\"", html.find("<h3>Loss scale (fp16)</h3>"));
+  ASSERT_NE(at, std::string::npos);
+  const std::string svg = html.substr(at, html.find("</svg>", at) - at);
+  EXPECT_NE(svg.find("loss scale (log scale)"), std::string::npos) << svg;
+  EXPECT_EQ(svg.find("class=\"clipped\""), std::string::npos) << svg;
+  const std::vector<double> ticks = y_ticks(svg);
+  EXPECT_EQ(ticks, (std::vector<double>{1, 10, 100, 1000, 10000, 100000}));
+  // Each curve's points strictly between the axis's ends (y 20 top, 320 bottom).
+  for (size_t p = svg.find("<polyline stroke="); p != std::string::npos; p = svg.find("<polyline stroke=", p + 1)) {
+    const size_t from = svg.find("points=\"", p) + 8;
+    std::string pts = svg.substr(from, svg.find('"', from) - from);
+    for (size_t c = pts.find(','); c != std::string::npos; c = pts.find(',', c + 1)) {
+      const double y = std::strtod(pts.c_str() + c + 1, nullptr);
+      EXPECT_GT(y, 20.5) << pts;
+      EXPECT_LT(y, 319.5) << pts;
+    }
+  }
+}
+
 // Every plot of the report has labelled ticks on both axes, and every string a plot shows
 // (keys, values, labels, tooltips) is escaped.
 TEST(RenderHtml, EveryPlotHasTickLabelsOnBothAxesAndEscapesItsStrings) {
@@ -1617,7 +1681,7 @@ TEST(BuildReport, ClassesAndTheThroughputTradeOffOnlyWhereTheyMeanSomething) {
   EXPECT_EQ(m.throughput_varies_with,
             (std::vector<std::string>{"dist.reduction", "dist.world_size", "train.accum", "train.precision"}));
   html = render_html(s, m);
-  EXPECT_NE(html.find("<th>reproducibility class</th>"), std::string::npos);
+  EXPECT_NE(html.find("<th title=\"reproducibility class\">repro&shy;ducibility class</th>"), std::string::npos);
   EXPECT_NE(html.find("Reproducibility class: runs whose parameter checksums agree"), std::string::npos);
   EXPECT_NE(html.find("against throughput</h2>"), std::string::npos);
 }

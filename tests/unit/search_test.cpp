@@ -5,12 +5,20 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
 
+#include "fake_trainer.h"  // flag_value
 #include "grid.h"
-#include "halving_search.h"  // halving_trials, truncate_record
+#include "halving_search.h"  // halving_trials, truncate_record, run_halving_search
+#include "process.h"         // ProcessRunner
+#include "record.h"          // RecordWriter
+#include "run_config.h"      // load_run_config, run_id
+#include "sweep_run.h"       // run_sweep
+#include "temp_dir.h"        // TempDir
 #include "test_util.h"       // EXPECT_CONTAINS, thrown_message
 
 namespace sweep {
@@ -240,6 +248,77 @@ TEST(HalvingSearch, BadInputNamesItsLineAndKey) {
                   "halving's budget is train.steps, so it must be one value");
   EXPECT_CONTAINS(error_of("name: hs\nsearch:\n  kind: random\n  min_steps: 10\n"),
                   "x.yaml:4:14: key 'search.min_steps': only a halving search has one");
+}
+
+/// Stands in for a program that honours a search's stop (program.stop): trains to the
+/// run directory's stop_at, else to train.steps, and records "stopped" with no failure
+/// text, as python/sweep's finish() does. A larger lr lowers the loss faster.
+class RungProgram : public ProcessRunner {
+ public:
+  int calls = 0;
+  ExitStatus run(const std::vector<std::string>& argv, const std::string&) override {
+    ++calls;
+    const std::string out = sweep_test::flag_value(argv, "--out");
+    const RunConfig c = load_run_config(sweep_test::flag_value(argv, "--config"));
+    int64_t stop = 0;
+    std::ifstream(out + "/stop_at") >> stop;
+    RecordHeader h;
+    h.run_id = run_id(c);
+    h.sweep_id = sweep_test::flag_value(argv, "--sweep-id");
+    h.config_yaml = to_yaml(c);
+    h.config = to_flat(c);
+    RecordWriter w(out + "/record.h5", h);
+    for (int64_t step = 1; step <= (stop > 0 ? stop : c.train.steps); ++step) {
+      StepMetrics m;
+      m.step = step, m.loss = 3.0 - c.train.lr * double(step);
+      w.append_step(m);
+    }
+    w.finish(stop > 0 ? "stopped" : "completed", "");
+    ExitStatus st;
+    st.code = 0;
+    return st;
+  }
+};
+
+// A halving search over 4 trials of one seed trains 7 rungs (4x4, 2x8, 1x16 steps): it
+// completed 4 runs, not 7. A run a program stopped (no failure text in its record) is
+// said to have stopped, its line not opening on an empty part (", ; train loss").
+TEST(HalvingSearch, CountsEachRunOnceAndSaysWhereAProgramStoppedIt) {
+  sweep_test::TempDir tmp("halving_search_");
+  const SweepSpec spec = parse_grid(
+      "name: h4\nbase:\n  train: {steps: 16}\ngrid:\n  train.lr: [0.01, 0.02, 0.03, 0.04]\n"
+      "search:\n  kind: halving\n  min_steps: 4\n  eta: 2\n",
+      "h4.yaml");
+  const std::vector<GridPoint> points = expand(spec);
+  SweepRunOptions opt;
+  opt.out_dir = (tmp.path() / "out").string();
+  std::filesystem::create_directories(opt.out_dir);  // as `sweep run` makes it
+  opt.train_binary = "/opt/sweep/bin/sweep-train";
+  auto search = [&](RungProgram& program) {
+    return run_halving_search(spec, points, opt.out_dir,
+                              [&](const std::vector<GridPoint>& rung, const std::map<std::string, int64_t>& stop) {
+                                opt.stop_at = stop;
+                                return run_sweep(spec, rung, opt, program);
+                              });
+  };
+  RungProgram program;
+  testing::internal::CaptureStdout();
+  const SweepSummary s = search(program);
+  const std::string lines = testing::internal::GetCapturedStdout();
+  EXPECT_EQ(program.calls, 7);
+  EXPECT_EQ(s.completed, 4) << lines;
+  EXPECT_EQ(s.skipped, 0);
+  EXPECT_EQ(s.failed, 0);
+  EXPECT_EQ(lines.find(", ;"), std::string::npos) << lines;
+  EXPECT_CONTAINS(lines, "stopped   " + points[0].id + " train.lr=0.01, stopped by the search at step 4; train loss ");
+  EXPECT_CONTAINS(lines, ", stopped by the search at step 8; train loss ");
+  // Run again: every run is at its rung already, none is trained, each counted once.
+  RungProgram again;
+  opt.quiet = true;
+  const SweepSummary t = search(again);
+  EXPECT_EQ(again.calls, 0);
+  EXPECT_EQ(t.completed, 0);
+  EXPECT_EQ(t.skipped, 4);
 }
 
 TEST(HalvingSearch, TrialsAreTheGridsPointsWithTheirSeedsTogether) {

@@ -35,5 +35,26 @@ TEST(StepsProblem, StepsThatNothingCanBeReadByAreNamed) {
   EXPECT_EQ(steps_problem(no_steps_key), "");
 }
 
+// `sweep report DIR` by hand is titled as `sweep run` titles it: by the grid's name, which
+// each record keeps as its sweep_id, not by the directory the sweep was written to.
+TEST(SweepName, IsTheNameMostOfTheRunsRecordsCarry) {
+  auto named = [](std::initializer_list<const char*> ids) {
+    std::vector<Record> runs;
+    for (const char* id : ids) {
+      runs.emplace_back();
+      runs.back().sweep_id = id;
+    }
+    return runs;
+  };
+  EXPECT_EQ(sweep_name(named({"seven-tricks", "seven-tricks", "seven-tricks"})), "seven-tricks");
+  // A run forked in from another sweep does not rename it; a tie goes to the first name.
+  EXPECT_EQ(sweep_name(named({"other", "seven-tricks", "seven-tricks"})), "seven-tricks");
+  EXPECT_EQ(sweep_name(named({"b", "a"})), "a");
+  // Records that name none (another writer's), or nothing readable as text: the caller's fallback.
+  EXPECT_EQ(sweep_name(named({"", ""})), "");
+  EXPECT_EQ(sweep_name(named({"\xff\xfe", ""})), "");
+  EXPECT_EQ(sweep_name({}), "");
+}
+
 }  // namespace
 }  // namespace sweep
