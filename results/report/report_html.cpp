@@ -205,8 +205,8 @@ std::string groups_table(const SweepRecords& sweep, const ReportModel& m) {
   const bool eventful = std::any_of(m.groups.begin(), m.groups.end(), [](const RunGroup& g) {
     return g.status != std::to_string(g.runs.size()) + " completed";
   });
-  std::string t = "<h2>Results</h2>\n<table class=\"results\">\n<thead><tr><th class=\"obj\">" +
-                  html_escape(objective_title(m)) + " (mean &#177; std over seeds)</th>";
+  std::string t = "<table class=\"results\">\n<thead><tr><th class=\"obj\">" + html_escape(objective_title(m)) +
+                  " (mean &#177; std over seeds)</th>";
   for (size_t k = 0; k < m.columns.size(); ++k)
     t += "<th class=\"key\" title=\"" + html_escape(m.columns[k]) + "\">" + breakable(html_escape(m.short_columns[k])) +
          "</th>";
@@ -216,8 +216,20 @@ std::string groups_table(const SweepRecords& sweep, const ReportModel& m) {
   // "reproducibility" may break after "repro", so that the word does not set the column's width.
   if (m.classes_matter) t += "<th title=\"reproducibility class\">repro&shy;ducibility class</th>";
   t += "</tr></thead>\n<tbody>\n";
+  const std::string head = t;
+  t = "<h2>Results</h2>\n";
+  bool open = false;
   for (size_t gi = 0; gi < m.groups.size(); ++gi) {
     const RunGroup& g = m.groups[gi];
+    // The groups without an objective come last (sorted so), listed apart: never ranked.
+    if (g.finite_objectives == 0 && (gi == 0 || m.groups[gi - 1].finite_objectives > 0)) {
+      if (open) t += "</tbody>\n</table>\n";
+      t += "<p><strong>Not ranked</strong>: no run of these has a finite objective (a diverged, failed or interrupted "
+           "run has none: "
+           "its figures are partial).</p>\n";
+      open = false;
+    }
+    if (!open) t += head, open = true;
     // Groups are sorted best first: the first with a finite objective is the best.
     t += gi == 0 && std::isfinite(g.objective_mean) ? "<tr class=\"best\" title=\"best\">" : "<tr>";
     t += td(html_escape(objective_cell(m, g)), "num obj");
@@ -245,6 +257,7 @@ std::string groups_table(const SweepRecords& sweep, const ReportModel& m) {
     }
     t += "</tr>\n";
   }
+  if (!open) t += head;
   t += "</tbody>\n</table>\n<p>Best " + html_escape(objective_title(m)) +
        " first, the best row highlighted (the final eval loss of a run that evaluated held-out data, else the mean "
        "training loss of its last " +

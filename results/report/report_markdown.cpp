@@ -100,9 +100,10 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
     const size_t n_ranked = size_t(std::count_if(m.groups.begin(), m.groups.end(), ranked));
     for (const auto& g : m.groups) {
       if (!ranked(g) && &g == &m.groups[n_ranked])  // the groups are sorted: the unranked last, apart
-        s += "\n**Not ranked**: no run of these has an objective (a diverged, failed or interrupted run's figures "
-             "are partial).\n\n" +
-             md_header(head);
+        s +=
+            "\n**Not ranked**: no run of these has a finite objective (a diverged, failed or interrupted run has none: "
+            "its figures are partial).\n\n" +
+            md_header(head);
       std::vector<std::string> row = {md(objective_cell(m, g))};
       for (const auto& kv : g.values) row.push_back(md(shown_value(m, kv.first, kv.second)));
       const std::string health = group_health(m, g);

@@ -574,6 +574,12 @@ TEST(BuildReport, ADivergedRunIsListedApartAndCountsInNoEffect) {
   ASSERT_NE(apart, std::string::npos) << md;
   EXPECT_LT(md.find("| skip\\_step |"), apart);
   EXPECT_GT(md.find("| stop |"), apart);
+  const std::string html = render_html(s, m);
+  const size_t apart_html = html.find("<p><strong>Not ranked</strong>");
+  ASSERT_NE(apart_html, std::string::npos);
+  EXPECT_LT(html.find("<td>skip_step</td>"), apart_html);
+  EXPECT_GT(html.find("<td>stop</td>"), apart_html);
+  EXPECT_EQ(html.find("<tr class=\"best\"", apart_html), std::string::npos);  // nothing after it is best
   const std::string json = render_report(s, m, ReportFormat::json);
   EXPECT_NE(json.find("\"objective_name\":\"none (diverged)\",\"finite_objectives\":0,\"ranked\":false"),
             std::string::npos);
