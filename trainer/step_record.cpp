@@ -136,8 +136,10 @@ void StepRecorder::note_nonfinite_skip(int64_t step, const std::string& what, co
               what.c_str(), where.c_str());
 }
 
-void StepRecorder::summarize(const RankMemory& mem, bool scaler, const std::string& diverged) {
+void StepRecorder::summarize(const RankMemory& mem, bool scaler, const std::string& diverged,
+                             const std::vector<std::pair<std::string, std::string>>& spikes) {
   if (!record_) return;
+  for (const auto& [k, v] : spikes) record_->set_summary(k, v);
   record_->set_memory(mem);
   std::string list;
   // Wall step times are equal on every rank (each waits for the slowest in the
@@ -197,6 +199,7 @@ void StepRecorder::summarize(const RankMemory& mem, bool scaler, const std::stri
   if (!shares.empty()) r.summary["rank_runqueue_share"] = shares;
   if (!fp16_overflows_.empty()) r.summary["fp16_overflows"] = join(fp16_overflows_, " | ");
   if (!nonfinite_skips_.empty()) r.summary["nonfinite_skips"] = join(nonfinite_skips_, " | ");
+  for (const auto& [k, v] : spikes) r.summary[k] = v;
   const std::vector<HealthFlag> flags = compute_health(r);
   for (const auto& [key, value] : health_attributes(flags)) record_->set_summary(key, value);
   if (quiet_) return;

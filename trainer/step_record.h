@@ -76,7 +76,10 @@ class StepRecorder {
   /// steps skipped, the health flags of results/analysis/run_health.h, which it also prints). `scaler` says whether a
   /// loss scale ran; `diverged` is the failure of a run train.on_nan stopped ("" otherwise),
   /// which its flags name.
-  void summarize(const RankMemory& mem, bool scaler, const std::string& diverged);
+  /// `spikes`: train.spike_policy's summary attributes (SpikePolicy::summary), written
+  /// with the others and read by the flags (spike_skipped_steps).
+  void summarize(const RankMemory& mem, bool scaler, const std::string& diverged,
+                 const std::vector<std::pair<std::string, std::string>>& spikes);
   /// The record is complete: renames it into place with `status` ("completed", "diverged").
   void finish(const std::string& status, const std::string& failure, bool crash_before_rename);
   /// The record is marked failed with `why`; later writes are no-ops.

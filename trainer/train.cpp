@@ -307,10 +307,10 @@ RunStatus Trainer::run() {
         std::printf("%s (a rung; the checkpoint is kept)\n", failure.c_str());
     }
     const RankMemory mem = gather_rank_memory(comm_, flat_, zero_, model_->on_host() ? step_peak_tensor_bytes_ : -1);
-    rec_.summarize(mem, scaler_.enabled, status == RunStatus::diverged ? failure : "");
-    if (rec_.record())  // the decisions, with the samples of the global batches they left out
-      for (const auto& [k, v] : spike_.summary([&](int64_t t) { return sampler_->batch_samples(t - 1, M); }))
-        rec_.record()->set_summary(k, v);
+    // The spike decisions, with the samples of the global batches they left out, before the
+    // flags: the steps they left out count in no figure or flag.
+    rec_.summarize(mem, scaler_.enabled, status == RunStatus::diverged ? failure : "",
+                   spike_.summary([&](int64_t t) { return sampler_->batch_samples(t - 1, M); }));
   } catch (const c10::Error& e) {
     rec_.abandon(e.what_without_backtrace());
     throw;

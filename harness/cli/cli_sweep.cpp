@@ -295,7 +295,8 @@ std::string running_detail(const std::string& run_dir, const RunState& st) {
 /// From the index entries scan_runs made or found: the records that load_sweep takes as
 /// the sweep's runs (completed, diverged or stopped, and their run's own).
 struct CompletedDetail {
-  std::string text;  ///< "final eval loss 2.31; health: eval_rising"
+  std::string text;    ///< "final eval loss 2.31; health: eval_rising"
+  std::string health;  ///< "health: eval_rising", or "health: ok"
   bool flagged = false;
 };
 std::map<std::string, CompletedDetail> completed_details(const std::unordered_map<std::string, RunState>& runs,
@@ -317,8 +318,8 @@ std::map<std::string, CompletedDetail> completed_details(const std::unordered_ma
     std::string flags = e.health;
     for (const auto& f : outliers[i]) flags += (flags.empty() ? "" : " ") + f.name;
     const std::string unverified = e.verified ? "" : "; unverified (schema version 1: no digest to check it by)";
-    out[done[i].first] = {e.objective_name + buf + "; health: " + (flags.empty() ? "ok" : flags) + unverified,
-                          !flags.empty()};
+    const std::string health = "health: " + (flags.empty() ? "ok" : flags);
+    out[done[i].first] = {e.objective_name + buf + "; " + health + unverified, health, !flags.empty()};
   }
   return out;
 }
@@ -375,6 +376,8 @@ int run_status(const StatusOptions& o) {
     if (st.state == "completed" && figures.count(id)) {
       st.detail = figures[id].text;
       flagged += figures[id].flagged ? 1 : 0;
+    } else if ((st.state == "diverged" || st.state == "stopped") && figures.count(id)) {
+      st.detail += (st.detail.empty() ? "" : "; ") + figures[id].health;  // the flags every reader names
     }
     ++counts[st.state];
     // Escaped text may be longer than its column: padded, never cut.

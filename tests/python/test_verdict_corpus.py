@@ -1,0 +1,230 @@
+#!/usr/bin/python3
+"""The verdict corpus (tests/verdict_corpus/README.md): each case's runs, made by real runs,
+read back through every reader, which must all say what its expected.yaml says.
+
+For each run the readers are `sweep status`, `sweep show`, `sweep report` as markdown, JSON,
+CSV and HTML, and `sweep compare` of the sweep with itself. Each must give the run the
+expected status word and exactly the expected health flags; each phrase of `says` must be
+in every reader's sentences for those flags (status prints names only); `figures` in
+`sweep show`'s figures line; and the run must be in the ranked results or listed apart as
+`ranked` says (markdown, HTML and JSON).
+
+Usage: test_verdict_corpus.py [BIN_DIR] [unittest options]
+"""
+
+import csv
+import html as html_module
+import io
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import unittest
+
+import yaml
+
+import cli_util
+from cli_util import show, sweep
+
+CORPUS = os.path.join(cli_util.ROOT, "tests", "verdict_corpus")
+STATUSES = ("completed", "diverged", "stopped", "failed", "interrupted", "damaged")
+
+
+def config_value(cfg, dotted):
+    node = cfg
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def same_value(a, b):
+    if a is None or b is None:
+        return a is b
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return str(a) == str(b)
+
+
+def md_text(cell):
+    """A markdown cell's text: its emphasis and escapes undone."""
+    return html_module.unescape(re.sub(r"\\(.)", r"\1", cell.replace("**", ""))).strip()
+
+
+def md_table(md, heading):
+    """The rows of the first table under `## heading`, as dicts by column."""
+    at = md.find("\n## " + heading + "\n")
+    if at < 0:
+        return []
+    lines = md[at:].split("\n")[2:]
+    rows, head = [], None
+    for line in lines:
+        if not line.startswith("|"):
+            if head is not None:
+                break
+            continue
+        cells = [c for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+        if head is None:
+            head = [md_text(c) for c in cells]
+        elif not set(line) <= set("|- "):
+            rows.append(dict(zip(head, [md_text(c) for c in cells])))
+    return rows
+
+
+def names(text):
+    text = text.strip()
+    return set() if text in ("", "ok") else set(text.split())
+
+
+class Readers:
+    """Every reader's words for every run of one sweep directory."""
+
+    def __init__(self, test, out):
+        self.test, self.out = test, out
+        self.words = {}  # run id -> reader -> {"status", "flags", "text", "ranked"}
+
+    def said(self, rid, reader, **kw):
+        self.words.setdefault(rid, {}).setdefault(reader, {}).update(kw)
+
+    def ok(self, *argv):
+        p = sweep(*argv)
+        self.test.assertEqual(p.returncode, 0, show(p))
+        return p.stdout
+
+    def read(self):
+        t = self.test
+        # sweep status: the state column and "health: ..." in its bracket.
+        for line in self.ok("status", self.out).splitlines():
+            m = re.match(r"  ([0-9a-f]{16})  (\S+) .*", line)
+            if not m:
+                continue
+            h = re.search(r"health: ([^;\]]*)", line)
+            self.said(m.group(1), "status", status=m.group(2), flags=names(h.group(1)) if h else set())
+        # sweep show: its status and health lines and the flags' sentences below them.
+        for rid in os.listdir(os.path.join(self.out, "runs")):
+            text = self.ok("show", os.path.join(self.out, "runs", rid))
+            status = re.search(r"^status: +(\w+)", text, re.M).group(1)
+            health = re.search(r"^health: +(.*)$", text, re.M).group(1)
+            figures = re.search(r"^figures: +(.*)$", text, re.M).group(1)
+            flags = names(health)
+            sentences = [ln for ln in text.splitlines() if any(ln.startswith("  %s: " % f) for f in flags)]
+            self.said(rid, "show", status=status, flags=flags, text="\n".join(sentences), figures=figures)
+        # The markdown report: the runs table, the health table, and where the results table lists it.
+        md = self.ok("report", self.out, "--format", "md", "-o", "-")
+        for row in md_table(md, "Runs"):
+            self.said(row["run"], "md", status=row["status"].split()[0], flags=names(row["health"]), text="")
+        for row in md_table(md, "Health"):
+            self.words[row["run"]]["md"]["text"] += row["what"] + "\n"
+        # The JSON report: each run, its flags, and whether its group is ranked.
+        rep = json.loads(self.ok("report", self.out, "--format", "json", "-o", "-"))
+        ranked = {}
+        for g in rep["groups"]:
+            for rid in g["runs"]:
+                ranked[rid] = g["ranked"]
+        for r in rep["runs"]:
+            self.said(r["run_id"], "json", status=r["status"], flags={h["flag"] for h in r["health"]},
+                      text="\n".join(h["detail"] for h in r["health"]), ranked=ranked[r["run_id"]])
+        # The CSV report: a row per run.
+        rows = list(csv.DictReader(io.StringIO(self.ok("report", self.out, "--format", "csv", "-o", "-"),
+                                               newline="")))
+        for r in rows:
+            self.said(r["run_id"], "csv", status=r["status"], flags=names(r["health"]), text=r["health_detail"])
+        # The HTML report: the run's row of the runs table (its status cell, its flag spans).
+        page = self.ok("report", self.out, "-o", "-")
+        results = page[page.index("<h2>Results</h2>"):]
+        results = results[:results.index("<h2>", 10)]
+        apart = results.find("<strong>Not ranked</strong>")
+        for rid in self.words:
+            m = re.search(r"<tr><td class=\"id\">%s</td><td>(%s)\b(.*?)</tr>" % (rid, "|".join(STATUSES)), page)
+            t.assertIsNotNone(m, "%s: no row in the HTML runs table" % rid)
+            self.said(rid, "html", status=m.group(1), flags=set(re.findall(r"<span class=\"flag\">(\w+)</span>",
+                                                                          m.group(2))),
+                      text=html_module.unescape(re.sub(r"<[^>]+>", " ", m.group(2))))
+        # Ranked or apart, in markdown and HTML: where the group's row is against "Not ranked".
+        md_results = md[md.index("## Results"):md.index("\n## ", md.index("## Results") + 5)]
+        md_apart = md_results.find("**Not ranked**")
+        self.md_results, self.md_apart, self.html_results, self.html_apart = md_results, md_apart, results, apart
+        # sweep compare of the sweep with itself: every readable record identical to itself.
+        p = sweep("compare", self.out, self.out)
+        for rid in self.words:
+            self.said(rid, "compare", line=next((ln for ln in p.stdout.splitlines() if ln.startswith(rid)), ""))
+        return self
+
+
+class Corpus(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="verdict_corpus_test.")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, True)
+
+    def run_case(self, case):
+        here = os.path.join(CORPUS, case)
+        with open(os.path.join(here, "expected.yaml"), encoding="utf-8") as f:
+            want = yaml.safe_load(f)
+        out = os.path.join(self.tmp, case)
+        p = sweep("run", os.path.join(here, "grid.yaml"), "--out", out, "--parallel", "1")
+        self.assertEqual(p.returncode, want.get("exit", 0), show(p))
+        configs = {}
+        for rid in os.listdir(os.path.join(out, "runs")):
+            with open(os.path.join(out, "runs", rid, "config.yaml"), encoding="utf-8") as f:
+                configs[rid] = yaml.safe_load(f)
+
+        def run_of(where):
+            found = [rid for rid, cfg in configs.items()
+                     if all(same_value(config_value(cfg, k), v) for k, v in where.items())]
+            self.assertEqual(len(found), 1, "%s: %s matches %s" % (case, where, found))
+            return found[0]
+
+        for argv in want.get("then", []):
+            args = []
+            for a in argv:
+                a = a.replace("{out}", out)
+                m = re.fullmatch(r"\{run:([^=]+)=(.*)\}", a)
+                args.append(os.path.join(out, "runs", run_of({m.group(1): m.group(2)})) if m else a)
+            p = sweep(*args)
+            self.assertEqual(p.returncode, 0, show(p))
+            for rid in os.listdir(os.path.join(out, "runs")):
+                with open(os.path.join(out, "runs", rid, "config.yaml"), encoding="utf-8") as f:
+                    configs[rid] = yaml.safe_load(f)
+        readers = Readers(self, out).read()
+        self.assertEqual(len(readers.words), len(configs), sorted(readers.words))
+        for expected in want["runs"]:
+            rid = run_of(expected["where"])
+            said = readers.words[rid]
+            label = "%s, run %s (%s)" % (case, rid, expected["where"])
+            for reader in ("status", "show", "md", "json", "csv", "html"):
+                self.assertIn(reader, said, "%s: %s does not list it" % (label, reader))
+                self.assertEqual(said[reader]["status"], expected["status"], "%s: %s's status" % (label, reader))
+                self.assertEqual(said[reader]["flags"], set(expected["flags"]), "%s: %s's flags" % (label, reader))
+                if reader != "status":  # status names the flags; the others say them
+                    for phrase in expected.get("says", []):
+                        self.assertIn(phrase, said[reader]["text"], "%s: %s's sentences" % (label, reader))
+            for phrase in expected.get("figures", []):
+                self.assertIn(phrase, said["show"]["figures"], label)
+            self.assertEqual(said["json"]["ranked"], expected["ranked"], label)
+            if not expected["ranked"]:  # the group rows carry no run id: that some are listed apart
+                self.assertGreaterEqual(readers.md_apart, 0, label)
+                self.assertGreaterEqual(readers.html_apart, 0, label)
+            self.assertRegex(said["compare"]["line"], r"^%s  identical bit-for-bit: " % rid, label)
+        if all(r["ranked"] for r in want["runs"]) and len(want["runs"]) == len(configs):
+            self.assertEqual((readers.md_apart, readers.html_apart), (-1, -1), case)
+
+    @classmethod
+    def add_cases(cls):
+        for case in sorted(os.listdir(CORPUS)):
+            if os.path.isfile(os.path.join(CORPUS, case, "expected.yaml")):
+                setattr(cls, "test_" + case, lambda self, c=case: self.run_case(c))
+
+
+Corpus.add_cases()
+
+if __name__ == "__main__":
+    cli_util.take_bin_dir()
+    unittest.main()
