@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "parallel_for.h"  // each run judged on its own
+#include "run_figures.h"   // has_objective
 #include "text.h"          // split
 
 namespace sweep {
@@ -554,7 +555,9 @@ std::string health_names(const std::vector<HealthFlag>& flags) {
 
 ThroughputPeer throughput_peer(const Record& r, const RunFigures& f) {
   ThroughputPeer p;
-  if (r.steps.empty()) return p;  // (tokens_per_s_median NaN: left out)
+  // A run without steps, or whose figures are partial (diverged, failed: no objective), is
+  // left out (tokens_per_s_median NaN): its few steps are no measure of its speed.
+  if (r.steps.empty() || !has_objective(r.status)) return p;
   int64_t params = 0;
   for (const auto& t : r.params) params += t.numel;
   p.group = std::to_string(params) + " parameters, " + std::to_string(r.steps.front().tokens) +

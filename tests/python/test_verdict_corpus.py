@@ -126,13 +126,15 @@ class Readers:
             for rid in g["runs"]:
                 ranked[rid] = g["ranked"]
         for r in rep["runs"]:
-            self.said(r["run_id"], "json", status=r["status"], flags={h["flag"] for h in r["health"]},
+            self.said(r["run_id"], "json", status=r["status"], objective_name=r["objective_name"],
+                      flags={h["flag"] for h in r["health"]},
                       text="\n".join(h["detail"] for h in r["health"]), ranked=ranked[r["run_id"]])
         # The CSV report: a row per run.
         rows = list(csv.DictReader(io.StringIO(self.ok("report", self.out, "--format", "csv", "-o", "-"),
                                                newline="")))
         for r in rows:
-            self.said(r["run_id"], "csv", status=r["status"], flags=names(r["health"]), text=r["health_detail"])
+            self.said(r["run_id"], "csv", status=r["status"], flags=names(r["health"]), text=r["health_detail"],
+                      objective_name=r["objective_name"])
         # The HTML report: the run's row of the runs table (its status cell, its flag spans).
         page = self.ok("report", self.out, "-o", "-")
         results = page[page.index("<h2>Results</h2>"):]
@@ -208,6 +210,16 @@ class Corpus(unittest.TestCase):
                         self.assertIn(phrase, said[reader]["text"], "%s: %s's sentences" % (label, reader))
             for phrase in expected.get("figures", []):
                 self.assertIn(phrase, said["show"]["figures"], label)
+            for phrase in expected.get("not_figures", []):
+                self.assertNotIn(phrase, said["show"]["figures"], label)
+            if "objective_name" in expected:
+                self.assertEqual(said["json"]["objective_name"], expected["objective_name"], label)
+                self.assertEqual(said["csv"]["objective_name"], expected["objective_name"], label)
+            if "reproduce" in expected:
+                p = sweep("reproduce", os.path.join(out, "runs", rid))
+                self.assertEqual(p.returncode, 0, show(p))
+                for phrase in expected["reproduce"]:
+                    self.assertIn(phrase, p.stdout, label)
             self.assertEqual(said["json"]["ranked"], expected["ranked"], label)
             if not expected["ranked"]:  # the group rows carry no run id: that some are listed apart
                 self.assertGreaterEqual(readers.md_apart, 0, label)
