@@ -9,6 +9,7 @@
 //   <dir>/runs/<id>/lineage     one line for a run `sweep resume`/`sweep fork` started:
 //                               "forked from run P at step S: train.lr: ..." (`sweep status`)
 //   <dir>/runs/<id>/rank<r>.failure  a note from a rank whose watchdog fired (trainer/comm/watchdog.h)
+//   <dir>/runs/<id>/rank<r>.heartbeat  where rank r is among its collectives (results/record/heartbeat.h)
 #pragma once
 
 #include <map>
