@@ -15,6 +15,7 @@
 #include "launcher_log.h"   // launcher_finding, launcher_lost_host
 #include "program.h"        // recorded_writes
 #include "record.h"         // read_record, mark_partial_failed
+#include "repeated_hang.h"  // note_hang: a hang that repeats is not retried
 #include "report.h"         // load_sweep, render_html
 #include "run_files.h"      // check_run_entries, rank_log_path
 #include "run_health.h"     // run_health, run_figures for the line of a completed run
@@ -456,7 +457,11 @@ void SweepSession::save_state(RunTask& t) {
   }
 }
 
-bool SweepSession::attempt_ended(RunTask& t, FailureClass c, const std::string& detail, const std::string& log) {
+bool SweepSession::attempt_ended(RunTask& t, FailureClass c, const std::string& said, const std::string& log) {
+  // A hang where an earlier attempt of the run hung is deterministic: said first, and the
+  // run is not retried (repeated_hang.h).
+  const std::string repeated = c == FailureClass::hang ? note_hang(t.state, said) : "";
+  const std::string detail = repeated.empty() ? said : repeated + "; " + said;
   t.state.failure = c;
   t.state.detail = detail;
   // The record accepted as the run's, by its digest: what readers later take as the run's.
@@ -492,7 +497,7 @@ bool SweepSession::attempt_ended(RunTask& t, FailureClass c, const std::string& 
     if (!opt_.quiet) progress_->line("stopped   " + label(t) + " (interrupted; the next `sweep run` starts it again)");
     return false;
   }
-  const int allowed = retries_for(spec_.launch, c);
+  const int allowed = repeated.empty() ? retries_for(spec_.launch, c) : 0;
   if (t.retries_used < allowed) {
     ++t.retries_used;
     ++sum_.retries;
