@@ -258,8 +258,9 @@ int rank_pid(const fs::path& out, int rank) {
     const std::string pid = it->path().filename().string();
     if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
     std::string cmd = sweep_test::read_file(it->path() / "cmdline");
+    const std::string program = cmd.substr(0, cmd.find('\0'));  // sweep-train itself, not mpiexec
     std::replace(cmd.begin(), cmd.end(), '\0', ' ');
-    if (cmd.find("sweep-train ") == std::string::npos || cmd.find(" " + out.string()) == std::string::npos) continue;
+    if (fs::path(program).filename() != "sweep-train" || cmd.find(" " + out.string()) == std::string::npos) continue;
     if (('\0' + sweep_test::read_file(it->path() / "environ")).find(env_entry) != std::string::npos)
       return std::stoi(pid);
   }
