@@ -27,6 +27,7 @@ std::vector<int> rank_list(const std::string& text) {
 /// "1 and 2", "1, 2 and 3".
 std::string attempts_text(const std::vector<int>& attempts) {
   std::vector<std::string> items;
+  items.reserve(attempts.size());
   for (int a : attempts) items.push_back(std::to_string(a));
   const std::string last = items.back();
   items.pop_back();
@@ -37,6 +38,7 @@ std::string attempts_text(const std::vector<int>& attempts) {
 
 std::string HangSite::text() const {
   std::vector<std::string> items;
+  items.reserve(ranks.size());
   for (int r : ranks) items.push_back(std::to_string(r));
   return "step " + std::to_string(step) + (ranks.size() == 1 ? " on rank " : " on ranks ") + join(items);
 }

@@ -29,6 +29,7 @@ unsigned body_sum(const char* body) { return unsigned(XXH32(body, kBodyBytes, 0)
 /// "rank 1" or "ranks 0, 2, 3".
 std::string ranks_text(const std::vector<int>& ranks) {
   std::vector<std::string> items;
+  items.reserve(ranks.size());
   for (int r : ranks) items.push_back(std::to_string(r));
   return (ranks.size() == 1 ? "rank " : "ranks ") + join(items);
 }
