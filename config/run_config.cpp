@@ -254,6 +254,10 @@ void visit_fields(RunConfig& c, Visitor&& v) {
     Doc{"test only: rank fault.hang_rank stops making progress at the start of this step; 0 = off"});
   v("fault.hang_rank", c.fault.hang_rank, IntRange{0, 1 << 20},
     Doc{"test only: the rank fault.hang_step hangs", &kHang});
+  v("fault.hang_once", c.fault.hang_once, IntRange{0, 1},
+    Doc{"test only: 1 hangs only a process that does not continue an earlier attempt (--resume): a hang that does "
+        "not repeat",
+        &kHang});
   v("fault.nan_step", c.fault.nan_step, IntRange{0, int64_t(1) << 40},
     Doc{"test only: the loss of micro-batch fault.nan_micro_batch of rank fault.nan_rank becomes NaN at this step; "
         "0 = off"});
@@ -881,7 +885,7 @@ bool omitted_at_default(const std::string& key, const std::string& value) {
          {"data.eval_fraction", "data.eval_path", "train.eval_every", "train.eval_batches", "train.leaf",
           "train.deterministic", "fault.nan_rank", "fault.nan_micro_batch", "fault.spike_step", "dist.straggler_ratio",
           "train.telemetry_every", "train.spike_policy", "train.spike_limit", "train.lr_switch_step",
-          "train.lr_before_switch", "train.fork_parent", "train.fork_step"})
+          "train.lr_before_switch", "train.fork_parent", "train.fork_step", "fault.hang_once"})
       for (const auto& [key, v] : all)
         if (key == k) out[key] = v;
     return out;
@@ -965,7 +969,7 @@ RunConfig math_config(const RunConfig& c) {
   if (c.train.spike_policy != "rewind") m.train.checkpoint_every = defaults.train.checkpoint_every;
   m.train.keep_checkpoints = defaults.train.keep_checkpoints;
   m.train.fork_parent.clear(), m.train.fork_step = 0;  // where it started, not what it computes
-  m.fault.kill_step = 0, m.fault.kill_rank = 0, m.fault.hang_step = 0, m.fault.hang_rank = 0;
+  m.fault.kill_step = 0, m.fault.kill_rank = 0, m.fault.hang_step = 0, m.fault.hang_rank = 0, m.fault.hang_once = 0;
   m.fault.slow_ms = 0, m.fault.slow_rank = 0, m.fault.crash_in_checkpoint_step = 0, m.fault.crash_in_record = 0;
   return m;
 }

@@ -132,6 +132,7 @@ struct FaultConfig {
   int64_t kill_rank = 0;      ///< the rank kill_step kills
   int64_t hang_step = 0;      ///< rank hang_rank stops making progress at the start of this step; 0 = off
   int64_t hang_rank = 0;      ///< the rank hang_step hangs
+  int64_t hang_once = 0;      ///< 1: hang_step hangs only a process that does not resume (a hang that does not repeat)
   int64_t nan_step = 0;  ///< micro-batch nan_micro_batch of rank nan_rank: its loss becomes NaN at this step; 0 = off
   int64_t nan_rank = 0;  ///< the rank nan_step poisons
   int64_t nan_micro_batch = 0;  ///< its micro-batch (0-based, of train.accum) that nan_step poisons

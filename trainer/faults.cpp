@@ -17,7 +17,7 @@ std::unique_ptr<FaultInjector> FaultInjector::make(const FaultConfig& f, int ran
 
 void FaultInjector::step_start(int64_t step) const {
   if (step == f_.kill_step && rank_ == f_.kill_rank) std::raise(SIGKILL);
-  if (step == f_.hang_step && rank_ == f_.hang_rank)
+  if (step == f_.hang_step && rank_ == f_.hang_rank && !(f_.hang_once && resumed_))
     while (true) std::this_thread::sleep_for(std::chrono::seconds(1));  // the watchdog ends it
 }
 

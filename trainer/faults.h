@@ -13,10 +13,11 @@ namespace sweep {
 class FaultInjector {
  public:
   /// nullptr when every fault of `f` is off (see FaultConfig); `resumed`: this process
-  /// continues a run, so the checkpoint crash is not repeated.
+  /// continues a run, so the checkpoint crash (and a hang_once hang) is not repeated.
   static std::unique_ptr<FaultInjector> make(const FaultConfig& f, int rank, bool resumed);
 
-  /// At the start of `step`: kill (SIGKILL) or hang this rank.
+  /// At the start of `step`: kill (SIGKILL) or hang this rank (fault.hang_once: unless it
+  /// resumed).
   void step_start(int64_t step) const;
   /// Inside the step's compute: sleep when this rank is the slow one.
   void compute() const;

@@ -477,7 +477,7 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
 
 RunStatus train(const RunConfig& cfg, const TrainOptions& opt, Communicator& comm, const Models& models) {
   TensorMemoryMeter::instance();  // before the first tensor of the run, so all are counted
-  Watchdog dog(cfg.dist.timeout_s, comm.rank(), opt.out_dir);
+  Watchdog dog(cfg.dist.timeout_s, comm.rank(), opt.out_dir, comm.size());
   WatchedCommunicator watched(comm, dog);
   try {
     return Trainer(cfg, opt, watched, dog, models).run();

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -24,6 +25,7 @@
 #include "run_health.h"     // throughput_outliers: the sweep-level flag of completed runs
 #include "slurm.h"          // shell_quote
 #include "slurm_exec.h"     // SlurmCli, preview_slurm, slurm_run_views
+#include "stall.h"          // stalled_for_s: a running run that no longer advances
 #include "stop_signals.h"   // StopSignals
 #include "sweep_index.h"    // SweepIndex: status reads what has not changed from it
 #include "sweep_lock.h"     // SweepLock: a tpe search holds it across its batches
@@ -269,7 +271,9 @@ struct StatusOptions {
 
 /// Where a running run is: "step 37/100, loss 2.31, 1m12s into attempt 1", read from its
 /// partial record without disturbing the writer; the time alone when the record cannot be
-/// read right now (before its first flush, or caught mid-update).
+/// read right now (before its first flush, or caught mid-update). A run whose record has
+/// not advanced for longer than stall_threshold_s says so: "step 37/100, loss 2.31, no
+/// progress for 47 s, ...".
 std::string running_detail(const std::string& run_dir, const RunState& st) {
   std::string out;
   try {
@@ -278,6 +282,9 @@ std::string running_detail(const std::string& run_dir, const RunState& st) {
     std::snprintf(buf, sizeof buf, "step %lld/%lld, loss %.4g", static_cast<long long>(p.step),
                   static_cast<long long>(p.steps), p.loss);
     out = p.step > 0 ? buf : "no step recorded yet";
+    const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    if (const double stalled = stalled_for_s(p, now); stalled > 0)
+      out += ", no progress for " + std::to_string(static_cast<long long>(stalled)) + " s";
   } catch (const RecordError&) {
     out = "no step recorded yet";
   }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -77,6 +78,13 @@ void write_run_state(const std::string& dir, RunState s) {
     << "attempts: " << s.attempts << "\n"
     << "updated: " << s.updated << "\n"
     << "detail: " << detail << "\n";
+  // The attempts that hung, and where: "hangs: attempt 1 at step 5 on rank 1; attempt 2 at ...".
+  if (!s.hangs.empty()) {
+    o << "hangs: ";
+    for (size_t i = 0; i < s.hangs.size(); ++i)
+      o << (i ? "; " : "") << "attempt " << s.hangs[i].attempt << " at " << s.hangs[i].site;
+    o << "\n";
+  }
   const bool accepted = !s.digest.empty() && (s.state == "completed" || s.state == "stopped" || s.state == "diverged");
   if (accepted) o << "digest: " << s.digest << "\n";
   // What the driver accepted, also outside the run directory (which the run's program may
@@ -143,6 +151,22 @@ RunState read_run_state(const std::string& dir, SweepIndex* index) {
 
 namespace {
 
+/// The "hangs:" line of a state file; an item not of the form "attempt N at SITE" is left out.
+std::vector<AttemptHang> parse_hangs(const std::string& line) {
+  std::vector<AttemptHang> out;
+  size_t from = 0;
+  while (from < line.size()) {
+    size_t end = line.find("; ", from);
+    if (end == std::string::npos) end = line.size();
+    const std::string item = line.substr(from, end - from);
+    from = end + 2;
+    int attempt = 0, at = 0;
+    if (std::sscanf(item.c_str(), "attempt %d at %n", &attempt, &at) == 1 && at > 0 && size_t(at) < item.size())
+      out.push_back({attempt, item.substr(size_t(at))});
+  }
+  return out;
+}
+
 RunState run_state_of(const std::string& dir, const RunFiles& files, SweepIndex* index) {
   RunState s;
   for (const auto& [k, v] : files.fields) {
@@ -158,6 +182,8 @@ RunState run_state_of(const std::string& dir, const RunFiles& files, SweepIndex*
       s.detail = v;
     else if (k == "digest")
       s.digest = v;
+    else if (k == "hangs")
+      s.hangs = parse_hangs(v);
   }
   // The digest kept outside the run directory, where the run's program cannot write, wins.
   if (const AcceptedRecord a = read_accepted_record(dir); !a.digest.empty()) s.digest = a.digest;

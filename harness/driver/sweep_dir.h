@@ -9,6 +9,7 @@
 //   <dir>/runs/<id>/lineage     one line for a run `sweep resume`/`sweep fork` started:
 //                               "forked from run P at step S: train.lr: ..." (`sweep status`)
 //   <dir>/runs/<id>/rank<r>.failure  a note from a rank whose watchdog fired (trainer/comm/watchdog.h)
+//   <dir>/runs/<id>/rank<r>.heartbeat  where rank r is among its collectives (results/record/heartbeat.h)
 #pragma once
 
 #include <map>
@@ -36,6 +37,12 @@ std::string run_dir(const std::string& dir, const std::string& id);
 /// Path of the record of run `id` in sweep directory `dir`.
 std::string record_path(const std::string& dir, const std::string& id);
 
+/// A hang of one attempt of a run, and where it was (repeated_hang.h's HangSite::text()).
+struct AttemptHang {
+  int attempt = 0;
+  std::string site;  ///< "step 5 on rank 1"
+};
+
 /// What the driver knows about one run.
 struct RunState {
   /// pending | running | completed | diverged | failed | interrupted | stopped (at a
@@ -55,6 +62,9 @@ struct RunState {
   /// rung); "" otherwise. Readers take only a record with this digest as the run's
   /// (record_problem in sweep_records.h).
   std::string digest;
+  /// The attempts that hung where the cause located the hang (repeated_hang.h): a hang
+  /// that repeats at the same site is deterministic and not retried. Over all invocations.
+  std::vector<AttemptHang> hangs;
   /// A verified record.h5 is there: the run is never started again.
   bool done() const { return state == "completed" || state == "diverged"; }
 };

@@ -11,9 +11,11 @@
 #include <sstream>
 
 #include "atomic_file.h"    // write_file_atomically
+#include "heartbeat.h"      // absent_from_collective: the rank a hang waits for
 #include "launcher_log.h"   // launcher_finding, launcher_lost_host
 #include "program.h"        // recorded_writes
 #include "record.h"         // read_record, mark_partial_failed
+#include "repeated_hang.h"  // note_hang: a hang that repeats is not retried
 #include "report.h"         // load_sweep, render_html
 #include "run_files.h"      // check_run_entries, rank_log_path
 #include "run_health.h"     // run_health, run_figures for the line of a completed run
@@ -288,13 +290,22 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
             (trainer_said ? ": " + said : std::string());
   }
   if (!program.empty()) cause += confinement_hint(cause);
+  const bool hang = (st.signal == 0 && st.code == 4) || cause.find("(dist.timeout_s)") != std::string::npos;
+  // A hang whose cause does not say which rank never entered the collective the others
+  // wait in (rank 0 was the stopped one, or wrote nothing): the heartbeats the ranks left
+  // in this attempt say it, now that every process of the run is gone.
+  std::string absent;
+  if (hang && cause.find(kNeverEntered) == std::string::npos) {
+    absent = absent_from_collective(
+        read_heartbeats(run_dir, heartbeat_ranks(run_dir), static_cast<long long>(attempt_start(said_by_launcher))));
+    if (!absent.empty()) cause += "; " + absent;
+  }
   if (cause != recorded) mark_partial_failed(rec, cause);  // a no-op without a partial
-  if (!finding.empty() || !recorded.empty() || trainer_said) *detail += "; " + cause;
+  if (!finding.empty() || !recorded.empty() || trainer_said || !absent.empty()) *detail += "; " + cause;
   if (!lost_host.empty()) return *detail += " (a node was lost)", FailureClass::node_fail;
   // The ranks' parameters parted: the same run parts the same way again (a fault, or a
   // kernel that is not deterministic), so it is a class of its own that is never retried.
   if (cause.find("desync at step ") != std::string::npos) return *detail += " (deterministic)", FailureClass::desync;
-  const bool hang = (st.signal == 0 && st.code == 4) || cause.find("(dist.timeout_s)") != std::string::npos;
   if (hang) return *detail += " (a rank made no progress)", FailureClass::hang;
   return FailureClass::crashed;
 }
@@ -450,7 +461,11 @@ void SweepSession::save_state(RunTask& t) {
   }
 }
 
-bool SweepSession::attempt_ended(RunTask& t, FailureClass c, const std::string& detail, const std::string& log) {
+bool SweepSession::attempt_ended(RunTask& t, FailureClass c, const std::string& said, const std::string& log) {
+  // A hang where an earlier attempt of the run hung is deterministic: said first, and the
+  // run is not retried (repeated_hang.h).
+  const std::string repeated = c == FailureClass::hang ? note_hang(t.state, said) : "";
+  const std::string detail = repeated.empty() ? said : repeated + "; " + said;
   t.state.failure = c;
   t.state.detail = detail;
   // The record accepted as the run's, by its digest: what readers later take as the run's.
@@ -487,7 +502,7 @@ bool SweepSession::attempt_ended(RunTask& t, FailureClass c, const std::string& 
     if (!opt_.quiet) progress_->line("stopped   " + label(t) + " (interrupted; the next `sweep run` starts it again)");
     return false;
   }
-  const int allowed = retries_for(spec_.launch, c);
+  const int allowed = repeated.empty() ? retries_for(spec_.launch, c) : 0;
   if (t.retries_used < allowed) {
     ++t.retries_used;
     ++sum_.retries;

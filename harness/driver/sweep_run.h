@@ -108,8 +108,10 @@ class SweepSession {
   /// other attempt's. `where` ("job 12_3 of an earlier driver, PENDING") is said in a
   /// line unless empty.
   void attempt_adopted(RunTask& t, const std::string& where);
-  /// An attempt ended with `c` (none = completed). Records the state and prints the
-  /// line; returns true when the run should be started again (a retry).
+  /// An attempt ended with `c` (none = completed) and `detail` says why. Records the state
+  /// and prints the line; returns true when the run should be started again (a retry). A
+  /// hang at the site of an earlier attempt's is deterministic and not retried: the
+  /// verdict comes first in the detail (repeated_hang.h).
   bool attempt_ended(RunTask& t, FailureClass c, const std::string& detail, const std::string& log);
   /// Called often from the executor's loop: the progress line and the live report.
   void tick();

@@ -1249,6 +1249,14 @@ RecordProgress read_partial_progress(const std::string& path) {
   const auto steps = read_list<int64_t>(metrics.get(), "step", partial);
   const auto losses = read_list<double>(metrics.get(), "loss", partial);
   if (!steps.empty() && losses.size() >= steps.size()) p.step = steps.back(), p.loss = losses[steps.size() - 1];
+  std::vector<double> times = read_list<double>(metrics.get(), "step_time_s", partial);
+  if (times.size() > 20) times.erase(times.begin(), times.end() - 20);
+  if (!times.empty()) {
+    std::nth_element(times.begin(), times.begin() + long(times.size() / 2), times.end());
+    p.step_time_s = times[times.size() / 2];
+  }
+  struct stat st;
+  if (::stat(partial.c_str(), &st) == 0) p.written_at = double(st.st_mtim.tv_sec) + 1e-9 * double(st.st_mtim.tv_nsec);
   return p;
 }
 

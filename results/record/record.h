@@ -100,6 +100,11 @@ struct RecordProgress {
   int64_t step = 0;   ///< last recorded step; 0 before the first flush
   double loss = 0;    ///< its loss
   int64_t steps = 0;  ///< the run's train.steps; 0 when the config does not say
+  /// When the writer last flushed the file (its modification time, seconds since the
+  /// epoch): a flush comes with a step, so the time `step` was recorded, within a flush
+  /// interval (~2 s).
+  double written_at = 0;
+  double step_time_s = 0;  ///< median of the last (up to) 20 steps' /metrics/step_time_s; 0 without steps
 };
 
 /// Reads `path` + ".partial" without taking HDF5's file lock (the writer holds it) and

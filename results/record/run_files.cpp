@@ -65,9 +65,12 @@ bool is_run_entry(const std::string& name, bool* dir) {
   if (name == "record.h5" || name == "record.h5.partial" || name == "record.h5.reserve" || name == kLockName ||
       name == "state" || name == "config.yaml")
     return true;
-  const std::string suffix = ".failure";
-  return name.rfind("rank", 0) == 0 && name.size() > suffix.size() &&
-         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  // A rank's note (rank<R>.failure) and its heartbeat (rank<R>.heartbeat).
+  for (const std::string suffix : {".failure", ".heartbeat"})
+    if (name.rfind("rank", 0) == 0 && name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return true;
+  return false;
 }
 
 }  // namespace

@@ -108,7 +108,7 @@ void sync_path(const std::string& path);
 
 /// runs/<id>/state, the driver's word on a run (harness/driver/sweep_dir.h, RunState): a
 /// magic line "sweep-run-state 1", then "key: value" lines (state, failure, attempts,
-/// updated, detail, digest), key by key. Empty when the file is missing, not a small
+/// updated, detail, digest, hangs), key by key. Empty when the file is missing, not a small
 /// regular file, or not of this form.
 std::map<std::string, std::string> read_state_fields(const std::string& run_dir);
 inline constexpr const char* kStateMagicLine = "sweep-run-state 1";

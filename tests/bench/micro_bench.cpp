@@ -1,7 +1,8 @@
 // Micro-benchmarks (Google Benchmark) of the pieces every step or every run pays for:
 // the canonical tree, the gradient norm, AdamW, parameter checksums, the record's
-// append and its verified read, and grid expansion. Whole programs are compared side by
-// side by the scripts beside this file; these say where time goes inside them.
+// append and its verified read, a rank's heartbeat, and grid expansion. Whole programs are
+// compared side by side by the scripts beside this file; these say where time goes inside
+// them.
 //
 //   build/bin/micro_bench                         # full run, figures in tests/bench/README.md
 //   build/bin/micro_bench --benchmark_min_time=0.01   # what ctest runs (label bench): a smoke run
@@ -16,6 +17,7 @@
 #include "canonical_reduce.h"  // TreeAccumulator
 #include "checksum.h"          // flat_checksum
 #include "grid.h"              // parse_grid, expand_grid
+#include "heartbeat.h"         // HeartbeatWriter
 #include "optimizer.h"         // sum_of_squares, adamw
 #include "record.h"            // RecordWriter, read_record
 #include "record_parse.h"      // isolate_record_parsing
@@ -149,6 +151,23 @@ void BM_RecordReadVerifiedIsolated(benchmark::State& state) {
   set_bytes(state, size_t(fs::file_size(path)));
 }
 BENCHMARK(BM_RecordReadVerifiedIsolated)->Unit(benchmark::kMillisecond);
+
+// A rank's heartbeat (results/record/heartbeat.h): what entering or leaving one collective
+// adds to it in a run of several ranks, one line rewritten in place in the page cache.
+void BM_HeartbeatPublish(benchmark::State& state) {
+  char tmpl[] = "/tmp/sweep_bench_heartbeat.XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  {
+    sweep::HeartbeatWriter w(dir, 0);
+    long long seq = 0;
+    for (auto _ : state) {
+      ++seq;
+      w.publish(seq, seq, seq / 8, (seq & 1) != 0, -1, "allreduce");
+    }
+  }
+  fs::remove_all(dir);
+}
+BENCHMARK(BM_HeartbeatPublish)->Unit(benchmark::kMicrosecond);
 
 // Parse, validate and expand a grid of 10 x 10 x 10 = 1,000 points.
 void BM_GridExpand(benchmark::State& state) {

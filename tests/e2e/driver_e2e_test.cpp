@@ -648,6 +648,54 @@ TEST_F(DriverMpi, ADeadOrStuckRankIsNamedInTheRunStateAndThePartialRecord) {
   EXPECT_CONTAINS(read_file(dir_ / "run.log"), "rank 1 exited on signal 9 (Killed)");
 }
 
+// A hang that comes back at the same step on the same rank is deterministic: the run ends
+// after its second attempt, saying so, though retries are left (it was retried until they
+// ran out). A hang in the first attempt only (fault.hang_once) is retried and completes:
+// the rule is not "never retry a hang".
+TEST_F(DriverMpi, AHangRepeatedAtTheSameStepAndRankIsNotRetriedButAHangThatDoesNotRepeatIs) {
+  std::string grid = write("hangs.yaml",
+                           "name: hangs\n"
+                           "base:\n" +
+                               sweep_test::tiny_model("  ") +
+                               "  train: {steps: 8, micro_batch: 2}\n"
+                               "  dist: {world_size: 2, timeout_s: 3}\n"
+                               "  fault: {hang_step: 5, hang_rank: 1}\n"
+                               "grid:\n"
+                               "  fault.hang_once: [0, 1]\n"
+                               "launch: {parallel: 1, slots: 2, retries: {hang: 3}}\n");
+  const fs::path out = dir_ / "out";
+  auto st = sweep_cli({"run", grid, "--out", out.string()}, "run.log");
+  const std::string said = read_file(dir_ / "run.log");
+  EXPECT_EQ(st.code, 1) << said;
+  const std::string verdict = "hang at step 5 on rank 1, repeated in attempts 1 and 2: deterministic, not retried";
+  int repeated = 0, once = 0;
+  for (const auto& e : fs::directory_iterator(out / "runs")) {
+    const auto s = sweep::read_run_state(e.path().string());
+    EXPECT_EQ(s.attempts, 2) << e.path() << ": " << s.detail;
+    if (read_file(e.path() / "config.yaml").find("hang_once: 1") != std::string::npos) {
+      ++once;
+      EXPECT_EQ(s.state, "completed") << s.detail;
+      continue;
+    }
+    ++repeated;
+    EXPECT_EQ(s.state, "failed");
+    EXPECT_EQ(s.failure, sweep::FailureClass::hang);
+    EXPECT_EQ(s.detail.rfind(verdict + "; ", 0), 0u) << s.detail;
+    // Each attempt located its hang by the ranks' heartbeats.
+    EXPECT_CONTAINS(s.detail, "rank 1 never entered collective #");
+    ASSERT_EQ(s.hangs.size(), 2u);
+    EXPECT_EQ(s.hangs[0].site, "step 5 on rank 1");
+    EXPECT_EQ(s.hangs[1].site, "step 5 on rank 1");
+    EXPECT_CONTAINS(said, ": hang (" + verdict + "; ");
+  }
+  EXPECT_EQ(repeated, 1);
+  EXPECT_EQ(once, 1);
+  // One retry each: the hang that does not repeat, and the first of the one that does.
+  size_t retries = 0;
+  for (size_t at = said.find("retrying "); at != std::string::npos; at = said.find("retrying ", at + 1)) ++retries;
+  EXPECT_EQ(retries, 2u) << said;
+}
+
 // A desync (the ranks' parameters part) repeats deterministically: its own class, never
 // retried, even when the grid retries every retryable class (it was `crashed` and retried).
 TEST_F(DriverMpi, ADesyncIsItsOwnClassAndIsNeverRetried) {

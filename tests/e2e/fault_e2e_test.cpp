@@ -12,6 +12,8 @@
 
 #include "e2e_util.h"    // E2eTest, tiny_model, bit_difference
 #include "hdf5_c.h"      // reads the status of a .partial record
+#include "heartbeat.h"   // read_heartbeat: where a rank is
+#include "process.h"     // SpawnRunner: a run the test acts on while it goes
 #include "run_health.h"  // run_health, health_names
 
 namespace fs = std::filesystem;
@@ -232,6 +234,86 @@ TEST_F(FaultMpi, AHungRankIsNamedInTheFailedPartialRecord) {
       << "the stack names this program's functions: " << rs.failure;
   EXPECT_CONTAINS(log("hang"), "rank 1: its last collectives, oldest first:\n");
   EXPECT_CONTAINS(log("hang"), "rank 1: stack of its main thread:\n  #0 ");
+}
+
+// The ranks' heartbeats name the rank that never entered the collective the others wait
+// in: on three ranks, rank 1 stuck at the start of step 3 missed the collective ranks 0
+// and 2 wait in, the one after the last it finished.
+TEST_F(FaultMpi, AHangNamesTheRankThatNeverEnteredTheCollectiveTheOthersWaitIn) {
+  auto st = train("hang3", kTiny + "}\ndist: {world_size: 3, timeout_s: 3}\nfault: {hang_step: 3, hang_rank: 1}\n", 3);
+  EXPECT_FALSE(st.ok());
+  auto rs = sweep::read_record_status((dir_ / "hang3" / "record.h5").string());
+  EXPECT_EQ(rs.status, "failed");
+  std::smatch last, absent;
+  ASSERT_TRUE(
+      std::regex_search(rs.failure, last, std::regex("rank 1: .*outside any collective \\(its last, #([0-9]+) ")))
+      << rs.failure;
+  ASSERT_TRUE(std::regex_search(rs.failure, absent,
+                                std::regex("rank 1 never entered collective #([0-9]+) \\((.+) at step 3\\); ranks 0, 2 "
+                                           "wait in it")))
+      << rs.failure;
+  EXPECT_EQ(std::stoll(absent[1]), std::stoll(last[1]) + 1) << rs.failure;
+  EXPECT_CONTAINS(log("hang3"), absent[0].str());
+}
+
+/// The process id of rank `rank` of the sweep-train that mpiexec started training into
+/// `out`; 0 when there is none (yet).
+int rank_pid(const fs::path& out, int rank) {
+  std::error_code ec;
+  const std::string env_entry = std::string(1, '\0') + "OMPI_COMM_WORLD_RANK=" + std::to_string(rank) + '\0';
+  for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string pid = it->path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmd = sweep_test::read_file(it->path() / "cmdline");
+    const std::string program = cmd.substr(0, cmd.find('\0'));  // sweep-train itself, not mpiexec
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    if (fs::path(program).filename() != "sweep-train" || cmd.find(" " + out.string()) == std::string::npos) continue;
+    if (('\0' + sweep_test::read_file(it->path() / "environ")).find(env_entry) != std::string::npos)
+      return std::stoi(pid);
+  }
+  return 0;
+}
+
+// A rank that cannot speak for itself (stopped: its watchdog does not run, so it leaves no
+// note in time) is still named: rank 0's watchdog reads its heartbeat, which says it never
+// entered the collective rank 0 waits in. Before heartbeats the cause said only "rank 0 ...
+// waiting for the other ranks in allgather".
+TEST_F(FaultMpi, ARankStoppedWithoutANoteIsNamedByItsHeartbeat) {
+  // Slow steps (rank 0 sleeps 50 ms in each), so that the run is still going when the
+  // test stops rank 1; it would end on its own after some 20 s.
+  const std::string config = kTiny + "}\ndist: {world_size: 2, timeout_s: 3}\nfault: {slow_ms: 50, slow_rank: 0}\n";
+  const std::string patched = std::regex_replace(config, std::regex("steps: 8"), "steps: 400");
+  sweep::SpawnRunner runner;
+  const int job = runner.start(train_argv("stopped", patched, 2), (dir_ / "stopped.log").string());
+  const fs::path out = dir_ / "stopped";
+  // Event-driven: rank 1 has a pid and is past step 2, as its heartbeat says.
+  int pid = 0;
+  std::vector<std::pair<int, sweep::ExitStatus>> ended;
+  for (double waited = 0; waited < 120 && ended.empty(); waited += 0.05) {
+    if (pid == 0) pid = rank_pid(out, 1);
+    const auto beat = sweep::read_heartbeat(sweep::heartbeat_path(out.string(), 1));
+    if (pid > 0 && beat && beat->step >= 2) break;
+    ended = runner.wait_some(0.05);
+  }
+  ASSERT_TRUE(ended.empty()) << "the run ended before rank 1 was stopped:\n" << log("stopped");
+  ASSERT_GT(pid, 0) << log("stopped");
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  for (double waited = 0; waited < 240 && ended.empty(); waited += 1) ended = runner.wait_some(1);
+  // Whatever the launcher did to it, rank 1 goes now (it may still be stopped).
+  if (sweep_test::read_file("/proc/" + std::to_string(pid) + "/cmdline").find("sweep-train") != std::string::npos)
+    ::kill(pid, SIGKILL), ::kill(pid, SIGCONT);
+  ASSERT_FALSE(ended.empty()) << "rank 0's watchdog ends the run after dist.timeout_s";
+  EXPECT_EQ(ended[0].first, job);
+  EXPECT_FALSE(ended[0].second.ok());
+  auto rs = sweep::read_record_status((out / "record.h5").string());
+  EXPECT_EQ(rs.status, "failed");
+  // Stopped, rank 1 said nothing before rank 0 wrote the cause (a note it may write once the
+  // launcher continues it to end it comes too late for the record).
+  EXPECT_EQ(rs.failure.find("rank 1: "), std::string::npos) << rs.failure;
+  EXPECT_CONTAINS(rs.failure, "rank 0: no progress for 3 s (dist.timeout_s) at step ");
+  EXPECT_TRUE(std::regex_search(rs.failure, std::regex("rank 1 never entered collective #[0-9]+ \\(.+ at step "
+                                                       "[0-9]+\\); rank 0 waits in it$")))
+      << rs.failure;
 }
 
 TEST_F(FaultMpi, NanLossStopsEveryRankNamingWhereItStarted) {

@@ -3,7 +3,9 @@
 slow run (fault.slow_ms) is followed in its rank log line by line while it trains, `sweep
 status` shows its step of total, its latest loss and how long it has run, read from the
 partial record without disturbing the writer, and h5py reads the same partial record
-without taking its lock (results/SCHEMA.md).
+without taking its lock (results/SCHEMA.md). A run one of whose ranks is stopped (SIGSTOP)
+shows "no progress for N s" once its record has not advanced for 30 s, and stops showing
+it when the rank goes on (results/analysis/stall.h).
 
 Usage: test_live_status.py [BIN_DIR] [unittest options]
 """
@@ -31,37 +33,73 @@ def show(p):
     return "exit %d\n--- stdout\n%s--- stderr\n%s" % (p.returncode, p.stdout, p.stderr)
 
 
+MODEL = {"layers": 1, "d_model": 32, "heads": 2, "vocab": 64, "seq_len": 16}
+
+
+def rank_pid(out, rank):
+    """The pid of the sweep-train of rank `rank` (mpiexec's) training under sweep directory
+    `out`, or None."""
+    want = b"\0OMPI_COMM_WORLD_RANK=%d\0" % rank
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                cmd = f.read()
+            # sweep-train itself, not sweep-rank, its supervisor, whose arguments name it
+            if not cmd.split(b"\0")[0].endswith(b"sweep-train") or out.encode() not in cmd:
+                continue
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                if want in b"\0" + f.read():
+                    return int(pid)
+        except OSError:
+            continue  # gone meanwhile, or not ours
+    return None
+
+
 class LiveStatus(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="live_status_test.")
-        g = {"name": "live",
-             "base": {"model": {"layers": 1, "d_model": 32, "heads": 2, "vocab": 64, "seq_len": 16},
-                      "train": {"steps": STEPS, "micro_batch": 2, "log_every": 1},
-                      "fault": {"slow_ms": 150}}}  # about 10 s in all: long enough to watch
+        self.out = os.path.join(self.tmp, "out")
+        self.driver = None
+        self.stopped = None
+
+    def start(self, base, launch=None):
+        g = {"name": "live", "base": base}
+        if launch:
+            g["launch"] = launch
         self.grid = os.path.join(self.tmp, "grid.yaml")
         with open(self.grid, "w", encoding="utf-8") as f:
             yaml.safe_dump(g, f, sort_keys=False)
-        self.out = os.path.join(self.tmp, "out")
         self.driver = subprocess.Popen([os.path.join(BIN_DIR, "sweep"), "run", self.grid, "--out", self.out],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def tearDown(self):
-        if self.driver.poll() is None:
+        if self.stopped:
+            try:
+                os.kill(self.stopped, signal.SIGCONT)  # so that the driver's SIGTERM can end it
+            except OSError:
+                pass
+        if self.driver and self.driver.poll() is None:
             self.driver.send_signal(signal.SIGTERM)
             self.driver.wait(timeout=60)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def wait_for(self, what, check, timeout=60):
+    def status(self):
+        return subprocess.run([os.path.join(BIN_DIR, "sweep"), "status", self.out], capture_output=True, text=True,
+                              timeout=60)
+
+    def wait_for(self, what, check, timeout=60, every=0.1):
         deadline = time.time() + timeout
         while time.time() < deadline:
             got = check()
             if got:
                 return got
             self.assertIsNone(self.driver.poll(), "the sweep ended before " + what)
-            time.sleep(0.1)
+            time.sleep(every)
         self.fail("no " + what + " within %d s" % timeout)
 
     def test_a_running_run_is_watched(self):
+        self.start({"model": MODEL, "train": {"steps": STEPS, "micro_batch": 2, "log_every": 1},
+                    "fault": {"slow_ms": 150}})  # about 10 s in all: long enough to watch
         runs = os.path.join(self.out, "runs")
         rid = self.wait_for("run directory", lambda: os.path.isdir(runs) and os.listdir(runs) and os.listdir(runs)[0])
         log = os.path.join(runs, rid, "logs", "rank0.log")
@@ -81,8 +119,7 @@ class LiveStatus(unittest.TestCase):
 
         # sweep status: step of total, the latest loss and the time, from the partial record.
         def status():
-            p = subprocess.run([os.path.join(BIN_DIR, "sweep"), "status", self.out], capture_output=True, text=True,
-                               timeout=60)
+            p = self.status()
             m = re.search(r"step (\d+)/%d, loss [\d.e+-]+, (\d+m)?\d+s into attempt 1" % STEPS, p.stdout)
             return m and 0 < int(m.group(1)) < STEPS and p
 
@@ -98,9 +135,65 @@ class LiveStatus(unittest.TestCase):
         self.assertGreater(len(steps), 0)
         self.assertIsNone(self.driver.poll(), "the run should still be training")
 
+        self.assertNotIn("no progress", p.stdout, show(p))
+
         # The reader disturbed nothing: the run completes.
         self.assertEqual(self.driver.wait(timeout=120), 0)
         self.assertTrue(os.path.exists(os.path.join(runs, rid, "record.h5")))
+
+    def test_a_run_whose_rank_is_stopped_shows_no_progress(self):
+        # Two ranks, rank 0 sleeping 100 ms in each step: some 20 s of training, and a
+        # dist.timeout_s far beyond the test, so that only the test ends the stall.
+        steps = 200
+        self.start({"model": MODEL, "train": {"steps": steps, "micro_batch": 2, "log_every": 1},
+                    "dist": {"world_size": 2, "timeout_s": 900}, "fault": {"slow_ms": 100, "slow_rank": 0}},
+                   launch={"slots": 2})
+
+        def progress(p):
+            m = re.search(r"step (\d+)/%d, loss [^,]+, (no progress for (\d+) s, )?(\d+m)?\d+s into attempt 1" % steps,
+                          p.stdout)
+            return m and (int(m.group(1)), int(m.group(3)) if m.group(3) else None)
+
+        def advancing():
+            p = self.status()
+            got = progress(p)
+            return got and got[0] >= 3 and p
+
+        p = self.wait_for("a step past 2 in sweep status", advancing, timeout=120)
+        self.assertIsNone(progress(p)[1], "a run that advances makes progress:\n" + show(p))
+        pid = self.wait_for("rank 1's process", lambda: rank_pid(self.out, 1), timeout=30)
+        os.kill(pid, signal.SIGSTOP)
+        self.stopped = pid
+
+        # Rank 0 now waits in a collective for ever: the record stops advancing, and after
+        # 30 s (the least threshold; these steps are short) status says for how long.
+        def stalled():
+            p = self.status()
+            got = progress(p)
+            return got and got[1] is not None and (got, p)
+
+        (step, seconds), p = self.wait_for("'no progress for' in sweep status", stalled, timeout=150, every=1)
+        self.assertGreaterEqual(seconds, 30, show(p))
+        self.assertLess(step, steps, show(p))
+        self.assertIn("1 runs: 1 running", p.stdout, show(p))
+        time.sleep(2)  # a little later it is still stalled, at the same step, for longer
+        p = self.status()
+        self.assertEqual(progress(p)[0], step, show(p))
+        self.assertGreaterEqual(progress(p)[1], seconds, show(p))
+
+        # Going on, the run advances again, says nothing of a stall, and completes.
+        os.kill(pid, signal.SIGCONT)
+        self.stopped = None
+
+        def moving():
+            p = self.status()
+            got = progress(p)
+            return (got and got[0] > step and got[1] is None) or self.driver.poll() is not None
+
+        self.wait_for("the run advancing again", moving, timeout=120, every=0.5)
+        self.assertEqual(self.driver.wait(timeout=300), 0)
+        self.assertTrue(os.path.exists(os.path.join(self.out, "runs", os.listdir(os.path.join(self.out, "runs"))[0],
+                                                    "record.h5")))
 
 
 if __name__ == "__main__":

@@ -92,6 +92,7 @@ const std::vector<IdleCase>& idle_cases() {
       {"fault.desync_rank", "0", "{}", "fault: {desync_step: 3}"},
       {"fault.kill_rank", "1", "{}", "fault: {kill_step: 3}"},
       {"fault.hang_rank", "1", "{}", "fault: {hang_step: 3}"},
+      {"fault.hang_once", "1", "{}", "fault: {hang_step: 3}"},
       {"fault.slow_rank", "1", "{}", "fault: {slow_ms: 3}"},
       {"fault.nan_rank", "1", "{}", "fault: {nan_step: 3}"},
       {"fault.nan_micro_batch", "1", "{}", "fault: {nan_step: 3}"},

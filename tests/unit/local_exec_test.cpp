@@ -16,6 +16,7 @@
 
 #include "atomic_file.h"   // write_file_atomically
 #include "fake_trainer.h"  // flag_value, write_run_record
+#include "heartbeat.h"     // HeartbeatWriter
 #include "plan.h"
 #include "record.h"
 #include "run_files.h"  // utc_now
@@ -395,6 +396,32 @@ TEST(ClassifyAttempt, ADaemonLostMidRunThatMpirunCallsAStartFailureIsTheNodeThat
   write_log(run / "logs/node-a/rank0.log", "step 40 loss 1.5\n", false);
   EXPECT_EQ(classify_attempt(st, run.string(), &d), FailureClass::crashed) << d;
   EXPECT_CONTAINS(d, "mpirun could not start on every host");
+}
+
+// Rank 0 stopped (it wrote no cause) while rank 1 never entered the collective it waits
+// in: the heartbeats this attempt left say so; an earlier attempt's say nothing.
+TEST(ClassifyAttempt, AHangWithoutACauseIsLocatedByTheHeartbeatsOfThisAttempt) {
+  sweep_test::TempDir tmp("sweep_classify_");
+  const fs::path run = tmp.path() / "run";
+  fs::create_directories(run / "logs");
+  std::ofstream(run / "logs/launcher.log") << "=== sweep: attempt 2 of run r (--resume) at " << utc_now() << " ===\n";
+  {
+    HeartbeatWriter rank0(run.string(), 0), rank1(run.string(), 1);
+    rank0.publish(35, 20, 3, true, -1, "allreduce");
+    rank1.publish(34, 19, 3, false, -1, "allgather");
+  }
+  ExitStatus st;
+  st.code = 4;
+  std::string d;
+  EXPECT_EQ(classify_attempt(st, run.string(), &d), FailureClass::hang) << d;
+  EXPECT_CONTAINS(d, "; rank 1 never entered collective #35 (allreduce at step 3); rank 0 waits in it");
+  const auto old = fs::file_time_type::clock::now() - std::chrono::hours(2);
+  fs::last_write_time(run / "rank1.heartbeat", old);
+  EXPECT_EQ(classify_attempt(st, run.string(), &d), FailureClass::hang) << d;
+  EXPECT_CONTAINS(d, "no heartbeat from rank 1; rank 0 waits in collective #35");
+  fs::last_write_time(run / "rank0.heartbeat", old);
+  EXPECT_EQ(classify_attempt(st, run.string(), &d), FailureClass::hang) << d;
+  EXPECT_EQ(d.find("collective #"), std::string::npos) << d;
 }
 
 TEST(ProgressBar, CountsAndEta) {

@@ -303,9 +303,11 @@ TEST_F(RecordTest, ARunningRecordReadsWhileItsWriterHoldsItOpen) {
   std::string error;
   int64_t step = -1;
   size_t rows = 0;
+  RecordProgress progress;
   try {
     st = read_record_status(path_.string());
-    step = read_partial_progress(path_.string()).step;
+    progress = read_partial_progress(path_.string());
+    step = progress.step;
     rows = read_record_unverified(path_.string() + kPartialSuffix).steps.size();
   } catch (const RecordError& e) {
     error = e.what();
@@ -317,6 +319,9 @@ TEST_F(RecordTest, ARunningRecordReadsWhileItsWriterHoldsItOpen) {
   EXPECT_EQ(st.run_id, header().run_id);
   EXPECT_EQ(step, steps().back().step);
   EXPECT_EQ(rows, 3u);
+  // When it was last written, and how long its steps take: what a stall is judged by.
+  EXPECT_EQ(progress.step_time_s, 0.0123456789);  // the median of the three steps' times
+  EXPECT_GT(progress.written_at, 0);
   EXPECT_EQ(read_record(path_.string()).steps.size(), 3u);
 }
 

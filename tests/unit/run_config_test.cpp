@@ -29,14 +29,15 @@ TEST(RunConfig, DefaultsRoundTripThroughYaml) {
   // The canonical text names every key once, but for the keys added after run ids were
   // published, which are left out at their default: held-out evaluation's, train.leaf,
   // train.deterministic, the NaN fault's place, the spike fault, dist.straggler_ratio,
-  // train.telemetry_every, the spike policy's, the lr switch's and sweep fork's.
+  // train.telemetry_every, the spike policy's, the lr switch's, sweep fork's and the hang
+  // that does not repeat (fault.hang_once).
   const std::set<std::string> added = {
       "train.leaf",        "train.deterministic",  "fault.nan_rank",         "fault.nan_micro_batch",
       "fault.spike_step",  "dist.straggler_ratio", "train.telemetry_every",  "train.spike_policy",
       "train.spike_limit", "train.lr_switch_step", "train.lr_before_switch", "train.fork_parent",
-      "train.fork_step"};
+      "train.fork_step",   "fault.hang_once"};
   const FlatConfig flat = flatten_yaml(text, "defaults.yaml");
-  EXPECT_EQ(flat.size(), run_config_keys().size() - 17);
+  EXPECT_EQ(flat.size(), run_config_keys().size() - 18);
   for (const auto& key : run_config_keys())
     EXPECT_EQ(flat.count(key), key.find("eval_") == std::string::npos && !added.count(key) ? 1u : 0u) << key;
 }

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <thread>
 
+#include "heartbeat.h"  // HeartbeatWriter
 #include "temp_dir.h"   // TempDirTest
 #include "test_util.h"  // read_file
 
@@ -106,6 +107,33 @@ TEST_F(WatchdogTest, ATimeoutNamesTheCollectiveByNumberAndTheStackOfTheStuckThre
         std::this_thread::sleep_for(10s);
       },
       ::testing::ExitedWithCode(4), "waiting for the other ranks in allgather \\(collective #5, 16 bytes, for ");
+}
+
+// Each rank of several publishes its place among the collectives; rank 0's cause of a hang
+// names the rank that never entered the one it waits in, from that rank's heartbeat alone
+// (a rank stopped or wedged leaves no note).
+TEST_F(WatchdogTest, RankZerosHangNamesTheRankThatNeverEnteredTheCollectiveItWaitsIn) {
+  const std::string dir = dir_.string();
+  {
+    sweep::HeartbeatWriter rank1(dir, 1);
+    rank1.publish(3, 3, 7, false, -1, "allreduce");  // finished #3, then no more
+  }
+  EXPECT_EXIT(
+      {
+        sweep::Watchdog dog(0.2, 0, dir, 2);
+        dog.arm();
+        dog.beat(7);
+        for (int i = 0; i < 3; ++i) sweep::Watchdog::Waiting w(dog, "allreduce", -1, 8);
+        sweep::Watchdog::Waiting waiting(dog, "allgather", -1, 16);
+        std::this_thread::sleep_for(10s);
+      },
+      ::testing::ExitedWithCode(4),
+      "rank 0: no progress .* in allgather \\(collective #4, .*; rank 1 never entered collective #4 \\(allgather at "
+      "step 7\\); rank 0 waits in it");
+  // One rank publishes nothing: it has no peers.
+  std::filesystem::create_directory(dir_ / "alone");
+  { sweep::Watchdog alone(0, 0, dir + "/alone"); }
+  EXPECT_TRUE(std::filesystem::is_empty(dir_ / "alone"));
 }
 
 TEST_F(WatchdogTest, AWaitOnOnePeerNamesItsRankAndHost) {

@@ -13,8 +13,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
+
+#include "heartbeat.h"  // HeartbeatWriter, read_heartbeats, absent_from_collective
 
 namespace fs = std::filesystem;
 
@@ -67,10 +70,15 @@ std::string note_path(const std::string& dir, int rank) { return dir + "/rank" +
 
 }  // namespace
 
-Watchdog::Watchdog(double timeout_s, int rank, std::string note_dir)
-    : timeout_s_(timeout_s), rank_(rank), note_dir_(std::move(note_dir)), main_(::pthread_self()) {
+Watchdog::Watchdog(double timeout_s, int rank, std::string note_dir, int world)
+    : timeout_s_(timeout_s), rank_(rank), note_dir_(std::move(note_dir)), world_(world), main_(::pthread_self()) {
   std::error_code ec;
   fs::remove(note_path(note_dir_, rank_), ec);  // a note from an earlier attempt is stale
+  // Emptied and rewritten at once: an earlier attempt's heartbeat is stale too. A peer's
+  // that is older than this rank (less a second of clock granularity) is another
+  // attempt's, left by a rank that has not started yet.
+  if (world_ > 1) heartbeat_ = std::make_unique<HeartbeatWriter>(note_dir_, rank_);
+  started_ = static_cast<long long>(std::time(nullptr));
   if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0)
     throw std::runtime_error(std::string("watchdog: pipe: ") + std::strerror(errno));
   g_signal = 0;
@@ -157,19 +165,30 @@ std::string Watchdog::host_of(int rank) {
 }
 
 void Watchdog::enter(const char* op, int peer, size_t bytes) {
+  long long seq = 0, group = 0;
   {
     std::lock_guard<std::mutex> lock(ring_mu_);
     ++seq_;
+    if (peer < 0) ++group_;
     ring_[size_t(seq_) % kCollectiveRing] = Collective{seq_, op, bytes, now_s(), -1};
+    seq = seq_, group = group_;
   }
   peer_.store(peer);
   waiting_in_.store(op);
+  if (heartbeat_) heartbeat_->publish(seq, group, step_.load(), true, peer, op);
 }
 
 void Watchdog::leave() {
   waiting_in_.store(nullptr);
-  std::lock_guard<std::mutex> lock(ring_mu_);
-  ring_[size_t(seq_) % kCollectiveRing].end_s = now_s();
+  long long seq = 0, group = 0;
+  const char* op = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(ring_mu_);
+    Collective& c = ring_[size_t(seq_) % kCollectiveRing];
+    c.end_s = now_s();
+    seq = seq_, group = group_, op = c.op;
+  }
+  if (heartbeat_) heartbeat_->publish(seq, group, step_.load(), false, peer_.load(), op);
 }
 
 std::vector<Watchdog::Collective> Watchdog::last_collectives() {
@@ -214,7 +233,7 @@ std::string Watchdog::where(bool stuck) {
            (stuck ? " (this rank is stuck)" : "");
   }
   std::string peer;
-  if (const int p = peer_.load(); p >= 0) {
+  if (const int p = peer_.load(); p >= 0 && p != rank_) {
     const std::string host = host_of(p);
     peer = " with rank " + std::to_string(p) + (host.empty() ? "" : " on " + host);
   }
@@ -249,7 +268,13 @@ std::string Watchdog::main_stack(std::string* all) {
 void Watchdog::stop(const std::string& why, int code) {
   // The rank that is at fault first: a peer's note says "this rank is stuck".
   const std::string notes = rank_ == 0 ? peer_notes() : "";
-  const std::string cause = notes.empty() ? why : notes + "; " + why;
+  std::string cause = notes.empty() ? why : notes + "; " + why;
+  // A hang (this rank's timeout, or a peer's): the ranks' heartbeats say which never
+  // entered the collective the others wait in, even of a rank that left no note.
+  if (rank_ == 0 && world_ > 1 && (code == 4 || notes.find("(dist.timeout_s)") != std::string::npos))
+    if (const std::string absent = absent_from_collective(read_heartbeats(note_dir_, world_, started_ - 1));
+        !absent.empty())
+      cause += "; " + absent;
   std::fprintf(stderr, "sweep-train: %s; exiting (%d)\n", cause.c_str(), code);
   std::fflush(stderr);
   {

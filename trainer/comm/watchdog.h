@@ -16,6 +16,11 @@
 // collective (its last, #811 allreduce, ended 3.2 s ago); rank 0 ... in allreduce
 // (collective #812, ...)": rank 1 never reached #812), prints the ring and a stack trace
 // of the main thread to the rank's log, and puts the top of that stack in the cause.
+// In a run of several ranks each rank also publishes its place among the collectives in
+// <note_dir>/rank<R>.heartbeat (results/record/heartbeat.h) as it enters and leaves each,
+// and rank 0's cause of a hang ends with the rank(s) that never entered the collective the
+// others wait in ("rank 1 never entered collective #812 (allreduce at step 40); rank 0
+// waits in it"), which a rank that leaves no note (stopped, wedged) cannot say itself.
 #pragma once
 
 #include <pthread.h>
@@ -25,6 +30,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -34,11 +40,14 @@
 
 namespace sweep {
 
+class HeartbeatWriter;  // heartbeat.h
+
 class Watchdog {
  public:
   /// `timeout_s` <= 0 disables the progress check (signals are still handled). Installs
-  /// the SIGTERM and SIGINT handlers; one Watchdog per process.
-  Watchdog(double timeout_s, int rank, std::string note_dir);
+  /// the SIGTERM and SIGINT handlers; one Watchdog per process. With `world` > 1 ranks the
+  /// rank publishes its heartbeat in `note_dir`.
+  Watchdog(double timeout_s, int rank, std::string note_dir, int world = 1);
   /// Restores the previous signal handlers.
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
@@ -60,8 +69,9 @@ class Watchdog {
   void set_hosts(std::vector<std::string> hosts);
 
   /// Marks the time this rank waits for its peers (see WatchedCommunicator); `peer` is the
-  /// one rank it waits on (a sendrecv's source), -1 for a collective of all ranks; `bytes`
-  /// what this rank sends. Each Waiting is one numbered collective of the ring.
+  /// one rank it waits on (a sendrecv's source, this rank itself for an exchange with no
+  /// other), -1 for a collective of all ranks; `bytes` what this rank sends. Each Waiting is
+  /// one numbered collective of the ring.
   class Waiting {
    public:
     Waiting(Watchdog& dog, const char* op, int peer = -1, size_t bytes = 0) : dog_(dog) { dog_.enter(op, peer, bytes); }
@@ -114,6 +124,10 @@ class Watchdog {
   std::mutex ring_mu_;
   std::array<Collective, kCollectiveRing> ring_{};  // under ring_mu_; slot seq % kCollectiveRing
   long long seq_ = 0;                               // under ring_mu_: collectives entered
+  long long group_ = 0;                             // under ring_mu_: of them, collectives of all ranks
+  int world_;
+  std::unique_ptr<HeartbeatWriter> heartbeat_;  // null for one rank; written by the main thread only
+  long long started_ = 0;                       // when this Watchdog was made, seconds since the epoch
   pthread_t main_;
   std::vector<std::string> hosts_;  // under hook_mu_
   std::string host_of(int rank);    // "" when unknown
@@ -168,7 +182,7 @@ class WatchedCommunicator : public Communicator {
     inner_.allgather(send, bytes_per_rank, recv);
   }
   void sendrecv(const void* send, size_t send_bytes, int dst, void* recv, size_t recv_bytes, int src) override {
-    Watchdog::Waiting w(dog_, "the gradient exchange (sendrecv)", src == rank() ? -1 : src, send_bytes);
+    Watchdog::Waiting w(dog_, "the gradient exchange (sendrecv)", src, send_bytes);
     inner_.sendrecv(send, send_bytes, dst, recv, recv_bytes, src);
   }
   void allreduce_sum_native(float* data, size_t n) override {
