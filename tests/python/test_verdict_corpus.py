@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -122,7 +123,8 @@ class Readers:
         # The markdown report: the runs table, the health table, and where the results table lists it.
         md = self.ok("report", self.out, "--format", "md", "-o", "-")
         for row in md_table(md, "Runs"):
-            self.said(row["run"], "md", status=row["status"].split()[0], flags=names(row["health"]), text="")
+            self.said(row["run"], "md", status=row["status"].split()[0], flags=names(row["health"]), text="",
+                      shared_cores="(shared cores)" in row["tokens/s (median)"])
         for row in md_table(md, "Health"):
             self.words[row["run"]]["md"]["text"] += row["what"] + "\n"
         for m in re.finditer(r"\n### ([0-9a-f]{16}): (\w+)\n\n(.*)\n", md):  # a failed run, and its cause
@@ -137,6 +139,7 @@ class Readers:
             self.said(r["run_id"], "json", status=r["status"], cause=r["cause"])
         for r in rep["runs"]:
             self.said(r["run_id"], "json", status=r["status"], objective_name=r["objective_name"],
+                      shared_cores=r["shared_cores"],
                       flags={h["flag"] for h in r["health"]},
                       text="\n".join(h["detail"] for h in r["health"]), ranked=ranked[r["run_id"]])
         # The CSV report: a row per run.
@@ -189,7 +192,19 @@ class Corpus(unittest.TestCase):
         with open(os.path.join(here, "expected.yaml"), encoding="utf-8") as f:
             want = yaml.safe_load(f)
         out = os.path.join(self.tmp, case)
-        p = sweep("run", os.path.join(here, "grid.yaml"), "--out", out, "--parallel", "1")
+        argv = [os.path.join(cli_util.BIN_DIR, "sweep"), "run", os.path.join(here, "grid.yaml"), "--out", out,
+                "--parallel", "1"]
+        if want.get("busy"):  # the runs share core 0 with a busy loop
+            if not os.path.exists("/proc/thread-self/schedstat"):
+                self.skipTest("this kernel keeps no schedstat")
+            busy = subprocess.Popen(["taskset", "-c", "0", "/bin/sh", "-c", "while :; do :; done"])
+            try:
+                p = cli_util.run(["taskset", "-c", "0"] + argv)
+            finally:
+                busy.kill()
+                busy.wait()
+        else:
+            p = cli_util.run(argv)
         self.assertEqual(p.returncode, want.get("exit", 0), show(p))
         configs = {}
         for rid in os.listdir(os.path.join(out, "runs")):
@@ -239,6 +254,9 @@ class Corpus(unittest.TestCase):
                 self.assertIn(phrase, said["show"]["figures"], label)
             for phrase in expected.get("not_figures", []):
                 self.assertNotIn(phrase, said["show"]["figures"], label)
+            if "shared_cores" in expected:  # marked beside its tokens/s, not a flag
+                self.assertEqual(said["md"]["shared_cores"], expected["shared_cores"], label)
+                self.assertEqual(said["json"]["shared_cores"], expected["shared_cores"], label)
             if "objective_name" in expected:
                 self.assertEqual(said["json"]["objective_name"], expected["objective_name"], label)
                 self.assertEqual(said["csv"]["objective_name"], expected["objective_name"], label)
