@@ -10,8 +10,11 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <vector>
 
 namespace sweep {
+
+struct HealthFlag;  // run_health.h
 
 /// Runs the chosen subcommand; returns -1 when it was not the one chosen.
 using CliAction = std::function<int()>;
@@ -33,6 +36,10 @@ CliAction setup_keys(CLI::App& app);       // cli_keys.cpp
 /// Text from disk shown on a terminal, escaped with printable()'s rules and never cut
 /// (cli_sweep.cpp).
 std::string terminal_text(const std::string& s);
+
+/// The sweep-level health flags (throughput_outlier) of run `run_id` of the sweep directory
+/// `dir`, judged as `sweep status` judges them (cli_sweep.cpp); none outside a sweep.
+std::vector<HealthFlag> sweep_level_flags(const std::string& dir, const std::string& run_id);
 
 /// Throws ConfigError (exit 2) when `dir` exists but is a file, or a directory that holds
 /// something yet no points.tsv, runs/ or sweep.lock: a sweep must not write into someone

@@ -1,9 +1,11 @@
 // `sweep report`, `sweep compare` and `sweep reproduce`: commands over records.
 #include <algorithm>
 #include <cctype>  // tolower
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>  // getenv for PATH
+#include <cstring>  // strlen
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -23,6 +25,7 @@
 #include "reproduce.h"           // reproduce
 #include "run_files.h"           // read_state_fields
 #include "run_health.h"          // run_health, run_figures: each run's figures in compare
+#include "stall.h"               // stalled_for_s: whether a running run advances
 #include "sweep_records.h"       // read_run_record
 #include "telemetry_summary.h"   // telemetry_summary
 #include "text.h"                // printable, did_you_mean
@@ -506,6 +509,21 @@ int run_show(const ShowOptions& o) {
   line("verdict", verdict);
   line("run", r.run_id + (r.sweep_id.empty() ? "" : " (sweep " + r.sweep_id + ")"));
   line("status", r.status + (r.failure.empty() ? "" : ": " + r.failure));
+  if (r.status == "running") {  // a partial record still being written: whether it advances (stall.h)
+    try {
+      // read_partial_progress takes the record's own name
+      const std::string record =
+          is_partial_path(path) ? path.substr(0, path.size() - std::strlen(kPartialSuffix)) : path;
+      const RecordProgress p = read_partial_progress(record);
+      const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+      const double stalled = stalled_for_s(p, now);
+      line("progress", "step " + std::to_string(p.step) + " of " + std::to_string(p.steps) +
+                           (stalled > 0 ? ", no progress for " + std::to_string(static_cast<long long>(stalled)) + " s"
+                                        : ", advancing"));
+    } catch (const std::exception&) {
+      // caught mid-update: the status line has said running
+    }
+  }
   // The driver's word on the run (runs/<id>/state), which decides where the record alone
   // cannot: a run it failed or stopped on a Ctrl-C.
   const auto state = read_state_fields(fs::path(path).parent_path().string());
@@ -526,7 +544,14 @@ int run_show(const ShowOptions& o) {
            std::to_string(r.evals.size()) + " evaluations, " + std::to_string(r.checksums.size()) + " checksum rows" +
            (r.checksums.empty() ? "" : " (last at step " + std::to_string(r.checksums.back().step) + ")"));
   line("figures", figures_text(run_figures(r)));
-  const auto flags = run_health(r);
+  // The run's own flags, then the sweep's (throughput_outlier), as status and the report
+  // say them, when it is a run directory of a sweep.
+  std::vector<HealthFlag> flags = run_health(r);
+  const fs::path run_dir = fs::path(path).parent_path();
+  if (run_dir.parent_path().filename() == "runs" && run_dir.filename() == r.run_id && has_objective(r.status)) {
+    const auto sweep_flags = sweep_level_flags(run_dir.parent_path().parent_path().string(), r.run_id);
+    flags.insert(flags.end(), sweep_flags.begin(), sweep_flags.end());
+  }
   line("health", flags.empty() ? "ok" : health_names(flags));
   for (const auto& f : flags) line("  " + f.name, f.detail);
   for (const auto& [name, values] : r.step_extra) line("metric", name + ": last " + last_value(values, steps));

@@ -306,17 +306,30 @@ struct CompletedDetail {
   std::string health;  ///< "health: eval_rising", or "health: ok"
   bool flagged = false;
 };
-std::map<std::string, CompletedDetail> completed_details(const std::unordered_map<std::string, RunState>& runs,
-                                                         const SweepIndex& index) {
+// The runs whose records are the sweep's (completed, stale, diverged or stopped), by id,
+// with their index entries and their sweep-level flags (throughput_outliers).
+struct ReadRuns {
   std::vector<std::pair<std::string, const IndexedRecord*>> done;
+  std::vector<std::vector<HealthFlag>> outliers;  // parallel to done
+};
+ReadRuns read_runs(const std::unordered_map<std::string, RunState>& runs, const SweepIndex& index) {
+  ReadRuns r;
   for (const auto& [id, st] : runs)
     if (st.state == "completed" || st.state == "stale" || st.state == "diverged" || st.state == "stopped")
-      if (const IndexedRecord* e = index.get(id)) done.emplace_back(id, e);
-  std::sort(done.begin(), done.end());
+      if (const IndexedRecord* e = index.get(id)) r.done.emplace_back(id, e);
+  std::sort(r.done.begin(), r.done.end());
   std::vector<ThroughputPeer> peers;
-  peers.reserve(done.size());
-  for (const auto& [id, e] : done) peers.push_back({e->throughput_group, e->tokens_per_s_median, e->shared_cores});
-  const auto outliers = throughput_outliers(peers);
+  peers.reserve(r.done.size());
+  for (const auto& [id, e] : r.done) peers.push_back({e->throughput_group, e->tokens_per_s_median, e->shared_cores});
+  r.outliers = throughput_outliers(peers);
+  return r;
+}
+
+std::map<std::string, CompletedDetail> completed_details(const std::unordered_map<std::string, RunState>& runs,
+                                                         const SweepIndex& index) {
+  const ReadRuns read = read_runs(runs, index);
+  const auto& done = read.done;
+  const auto& outliers = read.outliers;
   std::map<std::string, CompletedDetail> out;
   for (size_t i = 0; i < done.size(); ++i) {
     const IndexedRecord& e = *done[i].second;
@@ -414,6 +427,15 @@ int run_status(const StatusOptions& o) {
 }
 
 }  // namespace
+
+std::vector<HealthFlag> sweep_level_flags(const std::string& dir, const std::string& run_id) {
+  if (!fs::is_directory(dir + "/runs")) return {};
+  SweepIndex index = SweepIndex::load(dir);
+  const ReadRuns read = read_runs(scan_runs(dir, &index), index);
+  for (size_t i = 0; i < read.done.size(); ++i)
+    if (read.done[i].first == run_id) return read.outliers[i];
+  return {};
+}
 
 // Text from disk (run directory names, points.tsv, state files, the lock) shown on a
 // terminal: escaped with printable()'s rules, so no escape sequence reaches the terminal.

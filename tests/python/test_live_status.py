@@ -10,6 +10,7 @@ it when the rank goes on (results/analysis/stall.h).
 Usage: test_live_status.py [BIN_DIR] [unittest options]
 """
 
+import json
 import os
 import re
 import shutil
@@ -27,6 +28,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 BIN_DIR = os.environ.get("SWEEP_BIN_DIR") or os.path.join(ROOT, "build", "bin")
 STEPS = 60
+
+
+def sweep(*args):
+    return subprocess.run([os.path.join(BIN_DIR, "sweep")] + list(args), capture_output=True, text=True, timeout=60)
 
 
 def show(p):
@@ -180,6 +185,19 @@ class LiveStatus(unittest.TestCase):
         p = self.status()
         self.assertEqual(progress(p)[0], step, show(p))
         self.assertGreaterEqual(progress(p)[1], seconds, show(p))
+        # The other readers say it in the same words: show of the run, and the report's
+        # running run (markdown and JSON), by the same rule (results/analysis/stall.h).
+        rid = os.listdir(os.path.join(self.out, "runs"))[0]
+        p = sweep("show", os.path.join(self.out, "runs", rid))
+        self.assertEqual(p.returncode, 0, show(p))
+        self.assertRegex(p.stdout, r"\nprogress: +step %d of %d, no progress for \d+ s\n" % (step, steps), show(p))
+        p = sweep("report", self.out, "--format", "json", "-o", "-")
+        self.assertEqual(p.returncode, 0, show(p))
+        (running,) = [f for f in json.loads(p.stdout)["failed"] if f["run_id"] == rid]
+        self.assertEqual(running["status"], "running", running)
+        self.assertRegex(running["cause"], r"^running: step %d of %d, loss [^,]+, no progress for \d+ s$" % (step, steps))
+        p = sweep("report", self.out, "--format", "md", "-o", "-")
+        self.assertRegex(p.stdout, r"step %d of %d, loss [^,]+, no progress for \d+ s" % (step, steps), show(p))
 
         # Going on, the run advances again, says nothing of a stall, and completes.
         os.kill(pid, signal.SIGCONT)
