@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -24,10 +25,16 @@
 
 namespace sweep_test {
 
-/// The whole file, byte for byte; "" when it cannot be read.
+/// The whole file, byte for byte; "" when it cannot be read. A read that fails midway
+/// (a /proc file of a process that exits meanwhile: ESRCH, which libstdc++'s filebuf throws
+/// as ios_base::failure) is "" too, never an exception in the test's body.
 inline std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  try {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  } catch (const std::exception&) {
+    return "";
+  }
 }
 
 /// Writes `text` to `p`, replacing what was there; returns the path as a string.

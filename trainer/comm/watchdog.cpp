@@ -74,10 +74,6 @@ Watchdog::Watchdog(double timeout_s, int rank, std::string note_dir, int world)
     : timeout_s_(timeout_s), rank_(rank), note_dir_(std::move(note_dir)), world_(world), main_(::pthread_self()) {
   std::error_code ec;
   fs::remove(note_path(note_dir_, rank_), ec);  // a note from an earlier attempt is stale
-  // Emptied and rewritten at once: an earlier attempt's heartbeat is stale too. A peer's
-  // that is older than this rank (less a second of clock granularity) is another
-  // attempt's, left by a rank that has not started yet.
-  if (world_ > 1) heartbeat_ = std::make_unique<HeartbeatWriter>(note_dir_, rank_);
   started_ = static_cast<long long>(std::time(nullptr));
   if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0)
     throw std::runtime_error(std::string("watchdog: pipe: ") + std::strerror(errno));
@@ -118,6 +114,11 @@ void Watchdog::on_stop(std::function<void(const std::string&)> hook) {
 }
 
 void Watchdog::arm() {
+  // The heartbeat starts with the run, once nothing can reject its config (bad input
+  // writes nothing). Emptied and rewritten at once: an earlier attempt's heartbeat is
+  // stale too. A peer's that is older than this rank's start (less a second of clock
+  // granularity) is another attempt's, left by a rank that has not started yet.
+  if (world_ > 1 && !heartbeat_) heartbeat_ = std::make_unique<HeartbeatWriter>(note_dir_, rank_);
   last_.store(now_s());
   armed_.store(true);
 }
