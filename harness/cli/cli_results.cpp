@@ -1,7 +1,6 @@
 // `sweep report`, `sweep compare` and `sweep reproduce`: commands over records.
 #include <algorithm>
 #include <cctype>  // tolower
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>  // getenv for PATH
@@ -25,7 +24,7 @@
 #include "reproduce.h"           // reproduce
 #include "run_files.h"           // read_state_fields
 #include "run_health.h"          // run_health, run_figures: each run's figures in compare
-#include "stall.h"               // stalled_for_s: whether a running run advances
+#include "stall.h"               // stall_words: whether a running run advances
 #include "sweep_records.h"       // read_run_record
 #include "telemetry_summary.h"   // telemetry_summary
 #include "text.h"                // printable, did_you_mean
@@ -515,11 +514,9 @@ int run_show(const ShowOptions& o) {
       const std::string record =
           is_partial_path(path) ? path.substr(0, path.size() - std::strlen(kPartialSuffix)) : path;
       const RecordProgress p = read_partial_progress(record);
-      const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-      const double stalled = stalled_for_s(p, now);
+      const std::string stall = stall_words(p);
       line("progress", "step " + std::to_string(p.step) + " of " + std::to_string(p.steps) +
-                           (stalled > 0 ? ", no progress for " + std::to_string(static_cast<long long>(stalled)) + " s"
-                                        : ", advancing"));
+                           (stall.empty() ? ", advancing" : stall));
     } catch (const std::exception&) {
       // caught mid-update: the status line has said running
     }

@@ -2,7 +2,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -25,7 +24,7 @@
 #include "run_health.h"     // throughput_outliers: the sweep-level flag of completed runs
 #include "slurm.h"          // shell_quote
 #include "slurm_exec.h"     // SlurmCli, preview_slurm, slurm_run_views
-#include "stall.h"          // stalled_for_s: a running run that no longer advances
+#include "stall.h"          // stall_words: a running run that no longer advances
 #include "stop_signals.h"   // StopSignals
 #include "sweep_index.h"    // SweepIndex: status reads what has not changed from it
 #include "sweep_lock.h"     // SweepLock: a tpe search holds it across its batches
@@ -281,10 +280,7 @@ std::string running_detail(const std::string& run_dir, const RunState& st) {
     char buf[96];
     std::snprintf(buf, sizeof buf, "step %lld/%lld, loss %.4g", static_cast<long long>(p.step),
                   static_cast<long long>(p.steps), p.loss);
-    out = p.step > 0 ? buf : "no step recorded yet";
-    const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    if (const double stalled = stalled_for_s(p, now); stalled > 0)
-      out += ", no progress for " + std::to_string(static_cast<long long>(stalled)) + " s";
+    out = (p.step > 0 ? buf : "no step recorded yet") + stall_words(p);
   } catch (const RecordError&) {
     out = "no step recorded yet";
   }

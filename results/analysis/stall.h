@@ -4,6 +4,8 @@
 // on any host that sees the file, reaches the same verdict.
 #pragma once
 
+#include <string>
+
 #include "record.h"  // RecordProgress
 
 namespace sweep {
@@ -21,5 +23,9 @@ double stall_threshold_s(const RecordProgress& p);
 /// Seconds since the run of `p` last recorded a step, as of `now` (seconds since the
 /// epoch), when that is beyond stall_threshold_s; 0 otherwise, and before its first step.
 double stalled_for_s(const RecordProgress& p, double now);
+
+/// What every reader says of a stalled run, as of now: ", no progress for 47 s", or ""
+/// while it advances (stalled_for_s).
+std::string stall_words(const RecordProgress& p);
 
 }  // namespace sweep

@@ -3,7 +3,6 @@
 #include <sys/stat.h>  // file times for the wall time
 
 #include <algorithm>   // sort, max
-#include <chrono>      // a running run's stall, against now
 #include <cstdio>      // snprintf
 #include <cstdlib>     // strtod
 #include <exception>   // std::exception for damaged records
@@ -20,7 +19,7 @@
 #include "parallel_for.h"  // cached records decoded, and chunks freed, on every core
 #include "record_cache.h"  // RecordCache: records read before, not read again
 #include "run_files.h"  // RunLock::holder (is a running record still being written), rank_log_path, accepted_record_digest
-#include "stall.h"      // stalled_for_s
+#include "stall.h"      // stall_words
 #include "text.h"       // printable, valid_utf8
 
 namespace sweep {
@@ -90,11 +89,7 @@ FailedRun describe_unfinished(const fs::path& run_dir, const std::string& proble
             std::snprintf(buf, sizeof buf, ": step %lld of %lld, loss %.6g", static_cast<long long>(p.step),
                           static_cast<long long>(p.steps), p.loss);
             f.cause += p.step > 0 ? buf : ": no step recorded yet";
-            // A run that stopped advancing says so, as `sweep status` does (stall.h).
-            const double now =
-                std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-            if (const double stalled = stalled_for_s(p, now); stalled > 0)
-              f.cause += ", no progress for " + std::to_string(static_cast<long long>(stalled)) + " s";
+            f.cause += stall_words(p);  // a run that stopped advancing says so, as `sweep status` does
           } catch (const RecordError&) {
             f.cause += ": no step readable yet";  // before the first flush, or caught mid-update
           }

@@ -102,16 +102,18 @@ struct RunGroup {
   std::vector<std::pair<std::string, std::string>> values;  ///< varying keys other than train.seed
   std::vector<size_t> runs;                                 ///< indexes into SweepRecords::runs
   size_t finite_objectives = 0;                             ///< runs whose objective is finite (the mean's sample)
-  double objective_mean = NAN, objective_std = NAN;         ///< over those runs; std is the sample std (0 for one run)
-  std::string objective_name;        ///< the runs' (RunFigures::objective_name); "mixed" if they differ
-  double best_loss = NAN;            ///< best of the runs' best training losses
-  double best_eval_loss = NAN;       ///< best of the runs' best held-out losses
-  double tokens_per_s = NAN;         ///< mean over runs of their tokens/s median
-  size_t flagged = 0;                ///< runs with a health flag
-  int64_t memory_bytes = -1;         ///< largest over runs and ranks
-  std::string status;                ///< e.g. "2 completed" or "1 completed, 1 diverged"
-  std::vector<int64_t> curve_steps;  ///< steps of the mean loss curve
-  std::vector<double> curve_loss;    ///< mean over the runs with a finite loss at that step
+  /// Some run of it has an objective: ranked in the results; the others are listed apart.
+  bool ranked() const { return finite_objectives > 0; }
+  double objective_mean = NAN, objective_std = NAN;  ///< over those runs; std is the sample std (0 for one run)
+  std::string objective_name;                        ///< the runs' (RunFigures::objective_name); "mixed" if they differ
+  double best_loss = NAN;                            ///< best of the runs' best training losses
+  double best_eval_loss = NAN;                       ///< best of the runs' best held-out losses
+  double tokens_per_s = NAN;                         ///< mean over runs of their tokens/s median
+  size_t flagged = 0;                                ///< runs with a health flag
+  int64_t memory_bytes = -1;                         ///< largest over runs and ranks
+  std::string status;                                ///< e.g. "2 completed" or "1 completed, 1 diverged"
+  std::vector<int64_t> curve_steps;                  ///< steps of the mean loss curve
+  std::vector<double> curve_loss;                    ///< mean over the runs with a finite loss at that step
   /// The band around it: the smallest and largest of those runs' losses at that step
   /// (equal to the mean for one run).
   std::vector<double> curve_lo, curve_hi;

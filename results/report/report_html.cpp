@@ -222,7 +222,7 @@ std::string groups_table(const SweepRecords& sweep, const ReportModel& m) {
   for (size_t gi = 0; gi < m.groups.size(); ++gi) {
     const RunGroup& g = m.groups[gi];
     // The groups without an objective come last (sorted so), listed apart: never ranked.
-    if (g.finite_objectives == 0 && (gi == 0 || m.groups[gi - 1].finite_objectives > 0)) {
+    if (!g.ranked() && (gi == 0 || m.groups[gi - 1].ranked())) {
       if (open) t += "</tbody>\n</table>\n";
       t += "<p><strong>Not ranked</strong>: no run of these has a finite objective (a diverged, failed or interrupted "
            "run has none: "

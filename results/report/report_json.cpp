@@ -99,10 +99,10 @@ std::string json_group(const SweepRecords& sweep, const ReportModel& m, const Ru
   return "{\"values\":" + values + "},\"runs\":" + jrun_ids(sweep, g.runs) +
          ",\"objective_name\":" + jstr(g.objective_name) +
          ",\"finite_objectives\":" + jint(int64_t(g.finite_objectives)) +
-         ",\"ranked\":" + (g.finite_objectives > 0 ? "true" : "false") +
-         ",\"objective_mean\":" + jnum(g.objective_mean) + ",\"objective_std\":" + jnum(g.objective_std) +
-         ",\"best_loss\":" + jnum(g.best_loss) + ",\"best_eval_loss\":" + jnum(g.best_eval_loss) +
-         ",\"tokens_per_s_median\":" + jnum(g.tokens_per_s) + ",\"flagged\":" + jint(int64_t(g.flagged)) +
+         ",\"ranked\":" + (g.ranked() ? "true" : "false") + ",\"objective_mean\":" + jnum(g.objective_mean) +
+         ",\"objective_std\":" + jnum(g.objective_std) + ",\"best_loss\":" + jnum(g.best_loss) +
+         ",\"best_eval_loss\":" + jnum(g.best_eval_loss) + ",\"tokens_per_s_median\":" + jnum(g.tokens_per_s) +
+         ",\"flagged\":" + jint(int64_t(g.flagged)) +
          ",\"memory_bytes_per_rank_max\":" + (g.memory_bytes < 0 ? "null" : jint(g.memory_bytes)) +
          ",\"status\":" + jstr(g.status) + ",\"classes\":" + jlist(classes) +
          ",\"curve\":{\"step\":" + jints(g.curve_steps) + ",\"mean_loss\":" + jnums(g.curve_loss) +

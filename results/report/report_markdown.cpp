@@ -96,10 +96,10 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
       head.push_back(md(h));
     if (m.classes_matter) head.push_back("reproducibility class");
     s += md_header(head);
-    const auto ranked = [](const RunGroup& g) { return g.finite_objectives > 0; };
-    const size_t n_ranked = size_t(std::count_if(m.groups.begin(), m.groups.end(), ranked));
+    const size_t n_ranked =
+        size_t(std::count_if(m.groups.begin(), m.groups.end(), [](const RunGroup& g) { return g.ranked(); }));
     for (const auto& g : m.groups) {
-      if (!ranked(g) && &g == &m.groups[n_ranked])  // the groups are sorted: the unranked last, apart
+      if (!g.ranked() && &g == &m.groups[n_ranked])  // the groups are sorted: the unranked last, apart
         s +=
             "\n**Not ranked**: no run of these has a finite objective (a diverged, failed or interrupted run has none: "
             "its figures are partial).\n\n" +
