@@ -28,32 +28,10 @@ sys.path.insert(0, HERE)
 import cli_util  # noqa: E402
 from cli_util import show, sweep  # noqa: E402
 
-# Linear regression in float32 (the same bits every run, one thread), and its "MFU": the
-# step's floating-point operations over its wall time, which is never the same twice.
-PROGRAM = r'''
-import time
-import numpy as np
-import sweep
-
-settings = {"steps": 20, "lr": 0.05, "declare": "none"}
-run = sweep.init(settings)
-if settings["declare"] == "api":
-    run.declare_timing("mfu")
-rng = np.random.default_rng(0)
-x = rng.standard_normal((64, 8)).astype(np.float32)
-y = x @ np.arange(8, dtype=np.float32)
-w = np.zeros(8, dtype=np.float32)
-run.watch([("w", w)], every=5)
-flops = 6.0 * x.size
-for step in range(1, settings["steps"] + 1):
-    start = time.perf_counter()
-    err = x @ w - y
-    loss = float(np.mean(err * err))
-    w -= np.float32(settings["lr"]) * (np.float32(2.0 / len(x)) * (x.T @ err))
-    seconds = time.perf_counter() - start
-    run.log(step, loss, lr=settings["lr"], tokens=len(x), mfu=flops / seconds / 1e12)
-run.finish()
-'''
+# The verdict corpus's program: linear regression in float32 (the same bits every run, one
+# thread) and its "MFU", the step's floating-point operations over its wall time, which is
+# never the same twice. Its key `declare` (api, none) says whether it declares mfu timing.
+PROGRAM = os.path.join(cli_util.ROOT, "tests", "verdict_corpus", "timing_metric_program", "train.py")
 
 
 def grid(script, name, declare, timing_metrics=None):
@@ -69,9 +47,7 @@ class TimingMetrics(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="timing_metrics_test.")
-        cls.script = os.path.join(cls.tmp, "prog.py")
-        with open(cls.script, "w", encoding="utf-8") as f:
-            f.write(PROGRAM)
+        cls.script = PROGRAM
         cls.out = {}
         for name, g in (("api", grid(cls.script, "by-program", ["api", "none"])),
                         ("grid", grid(cls.script, "by-grid", ["none"], ["mfu"]))):

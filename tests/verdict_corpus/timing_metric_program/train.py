@@ -1,15 +1,17 @@
 # Linear regression in float32 (the same bits every run) that also logs its "MFU": the
 # step's floating-point operations over its wall time, never the same twice. It declares
-# mfu a timing metric, so bitwise verdicts leave it out and show it apart.
+# mfu a timing metric, so bitwise verdicts leave it out and show it apart; a grid that sets
+# its key `declare` to none makes it leave the declaration out (tests/python/test_timing_metrics.py).
 import time
 
 import numpy as np
 
 import sweep
 
-settings = {"steps": 20, "lr": 0.05}
+settings = {"steps": 20, "lr": 0.05, "declare": "api"}
 run = sweep.init(settings)
-run.declare_timing("mfu")
+if settings["declare"] == "api":
+    run.declare_timing("mfu")
 rng = np.random.default_rng(0)
 x = rng.standard_normal((64, 8)).astype(np.float32)
 y = x @ np.arange(8, dtype=np.float32)
