@@ -923,7 +923,7 @@ std::vector<std::string> canonical_pieces(const RunConfig& c) {
   visit_fields(copy, Flattener{&all});
   std::vector<std::string> out;
   out.reserve(all.size());
-  std::string section, sub;
+  std::string section, sub, written_section, written_sub;
   for (const auto& [key, raw] : all) {
     const auto dot = key.find('.');
     const std::string sec = key.substr(0, dot), rest = key.substr(dot + 1);
@@ -932,8 +932,19 @@ std::vector<std::string> canonical_pieces(const RunConfig& c) {
     std::string piece;
     if (sec != section) piece += sec + ":\n";
     if (!s.empty() && (sec != section || s != sub)) piece += "  " + s + ":\n";
+    if (!c.given.empty()) {
+      // A program's text: only what it is given, each section's header before its first.
+      if (!c.writes(key)) {
+        out.emplace_back();
+        continue;
+      }
+      piece.clear();
+      if (sec != written_section) piece += sec + ":\n", written_sub.clear();
+      if (!s.empty() && (sec != written_section || s != written_sub)) piece += "  " + s + ":\n";
+      written_section = sec, written_sub = s;
+    }
     section = sec, sub = s;
-    if (!omitted_at_default(key, raw)) {
+    if (!c.given.empty() || !omitted_at_default(key, raw)) {
       const bool text = std::find(text_keys.begin(), text_keys.end(), key) != text_keys.end();
       const std::string value = text ? yaml_quote(raw) : raw;
       piece += s.empty() ? "  " + rest + ": " + value + "\n" : "    " + rest.substr(dot2 + 1) + ": " + value + "\n";
@@ -941,6 +952,10 @@ std::vector<std::string> canonical_pieces(const RunConfig& c) {
     out.push_back(std::move(piece));
   }
   return out;
+}
+
+bool RunConfig::writes(const std::string& key) const {
+  return given.empty() || std::binary_search(given.begin(), given.end(), key);
 }
 
 std::string to_yaml(const RunConfig& c) {

@@ -165,11 +165,20 @@ struct RunConfig {
   bool native_reduction() const { return dist.reduction == "native" || !deterministic(); }
   /// Whether the run evaluates held-out data (data.eval_fraction or data.eval_path set).
   bool evaluates() const { return data.eval_fraction > 0 || !data.eval_path.empty(); }
+  /// Whether to_yaml writes `key`: every key unless `given` names some.
+  bool writes(const std::string& key) const;
   ModelConfig model;
   DataConfig data;
   TrainConfig train;
   DistConfig dist;
   FaultConfig fault;
+  /// A program's run (a grid's `program:`): the dotted keys its config text holds, sorted;
+  /// empty for sweep-train, whose text holds every key. A program keeps its own default for
+  /// a key its grid does not set, so the text (and the run id, its hash) holds only model.kind,
+  /// the program's own model.* keys, dist.world_size and train.threads (which sweep applies
+  /// itself), train.checksum_every and train.telemetry_every (its record writer's) and the
+  /// keys the grid sets. Not a key itself: the text says which keys it holds.
+  std::vector<std::string> given;
 };
 
 /// One scalar of a config as written: its text and where it came from (for messages).
@@ -254,6 +263,8 @@ std::string to_yaml(const RunConfig& c);
 /// key's line after any section headers that open before it, or only those headers for a
 /// key left out at its default. The pieces joined are to_yaml(c), and each depends on its
 /// own key's value alone, so a grid hashes a point from the pieces of the keys it changed.
+/// A program's config (c.given) writes only its given keys, each section's header with the
+/// first of them: its pieces depend on which keys are given, and a grid hashes its whole text.
 std::vector<std::string> canonical_pieces(const RunConfig& c);
 
 /// Run id: 16 hex digits of XXH3-64 over to_yaml(c).

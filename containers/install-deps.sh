@@ -28,6 +28,7 @@ tests=(
   clang-format clang-tidy  # scripts/check-style
   # independent yardsticks used only by tests and benchmarks
   python3-h5py python3-torch python3-numpy python3-xxhash python3-pandas python3-optuna
+  python3-pip python3-venv python3-setuptools  # the Python package installed as a user would (test_pip_install)
   # a real, private Slurm cluster for the `slurm` tests (tests/slurm/start-cluster.sh)
   slurmctld slurmd slurm-client munge
   chromium  # renders the HTML report headless in tests/e2e/report_render_test.py

@@ -85,6 +85,8 @@ std::vector<std::pair<std::string, std::string>> program_environment_defaults() 
   env.emplace_back("program.writes", env_or_empty("SWEEP_PROGRAM_WRITES"));
   // The metrics its grid declared timing (program.timing_metrics): never compared bit for bit.
   env.emplace_back("program.timing_metrics", env_or_empty("SWEEP_PROGRAM_TIMING_METRICS"));
+  // How it names its batch and steps, and whether one rank gets torch.distributed's variables.
+  env.emplace_back("program.conventions", env_or_empty("SWEEP_PROGRAM_CONVENTIONS"));
   // What held the program: sweep-confine's level ("landlock-abi-7: writes, signals").
   env.emplace_back("program.confinement", env_or_empty("SWEEP_CONFINEMENT"));
   // The image the run's ranks ran in, as the driver identified it (harness/launch/container_image.h).

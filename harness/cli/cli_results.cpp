@@ -556,7 +556,10 @@ int run_show(const ShowOptions& o) {
     line("metric", "eval_" + name + ": last " + last_value(values, eval_steps));
   for (const auto& t : telemetry_summary(r)) line("telemetry", t);
   for (const auto& [k, v] : r.summary) line("summary", k + " = " + v);
-  for (const auto& [k, v] : r.config) line("config", k + " = " + v);
+  // A key its grid left to a program: the value is the script's own default.
+  const std::vector<std::string> own = split(r.env("program.script_defaults"), ' ');
+  for (const auto& [k, v] : r.config)
+    line("config", k + " = " + v + (std::find(own.begin(), own.end(), k) != own.end() ? " (the script's own)" : ""));
   for (const auto& [k, v] : r.environment)
     if (!v.empty()) line("environment", k + " = " + v);
   return 0;

@@ -205,7 +205,45 @@ struct PlanOptions {
   std::string trainer;
   int parallel = 0;
   bool slurm_script = false;
+  std::string show;  ///< --show ID: that point's config, as its run gets it
 };
+
+/// `sweep plan --show ID`: the point whose run id is (or starts with) `id`, its config text
+/// byte for byte as the run's config.yaml will hold it, and for a grid's program what it
+/// is handed and what it keeps as its own. Exit 2 for an id that names no point, or several.
+int show_point(const SweepSpec& spec, const std::string& id) {
+  std::vector<GridPoint> found;
+  (void)expand_grid_each(spec, [&](GridPoint&& p) {
+    if (p.id.rfind(id, 0) == 0) found.push_back(std::move(p));
+  });
+  if (found.size() != 1)
+    throw ConfigError(spec.source + ": --show '" + printable(id) + "': " +
+                      (found.empty() ? std::string("no point of the grid has that run id")
+                                     : std::to_string(found.size()) + " points have run ids that start so") +
+                      " (sweep plan " + spec.source + " lists them)");
+  const GridPoint& p = found.front();
+  std::string values;
+  for (const auto& [k, v] : p.values) values += (values.empty() ? "" : " ") + k + "=" + v;
+  std::printf("# run %s%s: its config.yaml, byte for byte (the run id is its XXH3-64)\n", p.id.c_str(),
+              values.empty() ? "" : (" (" + values + ")").c_str());
+  const std::string text = to_yaml(p.config);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  if (spec.program.empty()) return 0;
+  const ProgramSpec& prog = spec.program;
+  const RunConfig& c = p.config;
+  std::printf("# the program is handed these keys only; it keeps its own default for every other built-in key\n");
+  if (prog.accum == "global" && c.writes("train.accum"))
+    std::printf("# program.accum global: its accumulation key gets train.accum x dist.world_size = %lld\n",
+                static_cast<long long>(c.train.accum * c.dist.world_size));
+  if (prog.steps == "plus_one" && c.writes("train.steps"))
+    std::printf("# program.steps plus_one: its step key gets train.steps - 1 = %lld (it trains iterations 0 to %lld)\n",
+                static_cast<long long>(c.train.steps - 1), static_cast<long long>(c.train.steps - 1));
+  std::printf("# torch.distributed's RANK, WORLD_SIZE, MASTER_ADDR, ...: %s\n",
+              c.dist.world_size > 1  ? "set (more than one rank)"
+              : prog.single_rank_env ? "set (program.single_rank_env)"
+                                     : "not set (one rank; program.single_rank_env: true sets them)");
+  return 0;
+}
 
 /// `sweep plan --slurm-script`: the sbatch argv and batch script of the first job array
 /// `sweep run` would submit, exactly; nothing is submitted or written.
@@ -237,6 +275,7 @@ int run_plan(const PlanOptions& o) {
   SweepSpec spec = load_grid(o.grid, o.trainer);
   if (o.parallel > 0) spec.launch.parallel = o.parallel;
   std::string dir = o.out.empty() ? "sweep-out/" + spec.name : o.out;
+  if (!o.show.empty()) return show_point(spec, o.show);
   if (o.slurm_script) {
     Expansion e = expand_grid(spec);
     print_warnings(e);
@@ -493,6 +532,9 @@ CliAction setup_plan(CLI::App& app) {
   cmd->add_flag("--slurm-script", o->slurm_script,
                 "print the sbatch argv and batch script of the first job array `sweep run` would submit (launcher "
                 "slurm); submits nothing");
+  cmd->add_option("--show", o->show,
+                  "print the config of the point with this run id (or a unique start of it) exactly as its run gets "
+                  "it, and what a grid's program is handed");
   return [o, cmd]() { return cmd->parsed() ? run_plan(*o) : -1; };
 }
 

@@ -156,10 +156,23 @@ std::string resolve_record_path(const std::string& source) {
 
 RunConfig reproduce_config(const Record& original, int64_t world_size, int64_t accum, int64_t micro_batch,
                            const std::vector<std::string>& set) {
-  RunConfig c = apply_run_config(RunConfig{}, flatten_yaml(original.config_yaml, original.path + " (/config/yaml)"));
+  const FlatConfig recorded = flatten_yaml(original.config_yaml, original.path + " (/config/yaml)");
+  RunConfig c = apply_run_config(RunConfig{}, recorded);
   change_layout(c, world_size, accum, micro_batch, "reproduce");
   const FlatConfig overrides = config_changes(set, "--set", "--set train.threads=2");
-  return overrides.empty() ? c : apply_run_config(c, overrides);
+  if (!overrides.empty()) c = apply_run_config(c, overrides);
+  if (!original.env("program").empty()) {
+    // A grid's program is given what its config text held, and what the re-run changes:
+    // the rest stays the script's own default.
+    std::set<std::string> given = {"model.kind", "dist.world_size", "train.threads", "train.checksum_every",
+                                   "train.telemetry_every"};
+    for (const FlatConfig* values : {&recorded, &overrides})
+      for (const auto& [key, value] : *values) given.insert(key == "train.min_lr_ratio" ? "train.min_lr" : key);
+    if (accum > 0) given.insert("train.accum");
+    if (micro_batch > 0) given.insert("train.micro_batch");
+    c.given.assign(given.begin(), given.end());
+  }
+  return c;
 }
 
 std::string next_reproduce_dir(const std::string& run_dir) {
@@ -230,6 +243,14 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
     // The timing metrics its grid declared, passed again, so the re-run's record says what the original's does.
     for (const std::string& name : split(original.env("program.timing_metrics"), ' '))
       if (!name.empty()) launch.program.timing_metrics.push_back(name);
+    // How it names its batch and steps, as its grid said: the re-run is handed the same values.
+    for (const std::string& item : split(original.env("program.conventions"), ' ')) {
+      const auto eq = item.find('=');
+      const std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
+      if (key == "accum" && (value == "per_rank" || value == "global")) launch.program.accum = value;
+      if (key == "steps" && (value == "count" || value == "plus_one")) launch.program.steps = value;
+      if (key == "rank_env") launch.program.single_rank_env = value == "always";
+    }
     // A program or data file that changed since the run is why bits may differ: named first.
     changed_note = data_changed(original);
     program_line = "program: " + printable(join(launch.program.argv, " ")) + how_note;

@@ -141,6 +141,16 @@ class Expander {
     for (const auto& a : s.axes) written(a.key);
     for (const auto& z : s.zips)
       for (const auto& a : z.axes) written(a.key);
+    if (!s.program.empty()) {
+      // A program's config holds what its grid sets; it keeps its own default for the rest.
+      whole_text_ = true;
+      given_ = {"model.kind", "dist.world_size", "train.threads", "train.checksum_every", "train.telemetry_every"};
+      for (const ModelKey& k : s.program.schema.keys) given_.insert("model." + k.name);
+      for (const auto& [k, v] : s.base) given_.insert(k);
+      for (const Dim& d : dims_) given_.insert(d.keys.begin(), d.keys.end());
+      if (!s.constraints.derive.empty() && s.constraints.global_batch > 0) given_.insert(s.constraints.derive);
+      if (given_.erase("train.min_lr_ratio")) given_.insert("train.min_lr");  // handed the lr it derives
+    }
     for (const auto& inc : s.includes)
       for (const auto& a : inc.keys) written(a.key);
     // A program that says which built-in keys it reads (program.honours) is the judge of
@@ -364,6 +374,7 @@ class Expander {
         check(p, [&] { return point_values(idx); });
         const std::vector<IdleKey> idle = reset_idle(p, [&] { return point_values(idx); });
         if (whole_text_) {
+          give(p.config, given_, idle);
           text = to_yaml(p.config);
         } else {
           // The derived key's piece and an idle key's (its default's, the same at every
@@ -426,11 +437,23 @@ class Expander {
       p.config = apply_run_values(RunConfig{}, values);
       if (!keep(p, nullptr)) continue;
       check(p, [&] { return values; });
-      reset_idle(p, [&] { return values; });
+      const std::vector<IdleKey> idle = reset_idle(p, [&] { return values; });
+      if (!spec_.program.empty()) {
+        std::set<std::string> given = given_;
+        for (const auto& k : inc.keys) given.insert(k.key == "train.min_lr_ratio" ? "train.min_lr" : k.key);
+        if (!seed.text.empty()) given.insert("train.seed");
+        give(p.config, given, idle);
+      }
       p.id = run_id(p.config);
       std::string text = to_yaml(p.config);
       add(std::move(p), XXH3_64bits(text.data(), text.size()));
     }
+  }
+
+  /// `c` as its program is given it: the keys of `given` less the ones reset as idle.
+  static void give(RunConfig& c, const std::set<std::string>& given, const std::vector<IdleKey>& idle) {
+    c.given.assign(given.begin(), given.end());
+    for (const IdleKey& k : idle) c.given.erase(std::remove(c.given.begin(), c.given.end(), k.key), c.given.end());
   }
 
   const SweepSpec& spec_;
@@ -444,7 +467,8 @@ class Expander {
   std::set<std::string> warned_idle_;
   std::map<size_t, std::string> idle_pieces_;  ///< piece -> an idle key's piece at its default
   bool may_idle_ = false;                      ///< the grid writes a key that does not always apply
-  bool whole_text_ = false;                    ///< the grid writes train.min_lr_ratio: min_lr follows each point's lr
+  bool whole_text_ = false;  ///< the grid writes train.min_lr_ratio (min_lr follows each point's lr), or a program's
+  std::set<std::string> given_;  ///< a program's grid: the keys every point's config holds (RunConfig::given)
 };
 
 }  // namespace
@@ -453,10 +477,14 @@ namespace {
 
 /// Whether a program that declared program.honours reads `key`: its own keys (model.*),
 /// the ranks (dist.world_size), its threads (train.threads) and where its data comes from
-/// (data.kind) always, built-in keys when listed.
+/// (data.kind) always, built-in keys when listed (train.min_lr_ratio with train.min_lr).
 bool honoured(const ProgramSpec& p, const std::string& key) {
+  const auto listed = [&](const std::string& k) {
+    return std::find(p.honours.begin(), p.honours.end(), k) != p.honours.end();
+  };
+  // train.min_lr_ratio is handed over as the train.min_lr it derives.
   return key.rfind("model.", 0) == 0 || key == "dist.world_size" || key == "train.threads" || key == "data.kind" ||
-         std::find(p.honours.begin(), p.honours.end(), key) != p.honours.end();
+         listed(key) || (key == "train.min_lr_ratio" && listed("train.min_lr"));
 }
 
 /// `spec` without the built-in keys its program does not honour, each said once as a

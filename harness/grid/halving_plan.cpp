@@ -18,6 +18,11 @@ void check_halving(const SweepSpec& spec, const std::vector<GridPoint>& points) 
     throw ConfigError(s.where +
                       ": key 'search.kind': halving's budget is train.steps, which program.honours "
                       "does not list; a program a halving search runs trains train.steps steps");
+  // A program keeps its own step count unless the grid sets train.steps: the rungs are
+  // fractions of it.
+  if (!spec.program.argv.empty() && !points.empty() && !points.front().config.writes("train.steps"))
+    throw ConfigError(s.where + ": key 'search.kind': halving's budget is train.steps, which the grid does not set; " +
+                      "the program would train its own step count (put train.steps in base)");
   for (const GridPoint& p : points)
     if (p.config.train.steps != points.front().config.train.steps)
       throw ConfigError(s.where + ": key 'search.kind': halving's budget is train.steps, so it must be one value; " +

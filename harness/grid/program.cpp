@@ -207,7 +207,7 @@ ProgramSpec parse_program(const YAML::Node& node, const std::string& source) {
   p.where = yaml_where(source, node);
   YamlMap m(node, source, "program",
             {"argv", "kind", "help", "keys", "writes", "confine", "cwd", "files", "data", "stop", "honours",
-             "pass_args", "timing_metrics"});
+             "pass_args", "timing_metrics", "accum", "steps", "single_rank_env"});
   if (!m.has("argv") || !m.node("argv").IsSequence() || m.node("argv").size() == 0)
     throw ConfigError(p.where + ": key 'program.argv': required, a list such as [python3, train.py]");
   size_t i = 0;
@@ -254,12 +254,24 @@ ProgramSpec parse_program(const YAML::Node& node, const std::string& source) {
   p.pass_args = m.boolean("pass_args", true);
   p.honours_declared = m.has("honours");
   p.honours = m.texts("honours");
-  for (const std::string& k : p.honours) {
+  for (std::string& k : p.honours) {
     const auto& known = config_keys(kDecoderKind);
+    if (k == "train.min_lr_ratio") k = "train.min_lr";  // what the program is handed
     if (k.rfind("model.", 0) == 0 || std::find(known.begin(), known.end(), k) == known.end())
       throw ConfigError(m.at("honours") + "'" + printable(k) + "': not a built-in key (train.*, data.*, dist.*)" +
                         did_you_mean(k, known) + "; the program's own keys are model.* under program.keys");
   }
+  const auto convention = [&](const char* key, const std::vector<std::string>& allowed, const char* meaning) {
+    const std::string v = m.text(key, allowed.front());
+    if (std::find(allowed.begin(), allowed.end(), v) == allowed.end())
+      throw ConfigError(m.at(key) + "'" + printable(v) + "': expected " + join(allowed, " or ") + " (" + meaning + ")");
+    return v;
+  };
+  p.accum = convention("accum", {"per_rank", "global"},
+                       "what the program's accumulation key counts: micro-batches per rank, or of the whole world");
+  p.steps = convention("steps", {"count", "plus_one"},
+                       "what its step key says: the steps it trains, or the last iteration counted from 0");
+  p.single_rank_env = m.boolean("single_rank_env", false);
   p.timing_metrics = m.texts("timing_metrics");
   for (const std::string& name : p.timing_metrics) {
     if (const std::string why = timing_declaration_problem(name); !why.empty())
@@ -277,6 +289,10 @@ std::vector<std::string> confine_args(const ProgramSpec& p, const std::string& r
   std::vector<std::string> args = {"--run", run_dir, "--scratch", "/tmp", "--scratch", "/var/tmp", "--devices"};
   for (const std::string& w : p.writes) args.insert(args.end(), {"--write", w});
   return args;
+}
+
+std::string ProgramSpec::conventions() const {
+  return "accum=" + accum + " steps=" + steps + " rank_env=" + (single_rank_env ? "always" : "ranks");
 }
 
 std::string recorded_writes(const ProgramSpec& p) { return p.confine ? json_string_array(p.writes) : "off"; }
@@ -482,10 +498,15 @@ std::vector<std::string> program_environment(const ProgramSpec& p, const std::st
       "SWEEP_DATA_FILE=" + (p.data.empty() ? std::string() : p.data.front()),
       "SWEEP_DATA_HASH=" + first_hash(p.data_hashes), "PYTHONHASHSEED=0",
       "PYTHONUNBUFFERED=1",  // a Python program's log follows it line by line
-      "OMP_NUM_THREADS=" + t, "OPENBLAS_NUM_THREADS=" + t, "MKL_NUM_THREADS=" + t, "CUBLAS_WORKSPACE_CONFIG=:4096:8",
-      "MASTER_ADDR=" + rendezvous.addr};
-  if (!rendezvous.port.empty()) env.push_back("MASTER_PORT=" + rendezvous.port);
-  if (rendezvous.world == 1)  // one rank, no sweep-rank to set them
+      "OMP_NUM_THREADS=" + t, "OPENBLAS_NUM_THREADS=" + t, "MKL_NUM_THREADS=" + t, "CUBLAS_WORKSPACE_CONFIG=:4096:8"};
+  env.push_back("SWEEP_PROGRAM_CONVENTIONS=" + p.conventions());
+  // One rank: no sweep-rank to set torch.distributed's variables, and none unless the
+  // program asks (a script that detects DDP from RANK then runs plain).
+  if (rendezvous.world > 1 || p.single_rank_env) {
+    env.push_back("MASTER_ADDR=" + rendezvous.addr);
+    if (!rendezvous.port.empty()) env.push_back("MASTER_PORT=" + rendezvous.port);
+  }
+  if (rendezvous.world == 1 && p.single_rank_env)
     env.insert(env.end(), {"RANK=0", "WORLD_SIZE=1", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=1"});
   return env;
 }

@@ -56,6 +56,22 @@ struct ProgramSpec {
   /// SWEEP_PROGRAM_TIMING_METRICS (space-separated), which the writers record as
   /// `program.timing_metrics`.
   std::vector<std::string> timing_metrics;
+  /// `program.accum`: what its accumulation key counts. "per_rank" (sweep's train.accum:
+  /// micro-batches each rank adds up) or "global" (micro-batches of the whole world, divided
+  /// by the world size inside the script, as nanoGPT's gradient_accumulation_steps): then
+  /// python's sweep.init hands it train.accum x dist.world_size.
+  std::string accum = "per_rank";
+  /// `program.steps`: what its step-count key says. "count" (it trains that many steps) or
+  /// "plus_one" (it trains iterations 0 to the key inclusive, nanoGPT's max_iters): then
+  /// sweep.init hands it train.steps - 1.
+  std::string steps = "count";
+  /// `program.single_rank_env`: torch.distributed's env:// variables (RANK, WORLD_SIZE,
+  /// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) for a run of one rank too. Off,
+  /// a run of one rank gets none of them, so a script that detects DDP from RANK runs plain.
+  bool single_rank_env = false;
+  /// accum, steps and single_rank_env as SWEEP_PROGRAM_CONVENTIONS carries them and the
+  /// record keeps them (`program.conventions`): "accum=per_rank steps=count rank_env=ranks".
+  std::string conventions() const;
   std::string json;    ///< argv as a JSON array: the record's environment `program`
   std::string digest;  ///< program_digest(argv): the record's environment `program.digest`
   /// "<hash> <path>" per source file (argv's and `files`), as a JSON array: the record's

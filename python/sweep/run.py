@@ -13,9 +13,10 @@ A script adopts it in a few lines and still runs unchanged outside sweep:
             run.eval(step, loss=eval_loss, tokens=eval_tokens, accuracy=eval_acc)
     run.finish()
 
-Under `sweep run` (a grid's `program:` section) the settings come from the run's config:
-each name of `args` is the config key `keys[name]`, else `model.<name>` (the program's own
-keys), typed like the script's default. The record goes to the run directory, written by
+Under `sweep run` (a grid's `program:` section) the settings the grid sets come from the
+run's config: each name of `args` is the config key `keys[name]`, else `model.<name>` (the
+program's own keys), else its alias (ALIASES), typed like the script's default; every other
+setting keeps the script's value, and the record holds it. The record goes to the run directory, written by
 rank 0 only (RANK), its rows flushed every few seconds so `sweep status` and the live
 report follow the run. Outside sweep nothing changes: `args` keep their values, and a
 record is written only when `out=` names a directory.
@@ -190,6 +191,51 @@ def _config_text(pairs):
     return "\n".join(out) + "\n"
 
 
+#: Settings that name where a script writes (nanoGPT's out_dir, Hugging Face's
+#: output_dir): under sweep the run's directory, the one place a run may write.
+_RUN_DIR_NAMES = ("out_dir", "output_dir")
+
+#: The keys sweep.init and sweep itself act on: a grid may set them without the script
+#: having a setting of that name.
+_SWEEP_OWN = {"dist.world_size", "train.threads", "train.checksum_every", "train.telemetry_every", "train.log_every",
+              "data.kind", "train.deterministic"}
+
+
+def _conventions():
+    """The grid's program.accum and program.steps (SWEEP_PROGRAM_CONVENTIONS)."""
+    out = {"accum": "per_rank", "steps": "count"}
+    for item in os.environ.get("SWEEP_PROGRAM_CONVENTIONS", "").split():
+        key, _, value = item.partition("=")
+        out[key] = value
+    return out
+
+
+def _scalar(value):
+    return isinstance(value, (bool, int, float, str))
+
+
+def _to_script(key, value, conventions, world):
+    """A config value as the script names it: a global accumulation count (program.accum:
+    global) is train.accum x the world size; a last iteration counted from 0
+    (program.steps: plus_one) is train.steps - 1."""
+    if key == "train.accum" and conventions.get("accum") == "global":
+        return type(value)(value * world)
+    if key == "train.steps" and conventions.get("steps") == "plus_one":
+        return type(value)(value - 1)
+    return value
+
+
+def _from_script(key, value, conventions, world):
+    """A script's own default as sweep names it (the inverse of _to_script)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    if key == "train.accum" and conventions.get("accum") == "global" and value % world == 0:
+        return type(value)(value // world)
+    if key == "train.steps" and conventions.get("steps") == "plus_one":
+        return type(value)(value + 1)
+    return value
+
+
 def _named_params(model):
     """(name, tensor) of a module's parameters, or the (name, tensor) pairs given."""
     return list(model.named_parameters() if hasattr(model, "named_parameters") else model)
@@ -287,18 +333,43 @@ class Run:
                     typed[k] = _typed(v, declared=declared.get(k))
                 except ValueError:
                     typed[k] = v
+            conventions = _conventions()
+            world = int(given.get("dist.world_size", "1"))
+            own = []  # (key, value) the script keeps: the grid does not set its key
+            taken = set()
             for name, default in list(names.items()):
                 key = keys.get(name) or ("model." + name if "model." + name in given else ALIASES.get(name))
-                if key in given:
-                    try:
-                        value = _typed(given[key], like=default, declared=declared.get(key))
-                    except ValueError as e:
-                        raise ValueError(f"sweep.init: {name} (config key {key}): {e}") from None
-                    names[name] = value
-                    typed[key] = value
+                if key is None:
+                    continue
+                taken.add(key)
+                if key not in given:
+                    if default is not None and key not in typed and _scalar(default):
+                        value = _from_script(key, default, conventions, world)
+                        own.append((key, value))
+                        typed[key] = value
+                    continue
+                try:
+                    value = _typed(given[key], like=default, declared=declared.get(key))
+                except ValueError as e:
+                    raise ValueError(f"sweep.init: {name} (config key {key}): {e}") from None
+                typed[key] = value
+                names[name] = _to_script(key, value, conventions, world)
+            for name in _RUN_DIR_NAMES:  # where the script writes: its run directory, as confined
+                if isinstance(names.get(name), str) and name not in keys:
+                    names[name] = self.dir
             self.config = typed
-            self._pairs = pairs
+            # The record holds what ran: the grid's keys as given, then the script's own
+            # defaults of the keys the grid left to it (not part of the run id).
+            self._pairs = pairs + [(k, _canonical(v).strip('"')) for k, v in own]
+            self.script_defaults = [k for k, _ in own]
+            if names and self.rank == 0:
+                unused = [k for k, _ in pairs if k not in taken and k not in _SWEEP_OWN and not k.startswith("model.")]
+                if unused:
+                    print("sweep.init: warning: the grid sets %s, which no setting of this script takes (name the "
+                          "setting in keys=, or leave the key out of the grid)" % ", ".join(unused),
+                          file=sys.stderr, flush=True)
         else:
+            self.script_defaults = []
             self.dir = os.fspath(out) if out is not None else None
             pairs = [(keys.get(n) or ALIASES.get(n) or "model." + n, v) for n, v in names.items() if v is not None]
             self.config = dict(pairs)
@@ -349,6 +420,8 @@ class Run:
         if self._writer is not None or not self.writes:
             return
         env = {"world_size": str(self.world_size), "trainer.models": self.config.get("model.kind", "")}
+        if self.script_defaults:  # keys the grid left to the script: their values are its own defaults
+            env["program.script_defaults"] = " ".join(self.script_defaults)
         env.update(self._environment)
         self._writer = sweep_record.RecordWriter(
             self.dir, run_id=self.id, config_yaml=self._config_text, config=self._pairs, environment=env,
@@ -552,8 +625,11 @@ class Run:
 
     def eval(self, step, loss, tokens=0, time_s=0.0, **metrics):
         """One held-out evaluation after `step`'s update: its token-mean loss over `tokens`
-        target tokens, and any metrics of your own. Evaluations come in step order."""
-        if not self.writes:
+        target tokens, and any metrics of your own. Evaluations come in step order. An
+        evaluation at or before the step a resume started from is the earlier attempt's,
+        recorded already (a script that evaluates at the top of its loop evaluates that step
+        again): it is left out."""
+        if not self.writes or 0 < step <= self.resumed_from:
             return
         self._open()
         self._writer.append_eval(step, loss, tokens, time_s, extra=metrics)
@@ -780,7 +856,9 @@ def init(settings=None, *, keys=None, out=None, flush_every_s=2.0, environment=N
     from the run's config under sweep: a setting is the program's own key `model.<name>`
     when the grid declares one, else the built-in key its name stands for (ALIASES: lr is
     train.lr, batch_size train.micro_batch, ...), else `keys[name]` ({"base_lr":
-    "train.lr"}), which also overrides both.
+    "train.lr"}), which also overrides both. Only the keys the run's config holds (the ones
+    the grid sets) replace settings; the others keep the script's values, which the record's
+    config holds as what ran (program.script_defaults names their keys).
     `out`: where a run outside sweep writes its record (None: nowhere). `flush_every_s`: how
     often rows reach the disk. `environment`: facts for the record's /environment (device,
     blas, ...), over sweep_record.environment_defaults().

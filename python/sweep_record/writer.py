@@ -193,6 +193,8 @@ def environment_defaults():
         "program.pass_args": os.environ.get("SWEEP_PROGRAM_PASS_ARGS", ""),
         # The metrics its grid declared timing (program.timing_metrics): never compared bit for bit.
         "program.timing_metrics": os.environ.get("SWEEP_PROGRAM_TIMING_METRICS", ""),
+        # How it names its batch and steps, and whether one rank gets torch.distributed's variables.
+        "program.conventions": os.environ.get("SWEEP_PROGRAM_CONVENTIONS", ""),
         # What held the program: sweep-confine's level ("landlock-abi-7: writes, signals").
         "program.confinement": os.environ.get("SWEEP_CONFINEMENT", ""),
         # The container image the run ran in (sweep sets these when launch.container is).

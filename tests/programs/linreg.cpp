@@ -107,10 +107,19 @@ int run(int argc, char** argv) {
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const auto pairs = read_config(text);
   std::map<std::string, std::string> cfg(pairs.begin(), pairs.end());
+  // A grid gives a program only the keys it sets; the others are the program's own
+  // defaults, recorded beside the given ones so the record says what ran.
+  const std::map<std::string, std::string> own = {{"train.steps", "100"}, {"train.micro_batch", "4"},
+                                                  {"train.accum", "1"},   {"train.lr", "0.001"},
+                                                  {"train.seed", "0"},    {"data.seed", "0"}};
+  std::vector<std::pair<std::string, std::string>> ran = pairs;
   auto get = [&](const std::string& key) {
     auto it = cfg.find(key);
-    if (it == cfg.end()) throw Fail{2, config_path + ": key '" + key + "' is missing"};
-    return it->second;
+    if (it != cfg.end()) return it->second;
+    const auto d = own.find(key);
+    if (d == own.end()) throw Fail{2, config_path + ": key '" + key + "' is missing"};
+    ran.emplace_back(key, d->second);
+    return cfg[key] = d->second;
   };
   auto get_int = [&](const std::string& key) { return std::stoll(get(key)); };
   auto get_real = [&](const std::string& key) { return std::stod(get(key)); };
@@ -130,7 +139,7 @@ int run(int argc, char** argv) {
   h.run_id = sweep::run_id_of_text(text);
   h.sweep_id = sweep_id;
   h.config_yaml = text;
-  h.config = pairs;
+  h.config = ran;
   h.environment = sweep::program_environment_defaults();
   for (auto& [key, value] : h.environment) {
     if (key == "device") value = "cpu";

@@ -127,6 +127,54 @@ TEST(ProgramJson, RoundTripsAnyArgument) {
     EXPECT_THROW(parse_json_string_array(bad), ConfigError) << bad;
 }
 
+TEST_F(Program, ItsConfigHoldsWhatTheGridSetsAndNoDefaultOfSweeps) {
+  SweepSpec s = parse(
+      "program:\n  argv: [bin/tool]\n  kind: p-own\n"
+      "  keys:\n    width: {type: int, default: 4, min: 1, max: 64}\n"
+      "base:\n  train: {lr: 0.003, min_lr_ratio: 0.1}\n"
+      "grid:\n  train.warmup: [2, 3]\n"
+      "include:\n  - {train.clip_norm: 0.5}\n");
+  const auto points = expand_grid(s).points;
+  ASSERT_EQ(points.size(), 3u);
+  const std::string text = to_yaml(points[0].config);
+  // model.kind, its own keys, what sweep applies itself, and the grid's keys; min_lr_ratio
+  // is handed over as the min_lr it derives.
+  EXPECT_EQ(text,
+            "model:\n  kind: p-own\n  width: 4\ntrain:\n  lr: 0.003\n  warmup: 2\n  min_lr: 3e-04\n  threads: 1\n"
+            "  checksum_every: 1\n  telemetry_every: 10\ndist:\n  world_size: 1\n");
+  EXPECT_EQ(points[0].id, run_id(points[0].config));
+  for (const char* absent : {"steps", "clip_norm", "micro_batch", "accum", "seed", "weight_decay", "data:"})
+    EXPECT_EQ(text.find(absent), std::string::npos) << absent;
+  // An include's own key is its point's alone.
+  EXPECT_NE(to_yaml(points[2].config).find("clip_norm: 0.5"), std::string::npos);
+  EXPECT_EQ(to_yaml(points[1].config).find("clip_norm"), std::string::npos);
+  // sweep-train's configs hold every key, as before.
+  SweepSpec t = parse_grid("name: t\nbase:\n  train: {lr: 0.003}\n", grid_);
+  EXPECT_NE(to_yaml(expand_grid(t).points[0].config).find("clip_norm"), std::string::npos);
+}
+
+TEST_F(Program, MinLrRatioIsHonouredWithMinLr) {
+  const std::string body =
+      "program:\n  argv: [bin/tool]\n  kind: p-ratio\n  honours: [train.lr, train.min_lr_ratio]\n"
+      "base:\n  train: {lr: 0.01, min_lr_ratio: 0.1}\n";
+  const SweepSpec s = parse(body);
+  EXPECT_EQ(s.program.honours, (V{"train.lr", "train.min_lr"}));
+  const Expansion e = expand_grid(s);
+  EXPECT_TRUE(e.warnings.empty()) << e.warnings.front();
+  EXPECT_NE(to_yaml(e.points.at(0).config).find("min_lr: 0.001"), std::string::npos);
+}
+
+TEST_F(Program, ConventionsAreDeclaredAndChecked) {
+  SweepSpec s = parse("program:\n  argv: [bin/tool]\n  kind: p-c\n  accum: global\n  steps: plus_one\n");
+  EXPECT_EQ(s.program.conventions(), "accum=global steps=plus_one rank_env=ranks");
+  EXPECT_CONTAINS(error("program:\n  argv: [bin/tool]\n  kind: k\n  accum: world\n"),
+                  "key 'program.accum': 'world': expected per_rank or global");
+  EXPECT_CONTAINS(error("program:\n  argv: [bin/tool]\n  kind: k\n  steps: 1\n"),
+                  "key 'program.steps': '1': expected count or plus_one");
+  EXPECT_CONTAINS(error("program:\n  argv: [bin/tool]\n  kind: k\n  single_rank_env: maybe\n"),
+                  "program.single_rank_env");
+}
+
 TEST_F(Program, EachRunGetsItsFilesAndNumericsEnvironment) {
   SweepSpec s = parse("program:\n  argv: [bin/tool, --x]\n  kind: p-env\n  timing_metrics: [mfu, tflops]\n");
   LocalLaunch local;
@@ -139,8 +187,9 @@ TEST_F(Program, EachRunGetsItsFilesAndNumericsEnvironment) {
   local.program = s.program;
   local.threads = 3;
   RunCommand c = local_run_command(s.launch, local, 1, "/s", "/s/runs/abc", "sw", true);
-  // It starts in the grid file's directory (program.cwd), with its files' hashes, and a
-  // run of one rank gets torch.distributed's variables for a world of one.
+  // It starts in the grid file's directory (program.cwd), with its files' hashes; a run of
+  // one rank gets none of torch.distributed's variables (a script that detects DDP from
+  // RANK trains plain).
   const V want = {"env",
                   "--chdir=" + s.program.cwd,
                   "SWEEP_CONFIG=/s/runs/abc/config.yaml",
@@ -164,11 +213,7 @@ TEST_F(Program, EachRunGetsItsFilesAndNumericsEnvironment) {
                   "OPENBLAS_NUM_THREADS=3",
                   "MKL_NUM_THREADS=3",
                   "CUBLAS_WORKSPACE_CONFIG=:4096:8",
-                  "MASTER_ADDR=127.0.0.1",
-                  "RANK=0",
-                  "WORLD_SIZE=1",
-                  "LOCAL_RANK=0",
-                  "LOCAL_WORLD_SIZE=1",
+                  "SWEEP_PROGRAM_CONVENTIONS=accum=per_rank steps=count rank_env=ranks",
                   tool_,
                   "--x",
                   "--config",
@@ -179,6 +224,16 @@ TEST_F(Program, EachRunGetsItsFilesAndNumericsEnvironment) {
                   "sw",
                   "--resume"};
   EXPECT_EQ(c.argv, want);
+  // A program that asks for them (program.single_rank_env) gets them for a world of one.
+  local.program.single_rank_env = true;
+  c = local_run_command(s.launch, local, 1, "/s", "/s/runs/abc", "sw", true);
+  const auto vars = std::find(c.argv.begin(), c.argv.end(), "MASTER_ADDR=127.0.0.1");
+  ASSERT_NE(vars, c.argv.end());
+  EXPECT_EQ(V(vars + 1, vars + 5), (V{"RANK=0", "WORLD_SIZE=1", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=1"}));
+  EXPECT_NE(
+      std::find(c.argv.begin(), c.argv.end(), "SWEEP_PROGRAM_CONVENTIONS=accum=per_rank steps=count rank_env=always"),
+      c.argv.end());
+  local.program.single_rank_env = false;
   // Confined: sweep-confine first, with the places the program may write.
   local.confine = "/b/sweep-confine";
   c = local_run_command(s.launch, local, 1, "/s", "/s/runs/abc", "sw", false);
