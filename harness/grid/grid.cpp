@@ -254,7 +254,7 @@ void resolve_data_paths(SweepSpec& spec) {
 }  // namespace
 
 SweepSpec parse_grid(const std::string& text, const std::string& source, const std::string& trainer,
-                     DescribeModels describe) {
+                     DescribeModels describe, const GridOverrides& overrides) {
   const YAML::Node root = load_one_document(text, source);
   if (!root.IsMap()) throw ConfigError(source + ": expected a mapping with keys " + join(kTopKeys));
   SweepSpec spec;
@@ -272,10 +272,17 @@ SweepSpec parse_grid(const std::string& text, const std::string& source, const s
     }
   }
   const YAML::Node name = root["name"];
-  if (!name || !name.IsScalar())
+  if (!overrides.name.empty()) {
+    spec.name = overrides.name;
+    if (!safe_name(spec.name))
+      throw ConfigError("--name '" + printable(spec.name) + "': expected letters, digits, '-', '_' or '.' (not leading); " +
+                        "a name is 1 to " + std::to_string(kMaxSweepName) + " characters");
+  } else if (!name || !name.IsScalar()) {
     throw ConfigError(source + ": key 'name': required, a sweep name such as 'quickstart'");
-  spec.name = name.Scalar();
-  if (!safe_name(spec.name))
+  } else {
+    spec.name = name.Scalar();
+  }
+  if (overrides.name.empty() && !safe_name(spec.name))
     throw ConfigError(yaml_where(source, name) +
                       ": key 'name': expected letters, digits, '-', '_' or '.' (not leading), got '" +
                       printable(spec.name) + "'; a name is 1 to " + std::to_string(kMaxSweepName) + " characters" +
@@ -355,6 +362,8 @@ SweepSpec parse_grid(const std::string& text, const std::string& source, const s
                           "'" + (given == spec.launch.trainer ? "" : " (" + printable(spec.launch.trainer) + ")"));
   }
 
+  // The command line's keys, before anything is checked: a bad one is named as itself.
+  apply_overrides(spec, overrides);
   resolve_data_paths(spec);
   // Every key and value on its own, at its own line, before any point is formed.
   RunConfig base = apply_run_values(RunConfig{}, spec.base);
@@ -431,8 +440,10 @@ void check_hostfile(const LaunchSpec& l) {
 
 }  // namespace
 
-SweepSpec load_grid(const std::string& path, const std::string& trainer) {
-  SweepSpec spec = parse_grid(read_grid_file(path), path, trainer);
+SweepSpec load_grid(const std::string& path, const std::string& trainer, const GridOverrides& overrides) {
+  const std::string text = read_grid_file(path);
+  SweepSpec spec = parse_grid(text, path, trainer, load_trainer_models, overrides);
+  spec.resolved = resolved_grid(text, spec, overrides);
   spec.launch.hostfile = next_to_grid(path, spec.launch.hostfile);
   check_hostfile(spec.launch);
   return spec;
