@@ -17,6 +17,7 @@
 #include "container_image.h"  // container_image_digest, check_charliecloud_image
 #include "data_file.h"        // sweep_cache_dir
 #include "grid.h"
+#include "grid_overrides.h"  // parse_overrides, load_overridden_grid
 #include "halving_search.h"  // run_halving_search
 #include "plan.h"
 #include "record.h"         // read_partial_progress
@@ -128,7 +129,7 @@ SweepRunOptions command_options(const SweepSpec& spec, const std::string& out_di
 }
 
 int run_run(const RunOptions& o) {
-  SweepSpec spec = load_grid(o.grid, o.trainer, parse_overrides(o.overrides, o.name));
+  SweepSpec spec = load_overridden_grid(o.grid, o.trainer, parse_overrides(o.overrides, o.name));
   Expansion e = expand_grid(spec);  // validates every point first: nothing is created for a bad grid
   print_warnings(e);
   for (const auto& note : check_data_files(spec, e.points)) std::fprintf(stderr, "%s\n", note.c_str());
@@ -238,7 +239,7 @@ int print_slurm_script(const SweepSpec& spec, const Expansion& e, const std::str
 }
 
 int run_plan(const PlanOptions& o) {
-  SweepSpec spec = load_grid(o.grid, o.trainer, parse_overrides(o.overrides, o.name));
+  SweepSpec spec = load_overridden_grid(o.grid, o.trainer, parse_overrides(o.overrides, o.name));
   if (o.parallel > 0) spec.launch.parallel = o.parallel;
   std::string dir = o.out.empty() ? "sweep-out/" + spec.name : o.out;
   if (o.slurm_script) {

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "grid.h"         // SweepSpec
 #include "grid_values.h"  // generated_values
 #include "text.h"         // printable, did_you_mean, join
 #include "yaml_read.h"    // next_to_grid
@@ -92,8 +91,9 @@ GridOverride parse_one(const std::string& arg) {
   if (value.empty()) throw ConfigError(at + "no value after '='; " + kForms);
   if (const std::string top = o.key.substr(0, o.key.find('.'));
       std::find(kGridKeys.begin(), kGridKeys.end(), top) != kGridKeys.end())
-    throw ConfigError(at + "key '" + printable(o.key) + "' is the grid file's own; an override sets a run-config key (" +
-                      join(kSections) + "); --name names the sweep and --parallel sets launch.parallel");
+    throw ConfigError(at + "key '" + printable(o.key) +
+                      "' is the grid file's own; an override sets a run-config key (" + join(kSections) +
+                      "); --name names the sweep and --parallel sets launch.parallel");
   std::string fn, inner;
   std::vector<std::string> texts;
   if (as_call(value, &fn, &inner)) {
@@ -153,6 +153,13 @@ GridOverrides parse_overrides(const std::vector<std::string>& args, const std::s
 }
 
 void apply_overrides(SweepSpec& spec, const GridOverrides& o) {
+  if (!o.name.empty()) {
+    if (!valid_sweep_name(o.name))
+      throw ConfigError("--name '" + printable(o.name) +
+                        "': expected letters, digits, '-', '_' or '.' (not leading); " + "a name is 1 to " +
+                        std::to_string(kMaxSweepName) + " characters");
+    spec.name = o.name;
+  }
   for (const GridOverride& ov : o.keys) {
     GridAxis* axis = nullptr;
     const std::string by = sweeper(spec, ov.key, &axis);
@@ -201,8 +208,9 @@ YAML::Node flow_list(const std::vector<ConfigValue>& values) {
 
 /// `node` (a path, or a list of paths, as the grid file wrote them) made absolute next to
 /// grid file `source`; `keep` says which elements are no path.
-void absolute_paths(YAML::Node node, const std::string& source,
-                    bool (*keep)(const std::string&, size_t) = [](const std::string&, size_t) { return false; }) {
+void absolute_paths(
+    YAML::Node node, const std::string& source,
+    bool (*keep)(const std::string&, size_t) = [](const std::string&, size_t) { return false; }) {
   auto fix = [&](YAML::Node n, size_t i) {
     if (!n.IsScalar()) return;
     const std::string p = n.Scalar();
@@ -221,8 +229,10 @@ void absolute_data_paths(YAML::Node map, const std::string& prefix, const std::s
   if (!map.IsMap()) return;
   for (auto kv : map) {
     const std::string full = prefix + kv.first.Scalar();
-    if (is_data_path(full)) absolute_paths(kv.second, source);
-    else if (kv.second.IsMap()) absolute_data_paths(kv.second, full + ".", source);
+    if (is_data_path(full))
+      absolute_paths(kv.second, source);
+    else if (kv.second.IsMap())
+      absolute_data_paths(kv.second, full + ".", source);
   }
 }
 
@@ -257,6 +267,14 @@ void absolute_grid_paths(YAML::Node root, const std::string& source) {
 }
 
 }  // namespace
+
+SweepSpec load_overridden_grid(const std::string& path, const std::string& trainer, const GridOverrides& o) {
+  std::string text;
+  SweepSpec spec = load_grid(
+      path, trainer, [&](SweepSpec& s) { apply_overrides(s, o); }, &text);
+  spec.resolved = resolved_grid(text, spec, o);
+  return spec;
+}
 
 std::string resolved_grid(const std::string& text, const SweepSpec& spec, const GridOverrides& o) {
   YAML::Node root = YAML::Load(text);

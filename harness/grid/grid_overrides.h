@@ -10,11 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "grid.h"        // SweepSpec, load_grid
 #include "run_config.h"  // ConfigValue
 
 namespace sweep {
-
-struct SweepSpec;  // grid.h
 
 /// One `key=value` of the command line.
 struct GridOverride {
@@ -40,9 +39,14 @@ struct GridOverrides {
 /// path on a command line is, and is made absolute here.
 GridOverrides parse_overrides(const std::vector<std::string>& args, const std::string& name = "");
 
-/// Applies the keys of `o` to a parsed grid before its values are checked (parse_grid): a
-/// base value replaces the base's; an axis replaces the `grid:` axis of its key where it
-/// stands, or is added after the grid's axes. Throws ConfigError naming the override and
+/// load_grid with `o` applied (apply_overrides) and spec.resolved set (resolved_grid): the
+/// grid `sweep run` and `sweep plan` run.
+SweepSpec load_overridden_grid(const std::string& path, const std::string& trainer, const GridOverrides& o);
+
+/// Applies `o` to a parsed grid before its values are checked (parse_grid's adjust): --name
+/// (refused unless a valid sweep name) replaces the grid's name; a base value replaces the
+/// base's; an axis replaces the `grid:` axis of its key where it stands, or is added after
+/// the grid's axes. Throws ConfigError naming the override and
 /// the grid's line for one that conflicts with how the grid sweeps its key: a base value
 /// for a `grid:` axis (the axis would win), any value for a key a `zip:` group, `seeds:`,
 /// `search.space` or `constraints.derive` sets, and an axis where a search draws every point.
