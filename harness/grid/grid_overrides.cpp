@@ -174,7 +174,7 @@ void apply_overrides(SweepSpec& spec, const GridOverrides& o) {
       axis->values = ov.values;
       axis->where = ov.where;
     } else if (ov.axis) {
-      if (spec.search.kind != "grid" && spec.search.kind != "halving" && !spec.search.space.empty())
+      if (spec.search.kind != "grid" && !spec.search.space.empty())
         throw ConfigError(at + "cannot be an axis: search.kind " + spec.search.kind + " (" + spec.search.where +
                           ") draws every point from search.space; give one value, or edit the space");
       spec.axes.push_back({ov.key, ov.values, ov.where});
@@ -225,7 +225,7 @@ void absolute_paths(
 
 /// data.path and data.eval_path wherever a mapping of dotted keys spells them: `base:`
 /// (nested), `grid:`, a `zip:` group, an `include:` or `exclude:` entry.
-void absolute_data_paths(YAML::Node map, const std::string& prefix, const std::string& source) {
+void absolute_data_paths(const YAML::Node& map, const std::string& prefix, const std::string& source) {
   if (!map.IsMap()) return;
   for (auto kv : map) {
     const std::string full = prefix + kv.first.Scalar();

@@ -110,7 +110,8 @@ TEST(GridOverrides, AMalformedOverrideIsRefusedNamingIt) {
       {"launch.parallel=4", "key 'launch.parallel' is the grid file's own"},
       {"name=x", "key 'name' is the grid file's own"},
   };
-  for (const auto& [arg, want] : cases) {
+  for (const auto& [given, want] : cases) {
+    const std::string arg = given;  // a structured binding cannot be captured (C++17)
     const std::string msg = sweep_test::thrown_message<ConfigError>([&] { parse_overrides({arg}); });
     EXPECT_CONTAINS(msg, want);
     EXPECT_EQ(msg.find('\n'), std::string::npos) << arg;  // one line
@@ -187,6 +188,10 @@ TEST(GridOverrides, AnOverrideThatConflictsWithHowTheGridSweepsItsKeyIsRefused) 
   EXPECT_CONTAINS(error_of({"train.warmup=1,2"}, search),
                   "override 'train.warmup=1,2': key 'train.warmup' cannot be an axis: search.kind random");
   EXPECT_EQ(expand(parse(search, {"train.warmup=2"})).front().config.train.warmup, 2);  // a base value is fine
+  const std::string halving =
+      "name: h\nbase: {model: {layers: 1, d_model: 16}, train: {steps: 40}}\n"
+      "search: {kind: halving, min_steps: 10, samples: 4, space: {train.lr: {loguniform: [1.0e-4, 1.0e-2]}}}\n";
+  EXPECT_CONTAINS(error_of({"train.warmup=1,2"}, halving), "cannot be an axis: search.kind halving");
 }
 
 TEST(GridOverrides, NameReplacesTheGridsName) {
