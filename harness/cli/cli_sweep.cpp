@@ -17,6 +17,7 @@
 #include "container_image.h"  // container_image_digest, check_charliecloud_image
 #include "data_file.h"        // sweep_cache_dir
 #include "grid.h"
+#include "grid_overrides.h"  // parse_overrides, load_overridden_grid
 #include "halving_search.h"  // run_halving_search
 #include "plan.h"
 #include "record.h"         // read_partial_progress
@@ -96,6 +97,8 @@ std::vector<std::string> choose_blas(const SweepSpec& spec, std::string* line) {
 
 struct RunOptions {
   std::string grid;
+  std::vector<std::string> overrides;  ///< key=value arguments after the grid (grid_overrides.h)
+  std::string name;                    ///< --name
   std::string out;
   std::string trainer;
   int parallel = 0;
@@ -126,7 +129,7 @@ SweepRunOptions command_options(const SweepSpec& spec, const std::string& out_di
 }
 
 int run_run(const RunOptions& o) {
-  SweepSpec spec = load_grid(o.grid, o.trainer);
+  SweepSpec spec = load_overridden_grid(o.grid, o.trainer, parse_overrides(o.overrides, o.name));
   Expansion e = expand_grid(spec);  // validates every point first: nothing is created for a bad grid
   print_warnings(e);
   for (const auto& note : check_data_files(spec, e.points)) std::fprintf(stderr, "%s\n", note.c_str());
@@ -201,6 +204,8 @@ int run_run(const RunOptions& o) {
 
 struct PlanOptions {
   std::string grid;
+  std::vector<std::string> overrides;  ///< as for run
+  std::string name;                    ///< as for run
   std::string out;
   std::string trainer;
   int parallel = 0;
@@ -272,7 +277,7 @@ int print_slurm_script(const SweepSpec& spec, const Expansion& e, const std::str
 }
 
 int run_plan(const PlanOptions& o) {
-  SweepSpec spec = load_grid(o.grid, o.trainer);
+  SweepSpec spec = load_overridden_grid(o.grid, o.trainer, parse_overrides(o.overrides, o.name));
   if (o.parallel > 0) spec.launch.parallel = o.parallel;
   std::string dir = o.out.empty() ? "sweep-out/" + spec.name : o.out;
   if (!o.show.empty()) return show_point(spec, o.show);
@@ -506,6 +511,10 @@ CliAction setup_run(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
   auto* cmd = app.add_subcommand("run", "run every point of a grid not yet completed, then write report.html");
   cmd->add_option("grid", o->grid, "grid file (YAML)")->required();
+  cmd->add_option("overrides", o->overrides,
+                  "key=value sets a base value; key=v1,v2 or key=range(start,stop,step) makes key an axis "
+                  "(docs/grid.md, \"Command-line overrides\")");
+  cmd->add_option("--name", o->name, "the sweep's name instead of the grid's (and so sweep-out/<name>)");
   cmd->add_option("--out", o->out, "sweep directory (default sweep-out/<name>)");
   cmd->add_option("--trainer", o->trainer,
                   "training program: sweep-train or one built on sweep::train_main (default: launch.trainer, else "
@@ -525,6 +534,8 @@ CliAction setup_plan(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "plan", "print the expanded grid and which runs are done; changes nothing but the sweep's index (records.index)");
   cmd->add_option("grid", o->grid, "grid file (YAML)")->required();
+  cmd->add_option("overrides", o->overrides, "key=value or key=v1,v2 ..., as for run");
+  cmd->add_option("--name", o->name, "the sweep's name instead of the grid's, as for run");
   cmd->add_option("--out", o->out, "sweep directory (default sweep-out/<name>)");
   cmd->add_option("--trainer", o->trainer, "training program whose model kinds the grid uses (as for run)");
   cmd->add_option("--parallel", o->parallel, "runs at once (overrides launch.parallel, as for run)")

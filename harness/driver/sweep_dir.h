@@ -1,5 +1,6 @@
 // The layout of a sweep directory and the small text files the driver keeps in it:
 //   <dir>/points.tsv            the points of the grid last run (for `sweep status`)
+//   <dir>/grid.yaml             the grid last run, command-line overrides applied (grid_overrides.h)
 //   <dir>/sweep.lock            held by the running driver (sweep_lock.h)
 //   <dir>/records.index         what reading each record found, by file identity (sweep_index.h)
 //   <dir>/runs/<id>/config.yaml the run's resolved config
@@ -28,6 +29,9 @@ class SweepIndex;  // sweep_index.h
 }  // namespace sweep
 
 namespace sweep {
+
+/// The grid last run here, as it ran (SweepSpec::resolved).
+inline constexpr const char* kGridFile = "grid.yaml";
 
 /// Version of the state and points files; readers ignore files of another version.
 inline constexpr int kStateVersion = 1;

@@ -322,6 +322,9 @@ SweepSession::SweepSession(const SweepSpec& spec, const std::vector<GridPoint>& 
                                                spec_.program.pass_args ? "true" : "false"}));
   if (!spec_.launch.trainer.empty()) note_declared_program(opt_.out_dir, declared_trainer(spec_.launch.trainer));
   write_points_file(opt_.out_dir, points);
+  // The grid as it ran, overrides applied: a later `sweep plan` or `sweep run` of it, or a
+  // reader of the directory, sees what ran here without the command line that said it.
+  if (!spec_.resolved.empty()) write_file_atomically(opt_.out_dir + "/" + kGridFile, spec_.resolved);
   if (spec_.search.kind == "random") write_file_atomically(opt_.out_dir + "/search.log", search_log(spec_, points));
   total_ = points.size();
   size_t done = 0;

@@ -23,11 +23,26 @@ const std::vector<std::string> kTopKeys = {"name",  "base",        "grid",   "zi
                                            "seeds", "constraints", "launch", "program", "search"};
 const std::vector<std::string> kSections = {"model", "data", "train", "dist", "fault"};
 
-bool safe_name(const std::string& s) {
+}  // namespace
+
+bool valid_sweep_name(const std::string& s) {
   if (s.empty() || s.size() > kMaxSweepName || s[0] == '.' || s[0] == '-') return false;
   for (char c : s)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) return false;
   return true;
+}
+
+namespace {
+
+/// The grid file's own `name:` (`node`), unless the command line replaced it.
+void check_name(const std::string& name, const YAML::Node& node, const std::string& source) {
+  if (!node || !node.IsScalar())
+    throw ConfigError(source + ": key 'name': required, a sweep name such as 'quickstart'");
+  if (!valid_sweep_name(name))
+    throw ConfigError(yaml_where(source, node) +
+                      ": key 'name': expected letters, digits, '-', '_' or '.' (not leading), got '" + printable(name) +
+                      "'; a name is 1 to " + std::to_string(kMaxSweepName) + " characters" +
+                      (name.size() > kMaxSweepName ? ", this one " + std::to_string(name.size()) : ""));
 }
 
 /// Checks each value alone against the base, so a bad value is named at its own line
@@ -254,7 +269,7 @@ void resolve_data_paths(SweepSpec& spec) {
 }  // namespace
 
 SweepSpec parse_grid(const std::string& text, const std::string& source, const std::string& trainer,
-                     DescribeModels describe) {
+                     DescribeModels describe, const GridAdjust& adjust) {
   const YAML::Node root = load_one_document(text, source);
   if (!root.IsMap()) throw ConfigError(source + ": expected a mapping with keys " + join(kTopKeys));
   SweepSpec spec;
@@ -271,15 +286,10 @@ SweepSpec parse_grid(const std::string& text, const std::string& source, const s
       throw ConfigError(msg + did_you_mean(key, kTopKeys) + "; expected " + join(kTopKeys));
     }
   }
+  // The name is checked after the command line's adjustments: --name may replace it.
   const YAML::Node name = root["name"];
-  if (!name || !name.IsScalar())
-    throw ConfigError(source + ": key 'name': required, a sweep name such as 'quickstart'");
-  spec.name = name.Scalar();
-  if (!safe_name(spec.name))
-    throw ConfigError(yaml_where(source, name) +
-                      ": key 'name': expected letters, digits, '-', '_' or '.' (not leading), got '" +
-                      printable(spec.name) + "'; a name is 1 to " + std::to_string(kMaxSweepName) + " characters" +
-                      (spec.name.size() > kMaxSweepName ? ", this one " + std::to_string(spec.name.size()) : ""));
+  if (name && name.IsScalar()) spec.name = name.Scalar();
+  const std::string named = spec.name;
 
   if (const YAML::Node base = root["base"]) {
     if (!base.IsMap()) throw ConfigError(yaml_where(source, base) + ": key 'base': expected a mapping of sections");
@@ -355,6 +365,9 @@ SweepSpec parse_grid(const std::string& text, const std::string& source, const s
                           "'" + (given == spec.launch.trainer ? "" : " (" + printable(spec.launch.trainer) + ")"));
   }
 
+  // The command line's keys, before anything is checked: a bad one is named as itself.
+  if (adjust) adjust(spec);
+  if (spec.name == named) check_name(spec.name, name, source);
   resolve_data_paths(spec);
   // Every key and value on its own, at its own line, before any point is formed.
   RunConfig base = apply_run_values(RunConfig{}, spec.base);
@@ -431,8 +444,10 @@ void check_hostfile(const LaunchSpec& l) {
 
 }  // namespace
 
-SweepSpec load_grid(const std::string& path, const std::string& trainer) {
-  SweepSpec spec = parse_grid(read_grid_file(path), path, trainer);
+SweepSpec load_grid(const std::string& path, const std::string& trainer, const GridAdjust& adjust, std::string* text) {
+  const std::string read = read_grid_file(path);
+  SweepSpec spec = parse_grid(read, path, trainer, load_trainer_models, adjust);
+  if (text) *text = read;
   spec.launch.hostfile = next_to_grid(path, spec.launch.hostfile);
   check_hostfile(spec.launch);
   return spec;

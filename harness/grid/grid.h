@@ -63,6 +63,10 @@ struct SweepSpec {
   LaunchSpec launch;                   ///< `launch:`; never part of a run id
   ProgramSpec program;                 ///< `program:` (empty: sweep-train or launch.trainer); not in run ids
   SearchSpec search;                   ///< `search:`; kind random adds its draws as the last zip group
+  /// The grid as it runs, command-line overrides applied, as YAML (grid_overrides.h,
+  /// resolved_grid): what `sweep run` keeps in the sweep directory as grid.yaml; "" for a
+  /// grid not read by load_overridden_grid.
+  std::string resolved;
 };
 
 /// One point of the expanded grid.
@@ -89,17 +93,25 @@ struct Expansion {
 /// relative to the directory of `source`); the grid's model keys are checked against the
 /// kinds that program offers (trainer_models.h). spec.launch.trainer holds the program.
 /// `describe` asks a program for its kinds (load_trainer_models; the fuzz target passes one
-/// that runs nothing).
+/// that runs nothing). `adjust`, when given, changes the parsed grid before its name, keys
+/// and values are checked (the command line's overrides, grid_overrides.h), so what it puts
+/// in is refused as a bad grid value is, under the `where` it gives.
 using DescribeModels = std::vector<std::string> (*)(const std::string& trainer, const std::string& what);
+using GridAdjust = std::function<void(SweepSpec&)>;
 SweepSpec parse_grid(const std::string& text, const std::string& source, const std::string& trainer = "",
-                     DescribeModels describe = load_trainer_models);
+                     DescribeModels describe = load_trainer_models, const GridAdjust& adjust = {});
+
+/// Whether `name` may name a sweep (and so its default directory sweep-out/<name>).
+bool valid_sweep_name(const std::string& name);
 
 /// The text of grid file `path`. Throws ConfigError for a missing file, a directory or a
 /// special file (a FIFO is refused without waiting for a writer).
 std::string read_grid_file(const std::string& path);
 
-/// Reads and parses a grid file (`trainer` as for parse_grid).
-SweepSpec load_grid(const std::string& path, const std::string& trainer = "");
+/// Reads and parses a grid file (`trainer` and `adjust` as for parse_grid); `*text`, when
+/// given, gets the file's text.
+SweepSpec load_grid(const std::string& path, const std::string& trainer = "", const GridAdjust& adjust = {},
+                    std::string* text = nullptr);
 
 /// All points: the product of the grid axes, zip groups and seeds (file order, last
 /// dimension fastest, seeds last), minus excluded points, then the included points; each

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "yaml_read.h"  // yaml_where
 
@@ -15,9 +16,9 @@ struct Arg {
   bool integral = false;
 };
 
-Arg parse_arg(const YAML::Node& n, const std::string& at) {
-  if (!n.IsScalar()) throw ConfigError(at + "expected numbers");
-  const std::string& s = n.Scalar();
+Arg parse_arg(const std::optional<std::string>& text, const std::string& at) {
+  if (!text) throw ConfigError(at + "expected numbers");
+  const std::string& s = *text;
   Arg a;
   long long i = 0;
   auto ri = std::from_chars(s.data(), s.data() + s.size(), i);
@@ -28,51 +29,22 @@ Arg parse_arg(const YAML::Node& n, const std::string& at) {
   }
   auto rd = std::from_chars(s.data(), s.data() + s.size(), a.x);
   if (s.empty() || rd.ec != std::errc() || rd.ptr != s.data() + s.size() || !std::isfinite(a.x))
-    throw ConfigError(at + "expected a number, got '" + s + "'");
+    throw ConfigError(at + "expected a number, got '" + printable(s) + "'");
   return a;
 }
 
-}  // namespace
-
-std::string format_generated(double x) {
-  if (x == 0) return "0";
-  if (std::fabs(x) < 9007199254740992.0 && x == std::floor(x)) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(x));
-    return buf;
-  }
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.12g", x);
-  return buf;
-}
-
-std::vector<ConfigValue> axis_values(const YAML::Node& node, const std::string& source, const std::string& context) {
-  const std::string where = yaml_where(source, node);
-  const std::string at = where + ": key '" + context + "': ";
+/// The values of generator `gen` over `args` as written; nullopt for an argument that is
+/// a map or a list. `where` is where the generator is written, `context` its key.
+std::vector<ConfigValue> generate(const std::string& gen, const std::vector<std::optional<std::string>>& args,
+                                  const std::string& where, const std::string& context) {
   std::vector<ConfigValue> out;
-  if (node.IsSequence()) {
-    if (node.size() == 0) throw ConfigError(at + "expected a non-empty list of values");
-    for (const auto& item : node) {
-      if (!item.IsScalar())
-        throw ConfigError(yaml_where(source, item) + ": key '" + context +
-                          "': expected a scalar value, not a map or list");
-      out.push_back({item.Scalar(), yaml_where(source, item), true});
-    }
-    return out;
-  }
-  if (!node.IsMap() || node.size() != 1)
-    throw ConfigError(at +
-                      "expected a non-empty list of values, or one of {range: [start, stop, step]}, "
-                      "{linspace: [start, stop, count]}, {logspace: [start, stop, count]}");
-  const std::string gen = node.begin()->first.Scalar();
-  const YAML::Node args = node.begin()->second;
   const std::string gat = where + ": key '" + context + "." + printable(gen) + "': ";
   if (gen != "range" && gen != "linspace" && gen != "logspace") {
     throw ConfigError(where + ": key '" + context + "': unknown generator '" + printable(gen) + "'" +
                       did_you_mean(gen, {"range", "linspace", "logspace"}) + "; expected range, linspace or logspace");
   }
   size_t want = gen == "range" ? 2 : 3;
-  if (!args.IsSequence() || args.size() < want || args.size() > 3)
+  if (args.size() < want || args.size() > 3)
     throw ConfigError(
         gat + (gen == "range" ? "expected [start, stop] or [start, stop, step]" : "expected [start, stop, count]"));
   Arg a = parse_arg(args[0], gat), b = parse_arg(args[1], gat);
@@ -115,6 +87,53 @@ std::vector<ConfigValue> axis_values(const YAML::Node& node, const std::string& 
       push(last ? b.x : std::pow(10.0, std::log10(a.x) + (std::log10(b.x) - std::log10(a.x)) * t));
   }
   return out;
+}
+
+}  // namespace
+
+std::string format_generated(double x) {
+  if (x == 0) return "0";
+  if (std::fabs(x) < 9007199254740992.0 && x == std::floor(x)) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(x));
+    return buf;
+  }
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.12g", x);
+  return buf;
+}
+
+std::vector<ConfigValue> axis_values(const YAML::Node& node, const std::string& source, const std::string& context) {
+  const std::string where = yaml_where(source, node);
+  const std::string at = where + ": key '" + context + "': ";
+  std::vector<ConfigValue> out;
+  if (node.IsSequence()) {
+    if (node.size() == 0) throw ConfigError(at + "expected a non-empty list of values");
+    for (const auto& item : node) {
+      if (!item.IsScalar())
+        throw ConfigError(yaml_where(source, item) + ": key '" + context +
+                          "': expected a scalar value, not a map or list");
+      out.push_back({item.Scalar(), yaml_where(source, item), true});
+    }
+    return out;
+  }
+  if (!node.IsMap() || node.size() != 1)
+    throw ConfigError(at +
+                      "expected a non-empty list of values, or one of {range: [start, stop, step]}, "
+                      "{linspace: [start, stop, count]}, {logspace: [start, stop, count]}");
+  const std::string gen = node.begin()->first.Scalar();
+  const YAML::Node args = node.begin()->second;
+  std::vector<std::optional<std::string>> texts;  // nullopt: a map or list where a number goes
+  if (args.IsSequence())
+    for (const auto& item : args) texts.push_back(item.IsScalar() ? std::optional(item.Scalar()) : std::nullopt);
+  else
+    texts.resize(4);  // not a list: refused below with the generator's form
+  return generate(gen, texts, where, context);
+}
+
+std::vector<ConfigValue> generated_values(const std::string& gen, const std::vector<std::string>& args,
+                                          const std::string& where, const std::string& context) {
+  return generate(gen, std::vector<std::optional<std::string>>(args.begin(), args.end()), where, context);
 }
 
 }  // namespace sweep

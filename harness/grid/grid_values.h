@@ -22,6 +22,13 @@ inline constexpr size_t kMaxAxisValues = 1000000;
 /// ConfigError with file:line:col for an empty list, a nested value or a bad generator.
 std::vector<ConfigValue> axis_values(const YAML::Node& node, const std::string& source, const std::string& context);
 
+/// The values of generator `gen` ("range", "linspace" or "logspace") over `args` as
+/// written ("0", "40", "10"), each with `where`; `context` is the key for messages. What
+/// axis_values does for `{gen: args}`, for a generator that is not YAML (a command-line
+/// override's `range(0,40,10)`).
+std::vector<ConfigValue> generated_values(const std::string& gen, const std::vector<std::string>& args,
+                                          const std::string& where, const std::string& context);
+
 /// A generated number as text: 12 significant digits, integral values without ".0".
 std::string format_generated(double x);
 
