@@ -48,14 +48,25 @@ std::vector<std::pair<std::string, std::vector<std::string>>> judged_runs(const 
 }
 
 /// The path the records name for `given`: the file relative to the current directory, or
-/// else the one recorded path that ends with it.
+/// else the one recorded path that ends with it (after any '..' of it: as a grid file
+/// names it).
 std::string recorded_path(const std::string& given, const std::set<std::string>& recorded, const std::string& dir) {
   std::string path = fs::absolute(given).lexically_normal().string();
   if (recorded.count(path)) return path;
-  const std::string tail = "/" + fs::path(given).lexically_normal().string();
+  // As the grid names it (../examples/train.py), or by its name alone: the part after any
+  // '..', which the end of a recorded path must be.
+  fs::path rest;
+  for (const fs::path& part : fs::path(given).lexically_normal())
+    if (part == "..")
+      rest.clear();
+    else if (!part.empty() && part != "." && part != "/")
+      rest /= part;
+  const std::string tail = "/" + rest.string();
   std::vector<std::string> ends;
   for (const std::string& r : recorded)
-    if (r.size() > tail.size() && r.compare(r.size() - tail.size(), tail.size(), tail) == 0) ends.push_back(r);
+    if (!fs::path(given).is_absolute() && r.size() > tail.size() &&
+        r.compare(r.size() - tail.size(), tail.size(), tail) == 0)
+      ends.push_back(r);
   if (ends.size() == 1) return ends.front();
   if (ends.size() > 1)
     throw ConfigError("--files '" + printable(given) + "': names several files of the runs' programs (" +

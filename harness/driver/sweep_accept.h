@@ -10,8 +10,9 @@
 
 namespace sweep {
 
-/// `sweep accept`: for each of `files` (a path relative to the current directory, or the
-/// end of exactly one path the records name: `train.py`), the runs of `dir` whose completed
+/// `sweep accept`: for each of `files` (a path relative to the current directory, or else
+/// the end of exactly one path the records name: `train.py`, or `../src/train.py` as a
+/// grid file names it), the runs of `dir` whose completed
 /// or stopped record holds an older hash of it, grouped by that hash, appended to
 /// <dir>/accepted-changes as the file's hash now. Returns what was appended. Throws ConfigError
 /// (exit 2), having written nothing, when `dir` is not a sweep directory, a file is part

@@ -229,10 +229,14 @@ class ProgramStaleness(unittest.TestCase):
         p = self.sweep_ok("run", grid, "--out", out, "--quiet")
         self.assertIn("0 completed, 4 already done", p.stdout, show(p))
 
-        # Nothing left to accept: exit 2, the file as it was.
+        # Nothing left to accept: exit 2, the file as it was. (The file named as a grid file
+        # elsewhere would name it: the end of the one recorded path that ends so.)
         before = read_bytes(accepted)
-        p = sweep("accept", out, "--files", self.script)
+        grid_style = os.path.join("..", os.path.basename(self.tmp), "train.py")
+        p = cli_util.run([os.path.join(cli_util.BIN_DIR, "sweep"), "accept", out, "--files", grid_style], cwd=HERE)
         self.assertEqual(p.returncode, 2, show(p))
+        self.assertIn("(%s): every run that holds it recorded (or accepted) its hash now" % self.script, p.stderr,
+                      show(p))
         self.assertIn("nothing to accept", p.stderr, show(p))
         self.assertEqual(read_bytes(accepted), before)
 
