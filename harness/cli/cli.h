@@ -23,6 +23,7 @@ CliAction setup_run(CLI::App& app);        // cli_sweep.cpp
 CliAction setup_plan(CLI::App& app);       // cli_sweep.cpp
 CliAction setup_status(CLI::App& app);     // cli_sweep.cpp
 CliAction setup_verify(CLI::App& app);     // cli_sweep.cpp
+CliAction setup_accept(CLI::App& app);     // cli_sweep.cpp
 CliAction setup_report(CLI::App& app);     // cli_results.cpp
 CliAction setup_compare(CLI::App& app);    // cli_results.cpp
 CliAction setup_export(CLI::App& app);     // cli_results.cpp

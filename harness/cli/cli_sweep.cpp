@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 
+#include "accepted_changes.h"  // acceptance_lines
 #include "blas_kernel.h"
 #include "cli.h"
 #include "container_image.h"  // container_image_digest, check_charliecloud_image
@@ -27,6 +28,7 @@
 #include "slurm_exec.h"     // SlurmCli, preview_slurm, slurm_run_views
 #include "stall.h"          // stall_words: a running run that no longer advances
 #include "stop_signals.h"   // StopSignals
+#include "sweep_accept.h"   // accept_changes
 #include "sweep_index.h"    // SweepIndex: status reads what has not changed from it
 #include "sweep_lock.h"     // SweepLock: a tpe search holds it across its batches
 #include "sweep_records.h"  // read_points_file
@@ -463,6 +465,19 @@ int run_status(const StatusOptions& o) {
   std::printf("%zu runs: %s\n", rows.size(), summary.empty() ? "none" : summary.c_str());
   std::printf("  %-16s  %-11s  %8s  %-11s  %s\n", "id", "state", "attempts", "failure", "values");
   std::fwrite(table.data(), 1, table.size(), stdout);
+  for (const std::string& line : acceptance_lines(o.dir)) std::printf("%s\n", terminal_text(line).c_str());
+  return 0;
+}
+
+struct AcceptOptions {
+  std::string dir;
+  std::vector<std::string> files;
+};
+
+/// `sweep accept DIR --files F...`: the changes of F since the runs recorded it accepted
+/// (accepted_changes.h); one line per acceptance.
+int run_accept(const AcceptOptions& o) {
+  for (const Acceptance& a : accept_changes(o.dir, o.files)) std::printf("%s\n", terminal_text(a.line()).c_str());
   return 0;
 }
 
@@ -547,6 +562,19 @@ CliAction setup_plan(CLI::App& app) {
                   "print the config of the point with this run id (or a unique start of it) exactly as its run gets "
                   "it, and what a grid's program is handed");
   return [o, cmd]() { return cmd->parsed() ? run_plan(*o) : -1; };
+}
+
+CliAction setup_accept(CLI::App& app) {
+  auto o = std::make_shared<AcceptOptions>();
+  auto* cmd = app.add_subcommand("accept",
+                                 "accept a cosmetic change of program files: the runs that recorded their older hash "
+                                 "stay done (noted in DIR/accepted-changes, shown by plan and status)");
+  cmd->add_option("dir", o->dir, "sweep directory")->required();
+  cmd->add_option("--files", o->files,
+                  "the changed source files: paths relative to the current directory, or the end of one path the "
+                  "records name (train.py)")
+      ->required();
+  return [o, cmd]() { return cmd->parsed() ? run_accept(*o) : -1; };
 }
 
 CliAction setup_status(CLI::App& app) {

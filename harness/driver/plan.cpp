@@ -8,9 +8,10 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "halving_plan.h"  // halving_trials
-#include "run_files.h"     // regular_file_problem
-#include "sweep_dir.h"     // scan_runs
+#include "accepted_changes.h"  // acceptance_lines
+#include "halving_plan.h"      // halving_trials
+#include "run_files.h"         // regular_file_problem
+#include "sweep_dir.h"         // scan_runs
 
 namespace sweep {
 namespace {
@@ -240,7 +241,8 @@ std::string PlanTable::render(const Expansion& e, std::FILE* file, PlanCounts* c
     flush(false);
   }
   for (const std::string& why : stale_)
-    out += "stale " + why + ": `sweep run` keeps its record aside and runs it again\n";
+    out += "stale " + why + ": `sweep run` keeps its record and checkpoints aside and runs it again\n";
+  for (const std::string& line : acceptance_lines(dir_)) out += line + "\n";
   flush(true);
   if (counts) *counts = c;
   return out;

@@ -1,5 +1,7 @@
 #include "sweep_dir.h"
 
+#include <fcntl.h>  // AT_FDCWD
+#include <stdio.h>  // renameat2, RENAME_NOREPLACE
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,14 +21,15 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "atomic_file.h"    // write_file_atomically
-#include "data_file.h"      // identify_data_file, sweep_cache_dir
-#include "parallel_for.h"   // run directories read on every core
-#include "program.h"        // program_digest, parse_json_string_array, added_files
-#include "record.h"         // read_record, RecordError
-#include "sweep_index.h"    // SweepIndex
-#include "sweep_records.h"  // record_problem, accepted_digest_problem
-#include "text.h"           // join, printable
+#include "accepted_changes.h"  // accepted_hashes: changes `sweep accept` recorded
+#include "atomic_file.h"       // write_file_atomically
+#include "data_file.h"         // identify_data_file, sweep_cache_dir
+#include "parallel_for.h"      // run directories read on every core
+#include "program.h"           // program_digest, parse_json_string_array, added_files
+#include "record.h"            // read_record, RecordError
+#include "sweep_index.h"       // SweepIndex
+#include "sweep_records.h"     // record_problem, accepted_digest_problem
+#include "text.h"              // join, printable
 
 namespace fs = std::filesystem;
 
@@ -141,12 +144,15 @@ RunFiles read_run_files(const std::string& dir) {
   return f;
 }
 
-RunState run_state_of(const std::string& dir, const RunFiles& files, SweepIndex* index);
+RunState run_state_of(const std::string& dir, const RunFiles& files, SweepIndex* index, const AcceptedHashes& accepted,
+                      InputsLook* look);
 
 }  // namespace
 
 RunState read_run_state(const std::string& dir, SweepIndex* index) {
-  return run_state_of(dir, read_run_files(dir), index);
+  // The sweep directory's accepted changes (`sweep accept`): <sweep>/runs/<id> is `dir`.
+  const AcceptedHashes accepted = accepted_hashes(fs::path(dir).parent_path().parent_path().string());
+  return run_state_of(dir, read_run_files(dir), index, accepted, nullptr);
 }
 
 namespace {
@@ -167,7 +173,8 @@ std::vector<AttemptHang> parse_hangs(const std::string& line) {
   return out;
 }
 
-RunState run_state_of(const std::string& dir, const RunFiles& files, SweepIndex* index) {
+RunState run_state_of(const std::string& dir, const RunFiles& files, SweepIndex* index, const AcceptedHashes& accepted,
+                      InputsLook* look) {
   RunState s;
   for (const auto& [k, v] : files.fields) {
     if (k == "state")
@@ -212,8 +219,11 @@ RunState run_state_of(const std::string& dir, const RunFiles& files, SweepIndex*
       std::string why = e->problem;
       if (why.empty()) why = accepted_digest_problem(s.digest, e->digest, e->schema_version);
       if (!why.empty()) s.state = "damaged", s.detail = why;
-      if (s.state == "completed") {
-        if (why = data_changed(inputs_record(*e)); !why.empty()) s.state = "stale", s.detail = why;
+      // A stopped run too: a halving search must not rank, or resume, a rung trained by a
+      // program that has changed since.
+      if (s.state == "completed" || s.state == "stopped") {
+        InputsChange c = inputs_changed(inputs_record(*e), accepted, look);
+        if (!c.why.empty()) s.state = "stale", s.detail = c.why, s.changed = std::move(c.files), s.stopped_at = 0;
       }
     } catch (const RecordError& err) {
       s.state = "damaged";
@@ -260,26 +270,30 @@ std::string current_program_digest(const std::string& json, std::vector<std::str
 
 }  // namespace
 
-std::string data_changed(const Record& r) {
+std::string data_changed(const Record& r) { return inputs_changed(r, AcceptedHashes{}).why; }
+
+InputsChange inputs_changed(const Record& r, const AcceptedHashes& accepted, InputsLook* look) {
+  InputsLook own;
+  if (!look) look = &own;
   // The program (a grid's program:), as it was digested for the record: a changed script
   // trains other bits, like a changed data file.
   const std::string program = r.env("program"), digest = r.env("program.digest");
   // Each source file and data file with its hash (program.files, program.data): the one
-  // that changed is named. Looked at once per driver however many runs share them.
-  // Each answer is looked at once per driver however many runs share it (by `cache_key`);
-  // what does not parse is said as such.
-  static std::map<std::string, std::vector<std::string>> seen;
-  const auto looked_at = [](const std::string& cache_key, const std::string& env_key,
-                            const std::function<std::vector<std::string>()>& look) -> const std::vector<std::string>& {
-    auto it = seen.find(cache_key);
-    if (it == seen.end()) {
-      std::vector<std::string> found;
+  // that changed is named. Each answer is looked at once per look however many runs
+  // share it; what does not parse is said as such.
+  const auto looked_at =
+      [&](const std::string& recorded,
+          const std::string& env_key) -> const std::pair<std::vector<std::string>, std::vector<std::string>>& {
+    auto it = look->files.find(recorded);
+    if (it == look->files.end()) {
+      std::vector<std::string> texts, paths;  // each change said, and its file
       try {
-        found = look();
+        for (const FileChange& c : changed_files(recorded, accepted))
+          texts.push_back(c.text()), paths.push_back(c.path);
       } catch (const ConfigError& e) {
-        found = {"(" + env_key + " does not read: " + e.what() + ")"};
+        texts = {"(" + env_key + " does not read: " + e.what() + ")"};
       }
-      it = seen.emplace(cache_key, std::move(found)).first;
+      it = look->files.emplace(recorded, std::make_pair(std::move(texts), std::move(paths))).first;
     }
     return it->second;
   };
@@ -287,15 +301,25 @@ std::string data_changed(const Record& r) {
                                   std::pair<std::string, std::string>{"program.data", "data file"}}) {
     const std::string recorded = r.env(key);
     if (recorded.empty()) continue;
-    const auto& changed = looked_at(recorded, key, [&] { return changed_files(recorded); });
+    const auto& [changed, paths] = looked_at(recorded, key);
     if (!changed.empty())
-      return "its " + what + (changed.size() > 1 ? "s " : " ") + join(changed, ", ") + " changed since the run";
+      return {"its " + what + (changed.size() > 1 ? "s " : " ") + join(changed, ", ") + " changed since the run",
+              paths};
   }
   // A file added to a directory or glob of program.files since the run.
   if (const std::string trees = r.env("program.trees"); !trees.empty()) {
-    const auto& added = looked_at(trees + "\n" + r.env("program.files"), "program.trees",
-                                  [&] { return added_files(trees, r.env("program.files")); });
-    if (!added.empty()) return "its program files changed since the run: " + join(added, ", ");
+    const std::string cache_key = trees + "\n" + r.env("program.files");
+    auto it = look->added.find(cache_key);
+    if (it == look->added.end()) {
+      std::vector<std::string> added;
+      try {
+        added = added_files(trees, r.env("program.files"));
+      } catch (const ConfigError& e) {
+        added = {"(program.trees does not read: " + std::string(e.what()) + ")"};
+      }
+      it = look->added.emplace(cache_key, std::move(added)).first;
+    }
+    if (!it->second.empty()) return {"its program files changed since the run: " + join(it->second, ", "), {}};
   }
   // Without program.files (records of before it), the digest of argv's files.
   if (!program.empty() && !digest.empty() && r.env("program.files").empty()) {
@@ -304,7 +328,7 @@ std::string data_changed(const Record& r) {
     if (!now.empty() && now != digest) {
       std::string names;
       for (const auto& f : files) names += (names.empty() ? "" : ", ") + printable(f);
-      return "its program changed since the run (" + digest + ", now " + now + "; its files: " + names + ")";
+      return {"its program changed since the run (" + digest + ", now " + now + "; its files: " + names + ")", files};
     }
   }
   // The training file, then the held-out file (data.eval_path).
@@ -316,13 +340,14 @@ std::string data_changed(const Record& r) {
     try {
       const DataFileId now = identify_data_file(file, sweep_cache_dir());
       if (now.hash != hash)
-        return std::string("its ") + (prefix == "data." ? "data file " : "held-out data file ") + printable(file) +
-               " changed since the run (" + hash + ", now " + now.hash + ")";
+        return {std::string("its ") + (prefix == "data." ? "data file " : "held-out data file ") + printable(file) +
+                    " changed since the run (" + hash + ", now " + now.hash + ")",
+                {file}};
     } catch (const std::runtime_error&) {
       // unreadable now: the re-run would say so; the record stays as it is
     }
   }
-  return "";
+  return {};
 }
 
 std::string move_record_aside(const std::string& dir, const std::string& why) {
@@ -344,6 +369,64 @@ std::string move_record_aside(const std::string& dir, const std::string& why) {
   throw std::runtime_error(rec + ": cannot move the " + why + " record aside: too many earlier copies");
 }
 
+namespace {
+
+/// rename(2) that never replaces what is at `to` (a directory rename would replace an
+/// empty one); where the file system cannot say so atomically, a look first.
+bool rename_noreplace(const std::string& from, const std::string& to) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return true;
+  if (errno != EINVAL && errno != ENOSYS) return false;
+  struct stat st;
+  if (::lstat(to.c_str(), &st) == 0) return errno = EEXIST, false;
+  return ::rename(from.c_str(), to.c_str()) == 0;
+}
+
+}  // namespace
+
+std::string move_run_aside(const std::string& dir, const std::string& why) {
+  // What the run's earlier training left: its rung records (record.h5.stopped-<time>,
+  // which a resumed python program carries its rows on from), a partial record, its
+  // checkpoints. All of it belongs to the record that goes aside.
+  std::vector<std::string> rungs;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("record.h5.stopped-", 0) == 0) rungs.push_back(name);
+  }
+  std::sort(rungs.begin(), rungs.end());
+  struct stat st;
+  const auto here = [&](const std::string& name) { return ::lstat((dir + "/" + name).c_str(), &st) == 0; };
+  // One suffix for all of it, free for every name it gives.
+  const std::string base = why + "-" + utc_now();
+  std::string suffix;
+  for (int n = 0; n < 1000 && suffix.empty(); ++n) {
+    const std::string s = n ? base + "-" + std::to_string(n) : base;
+    bool free = !here("record.h5." + s) && !here("checkpoints." + s) && !here("record.h5.partial." + s);
+    for (const std::string& r : rungs) free = free && !here("record.h5." + s + "." + r.substr(10));
+    if (free) suffix = s;
+  }
+  if (suffix.empty())
+    throw std::runtime_error(dir + ": cannot move the " + why + " run aside: too many earlier copies");
+  // The record last: until it moves the run stays what it was, and a later `sweep run`
+  // moves the rest.
+  std::vector<std::pair<std::string, std::string>> moves;
+  moves.reserve(rungs.size() + 3);
+  // A rung record's new name must not start with record.h5.stopped-: the run's new
+  // training would take its rows as its own.
+  for (const std::string& r : rungs) moves.emplace_back(r, "record.h5." + suffix + "." + r.substr(10));
+  if (here("record.h5.partial")) moves.emplace_back("record.h5.partial", "record.h5.partial." + suffix);
+  if (here("checkpoints")) moves.emplace_back("checkpoints", "checkpoints." + suffix);
+  if (here("record.h5")) moves.emplace_back("record.h5", "record.h5." + suffix);
+  std::vector<std::string> moved;
+  for (const auto& [from, to] : moves) {
+    if (!rename_noreplace(dir + "/" + from, dir + "/" + to))
+      throw std::runtime_error(dir + "/" + from + ": cannot move the " + why + " run's " + from + " aside to " + to +
+                               ": " + std::strerror(errno));
+    moved.push_back(to);
+  }
+  return join(moved, ", ");
+}
+
 std::unordered_map<std::string, RunState> scan_runs(const std::string& dir, SweepIndex* index) {
   std::optional<SweepIndex> own;
   if (!index) {
@@ -358,10 +441,13 @@ std::unordered_map<std::string, RunState> scan_runs(const std::string& dir, Swee
   // does not vouch for are read on this thread (HDF5 reads one file at a time).
   std::vector<RunFiles> files(dirs.size());
   parallel_for(dirs.size(), [&](size_t i) { files[i] = read_run_files(dirs[i]); });
+  // The files many runs name are hashed once in this look; the next scan looks again.
+  const AcceptedHashes accepted = accepted_hashes(dir);
+  InputsLook look;
   std::unordered_map<std::string, RunState> out;
   out.reserve(dirs.size());
   for (size_t i = 0; i < dirs.size(); ++i)
-    out.emplace(fs::path(dirs[i]).filename().string(), run_state_of(dirs[i], files[i], index));
+    out.emplace(fs::path(dirs[i]).filename().string(), run_state_of(dirs[i], files[i], index, accepted, &look));
   index->forget_except(out);
   index->save();
   return out;

@@ -53,7 +53,8 @@ struct RunState {
   /// halving search's rung; a later rung moves its record aside and resumes it) | damaged (a
   /// completed record that is missing, unreadable or fails its digest: the next
   /// `sweep run` moves it aside, never deleting it, and runs the point again) | stale (a
-  /// completed record whose data file changed since: kept aside the same way, and re-run)
+  /// completed or stopped record whose program or data file changed since, unless `sweep
+  /// accept` took the change: kept aside the same way, and re-run from step 0)
   std::string state = "pending";
   FailureClass failure = FailureClass::none;  ///< why the last attempt failed
   int attempts = 0;                           ///< attempts started, over all invocations
@@ -69,6 +70,8 @@ struct RunState {
   /// The attempts that hung where the cause located the hang (repeated_hang.h): a hang
   /// that repeats at the same site is deterministic and not retried. Over all invocations.
   std::vector<AttemptHang> hangs;
+  /// state "stale": the files whose change made it so (program, data), as recorded.
+  std::vector<std::string> changed;
   /// A verified record.h5 is there: the run is never started again.
   bool done() const { return state == "completed" || state == "diverged"; }
 };
@@ -87,11 +90,41 @@ RunState read_run_state(const std::string& run_dir, SweepIndex* index = nullptr)
 /// `why` is damaged or stale) and returns the new path, or "" when there was no record.h5.
 std::string move_record_aside(const std::string& run_dir, const std::string& why = "damaged");
 
-/// Why a completed record's inputs no longer match: "its program changed since the run
-/// (OLD, now NEW; its files: ...)" when the files of a grid's program (environment
-/// program, program.digest) hash differently now; "its data file P changed since the run
-/// (OLD, now NEW)" when the data file it names (environment data.file) does; "" when they
-/// match, it names none, or they are not visible here.
+/// Moves aside everything a run's training left, for a run that starts over from step 0
+/// (its record stale or damaged), never deleting any of it, all with one suffix
+/// `why`-<UTC time>[-n]: record.h5 to record.h5.<suffix>, checkpoints/ to
+/// checkpoints.<suffix>, record.h5.partial to record.h5.partial.<suffix>, and each earlier
+/// rung record record.h5.stopped-T to record.h5.<suffix>.stopped-T (so the new training
+/// carries on none of their rows). Returns the new names, comma-separated ("" when there
+/// was nothing); throws std::runtime_error when one cannot be moved.
+std::string move_run_aside(const std::string& run_dir, const std::string& why);
+
+struct AcceptedHashes;  // program.h
+
+/// Why a record's inputs no longer match, and the files that changed.
+struct InputsChange {
+  /// "its program file P (was OLD, now NEW) changed since the run", "its data file P
+  /// changed since the run (OLD, now NEW)", ...; "" when they match, it names none, or
+  /// they are not visible here.
+  std::string why;
+  std::vector<std::string> files;  ///< the changed files, as recorded (none for an added one)
+};
+
+/// What inputs_changed found of the files records name, by what they name: one look at a
+/// sweep (a scan_runs) hashes the files its runs share once, and the next look sees them
+/// as they are then (a search, stage after stage, sees an edit made meanwhile).
+struct InputsLook {
+  /// A recorded program.files or program.data -> each change said, and its path.
+  std::map<std::string, std::pair<std::vector<std::string>, std::vector<std::string>>> files;
+  std::map<std::string, std::vector<std::string>> added;  ///< program.trees and .files -> files added
+};
+
+/// What changed of the files a record names (environment program.files, program.trees,
+/// program.data, or program.digest without them; data.file, data.eval_file), taking the
+/// changes in `accepted` as none. `look`: shared by the runs of one look (none: its own).
+InputsChange inputs_changed(const Record& r, const AcceptedHashes& accepted, InputsLook* look = nullptr);
+
+/// inputs_changed(r, none accepted).why.
 std::string data_changed(const Record& r);
 
 /// Every run directory under <dir>/runs with its state, by run id. One directory listing.

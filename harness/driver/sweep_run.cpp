@@ -372,16 +372,19 @@ SweepSession::SweepSession(const SweepSpec& spec, const std::vector<GridPoint>& 
       continue;
     }
     if (t.state.state == "damaged" || t.state.state == "stale") {
-      // A completed record that is gone, unreadable or fails its digest, or whose data
-      // file changed since: keep the file (moved aside, never deleted) and run the point
-      // again.
+      // A completed record that is gone, unreadable or fails its digest, or a completed or
+      // stopped one whose program or data file changed since: the run starts over from
+      // step 0. Its record goes aside (never deleted) with what its training left (its
+      // checkpoints, its earlier rung records), which the new training must not resume.
       const bool stale = t.state.state == "stale";
       std::string note = stale ? t.state.detail : "its completed record is damaged (" + t.state.detail + ")";
       try {
-        const std::string aside = move_record_aside(t.dir, t.state.state);
+        const std::string aside = move_run_aside(t.dir, t.state.state);
         if (!aside.empty()) note += "; moved aside to " + aside;
         t.state.state = "pending";
         t.state.detail = note;
+        t.state.attempts = 0;  // nothing to resume (sweep-train's --resume)
+        t.state.hangs.clear();
         write_run_state(t.dir, t.state);
       } catch (const std::exception& e) {
         // Cannot move it (read-only directory, ...): report it and leave the file as it is.

@@ -192,8 +192,8 @@ void finish(ProgramSpec& p, const std::string& what) {
     throw ConfigError(what + ": " + e.what());
   }
   p.json = json_string_array(p.argv);
-  p.digest = program_digest(p.argv, p.files);
-  std::vector<std::string> sources = program_files(p.argv);
+  p.digest = program_digest(p.argv, p.files, p.cwd);
+  std::vector<std::string> sources = program_files(p.argv, p.cwd);
   sources.insert(sources.end(), p.files.begin(), p.files.end());
   p.file_hashes = hashed_files(sources, what);
   p.data_hashes = p.data.empty() ? "" : hashed_files(p.data, what);
@@ -316,11 +316,11 @@ ProgramSpec recorded_program(const std::string& json, const std::string& keys, c
   ProgramSpec p;
   p.pass_args = pass_args != "false";
   p.argv = parse_json_string_array(json);
-  const std::vector<std::string> argv_files = program_files(p.argv);
+  if (std::error_code ec; !cwd.empty() && fs::is_directory(cwd, ec)) p.cwd = cwd;
+  const std::vector<std::string> argv_files = program_files(p.argv, p.cwd);
   for (const std::string& f : hashed_paths(files))
     if (std::find(argv_files.begin(), argv_files.end(), f) == argv_files.end()) p.files.push_back(f);
   p.data = hashed_paths(data);
-  if (std::error_code ec; !cwd.empty() && fs::is_directory(cwd, ec)) p.cwd = cwd;
   p.confine = writes != "off";
   if (p.confine && !writes.empty()) p.writes = parse_json_string_array(writes);
   if (p.argv.empty()) throw ConfigError(what + ": the recorded program is an empty command");
@@ -333,18 +333,27 @@ ProgramSpec recorded_program(const std::string& json, const std::string& keys, c
   return p;
 }
 
-std::vector<std::string> program_files(const std::vector<std::string>& argv) {
+std::vector<std::string> program_files(const std::vector<std::string>& argv, const std::string& cwd) {
   std::vector<std::string> files;
-  for (const std::string& a : argv)
-    if (a.find('/') != std::string::npos && regular_file(a)) files.push_back(a);
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a.find('/') != std::string::npos) {
+      if (regular_file(a)) files.push_back(a);
+    } else if (i > 0 && !cwd.empty() && !a.empty() && a.front() != '-') {
+      // `python3 train.py`: the run starts in cwd, where the bare name is that file.
+      const std::string path = (fs::path(cwd) / a).lexically_normal().string();
+      if (regular_file(path)) files.push_back(path);
+    }
+  }
   return files;
 }
 
-std::string program_digest(const std::vector<std::string>& argv, const std::vector<std::string>& files) {
+std::string program_digest(const std::vector<std::string>& argv, const std::vector<std::string>& files,
+                           const std::string& cwd) {
   XXH3_state_t* st = XXH3_createState();
   XXH3_64bits_reset(st);
   std::vector<char> buf(1 << 16);
-  std::vector<std::string> all = program_files(argv);
+  std::vector<std::string> all = program_files(argv, cwd);
   all.insert(all.end(), files.begin(), files.end());
   for (const std::string& a : all) {
     std::ifstream in(a, std::ios::binary);
@@ -449,27 +458,45 @@ std::string first_hash(const std::string& hashed) {
 
 }  // namespace
 
-std::vector<std::string> changed_files(const std::string& recorded) {
-  std::vector<std::string> out;
+std::string AcceptedHashes::current(const std::string& path, const std::string& hash) const {
+  std::string h = hash;
+  // A chain ends within as many links as there are; a cycle (hand-made) stops there too.
+  for (size_t n = 0; n < to.size(); ++n) {
+    const auto it = to.find({path, h});
+    if (it == to.end()) break;
+    h = it->second;
+  }
+  return h;
+}
+
+std::string FileChange::text() const {
+  if (now.empty()) return printable(path) + " (removed since the run)";
+  return printable(path) + " (was " + was + (accepted.empty() ? "" : ", accepted as " + accepted) + ", now " + now +
+         ")";
+}
+
+std::vector<FileChange> changed_files(const std::string& recorded, const AcceptedHashes& accepted) {
+  std::vector<FileChange> out;
   for (const std::string& item : parse_json_string_array(recorded)) {
     const auto space = item.find(' ');
     if (space == std::string::npos) throw ConfigError("'" + printable(item) + "': expected \"<hash> <path>\"");
-    const std::string hash = item.substr(0, space), path = item.substr(space + 1);
+    FileChange c;
+    c.was = item.substr(0, space), c.path = item.substr(space + 1);
     std::error_code ec;
-    if (!fs::exists(path, ec)) {
+    if (!fs::exists(c.path, ec)) {
       // Gone from a directory that is here: removed since the run. A directory that is not
       // here either is a compute node's path: the run itself checks it.
-      if (fs::is_directory(fs::path(path).parent_path(), ec))
-        out.push_back(printable(path) + " (removed since the run)");
+      if (fs::is_directory(fs::path(c.path).parent_path(), ec)) out.push_back(c);
       continue;
     }
-    std::string now;
     try {
-      now = identify_data_file(path, sweep_cache_dir()).hash;
+      c.now = identify_data_file(c.path, sweep_cache_dir()).hash;
     } catch (const std::runtime_error&) {
-      now = "unreadable";
+      c.now = "unreadable";
     }
-    if (now != hash) out.push_back(printable(path) + " (was " + hash + ", now " + now + ")");
+    const std::string taken = accepted.current(c.path, c.was);
+    if (taken != c.was) c.accepted = taken;
+    if (c.now != taken) out.push_back(c);
   }
   return out;
 }

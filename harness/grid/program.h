@@ -8,7 +8,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sweep/model_keys.h"  // ModelSchema
@@ -19,6 +21,9 @@ namespace sweep {
 struct ProgramSpec {
   /// The command, resolved: argv[0] found on PATH or next to the grid file, and every later
   /// element that holds a '/' and does not start with '-' made absolute next to the grid.
+  /// A later element without a '/' stays as written, even when it names a file in `cwd`
+  /// (program_files hashes that file): the run starts there, so it names the same file, and
+  /// the program sees its own spelling (sys.argv, __file__).
   std::vector<std::string> argv;
   ModelSchema schema;  ///< model.kind it trains and its own model.* keys
   /// Directories it may write besides the ones confine_args grants (`program.writes`,
@@ -113,19 +118,45 @@ std::vector<std::string> files_of_pattern(const std::string& pattern);
 /// `program.files` (`recorded`) did not hold: "<path> (added since the run, in <tree>)".
 std::vector<std::string> added_files(const std::string& trees, const std::string& recorded);
 
-/// The elements of `argv` that name a regular file by a path (with a '/'), in order: the
-/// interpreter and the script, or the executable; what program_digest hashes.
-std::vector<std::string> program_files(const std::vector<std::string>& argv);
+/// The files `argv` names, in order: the interpreter and the script, or the executable;
+/// what program_digest hashes. An element names a file when it holds a '/' and is a
+/// regular file, or (after argv[0]) when it has no '/', does not start with '-' and is a
+/// regular file in `cwd`, the directory the run starts in (`python3 train.py`): then as
+/// `cwd`/element. Without `cwd` only paths count.
+std::vector<std::string> program_files(const std::vector<std::string>& argv, const std::string& cwd = "");
 
-/// "xxh3:<16 hex digits>" over the bytes of program_files(argv), then of `files`, in order.
-std::string program_digest(const std::vector<std::string>& argv, const std::vector<std::string>& files = {});
+/// "xxh3:<16 hex digits>" over the bytes of program_files(argv, cwd), then of `files`, in
+/// order.
+std::string program_digest(const std::vector<std::string>& argv, const std::vector<std::string>& files = {},
+                           const std::string& cwd = "");
+
+/// Changes of program files accepted as cosmetic (`sweep accept`, accepted_changes.h): a
+/// file's recorded hash, by path, and the hash taken in its place. Chains are followed (A
+/// accepted as B, later B as C: A counts as C).
+struct AcceptedHashes {
+  std::map<std::pair<std::string, std::string>, std::string> to;  ///< (path, recorded hash) -> accepted hash
+  /// What `hash` of `path` counts as now: `hash` itself when nothing was accepted for it.
+  std::string current(const std::string& path, const std::string& hash) const;
+};
+
+/// A file of a recorded `program.files` or `program.data` whose contents are no longer the
+/// recorded hash.
+struct FileChange {
+  std::string path;
+  std::string was;       ///< the recorded hash
+  std::string accepted;  ///< the hash `was` was accepted as (AcceptedHashes), or ""
+  std::string now;       ///< its hash now ("unreadable"; "" when it was removed)
+  /// "path (was H, now H')", "path (was H, accepted as H2, now H')" or "path (removed since
+  /// the run)".
+  std::string text() const;
+};
 
 /// The files of a recorded `program.files` or `program.data` (a JSON array of "<hash>
-/// <path>") whose contents are no longer that hash, as "path (was H, now H')"; empty when
-/// all are as recorded. A file gone from a directory that is here is "path (removed since
-/// the run)"; one whose directory is not here either is left out (a compute node's path:
-/// the run checks it). Throws ConfigError when `recorded` does not parse.
-std::vector<std::string> changed_files(const std::string& recorded);
+/// <path>") whose contents are no longer that hash (or the hash `accepted` takes in its
+/// place); empty when all are as recorded. A file gone from a directory that is here is
+/// removed since the run; one whose directory is not here either is left out (a compute
+/// node's path: the run checks it). Throws ConfigError when `recorded` does not parse.
+std::vector<FileChange> changed_files(const std::string& recorded, const AcceptedHashes& accepted = {});
 
 /// `items` as a JSON array of strings, and back (ConfigError on anything else).
 std::string json_string_array(const std::vector<std::string>& items);

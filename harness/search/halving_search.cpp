@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <numeric>
 #include <set>
 
 #include "atomic_file.h"    // write_file_atomically
 #include "report_format.h"  // report_fmt::g17
-#include "sweep_dir.h"      // record_path
+#include "sweep_dir.h"      // record_path, scan_runs
+#include "text.h"           // printable
 #include "tpe_search.h"     // record_metric
 
 namespace sweep {
@@ -47,11 +49,37 @@ bool has_rung_result(const std::string& dir, const std::string& id, int64_t step
   return (r.status == "completed" || r.status == "stopped") && !r.steps.empty() && r.steps.back().step >= steps;
 }
 
+std::string stale_trials_line(const std::vector<HalvingTrial>& trials,
+                              const std::unordered_map<std::string, RunState>& runs) {
+  std::set<std::string> names;
+  size_t stale = 0;
+  for (const HalvingTrial& t : trials) {
+    bool any = false;
+    for (const std::string& id : t.run_ids)
+      if (const auto it = runs.find(id); it != runs.end() && it->second.state == "stale") {
+        any = true;
+        for (const std::string& f : it->second.changed) names.insert(std::filesystem::path(f).filename().string());
+      }
+    stale += any;
+  }
+  if (!stale) return "";
+  std::string what;
+  for (const std::string& n : names) what += (what.empty() ? "" : ", ") + printable(n);
+  return "sweep: " + (what.empty() ? std::string("the program's files") : what) + " changed since " +
+         std::to_string(stale) + " of " + std::to_string(trials.size()) +
+         " trials ran: they start over from step 0 (their records and checkpoints are kept aside)";
+}
+
 SweepSummary run_halving_search(const SweepSpec& spec, const std::vector<GridPoint>& points, const std::string& out_dir,
                                 const RunRung& run_rung) {
   const SearchSpec& s = spec.search;
   const int64_t budget = points.empty() ? 0 : points.front().config.train.steps;
   const std::vector<HalvingTrial> trials = halving_trials(spec, points);
+  // A trial whose program changed since it ran (stopped at a rung or finished) starts
+  // over at the first stage, so every rung is ranked on the program as it is now, and
+  // search.log reads as that of a search started afresh. Said once, here.
+  if (const std::string line = stale_trials_line(trials, scan_runs(out_dir)); !line.empty())
+    std::fprintf(stderr, "%s\n", line.c_str());
   const std::vector<HalvingBracket> brackets = halving_schedule(s, budget, int64_t(trials.size()));
   const double sign = s.mode == "max" ? -1 : 1;
 

@@ -12,11 +12,13 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "grid.h"          // SweepSpec, GridPoint
 #include "halving_plan.h"  // check_halving, halving_trials
 #include "record.h"        // Record
+#include "sweep_dir.h"     // RunState
 #include "sweep_run.h"     // SweepSummary
 
 namespace sweep {
@@ -33,6 +35,13 @@ double rung_metric(const std::string& dir, const std::string& id, int64_t steps,
 /// or after that step or completed (the metric may still be NaN), or a diverged one (the
 /// worst). A failed run, or one that never ran, has none.
 bool has_rung_result(const std::string& dir, const std::string& id, int64_t steps);
+
+/// The one line a search run again prints when the program of some of its trials changed
+/// since they ran (a run of theirs is stale: stopped at a rung or finished): "sweep:
+/// train.py changed since 5 of 9 trials ran: they start over from step 0 (...)"; "" when
+/// none did.
+std::string stale_trials_line(const std::vector<HalvingTrial>& trials,
+                              const std::unordered_map<std::string, RunState>& runs);
 
 /// Runs `points` with the runs named in the map stopping after those steps.
 using RunRung = std::function<SweepSummary(const std::vector<GridPoint>&, const std::map<std::string, int64_t>&)>;

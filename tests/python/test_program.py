@@ -255,7 +255,8 @@ class LinregProgram(unittest.TestCase):
         self.assertEqual(p.returncode, 0, show(p))
         self.assertIn("(0 done, 1 to run)", p.stdout, show(p))
         self.assertRegex(p.stdout, r"(?m)^stale %s: its program file %s \(was %s, now xxh3:[0-9a-f]{16}\) changed "
-                         r"since the run: `sweep run` keeps its record aside" % (rid, re.escape(copy), old), show(p))
+                         r"since the run: `sweep run` keeps its record and checkpoints aside"
+                         % (rid, re.escape(copy), old), show(p))
         p = sweep("run", grid, "--out", out)
         self.assertEqual(p.returncode, 0, show(p))
         self.assertIn("1 completed", p.stdout, show(p))

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "data_file.h"  // identify_data_file
 #include "grid.h"
 #include "launch.h"
 #include "process.h"  // capture
@@ -57,7 +58,7 @@ TEST_F(Program, ResolvesTheCommandNextToTheGridAndOnPath) {
   ASSERT_EQ(points.size(), 1u);
   EXPECT_EQ(points[0].config.model.values, (std::vector<std::pair<std::string, std::string>>{{"width", "4"}}));
   EXPECT_EQ(s.program.json, json_string_array(s.program.argv));
-  EXPECT_EQ(s.program.digest, program_digest(s.program.argv));
+  EXPECT_EQ(s.program.digest, program_digest(s.program.argv, {}, s.program.cwd));
   EXPECT_CONTAINS(s.program.keys, "kind: p-one");
 }
 
@@ -68,6 +69,57 @@ TEST_F(Program, DigestFollowsTheFilesTheCommandNames) {
   EXPECT_EQ(program_digest(argv), before);
   std::ofstream(script_, std::ios::app) << "# one more line\n";
   EXPECT_NE(program_digest(argv), before);
+}
+
+// `python3 train.py`: the run starts in program.cwd, where the bare name is that script, so
+// it is one of the program's files (hashed, named in program.files) and an edit of it
+// changes the digest, while the argument stays as written. An option, a name that is no
+// file there, and the same name in another cwd are not.
+TEST_F(Program, ABareScriptNameInTheRunsDirectoryIsAProgramFile) {
+  const SweepSpec s = parse("program:\n  argv: [sh, train.py, -u, absent.py]\n  kind: p-bare\n");
+  EXPECT_EQ(s.program.argv[1], "train.py");
+  EXPECT_EQ(program_files(s.program.argv, s.program.cwd), (V{s.program.argv[0], script_}));
+  EXPECT_CONTAINS(s.program.file_hashes, " " + script_ + "\"]");
+  EXPECT_EQ(s.program.digest, program_digest(s.program.argv, {}, s.program.cwd));
+  EXPECT_NE(s.program.digest, program_digest(s.program.argv));  // without the script
+  // The record's program re-made (reproduce): the same files, the script not twice.
+  const ProgramSpec again = recorded_program(s.program.json, s.program.keys, recorded_writes(s.program), "again",
+                                             s.program.file_hashes, "", s.program.cwd);
+  EXPECT_EQ(again.digest, s.program.digest);
+  EXPECT_EQ(again.file_hashes, s.program.file_hashes);
+  std::ofstream(script_, std::ios::app) << "x = 1\n";
+  EXPECT_EQ(changed_files(s.program.file_hashes).size(), 1u);
+  EXPECT_NE(parse("program:\n  argv: [sh, train.py]\n  kind: p-bare2\n").program.digest, s.program.digest);
+  // Started in bin/, `train.py` names no file there: nothing but the interpreter.
+  const SweepSpec elsewhere = parse("program:\n  argv: [sh, train.py, tool]\n  kind: p-bare3\n  cwd: bin\n");
+  EXPECT_EQ(program_files(elsewhere.program.argv, elsewhere.program.cwd), (V{elsewhere.program.argv[0], tool_}));
+}
+
+// `sweep accept` took a file's change: its recorded hash counts as the accepted one, a
+// chain of acceptances is followed, and a change after the acceptance is one again,
+// said with what was accepted.
+TEST_F(Program, AnAcceptedHashCountsAsTheRecordedOne) {
+  const std::string was = identify_data_file(script_, "").hash;
+  const std::string recorded = json_string_array({was + " " + script_});
+  std::ofstream(script_, std::ios::app) << "# a comment\n";
+  const std::string mid = identify_data_file(script_, "").hash;
+  ASSERT_EQ(changed_files(recorded).size(), 1u);
+  EXPECT_EQ(changed_files(recorded)[0].text(), script_ + " (was " + was + ", now " + mid + ")");
+  AcceptedHashes accepted;
+  accepted.to[{script_, was}] = mid;
+  EXPECT_TRUE(changed_files(recorded, accepted).empty());
+  accepted.to[{"/elsewhere/train.py", was}] = "xxh3:0";  // another file's acceptance is not this one's
+  EXPECT_TRUE(changed_files(recorded, accepted).empty());
+  std::ofstream(script_, std::ios::app) << "x = 2\n";
+  const std::string now = identify_data_file(script_, "").hash;
+  const auto changed = changed_files(recorded, accepted);
+  ASSERT_EQ(changed.size(), 1u);
+  EXPECT_EQ(changed[0].text(), script_ + " (was " + was + ", accepted as " + mid + ", now " + now + ")");
+  accepted.to[{script_, mid}] = now;  // accepted again: the chain leads to now
+  EXPECT_EQ(accepted.current(script_, was), now);
+  EXPECT_TRUE(changed_files(recorded, accepted).empty());
+  accepted.to[{script_, now}] = was;  // a cycle (hand-made) ends
+  EXPECT_NE(accepted.current(script_, was), "");
 }
 
 TEST_F(Program, BadSectionsNameTheGridFileAndKey) {

@@ -7,14 +7,17 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
 
+#include "data_file.h"     // identify_data_file
 #include "fake_trainer.h"  // flag_value
 #include "grid.h"
 #include "halving_search.h"  // halving_trials, truncate_record, run_halving_search
 #include "process.h"         // ProcessRunner
+#include "program.h"         // json_string_array
 #include "record.h"          // RecordWriter
 #include "run_config.h"      // load_run_config, run_id
 #include "sweep_run.h"       // run_sweep
@@ -319,6 +322,138 @@ TEST(HalvingSearch, CountsEachRunOnceAndSaysWhereAProgramStoppedIt) {
   EXPECT_EQ(again.calls, 0);
   EXPECT_EQ(t.completed, 0);
   EXPECT_EQ(t.skipped, 4);
+}
+
+/// A program of its own under a halving search, as python's sweep runs one: its source
+/// file is its program, recorded in program.files with its hash; its loss follows the
+/// source (a "sign -1" line ranks the trials the other way round); a stopped run leaves
+/// checkpoints/last naming the source hash that wrote it, and a run that finds a
+/// checkpoint of another source fails, as a resumed python program cannot carry on a
+/// record it does not have.
+class SourceProgram : public ProcessRunner {
+ public:
+  std::string source;
+  int calls = 0, resumed_other = 0;
+  ExitStatus run(const std::vector<std::string>& argv, const std::string&) override {
+    ++calls;
+    ExitStatus st;
+    const std::string out = sweep_test::flag_value(argv, "--out");
+    const RunConfig c = load_run_config(sweep_test::flag_value(argv, "--config"));
+    int64_t stop = 0;
+    std::ifstream(out + "/stop_at") >> stop;
+    const std::string hash = identify_data_file(source, "").hash;
+    std::string from;
+    if (std::ifstream(out + "/checkpoints/last") >> from; !from.empty() && from != hash) {
+      ++resumed_other;
+      st.code = 1;
+      return st;
+    }
+    std::ifstream in(source);
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    const double sign = text.find("sign -1") != std::string::npos ? -1 : 1;
+    RecordHeader h;
+    h.run_id = run_id(c);
+    h.sweep_id = sweep_test::flag_value(argv, "--sweep-id");
+    h.config_yaml = to_yaml(c);
+    h.config = to_flat(c);
+    h.environment = {{"program.files", json_string_array({hash + " " + source})}};
+    RecordWriter w(out + "/record.h5", h);
+    for (int64_t step = 1; step <= (stop > 0 ? stop : c.train.steps); ++step) {
+      StepMetrics m;
+      m.step = step, m.loss = 3.0 - sign * c.train.lr * double(step);
+      w.append_step(m);
+    }
+    w.finish(stop > 0 ? "stopped" : "completed", "");
+    if (stop > 0) {
+      std::filesystem::create_directories(out + "/checkpoints");
+      std::ofstream(out + "/checkpoints/last") << hash;
+    }
+    st.code = 0;
+    return st;
+  }
+};
+
+// A finished search run again after its program changed: every trial whose records
+// (stopped at a rung or completed) hold the old program starts over from step 0, its
+// record, rung records and checkpoints kept aside, so no run resumes the old program's
+// checkpoint and no rung is ranked on the old program; search.log is then that of a
+// search of the new program started afresh, and one line says what happened.
+TEST(HalvingSearch, RunAgainAfterItsProgramChangedEveryChangedTrialStartsOver) {
+  sweep_test::TempDir tmp("halving_stale_");
+  const std::string source = (tmp.path() / "train.src").string();
+  std::ofstream(source) << "sign 1\n";
+  const SweepSpec spec = parse_grid(
+      "name: h4\nbase:\n  train: {steps: 16}\ngrid:\n  train.lr: [0.01, 0.02, 0.03, 0.04]\n"
+      "search:\n  kind: halving\n  min_steps: 4\n  eta: 2\n",
+      "h4.yaml");
+  const std::vector<GridPoint> points = expand(spec);
+  auto search = [&](SourceProgram& program, const std::string& out) {
+    SweepRunOptions opt;
+    opt.out_dir = out;
+    opt.quiet = true;
+    std::filesystem::create_directories(opt.out_dir);
+    opt.train_binary = "/opt/sweep/bin/sweep-train";
+    program.source = source;
+    testing::internal::CaptureStdout();
+    const SweepSummary s = run_halving_search(
+        spec, points, opt.out_dir, [&](const std::vector<GridPoint>& rung, const std::map<std::string, int64_t>& stop) {
+          opt.stop_at = stop;
+          return run_sweep(spec, rung, opt, program);
+        });
+    testing::internal::GetCapturedStdout();
+    return s;
+  };
+  const auto read_text = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  };
+  const std::string out = (tmp.path() / "out").string();
+  SourceProgram first;
+  ASSERT_EQ(search(first, out).failed, 0);
+  ASSERT_EQ(first.calls, 7);
+  const std::string old_hash = identify_data_file(source, "").hash;
+
+  std::ofstream(source) << "sign -1\n";
+  const std::string new_hash = identify_data_file(source, "").hash;
+  SourceProgram again;
+  testing::internal::CaptureStderr();
+  const SweepSummary s = search(again, out);
+  const std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(again.resumed_other, 0);
+  EXPECT_EQ(s.failed, 0) << said;
+  EXPECT_EQ(again.calls, 7);  // all 4 trials from step 0, as a fresh search
+  EXPECT_EQ(said,
+            "sweep: train.src changed since 4 of 4 trials ran: they start over from step 0 (their records and "
+            "checkpoints are kept aside)\n");
+  for (const GridPoint& p : points) {
+    const std::string dir = out + "/runs/" + p.id;
+    EXPECT_EQ(read_record(dir + "/record.h5").env("program.files"), json_string_array({new_hash + " " + source}));
+    int stale_checkpoints = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      const std::string name = e.path().filename().string();
+      stale_checkpoints += name.rfind("checkpoints.stale-", 0) == 0;
+      // What a resumed run carries its rows on from holds the new program only.
+      if (name.rfind("record.h5.stopped-", 0) == 0) {
+        EXPECT_EQ(read_record(e.path().string()).env("program.files"), json_string_array({new_hash + " " + source}))
+            << name;
+      }
+      if (name.rfind("record.h5.stale-", 0) == 0) {
+        EXPECT_EQ(read_record(e.path().string()).env("program.files"), json_string_array({old_hash + " " + source}))
+            << name;
+      }
+    }
+    EXPECT_EQ(stale_checkpoints, 1) << dir;
+  }
+  const std::string fresh = (tmp.path() / "fresh").string();
+  SourceProgram afresh;
+  search(afresh, fresh);
+  EXPECT_EQ(read_text(out + "/search.log"), read_text(fresh + "/search.log"));
+  // Run once more: nothing changed, nothing runs, nothing is said.
+  SourceProgram third;
+  testing::internal::CaptureStderr();
+  search(third, out);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  EXPECT_EQ(third.calls, 0);
 }
 
 TEST(HalvingSearch, TrialsAreTheGridsPointsWithTheirSeedsTogether) {

@@ -514,5 +514,49 @@ TEST_F(SweepIndexFile, AnyDamageRebuildsItWithOneLineSayingWhy) {
   EXPECT_CONTAINS(SweepIndex::load(dir).note(), "not a regular file");
 }
 
+// A run that starts over (its record stale or damaged) keeps everything its training left,
+// moved aside under one suffix and never replaced: the record, the checkpoints, a partial
+// record, and its rung records, renamed so that none still reads as a rung record of the
+// run (python's sweep carries a resumed run's rows on from record.h5.stopped-*).
+TEST(MoveRunAside, KeepsWhatTheRunsTrainingLeftUnderOneSuffix) {
+  sweep_test::TempDir tmp("move_run_aside_");
+  const fs::path dir = tmp.path() / "run";
+  const auto put = [&](const std::string& name, const std::string& text) {
+    fs::create_directories((dir / name).parent_path());
+    std::ofstream(dir / name) << text;
+  };
+  put("record.h5", "r");
+  put("record.h5.partial", "p");
+  put("record.h5.stopped-2024-01-01T00:00:00Z", "s");
+  put("checkpoints/last.pt", "c");
+  put("config.yaml", "y");
+  put("logs/rank0.log", "l");
+  const std::string moved = move_run_aside(dir.string(), "stale");
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());
+  std::string suffix;
+  for (const std::string& n : names)
+    if (n.rfind("checkpoints.", 0) == 0) suffix = n.substr(12);
+  ASSERT_EQ(suffix.rfind("stale-", 0), 0u) << moved;
+  EXPECT_EQ(names, (std::set<std::string>{"config.yaml", "logs", "checkpoints." + suffix, "record.h5." + suffix,
+                                          "record.h5.partial." + suffix,
+                                          "record.h5." + suffix + ".stopped-2024-01-01T00:00:00Z"}));
+  EXPECT_EQ(read_file((dir / ("record.h5." + suffix)).string()), "r");
+  EXPECT_EQ(read_file((dir / ("checkpoints." + suffix) / "last.pt").string()), "c");
+  EXPECT_EQ(read_file((dir / ("record.h5." + suffix + ".stopped-2024-01-01T00:00:00Z")).string()), "s");
+  EXPECT_CONTAINS(moved, "checkpoints." + suffix);
+  EXPECT_CONTAINS(moved, "record.h5." + suffix);
+  // Again (within the same second, most likely): another suffix; the first stays as it was.
+  put("record.h5", "r2");
+  put("checkpoints/last.pt", "c2");
+  const std::string again = move_run_aside(dir.string(), "stale");
+  EXPECT_EQ(again.find("checkpoints." + suffix + ","), std::string::npos) << again;
+  EXPECT_EQ(read_file((dir / ("record.h5." + suffix)).string()), "r");
+  EXPECT_EQ(read_file((dir / ("checkpoints." + suffix) / "last.pt").string()), "c");
+  EXPECT_FALSE(fs::exists(dir / "record.h5"));
+  EXPECT_FALSE(fs::exists(dir / "checkpoints"));
+  EXPECT_EQ(move_run_aside(dir.string(), "stale"), "");  // nothing left to move
+}
+
 }  // namespace
 }  // namespace sweep
