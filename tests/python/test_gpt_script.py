@@ -190,7 +190,7 @@ class GptScript(unittest.TestCase):
         p = sweep("run", grid, "--out", one)
         self.assertEqual(p.returncode, 0, show(p))
         self.assertIn("start over", p.stdout + p.stderr, show(p))
-        now = {os.path.join(prog, n): xxhash.xxh3_64_hexdigest(read_bytes(os.path.join(prog, n)))
+        now = {os.path.join(prog, n): "xxh3:" + xxhash.xxh3_64_hexdigest(read_bytes(os.path.join(prog, n)))
                for n in ("train.py", "model.py")}
         trials = 0
         for rid in self.run_ids(one):
