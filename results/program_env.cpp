@@ -67,6 +67,7 @@ std::vector<std::pair<std::string, std::string>> program_environment_defaults() 
   struct utsname u;
   if (uname(&u) == 0) env.emplace_back("os", std::string(u.sysname) + " " + u.release + " " + u.machine);
   for (const char* var : kNumericsEnv) env.emplace_back(std::string("env.") + var, env_or_empty(var));
+  for (const auto& [key, var] : kSlurmEnv) env.emplace_back(key, env_or_empty(var));
   for (const char* key : {"data.entropy_floor", "data.size", "data.mtime_ns", "trainer", "trainer.models"})
     env.emplace_back(key, "");
   // A grid's program's data files (program.data), hashed by the driver: the first as

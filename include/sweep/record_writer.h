@@ -48,6 +48,18 @@ std::string run_id_of_text(const std::string& config_text);
 /// fill (device, blas, ...): replace a value rather than adding the key twice.
 std::vector<std::pair<std::string, std::string>> program_environment_defaults();
 
+/// Where Slurm ran the run: each variable of the job (read by whatever rank writes the
+/// record) as its environment key, empty outside Slurm. The one list:
+/// python/sweep_record/writer.py's SLURM_ENV is checked against it (test_record_writer.py).
+inline constexpr const char* kSlurmEnv[][2] = {{"slurm.job_id", "SLURM_JOB_ID"},
+                                               {"slurm.array_job_id", "SLURM_ARRAY_JOB_ID"},
+                                               {"slurm.array_task_id", "SLURM_ARRAY_TASK_ID"},
+                                               {"slurm.partition", "SLURM_JOB_PARTITION"},
+                                               {"slurm.account", "SLURM_JOB_ACCOUNT"},
+                                               {"slurm.qos", "SLURM_JOB_QOS"},
+                                               {"slurm.nodelist", "SLURM_JOB_NODELIST"},
+                                               {"slurm.cluster", "SLURM_CLUSTER_NAME"}};
+
 /// The variables that change numerics or placement, each recorded as env.<NAME>. The one
 /// list: python/sweep_record/writer.py's NUMERICS_ENV is checked against it (test_record_writer.py).
 inline constexpr const char* kNumericsEnv[] = {"PYTHONHASHSEED",      "OMP_NUM_THREADS",  "OPENBLAS_NUM_THREADS",

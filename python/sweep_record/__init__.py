@@ -17,6 +17,7 @@ from .checksum import (
 from .digest import record_digest, stored_digest
 from .writer import (
     NUMERICS_ENV,
+    SLURM_ENV,
     PARTIAL_SUFFIX,
     SCHEMA_VERSION,
     STEP_FIELDS,
@@ -31,6 +32,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CHECKSUM_BLOCK",
     "NUMERICS_ENV",
+    "SLURM_ENV",
     "PARTIAL_SUFFIX",
     "SCHEMA_VERSION",
     "STEP_FIELDS",

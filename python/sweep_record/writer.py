@@ -32,6 +32,7 @@ __all__ = [
     "PARTIAL_SUFFIX",
     "STEP_FIELDS",
     "NUMERICS_ENV",
+    "SLURM_ENV",
     "RecordError",
     "RecordWriter",
     "environment_defaults",
@@ -77,6 +78,19 @@ NUMERICS_ENV = (
     "ATEN_CPU_CAPABILITY",
     "DNNL_MAX_CPU_ISA",
     "NPY_DISABLE_CPU_FEATURES",
+)
+
+#: Where Slurm ran the run: (environment key, the job's variable); empty outside Slurm.
+#: include/sweep/record_writer.h's kSlurmEnv, in its order (test_record_writer.py).
+SLURM_ENV = (
+    ("slurm.job_id", "SLURM_JOB_ID"),
+    ("slurm.array_job_id", "SLURM_ARRAY_JOB_ID"),
+    ("slurm.array_task_id", "SLURM_ARRAY_TASK_ID"),
+    ("slurm.partition", "SLURM_JOB_PARTITION"),
+    ("slurm.account", "SLURM_JOB_ACCOUNT"),
+    ("slurm.qos", "SLURM_JOB_QOS"),
+    ("slurm.nodelist", "SLURM_JOB_NODELIST"),
+    ("slurm.cluster", "SLURM_CLUSTER_NAME"),
 )
 
 _STR = h5py.string_dtype(encoding="utf-8")
@@ -217,6 +231,8 @@ def environment_defaults():
             pass
     for name in NUMERICS_ENV:
         env["env." + name] = os.environ.get(name, "")
+    for key, name in SLURM_ENV:
+        env[key] = os.environ.get(name, "")
     return env
 
 

@@ -442,6 +442,19 @@ class NumericsVariables(unittest.TestCase):
         self.assertEqual(tuple(re.findall(r'"([A-Z0-9_]+)"', block.group(1))), sr.NUMERICS_ENV)
         self.assertIn("ATEN_CPU_CAPABILITY", sr.NUMERICS_ENV)
 
+    def test_slurm_provenance_is_one_list_in_both_languages(self):
+        """writer.py's SLURM_ENV is record_writer.h's kSlurmEnv, and each key holds its variable."""
+        header = os.path.join(os.path.dirname(__file__), "..", "..", "include", "sweep", "record_writer.h")
+        with open(header, encoding="utf-8") as f:
+            block = re.search(r"kSlurmEnv\[\]\[2\] = \{(.*?)\};", f.read(), re.S)
+        self.assertIsNotNone(block, "kSlurmEnv in " + header)
+        self.assertEqual(tuple(re.findall(r'\{"([a-z_.]+)", "([A-Z_]+)"\}', block.group(1))), sr.SLURM_ENV)
+        os.environ["SLURM_JOB_PARTITION"] = "debug"
+        try:
+            self.assertEqual(sr.environment_defaults()["slurm.partition"], "debug")
+        finally:
+            del os.environ["SLURM_JOB_PARTITION"]
+
     def test_instruction_set_is_recorded(self):
         env = sr.environment_defaults()
         self.assertIn(env["cpu.isa"], ("amx_bf16", "avx512_bf16", "avx512", "avx2", "baseline"))

@@ -149,6 +149,12 @@ TEST_F(SlurmE2E, TwoRanksUnderSrunPmix) {
   sweep::Record r = sweep::read_record((rd / "record.h5").string());
   EXPECT_EQ(r.status, "completed");
   EXPECT_EQ(r.world_size, 2);
+  // Where Slurm ran it: the job, its array task, the partition and the nodes.
+  EXPECT_FALSE(r.env("slurm.job_id").empty());
+  EXPECT_EQ(r.env("slurm.job_id").find_first_not_of("0123456789"), std::string::npos) << r.env("slurm.job_id");
+  EXPECT_FALSE(r.env("slurm.array_task_id").empty());
+  EXPECT_EQ(r.env("slurm.partition"), "debug");
+  EXPECT_FALSE(r.env("slurm.nodelist").empty());
   EXPECT_TRUE(fs::exists(rd / "logs" / "rank0.log"));
   EXPECT_TRUE(fs::exists(rd / "logs" / "rank1.log"));
 }
@@ -203,6 +209,8 @@ TEST_F(SlurmE2E, AGridsProgramOnTwoRanksUnderSrun) {
     EXPECT_EQ(r.status, "completed");
     EXPECT_EQ(r.world_size, 2);
     EXPECT_CONTAINS(r.environment.at("program"), script);
+    EXPECT_FALSE(r.env("slurm.job_id").empty()) << "the Python writer records the job too";
+    EXPECT_EQ(r.env("slurm.partition"), "debug");
     for (int rank : {0, 1}) {
       const std::string seen = read_file(rd / ("seen-rank" + std::to_string(rank) + ".json"));
       EXPECT_CONTAINS(seen, "\"SWEEP_RUN_ID\": \"" + id + "\"");
