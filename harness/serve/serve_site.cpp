@@ -61,8 +61,9 @@ constexpr const char* kLiveScript = R"JS(
       if (!r.ok) throw new Error("status " + r.status);
       return r.json();
     }).then(function (s) {
+      var changed = s.version !== version;  // (unchanged: a long poll that waited its time out)
       version = s.version;
-      apply(s);
+      if (changed) apply(s);
       setTimeout(poll, 1000);
     }, function () { setTimeout(poll, 5000); });
   }

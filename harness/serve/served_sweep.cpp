@@ -4,6 +4,7 @@
 #include <algorithm>  // sort, max
 #include <exception>
 #include <filesystem>
+#include <map>
 
 #include "record.h"         // read_partial_progress
 #include "report.h"         // build_report, render_html, json_string
@@ -54,14 +55,16 @@ size_t* count_of(SweepCounts* c, const std::string& state, const std::string& ru
   return &c->missing;
 }
 
-LiveRun live_run(const std::string& dir, const std::string& id) {
+/// Where run `id` is now; where it was at the last look (`before`, by id) when its partial
+/// record cannot be read right now (caught mid-update: asked again at the next look).
+LiveRun live_run(const std::string& dir, const std::string& id, const std::map<std::string, LiveRun>& before) {
   LiveRun l;
   l.id = id;
   try {
     const RecordProgress p = read_partial_progress(run_dir(dir, id) + "/record.h5");
     l.step = p.step, l.steps = p.steps, l.loss = p.loss, l.stall = stall_words(p);
   } catch (const std::exception&) {
-    // before its first flush, or caught mid-update: asked again at the next look
+    if (const auto it = before.find(id); it != before.end()) l = it->second;
   }
   return l;
 }
@@ -148,7 +151,8 @@ void ServedSweep::publish() {
           ",\"running\":[" + running + "],\"report\":" + std::to_string(generation_);
   uint64_t v = 1469598103934665603ULL;
   mix(&v, body);
-  if (v == 0) v = 1;  // 0 is what a page that has seen nothing asks after
+  v &= (uint64_t{1} << 53) - 1;  // a whole number a page's JavaScript holds exactly
+  if (v == 0) v = 1;             // 0 is what a page that has seen nothing asks after
   if (v == version_) return;
   version_ = v;
   status_json_ = "{\"version\":" + std::to_string(v) + "," + body + "}\n";
@@ -159,6 +163,7 @@ void ServedSweep::scan() {
   // (What the index read stays read between scans.)
   if (!index_) index_ = std::make_unique<SweepIndex>(SweepIndex::load_saying(dir_));
   SweepCounts c;
+  const std::map<std::string, LiveRun> before = live_before();
   const auto runs = scan_runs(dir_, index_.get());
   std::vector<std::pair<std::string, const RunState*>> ids;
   ids.reserve(runs.size());
@@ -168,8 +173,11 @@ void ServedSweep::scan() {
   for (const auto& [id, st] : ids) {
     size_t* n = count_of(&c, st->state, run_dir(dir_, id));
     ++*n;
-    if (n == &c.running) c.live.push_back(live_run(dir_, id));
-    mix(&fp, id), mix(&fp, n == &c.running ? "running" : st->state), mix(&fp, st->digest);
+    // A running run that has recorded its first step changes the report too: its row gets
+    // the step that the page then advances in place.
+    if (n == &c.running) c.live.push_back(live_run(dir_, id, before));
+    mix(&fp, id), mix(&fp, n != &c.running ? st->state : c.live.back().step > 0 ? "stepping" : "running");
+    mix(&fp, st->digest);
   }
   for (const auto& [id, values] : read_points_file(dir_))
     if (!runs.count(id)) ++c.pending, mix(&fp, id);
@@ -180,14 +188,17 @@ void ServedSweep::scan() {
   publish();
 }
 
+std::map<std::string, LiveRun> ServedSweep::live_before() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, LiveRun> out;
+  for (const LiveRun& l : counts_.live) out[l.id] = l;
+  return out;
+}
+
 void ServedSweep::read_live() {
-  std::vector<std::string> ids;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const LiveRun& l : counts_.live) ids.push_back(l.id);
-  }
+  const std::map<std::string, LiveRun> before = live_before();
   std::vector<LiveRun> live;
-  for (const auto& id : ids) live.push_back(live_run(dir_, id));
+  for (const auto& [id, l] : before) live.push_back(live_run(dir_, id, before));
   std::lock_guard<std::mutex> lock(mu_);
   if (counts_.live.size() == live.size()) counts_.live = std::move(live);  // (unless a scan came between)
   publish();

@@ -17,6 +17,7 @@
 #include <cmath>  // NAN
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -92,6 +93,7 @@ class ServedSweep {
   void watch();  // under mu_
   void scan();
   void read_live();
+  std::map<std::string, LiveRun> live_before();  // the running runs at the last look, by id
   void build();
   void publish();  // under mu_: the status JSON and its version
 
