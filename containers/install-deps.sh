@@ -20,6 +20,7 @@ build=(
   build-essential cmake ninja-build pkg-config git ccache
   libtorch-dev libopenblas-dev libhdf5-dev libyaml-cpp-dev libcli11-dev libxxhash-dev
   libjemalloc-dev  # the `sweep` command's malloc, linked statically (SWEEP_ALLOCATOR)
+  libcpp-httplib-dev  # `sweep serve`'s HTTP server
   libopenmpi-dev
   googletest libgtest-dev libbenchmark-dev python3
 )

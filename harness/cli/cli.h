@@ -33,6 +33,7 @@ CliAction setup_fork(CLI::App& app);       // cli_results.cpp
 CliAction setup_show(CLI::App& app);       // cli_results.cpp
 CliAction setup_blas(CLI::App& app);       // cli_blas.cpp
 CliAction setup_keys(CLI::App& app);       // cli_keys.cpp
+CliAction setup_serve(CLI::App& app);      // cli_serve.cpp
 
 /// Text from disk shown on a terminal, escaped with printable()'s rules and never cut
 /// (cli_sweep.cpp).

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>  // getenv for PATH
-#include <cstring>  // strlen
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -20,13 +19,12 @@
 #include "export_tensorboard.h"  // render_tensorboard
 #include "lineage_run.h"         // resume_run, fork_run
 #include "process.h"             // SpawnRunner, executable_dir
+#include "record_view.h"         // view_record: what `sweep show` prints
 #include "report.h"              // load_sweep, build_report, render_report
 #include "reproduce.h"           // reproduce
 #include "run_files.h"           // read_state_fields
 #include "run_health.h"          // run_health, run_figures: each run's figures in compare
-#include "stall.h"               // stall_words: whether a running run advances
 #include "sweep_records.h"       // read_run_record
-#include "telemetry_summary.h"   // telemetry_summary
 #include "text.h"                // printable, did_you_mean
 
 namespace fs = std::filesystem;
@@ -468,100 +466,13 @@ struct ShowOptions {
   std::string path;
 };
 
-/// The last finite value of a column and its step ("0.61 at step 60"), or "none".
-std::string last_value(const std::vector<double>& values, const std::vector<int64_t>& steps) {
-  for (size_t i = values.size(); i-- > 0;)
-    if (std::isfinite(values[i])) return g4(values[i]) + " at step " + std::to_string(steps[i]);
-  return "none";
-}
-
 /// One record in the terminal, without Python: what it is (completed, verified or not;
 /// damaged and why; a partial record and the run's word for it), its figures and health,
-/// its own metrics, summary, config and what its environment holds.
+/// its own metrics, summary, config and what its environment holds (record_view.h, which
+/// the served run page shows too).
 int run_show(const ShowOptions& o) {
-  std::error_code ec;
-  std::string path = o.path;
-  if (fs::is_directory(path, ec)) {
-    path = (fs::path(o.path) / "record.h5").string();
-    if (!fs::exists(path, ec) && fs::exists(path + kPartialSuffix, ec)) path += kPartialSuffix;
-  }
-  if (!fs::exists(path, ec)) throw ConfigError(o.path + ": no record.h5 (or partial record) there");
-  const bool partial = is_partial_path(path);
-  std::string verdict;
-  Record r;
-  if (partial) {
-    r = read_record_unverified(path);  // RecordError (exit 2) when it does not read at all
-    verdict = "a partial record (the run has not completed; not verified): its status says " + r.status;
-  } else {
-    try {
-      r = read_run_record(path);
-      verdict = r.verified ? "verified by its digest" : "unverified (schema version 1: no digest to check it by)";
-    } catch (const RecordError& e) {
-      verdict = std::string("DAMAGED: ") + e.what();
-      r = read_record_unverified(path);  // shown as it stands, for the evidence
-    }
-  }
-  const auto line = [](const std::string& key, const std::string& value) {
-    std::printf("%-12s %s\n", (key + ":").c_str(), terminal_text(value).c_str());
-  };
-  line("record", path);
-  line("verdict", verdict);
-  line("run", r.run_id + (r.sweep_id.empty() ? "" : " (sweep " + r.sweep_id + ")"));
-  line("status", r.status + (r.failure.empty() ? "" : ": " + r.failure));
-  if (r.status == "running") {  // a partial record still being written: whether it advances (stall.h)
-    try {
-      // read_partial_progress takes the record's own name
-      const std::string record =
-          is_partial_path(path) ? path.substr(0, path.size() - std::strlen(kPartialSuffix)) : path;
-      const RecordProgress p = read_partial_progress(record);
-      const std::string stall = stall_words(p);
-      line("progress", "step " + std::to_string(p.step) + " of " + std::to_string(p.steps) +
-                           (stall.empty() ? ", advancing" : stall));
-    } catch (const std::exception&) {
-      // caught mid-update: the status line has said running
-    }
-  }
-  // The driver's word on the run (runs/<id>/state), which decides where the record alone
-  // cannot: a run it failed or stopped on a Ctrl-C.
-  const auto state = read_state_fields(fs::path(path).parent_path().string());
-  if (const auto s = state.find("state"); s != state.end()) {
-    const auto d = state.find("detail");
-    line("driver", s->second + (d == state.end() || d->second.empty() ? "" : ": " + d->second));
-  }
-  line("schema", std::to_string(r.schema_version) + ", world size " + std::to_string(r.world_size));
-  if (!r.lineage.kind.empty())
-    line("lineage", r.lineage.kind + " from run " + r.lineage.parent_run_id + " at step " +
-                        std::to_string(r.lineage.parent_step) + " (steps 1-" + std::to_string(r.lineage.parent_step) +
-                        " are its rows)");
-  std::vector<int64_t> steps, eval_steps;
-  for (const auto& s : r.steps) steps.push_back(s.step);
-  for (const auto& e : r.evals) eval_steps.push_back(e.step);
-  line("steps",
-       std::to_string(r.steps.size()) + (r.steps.empty() ? "" : " (last " + std::to_string(steps.back()) + ")") + ", " +
-           std::to_string(r.evals.size()) + " evaluations, " + std::to_string(r.checksums.size()) + " checksum rows" +
-           (r.checksums.empty() ? "" : " (last at step " + std::to_string(r.checksums.back().step) + ")"));
-  line("figures", figures_text(run_figures(r)));
-  // The run's own flags, then the sweep's (throughput_outlier), as status and the report
-  // say them, when it is a run directory of a sweep.
-  std::vector<HealthFlag> flags = run_health(r);
-  const fs::path run_dir = fs::path(path).parent_path();
-  if (run_dir.parent_path().filename() == "runs" && run_dir.filename() == r.run_id && has_objective(r.status)) {
-    const auto sweep_flags = sweep_level_flags(run_dir.parent_path().parent_path().string(), r.run_id);
-    flags.insert(flags.end(), sweep_flags.begin(), sweep_flags.end());
-  }
-  line("health", flags.empty() ? "ok" : health_names(flags));
-  for (const auto& f : flags) line("  " + f.name, f.detail);
-  for (const auto& [name, values] : r.step_extra) line("metric", name + ": last " + last_value(values, steps));
-  for (const auto& [name, values] : r.eval_extra)
-    line("metric", "eval_" + name + ": last " + last_value(values, eval_steps));
-  for (const auto& t : telemetry_summary(r)) line("telemetry", t);
-  for (const auto& [k, v] : r.summary) line("summary", k + " = " + v);
-  // A key its grid left to a program: the value is the script's own default.
-  const std::vector<std::string> own = split(r.env("program.script_defaults"), ' ');
-  for (const auto& [k, v] : r.config)
-    line("config", k + " = " + v + (std::find(own.begin(), own.end(), k) != own.end() ? " (the script's own)" : ""));
-  for (const auto& [k, v] : r.environment)
-    if (!v.empty()) line("environment", k + " = " + v);
+  const RecordView v = view_record(o.path, sweep_level_flags);  // RecordError (exit 2) when there is none
+  for (const auto& [key, value] : v.lines) std::printf("%-12s %s\n", (key + ":").c_str(), terminal_text(value).c_str());
   return 0;
 }
 

@@ -27,21 +27,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Enough of a log to show the error and what led to it, without pasting a whole run.
-constexpr size_t kLogTailLines = 15;
-constexpr size_t kLogTailBytes = 4096;
-
-std::string log_tail(const fs::path& log) {
-  std::string text = read_file_tail(log.string(), kLogTailBytes + 1);   // a FIFO or a device: no tail
-  if (text.size() > kLogTailBytes) text.erase(0, text.find('\n') + 1);  // the first line was cut
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-  if (text.empty()) return text;
-  size_t cut = text.size();
-  for (size_t lines = 0; lines < kLogTailLines && cut != std::string::npos && cut > 0; ++lines)
-    cut = text.rfind('\n', cut - 1);
-  return cut == std::string::npos ? text : text.substr(cut + 1);
-}
-
 double mtime(const fs::path& p) {
   struct stat st;
   if (::stat(p.c_str(), &st) != 0) return -1;
@@ -157,6 +142,23 @@ bool same_value(const std::string& quoted_a, const std::string& quoted_b) {
 }
 
 }  // namespace
+
+namespace {
+// Enough of a log to show the error and what led to it, without pasting a whole run.
+constexpr size_t kLogTailLines = 15;
+constexpr size_t kLogTailBytes = 4096;
+}  // namespace
+
+std::string log_tail(const std::string& log) {
+  std::string text = read_file_tail(log, kLogTailBytes + 1);            // a FIFO or a device: no tail
+  if (text.size() > kLogTailBytes) text.erase(0, text.find('\n') + 1);  // the first line was cut
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  if (text.empty()) return text;
+  size_t cut = text.size();
+  for (size_t lines = 0; lines < kLogTailLines && cut != std::string::npos && cut > 0; ++lines)
+    cut = text.rfind('\n', cut - 1);
+  return cut == std::string::npos ? text : text.substr(cut + 1);
+}
 
 std::string steps_problem(const Record& r) {
   // The steps a record's rows name: what every figure is read by.

@@ -28,6 +28,10 @@ struct FailedRun {
   double loss = NAN;
 };
 
+/// The last lines of a run's log (at most 15 lines, 4 KiB): enough to show an error and
+/// what led to it without pasting a whole run; "" when `log` is missing or not a regular file.
+std::string log_tail(const std::string& log);
+
 /// The one rule by which the driver and every reader take a readable, digest-verified
 /// record as the record of run directory `run_dir`: "" when it is; otherwise why not, and
 /// the record is damaged (the driver moves it aside; readers count it as damaged, never as

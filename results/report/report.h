@@ -509,10 +509,17 @@ std::string render_report(const SweepRecords& sweep, const ReportModel& model, R
 /// The HTML report with default options.
 std::string render_html(const std::string& title, const SweepRecords& sweep);
 
-std::string render_html(const SweepRecords& sweep, const ReportModel& model);
+/// `run_href`: when given, each run id of the runs and failed-runs tables links to
+/// run_href + id (the served run page, harness/serve); a running run's step is an element
+/// of class "step" with data-run its id, which a served page advances in place.
+std::string render_html(const SweepRecords& sweep, const ReportModel& model, const std::string& run_href = "");
 std::string render_markdown(const SweepRecords& sweep, const ReportModel& model);
 std::string render_csv(const SweepRecords& sweep, const ReportModel& model);
 std::string render_json(const SweepRecords& sweep, const ReportModel& model);
+
+/// `s` as a JSON string, quotes included; a byte that starts no valid UTF-8 sequence
+/// becomes U+FFFD (the JSON report's spelling).
+std::string json_string(const std::string& s);
 
 /// Escapes &, <, >, " and ' for HTML text and attribute values.
 std::string html_escape(const std::string& s);

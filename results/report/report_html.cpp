@@ -643,7 +643,7 @@ std::string more(const std::string& summary, const std::string& escaped_notes) {
              : "<details class=\"more\"><summary>" + summary + "</summary>" + escaped_notes + "</details>";
 }
 
-std::string runs_table(const SweepRecords& sweep, const ReportModel& m) {
+std::string runs_table(const SweepRecords& sweep, const ReportModel& m, const std::string& run_href) {
   std::string t =
       "<h2>Runs</h2>\n" + shown_runs_note(m) + "<table class=\"runs\">\n<thead><tr><th>run</th><th>status</th>";
   for (const auto& k : m.varying) t += "<th>" + breakable(html_escape(k)) + "</th>";
@@ -662,7 +662,7 @@ std::string runs_table(const SweepRecords& sweep, const ReportModel& m) {
           ++n_notes;
     for (const std::string& d : spike_decisions(r))  // train.spike_policy: skipped or rewound
       notes += "<div class=\"lineage\">spike policy: " + html_escape(d) + "</div>", ++n_notes;
-    t += "<tr>" + td(html_escape(r.run_id), "id") +
+    t += "<tr>" + report_html::run_cell(r.run_id, run_href) +
          td(html_escape(r.status + (r.verified ? "" : " (unverified)")) + more(plural(n_notes, "note"), notes));
     for (const auto& k : m.varying) t += value_cell(report_value(r, k));
     const ReportRun& f = m.runs[i];
@@ -697,7 +697,18 @@ std::string environment(const ReportModel& m) {
   return t + "</tbody>\n</table>\n";
 }
 
-std::string failed_runs(const SweepRecords& sweep) {
+// A failed run's cause; a running run's step in an element of its own (class "step",
+// data-run its id), which the served page's script advances in place (harness/serve).
+std::string cause_html(const FailedRun& f) {
+  const std::string step = "step " + std::to_string(f.step) + " of";
+  const size_t at = f.status == "running" && f.step >= 0 ? f.cause.find(step) : std::string::npos;
+  if (at == std::string::npos) return html_escape(f.cause);
+  const size_t number = at + 5, end = number + std::to_string(f.step).size();
+  return html_escape(f.cause.substr(0, number)) + "<span class=\"step\" data-run=\"" + html_escape(f.run_id) + "\">" +
+         html_escape(f.cause.substr(number, end - number)) + "</span>" + html_escape(f.cause.substr(end));
+}
+
+std::string failed_runs(const SweepRecords& sweep, const std::string& run_href) {
   if (sweep.failed.empty()) return "";
   const bool running =
       std::any_of(sweep.failed.begin(), sweep.failed.end(), [](const FailedRun& f) { return f.status == "running"; });
@@ -705,7 +716,7 @@ std::string failed_runs(const SweepRecords& sweep) {
                   "</h2>\n<table>\n<thead><tr><th>run</th><th>status</th><th>cause</th><th>end of "
                   "log</th></tr></thead>\n<tbody>\n";
   for (const auto& f : sweep.failed)
-    h += "<tr>" + td(html_escape(f.run_id), "id") + td(html_escape(f.status)) + td(html_escape(f.cause), "failure") +
+    h += "<tr>" + report_html::run_cell(f.run_id, run_href) + td(html_escape(f.status)) + td(cause_html(f), "failure") +
          td(f.log_tail.empty() ? "<span class=\"missing\">no log</span>"
                                : "<pre>" + html_escape(f.log_tail) + "</pre>") +
          "</tr>\n";
@@ -723,7 +734,7 @@ std::string wrap_tables(std::string h) {
 
 }  // namespace
 
-std::string render_html(const SweepRecords& sweep, const ReportModel& m) {
+std::string render_html(const SweepRecords& sweep, const ReportModel& m, const std::string& run_href) {
   std::string h = kHtmlReportStart + ("<title>" + html_escape(m.title) + "</title>\n<style>\n");
   h += kStyle;
   h += "</style>\n</head>\n<body>\n<h1>" + html_escape(m.title) + "</h1>\n";
@@ -763,10 +774,10 @@ std::string render_html(const SweepRecords& sweep, const ReportModel& m) {
     h += diagnostics_section(sweep, m);
     h += reproducibility(sweep, m);
     h += determinism_section(sweep, m);
-    h += runs_table(sweep, m);
+    h += runs_table(sweep, m, run_href);
     h += environment(m);
   }
-  h += failed_runs(sweep);
+  h += failed_runs(sweep, run_href);
   // Problems already shown as a failed run are not repeated.
   std::string problems;
   for (const auto& p : sweep.problems) {
@@ -779,6 +790,15 @@ std::string render_html(const SweepRecords& sweep, const ReportModel& m) {
 }
 
 namespace report_html {
+
+const char* style() { return kStyle; }
+
+std::string wrap_tables_in_boxes(std::string h) { return wrap_tables(std::move(h)); }
+
+std::string run_cell(const std::string& run_id, const std::string& run_href) {
+  if (run_href.empty()) return td(html_escape(run_id), "id");
+  return td("<a href=\"" + html_escape(run_href + run_id) + "\">" + html_escape(run_id) + "</a>", "id");
+}
 
 report_plot::ParallelAxis key_axis(const SweepRecords& sweep, const AxisEffect& e, const std::string& name) {
   report_plot::ParallelAxis a{name, e.key, e.values, false};

@@ -14,6 +14,15 @@ inline std::string td(const std::string& escaped, const char* cls = nullptr) {
   return cls ? "<td class=\"" + std::string(cls) + "\">" + escaped + "</td>" : "<td>" + escaped + "</td>";
 }
 
+/// The report's style sheet (CSS): every page drawn from the report's pieces uses it.
+const char* style();
+
+/// Every table in a box that scrolls sideways, so a wide one does not widen the page.
+std::string wrap_tables_in_boxes(std::string escaped_html);
+
+/// A run id's table cell (class "id"); a link to run_href + id when run_href is given.
+std::string run_cell(const std::string& run_id, const std::string& run_href);
+
 /// A key's values as a plot axis named `name`: numbers on a numeric axis (over decades
 /// when they span more than a factor of 20, as a log-uniform draw does) when the effect
 /// binned them or there are more than kMaxLevels; else its effect's values as categories.

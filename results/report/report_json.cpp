@@ -321,4 +321,6 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
   return j + ",\"problems\":" + jlist(problems) + ",\"generator\":" + jstr(kReportGenerator) + "}\n";
 }
 
+std::string json_string(const std::string& s) { return jstr(s); }
+
 }  // namespace sweep

@@ -69,6 +69,7 @@ uint64_t trajectory_key(const sweep::RunConfig& c) {
 
 void write_run(const Options& o, int i, const std::string& mode) {
   sweep::RunConfig c = config_of(i);
+  c.train.steps = o.steps;  // (a record with steps beyond its config's train.steps is damaged)
   if (i == 0)
     for (const auto& kv : o.set_first) {
       const size_t eq = kv.find('=');

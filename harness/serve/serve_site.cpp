@@ -1,0 +1,271 @@
+// What `sweep serve` answers (serve_site.h).
+#include "serve_site.h"
+
+#include <sys/stat.h>
+
+#include <cstdlib>  // strtoull
+#include <filesystem>
+#include <set>
+
+#include "compare.h"        // compare_records
+#include "config_error.h"   // ConfigError
+#include "report.h"         // html_escape
+#include "run_files.h"      // check_run_entries, rank_log_path, RunRefused
+#include "run_pages.h"      // render_run_html, render_compare_html, report_page_start
+#include "sweep_records.h"  // log_tail, read_run_record_or_partial
+#include "text.h"           // printable
+
+namespace fs = std::filesystem;
+
+namespace sweep {
+namespace {
+
+/// The sweep page's script: asks status.json (a long poll: the server answers when the
+/// status changes), writes the counts and each running run's step into the page, and when
+/// the server has a newer report (its generation), fetches the page and swaps the report in
+/// place. Nothing is reloaded; on an error it asks again after 5 s.
+constexpr const char* kLiveScript = R"JS(
+(function () {
+  var body = document.body, url = body.getAttribute("data-status");
+  var generation = Number(body.getAttribute("data-report")), version = 0, updates = 0;
+  function set(id, text) {
+    var e = document.getElementById(id);
+    if (e && e.textContent !== text) e.textContent = text;
+  }
+  function swap() {
+    fetch(location.pathname, {cache: "no-store"}).then(function (r) { return r.text(); }).then(function (text) {
+      var doc = new DOMParser().parseFromString(text, "text/html");
+      var fresh = doc.getElementById("report"), old = document.getElementById("report");
+      if (!fresh || !old) return;
+      old.replaceWith(document.importNode(fresh, true));
+      generation = Number(doc.body.getAttribute("data-report"));
+      body.setAttribute("data-report", String(generation));
+    });
+  }
+  function apply(s) {
+    set("live-counts", s.counts_text);
+    set("live-running", s.running.length ? s.running.map(function (r) {
+      return r.id + " at step " + r.step + " of " + r.steps + r.stall;
+    }).join("; ") : "none");
+    s.running.forEach(function (r) {
+      document.querySelectorAll('span.step[data-run="' + CSS.escape(r.id) + '"]').forEach(function (e) {
+        if (r.step >= 0) e.textContent = String(r.step);
+      });
+    });
+    set("live-updates", String(++updates));
+    set("live-time", new Date().toLocaleTimeString());
+    if (s.report > 0 && s.report !== generation) swap();
+  }
+  function poll() {
+    fetch(url + "?after=" + version, {cache: "no-store"}).then(function (r) {
+      if (!r.ok) throw new Error("status " + r.status);
+      return r.json();
+    }).then(function (s) {
+      var changed = s.version !== version;  // (unchanged: a long poll that waited its time out)
+      version = s.version;
+      if (changed) apply(s);
+      setTimeout(poll, 1000);
+    }, function () { setTimeout(poll, 5000); });
+  }
+  poll();
+})();
+)JS";
+
+ServeResponse page(int status, const std::string& body) { return {status, "text/html; charset=utf-8", body}; }
+
+ServeResponse error_page(int status, const std::string& message) {
+  return page(status, report_page_start(std::to_string(status)) + "<p class=\"failure\">" + html_escape(message) +
+                          "</p>\n<p><a href=\"/\">all sweeps</a></p>\n</body>\n</html>\n");
+}
+
+/// A name a URL carries as it is.
+bool url_safe(const std::string& s) {
+  if (s.empty() || s == "." || s == "..") return false;
+  for (unsigned char c : s)
+    if (!std::isalnum(c) && c != '.' && c != '_' && c != '-') return false;
+  return true;
+}
+
+std::string param(const std::multimap<std::string, std::string>& params, const std::string& key) {
+  const auto it = params.find(key);
+  return it == params.end() ? "" : it->second;
+}
+
+/// The served pages' navigation: to the index, the sweep, a run.
+std::string nav(const ServedSweep* s, const std::string& run_id = "") {
+  std::string h = "<nav class=\"serve\"><a href=\"/\">all sweeps</a>";
+  if (s) h += " &rsaquo; <a href=\"/s/" + s->name() + "/\">" + html_escape(s->name()) + "</a>";
+  if (!run_id.empty()) h += " &rsaquo; run " + html_escape(run_id);
+  return h + "</nav>\n";
+}
+
+/// `html` (a page of the report's: one <body> and one </body>, every record string in it
+/// escaped) with `head` after its <body> tag, and `body_attrs` on it.
+std::string around(const std::string& html, const std::string& body_attrs, const std::string& head,
+                   const std::string& tail) {
+  const size_t open = html.find("<body>\n"), close = html.rfind("</body>");
+  if (open == std::string::npos || close == std::string::npos || close < open) return html;
+  return html.substr(0, open) + "<body" + body_attrs + ">\n" + head + html.substr(open + 7, close - open - 7) + tail +
+         html.substr(close);
+}
+
+}  // namespace
+
+std::string servable_run_dir(const std::string& dir, const std::string& id, int* status, std::string* why) {
+  *status = 404;
+  why->clear();
+  if (!url_safe(id)) return "";
+  const std::string runs = dir + "/runs", run = runs + "/" + id;
+  struct stat st {};
+  if (::lstat(run.c_str(), &st) != 0) return "";
+  *status = 403;
+  if (!S_ISDIR(st.st_mode)) {
+    *why = run + " is not a directory of its own (a symbolic link, or a file): not served";
+    return "";
+  }
+  std::error_code ec;
+  if (fs::canonical(run, ec).parent_path() != fs::canonical(runs, ec) || ec) {
+    *why = run + " leads outside " + runs + ": not served";
+    return "";
+  }
+  try {
+    check_run_entries(run);  // a record or log that is a link would be read from elsewhere
+  } catch (const RunRefused& e) {
+    *why = std::string("not served: ") + e.what();
+    return "";
+  }
+  *status = 200;
+  return run;
+}
+
+ServeSite::ServeSite(const std::vector<std::string>& dirs, SweepFlagsFn sweep_flags)
+    : sweep_flags_(std::move(sweep_flags)) {
+  std::set<std::string> names;
+  for (const std::string& d : dirs) {
+    std::error_code ec;
+    if (!fs::is_directory(d, ec))
+      throw ConfigError(printable(d) + ": " + (fs::exists(d, ec) ? "not a directory" : "no such directory") +
+                        "; expected a sweep directory (one `sweep run` wrote)");
+    if (!fs::is_directory(fs::path(d) / "runs", ec) && !fs::exists(fs::path(d) / "points.tsv", ec))
+      throw ConfigError(printable(d) + ": not a sweep directory (no runs/ or points.tsv in it)");
+    const fs::path real = fs::canonical(d, ec);
+    std::string name = real.filename().string();
+    for (char& c : name)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
+    if (!url_safe(name)) name = "sweep";
+    const std::string base = name;
+    for (int n = 2; names.count(name); ++n) name = base + "-" + std::to_string(n);
+    names.insert(name);
+    sweeps_.push_back(std::make_unique<ServedSweep>(real.string(), name, "/s/" + name + "/run/"));
+  }
+}
+
+ServeResponse ServeSite::get(const std::string& path, const std::multimap<std::string, std::string>& params,
+                             const std::string& nonce) {
+  // Split into segments; a ".." anywhere (written out or percent-encoded, which the path
+  // has been decoded from) is refused outright, whatever it would lead to.
+  std::vector<std::string> parts;
+  for (size_t at = 1; at <= path.size();) {
+    size_t end = path.find('/', at);
+    if (end == std::string::npos) end = path.size();
+    parts.push_back(path.substr(at, end - at));
+    at = end + 1;
+  }
+  for (const auto& p : parts)
+    if (p == ".." || p == ".") return error_page(403, "a path with '.' or '..' in it is not served");
+  if (path.empty() || path[0] != '/') return error_page(404, "no such page");
+  if (path == "/") return index_page();
+  if (parts.size() < 2 || parts[0] != "s") return error_page(404, "no such page");
+  ServedSweep* s = nullptr;
+  for (const auto& sw : sweeps_)
+    if (sw->name() == parts[1]) s = sw.get();
+  if (!s) return error_page(404, "no sweep is served as '" + parts[1] + "'");
+  if (parts.size() == 2 || (parts.size() == 3 && parts[2].empty())) return sweep_page(*s, nonce);
+  if (parts.size() == 3 && parts[2] == "status.json") return status(*s, params);
+  if (parts.size() == 3 && parts[2] == "compare") return compare_page(*s, params);
+  if (parts.size() == 4 && parts[2] == "run") return run_page(*s, parts[3]);
+  return error_page(404, "no such page");
+}
+
+ServeResponse ServeSite::index_page() {
+  std::string h = report_page_start("sweeps") + nav(nullptr);
+  h += "<table id=\"sweeps\">\n<thead><tr><th>sweep</th><th>directory</th><th>runs</th><th>count</th><th>running "
+       "now</th></tr></thead>\n<tbody>\n";
+  for (const auto& s : sweeps_) {
+    const SweepCounts c = s->counts();
+    h += "<tr><td class=\"id\"><a href=\"/s/" + s->name() + "/\">" + html_escape(s->name()) + "</a></td><td>" +
+         html_escape(s->dir()) + "</td><td class=\"counts\">" +
+         html_escape(c.ready ? counts_words(c) : "reading the run directories") + "</td><td class=\"num\">" +
+         (c.ready ? std::to_string(c.total()) : "-") + "</td><td class=\"num\">" + std::to_string(c.live.size()) +
+         "</td></tr>\n";
+  }
+  return page(200, h + "</tbody>\n</table>\n</body>\n</html>\n");
+}
+
+ServeResponse ServeSite::sweep_page(ServedSweep& s, const std::string& nonce) {
+  uint64_t generation = 0;
+  const auto report = s.report(&generation);
+  const SweepCounts c = s.counts();
+  const std::string base = "/s/" + s.name() + "/";
+  const std::string live =
+      "<p class=\"live\" id=\"live\">live: <span id=\"live-counts\">" +
+      html_escape(c.ready ? counts_words(c) : "reading the run directories") +
+      "</span>; running now: <span id=\"live-running\">-</span>; <span id=\"live-updates\">0</span> updates, the last "
+      "at <span id=\"live-time\">-</span></p>\n<form class=\"compare\" method=\"get\" action=\"" +
+      base +
+      "compare\">compare run <input name=\"a\" size=\"18\" required> with run <input name=\"b\" size=\"18\" required> "
+      "<button>compare</button></form>\n<div id=\"report\">\n";
+  const std::string script = "</div>\n<script nonce=\"" + nonce + "\">" + kLiveScript + "</script>\n";
+  const std::string attrs =
+      " data-status=\"" + base + "status.json\" data-report=\"" + std::to_string(generation) + "\"";
+  if (!report)  // the first build has not ended: the script swaps the report in when it has
+    return page(200, around(report_page_start(s.name()) + "<p>the report of " + std::to_string(c.total()) +
+                                " runs is being read</p>\n</body>\n</html>\n",
+                            attrs, nav(&s) + live, script));
+  return page(200, around(*report, attrs, nav(&s) + live, script));
+}
+
+ServeResponse ServeSite::status(ServedSweep& s, const std::multimap<std::string, std::string>& params) {
+  const std::string after = param(params, "after");
+  const uint64_t since = after.empty() ? 0 : std::strtoull(after.c_str(), nullptr, 10);
+  // (?after=0, or none: at once; a version the page has: when the status changes.)
+  return {200, "application/json", s.status(since, since == 0 ? 0 : kLongPollS).second};
+}
+
+ServeResponse ServeSite::run_page(ServedSweep& s, const std::string& id) {
+  int code = 0;
+  std::string why;
+  const std::string run = servable_run_dir(s.dir(), id, &code, &why);
+  if (run.empty()) return error_page(code, why.empty() ? "no run '" + id + "' in this sweep" : why);
+  try {
+    const RecordView v = view_record(run, sweep_flags_);
+    const std::string html = render_run_html(v, log_tail(rank_log_path(run, 0)), "/s/" + s.name() + "/compare");
+    return page(200, around(html, "", nav(&s, id), ""));
+  } catch (const RecordError& e) {
+    return error_page(404, e.what());
+  }
+}
+
+ServeResponse ServeSite::compare_page(ServedSweep& s, const std::multimap<std::string, std::string>& params) {
+  const std::string a = param(params, "a"), b = param(params, "b");
+  if (a.empty() || b.empty()) return error_page(400, "compare needs two runs: ?a=RUN&b=RUN");
+  std::string dirs[2], unfinished[2];
+  for (int k = 0; k < 2; ++k) {
+    int code = 0;
+    std::string why;
+    dirs[k] = servable_run_dir(s.dir(), k ? b : a, &code, &why);
+    if (dirs[k].empty())
+      return error_page(code, why.empty() ? "no run '" + std::string(k ? b : a) + "' in this sweep" : why);
+  }
+  try {
+    const Record ra = read_run_record_or_partial(dirs[0] + "/record.h5", &unfinished[0]),
+                 rb = read_run_record_or_partial(dirs[1] + "/record.h5", &unfinished[1]);
+    const RecordComparison c = compare_records(ra, rb);
+    const std::string html = render_compare_html(ra, rb, c, a, b, unfinished[0], unfinished[1]);
+    return page(200, around(html, "", nav(&s), ""));
+  } catch (const RecordError& e) {
+    return error_page(404, e.what());
+  }
+}
+
+}  // namespace sweep

@@ -1,0 +1,66 @@
+// What `sweep serve` answers, apart from HTTP (serve_http.h): the pages of the served
+// sweep directories, by path. Every page is drawn from what a reader of records already
+// draws (the report, `sweep show`'s lines, `sweep compare`'s verdict) and is
+// self-contained: inline CSS and SVG, and on a sweep's page one inline script that asks the
+// status endpoint and updates the page in place. No path of a request names a file: a
+// request names a served sweep and a run id, checked against what the sweep's runs/ holds.
+//   /                          the sweeps, with their counts
+//   /s/NAME/                   the sweep's report, updated in place while runs train
+//   /s/NAME/status.json        counts and each running run's step (?after=VERSION: a long poll)
+//   /s/NAME/run/ID             one run: show's lines, every curve, config, environment, log
+//   /s/NAME/compare?a=ID&b=ID  two runs as `sweep compare` says them
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "record_view.h"   // SweepFlagsFn
+#include "served_sweep.h"  // ServedSweep
+
+namespace sweep {
+
+/// One answer: status code, content type, body.
+struct ServeResponse {
+  int status = 200;
+  std::string type = "text/html; charset=utf-8";
+  std::string body;
+};
+
+/// Seconds a long poll of status.json waits for a change before it answers unchanged.
+inline constexpr double kLongPollS = 20;
+
+class ServeSite {
+ public:
+  /// Serves each of `dirs`, named by its last path component (made unique, and spelled
+  /// with [A-Za-z0-9._-] only). Throws ConfigError (exit 2) for a path that is not a
+  /// directory or not a sweep's (no runs/ and no points.tsv in it). `sweep_flags` gives
+  /// the sweep-level health flags of a run page (null: none).
+  ServeSite(const std::vector<std::string>& dirs, SweepFlagsFn sweep_flags);
+
+  /// The answer to GET `path` (percent-decoded) with `params` (the query). `nonce` is put
+  /// on a page's inline script (the Content-Security-Policy admits only it).
+  ServeResponse get(const std::string& path, const std::multimap<std::string, std::string>& params,
+                    const std::string& nonce);
+
+  const std::vector<std::unique_ptr<ServedSweep>>& sweeps() const { return sweeps_; }
+
+ private:
+  ServeResponse index_page();
+  ServeResponse sweep_page(ServedSweep& s, const std::string& nonce);
+  ServeResponse status(ServedSweep& s, const std::multimap<std::string, std::string>& params);
+  ServeResponse run_page(ServedSweep& s, const std::string& id);
+  ServeResponse compare_page(ServedSweep& s, const std::multimap<std::string, std::string>& params);
+
+  std::vector<std::unique_ptr<ServedSweep>> sweeps_;
+  SweepFlagsFn sweep_flags_;
+};
+
+/// The run directory of run `id` of sweep directory `dir` when a request may read it: ""
+/// with `*status` 404 for a name that is not a run's (empty, ".", "..", a character
+/// outside [A-Za-z0-9._-], no such directory), 403 with `*why` for one that leads outside
+/// `dir`/runs (a symbolic link, or an entry of the run that is one: check_run_entries).
+std::string servable_run_dir(const std::string& dir, const std::string& id, int* status, std::string* why);
+
+}  // namespace sweep
