@@ -1,4 +1,5 @@
-"""sweep_record: write sweep run records (results/SCHEMA.md, version 3) from Python.
+"""sweep_record: write sweep run records (results/SCHEMA.md) from Python, in the layouts
+``SCHEMA_VERSIONS`` lists (``SCHEMA_VERSION`` the newest).
 
 A training program that is not sweep-train (a PyTorch script, say) writes with this
 package a record that sweep's C++ reader accepts: `sweep compare`, `sweep report`.
@@ -19,6 +20,7 @@ from .writer import (
     NUMERICS_ENV,
     PARTIAL_SUFFIX,
     SCHEMA_VERSION,
+    SCHEMA_VERSIONS,
     STEP_FIELDS,
     RecordError,
     RecordWriter,
@@ -33,6 +35,7 @@ __all__ = [
     "NUMERICS_ENV",
     "PARTIAL_SUFFIX",
     "SCHEMA_VERSION",
+    "SCHEMA_VERSIONS",
     "STEP_FIELDS",
     "RecordError",
     "RecordWriter",
