@@ -25,7 +25,7 @@ import h5py
 import numpy as np
 
 from .checksum import run_id_of
-from .digest import DOUBLE_METRICS, INT_METRICS, record_digest, stored_digest
+from .digest import DOUBLE_METRICS, INT_METRICS, STEP_FIELDS, record_digest, stored_digest
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -52,22 +52,6 @@ SCHEMA_VERSIONS = (BASE_SCHEMA_VERSION, EXTRA_SCHEMA_VERSION, TELEMETRY_SCHEMA_V
 SCHEMA_VERSION = SCHEMA_VERSIONS[-1]
 PARTIAL_SUFFIX = ".partial"
 LOCK_NAME = "run.lock"
-
-#: StepMetrics (results/record/record.h): field -> default. `step` has no default.
-STEP_FIELDS = {
-    "step": None,
-    "loss": 0.0,
-    "lr": 0.0,
-    "grad_norm": 0.0,
-    "clip_coef": 1.0,
-    "loss_scale": 1.0,
-    "skipped": 0,
-    "tokens": 0,
-    "unused_params": 0,
-    "step_time_s": 0.0,
-    "tokens_per_s": 0.0,
-    "record_time_s": 0.0,
-}
 
 #: The variables recorded as env.<NAME> (results/SCHEMA.md, /environment).
 NUMERICS_ENV = (

@@ -485,6 +485,44 @@ class SchemaVersions(unittest.TestCase):
                     self.assertIn(f"schema:      {version},", p.stdout)
 
 
+class StepMetricsColumns(unittest.TestCase):
+    """digest.py's STEP_FIELDS, the one Python list of the built-in step metrics, is the C++
+    StepMetrics: its fields in order, their types and defaults, and record.cpp's columns."""
+
+    def test_step_fields_are_the_cpp_struct(self):
+        header = os.path.join(ROOT, "include", "sweep", "record_format.h")
+        body = re.search(r"^struct StepMetrics \{\n(.*?)^\};", read_file(header), re.S | re.M)
+        self.assertIsNotNone(body, "struct StepMetrics in " + header)
+        fields = re.findall(r"^\s*(int64_t|double) (\w+) = ([-\d.]+);", body.group(1), re.M)
+        self.assertEqual(len(fields), len(body.group(1).strip().splitlines()), "one `type name = default;` a line")
+        self.assertEqual([name for _, name, _ in fields], list(sr.STEP_FIELDS), "the fields, in order")
+        for ctype, name, default in fields:
+            ours = sr.STEP_FIELDS[name]
+            if name == "step":  # 1-based and always given: no default
+                self.assertIsNone(ours)
+                continue
+            self.assertIs(type(ours), int if ctype == "int64_t" else float, f"{name}: {ctype}")
+            self.assertEqual(ours, float(default), name)
+
+    def test_digest_columns_are_record_cpp_columns(self):
+        """The digest hashes the columns in SWEEP_DOUBLE_METRICS then SWEEP_INT_METRICS order."""
+        macros = {}
+        for dirpath, _, files in os.walk(os.path.join(ROOT, "results", "record")):
+            for name in files:
+                if name.endswith((".cpp", ".h")):
+                    src = read_file(os.path.join(dirpath, name))
+                    for kind, body in re.findall(r"#define SWEEP_(DOUBLE|INT)_METRICS\(X\)((?:.*\\\n)*.*)", src):
+                        macros[kind] = tuple(re.findall(r"X\((\w+)\)", body))
+        self.assertEqual(sorted(macros), ["DOUBLE", "INT"], "SWEEP_DOUBLE_METRICS and SWEEP_INT_METRICS in results/record/")
+        self.assertEqual(macros["DOUBLE"], sr.digest.DOUBLE_METRICS)
+        self.assertEqual(macros["INT"], sr.digest.INT_METRICS)
+
+    def test_sweep_init_builtins_are_the_step_fields(self):
+        """sweep.init()'s log() keeps these in the record's columns, anything else as extra."""
+        from sweep import run as sweep_run
+        self.assertEqual(set(sweep_run._BUILTIN), set(sr.STEP_FIELDS) - {"step"})
+
+
 class NumericsVariables(unittest.TestCase):
     def test_one_list_in_both_languages(self):
         """writer.py's NUMERICS_ENV is include/sweep/record_writer.h's kNumericsEnv, in its order."""
