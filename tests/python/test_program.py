@@ -65,8 +65,7 @@ import sweep_record as sr
 args = sys.argv[1:]
 config, out = args[args.index("--config") + 1], args[args.index("--out") + 1]
 seen = {"argv": sys.argv, "cwd": os.getcwd(),
-        "env": {k: v for k, v in os.environ.items() if k.startswith("SWEEP_") or k in (
-            "PYTHONHASHSEED", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "CUBLAS_WORKSPACE_CONFIG")}}
+        "env": {k: v for k, v in os.environ.items() if k.startswith("SWEEP_") or k in sr.NUMERICS_ENV}}
 with open(os.path.join(out, "seen.json"), "w") as f:
     json.dump(seen, f)
 sys.path.insert(0, os.environ["SWEEP_TEST_PYTHON_DIR"])
