@@ -120,10 +120,6 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& log_path, i
 
 }  // namespace
 
-double monotonic_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 std::string resolve_program(const std::string& name) {
   if (name.find('/') != std::string::npos) return name;
   const char* path = std::getenv("PATH");

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "monotonic.h"  // monotonic_s, which the harness times its children with
+
 namespace sweep {
 
 /// How a child process ended.
@@ -87,9 +89,6 @@ struct CaptureOptions {
 /// std::runtime_error when it cannot start.
 Captured capture(const std::vector<std::string>& argv, double timeout_s = 60);
 Captured capture(const std::vector<std::string>& argv, const CaptureOptions& options);
-
-/// Seconds on the monotonic clock: for deadlines and durations, never for dates.
-double monotonic_s();
 
 /// `name` as execvp would find it: as given when it holds a '/', else the first
 /// executable file of that name on PATH; "" when there is none.

@@ -18,14 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "monotonic.h"  // monotonic_s
+
 namespace sweep {
 namespace {
-
-double now_s() {
-  struct timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
-}
 
 /// The signal the kernel sends a supervisor whose parent died (PR_SET_PDEATHSIG).
 int parent_died_signal() { return SIGRTMIN + 5; }
@@ -140,12 +136,12 @@ bool tree_gone(pid_t main, bool* main_ended, int* main_status) {
 /// and exits in a loop is caught once a round reaches its living generation. Gives up after
 /// a minute on a process that does not die (stuck in the kernel), saying so.
 void kill_tree(pid_t main, bool* main_ended, int* main_status, const SuperviseOptions& o) {
-  const double give_up = now_s() + 60;
+  const double give_up = monotonic_s() + 60;
   while (!tree_gone(main, main_ended, main_status)) {
     for (int pid : own_children()) ::kill(pid, SIGKILL);
     const auto left = descendants_of(::getpid());
     for (int pid : left) ::kill(pid, SIGKILL);
-    if (now_s() > give_up) {
+    if (monotonic_s() > give_up) {
       say(o, std::to_string(left.size()) + " processes of the run do not die" +
                  (left.empty() ? std::string() : " (pid " + std::to_string(left[0]) + " first)") + ": leaving them");
       return;
@@ -218,7 +214,7 @@ int supervise(const std::vector<std::string>& argv, const SuperviseOptions& o) {
   bool leftovers_told = false;
   auto stop = [&](int sig, double grace_s) {
     if (!main_ended) ::kill(-main, sig), ::kill(-main, SIGCONT);
-    if (grace_s > 0 && (deadline == 0 || now_s() + grace_s < deadline)) deadline = now_s() + grace_s;
+    if (grace_s > 0 && (deadline == 0 || monotonic_s() + grace_s < deadline)) deadline = monotonic_s() + grace_s;
   };
   if (parent_gone) {
     if (o.kill_at_once_on_parent_death)
@@ -249,15 +245,15 @@ int supervise(const std::vector<std::string>& argv, const SuperviseOptions& o) {
                  " outlived the run's command (" + names + "): " + grace);
       if (o.leftover_grace_s > 0)
         for (int pid : left) ::kill(pid, SIGTERM), ::kill(pid, SIGCONT);
-      if (deadline == 0 || now_s() + o.leftover_grace_s < deadline) deadline = now_s() + o.leftover_grace_s;
+      if (deadline == 0 || monotonic_s() + o.leftover_grace_s < deadline) deadline = monotonic_s() + o.leftover_grace_s;
     }
-    if (deadline > 0 && now_s() >= deadline) {
+    if (deadline > 0 && monotonic_s() >= deadline) {
       kill_tree(main, &main_ended, &main_status, o);
       if (main_ended) break;
       deadline = 0;  // the command itself would not die: nothing more to do but wait
     }
     double wait_s = 0.5;  // also how often orphans that ended quietly are looked for
-    if (deadline > 0) wait_s = std::min(wait_s, std::max(0.0, deadline - now_s()));
+    if (deadline > 0) wait_s = std::min(wait_s, std::max(0.0, deadline - monotonic_s()));
     if (main_ended) wait_s = std::min(wait_s, 0.05);  // leftovers: look again soon
     struct timespec ts = {time_t(wait_s), long((wait_s - double(time_t(wait_s))) * 1e9)};
     siginfo_t info;

@@ -56,8 +56,7 @@ ALIASES = {
 }
 
 #: The step metrics a record keeps in its own columns; anything else is a custom metric.
-_BUILTIN = {"loss", "lr", "grad_norm", "clip_coef", "loss_scale", "skipped", "tokens", "unused_params",
-            "step_time_s", "tokens_per_s", "record_time_s"}
+_BUILTIN = frozenset(sweep_record.STEP_FIELDS) - {"step"}
 
 
 #: The loss_spike rule of sweep's readers and sweep-train (results/analysis/run_health.h):

@@ -1,4 +1,5 @@
-"""sweep_record: write sweep run records (results/SCHEMA.md, version 3) from Python.
+"""sweep_record: write sweep run records (results/SCHEMA.md) from Python, in the layouts
+``SCHEMA_VERSIONS`` lists (``SCHEMA_VERSION`` the newest).
 
 A training program that is not sweep-train (a PyTorch script, say) writes with this
 package a record that sweep's C++ reader accepts: `sweep compare`, `sweep report`.
@@ -20,6 +21,7 @@ from .writer import (
     SLURM_ENV,
     PARTIAL_SUFFIX,
     SCHEMA_VERSION,
+    SCHEMA_VERSIONS,
     STEP_FIELDS,
     RecordError,
     RecordWriter,
@@ -35,6 +37,7 @@ __all__ = [
     "SLURM_ENV",
     "PARTIAL_SUFFIX",
     "SCHEMA_VERSION",
+    "SCHEMA_VERSIONS",
     "STEP_FIELDS",
     "RecordError",
     "RecordWriter",

@@ -10,11 +10,31 @@ import h5py
 import numpy as np
 import xxhash
 
-__all__ = ["DOUBLE_METRICS", "INT_METRICS", "record_digest", "stored_digest"]
+__all__ = ["DOUBLE_METRICS", "INT_METRICS", "STEP_FIELDS", "record_digest", "stored_digest"]
 
-#: /metrics columns in the digest's order (record.cpp SWEEP_DOUBLE_METRICS, SWEEP_INT_METRICS).
-DOUBLE_METRICS = ("loss", "lr", "grad_norm", "clip_coef", "loss_scale", "step_time_s", "tokens_per_s", "record_time_s")
-INT_METRICS = ("step", "skipped", "tokens", "unused_params")
+#: The built-in step metrics, one /metrics column each: StepMetrics
+#: (include/sweep/record_format.h) in its order, field -> default, an int for an int64
+#: column and a float for a float64 one (`step`, an int64, has no default). The one list:
+#: the writer's fields, the digest's columns and sweep.init()'s built-ins come from it.
+STEP_FIELDS = {
+    "step": None,
+    "loss": 0.0,
+    "lr": 0.0,
+    "grad_norm": 0.0,
+    "clip_coef": 1.0,
+    "loss_scale": 1.0,
+    "skipped": 0,
+    "tokens": 0,
+    "unused_params": 0,
+    "step_time_s": 0.0,
+    "tokens_per_s": 0.0,
+    "record_time_s": 0.0,
+}
+
+#: /metrics columns in the digest's order (record.cpp SWEEP_DOUBLE_METRICS, SWEEP_INT_METRICS):
+#: the float64 ones, then the int64 ones, each in StepMetrics' order.
+DOUBLE_METRICS = tuple(name for name, default in STEP_FIELDS.items() if isinstance(default, float))
+INT_METRICS = tuple(name for name in STEP_FIELDS if name not in DOUBLE_METRICS)
 
 
 def _text(value):

@@ -1,6 +1,6 @@
-"""RecordWriter: writes one run record (results/SCHEMA.md, version 3, or 4 with a
-program's own figures) as the C++
-RecordWriter does (results/record/record.cpp), so that sweep's reader accepts it.
+"""RecordWriter: writes one run record (results/SCHEMA.md, in one of the versions of
+``SCHEMA_VERSIONS``) as the C++ RecordWriter does (results/record/record.cpp), so that
+sweep's reader accepts it.
 
 The record is ``record.h5.partial`` while the run goes on, holds ``status = running``, and
 is renamed to ``record.h5`` only by ``finish()``, after the ``digest`` of SCHEMA.md's
@@ -25,10 +25,11 @@ import h5py
 import numpy as np
 
 from .checksum import run_id_of
-from .digest import DOUBLE_METRICS, INT_METRICS, record_digest, stored_digest
+from .digest import DOUBLE_METRICS, INT_METRICS, STEP_FIELDS, record_digest, stored_digest
 
 __all__ = [
     "SCHEMA_VERSION",
+    "SCHEMA_VERSIONS",
     "PARTIAL_SUFFIX",
     "STEP_FIELDS",
     "NUMERICS_ENV",
@@ -39,30 +40,19 @@ __all__ = [
     "valid_metric_name",
 ]
 
-#: results/record/record.h kSchemaVersion: the layout this package writes (3, and 4 once
-#: a program's own figure is recorded: /metrics/extra, /eval/extra).
-SCHEMA_VERSION = 3
-EXTRA_SCHEMA_VERSION = 4
-#: ... and from its first row of gradient telemetry (/ranks/grad_norm, /telemetry).
-TELEMETRY_SCHEMA_VERSION = 5
+#: The layouts of results/SCHEMA.md this package writes, one per thing that raises a
+#: record to it: a record starts at BASE_SCHEMA_VERSION and is raised, never lowered, by
+#: the first thing it holds that a later version added.
+BASE_SCHEMA_VERSION = 3  # /metrics, /checksums, /eval, /summary health*
+EXTRA_SCHEMA_VERSION = 4  # a program's own figures: /metrics/extra, /eval/extra
+TELEMETRY_SCHEMA_VERSION = 5  # gradient telemetry: /ranks/grad_norm, /telemetry
+#: Every version a record of this package can have, oldest first, and the newest; docs
+#: name these rather than repeat the numbers. sweep's C++ reader reads each of them (up
+#: to results/record/record.h kSchemaVersion: test_record_writer.py checks).
+SCHEMA_VERSIONS = (BASE_SCHEMA_VERSION, EXTRA_SCHEMA_VERSION, TELEMETRY_SCHEMA_VERSION)
+SCHEMA_VERSION = SCHEMA_VERSIONS[-1]
 PARTIAL_SUFFIX = ".partial"
 LOCK_NAME = "run.lock"
-
-#: StepMetrics (results/record/record.h): field -> default. `step` has no default.
-STEP_FIELDS = {
-    "step": None,
-    "loss": 0.0,
-    "lr": 0.0,
-    "grad_norm": 0.0,
-    "clip_coef": 1.0,
-    "loss_scale": 1.0,
-    "skipped": 0,
-    "tokens": 0,
-    "unused_params": 0,
-    "step_time_s": 0.0,
-    "tokens_per_s": 0.0,
-    "record_time_s": 0.0,
-}
 
 #: The variables recorded as env.<NAME> (results/SCHEMA.md, /environment).
 NUMERICS_ENV = (
@@ -360,7 +350,7 @@ class RecordWriter:
         if moe_shape and (len(moe_shape) != 2 or min(moe_shape) < 1):
             raise ValueError(f"moe_shape {moe_shape}: expected (layers, experts), both at least 1")
         self.moe_shape = moe_shape
-        self._rank_norms = self._telemetry = None  # version 5, created with their first row
+        self._rank_norms = self._telemetry = None  # TELEMETRY_SCHEMA_VERSION, created with their first row
         self._rank_norm_rows = 0
         self._last_telemetry_step = None
         self._last_step = 0
@@ -449,7 +439,7 @@ class RecordWriter:
         except OSError as e:
             raise RecordError(f"{self.partial}: cannot create the record file ({e})") from None
         i64 = np.dtype("<i8")
-        f.attrs.create("schema_version", SCHEMA_VERSION, dtype=i64)
+        f.attrs.create("schema_version", BASE_SCHEMA_VERSION, dtype=i64)
         f.attrs.create("run_id", self.run_id, dtype=_STR)
         f.attrs.create("sweep_id", sweep_id, dtype=_STR)
         f.attrs.create("status", "running", dtype=_STR)
@@ -555,8 +545,9 @@ class RecordWriter:
         return out
 
     def _raise_version(self, version):
-        """schema_version up to `version`, never down: a program's first own figure (4) can
-        come after its first telemetry row (5)."""
+        """schema_version up to `version`, never down: a program's first own figure
+        (EXTRA_SCHEMA_VERSION) can come after its first telemetry row
+        (TELEMETRY_SCHEMA_VERSION)."""
         if int(self._file.attrs["schema_version"]) < version:
             self._file.attrs.create("schema_version", version, dtype=np.dtype("<i8"))
 
@@ -603,7 +594,7 @@ class RecordWriter:
     def append_rank_grad_norms(self, norms):
         """Each rank's own gradient norm at the step appended last (world_size values, e.g.
         the norm of a DDP rank's gradient before its all-reduce): /ranks/grad_norm. Steps
-        that gave none read NaN. Makes the record version 5."""
+        that gave none read NaN. Raises the record to TELEMETRY_SCHEMA_VERSION."""
         norms = [float(x) for x in norms]
         with self._mu:
             self._check_open()
@@ -626,7 +617,8 @@ class RecordWriter:
         """One row of gradient telemetry (/telemetry): the step, why it was taken ("every",
         "spike", ...), each parameter tensor's gradient norm in /params order and, for a
         writer given moe_shape, the tokens each layer's router sent to each expert (layers x
-        experts, layer-major). Rows come in step order, one per step. Version 5."""
+        experts, layer-major). Rows come in step order, one per step. Raises the record to
+        TELEMETRY_SCHEMA_VERSION."""
         _check_text("telemetry why", why)
         norms = [float(x) for x in tensor_grad_norm]
         routed = [int(x) for x in (routed_tokens or [])]

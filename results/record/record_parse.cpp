@@ -23,6 +23,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "monotonic.h"     // monotonic_s
 #include "record.h"        // Record, RecordError, set_record_parse_hook
 #include "record_cache.h"  // encode_record, decode_record
 
@@ -77,7 +78,7 @@ uint64_t resident_bytes(pid_t pid) {
 /// took more memory than kRecordParseMemory.
 enum class RecvEnd { ok, closed, late, too_big };
 
-/// Reads exactly `n` bytes, waiting until `deadline` (CLOCK_MONOTONIC seconds; 0 = no
+/// Reads exactly `n` bytes, waiting until `deadline` (monotonic_s seconds; 0 = no
 /// limit). With `watch` > 0, that process's resident memory is looked at every 100 ms
 /// while it is waited for: the helper's own data limit cannot hold under the sanitizers,
 /// whose shadow memory counts against it, so the reader watches it too.
@@ -85,9 +86,7 @@ RecvEnd recv_all(int fd, void* p, size_t n, double deadline, pid_t watch = 0) {
   char* c = static_cast<char*>(p);
   while (n) {
     if (deadline > 0) {
-      struct timespec ts;
-      ::clock_gettime(CLOCK_MONOTONIC, &ts);
-      const double left = deadline - (double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9);
+      const double left = deadline - monotonic_s();
       if (left <= 0) return RecvEnd::late;
       struct pollfd pfd = {fd, POLLIN, 0};
       const int r = ::poll(&pfd, 1, std::min(int(left * 1000) + 1, 100));
@@ -245,12 +244,10 @@ namespace {
 Record parse_in_helper(const std::string& path, Record (*parse)(const std::string&)) {
   if (g_helper.fd < 0 && !start_helper(parse)) return parse(path);  // no fork to be had: as before
   const uint64_t n = path.size();
-  struct timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
   struct stat st;
   const double bytes = ::stat(path.c_str(), &st) == 0 ? double(st.st_size) : 0;
   const double limit_s = g_base_s + bytes / kRecordParseBytesPerS;
-  const double deadline = double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9 + limit_s;
+  const double deadline = monotonic_s() + limit_s;
   char kind = 0;
   uint64_t len = 0;
   const bool sent = send_all(g_helper.fd, &n, sizeof n) && send_all(g_helper.fd, path.data(), path.size());

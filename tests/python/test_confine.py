@@ -22,25 +22,20 @@ import tempfile
 import unittest
 
 import h5py
-import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import cli_util  # noqa: E402
 from cli_util import read_bytes, show, sweep  # noqa: E402
+from programs_util import program_grid, write_program  # noqa: E402
 
 # Writes what each attack did to RUN_DIR/attacks.json, then a valid record (so the run
 # completes and the test reads what happened); model.mode "plant_tmp" instead replaces
 # RUN_DIR/tmp with a link to the sweep directory on its first attempt and fails.
 ATTACK = r'''
-import errno, json, os, signal, sys
-import numpy as np
-import sweep_record as sr
-args = sys.argv[1:]
-config, out = args[args.index("--config") + 1], args[args.index("--out") + 1]
-sys.path.insert(0, os.environ["SWEEP_TEST_PYTHON_DIR"])
-from cli_util import read_run_config
-text, pairs = read_run_config(config)
+import errno, json, signal
+from programs_util import TinyRecord, program_run
+out, text, pairs = program_run()
 cfg = dict(pairs)
 sweep_dir = os.path.dirname(os.path.dirname(out))
 if cfg["model.mode"] == "plant_tmp":
@@ -82,15 +77,10 @@ for name in ("/tmp", "/dev/shm"):
 results["TMPDIR value"] = os.environ.get("TMPDIR", "")
 with open(os.path.join(out, "attacks.json"), "w") as f:
     json.dump(results, f)
-run_id = sr.run_id_of(text)
-params = [("w", np.arange(4, dtype=np.float32))]
-with sr.RecordWriter(out, run_id=run_id, config_yaml=text, config=pairs,
-                     params=[(n, a.shape) for n, a in params]) as w:
-    w.append_checksum(0, *sr.checksums_of(params))
-    w.append_step({"step": 1, "loss": 1.0, "lr": 0.1, "grad_norm": 1.0, "tokens": 8})
-    w.append_rank_times([0.01])
-    w.append_checksum(1, *sr.checksums_of(params))
-    w.finish()
+with TinyRecord(out, text, pairs) as r:
+    r.step(1, loss=1.0, lr=0.1)
+    r.checksum(1)
+    r.finish()
 '''
 
 
@@ -111,28 +101,17 @@ class Box(unittest.TestCase):
         if cls.abi < 1:
             raise unittest.SkipTest("this kernel has no Landlock: programs run unconfined (and say so)")
         cls.work = tempfile.mkdtemp(prefix="confine_test.")
-        cls.script = os.path.join(cls.work, "attack.py")
-        with open(cls.script, "w", encoding="utf-8") as f:
-            f.write(ATTACK)
-        os.environ["SWEEP_TEST_PYTHON_DIR"] = HERE
+        cls.script = write_program(os.path.join(cls.work, "attack.py"), ATTACK)
 
     @classmethod
     def tearDownClass(cls):
         shutil.rmtree(cls.work, ignore_errors=True)
 
     def grid(self, modes, retries=0):
-        g = {"name": "box",
-             "program": {"argv": ["/usr/bin/python3", "-u", self.script], "kind": "attack",
-                         "keys": {"mode": {"type": "choice", "default": "attack",
-                                           "choices": ["attack", "plant_tmp", "other"]}}},
-             "base": {"train": {"steps": 1, "threads": 1}},
-             "grid": {"model.mode": modes}}
-        if retries:
-            g["launch"] = {"retries": {"crashed": retries}}
-        path = os.path.join(self.work, "box-%d.yaml" % len(os.listdir(self.work)))
-        with open(path, "w", encoding="utf-8") as f:
-            yaml.safe_dump(g, f, sort_keys=False)
-        return path
+        return program_grid(os.path.join(self.work, "box-%d.yaml" % len(os.listdir(self.work))), "box", self.script,
+                            "attack", {"train": {"steps": 1, "threads": 1}}, grid={"model.mode": modes},
+                            modes=["attack", "plant_tmp", "other"], default="attack",
+                            launch={"retries": {"crashed": retries}} if retries else None)
 
     def place(self, where):
         """A new directory under `where`, removed after the test."""

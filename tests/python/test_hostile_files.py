@@ -27,19 +27,15 @@ import tempfile
 import unittest
 
 import h5py
-import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import cli_util  # noqa: E402
 from cli_util import show, sweep  # noqa: E402
+from programs_util import program_grid, write_program  # noqa: E402
 
 PROGRAM = r'''
-import os, sys
-import numpy as np
-import sweep_record as sr
-sys.path.insert(0, os.environ["SWEEP_TEST_PYTHON_DIR"])
-from cli_util import program_run
+from programs_util import TinyRecord, program_run
 out, text, pairs = program_run()
 mode = dict(pairs)["model.mode"]
 log = os.path.join(out if os.path.isdir(out) else os.path.dirname(out), "logs", "rank0.log")
@@ -51,15 +47,11 @@ if mode in ("fifo_log", "zero_log"):  # swap the log for a file that never ends,
     else:
         os.symlink("/dev/zero", log)
     sys.exit(3)
-params = [("w", np.arange(4, dtype=np.float32))]
-with sr.RecordWriter(out, run_id=sr.run_id_of(text), config_yaml=text, config=pairs,
-                     params=[(n, a.shape) for n, a in params]) as w:
-    w.append_checksum(0, *sr.checksums_of(params))
+with TinyRecord(out, text, pairs) as r:
     for step in (1, 2):
-        w.append_step({"step": step, "loss": 1.0 / step, "lr": 0.001, "grad_norm": 1.0, "tokens": 8})
-        w.append_rank_times([0.01])
-        w.append_checksum(step, *sr.checksums_of(params))
-    w.finish()
+        r.step(step, loss=1.0 / step, lr=0.001)
+        r.checksum(step)
+    r.finish()
 if mode == "plant_reproduce":  # where sweep reproduce puts its re-runs: the sweep's runs/
     os.symlink("..", os.path.join(out, "reproduce"))
 '''
@@ -73,10 +65,7 @@ class HostileFiles(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="hostile_files_test.")
         self.addCleanup(shutil.rmtree, self.tmp, True)
-        self.script = os.path.join(self.tmp, "prog.py")
-        with open(self.script, "w", encoding="utf-8") as f:
-            f.write(PROGRAM)
-        os.environ["SWEEP_TEST_PYTHON_DIR"] = HERE
+        self.script = write_program(os.path.join(self.tmp, "prog.py"), PROGRAM)
         self.saved_state_home = os.environ.get("XDG_STATE_HOME")
         os.environ["XDG_STATE_HOME"] = os.path.join(self.tmp, "state")  # this test's own cache key
         self.addCleanup(self.restore_state_home)
@@ -88,17 +77,9 @@ class HostileFiles(unittest.TestCase):
             os.environ["XDG_STATE_HOME"] = self.saved_state_home
 
     def grid(self, modes, name):
-        g = {"name": name,
-             "program": {"argv": ["/usr/bin/python3", "-u", self.script], "kind": "hostile",
-                         "keys": {"mode": {"type": "choice", "default": "ok",
-                                           "choices": ["ok", "other", "fifo_log", "zero_log",
-                                                       "plant_reproduce"]}}},
-             "base": {"train": {"steps": 2, "threads": 1}},
-             "grid": {"model.mode": modes}}
-        path = os.path.join(self.tmp, name + ".yaml")
-        with open(path, "w", encoding="utf-8") as f:
-            yaml.safe_dump(g, f, sort_keys=False)
-        return path
+        return program_grid(os.path.join(self.tmp, name + ".yaml"), name, self.script, "hostile",
+                            {"train": {"steps": 2, "threads": 1}}, grid={"model.mode": modes},
+                            modes=["ok", "other", "fifo_log", "zero_log", "plant_reproduce"])
 
     def bounded(self, *args):
         """`sweep ARGS`, failing the test (not hanging it) when it does not come back."""

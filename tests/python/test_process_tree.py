@@ -25,12 +25,12 @@ import time
 import unittest
 import uuid
 
-import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import cli_util  # noqa: E402
 from cli_util import show, sweep  # noqa: E402
+from programs_util import program_grid, write_program  # noqa: E402
 
 # model.mode: "finish" writes its record and exits 0; "hang" never finishes (for the
 # Ctrl-C and SIGKILL cases). Before either, every rank starts:
@@ -42,11 +42,8 @@ from cli_util import show, sweep  # noqa: E402
 # else the driver continues the box it stopped). The forger waits until the command has
 # ended and 3 s more, longer than the run's grace period.
 PROGRAM = r'''
-import os, signal, subprocess, sys, time
-import numpy as np
-import sweep_record as sr
-sys.path.insert(0, os.environ["SWEEP_TEST_PYTHON_DIR"])
-from cli_util import program_run
+import signal, subprocess, time
+from programs_util import TinyRecord, program_run
 out, text, pairs = program_run()
 cfg = dict(pairs)
 rank = int(os.environ.get("OMPI_COMM_WORLD_RANK") or os.environ.get("SLURM_PROCID") or 0)
@@ -123,16 +120,12 @@ def helpers():
 if rank != 0:
     helpers()
     sys.exit(0)
-params = [("w", np.arange(4, dtype=np.float32))]
 # The writer holds run.lock: the helpers started now inherit it.
-with sr.RecordWriter(out, run_id=sr.run_id_of(text), config_yaml=text, config=pairs,
-                     params=[(n, a.shape) for n, a in params]) as w:
+with TinyRecord(out, text, pairs) as r:
     helpers()
-    w.append_checksum(0, *sr.checksums_of(params))
-    w.append_step({"step": 1, "loss": 1.0, "lr": 0.1, "grad_norm": 1.0, "tokens": 8})
-    w.append_rank_times([0.01])
-    w.append_checksum(1, *sr.checksums_of(params))
-    w.finish()
+    r.step(1, loss=1.0, lr=0.1)
+    r.checksum(1)
+    r.finish()
 '''
 
 
@@ -175,9 +168,7 @@ class Soak(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.work = tempfile.mkdtemp(prefix="process_tree_test.")
-        cls.script = os.path.join(cls.work, "soak.py")
-        with open(cls.script, "w", encoding="utf-8") as f:
-            f.write(PROGRAM)
+        cls.script = write_program(os.path.join(cls.work, "soak.py"), PROGRAM)
 
     @classmethod
     def tearDownClass(cls):
@@ -186,7 +177,6 @@ class Soak(unittest.TestCase):
     def setUp(self):
         self.tag = uuid.uuid4().hex
         os.environ["SOAK_TAG"] = self.tag
-        os.environ["SWEEP_TEST_PYTHON_DIR"] = HERE
         os.environ["SWEEP_TEST_HOPPER"] = os.path.join(cli_util.BIN_DIR, "test-hopper")
         self.addCleanup(self.kill_leftovers)
 
@@ -198,15 +188,10 @@ class Soak(unittest.TestCase):
                 pass
 
     def grid(self, mode, launch=None, world=1):
-        g = {"name": "soak",
-             "program": {"argv": ["/usr/bin/python3", "-u", self.script], "kind": "soak",
-                         "keys": {"mode": {"type": "choice", "default": "finish", "choices": ["finish", "hang"]}}},
-             "base": {"train": {"steps": 1, "threads": 1}, "dist": {"world_size": world}, "model": {"mode": mode}},
-             "launch": dict({"grace_s": 2}, **(launch or {}))}
-        path = os.path.join(self.work, "soak-%s.yaml" % uuid.uuid4().hex[:8])
-        with open(path, "w", encoding="utf-8") as f:
-            yaml.safe_dump(g, f, sort_keys=False)
-        return path
+        return program_grid(os.path.join(self.work, "soak-%s.yaml" % uuid.uuid4().hex[:8]), "soak", self.script,
+                            "soak", {"train": {"steps": 1, "threads": 1}, "dist": {"world_size": world},
+                                     "model": {"mode": mode}},
+                            modes=["finish", "hang"], default="finish", launch=dict({"grace_s": 2}, **(launch or {})))
 
     def out(self):
         d = tempfile.mkdtemp(prefix="out.", dir=self.work)

@@ -31,9 +31,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import cli_util  # noqa: E402
 from cli_util import read_bytes, run, show, sweep  # noqa: E402
+from programs_util import program_grid, runs_by_mode, write_program  # noqa: E402
 from test_record_writer import load_h5py_checks  # noqa: E402  (h5py_reads_record.py's schema check)
-
-os.environ["SWEEP_TEST_PYTHON_DIR"] = HERE  # where the programs below find cli_util
 
 
 def text(v):
@@ -58,20 +57,16 @@ LINREG_KEYS = {
 
 # A program over python/sweep_record that does what model.mode says after a correct run.
 MISBEHAVE = r'''
-import json, os, sys
+import json
 import numpy as np
 import h5py
 import sweep_record as sr
-args = sys.argv[1:]
-config, out = args[args.index("--config") + 1], args[args.index("--out") + 1]
+from programs_util import TinyRecord, program_run
+out, text, pairs = program_run()
 seen = {"argv": sys.argv, "cwd": os.getcwd(),
-        "env": {k: v for k, v in os.environ.items() if k.startswith("SWEEP_") or k in (
-            "PYTHONHASHSEED", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "CUBLAS_WORKSPACE_CONFIG")}}
+        "env": {k: v for k, v in os.environ.items() if k.startswith("SWEEP_") or k in sr.NUMERICS_ENV}}
 with open(os.path.join(out, "seen.json"), "w") as f:
     json.dump(seen, f)
-sys.path.insert(0, os.environ["SWEEP_TEST_PYTHON_DIR"])
-from cli_util import read_run_config
-text, pairs = read_run_config(config)
 cfg = dict(pairs)
 mode = cfg["model.mode"]
 if mode == "no_record":
@@ -89,16 +84,12 @@ run_id = sr.run_id_of(text) if mode != "wrong_id" else "0123456789abcdef"
 environment = {} if mode != "no_program" else {"program": ""}
 if mode == "claims_unconfined":
     environment = {"program.writes": "off", "program.pass_args": "true", "program.cwd": "/"}
-params = [("w", np.arange(4, dtype=np.float32))]
-with sr.RecordWriter(out, run_id=run_id, config_yaml=text, config=pairs, environment=environment,
-                     params=[(n, a.shape) for n, a in params]) as w:
-    w.append_checksum(0, *sr.checksums_of(params))
+with TinyRecord(out, text, pairs, run_id=run_id, environment=environment) as r:
     steps = {"no_steps": (), "past_steps": (1, 2, 3), "steps_back": (2, 1)}.get(mode, (1, 2))
     for step in steps:
-        w.append_step({"step": step, "loss": 1.0 / step, "lr": 0.1, "grad_norm": 1.0, "tokens": 8})
-        w.append_rank_times([0.01])
-    w.append_checksum(2, *sr.checksums_of(params))
-    w.finish()
+        r.step(step, loss=1.0 / step, lr=0.1)
+    r.checksum(2)
+    r.finish()
 rec = os.path.join(out, "record.h5")
 if mode == "newer_schema":
     with h5py.File(rec, "r+") as f:
@@ -277,10 +268,7 @@ class MisbehavingPrograms(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="program_misbehave_test.")
-        cls.script = os.path.join(cls.tmp, "prog", "misbehave.py")
-        os.makedirs(os.path.dirname(cls.script))
-        with open(cls.script, "w", encoding="utf-8") as f:
-            f.write(MISBEHAVE)
+        cls.script = write_program(os.path.join(cls.tmp, "prog", "misbehave.py"), MISBEHAVE)
         cls.dir = os.path.join(cls.tmp, "out")
 
     @classmethod
@@ -288,24 +276,14 @@ class MisbehavingPrograms(unittest.TestCase):
         if not os.environ.get("KEEP_TMP"): shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def grid(self, modes, name="misbehave", **program):
-        g = {"name": name,
-             "program": {"argv": ["/usr/bin/python3", "-u", "prog/misbehave.py"], "kind": "misbehave",
-                         "keys": {"mode": {"type": "choice", "default": "ok", "choices": [
-                             "ok", "wrong_id", "newer_schema", "missing_dataset", "no_record", "no_program",
-                             "outside", "claims_unconfined", "no_steps", "past_steps", "steps_back"]}},
-                         **program},
-             "base": {"train": {"steps": 2, "threads": 2}},
-             "grid": {"model.mode": modes}}
-        path = os.path.join(self.tmp, name + ".yaml")
-        with open(path, "w", encoding="utf-8") as f:
-            yaml.safe_dump(g, f, sort_keys=False)
-        return path
+        return program_grid(os.path.join(self.tmp, name + ".yaml"), name, "prog/misbehave.py", "misbehave",
+                            {"train": {"steps": 2, "threads": 2}}, grid={"model.mode": modes}, program=program,
+                            modes=["ok", "wrong_id", "newer_schema", "missing_dataset", "no_record", "no_program",
+                                   "outside", "claims_unconfined", "no_steps", "past_steps", "steps_back"])
 
     def states(self, out):
         s = {}
-        for rid in os.listdir(os.path.join(out, "runs")):
-            with open(os.path.join(out, "runs", rid, "config.yaml"), encoding="utf-8") as f:
-                mode = yaml.safe_load(f)["model"]["mode"]
+        for mode, rid in runs_by_mode(out).items():
             with open(os.path.join(out, "runs", rid, "state"), encoding="utf-8") as f:
                 s[mode] = (rid, f.read())
         return s

@@ -30,19 +30,16 @@ import unittest
 
 import h5py
 import numpy as np
-import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import cli_util  # noqa: E402
 from cli_util import show, sweep  # noqa: E402
+from programs_util import program_grid, runs_by_mode, write_program  # noqa: E402
 
 PROGRAM = r'''
-import os, sys
-import numpy as np
 import sweep_record as sr
-sys.path.insert(0, os.environ["SWEEP_TEST_PYTHON_DIR"])
-from cli_util import program_run
+from programs_util import TinyRecord, program_run
 out, text, pairs = program_run()
 mode = dict(pairs)["model.mode"]
 run_id = sr.run_id_of(text)
@@ -53,14 +50,10 @@ if mode == "foreign_pairs":  # the right text, but the pairs readers show say lr
     pairs = [(k, "0.5" if k == "train.lr" else v) for k, v in pairs]
 if mode == "wrong_id":
     run_id = "0123456789abcdef"
-params = [("w", np.arange(4, dtype=np.float32))]
-with sr.RecordWriter(out, run_id=run_id, config_yaml=text, config=pairs,
-                     params=[(n, a.shape) for n, a in params]) as w:
-    w.append_checksum(0, *sr.checksums_of(params))
-    w.append_step({"step": 1, "loss": 1.0, "lr": 0.001, "grad_norm": 1.0, "tokens": 8})
-    w.append_rank_times([0.01])
-    w.append_checksum(1, *sr.checksums_of(params))
-    w.finish()
+with TinyRecord(out, text, pairs, run_id=run_id) as r:
+    r.step(1, loss=1.0, lr=0.001)
+    r.checksum(1)
+    r.finish()
 '''
 
 
@@ -68,29 +61,16 @@ class Trust(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="record_trust_test.")
         self.addCleanup(shutil.rmtree, self.tmp, True)
-        self.script = os.path.join(self.tmp, "prog.py")
-        with open(self.script, "w", encoding="utf-8") as f:
-            f.write(PROGRAM)
-        os.environ["SWEEP_TEST_PYTHON_DIR"] = HERE
+        self.script = write_program(os.path.join(self.tmp, "prog.py"), PROGRAM)
 
     def grid(self, modes, name="trust"):
-        g = {"name": name,
-             "program": {"argv": ["/usr/bin/python3", "-u", self.script], "kind": "trust",
-                         "keys": {"mode": {"type": "choice", "default": "ok",
-                                           "choices": ["ok", "foreign_config", "foreign_pairs", "wrong_id"]}}},
-             "base": {"train": {"steps": 1, "threads": 1, "lr": 0.001}},
-             "grid": {"model.mode": modes}}
-        path = os.path.join(self.tmp, name + ".yaml")
-        with open(path, "w", encoding="utf-8") as f:
-            yaml.safe_dump(g, f, sort_keys=False)
-        return path
+        return program_grid(os.path.join(self.tmp, name + ".yaml"), name, self.script, "trust",
+                            {"train": {"steps": 1, "threads": 1, "lr": 0.001}}, grid={"model.mode": modes},
+                            modes=["ok", "foreign_config", "foreign_pairs", "wrong_id"])
 
     def run_of(self, out, mode):
-        for rid in os.listdir(os.path.join(out, "runs")):
-            with open(os.path.join(out, "runs", rid, "config.yaml"), encoding="utf-8") as f:
-                if yaml.safe_load(f)["model"]["mode"] == mode:
-                    return rid, os.path.join(out, "runs", rid)
-        raise AssertionError("no run of mode " + mode)
+        rid = runs_by_mode(out)[mode]
+        return rid, os.path.join(out, "runs", rid)
 
     def report_json(self, out):
         p = sweep("report", out, "--format", "json", "-o", os.path.join(self.tmp, "r.json"))

@@ -99,9 +99,11 @@ def config_of(lr, seed):
     return yaml, pairs
 
 
-def write_record(path, lr="0.1", seed=0, steps=3, loss_bump_at=None, abandon_at=None, mfu=None, timing=()):
+def write_record(path, lr="0.1", seed=0, steps=3, loss_bump_at=None, abandon_at=None, mfu=None, timing=(),
+                 rank_grad_norms=False):
     """A small "training run" recorded as a Python trainer would; returns what it wrote.
-    `mfu`: a figure of its own at every step; `timing`: the metrics it declares timing."""
+    `mfu`: a figure of its own at every step; `timing`: the metrics it declares timing;
+    `rank_grad_norms`: the one rank's gradient norm at every step (gradient telemetry)."""
     yaml, pairs = config_of(lr, seed)
     ps = mlp_params(seed)
     env = {"device": "cpu", "sweep_version": "test", "trainer": os.path.abspath(__file__),
@@ -122,6 +124,8 @@ def write_record(path, lr="0.1", seed=0, steps=3, loss_bump_at=None, abandon_at=
                            "step_time_s": 0.01, "tokens_per_s": 6400.0, "record_time_s": 0.001},
                           extra=None if mfu is None else {"mfu": mfu})
             w.append_rank_times([0.01])
+            if rank_grad_norms:
+                w.append_rank_grad_norms([0.5 / step])
             ck = sr.checksums_of(ps)
             w.append_checksum(step, *ck)
             wrote["loss"].append(loss)
@@ -429,6 +433,94 @@ class ContainerKeys(unittest.TestCase):
                 os.environ.pop(k, None)
                 if v is not None:
                     os.environ[k] = v
+
+
+class SchemaVersions(unittest.TestCase):
+    """One schema version per language: results/record/record.h kSchemaVersion, the newest
+    the C++ reader reads (it reads 1 to it), and writer.py's SCHEMA_VERSIONS, those the
+    Python writer writes (SCHEMA_VERSION the newest); every other statement names them."""
+
+    def cpp_version(self):
+        header = os.path.join(ROOT, "results", "record", "record.h")
+        m = re.search(r"\bkSchemaVersion = (\d+);", read_file(header))
+        self.assertIsNotNone(m, "kSchemaVersion = N; in " + header)
+        return int(m.group(1))
+
+    def test_every_version_python_writes_is_one_cpp_reads(self):
+        newest = self.cpp_version()
+        self.assertEqual(list(sr.SCHEMA_VERSIONS), sorted(set(sr.SCHEMA_VERSIONS)), "oldest first, each once")
+        self.assertEqual(sr.SCHEMA_VERSION, sr.SCHEMA_VERSIONS[-1])
+        for v in sr.SCHEMA_VERSIONS:
+            self.assertTrue(1 <= v <= newest, f"Python writes version {v}; the C++ reader reads 1 to {newest}")
+
+    def test_schema_md_is_the_version_cpp_reads(self):
+        doc = read_file(os.path.join(ROOT, "results", "SCHEMA.md"))
+        m = re.search(r"^# Run record schema \(version (\d+)\)$", doc, re.M)
+        self.assertIsNotNone(m, "results/SCHEMA.md: heading '# Run record schema (version N)'")
+        self.assertEqual(int(m.group(1)), self.cpp_version())
+
+    def test_the_python_docs_state_no_version_number(self):
+        """The package's docstrings, pyproject.toml and python/README.md name the constants."""
+        for rel in ("python/pyproject.toml", "python/README.md", "python/sweep_record/__init__.py",
+                    "python/sweep_record/writer.py"):
+            for n, line in enumerate(read_file(os.path.join(ROOT, rel)).splitlines(), 1):
+                self.assertIsNone(re.search(r"\bversion \d", line, re.I), f"{rel}:{n}: {line.strip()}")
+
+    def test_each_version_is_what_a_record_gets(self):
+        """A plain record has the first; a figure of the program's own raises it; gradient
+        telemetry raises it to the newest; `sweep show` reads each as verified."""
+        cases = [({}, sr.SCHEMA_VERSIONS[0]), ({"mfu": 0.5}, sr.writer.EXTRA_SCHEMA_VERSION),
+                 ({"mfu": 0.5, "rank_grad_norms": True}, sr.SCHEMA_VERSION)]
+        self.assertEqual(sorted({v for _, v in cases}), list(sr.SCHEMA_VERSIONS), "a case for every version")
+        with tempfile.TemporaryDirectory() as tmp:
+            for i, (kw, version) in enumerate(cases):
+                path = os.path.join(tmp, str(i))
+                write_record(path, **kw)
+                with h5py.File(os.path.join(path, "record.h5"), "r") as f:
+                    self.assertEqual(int(f.attrs["schema_version"]), version, kw)
+                if os.access(binary("sweep"), os.X_OK) or BIN_GIVEN:
+                    p = sweep("show", path)
+                    self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                    self.assertIn("verdict:     verified by its digest", p.stdout)
+                    self.assertIn(f"schema:      {version},", p.stdout)
+
+
+class StepMetricsColumns(unittest.TestCase):
+    """digest.py's STEP_FIELDS, the one Python list of the built-in step metrics, is the C++
+    StepMetrics: its fields in order, their types and defaults, and record.cpp's columns."""
+
+    def test_step_fields_are_the_cpp_struct(self):
+        header = os.path.join(ROOT, "include", "sweep", "record_format.h")
+        body = re.search(r"^struct StepMetrics \{\n(.*?)^\};", read_file(header), re.S | re.M)
+        self.assertIsNotNone(body, "struct StepMetrics in " + header)
+        fields = re.findall(r"^\s*(int64_t|double) (\w+) = ([-\d.]+);", body.group(1), re.M)
+        self.assertEqual(len(fields), len(body.group(1).strip().splitlines()), "one `type name = default;` a line")
+        self.assertEqual([name for _, name, _ in fields], list(sr.STEP_FIELDS), "the fields, in order")
+        for ctype, name, default in fields:
+            ours = sr.STEP_FIELDS[name]
+            if name == "step":  # 1-based and always given: no default
+                self.assertIsNone(ours)
+                continue
+            self.assertIs(type(ours), int if ctype == "int64_t" else float, f"{name}: {ctype}")
+            self.assertEqual(ours, float(default), name)
+
+    def test_digest_columns_are_record_cpp_columns(self):
+        """The digest hashes the columns in SWEEP_DOUBLE_METRICS then SWEEP_INT_METRICS order."""
+        macros = {}
+        for dirpath, _, files in os.walk(os.path.join(ROOT, "results", "record")):
+            for name in files:
+                if name.endswith((".cpp", ".h")):
+                    src = read_file(os.path.join(dirpath, name))
+                    for kind, body in re.findall(r"#define SWEEP_(DOUBLE|INT)_METRICS\(X\)((?:.*\\\n)*.*)", src):
+                        macros[kind] = tuple(re.findall(r"X\((\w+)\)", body))
+        self.assertEqual(sorted(macros), ["DOUBLE", "INT"], "SWEEP_DOUBLE_METRICS and SWEEP_INT_METRICS in results/record/")
+        self.assertEqual(macros["DOUBLE"], sr.digest.DOUBLE_METRICS)
+        self.assertEqual(macros["INT"], sr.digest.INT_METRICS)
+
+    def test_sweep_init_builtins_are_the_step_fields(self):
+        """sweep.init()'s log() keeps these in the record's columns, anything else as extra."""
+        from sweep import run as sweep_run
+        self.assertEqual(set(sweep_run._BUILTIN), set(sr.STEP_FIELDS) - {"step"})
 
 
 class NumericsVariables(unittest.TestCase):

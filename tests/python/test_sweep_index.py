@@ -39,30 +39,22 @@ import unittest
 import h5py
 import numpy as np
 import xxhash
-import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import cli_util  # noqa: E402
 from cli_util import show, sweep  # noqa: E402
+from programs_util import program_grid, write_program  # noqa: E402
 
 PROGRAM = r'''
-import os, sys
-import numpy as np
-import sweep_record as sr
-sys.path.insert(0, os.environ["SWEEP_TEST_PYTHON_DIR"])
-from cli_util import program_run
+from programs_util import TinyRecord, program_run
 out, text, pairs = program_run()
 lr = float(dict(pairs)["train.lr"])
-params = [("w", np.arange(4, dtype=np.float32))]
-with sr.RecordWriter(out, run_id=sr.run_id_of(text), config_yaml=text, config=pairs,
-                     params=[(n, a.shape) for n, a in params]) as w:
-    w.append_checksum(0, *sr.checksums_of(params))
+with TinyRecord(out, text, pairs) as r:
     for step in range(1, 4):
-        w.append_step({"step": step, "loss": 3.0 - lr * step, "lr": lr, "grad_norm": 1.0, "tokens": 8})
-        w.append_rank_times([0.01])
-    w.append_checksum(3, *sr.checksums_of(params))
-    w.finish()
+        r.step(step, loss=3.0 - lr * step, lr=lr)
+    r.checksum(3)
+    r.finish()
 '''
 
 INDEX = "records.index"
@@ -75,17 +67,9 @@ class Index(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="sweep_index_test.")
         self.addCleanup(shutil.rmtree, self.tmp, True)
-        script = os.path.join(self.tmp, "prog.py")
-        with open(script, "w", encoding="utf-8") as f:
-            f.write(PROGRAM)
-        os.environ["SWEEP_TEST_PYTHON_DIR"] = HERE
-        g = {"name": "index",
-             "program": {"argv": ["/usr/bin/python3", "-u", script], "kind": "index"},
-             "base": {"train": {"steps": 3, "threads": 1}},
-             "grid": {"train.lr": [0.1, 0.2, 0.3, 0.4]}}
-        self.grid = os.path.join(self.tmp, "index.yaml")
-        with open(self.grid, "w", encoding="utf-8") as f:
-            yaml.safe_dump(g, f, sort_keys=False)
+        script = write_program(os.path.join(self.tmp, "prog.py"), PROGRAM)
+        self.grid = program_grid(os.path.join(self.tmp, "index.yaml"), "index", script, "index",
+                                 {"train": {"steps": 3, "threads": 1}}, grid={"train.lr": [0.1, 0.2, 0.3, 0.4]})
         self.out = os.path.join(self.tmp, "out")
         self.index = os.path.join(self.out, INDEX)
         # The user's key for the record cache's tags lives here, not in the real home.

@@ -28,37 +28,30 @@ import unittest
 
 import h5py
 import numpy as np
-import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import cli_util  # noqa: E402
 from cli_util import show, sweep  # noqa: E402
+from programs_util import program_grid, runs_by_mode, write_program  # noqa: E402
 
 PROGRAM = r'''
-import os, sys, time
-import numpy as np
-import sweep_record as sr
-sys.path.insert(0, os.environ["SWEEP_TEST_PYTHON_DIR"])
-from cli_util import program_run
+import time
+from programs_util import TinyRecord, program_run
 out, text, pairs = program_run()
 mode = dict(pairs)["model.mode"]
-params = [("w", np.arange(4, dtype=np.float32))]
-w = sr.RecordWriter(out, config_yaml=text, config=pairs, params=[(n, a.shape) for n, a in params])
-w.append_checksum(0, *sr.checksums_of(params))
+r = TinyRecord(out, text, pairs)
 for s in (1, 2):
-    loss = float("nan") if mode == "diverged" and s == 2 else 1.0 / s
-    w.append_step({"step": s, "loss": loss, "lr": 0.001, "grad_norm": 1.0, "tokens": 8})
-    w.append_rank_times([0.01])
-w.append_checksum(2, *sr.checksums_of(params))
+    r.step(s, loss=float("nan") if mode == "diverged" and s == 2 else 1.0 / s, lr=0.001)
+r.checksum(2)
 if mode == "failed":
-    w.abandon("the program gave up at step 2")
+    r.abandon("the program gave up at step 2")
     sys.exit(1)
 if mode == "interrupted":  # holds still until the driver stops it
-    w.flush()
+    r.flush()
     open(os.path.join(out, "waiting"), "w").close()
     time.sleep(600)
-w.finish("diverged" if mode == "diverged" else "completed", "non-finite loss at step 2" if mode == "diverged" else "")
+r.finish("diverged" if mode == "diverged" else "completed", "non-finite loss at step 2" if mode == "diverged" else "")
 '''
 
 KINDS = ["ok", "diverged", "failed", "damaged", "unverified", "interrupted", "pending"]
@@ -81,18 +74,10 @@ class Verdicts(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="verdicts_test.")
-        script = os.path.join(cls.tmp, "prog.py")
-        with open(script, "w", encoding="utf-8") as f:
-            f.write(PROGRAM)
-        os.environ["SWEEP_TEST_PYTHON_DIR"] = HERE
-        grid = {"name": "kinds",
-                "program": {"argv": ["/usr/bin/python3", "-u", script], "kind": "kinds",
-                            "keys": {"mode": {"type": "choice", "default": "ok", "choices": KINDS}}},
-                "base": {"train": {"steps": 2, "threads": 1, "lr": 0.001}},
-                "grid": {"model.mode": KINDS}}
-        cls.grid = os.path.join(cls.tmp, "kinds.yaml")
-        with open(cls.grid, "w", encoding="utf-8") as f:
-            yaml.safe_dump(grid, f, sort_keys=False)
+        script = write_program(os.path.join(cls.tmp, "prog.py"), PROGRAM)
+        cls.grid = program_grid(os.path.join(cls.tmp, "kinds.yaml"), "kinds", script, "kinds",
+                                {"train": {"steps": 2, "threads": 1, "lr": 0.001}}, grid={"model.mode": KINDS},
+                                modes=KINDS)
         cls.out = os.path.join(cls.tmp, "out")
         # One run at a time, in grid order: Ctrl-C while `interrupted` holds still leaves
         # `pending` never started.
@@ -111,10 +96,7 @@ class Verdicts(unittest.TestCase):
             if driver.poll() is None:
                 driver.kill()
         assert driver.returncode == 130, said
-        cls.ids = {}
-        for rid in os.listdir(os.path.join(cls.out, "runs")):
-            with open(os.path.join(cls.out, "runs", rid, "config.yaml"), encoding="utf-8") as f:
-                cls.ids[yaml.safe_load(f)["model"]["mode"]] = rid
+        cls.ids = runs_by_mode(cls.out)
         with open(os.path.join(cls.out, "points.tsv"), encoding="utf-8") as f:
             for line in f.read().splitlines()[1:]:
                 rid, values = line.split("\t")

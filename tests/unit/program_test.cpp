@@ -8,14 +8,16 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 
 #include "data_file.h"  // identify_data_file
 #include "grid.h"
 #include "launch.h"
 #include "process.h"  // capture
 #include "slurm.h"
-#include "temp_dir.h"   // TempDirTest
-#include "test_util.h"  // EXPECT_CONTAINS, thrown_message
+#include "sweep/record_writer.h"  // kNumericsEnv
+#include "temp_dir.h"             // TempDirTest
+#include "test_util.h"            // EXPECT_CONTAINS, thrown_message
 
 namespace sweep {
 namespace {
@@ -309,6 +311,27 @@ TEST_F(Program, EachRunGetsItsFilesAndNumericsEnvironment) {
   local.rendezvous.world = 2;
   c = local_run_command(s.launch, local, 2, "/s", "/s/runs/abc", "sw", false);
   EXPECT_EQ(std::find(c.argv.begin(), c.argv.end(), "RANK=0"), c.argv.end());
+}
+
+// What sweep sets for a program beyond its own SWEEP_* variables and torch.distributed's
+// changes numerics (threads, hash seeds, cuBLAS workspaces): each is one of the variables
+// every record keeps (kNumericsEnv, which python's NUMERICS_ENV is checked against), so a
+// record says what its run ran under.
+TEST(ProgramEnvironment, EveryNumericsSettingIsRecorded) {
+  ProgramSpec p;
+  p.single_rank_env = true;
+  const std::set<std::string> recorded(std::begin(kNumericsEnv), std::end(kNumericsEnv));
+  // Not numerics: a Python program's log line by line, torch.distributed's rendezvous.
+  const std::set<std::string> not_numerics = {"PYTHONUNBUFFERED", "MASTER_ADDR", "MASTER_PORT",     "RANK",
+                                              "WORLD_SIZE",       "LOCAL_RANK",  "LOCAL_WORLD_SIZE"};
+  size_t numerics = 0;
+  for (const std::string& var : program_environment(p, "/r", "abc", 3, Rendezvous{"127.0.0.1", "29500", 1})) {
+    const std::string name = var.substr(0, var.find('='));
+    if (name.rfind("SWEEP_", 0) == 0 || not_numerics.count(name)) continue;
+    EXPECT_TRUE(recorded.count(name)) << var << ": not in kNumericsEnv (include/sweep/record_writer.h)";
+    ++numerics;
+  }
+  EXPECT_EQ(numerics, 5u);  // PYTHONHASHSEED, three thread counts, CUBLAS_WORKSPACE_CONFIG
 }
 
 TEST_F(Program, ASlurmTaskGetsItsOwnRunDirectoryAndId) {

@@ -18,6 +18,7 @@
 #include <fstream>
 
 #include "heartbeat.h"  // HeartbeatWriter, read_heartbeats, absent_from_collective
+#include "monotonic.h"  // monotonic_s
 
 namespace fs = std::filesystem;
 
@@ -59,8 +60,6 @@ void on_signal(int sig) {
     [[maybe_unused]] ssize_t r = ::write(g_wake_fd, &c, 1);
   }
 }
-
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // Rank 0 gives the other ranks a moment longer, so that a rank stuck computing times
 // out first and leaves the note that names it before rank 0 writes the record's cause.
@@ -119,13 +118,13 @@ void Watchdog::arm() {
   // stale too. A peer's that is older than this rank's start (less a second of clock
   // granularity) is another attempt's, left by a rank that has not started yet.
   if (world_ > 1 && !heartbeat_) heartbeat_ = std::make_unique<HeartbeatWriter>(note_dir_, rank_);
-  last_.store(now_s());
+  last_.store(monotonic_s());
   armed_.store(true);
 }
 
 void Watchdog::beat(long long step) {
   step_.store(step);
-  last_.store(now_s());
+  last_.store(monotonic_s());
 }
 
 void Watchdog::leave_note(const std::string& why) const {
@@ -171,7 +170,7 @@ void Watchdog::enter(const char* op, int peer, size_t bytes) {
     std::lock_guard<std::mutex> lock(ring_mu_);
     ++seq_;
     if (peer < 0) ++group_;
-    ring_[size_t(seq_) % kCollectiveRing] = Collective{seq_, op, bytes, now_s(), -1};
+    ring_[size_t(seq_) % kCollectiveRing] = Collective{seq_, op, bytes, monotonic_s(), -1};
     seq = seq_, group = group_;
   }
   peer_.store(peer);
@@ -186,7 +185,7 @@ void Watchdog::leave() {
   {
     std::lock_guard<std::mutex> lock(ring_mu_);
     Collective& c = ring_[size_t(seq_) % kCollectiveRing];
-    c.end_s = now_s();
+    c.end_s = monotonic_s();
     seq = seq_, group = group_, op = c.op;
   }
   if (heartbeat_) heartbeat_->publish(seq, group, step_.load(), false, peer_.load(), op);
@@ -212,7 +211,7 @@ std::string seconds(double s) {
 
 std::string Watchdog::ring_text() {
   std::string out;
-  const double now = now_s();
+  const double now = monotonic_s();
   for (const Collective& c : last_collectives())
     out += "  #" + std::to_string(c.seq) + " " + c.op + ", " + std::to_string(c.bytes) + " bytes, " +
            (c.end_s < 0 ? "running for " + seconds(now - c.start_s)
@@ -223,7 +222,7 @@ std::string Watchdog::ring_text() {
 
 std::string Watchdog::where(bool stuck) {
   const std::vector<Collective> ring = last_collectives();
-  const double now = now_s();
+  const double now = monotonic_s();
   const char* op = waiting_in_.load();
   if (!op) {
     std::string last = " (no collective yet)";
@@ -248,8 +247,8 @@ std::string Watchdog::where(bool stuck) {
 std::string Watchdog::main_stack(std::string* all) {
   g_frame_count.store(-1);
   if (::pthread_kill(main_, SIGURG) != 0) return "";
-  const double until = now_s() + 1.0;
-  while (g_frame_count.load() < 0 && now_s() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const double until = monotonic_s() + 1.0;
+  while (g_frame_count.load() < 0 && monotonic_s() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   const int n = g_frame_count.load();
   if (n <= 0) return "";
   char** text = ::backtrace_symbols(g_frames, n);
@@ -307,7 +306,7 @@ void Watchdog::watch() {
     }
     if (quit) return;
     const double limit = timeout_s_ + (rank_ == 0 ? kRootGraceS : 0.0);
-    if (timeout_s_ > 0 && armed_.load() && now_s() - last_.load() > limit) {
+    if (timeout_s_ > 0 && armed_.load() && monotonic_s() - last_.load() > limit) {
       char head[96];
       std::snprintf(head, sizeof head, "rank %d: no progress for %.0f s (dist.timeout_s) ", rank_, timeout_s_);
       std::string frames;
