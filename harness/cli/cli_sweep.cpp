@@ -241,7 +241,7 @@ int show_point(const SweepSpec& spec, const std::string& id) {
   std::printf("# the program is handed these keys only; it keeps its own default for every other built-in key\n");
   if (prog.accum == "global" && c.writes("train.accum"))
     std::printf("# program.accum global: its accumulation key gets train.accum x dist.world_size = %lld\n",
-                static_cast<long long>(c.train.accum * c.dist.world_size));
+                static_cast<long long>(c.train.accum) * static_cast<long long>(c.dist.world_size));
   if (prog.steps == "plus_one" && c.writes("train.steps"))
     std::printf("# program.steps plus_one: its step key gets train.steps - 1 = %lld (it trains iterations 0 to %lld)\n",
                 static_cast<long long>(c.train.steps - 1), static_cast<long long>(c.train.steps - 1));

@@ -262,7 +262,7 @@ ProgramSpec parse_program(const YAML::Node& node, const std::string& source) {
                         did_you_mean(k, known) + "; the program's own keys are model.* under program.keys");
   }
   const auto convention = [&](const char* key, const std::vector<std::string>& allowed, const char* meaning) {
-    const std::string v = m.text(key, allowed.front());
+    std::string v = m.text(key, allowed.front());
     if (std::find(allowed.begin(), allowed.end(), v) == allowed.end())
       throw ConfigError(m.at(key) + "'" + printable(v) + "': expected " + join(allowed, " or ") + " (" + meaning + ")");
     return v;

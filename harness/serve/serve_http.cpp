@@ -83,7 +83,7 @@ int serve(const ServeOptions& o, const SweepFlagsFn& sweep_flags) {
 
   httplib::Server server;
   server.new_task_queue = [] { return new httplib::ThreadPool(kThreads); };
-  server.set_payload_max_length(64 * 1024);  // a GET has no body worth reading
+  server.set_payload_max_length(size_t{64} * 1024);  // a GET has no body worth reading
   server.set_pre_routing_handler([&](const httplib::Request& req, httplib::Response& res) {
     res.set_header("X-Content-Type-Options", "nosniff");
     res.set_header("Referrer-Policy", "no-referrer");
@@ -119,7 +119,7 @@ int serve(const ServeOptions& o, const SweepFlagsFn& sweep_flags) {
                    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; connect-src 'self'; script-src "
                    "'nonce-" +
                        nonce + "'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'");
-    res.set_content(std::move(r.body), r.type.c_str());
+    res.set_content(r.body, r.type.c_str());
   });
 
   errno = 0;

@@ -115,7 +115,8 @@ std::string servable_run_dir(const std::string& dir, const std::string& id, int*
   *status = 404;
   why->clear();
   if (!url_safe(id)) return "";
-  const std::string runs = dir + "/runs", run = runs + "/" + id;
+  const std::string runs = dir + "/runs";
+  std::string run = runs + "/" + id;
   struct stat st {};
   if (::lstat(run.c_str(), &st) != 0) return "";
   *status = 403;

@@ -198,6 +198,7 @@ std::map<std::string, LiveRun> ServedSweep::live_before() {
 void ServedSweep::read_live() {
   const std::map<std::string, LiveRun> before = live_before();
   std::vector<LiveRun> live;
+  live.reserve(before.size());
   for (const auto& [id, l] : before) live.push_back(live_run(dir_, id, before));
   std::lock_guard<std::mutex> lock(mu_);
   if (counts_.live.size() == live.size()) counts_.live = std::move(live);  // (unless a scan came between)
