@@ -6,7 +6,8 @@
 # first report build, which run on its threads, not in a request: printed apart.
 # Usage: tests/bench/serve_bench.sh [BUILD_DIR] [RUNS]   (default: build 10000; RUNS a
 #        multiple of 50). SWEEP_BENCH_DIR=D keeps the records in D/sN and reuses them
-#        (index_bench.sh's directories too). Exit 1 when a warm answer takes 1 s or more.
+#        (index_bench.sh's directories too). SWEEP_BENCH_STEPS=S makes records of S steps
+#        (default 150: 100,000 of them take 32 GB). Exit 1 when a warm answer takes 1 s or more.
 set -euo pipefail
 build=${1:-build}
 n=${2:-10000}
@@ -23,7 +24,7 @@ if [[ ! -d $d/runs ]]; then
   # Durability is not what is measured: fsync made a no-op while generating (index_bench.sh).
   printf 'int fsync(int fd) { (void)fd; return 0; }\nint fdatasync(int fd) { (void)fd; return 0; }\n' >"$tmp/nofsync.c"
   cc -shared -fPIC -O2 -o "$tmp/nofsync.so" "$tmp/nofsync.c"
-  LD_PRELOAD=$tmp/nofsync.so "$bin/make_records" --out "$d" --runs "$n" --steps 150 >/dev/null
+  LD_PRELOAD=$tmp/nofsync.so "$bin/make_records" --out "$d" --runs "$n" --steps "${SWEEP_BENCH_STEPS:-150}" >/dev/null
   sleep 3  # the index and the cache vouch only for records that last changed over 2 s ago
 fi
 
