@@ -14,6 +14,7 @@ set -euo pipefail
 
 runtime=(
   libtorch1.13 libopenblas0-pthread libhdf5-103-1 libyaml-cpp0.7 libxxhash0
+  libcpp-httplib0.11  # `sweep serve` (the sweep binary links it)
   openmpi-bin
 )
 build=(
