@@ -14,6 +14,7 @@
 #include "data_file.h"        // sweep_cache_dir
 #include "model_schema.h"     // kDecoderKind
 #include "process.h"          // executable_dir
+#include "program.h"          // program_given_keys
 #include "record.h"           // read_record
 #include "run_files.h"        // checkpoint_dir, complete_checkpoints, check_real_directory
 #include "sweep_dir.h"        // program_declared, declared_program
@@ -164,12 +165,12 @@ RunConfig reproduce_config(const Record& original, int64_t world_size, int64_t a
   if (!original.env("program").empty()) {
     // A grid's program is given what its config text held, and what the re-run changes:
     // the rest stays the script's own default.
-    std::set<std::string> given = {"model.kind", "dist.world_size", "train.threads", "train.checksum_every",
-                                   "train.telemetry_every"};
+    std::set<std::string> set;
     for (const FlatConfig* values : {&recorded, &overrides})
-      for (const auto& [key, value] : *values) given.insert(key == "train.min_lr_ratio" ? "train.min_lr" : key);
-    if (accum > 0) given.insert("train.accum");
-    if (micro_batch > 0) given.insert("train.micro_batch");
+      for (const auto& [key, value] : *values) set.insert(key);
+    if (accum > 0) set.insert("train.accum");
+    if (micro_batch > 0) set.insert("train.micro_batch");
+    const std::set<std::string> given = program_given_keys(std::move(set));
     c.given.assign(given.begin(), given.end());
   }
   return c;

@@ -144,12 +144,12 @@ class Expander {
     if (!s.program.empty()) {
       // A program's config holds what its grid sets; it keeps its own default for the rest.
       whole_text_ = true;
-      given_ = {"model.kind", "dist.world_size", "train.threads", "train.checksum_every", "train.telemetry_every"};
-      for (const ModelKey& k : s.program.schema.keys) given_.insert("model." + k.name);
-      for (const auto& [k, v] : s.base) given_.insert(k);
-      for (const Dim& d : dims_) given_.insert(d.keys.begin(), d.keys.end());
-      if (!s.constraints.derive.empty() && s.constraints.global_batch > 0) given_.insert(s.constraints.derive);
-      if (given_.erase("train.min_lr_ratio")) given_.insert("train.min_lr");  // handed the lr it derives
+      std::set<std::string> set;
+      for (const ModelKey& k : s.program.schema.keys) set.insert("model." + k.name);
+      for (const auto& [k, v] : s.base) set.insert(k);
+      for (const Dim& d : dims_) set.insert(d.keys.begin(), d.keys.end());
+      if (!s.constraints.derive.empty() && s.constraints.global_batch > 0) set.insert(s.constraints.derive);
+      given_ = program_given_keys(std::move(set));
     }
     for (const auto& inc : s.includes)
       for (const auto& a : inc.keys) written(a.key);
@@ -439,10 +439,10 @@ class Expander {
       check(p, [&] { return values; });
       const std::vector<IdleKey> idle = reset_idle(p, [&] { return values; });
       if (!spec_.program.empty()) {
-        std::set<std::string> given = given_;
-        for (const auto& k : inc.keys) given.insert(k.key == "train.min_lr_ratio" ? "train.min_lr" : k.key);
-        if (!seed.text.empty()) given.insert("train.seed");
-        give(p.config, given, idle);
+        std::set<std::string> set = given_;
+        for (const auto& k : inc.keys) set.insert(k.key);
+        if (!seed.text.empty()) set.insert("train.seed");
+        give(p.config, program_given_keys(std::move(set)), idle);
       }
       p.id = run_id(p.config);
       std::string text = to_yaml(p.config);

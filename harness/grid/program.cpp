@@ -291,6 +291,12 @@ std::vector<std::string> confine_args(const ProgramSpec& p, const std::string& r
   return args;
 }
 
+std::set<std::string> program_given_keys(std::set<std::string> set) {
+  if (set.erase("train.min_lr_ratio")) set.insert("train.min_lr");  // handed the min_lr it derives
+  set.insert({"model.kind", "dist.world_size", "train.threads", "train.checksum_every", "train.telemetry_every"});
+  return set;
+}
+
 std::string ProgramSpec::conventions() const {
   return "accum=" + accum + " steps=" + steps + " rank_env=" + (single_rank_env ? "always" : "ranks");
 }

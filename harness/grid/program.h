@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -88,6 +89,12 @@ struct ProgramSpec {
   std::string where;  ///< file:line:col of the section
   bool empty() const { return argv.empty(); }
 };
+
+/// The keys a program's run config holds (RunConfig::given): `set`, what its grid or a
+/// re-run sets (train.min_lr_ratio as the train.min_lr it derives), and the keys sweep or the
+/// record writer act on themselves: model.kind, dist.world_size, train.threads,
+/// train.checksum_every and train.telemetry_every.
+std::set<std::string> program_given_keys(std::set<std::string> set);
 
 /// Reads a `program:` section of grid file `source`. Throws ConfigError naming the file,
 /// line, column and key: a program that is not found or not executable, a path argument
