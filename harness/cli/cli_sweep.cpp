@@ -357,7 +357,7 @@ struct ReadRuns {
 ReadRuns read_runs(const std::unordered_map<std::string, RunState>& runs, const SweepIndex& index) {
   ReadRuns r;
   for (const auto& [id, st] : runs)
-    if (st.state == "completed" || st.state == "stale" || st.state == "diverged" || st.state == "stopped")
+    if (is_finished(st.state) || st.state == RunStatus::stale)
       if (const IndexedRecord* e = index.get(id)) r.done.emplace_back(id, e);
   std::sort(r.done.begin(), r.done.end());
   std::vector<ThroughputPeer> peers;
@@ -411,7 +411,7 @@ int run_status(const StatusOptions& o) {
   std::map<std::string, SlurmRunView> in_slurm;
   std::vector<std::string> running_ids;
   for (const auto& [id, st] : runs)
-    if (st.state == "running") running_ids.push_back(id);
+    if (st.state == RunStatus::running) running_ids.push_back(id);
   if (!running_ids.empty() && fs::exists(o.dir + "/slurm-jobs")) {
     try {
       SlurmCli cli;
@@ -424,24 +424,28 @@ int run_status(const StatusOptions& o) {
   for (const auto& [id, values] : rows) {
     auto it = runs.find(id);
     RunState st = it == runs.end() ? RunState{} : it->second;
-    const auto slurm = st.state == "running" ? in_slurm.find(id) : in_slurm.end();
+    // The word shown: the state's, or what a running run turns out to be.
+    std::string shown = status_name(st.state);
+    const auto slurm = st.state == RunStatus::running ? in_slurm.find(id) : in_slurm.end();
     if (slurm != in_slurm.end()) {
-      st.state = slurm->second.state;
       st.detail = slurm->second.detail;
-      if (st.state == "running") st.detail += "; " + running_detail(o.dir + "/runs/" + id, st);
-    } else if (st.state == "running" && holder.empty()) {
+      if (slurm->second.queued)
+        shown = "queued";
+      else
+        st.detail += "; " + running_detail(o.dir + "/runs/" + id, st);
+    } else if (st.state == RunStatus::running && holder.empty()) {
       // "running" with no driver holding the lock: the driver died without cleaning up.
-      st.state = "orphaned";
-    } else if (st.state == "running") {
+      shown = "orphaned";
+    } else if (st.state == RunStatus::running) {
       st.detail = running_detail(o.dir + "/runs/" + id, st);
     }
-    if (st.state == "completed" && figures.count(id)) {
+    if (st.state == RunStatus::completed && figures.count(id)) {
       st.detail = figures[id].text;
       flagged += figures[id].flagged ? 1 : 0;
-    } else if ((st.state == "diverged" || st.state == "stopped") && figures.count(id)) {
+    } else if ((st.state == RunStatus::diverged || st.state == RunStatus::stopped) && figures.count(id)) {
       st.detail += (st.detail.empty() ? "" : "; ") + figures[id].health;  // the flags every reader names
     }
-    ++counts[st.state];
+    ++counts[shown];
     // Escaped text may be longer than its column: padded, never cut.
     auto column = [](const std::string& s, size_t width) {
       std::string t = terminal_text(s);
@@ -450,7 +454,7 @@ int run_status(const StatusOptions& o) {
     char rest[64];
     std::snprintf(rest, sizeof rest, "  %8d  %-11s  ", st.attempts,
                   st.failure == FailureClass::none ? "-" : failure_class_name(st.failure));
-    table += "  " + column(id, 16) + "  " + column(st.state, 11) + rest + terminal_text(values) +
+    table += "  " + column(id, 16) + "  " + column(shown, 11) + rest + terminal_text(values) +
              (st.detail.empty() ? "" : "  [" + terminal_text(st.detail) + "]") + "\n";
   }
   std::printf("sweep dir %s: %s\n", terminal_text(o.dir).c_str(),
@@ -600,9 +604,9 @@ int run_verify(const std::string& dir) {
   std::sort(sorted.begin(), sorted.end());
   size_t good = 0, bad = 0;
   for (const auto& [id, st] : sorted) {
-    if (st->state == "damaged" || st->state == "stale") {
+    if (next_action(*st) == NextAction::start_over) {
       ++bad;
-      std::printf("%s  %s: %s\n", id.c_str(), st->state.c_str(), terminal_text(st->detail).c_str());
+      std::printf("%s  %s: %s\n", id.c_str(), status_name(st->state), terminal_text(st->detail).c_str());
     } else if (index.get(id)) {
       ++good;
     }

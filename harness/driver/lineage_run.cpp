@@ -99,21 +99,21 @@ LineageResult train_run(const Parent& p, const RunConfig& cfg, const std::string
   std::vector<std::string> argv = train_argv(launch, world, dir, p.sweep_id, resume);
   argv.insert(argv.end(), extra.begin(), extra.end());
   RunState state = read_run_state(dir);
-  ++state.attempts, state.state = "running", state.detail.clear(), state.digest.clear();
+  ++state.attempts, state.state = RunStatus::running, state.detail.clear(), state.digest.clear();
   write_run_state(dir, state);
   const ExitStatus st = runner.run(argv, dir + (world > 1 ? "/logs/launcher.log" : "/logs/rank0.log"));
-  std::string status;
+  std::optional<RunStatus> status;
   try {
-    status = read_record_status(dir + "/record.h5").status;
+    status = status_or(read_record_status(dir + "/record.h5").status, RunStatus::failed);
   } catch (const RecordError&) {
-    status = "";
+    status.reset();
   }
-  res.completed = status == "completed";
-  state.state = status == "completed" || status == "diverged" ? status : "failed";
+  res.completed = status == RunStatus::completed;
+  state.state = status == RunStatus::completed || status == RunStatus::diverged ? *status : RunStatus::failed;
   state.detail = st.ok() ? "" : st.describe();
-  if (!status.empty() && fs::exists(dir + "/record.h5")) state.digest = read_record_digest(dir + "/record.h5");
+  if (status && fs::exists(dir + "/record.h5")) state.digest = read_record_digest(dir + "/record.h5");
   write_run_state(dir, state);
-  res.lines.push_back(std::string(res.completed ? "completed" : state.state) + ": " + dir + "/record.h5" +
+  res.lines.push_back(std::string(status_name(state.state)) + ": " + dir + "/record.h5" +
                       (fs::exists(dir + "/record.h5") ? "" : ".partial") + (st.ok() ? "" : " (" + st.describe() + ")"));
   if (!p.blas_note.empty()) res.lines.push_back(p.blas_note);
   return res;

@@ -158,7 +158,8 @@ SweepSummary run_sweep(const SweepSpec& spec, const std::vector<GridPoint>& poin
         t->state.attempts = std::max({t->state.attempts, attempts, 1});
         if (t->state.done()) {
           try {
-            session.attempt_ended(*t, t->state.state == "completed" ? FailureClass::none : FailureClass::diverged,
+            session.attempt_ended(*t,
+                                  t->state.state == RunStatus::completed ? FailureClass::none : FailureClass::diverged,
                                   "finished by the process that held it", rank_log_path(t->dir, 0));
           } catch (const std::exception& e) {
             io_failed(t, rank_log_path(t->dir, 0), e);

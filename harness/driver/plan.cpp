@@ -49,10 +49,8 @@ std::vector<std::string> varying_columns(const std::vector<GridPoint>& points, c
 
 namespace {
 
-/// A point's state in the plan, in the order PlanTable::state_ stores them.
-constexpr const char* kStates[] = {"pending", "done",        "diverged", "damaged", "stale",
-                                   "failed",  "interrupted", "stopped",  "running"};
-enum State : uint8_t { kPending, kDone, kDiverged, kDamaged, kStale, kFailed, kInterrupted, kStopped, kRunning };
+/// A point's state as the plan shows it: the state's own word, but "done" for completed.
+const char* plan_word(RunStatus s) { return s == RunStatus::completed ? "done" : status_name(s); }
 
 }  // namespace
 
@@ -73,32 +71,34 @@ void PlanTable::add(const GridPoint& p) {
   const bool first_point = c.total == 0;
   ++c.total;
   auto it = runs_.find(p.id);
-  const std::string& s = it == runs_.end() ? "pending" : it->second.state;
-  State st = kPending;
-  if (s == "completed")
-    st = kDone, ++c.done;
-  else if (s == "diverged")
-    st = kDiverged, ++c.diverged;
-  else if (s == "damaged")
-    st = kDamaged, ++c.pending;  // moved aside and re-run by the next `sweep run`
-  else if (s == "stale")
-    st = kStale, ++c.pending, stale_.push_back(p.id + ": " + it->second.detail);  // the same
-  else if (s == "failed")
-    st = kFailed, ++c.pending;
-  else if (s == "interrupted")
-    st = kInterrupted, ++c.pending;
-  else if (s == "stopped" && !halving_)
-    st = kStopped, ++c.pending;  // a plain grid trains it to train.steps: it resumes
-  else if (s == "stopped" && search_done_)
-    st = kStopped, ++c.done;  // the finished search's decision
-  else if (s == "stopped")
-    st = kStopped, ++c.at_rung;  // the search, going on, decides whether it resumes
-  else if (s == "running")
-    st = kRunning, ++c.pending;
-  else
-    ++c.pending;
+  const RunState none;
+  const RunState& s = it == runs_.end() ? none : it->second;
+  // What the next `sweep run` does with it (next_action, the rule it follows): a plain
+  // grid resumes a stopped run to train.steps; a halving search keeps it when it has
+  // finished and decides at its next rung while it goes on.
+  PointAsk ask;
+  if (halving_) ask.search_finished = search_done_;
+  switch (next_action(s, ask)) {
+    case NextAction::keep:
+      ++c.done;
+      break;
+    case NextAction::keep_failed:
+      ++c.diverged;
+      break;
+    case NextAction::await_rung:
+      ++c.at_rung;
+      break;
+    case NextAction::start_over:  // moved aside and re-run by the next `sweep run`
+      if (s.state == RunStatus::stale) stale_.push_back(p.id + ": " + s.detail);
+      ++c.pending;
+      break;
+    case NextAction::run:
+    case NextAction::promote:
+      ++c.pending;
+      break;
+  }
   c.max_cores = std::max(c.max_cores, p.cores());
-  state_.push_back(st);
+  state_.push_back(s.state);
   cores_.push_back(p.cores());
 
   // A key's value where a point does not sweep it is the base's (or "-"): a key first
@@ -231,7 +231,7 @@ std::string PlanTable::render(const Expansion& e, std::FILE* file, PlanCounts* c
   for (size_t r = 0; r < row_end_.size(); ++r) {
     line.clear();
     pad(line, row_cells(r), 16);
-    pad(line, kStates[state_[r]], 11);
+    pad(line, plan_word(state_[r]), 11);
     std::snprintf(cores, sizeof cores, "%lld", static_cast<long long>(cores_[r]));
     pad(line, cores, 5);
     for (size_t j = 0; j < cols.size(); ++j) pad(line, cell[j], width[j]);

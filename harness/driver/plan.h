@@ -85,7 +85,7 @@ class PlanTable {
   /// Per point: id '\0', then per swept value its key's index (2 bytes) and value '\0'.
   std::string cells_;
   std::vector<size_t> row_end_;
-  std::vector<uint8_t> state_;
+  std::vector<RunStatus> state_;
   std::vector<int64_t> cores_;
   std::vector<std::string> stale_;  ///< "id: why", said after the table
 };

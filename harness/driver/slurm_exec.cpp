@@ -221,7 +221,7 @@ void SlurmRun::reattach(std::set<RunTask*>& handled) {
   std::vector<std::string> jobs;
   for (auto& t : session_.tasks()) {
     const auto it = latest.find(t.point->id);
-    if (t.state.state != "running" || it == latest.end()) continue;
+    if (t.state.state != RunStatus::running || it == latest.end()) continue;
     left.emplace_back(&t, it->second);
     if (std::find(jobs.begin(), jobs.end(), it->second.job) == jobs.end()) jobs.push_back(it->second.job);
   }
@@ -709,11 +709,11 @@ std::map<std::string, SlurmRunView> slurm_run_views(const std::string& dir, cons
     if (s == q.tasks.end() || slurm_state_final(s->second.state)) continue;
     if (s->second.state == "PENDING") {
       const std::string& r = s->second.reason;
-      out[id] = {"queued", "queued in Slurm (job " + key + (r.empty() || r == "None" ? "" : ", " + r) +
-                               (slurm_reason_permanent(r) ? ": it can never start as it is" : "") + ")"};
+      out[id] = {true, "queued in Slurm (job " + key + (r.empty() || r == "None" ? "" : ", " + r) +
+                           (slurm_reason_permanent(r) ? ": it can never start as it is" : "") + ")"};
     } else {
-      out[id] = {"running", s->second.state == "RUNNING" ? "running in Slurm (job " + key + ")"
-                                                         : s->second.state + " in Slurm (job " + key + ")"};
+      out[id] = {false, s->second.state == "RUNNING" ? "running in Slurm (job " + key + ")"
+                                                     : s->second.state + " in Slurm (job " + key + ")"};
     }
   }
   return out;

@@ -102,8 +102,8 @@ SlurmPreview preview_slurm(const SweepSpec& spec, const std::vector<GridPoint>& 
 /// the task of its last submission: "queued in Slurm (job 12_3, Priority)", "running in
 /// Slurm (job 12_3)"; "" when Slurm does not hold it (the task ended, or was forgotten).
 struct SlurmRunView {
-  std::string state;   ///< "queued" or "running"; "" when Slurm does not hold the task
-  std::string detail;  ///< the words above
+  bool queued = false;  ///< waiting in Slurm's queue (else running there)
+  std::string detail;   ///< "queued in Slurm (job 12_3, Priority)", "running in Slurm (job 12_3)"
 };
 /// For every run of `ids` that sweep directory `dir`'s slurm-jobs names: one squeue
 /// call over their jobs. Empty when the directory submitted nothing or squeue fails.

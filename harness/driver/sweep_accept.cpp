@@ -33,7 +33,7 @@ std::vector<std::pair<std::string, std::vector<std::string>>> judged_runs(const 
   std::vector<std::pair<std::string, std::vector<std::string>>> out;
   for (const std::string& id : ids) {
     const RunState st = read_run_state(run_dir(dir, id), &index);
-    if (st.state != "completed" && st.state != "stopped" && st.state != "stale") continue;
+    if (st.state != RunStatus::completed && st.state != RunStatus::stopped && st.state != RunStatus::stale) continue;
     const IndexedRecord* e = index.get(id);
     if (!e) continue;
     const auto files = e->inputs.find("program.files");

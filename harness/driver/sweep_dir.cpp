@@ -76,7 +76,7 @@ void write_run_state(const std::string& dir, RunState s) {
     if (c == '\n' || c == '\r') c = ' ';
   std::ostringstream o;
   o << kStateMagicLine << "\n"
-    << "state: " << s.state << "\n"
+    << "state: " << status_name(s.state) << "\n"
     << "failure: " << failure_class_name(s.failure) << "\n"
     << "attempts: " << s.attempts << "\n"
     << "updated: " << s.updated << "\n"
@@ -88,12 +88,36 @@ void write_run_state(const std::string& dir, RunState s) {
       o << (i ? "; " : "") << "attempt " << s.hangs[i].attempt << " at " << s.hangs[i].site;
     o << "\n";
   }
-  const bool accepted = !s.digest.empty() && (s.state == "completed" || s.state == "stopped" || s.state == "diverged");
+  const bool accepted = !s.digest.empty() && is_finished(s.state);
   if (accepted) o << "digest: " << s.digest << "\n";
   // What the driver accepted, also outside the run directory (which the run's program may
   // write): accepted/<id>, with the hash of the record's bytes. Gone while it runs again.
   write_accepted_record(dir, accepted ? s.digest : "");
   write_file_atomically(dir + "/state", o.str());
+}
+
+NextAction next_action(const RunState& s, const PointAsk& ask) {
+  switch (s.state) {
+    case RunStatus::completed:
+      return NextAction::keep;
+    case RunStatus::diverged:
+      return NextAction::keep_failed;
+    case RunStatus::damaged:
+    case RunStatus::stale:
+      return NextAction::start_over;
+    case RunStatus::stopped:
+      // A finished search's decision stands; one still going decides at its next rung; a
+      // rung that asks for no more steps than it trained keeps it; otherwise (a later
+      // rung, or a plain grid training to train.steps) it resumes from its checkpoint.
+      if (ask.search_finished) return *ask.search_finished ? NextAction::keep : NextAction::await_rung;
+      return ask.stop_at > 0 && s.stopped_at >= ask.stop_at ? NextAction::keep : NextAction::promote;
+    case RunStatus::pending:
+    case RunStatus::running:
+    case RunStatus::failed:
+    case RunStatus::interrupted:
+      break;
+  }
+  return NextAction::run;
 }
 
 void note_declared_program(const std::string& dir, const std::string& argv_json) {
@@ -178,7 +202,7 @@ RunState run_state_of(const std::string& dir, const RunFiles& files, SweepIndex*
   RunState s;
   for (const auto& [k, v] : files.fields) {
     if (k == "state")
-      s.state = v;
+      s.state = status_or(v, RunStatus::pending);
     else if (k == "failure")
       s.failure = failure_class_from(v);
     else if (k == "attempts")
@@ -209,37 +233,36 @@ RunState run_state_of(const std::string& dir, const RunFiles& files, SweepIndex*
         e = &read;
         if (index) index->put(id, read);
       }
-      s.state = e->status == "completed"  ? "completed"
-                : e->status == "diverged" ? "diverged"
-                : e->status == "stopped"  ? "stopped"
-                                          : "damaged";
-      if (s.state == "stopped") s.stopped_at = e->last_step;
-      if (s.state == "diverged") s.failure = FailureClass::diverged;
-      if (s.state == "damaged") s.detail = "record.h5 has status '" + e->status + "'";
+      const RunStatus recorded = status_or(e->status, RunStatus::damaged);
+      s.state = is_finished(recorded) ? recorded : RunStatus::damaged;
+      if (s.state == RunStatus::stopped) s.stopped_at = e->last_step;
+      if (s.state == RunStatus::diverged) s.failure = FailureClass::diverged;
+      if (s.state == RunStatus::damaged) s.detail = "record.h5 has status '" + e->status + "'";
       std::string why = e->problem;
       if (why.empty()) why = accepted_digest_problem(s.digest, e->digest, e->schema_version);
-      if (!why.empty()) s.state = "damaged", s.detail = why;
+      if (!why.empty()) s.state = RunStatus::damaged, s.detail = why;
       // A stopped run too: a halving search must not rank, or resume, a rung trained by a
       // program that has changed since.
-      if (s.state == "completed" || s.state == "stopped") {
+      if (s.state == RunStatus::completed || s.state == RunStatus::stopped) {
         InputsChange c = inputs_changed(inputs_record(*e), accepted, look);
-        if (!c.why.empty()) s.state = "stale", s.detail = c.why, s.changed = std::move(c.files), s.stopped_at = 0;
+        if (!c.why.empty())
+          s.state = RunStatus::stale, s.detail = c.why, s.changed = std::move(c.files), s.stopped_at = 0;
       }
     } catch (const RecordError& err) {
-      s.state = "damaged";
+      s.state = RunStatus::damaged;
       s.detail = err.what();
       if (index) index->forget(id);
     } catch (const std::bad_alloc&) {
       // A record that asks for more memory than there is: damaged, and the rest of the
       // sweep goes on (one bad file must not wedge every `sweep run` and `sweep status`).
-      s.state = "damaged";
+      s.state = RunStatus::damaged;
       s.detail = dir + "/record.h5: reading it needs more memory than there is; the record is damaged";
       if (index) index->forget(id);
     }
   } else if (s.done()) {
     if (index) index->forget(id);
-    s.detail = "recorded as " + s.state + " but record.h5 is gone";
-    s.state = "damaged";
+    s.detail = std::string("recorded as ") + status_name(s.state) + " but record.h5 is gone";
+    s.state = RunStatus::damaged;
   }
   return s;
 }

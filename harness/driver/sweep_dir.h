@@ -13,7 +13,9 @@
 //   <dir>/runs/<id>/rank<r>.heartbeat  where rank r is among its collectives (results/record/heartbeat.h)
 #pragma once
 
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -22,6 +24,7 @@
 #include "grid.h"
 #include "launch_config.h"  // FailureClass
 #include "run_files.h"      // utc_now
+#include "run_status.h"     // RunStatus
 
 namespace sweep {
 struct Record;     // record.h
@@ -49,13 +52,13 @@ struct AttemptHang {
 
 /// What the driver knows about one run.
 struct RunState {
-  /// pending | running | completed | diverged | failed | interrupted | stopped (at a
-  /// halving search's rung; a later rung moves its record aside and resumes it) | damaged (a
+  /// pending, running, completed, diverged, failed, interrupted, stopped (at a halving
+  /// search's rung; a later rung moves its record aside and resumes it), damaged (a
   /// completed record that is missing, unreadable or fails its digest: the next
-  /// `sweep run` moves it aside, never deleting it, and runs the point again) | stale (a
+  /// `sweep run` moves it aside, never deleting it, and runs the point again) or stale (a
   /// completed or stopped record whose program or data file changed since, unless `sweep
   /// accept` took the change: kept aside the same way, and re-run from step 0)
-  std::string state = "pending";
+  RunStatus state = RunStatus::pending;
   FailureClass failure = FailureClass::none;  ///< why the last attempt failed
   int attempts = 0;                           ///< attempts started, over all invocations
   std::string detail;                         ///< e.g. "killed by signal 9 (Killed)", "Slurm TIMEOUT"
@@ -73,8 +76,32 @@ struct RunState {
   /// state "stale": the files whose change made it so (program, data), as recorded.
   std::vector<std::string> changed;
   /// A verified record.h5 is there: the run is never started again.
-  bool done() const { return state == "completed" || state == "diverged"; }
+  bool done() const { return state == RunStatus::completed || state == RunStatus::diverged; }
 };
+
+/// What `sweep run` does next with a point: the one rule that `sweep run` follows and that
+/// `sweep plan` and `sweep status` report, decided from the run's state alone and what this
+/// invocation asks of a halving search's rung.
+enum class NextAction : uint8_t {
+  run,          ///< start it, or resume it from its checkpoints (pending, failed, interrupted, running)
+  promote,      ///< stopped below the rung asked: its rung record goes aside and it resumes
+  start_over,   ///< damaged or stale: its record (and checkpoints) go aside, and it runs from step 0
+  keep,         ///< completed, or stopped where it was asked to stop: nothing to do
+  keep_failed,  ///< diverged: a verified record that is a failure of the sweep; never re-run
+  await_rung,   ///< stopped at the rung of a halving search that has not decided yet (plan only)
+};
+
+/// What the invocation asks of a point beyond its config.
+struct PointAsk {
+  /// The step a halving search's rung stops the point at; 0 for its own train.steps.
+  int64_t stop_at = 0;
+  /// A halving search's plan: whether the search has finished (its log says "done"). A
+  /// stopped run of a finished search is kept; of one still going, it awaits the search.
+  /// Unset for a plain grid (a stopped run resumes) and for `sweep run` (stop_at says).
+  std::optional<bool> search_finished;
+};
+
+NextAction next_action(const RunState& s, const PointAsk& ask = {});
 
 /// Writes runs/<id>/state atomically.
 void write_run_state(const std::string& run_dir, RunState s);

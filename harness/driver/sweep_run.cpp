@@ -346,19 +346,30 @@ SweepSession::SweepSession(const SweepSpec& spec, const std::vector<GridPoint>& 
     auto it = known.find(p.id);
     if (it != known.end()) t.state = it->second;
     if (const auto stop = opt_.stop_at.find(p.id); stop != opt_.stop_at.end()) t.stop_at = stop->second;
-    if (t.state.state == "stopped") {
-      const std::string at = std::to_string(t.state.stopped_at);
-      if (t.stop_at > 0 && t.state.stopped_at >= t.stop_at) {
-        ++sum_.skipped, ++done;
-        sum_.skipped_runs.push_back(p.id);
-        skipped_lines.push_back(label(t) + ": already stopped at step " + at + ", skipped");
-        continue;
-      }
+    const NextAction next = next_action(t.state, {t.stop_at, std::nullopt});
+    if (next == NextAction::keep || next == NextAction::keep_failed) {
+      // A record is never overwritten, so a diverged run is not re-run either; but it is
+      // still a failure of the sweep, not a completed point.
+      const RunStatus was = t.state.state;
+      if (next == NextAction::keep)
+        ++sum_.skipped, ++done, sum_.skipped_runs.push_back(p.id);
+      else
+        ++sum_.failed;
+      skipped_lines.push_back(
+          label(t) +
+          (was == RunStatus::stopped
+               ? ": already stopped at step " + std::to_string(t.state.stopped_at)
+               : std::string(": already ") + (was == RunStatus::completed ? "" : "recorded as ") + status_name(was)) +
+          ", skipped");
+      continue;
+    }
+    if (next == NextAction::promote) {
       // Promoted: the rung's record is kept beside the run, and the run resumes from the
       // checkpoint its stop left.
+      const std::string at = std::to_string(t.state.stopped_at);
       try {
         const std::string aside = move_record_aside(t.dir, "stopped");
-        t.state.state = "pending";
+        t.state.state = RunStatus::pending;
         t.state.attempts = std::max(1, t.state.attempts);
         t.state.detail = "promoted from step " + at + "; its rung record moved aside to " + aside;
         write_run_state(t.dir, t.state);
@@ -371,17 +382,18 @@ SweepSession::SweepSession(const SweepSpec& spec, const std::vector<GridPoint>& 
       tasks_.push_back(std::move(t));
       continue;
     }
-    if (t.state.state == "damaged" || t.state.state == "stale") {
+    if (next == NextAction::start_over) {
       // A completed record that is gone, unreadable or fails its digest, or a completed or
       // stopped one whose program or data file changed since: the run starts over from
       // step 0. Its record goes aside (never deleted) with what its training left (its
       // checkpoints, its earlier rung records), which the new training must not resume.
-      const bool stale = t.state.state == "stale";
-      std::string note = stale ? t.state.detail : "its completed record is damaged (" + t.state.detail + ")";
+      const RunStatus was = t.state.state;
+      std::string note =
+          was == RunStatus::stale ? t.state.detail : "its completed record is damaged (" + t.state.detail + ")";
       try {
-        const std::string aside = move_run_aside(t.dir, t.state.state);
+        const std::string aside = move_run_aside(t.dir, status_name(was));
         if (!aside.empty()) note += "; moved aside to " + aside;
-        t.state.state = "pending";
+        t.state.state = RunStatus::pending;
         t.state.detail = note;
         t.state.attempts = 0;  // nothing to resume (sweep-train's --resume)
         t.state.hangs.clear();
@@ -394,18 +406,6 @@ SweepSession::SweepSession(const SweepSpec& spec, const std::vector<GridPoint>& 
       }
       skipped_lines.push_back(label(t) + ": " + note + "; running it again");
       tasks_.push_back(std::move(t));
-      continue;
-    }
-    if (t.state.done()) {
-      // A record is never overwritten, so a diverged run is not re-run either; but it is
-      // still a failure of the sweep, not a completed point.
-      if (t.state.state == "completed")
-        ++sum_.skipped, ++done, sum_.skipped_runs.push_back(p.id);
-      else
-        ++sum_.failed;
-      skipped_lines.push_back(label(t) + ": already " +
-                              (t.state.state == "completed" ? "completed" : "recorded as " + t.state.state) +
-                              ", skipped");
       continue;
     }
     // A state file says whether an earlier attempt may have left checkpoints; a partial
@@ -439,7 +439,7 @@ void SweepSession::prepare(RunTask& t) {
 
 void SweepSession::attempt_started(RunTask& t, const std::string& log) {
   ++t.state.attempts;
-  t.state.state = "running";
+  t.state.state = RunStatus::running;
   t.state.detail.clear();
   write_run_state(t.dir, t.state);
   std::ofstream(log, std::ios::app) << "=== sweep: attempt " << t.state.attempts << " of run " << t.point->id
@@ -462,7 +462,7 @@ void SweepSession::save_state(RunTask& t) {
   try {
     write_run_state(t.dir, t.state);
   } catch (const std::exception& e) {
-    progress_->line("sweep: warning: run " + t.point->id + ": its state (" + t.state.state +
+    progress_->line("sweep: warning: run " + t.point->id + ": its state (" + status_name(t.state.state) +
                     ") was not saved: " + e.what());
   }
 }
@@ -491,7 +491,7 @@ bool SweepSession::attempt_ended(RunTask& t, FailureClass c, const std::string& 
     } catch (const RecordError&) {
       // classify_attempt read it a moment ago; a reader's hiccup leaves it "completed".
     }
-    t.state.state = stopped ? "stopped" : "completed";
+    t.state.state = stopped ? RunStatus::stopped : RunStatus::completed;
     save_state(t);
     ++sum_.completed;
     sum_.completed_runs.push_back(t.point->id);
@@ -501,7 +501,7 @@ bool SweepSession::attempt_ended(RunTask& t, FailureClass c, const std::string& 
     return false;
   }
   if (c == FailureClass::interrupted) {
-    t.state.state = "interrupted";
+    t.state.state = RunStatus::interrupted;
     save_state(t);
     ++sum_.interrupted;
     progress_->retried();
@@ -512,7 +512,7 @@ bool SweepSession::attempt_ended(RunTask& t, FailureClass c, const std::string& 
   if (t.retries_used < allowed) {
     ++t.retries_used;
     ++sum_.retries;
-    t.state.state = "failed";
+    t.state.state = RunStatus::failed;
     save_state(t);
     progress_->retried();
     if (!opt_.quiet)
@@ -520,7 +520,7 @@ bool SweepSession::attempt_ended(RunTask& t, FailureClass c, const std::string& 
                       std::to_string(t.retries_used) + " of " + std::to_string(allowed) + ", log: " + log);
     return true;
   }
-  t.state.state = c == FailureClass::diverged ? "diverged" : "failed";
+  t.state.state = c == FailureClass::diverged ? RunStatus::diverged : RunStatus::failed;
   save_state(t);
   ++sum_.failed;
   progress_->ended(false);

@@ -56,7 +56,7 @@ std::string stale_trials_line(const std::vector<HalvingTrial>& trials,
   for (const HalvingTrial& t : trials) {
     bool any = false;
     for (const std::string& id : t.run_ids)
-      if (const auto it = runs.find(id); it != runs.end() && it->second.state == "stale") {
+      if (const auto it = runs.find(id); it != runs.end() && it->second.state == RunStatus::stale) {
         any = true;
         for (const std::string& f : it->second.changed) names.insert(std::filesystem::path(f).filename().string());
       }

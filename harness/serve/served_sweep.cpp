@@ -34,20 +34,33 @@ void mix(uint64_t* h, const std::string& s) {
 
 /// The word a reader of records uses for a run the driver's state names (the report's:
 /// load_sweep's), so that the page's counts agree with the report's.
-size_t* count_of(SweepCounts* c, const std::string& state, const std::string& run_dir) {
-  if (state == "completed" || state == "stale") return &c->completed;
-  if (state == "diverged") return &c->diverged;
-  if (state == "stopped") return &c->stopped;
-  if (state == "failed") return &c->failed;
-  if (state == "damaged") return &c->damaged;
-  if (state == "interrupted") return &c->interrupted;
-  // "running" with nobody holding the run's lock: it stopped without finishing.
-  if (state == "running") return RunLock::holder(run_dir).empty() ? &c->interrupted : &c->running;
+size_t* count_of(SweepCounts* c, RunStatus state, const std::string& run_dir) {
+  switch (state) {
+    case RunStatus::completed:
+    case RunStatus::stale:
+      return &c->completed;
+    case RunStatus::diverged:
+      return &c->diverged;
+    case RunStatus::stopped:
+      return &c->stopped;
+    case RunStatus::failed:
+      return &c->failed;
+    case RunStatus::damaged:
+      return &c->damaged;
+    case RunStatus::interrupted:
+      return &c->interrupted;
+    case RunStatus::running:
+      // "running" with nobody holding the run's lock: it stopped without finishing.
+      return RunLock::holder(run_dir).empty() ? &c->interrupted : &c->running;
+    case RunStatus::pending:
+      break;
+  }
   // No word from the driver (a run directory it has not started, or one another program
   // wrote): what its partial record says, as load_sweep reads it.
   try {
     const RecordStatus st = read_record_status(run_dir + "/record.h5");
-    if (st.status == "running") return RunLock::holder(run_dir).empty() ? &c->interrupted : &c->running;
+    if (status_or(st.status, RunStatus::failed) == RunStatus::running)
+      return RunLock::holder(run_dir).empty() ? &c->interrupted : &c->running;
     if (st.partial) return &c->failed;  // failed, or ended without its record completed
   } catch (const RecordError&) {
     // no record at all
@@ -176,7 +189,7 @@ void ServedSweep::scan() {
     // A running run that has recorded its first step changes the report too: its row gets
     // the step that the page then advances in place.
     if (n == &c.running) c.live.push_back(live_run(dir_, id, before));
-    mix(&fp, id), mix(&fp, n != &c.running ? st->state : c.live.back().step > 0 ? "stepping" : "running");
+    mix(&fp, id), mix(&fp, n != &c.running ? status_name(st->state) : c.live.back().step > 0 ? "stepping" : "running");
     mix(&fp, st->digest);
   }
   for (const auto& [id, values] : read_points_file(dir_))

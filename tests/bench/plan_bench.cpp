@@ -52,7 +52,7 @@ void fake_completed_run(const std::string& dir, const GridPoint& p) {
   w.append_step(m);
   w.finish("completed");
   sweep::RunState s;
-  s.state = "completed";
+  s.state = sweep::RunStatus::completed;
   s.attempts = 1;
   sweep::write_run_state(rd, s);
 }

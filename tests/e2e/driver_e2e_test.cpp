@@ -117,7 +117,7 @@ TEST_F(DriverE2E, SixRunsTwoAtATimeLocally) {
     EXPECT_EQ(r.run_id, id);
     EXPECT_EQ(r.steps.size(), 10u);
     EXPECT_TRUE(fs::exists(out / "runs" / id / "logs" / "rank0.log"));
-    EXPECT_EQ(sweep::read_run_state((out / "runs" / id).string()).state, "completed");
+    EXPECT_EQ(sweep::read_run_state((out / "runs" / id).string()).state, sweep::RunStatus::completed);
   }
   EXPECT_EQ(lines(dir_ / "launches").size(), 6u);
   EXPECT_TRUE(fs::exists(out / "report.html"));
@@ -368,7 +368,7 @@ TEST_F(DriverE2E, AHalvingSearchRanksARungOnlyOnceEachOfItsTrialsHasItsResult) {
   const std::string log = read_file(out / "search.log");
   EXPECT_CONTAINS(log, stopped);
   EXPECT_EQ(log.find(" rung 0 steps 2: rank"), std::string::npos) << log;  // nothing was ranked
-  EXPECT_EQ(sweep::read_run_state((out / "runs" / id).string()).state, "failed");
+  EXPECT_EQ(sweep::read_run_state((out / "runs" / id).string()).state, sweep::RunStatus::failed);
   // plan counts the runs at their rung apart: the search has not decided on them yet.
   ASSERT_TRUE(sweep_cli({"plan", grid, "--out", out.string()}, "plan.log").ok());
   EXPECT_CONTAINS(read_file(dir_ / "plan.log"), "(0 done, 8 stopped at a rung of the unfinished search, 1 to run)");
@@ -542,7 +542,8 @@ TEST_F(DriverE2E, CtrlCStopsEveryRunAndTheRerunStartsOnlyUnfinishedOnes) {
   for (const auto& l : lines(dir_ / "launches")) launched_first.insert(out_id(l));
   std::set<std::string> interrupted;
   for (const auto& id : launched_first)
-    if (sweep::read_run_state((out / "runs" / id).string()).state == "interrupted") interrupted.insert(id);
+    if (sweep::read_run_state((out / "runs" / id).string()).state == sweep::RunStatus::interrupted)
+      interrupted.insert(id);
   EXPECT_FALSE(interrupted.empty());
   EXPECT_EQ(done_first.size() + interrupted.size(), launched_first.size());
 
@@ -584,13 +585,13 @@ TEST_F(DriverE2E, AKilledRunIsRetriedThenMarkedFailedWhileTheOthersFinish) {
   int failed = 0;
   for (const auto& [id, n] : launches) {
     auto s = sweep::read_run_state((out / "runs" / id).string());
-    if (s.state == "failed") {
+    if (s.state == sweep::RunStatus::failed) {
       ++failed;
       EXPECT_EQ(n, 2) << id;
       EXPECT_EQ(s.failure, sweep::FailureClass::crashed);
       EXPECT_EQ(s.attempts, 2);
     } else {
-      EXPECT_EQ(s.state, "completed");
+      EXPECT_EQ(s.state, sweep::RunStatus::completed);
       EXPECT_EQ(n, 1) << id;
     }
   }
@@ -627,7 +628,7 @@ TEST_F(DriverMpi, ADeadOrStuckRankIsNamedInTheRunStateAndThePartialRecord) {
   int killed = 0, hung = 0;
   for (const auto& e : fs::directory_iterator(out / "runs")) {
     auto s = sweep::read_run_state(e.path().string());
-    EXPECT_EQ(s.state, "failed") << e.path();
+    EXPECT_EQ(s.state, sweep::RunStatus::failed) << e.path();
     auto rs = sweep::read_record_status((e.path() / "record.h5").string());
     EXPECT_TRUE(rs.partial);
     EXPECT_EQ(rs.status, "failed");
@@ -674,11 +675,11 @@ TEST_F(DriverMpi, AHangRepeatedAtTheSameStepAndRankIsNotRetriedButAHangThatDoesN
     EXPECT_EQ(s.attempts, 2) << e.path() << ": " << s.detail;
     if (read_file(e.path() / "config.yaml").find("hang_once: 1") != std::string::npos) {
       ++once;
-      EXPECT_EQ(s.state, "completed") << s.detail;
+      EXPECT_EQ(s.state, sweep::RunStatus::completed) << s.detail;
       continue;
     }
     ++repeated;
-    EXPECT_EQ(s.state, "failed");
+    EXPECT_EQ(s.state, sweep::RunStatus::failed);
     EXPECT_EQ(s.failure, sweep::FailureClass::hang);
     EXPECT_EQ(s.detail.rfind(verdict + "; ", 0), 0u) << s.detail;
     // Each attempt located its hang by the ranks' heartbeats.
@@ -716,7 +717,7 @@ TEST_F(DriverMpi, ADesyncIsItsOwnClassAndIsNeverRetried) {
   EXPECT_EQ(said.find("retrying "), std::string::npos) << said;
   for (const auto& e : fs::directory_iterator(out / "runs")) {
     const auto s = sweep::read_run_state(e.path().string());
-    EXPECT_EQ(s.state, "failed");
+    EXPECT_EQ(s.state, sweep::RunStatus::failed);
     EXPECT_EQ(s.failure, sweep::FailureClass::desync);
     EXPECT_EQ(s.attempts, 1);
     // Rank 1's own log is not empty: it says which rank and host it is.

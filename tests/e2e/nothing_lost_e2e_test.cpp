@@ -198,7 +198,8 @@ TEST_F(NothingLost, SighupStopsEveryRunBeforeTheDriverEnds) {
   sweep::ExitStatus st = wait_for(pid);
   EXPECT_EQ(st.code, 128 + SIGHUP) << st.describe() << "\n" << read_file(dir_ / "run.log");
   EXPECT_EQ(processes_mentioning(out.string()).size(), 0u) << "runs outlived the driver";
-  for (const auto& d : run_dirs(g, out)) EXPECT_EQ(sweep::read_run_state(d.string()).state, "interrupted") << d;
+  for (const auto& d : run_dirs(g, out))
+    EXPECT_EQ(sweep::read_run_state(d.string()).state, sweep::RunStatus::interrupted) << d;
   EXPECT_CONTAINS(read_file(dir_ / "run.log"), "SIGHUP: stopping");
 }
 
@@ -369,7 +370,7 @@ TEST_F(NothingLost, ChaosSoakEndsWithTheUndisturbedSweepsBits) {
     (void)st;
     done = true;
     for (const auto& d : run_dirs(g, out))
-      if (sweep::read_run_state(d.string()).state != "completed") done = false;
+      if (sweep::read_run_state(d.string()).state != sweep::RunStatus::completed) done = false;
   }
   // Whatever the strikes left, a rerun without any must complete each sweep.
   for (const fs::path& out : outs) {

@@ -95,7 +95,7 @@ TEST_F(SlurmE2E, ArrayOfSixFiveCompleteLiterallyOneTimesOut) {
   for (const auto& [id, values] : sweep::read_points_file(out.string())) {
     const std::string rd = (out / "runs" / id).string();
     sweep::RunState s = sweep::read_run_state(rd);
-    if (s.state == "completed") {
+    if (s.state == sweep::RunStatus::completed) {
       ++completed;
       sweep::Record r = sweep::read_record(rd + "/record.h5");
       EXPECT_EQ(r.status, "completed");
@@ -342,7 +342,7 @@ TEST_F(SlurmArraysE2E, AnSbatchRefusalStopsTheSweepWithSlurmsReasonOnce) {
   EXPECT_EQ(said, 2u) << "once when it happened, once in the summary: " << st.out;
   EXPECT_EQ(st.out.find("crashed"), std::string::npos) << st.out;
   for (const auto& [id, values] : sweep::read_points_file(out.string()))
-    EXPECT_EQ(sweep::read_run_state((out / "runs" / id).string()).state, "pending") << id;
+    EXPECT_EQ(sweep::read_run_state((out / "runs" / id).string()).state, sweep::RunStatus::pending) << id;
 }
 
 TEST_F(SlurmArraysE2E, AJobThatCanNeverStartIsCancelledAndItsRunsFailWithSlurmsReason) {
@@ -406,7 +406,7 @@ TEST_F(SlurmArraysE2E, ADriverKilledMidArrayIsFoundAgainAndNothingIsSubmittedTwi
   for (const auto& [id, values] : sweep::read_points_file(out.string())) {
     const fs::path rd = out / "runs" / id;
     const sweep::RunState s = sweep::read_run_state(rd.string());
-    EXPECT_EQ(s.state, "completed") << id;
+    EXPECT_EQ(s.state, sweep::RunStatus::completed) << id;
     EXPECT_EQ(s.attempts, 1) << id << ": the first driver's attempt, waited for";
     EXPECT_EQ(sweep::read_record((rd / "record.h5").string()).status, "completed");
   }
@@ -535,7 +535,7 @@ TEST_F(SlurmArraysE2E, FiveHundredRunsInArraysStoppedWithCtrlCAndResumedEndVerif
   EXPECT_CONTAINS(log("verify"), std::to_string(runs) + " records read and verified, 0 damaged or stale");
   int completed = 0;
   for (const auto& [id, values] : sweep::read_points_file(out.string()))
-    completed += sweep::read_run_state((out / "runs" / id).string()).state == "completed";
+    completed += sweep::read_run_state((out / "runs" / id).string()).state == sweep::RunStatus::completed;
   EXPECT_EQ(completed, runs);
   std::cout << "first driver: " << done_first << " completed, " << sbatch_first << " arrays, " << c1[2] << " polls ("
             << c1[3] << " squeue); second: " << m2[1] << " completed, " << arrays(sbatch_first).size() << " arrays, "
@@ -725,7 +725,7 @@ TEST_F(SlurmNodesE2E, ANodeThatDiesIsNodeFailNamedAndRetriedWhenBack) {
   const std::string end = log("kill");
   EXPECT_CONTAINS(end, "1 completed, 0 already done, 0 failed (1 retries)");
   sweep::RunState s = sweep::read_run_state(run_dir.string());
-  EXPECT_EQ(s.state, "completed");
+  EXPECT_EQ(s.state, sweep::RunStatus::completed);
   EXPECT_EQ(s.attempts, 2);
   const std::string launcher = read_file(run_dir / "logs" / "launcher.log");
   EXPECT_CONTAINS(launcher, "DUE TO NODE FAILURE");

@@ -122,7 +122,7 @@ TEST_F(Executor, RunsAtMostParallelAtOnce) {
   SweepSummary s = run_sweep(spec_, points_, opt_, r);
   EXPECT_EQ(s.completed, 5);
   EXPECT_EQ(r.max_live, 2);  // two at once, never more: not one after another (no wall-clock bound, which load breaks)
-  for (int i = 0; i < 5; ++i) EXPECT_EQ(state(i).state, "completed");
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(state(i).state, RunStatus::completed);
 }
 
 TEST_F(Executor, SlotsLimitCoresNotJustRuns) {
@@ -166,13 +166,13 @@ TEST_F(Executor, RetriesByClassWithResumeAndGivesUp) {
       EXPECT_EQ(std::count(c.begin(), c.end(), "--resume"), c == r.calls[0] ? 0 : 1);
     }
   }
-  EXPECT_EQ(state(0).state, "completed");
+  EXPECT_EQ(state(0).state, RunStatus::completed);
   EXPECT_EQ(state(0).attempts, 2);
-  EXPECT_EQ(state(1).state, "failed");
+  EXPECT_EQ(state(1).state, RunStatus::failed);
   EXPECT_EQ(state(1).failure, FailureClass::crashed);
   EXPECT_EQ(state(1).attempts, 3);
   EXPECT_EQ(state(2).failure, FailureClass::config);
-  EXPECT_EQ(state(3).state, "diverged");
+  EXPECT_EQ(state(3).state, RunStatus::diverged);
   EXPECT_EQ(state(4).failure, FailureClass::hang);
   // The failed run's log names each attempt.
   std::ifstream log(run_dir(opt_.out_dir, id(1)) + "/logs/rank0.log");
@@ -217,9 +217,9 @@ TEST_F(Executor, InterruptStopsEveryRunAndTheNextRunStartsOnlyThose) {
   EXPECT_EQ(s.completed, 1);
   EXPECT_EQ(s.interrupted, 2);
   EXPECT_EQ(s.not_started, 2);
-  EXPECT_EQ(state(1).state, "interrupted");
-  EXPECT_EQ(state(2).state, "interrupted");
-  EXPECT_EQ(state(3).state, "pending");
+  EXPECT_EQ(state(1).state, RunStatus::interrupted);
+  EXPECT_EQ(state(2).state, RunStatus::interrupted);
+  EXPECT_EQ(state(3).state, RunStatus::pending);
   EXPECT_EQ(r.live, 0) << "every run ended before the driver returned";
 
   // Again: the completed run is skipped, the interrupted ones resume, the others start.
@@ -314,8 +314,8 @@ TEST_F(Executor, PointsFileAndStatesAreReadBack) {
   EXPECT_EQ(pts[0].first, id(0));
   EXPECT_EQ(pts[0].second, "train.seed=0");
   auto runs = scan_runs(opt_.out_dir);
-  EXPECT_EQ(runs.at(id(0)).state, "completed");
-  EXPECT_EQ(runs.at(id(1)).state, "failed");
+  EXPECT_EQ(runs.at(id(0)).state, RunStatus::completed);
+  EXPECT_EQ(runs.at(id(1)).state, RunStatus::failed);
   EXPECT_EQ(runs.at(id(1)).detail, "exit code 1");
   EXPECT_FALSE(runs.at(id(1)).updated.empty());
 }

@@ -70,7 +70,7 @@ TEST(NoteHang, AHangAtTheSiteOfAnEarlierAttemptsIsDeterministic) {
 TEST(NoteHang, TheStateFileKeepsTheAttemptsHangs) {
   sweep_test::TempDir tmp("sweep_hangs_");
   RunState s;
-  s.state = "failed";
+  s.state = RunStatus::failed;
   s.failure = FailureClass::hang;
   s.attempts = 2;
   s.hangs = {{1, "step 5 on rank 1"}, {2, "step 5 on ranks 1, 3"}};

@@ -150,8 +150,8 @@ TEST_F(SlurmExec, FinalStatesBecomeClassesAndRetriesResubmitWithResume) {
   EXPECT_EQ(s.completed, 2);
   EXPECT_EQ(s.failed, 2);
   EXPECT_EQ(s.retries, 1);
-  EXPECT_EQ(state(0).state, "completed");
-  EXPECT_EQ(state(1).state, "completed");
+  EXPECT_EQ(state(0).state, RunStatus::completed);
+  EXPECT_EQ(state(1).state, RunStatus::completed);
   EXPECT_EQ(state(1).attempts, 2);
   EXPECT_EQ(state(2).failure, FailureClass::oom);
   EXPECT_NE(state(2).detail.find("Slurm OUT_OF_MEMORY"), std::string::npos) << state(2).detail;
@@ -263,7 +263,7 @@ TEST_F(SlurmExec, CtrlCCancelsEveryArrayAndMarksRunsInterrupted) {
   EXPECT_EQ(s.stop_signal, SIGTERM);
   EXPECT_EQ(slurm.cancelled, (std::vector<std::string>{"101"}));
   EXPECT_EQ(s.interrupted, 4);
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(state(i).state, "interrupted");
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(state(i).state, RunStatus::interrupted);
 }
 
 TEST_F(SlurmExec, CtrlCLeavesARunThatCompletedBeforeTheScancelCompleted) {
@@ -277,8 +277,8 @@ TEST_F(SlurmExec, CtrlCLeavesARunThatCompletedBeforeTheScancelCompleted) {
   EXPECT_EQ(s.stop_signal, SIGTERM);
   EXPECT_EQ(s.completed, 1);
   EXPECT_EQ(s.interrupted, 3);
-  EXPECT_EQ(state(0).state, "completed");
-  for (int i = 1; i < 4; ++i) EXPECT_EQ(state(i).state, "interrupted");
+  EXPECT_EQ(state(0).state, RunStatus::completed);
+  for (int i = 1; i < 4; ++i) EXPECT_EQ(state(i).state, RunStatus::interrupted);
 }
 
 /// A small Slurm: arrays whose tasks start in order within their `%` throttle (and
@@ -474,13 +474,13 @@ class SlurmScale : public SlurmExec {
       fs::create_directories(d + "/logs");
       std::ofstream(d + "/config.yaml") << to_yaml(points_[i].config);
       RunState st;
-      st.state = "running";
+      st.state = RunStatus::running;
       st.attempts = 1;
       write_run_state(d, st);
       dirs->push_back(d), ids->push_back(points_[i].id);
     }
   }
-  int count_state(const std::string& state) const {
+  int count_state(RunStatus state) const {
     int n = 0;
     for (size_t i = 0; i < points_.size(); ++i) n += this->state(int(i)).state == state;
     return n;
@@ -515,7 +515,7 @@ TEST_F(SlurmScale, ASweepBeyondMaxArraySizeGoesInArraysWithParallelOverAllOfThem
   size_t most_jobs = 0;
   for (const auto& jobs : sim.queue_jobs) most_jobs = std::max(most_jobs, jobs.size());
   EXPECT_GE(most_jobs, 2u) << "a poll names every live array at once";
-  for (int i = 0; i < 10; ++i) EXPECT_EQ(state(i).state, "completed") << i;
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(state(i).state, RunStatus::completed) << i;
 }
 
 TEST_F(SlurmScale, ThrottlesAreRaisedAsEarlierArraysDrain) {
@@ -567,8 +567,8 @@ TEST_F(SlurmScale, AnSbatchRefusalStopsTheSweepOnceAndWaitsForWhatWasSubmitted) 
   for (size_t at = 0; (at = out.find("sbatch refused", at)) != std::string::npos; ++at) ++lines;
   EXPECT_EQ(lines, 1u) << out;
   EXPECT_CONTAINS(out, "waiting for the 1 job arrays already submitted");
-  EXPECT_EQ(count_state("completed"), 4);
-  EXPECT_EQ(count_state("pending"), 6) << "never started: no attempt, no crash";
+  EXPECT_EQ(count_state(RunStatus::completed), 4);
+  EXPECT_EQ(count_state(RunStatus::pending), 6) << "never started: no attempt, no crash";
   for (size_t i = 0; i < points_.size(); ++i) EXPECT_NE(state(int(i)).failure, FailureClass::crashed);
 }
 
@@ -583,7 +583,7 @@ TEST_F(SlurmScale, ARefusedFirstArrayStartsNothingAndSaysWhy) {
             "sbatch refused a job array: sbatch failed (exit code 1): sbatch: error: Batch job submission failed: "
             "Invalid partition name specified");
   EXPECT_EQ(sim.queue_calls, 0);
-  EXPECT_EQ(count_state("pending"), 6);
+  EXPECT_EQ(count_state(RunStatus::pending), 6);
 }
 
 TEST_F(SlurmScale, AJobThatCanNeverStartIsCancelledAndFailedWithSlurmsReason) {
@@ -599,7 +599,7 @@ TEST_F(SlurmScale, AJobThatCanNeverStartIsCancelledAndFailedWithSlurmsReason) {
   EXPECT_EQ(s.not_started, 2);
   EXPECT_CONTAINS(s.stop_reason, "PartitionNodeLimit");
   RunState st = state(0);
-  EXPECT_EQ(st.state, "failed");
+  EXPECT_EQ(st.state, RunStatus::failed);
   EXPECT_EQ(st.failure, FailureClass::config) << "not retried: waiting cannot help";
   EXPECT_CONTAINS(st.detail, "Slurm cannot start it: PartitionNodeLimit (job 101_0");
 }
@@ -686,7 +686,7 @@ TEST_F(SlurmScale, ATaskThatEndedWhileNoDriverWatchedIsClassifiedFromWhatItLeft)
   sim.arrays.back().tasks[1].state = "CANCELLED";
   append_slurm_job(opt_.out_dir, {job, 2, "batch-1.sh", ids});
   SweepSummary s = run_sweep_slurm(spec_, points_, opt_, sim);
-  EXPECT_EQ(state(0).state, "completed");
+  EXPECT_EQ(state(0).state, RunStatus::completed);
   EXPECT_EQ(state(0).attempts, 2);
   EXPECT_EQ(state(1).failure, FailureClass::cancelled);
   EXPECT_EQ(s.completed, 1);
@@ -706,9 +706,9 @@ TEST_F(SlurmScale, StatusSaysQueuedInSlurmWithTheReason) {
   const auto views = slurm_run_views(opt_.out_dir, ids, sim);  // one squeue; the sim starts task 0
   EXPECT_EQ(sim.queue_calls, 1);
   ASSERT_EQ(views.size(), 2u);
-  EXPECT_EQ(views.at(ids[0]).state, "running");
+  EXPECT_FALSE(views.at(ids[0]).queued);
   EXPECT_EQ(views.at(ids[0]).detail, "running in Slurm (job 500_0)");
-  EXPECT_EQ(views.at(ids[1]).state, "queued");
+  EXPECT_TRUE(views.at(ids[1]).queued);
   EXPECT_EQ(views.at(ids[1]).detail, "queued in Slurm (job 500_1, JobArrayTaskLimit)");
   EXPECT_EQ(views.count(ids[2]), 0u) << "ended: the state file speaks";
 }

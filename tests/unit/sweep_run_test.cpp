@@ -182,7 +182,7 @@ TEST_F(SweepRunTest, ARecordOfAnotherRunIdFailsThatRunAndIsMovedAsideAtOnce) {
   EXPECT_EQ(s.failed, 1);
   EXPECT_EQ(fake.calls.size(), 3u) << "a wrong run id is the program's fault: never retried";
   const RunState st = read_run_state(run_dir(0));
-  EXPECT_EQ(st.state, "failed");
+  EXPECT_EQ(st.state, RunStatus::failed);
   EXPECT_CONTAINS(st.detail, "not this run " + points_[0].id);
   EXPECT_CONTAINS(st.detail, "; moved aside to " + run_dir(0) + "/record.h5.damaged-");
   EXPECT_FALSE(fs::exists(run_dir(0) + "/record.h5")) << "no reader may count it in the meantime";
@@ -196,7 +196,7 @@ TEST_F(SweepRunTest, ARecordOfAnotherRunIdFailsThatRunAndIsMovedAsideAtOnce) {
   EXPECT_EQ(s.completed, 1);
   EXPECT_EQ(s.skipped, 2);
   EXPECT_TRUE(fs::exists(run_dir(0) + "/record.h5"));
-  EXPECT_EQ(read_run_state(run_dir(0)).state, "completed");
+  EXPECT_EQ(read_run_state(run_dir(0)).state, RunStatus::completed);
 }
 
 TEST_F(SweepRunTest, APlantedSweepLockLinkIsRefusedAndItsTargetKeptWhole) {
@@ -337,7 +337,7 @@ TEST_F(SweepRunTest, TheIndexAnswersForAnUnchangedRecordAndNeverForAChangedOne) 
   ASSERT_EQ(run_sweep(spec_, points_, opt_, fake).completed, 3);
   const std::string rec0 = record_path(opt_.out_dir, points_[0].id), rec1 = record_path(opt_.out_dir, points_[1].id);
   SweepIndex index = SweepIndex::empty(opt_.out_dir);
-  ASSERT_EQ(scan_runs(opt_.out_dir, &index).at(points_[0].id).state, "completed");
+  ASSERT_EQ(scan_runs(opt_.out_dir, &index).at(points_[0].id).state, RunStatus::completed);
   ASSERT_NE(index.get(points_[0].id), nullptr);
   // An entry that says something the record does not: served while the file is the one
   // it describes, which shows that the record was not read again...
@@ -346,7 +346,7 @@ TEST_F(SweepRunTest, TheIndexAnswersForAnUnchangedRecordAndNeverForAChangedOne) 
   planted.last_step = 7;
   index.put(points_[0].id, planted);
   RunState st = read_run_state(run_dir(0), &index);
-  EXPECT_EQ(st.state, "stopped");
+  EXPECT_EQ(st.state, RunStatus::stopped);
   EXPECT_EQ(st.stopped_at, 7);
   // ...and never once the file changed, even with its size, inode and modification time
   // as they were (another run's record copied into it, then `touch -d` to the old time):
@@ -363,7 +363,7 @@ TEST_F(SweepRunTest, TheIndexAnswersForAnUnchangedRecordAndNeverForAChangedOne) 
   EXPECT_EQ(after.size, before.size);
   EXPECT_EQ(after.mtime_ns, before.mtime_ns);
   st = read_run_state(run_dir(0), &index);
-  EXPECT_EQ(st.state, "damaged");
+  EXPECT_EQ(st.state, RunStatus::damaged);
   // Its bytes are not those the driver accepted (accepted/<id>): refused before any HDF5
   // code parses it, and the index forgets the entry, so the next reader checks again.
   EXPECT_CONTAINS(st.detail, "its bytes are not those the driver accepted");
@@ -372,7 +372,7 @@ TEST_F(SweepRunTest, TheIndexAnswersForAnUnchangedRecordAndNeverForAChangedOne) 
   // parsed and its content names the other run.
   fs::remove(fs::path(opt_.out_dir) / "accepted" / points_[0].id);
   st = read_run_state(run_dir(0), &index);
-  EXPECT_EQ(st.state, "damaged");
+  EXPECT_EQ(st.state, RunStatus::damaged);
   EXPECT_CONTAINS(st.detail, "record.h5 names run '" + points_[1].id + "', not this run " + points_[0].id);
   // The entry now describes the file as it is (the cache of a verdict, keyed by the new
   // identity), so the next reader says the same without reading it.
@@ -393,7 +393,7 @@ TEST_F(SweepRunTest, TheIndexKeepsTheDigestTheDriverAcceptedAsARule) {
   write_run_state(run_dir(2), s);
   const RunState st = read_run_state(run_dir(2), &index);
   EXPECT_EQ(index.hits(), 1u);
-  EXPECT_EQ(st.state, "damaged");
+  EXPECT_EQ(st.state, RunStatus::damaged);
   EXPECT_CONTAINS(st.detail, "the driver accepted xxh64:0000000000000000");
 }
 
