@@ -319,10 +319,7 @@ RunStatus Trainer::run() {
     throw;
   }
   std::fflush(stdout);
-  rec_.finish(status == RunStatus::completed ? "completed"
-              : status == RunStatus::stopped ? "stopped"
-                                             : "diverged",
-              failure, cfg_.fault.crash_in_record != 0);
+  rec_.finish(status_name(status), failure, cfg_.fault.crash_in_record != 0);
   return status;
 }
 

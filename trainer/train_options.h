@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "run_status.h"  // RunStatus: how a run ended (completed, diverged or stopped), its record's status
+
 namespace sweep {
 
 /// Options of one training process that are not part of the run's math.
@@ -31,8 +33,5 @@ struct TrainOptions {
   /// to the end is the run trained straight through.
   int64_t stop_at = 0;
 };
-
-/// How a run ended; also the record's status.
-enum class RunStatus { completed, diverged, stopped };
 
 }  // namespace sweep
