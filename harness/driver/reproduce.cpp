@@ -187,13 +187,31 @@ std::string next_reproduce_dir(const std::string& run_dir) {
   }
 }
 
-ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
-  const std::string original_path = resolve_record_path(opt.source);
-  const Record original = read_run_record(original_path);
-  // A model of the user's own: its program knows its keys, and trains it.
-  LocalLaunch launch = opt.launch;
-  std::string program_line;  // the command a record's program re-ran, said with the verdict
-  std::string changed_note;  // a program or data file that changed since the run: why bits may differ
+namespace {
+
+/// How the re-run starts, and what it says beside its verdict.
+struct RerunLaunch {
+  LocalLaunch launch;
+  std::string program_line;    ///< the command a record's program re-ran
+  std::string changed_note;    ///< a program or data file that changed since the run: why bits may differ
+  std::string blas_note;       ///< the BLAS kernel, where the re-run's is not the record's
+  std::string container_note;  ///< the container image, against the record's
+};
+
+/// The notes that explain why bits may differ: the BLAS kernel, the container, a changed
+/// file, the program that ran.
+void say_notes(std::vector<std::string>& lines, const RerunLaunch& how, bool blas) {
+  if (blas && !how.blas_note.empty()) lines.push_back(how.blas_note);
+  if (!how.container_note.empty()) lines.push_back(how.container_note);
+  if (!how.changed_note.empty()) lines.push_back("changed since the run: " + how.changed_note);
+  if (!how.program_line.empty()) lines.push_back(how.program_line);
+}
+
+/// The record's program (run as its grid declared it, never as the record says: the
+/// program wrote its record) or a trainer of the user's own (its program knows its keys),
+/// else sweep-train; refused when no grid in the record's sweep directory declared it.
+RerunLaunch rerun_launch(const ReproduceOptions& opt, const Record& original, const std::string& original_path) {
+  RerunLaunch r{opt.launch, "", "", "", ""};
   // A command is run again unasked only when a grid run in the record's own sweep
   // directory declared it: a record can be written by anyone to name any command.
   const fs::path runs = fs::absolute(original_path).parent_path().parent_path();
@@ -238,24 +256,24 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
         how = declared.back();
       }
     }
-    launch.program = recorded_program(program->second, original.env("program.keys"), how.writes,
-                                      original_path + ": environment 'program'", original.env("program.files"),
-                                      original.env("program.data"), how.cwd, how.pass_args);
+    r.launch.program = recorded_program(program->second, original.env("program.keys"), how.writes,
+                                        original_path + ": environment 'program'", original.env("program.files"),
+                                        original.env("program.data"), how.cwd, how.pass_args);
     // The timing metrics its grid declared, passed again, so the re-run's record says what the original's does.
     for (const std::string& name : split(original.env("program.timing_metrics"), ' '))
-      if (!name.empty()) launch.program.timing_metrics.push_back(name);
+      if (!name.empty()) r.launch.program.timing_metrics.push_back(name);
     // How it names its batch and steps, as its grid said: the re-run is handed the same values.
     for (const std::string& item : split(original.env("program.conventions"), ' ')) {
       const auto eq = item.find('=');
       const std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
-      if (key == "accum" && (value == "per_rank" || value == "global")) launch.program.accum = value;
-      if (key == "steps" && (value == "count" || value == "plus_one")) launch.program.steps = value;
-      if (key == "rank_env") launch.program.single_rank_env = value == "always";
+      if (key == "accum" && (value == "per_rank" || value == "global")) r.launch.program.accum = value;
+      if (key == "steps" && (value == "count" || value == "plus_one")) r.launch.program.steps = value;
+      if (key == "rank_env") r.launch.program.single_rank_env = value == "always";
     }
     // A program or data file that changed since the run is why bits may differ: named first.
-    changed_note = data_changed(original);
-    program_line = "program: " + printable(join(launch.program.argv, " ")) + how_note;
-    launch.confine = executable_dir() + "/sweep-confine";
+    r.changed_note = data_changed(original);
+    r.program_line = "program: " + printable(join(r.launch.program.argv, " ")) + how_note;
+    r.launch.confine = executable_dir() + "/sweep-confine";
   } else if (kind != original.config.end() && kind->second != kDecoderKind) {
     if (!opt.trainer_given) {
       const auto t = original.environment.find("trainer");
@@ -263,40 +281,21 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
         throw ConfigError(original_path + ": model.kind " + kind->second +
                           " comes from a program of its own, and the record does not name it; pass --trainer");
       check_declared(declared_trainer(t->second), t->second);
-      launch.train_binary = t->second;
-      program_line = "program: " + printable(t->second);
+      r.launch.train_binary = t->second;
+      r.program_line = "program: " + printable(t->second);
     }
-    load_trainer_models(launch.train_binary,
-                        "trainer '" + launch.train_binary + "' (model.kind " + kind->second +
+    load_trainer_models(r.launch.train_binary,
+                        "trainer '" + r.launch.train_binary + "' (model.kind " + kind->second +
                             (opt.trainer_given ? ", --trainer)" : ", as recorded; or pass --trainer)"));
   }
-  const std::string blas_note = launch_as_recorded(original, launch);
-  // The container: the re-run's image by its contents, against the record's.
-  std::string digest;
-  if (!opt.container.runtime.empty()) {
-    digest = container_image_digest(opt.container, sweep_cache_dir());
-    const auto env = container_run_env(opt.container, digest);
-    launch.env.insert(launch.env.end(), env.begin(), env.end());
-  }
-  const std::string container_note = container_difference(
-      {original.env("container.runtime"), original.env("container.image"), original.env("container.digest")},
-      opt.container, digest);
-  const RunConfig config = reproduce_config(original, opt.world_size, opt.accum, opt.micro_batch, opt.set);
-  launch.threads = config.train.threads;
-  launch.run_id = run_id(config);
-  if (launch.program.empty() && opt.container.runtime.empty() && !fs::exists(launch.train_binary))
-    throw ConfigError("trainer '" + launch.train_binary + "' not found (build it, or pass --trainer)");
-  if (config.dist.world_size > 1 && !fs::exists(opt.launch.mpiexec))
-    throw ConfigError("mpiexec '" + opt.launch.mpiexec + "' not found; a re-run on " +
-                      std::to_string(config.dist.world_size) + " ranks needs it (pass --mpiexec)");
+  return r;
+}
 
-  // --from-step: the original's checkpoint after that step, complete; checked before
-  // anything is created.
-  const std::string checkpoint =
-      opt.from_step > 0 ? checkpoint_from_step(fs::path(original_path).parent_path().string(), opt.from_step) : "";
-  // A forked run's first steps are its parent's: the re-run forks from the same checkpoint.
+/// A forked run's first steps are its parent's: the re-run forks from the same checkpoint,
+/// which must still be there. "" for a run that was not forked, or with --from-step.
+std::string fork_checkpoint(const Record& original, const std::string& original_path, int64_t from_step) {
   std::string fork_from;
-  if (original.lineage.kind == "forked" && opt.from_step == 0) {
+  if (original.lineage.kind == "forked" && from_step == 0) {
     const fs::path parent = fs::absolute(original_path).parent_path().parent_path() / original.lineage.parent_run_id;
     fork_from = checkpoint_dir(parent.lexically_normal().string(), original.lineage.parent_step);
     if (!fs::exists(fork_from + "/DONE"))
@@ -306,42 +305,30 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
                         " are the parent's, and only that checkpoint re-runs the rest (--from-step S re-runs from "
                         "one of this run's own checkpoints)");
   }
-  ReproduceResult res;
-  res.out_dir = next_reproduce_dir(fs::path(original_path).parent_path().string());
-  fs::create_directories(res.out_dir + "/logs");
-  const std::string config_path = res.out_dir + "/config.yaml";
-  {
-    std::ofstream out(config_path, std::ios::binary);
-    out << to_yaml(config);
-    if (!out.flush()) throw std::runtime_error(config_path + ": cannot write");
-  }
-  // A run a halving search stopped at a rung is reproduced as far as it went.
-  const bool stopped = original.status == "stopped" && !original.steps.empty();
-  if (stopped) {
-    std::ofstream out(res.out_dir + "/stop_at", std::ios::binary);
-    out << original.steps.back().step << "\n";
-    if (!out.flush()) throw std::runtime_error(res.out_dir + "/stop_at: cannot write");
-  }
-  const std::string log = res.out_dir + "/logs/rank0.log";
-  std::vector<std::string> argv;
-  std::string run_log = log;
+  return fork_from;
+}
+
+/// The re-run's command line and the log its launcher writes, as `sweep run` starts the
+/// run: sweep-train or the program, each rank behind sweep-rank, in the container if asked.
+RunCommand rerun_command(LocalLaunch launch, const ReproduceOptions& opt, const RunConfig& config,
+                         const Record& original, const std::string& original_path, const std::string& out_dir) {
+  RunCommand c;
+  c.log = out_dir + "/logs/rank0.log";
   // The run's directory as the re-run sees it: absolute, since a program starts in its
   // own working directory (program.cwd), not in ours.
-  const std::string run_dir = fs::absolute(res.out_dir).lexically_normal().string();
+  const std::string run_dir = fs::absolute(out_dir).lexically_normal().string();
   const int world = int(config.dist.world_size);
   if (!launch.program.empty())
     launch.rendezvous = {"127.0.0.1", free_port(), world}, launch.sweep_id = original.sweep_id;
   if (opt.container.runtime.empty() && (launch.program.empty() || world == 1)) {
-    argv = train_argv(launch, world, run_dir, original.sweep_id, /*resume=*/false);
+    c.argv = train_argv(launch, world, run_dir, original.sweep_id, /*resume=*/false);
   } else if (opt.container.runtime.empty()) {
     // A program's ranks as `sweep run` starts them: each behind sweep-rank, which gives it
     // torch.distributed's RANK and WORLD_SIZE (and writes rank<r>.log).
     LaunchSpec spec;
     spec.device = launch.device;
-    const RunCommand c = local_run_command(spec, launch, world, fs::path(run_dir).parent_path().parent_path().string(),
-                                           run_dir, original.sweep_id, /*resume=*/false);
-    argv = c.argv;
-    run_log = c.log;
+    c = local_run_command(spec, launch, world, fs::path(run_dir).parent_path().parent_path().string(), run_dir,
+                          original.sweep_id, /*resume=*/false);
   } else {
     // Each rank in the image, as `sweep run` starts them (sweep-rank writes rank<r>.log);
     // the container's own confinement applies, as there (sweep-confine is not in the image).
@@ -349,30 +336,17 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
     LaunchSpec spec;
     spec.container = opt.container;
     spec.device = launch.device;
-    const RunCommand c = local_run_command(spec, launch, int(config.dist.world_size),
-                                           bound_dir(fs::path(original_path).parent_path().string()), res.out_dir,
-                                           original.sweep_id, /*resume=*/false);
-    argv = c.argv;
-    run_log = c.log;
+    c = local_run_command(spec, launch, int(config.dist.world_size),
+                          bound_dir(fs::path(original_path).parent_path().string()), out_dir, original.sweep_id,
+                          /*resume=*/false);
   }
-  if (opt.from_step > 0) argv.insert(argv.end(), {"--resume-from", checkpoint});
-  if (!fork_from.empty()) argv.insert(argv.end(), {"--fork-from", fork_from});
-  const ExitStatus st = runner.run(argv, run_log);
+  return c;
+}
 
-  const std::string new_path = res.out_dir + "/record.h5";
-  if (!fs::exists(new_path)) {
-    // No record: nothing to compare, and the log says why.
-    res.lines.push_back("re-run failed (" + st.describe() + ") without a record; log: " + run_log);
-    std::string tail = read_file_tail(run_log, 2000);
-    if (!tail.empty()) res.lines.push_back(tail);
-    if (!container_note.empty()) res.lines.push_back(container_note);
-    if (!changed_note.empty()) res.lines.push_back("changed since the run: " + changed_note);
-    if (!program_line.empty()) res.lines.push_back(program_line);
-    return res;
-  }
-  const Record again = read_record(new_path);
-  res.ran = true;
-  res.comparison = compare_records(original, again);
+/// The verdict and what it rests on: the comparison, the steps the re-run computed, and the
+/// notes that explain a difference.
+void say_verdict(ReproduceResult& res, const ReproduceOptions& opt, const RerunLaunch& how, const RunConfig& config,
+                 const Record& original, const Record& again, const std::string& fork_from, bool stopped) {
   const RecordComparison& c = res.comparison;
   // Which steps the re-run computed: a resume or fork starts from a checkpoint, whose rows
   // before it are copied, not recomputed.
@@ -401,10 +375,7 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   // Config and environment differences matter even when the bits agree: they are what held.
   const auto details = detail_lines(c);
   res.lines.insert(res.lines.end(), details.begin(), details.end());
-  if (!blas_note.empty()) res.lines.push_back(blas_note);
-  if (!container_note.empty()) res.lines.push_back(container_note);
-  if (!changed_note.empty()) res.lines.push_back("changed since the run: " + changed_note);
-  if (!program_line.empty()) res.lines.push_back(program_line);
+  say_notes(res.lines, how, /*blas=*/true);
   if (!config.deterministic())
     res.lines.push_back(
         "the run trained in benchmark mode (train.deterministic false): its bits are not promised, "
@@ -418,6 +389,76 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
                         "run wrote");
   if (again.status != "completed" && !(stopped && again.status == "stopped"))
     res.lines.push_back("re-run status: " + again.status + (again.failure.empty() ? "" : " (" + again.failure + ")"));
+}
+
+}  // namespace
+
+ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
+  const std::string original_path = resolve_record_path(opt.source);
+  const Record original = read_run_record(original_path);
+  RerunLaunch how = rerun_launch(opt, original, original_path);
+  LocalLaunch& launch = how.launch;
+  how.blas_note = launch_as_recorded(original, launch);
+  // The container: the re-run's image by its contents, against the record's.
+  std::string digest;
+  if (!opt.container.runtime.empty()) {
+    digest = container_image_digest(opt.container, sweep_cache_dir());
+    const auto env = container_run_env(opt.container, digest);
+    launch.env.insert(launch.env.end(), env.begin(), env.end());
+  }
+  how.container_note = container_difference(
+      {original.env("container.runtime"), original.env("container.image"), original.env("container.digest")},
+      opt.container, digest);
+  const RunConfig config = reproduce_config(original, opt.world_size, opt.accum, opt.micro_batch, opt.set);
+  launch.threads = config.train.threads;
+  launch.run_id = run_id(config);
+  if (launch.program.empty() && opt.container.runtime.empty() && !fs::exists(launch.train_binary))
+    throw ConfigError("trainer '" + launch.train_binary + "' not found (build it, or pass --trainer)");
+  if (config.dist.world_size > 1 && !fs::exists(opt.launch.mpiexec))
+    throw ConfigError("mpiexec '" + opt.launch.mpiexec + "' not found; a re-run on " +
+                      std::to_string(config.dist.world_size) + " ranks needs it (pass --mpiexec)");
+
+  // --from-step: the original's checkpoint after that step, complete; checked before
+  // anything is created.
+  const std::string checkpoint =
+      opt.from_step > 0 ? checkpoint_from_step(fs::path(original_path).parent_path().string(), opt.from_step) : "";
+  const std::string fork_from = fork_checkpoint(original, original_path, opt.from_step);
+  ReproduceResult res;
+  res.out_dir = next_reproduce_dir(fs::path(original_path).parent_path().string());
+  fs::create_directories(res.out_dir + "/logs");
+  const std::string config_path = res.out_dir + "/config.yaml";
+  {
+    std::ofstream out(config_path, std::ios::binary);
+    out << to_yaml(config);
+    if (!out.flush()) throw std::runtime_error(config_path + ": cannot write");
+  }
+  // A run a halving search stopped at a rung is reproduced as far as it went.
+  const bool stopped = original.status == "stopped" && !original.steps.empty();
+  if (stopped) {
+    std::ofstream out(res.out_dir + "/stop_at", std::ios::binary);
+    out << original.steps.back().step << "\n";
+    if (!out.flush()) throw std::runtime_error(res.out_dir + "/stop_at: cannot write");
+  }
+  RunCommand cmd = rerun_command(launch, opt, config, original, original_path, res.out_dir);
+  std::vector<std::string>& argv = cmd.argv;
+  const std::string& run_log = cmd.log;
+  if (opt.from_step > 0) argv.insert(argv.end(), {"--resume-from", checkpoint});
+  if (!fork_from.empty()) argv.insert(argv.end(), {"--fork-from", fork_from});
+  const ExitStatus st = runner.run(argv, run_log);
+
+  const std::string new_path = res.out_dir + "/record.h5";
+  if (!fs::exists(new_path)) {
+    // No record: nothing to compare, and the log says why.
+    res.lines.push_back("re-run failed (" + st.describe() + ") without a record; log: " + run_log);
+    std::string tail = read_file_tail(run_log, 2000);
+    if (!tail.empty()) res.lines.push_back(tail);
+    say_notes(res.lines, how, /*blas=*/false);
+    return res;
+  }
+  const Record again = read_record(new_path);
+  res.ran = true;
+  res.comparison = compare_records(original, again);
+  say_verdict(res, opt, how, config, original, again, fork_from, stopped);
   res.lines.push_back("original: " + original_path);
   res.lines.push_back("re-run:   " + new_path);
   return res;
