@@ -152,37 +152,18 @@ void kill_tree(pid_t main, bool* main_ended, int* main_status, const SuperviseOp
   }
 }
 
-}  // namespace
-
-std::vector<int> descendants_of(int root) { return descendants_in(read_proc(), root); }
-
-int kill_tree_signal() { return SIGRTMIN + 4; }
-
-int supervise(const std::vector<std::string>& argv, const SuperviseOptions& o) {
-  if (argv.empty()) return say(o, "no command to run"), 2;
-  // Orphans of the tree become our children, not init's.
-  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-  sigset_t set, old;
-  sigemptyset(&set);
-  for (int s : forwarded) sigaddset(&set, s);
-  sigaddset(&set, SIGCHLD);
-  sigaddset(&set, kill_tree_signal());
-  sigaddset(&set, parent_died_signal());
-  ::sigprocmask(SIG_BLOCK, &set, &old);
-  const pid_t parent = ::getppid();
-  ::prctl(PR_SET_PDEATHSIG, parent_died_signal());
-  bool parent_gone = ::getppid() != parent;  // it died before the line above took effect
-
+/// Starts the command in a process group of its own, with the signal mask it would have had
+/// (`old`); it dies with us (`self`). Its pid, or -1 (said) when it could not be started:
+/// an exec that fails is reported through a pipe, so a missing program is named here.
+pid_t start_command(const std::vector<std::string>& argv, const sigset_t& old, pid_t self, const SuperviseOptions& o) {
   std::vector<char*> args;
   args.reserve(argv.size() + 1);
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   int err_pipe[2];
-  if (::pipe2(err_pipe, O_CLOEXEC) != 0) return say(o, std::string("pipe: ") + std::strerror(errno)), 127;
-  const pid_t self = ::getpid();
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) return say(o, std::string("pipe: ") + std::strerror(errno)), -1;
   const pid_t main = ::fork();
-  if (main < 0) return say(o, std::string("fork: ") + std::strerror(errno)), 127;
+  if (main < 0) return say(o, std::string("fork: ") + std::strerror(errno)), -1;
   if (main == 0) {
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a supervisor killed outright takes its command along
@@ -205,8 +186,76 @@ int supervise(const std::vector<std::string>& argv, const SuperviseOptions& o) {
     while (::waitpid(main, &st, 0) < 0 && errno == EINTR) {
     }
     say(o, "cannot start " + argv[0] + ": " + std::strerror(child_errno));
-    return 127;
+    return -1;
   }
+  return main;
+}
+
+/// The command is over and these processes of its tree are not (a helper, a daemon, a
+/// forgotten child): names them, and sends SIGTERM where a grace period is given.
+void stop_leftovers(pid_t self, const SuperviseOptions& o) {
+  const auto procs = read_proc();  // one read of /proc: the tree and its names
+  auto left = descendants_in(procs, self);
+  for (int pid : own_children())  // a hopping process may show in the walk as zombies only
+    if (std::find(left.begin(), left.end(), pid) == left.end()) left.push_back(pid);
+  // The command is over, and these are not: a helper, a daemon, a forgotten child.
+  std::string names;
+  for (size_t i = 0; i < left.size() && i < 5; ++i) {
+    auto it = procs.find(left[i]);
+    names += (i ? ", " : "") + std::to_string(left[i]) + (it == procs.end() ? "" : " " + it->second.comm);
+  }
+  if (left.size() > 5) names += ", ...";
+  char grace[64];
+  std::snprintf(grace, sizeof grace, o.leftover_grace_s > 0 ? "SIGTERM now, SIGKILL after %g s" : "SIGKILL",
+                o.leftover_grace_s);
+  say(o, std::to_string(left.size()) + (left.size() == 1 ? " process" : " processes") +
+             " outlived the run's command (" + names + "): " + grace);
+  if (o.leftover_grace_s > 0)
+    for (int pid : left) ::kill(pid, SIGTERM), ::kill(pid, SIGCONT);
+}
+
+/// Ends as the command ended, so that whoever waits for us sees its exit code or signal.
+int end_as(int main_status) {
+  if (WIFEXITED(main_status)) return WEXITSTATUS(main_status);
+  if (WIFSIGNALED(main_status)) {
+    const int s = WTERMSIG(main_status);
+    struct rlimit no_core = {0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);
+    ::signal(s, SIG_DFL);
+    sigset_t only;
+    sigemptyset(&only);
+    sigaddset(&only, s);
+    ::sigprocmask(SIG_UNBLOCK, &only, nullptr);
+    ::raise(s);
+    return 128 + s;
+  }
+  return 127;
+}
+}  // namespace
+
+std::vector<int> descendants_of(int root) { return descendants_in(read_proc(), root); }
+
+int kill_tree_signal() { return SIGRTMIN + 4; }
+
+int supervise(const std::vector<std::string>& argv, const SuperviseOptions& o) {
+  if (argv.empty()) return say(o, "no command to run"), 2;
+  // Orphans of the tree become our children, not init's.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+  sigset_t set, old;
+  sigemptyset(&set);
+  for (int s : forwarded) sigaddset(&set, s);
+  sigaddset(&set, SIGCHLD);
+  sigaddset(&set, kill_tree_signal());
+  sigaddset(&set, parent_died_signal());
+  ::sigprocmask(SIG_BLOCK, &set, &old);
+  const pid_t parent = ::getppid();
+  ::prctl(PR_SET_PDEATHSIG, parent_died_signal());
+  bool parent_gone = ::getppid() != parent;  // it died before the line above took effect
+
+  const pid_t self = ::getpid();
+  const pid_t main = start_command(argv, old, self, o);
+  if (main < 0) return 127;
 
   bool main_ended = false;
   int main_status = 0;
@@ -226,25 +275,8 @@ int supervise(const std::vector<std::string>& argv, const SuperviseOptions& o) {
     const bool gone = tree_gone(main, &main_ended, &main_status);
     if (main_ended && gone) break;
     if (main_ended && !leftovers_told) {
-      const auto procs = read_proc();  // one read of /proc: the tree and its names
-      auto left = descendants_in(procs, self);
-      for (int pid : own_children())  // a hopping process may show in the walk as zombies only
-        if (std::find(left.begin(), left.end(), pid) == left.end()) left.push_back(pid);
-      // The command is over, and these are not: a helper, a daemon, a forgotten child.
       leftovers_told = true;
-      std::string names;
-      for (size_t i = 0; i < left.size() && i < 5; ++i) {
-        auto it = procs.find(left[i]);
-        names += (i ? ", " : "") + std::to_string(left[i]) + (it == procs.end() ? "" : " " + it->second.comm);
-      }
-      if (left.size() > 5) names += ", ...";
-      char grace[64];
-      std::snprintf(grace, sizeof grace, o.leftover_grace_s > 0 ? "SIGTERM now, SIGKILL after %g s" : "SIGKILL",
-                    o.leftover_grace_s);
-      say(o, std::to_string(left.size()) + (left.size() == 1 ? " process" : " processes") +
-                 " outlived the run's command (" + names + "): " + grace);
-      if (o.leftover_grace_s > 0)
-        for (int pid : left) ::kill(pid, SIGTERM), ::kill(pid, SIGCONT);
+      stop_leftovers(self, o);
       if (deadline == 0 || monotonic_s() + o.leftover_grace_s < deadline) deadline = monotonic_s() + o.leftover_grace_s;
     }
     if (deadline > 0 && monotonic_s() >= deadline) {
@@ -270,21 +302,7 @@ int supervise(const std::vector<std::string>& argv, const SuperviseOptions& o) {
       stop(sig, o.stop_grace_s);
     }
   }
-  if (WIFEXITED(main_status)) return WEXITSTATUS(main_status);
-  if (WIFSIGNALED(main_status)) {
-    // End as the command ended, so that whoever waits for us sees its signal.
-    const int s = WTERMSIG(main_status);
-    struct rlimit no_core = {0, 0};
-    ::setrlimit(RLIMIT_CORE, &no_core);
-    ::signal(s, SIG_DFL);
-    sigset_t only;
-    sigemptyset(&only);
-    sigaddset(&only, s);
-    ::sigprocmask(SIG_UNBLOCK, &only, nullptr);
-    ::raise(s);
-    return 128 + s;
-  }
-  return 127;
+  return end_as(main_status);
 }
 
 }  // namespace sweep
