@@ -116,6 +116,7 @@ const Doc kSeqLenDoc{"tokens per sequence (the model predicts seq_len of them)"}
 /// time before other kinds; a registered kind has model.kind, the shared vocab and
 /// seq_len, then its own keys.
 template <class Visitor>
+// NOLINTNEXTLINE(readability-function-size): the one table of keys, a row per key, read as a table
 void visit_fields(RunConfig& c, Visitor&& v) {
   if (c.model.kind == kDecoderKind) {
     v("model.layers", c.model.layers, IntRange{1, 256}, Doc{"transformer blocks"});

@@ -103,6 +103,11 @@ class Trainer {
 
  private:
   const ModelSpec& find_spec() const;
+  void open_data();
+  void build_model();
+  int64_t start_at(std::optional<TrainState>& resumed, int64_t sequences, int64_t tokens_per_sequence);
+  RunStatus train_steps(int64_t start, int64_t stop, std::string* failure);
+  void take_telemetry(const StepMetrics& s, const float* g, size_t gn, RoutedTokens&& routed, bool finite);
   void open_record(const std::vector<std::pair<std::string, std::string>>& self_test);
   void step_once(int64_t step, StepMetrics& s);
   bool is_root() const { return rank_ == 0; }
@@ -150,11 +155,9 @@ const ModelSpec& Trainer::find_spec() const {
                     "'; it offers: " + join(model_kinds(models_)));
 }
 
-RunStatus Trainer::run() {
-  // Everything that can reject the config happens before anything is written.
-  if (cfg_.dist.world_size != world_)
-    throw ConfigError("key 'dist.world_size': the config says " + std::to_string(cfg_.dist.world_size) +
-                      " ranks, but the job was launched with " + std::to_string(world_));
+/// The model's spec and the data it trains on and evaluates on, checked against the config:
+/// everything that can reject the config happens before anything is written.
+void Trainer::open_data() {
   spec_ = &find_spec();  // before the data opens: an unknown kind is a config error
   if (cfg_.data.kind != "program") {
     source_ = open_token_source(cfg_);
@@ -178,20 +181,15 @@ RunStatus Trainer::run() {
                         " held-out sequences; the held-out data has " + std::to_string(eval_source_->samples()) + " (" +
                         eval_source_->describe() + ")");
   }
-  run_id_ = run_id(cfg_);
-  std::optional<TrainState> resumed =
-      load_resume_state(cfg_, opt_.resume_from, opt_.resume, opt_.out_dir, opt_.fork_from);
-  if (resumed) lineage_ = resumed->lineage;
-  // A process that continues an earlier attempt (in place, on another layout, or forked)
-  // does not repeat the checkpoint crash.
-  faults_ = FaultInjector::make(cfg_.fault, rank_, opt_.resume || !opt_.resume_from.empty() || !opt_.fork_from.empty());
+}
 
+/// The model on its device, its flat parameters, ZeRO's shards, the leaf plan and the
+/// micro-batch passes.
+void Trainer::build_model() {
   model_ = std::make_unique<DeviceModel>(cfg_, compute_device(opt_, cfg_.deterministic()));
   set_up_determinism(cfg_);
-  torch::NoGradGuard outer_no_grad;  // gradients only where a micro-batch asks for them
   flat_ = model_->build(*spec_);
-  const size_t n = size_t(flat_.n);
-  zero_.plan(n, world_, rank_, cfg_.dist.zero_stage);
+  zero_.plan(size_t(flat_.n), world_, rank_, cfg_.dist.zero_stage);
   scaler_ = LossScaler::from(cfg_.train);
   grad_flags_and_targets_.assign(flat_.handles.size() + 1, 0);
   const bool fusable = cfg_.train.leaf > 0 && model_->model().leaf_aware() && model_->on_host();
@@ -205,7 +203,101 @@ RunStatus Trainer::run() {
                              std::to_string(routing_.counts.size()) + " counts for " + std::to_string(routing_.layers) +
                              " layers x " + std::to_string(routing_.experts) + " experts");
   passes_ = std::make_unique<MicroBatchPasses>(cfg_, rank_, *model_, flat_, leaves_, faults_.get(), scaler_.enabled);
+}
 
+/// Restores the checkpoint a resumed run starts from (or records the initial parameters),
+/// shards the state, and says in the log what runs; the last step done before this process.
+int64_t Trainer::start_at(std::optional<TrainState>& resumed, int64_t sequences, int64_t tokens_per_sequence) {
+  int64_t start = 0;
+  if (resumed) {
+    updates_ = restore_state(*resumed, flat_, zero_, scaler_, rec_);
+    start = resumed->step;
+    spike_.resume(*resumed, updates_);
+  } else {
+    rec_.initial(checksum_row(0, flat_.params.data_ptr<float>(), flat_.table, flat_.n));  // the initial parameters
+  }
+  zero_.shard_buffers(flat_);        // from here on ZeRO 2/3 keep only their shards
+  if (!resumed && spike_.rewinds())  // before the first checkpoint a rewind goes back to the start
+    spike_.keep_point(snapshot_state(0, run_id_, cfg_, comm_, flat_, zero_, scaler_, rec_), 0);
+  if (!opt_.quiet) {
+    if (is_root())
+      std::printf("run %s: %s model, %zu parameters, %d rank(s), %lld tokens/step, %s, zero %lld, %s reduction, %s\n",
+                  run_id_.c_str(), cfg_.model.kind.c_str(), size_t(flat_.n), world_,
+                  static_cast<long long>(sequences) * tokens_per_sequence, cfg_.train.precision.c_str(),
+                  (long long)zero_.stage, cfg_.native_reduction() ? "native" : "canonical",
+                  source_->describe().c_str());
+    else  // every rank's log says which rank it is; the steps are rank 0's, its warnings and errors its own
+      std::printf("run %s: rank %d of %d on %s (the steps are in rank 0's log; this rank's warnings and errors here)\n",
+                  run_id_.c_str(), rank_, world_, hosts_.at(size_t(rank_)).c_str());
+    if (resumed && is_root() && !lineage_.kind.empty())
+      std::printf("%s from run %s at step %lld: steps 1-%lld are its rows\n", lineage_.kind.c_str(),
+                  lineage_.parent_run_id.c_str(), (long long)lineage_.parent_step, (long long)lineage_.parent_step);
+    if (resumed) std::printf("resumed from the checkpoint after step %lld\n", (long long)start);
+  }
+
+  return start;
+}
+
+/// Steps start+1 to the last (the rung's `stop`, or train.steps), with their evaluations and
+/// checkpoints; diverged (why in `failure`) when train.on_nan stops the run, else completed.
+RunStatus Trainer::train_steps(int64_t start, int64_t stop, std::string* failure) {
+  RunStatus status = RunStatus::completed;
+  for (int64_t step = start + 1; step <= (stop > 0 ? stop : cfg_.train.steps); ++step) {
+    dog_.beat(step);
+    StepMetrics s;
+    TensorMemoryMeter::instance().start_window();
+    step_once(step, s);
+    step_peak_tensor_bytes_ = std::max(step_peak_tensor_bytes_, TensorMemoryMeter::instance().window_peak());
+    // fp16 overflow is the scaler's business; anything else non-finite is train.on_nan's.
+    const bool nonfinite = !std::isfinite(s.loss) || (s.skipped && !scaler_.enabled && !spiked_);
+    if (nonfinite && cfg_.train.on_nan == "stop") {
+      status = RunStatus::diverged;
+      *failure = "non-finite " + std::string(std::isfinite(s.loss) ? "gradient" : "loss") + " at step " +
+                 std::to_string(step) + (nonfinite_at_.empty() ? "" : ": " + nonfinite_at_);
+      std::printf("diverged: %s (train.on_nan: stop)\n", failure->c_str());  // in every rank's log
+    } else if (nonfinite) {                                                  // logged on every rank
+      rec_.note_nonfinite_skip(step, std::string(std::isfinite(s.loss) ? "gradient" : "loss"), nonfinite_at_);
+    }
+    // Recording cost of this step: checksums plus any periodic flush to disk (the
+    // appends themselves only buffer in memory).
+    const auto r0 = Clock::now();
+    const float* params = flat_.params.defined() ? flat_.params.data_ptr<float>() : nullptr;
+    rec_.step(s, checksum_if_due(step, cfg_, comm_, params, flat_.table, zero_), std::move(telemetry_), r0, is_root());
+    telemetry_.reset();
+    if (status == RunStatus::diverged) break;
+    // Before the checkpoint, which carries the evaluations so far.
+    if (eval_source_ && ((cfg_.train.eval_every > 0 && step % cfg_.train.eval_every == 0) || step == cfg_.train.steps))
+      rec_.eval(evaluate(step, {cfg_, *eval_source_, comm_, dog_, zero_, flat_, *model_, leaves_}), is_root());
+    if ((cfg_.train.checkpoint_every > 0 && step % cfg_.train.checkpoint_every == 0 && step < cfg_.train.steps) ||
+        step == stop || (rewound_ && step < cfg_.train.steps)) {
+      TrainState st = snapshot_state(step, run_id_, cfg_, comm_, flat_, zero_, scaler_, rec_);
+      st.lineage = lineage_;  // a forked run resumed in place still names its parent
+      st.decisions = spike_.decisions();
+      if (spike_.rewinds()) spike_.keep_point(st, updates_);
+      const bool crash = faults_ && faults_->crash_in_checkpoint(step);  // test-only
+      if (is_root()) save_checkpoint(opt_.out_dir, st, int(cfg_.train.keep_checkpoints), crash);
+    }
+  }
+  return status;
+}
+
+RunStatus Trainer::run() {
+  // Everything that can reject the config happens before anything is written.
+  if (cfg_.dist.world_size != world_)
+    throw ConfigError("key 'dist.world_size': the config says " + std::to_string(cfg_.dist.world_size) +
+                      " ranks, but the job was launched with " + std::to_string(world_));
+  open_data();  // before the data opens: an unknown kind is a config error
+  run_id_ = run_id(cfg_);
+  std::optional<TrainState> resumed =
+      load_resume_state(cfg_, opt_.resume_from, opt_.resume, opt_.out_dir, opt_.fork_from);
+  if (resumed) lineage_ = resumed->lineage;
+  // A process that continues an earlier attempt (in place, on another layout, or forked)
+  // does not repeat the checkpoint crash.
+  faults_ = FaultInjector::make(cfg_.fault, rank_, opt_.resume || !opt_.resume_from.empty() || !opt_.fork_from.empty());
+
+  torch::NoGradGuard outer_no_grad;  // gradients only where a micro-batch asks for them
+  build_model();
+  const size_t n = size_t(flat_.n);
   // From the first collective on, a rank that waits dist.timeout_s for its peers ends the
   // run: ranks that cannot reach each other (a transport that does not connect two hosts)
   // hang right here, before any step.
@@ -222,32 +314,7 @@ RunStatus Trainer::run() {
   model_->pin_batch_buffer();
   if (is_root()) open_record(self_test);
 
-  int64_t start = 0;
-  if (resumed) {
-    updates_ = restore_state(*resumed, flat_, zero_, scaler_, rec_);
-    start = resumed->step;
-    spike_.resume(*resumed, updates_);
-  } else {
-    rec_.initial(checksum_row(0, flat_.params.data_ptr<float>(), flat_.table, flat_.n));  // the initial parameters
-  }
-  zero_.shard_buffers(flat_);        // from here on ZeRO 2/3 keep only their shards
-  if (!resumed && spike_.rewinds())  // before the first checkpoint a rewind goes back to the start
-    spike_.keep_point(snapshot_state(0, run_id_, cfg_, comm_, flat_, zero_, scaler_, rec_), 0);
-  if (!opt_.quiet) {
-    if (is_root())
-      std::printf("run %s: %s model, %zu parameters, %d rank(s), %lld tokens/step, %s, zero %lld, %s reduction, %s\n",
-                  run_id_.c_str(), cfg_.model.kind.c_str(), n, world_, static_cast<long long>(M) * B * L,
-                  cfg_.train.precision.c_str(), (long long)zero_.stage,
-                  cfg_.native_reduction() ? "native" : "canonical", source_->describe().c_str());
-    else  // every rank's log says which rank it is; the steps are rank 0's, its warnings and errors its own
-      std::printf("run %s: rank %d of %d on %s (the steps are in rank 0's log; this rank's warnings and errors here)\n",
-                  run_id_.c_str(), rank_, world_, hosts_.at(size_t(rank_)).c_str());
-    if (resumed && is_root() && !lineage_.kind.empty())
-      std::printf("%s from run %s at step %lld: steps 1-%lld are its rows\n", lineage_.kind.c_str(),
-                  lineage_.parent_run_id.c_str(), (long long)lineage_.parent_step, (long long)lineage_.parent_step);
-    if (resumed) std::printf("resumed from the checkpoint after step %lld\n", (long long)start);
-  }
-
+  const int64_t start = start_at(resumed, M, B * L);
   sampler_ = std::make_unique<Sampler>(cfg_, *source_);
   prefetch_ = std::make_unique<Prefetcher>(*sampler_, cfg_.data.workers, start, cfg_.train.steps, rank_, A, M,
                                            size_t(B * (L + 1)));
@@ -261,44 +328,7 @@ RunStatus Trainer::run() {
   // (resumed at or past it, from a checkpoint written after it, it stops where it is).
   const int64_t stop = opt_.stop_at > 0 && opt_.stop_at < cfg_.train.steps ? opt_.stop_at : 0;
   try {
-    for (int64_t step = start + 1; step <= (stop > 0 ? stop : cfg_.train.steps); ++step) {
-      dog_.beat(step);
-      StepMetrics s;
-      TensorMemoryMeter::instance().start_window();
-      step_once(step, s);
-      step_peak_tensor_bytes_ = std::max(step_peak_tensor_bytes_, TensorMemoryMeter::instance().window_peak());
-      // fp16 overflow is the scaler's business; anything else non-finite is train.on_nan's.
-      const bool nonfinite = !std::isfinite(s.loss) || (s.skipped && !scaler_.enabled && !spiked_);
-      if (nonfinite && cfg_.train.on_nan == "stop") {
-        status = RunStatus::diverged;
-        failure = "non-finite " + std::string(std::isfinite(s.loss) ? "gradient" : "loss") + " at step " +
-                  std::to_string(step) + (nonfinite_at_.empty() ? "" : ": " + nonfinite_at_);
-        std::printf("diverged: %s (train.on_nan: stop)\n", failure.c_str());  // in every rank's log
-      } else if (nonfinite) {                                                 // logged on every rank
-        rec_.note_nonfinite_skip(step, std::string(std::isfinite(s.loss) ? "gradient" : "loss"), nonfinite_at_);
-      }
-      // Recording cost of this step: checksums plus any periodic flush to disk (the
-      // appends themselves only buffer in memory).
-      const auto r0 = Clock::now();
-      const float* params = flat_.params.defined() ? flat_.params.data_ptr<float>() : nullptr;
-      rec_.step(s, checksum_if_due(step, cfg_, comm_, params, flat_.table, zero_), std::move(telemetry_), r0,
-                is_root());
-      telemetry_.reset();
-      if (status == RunStatus::diverged) break;
-      // Before the checkpoint, which carries the evaluations so far.
-      if (eval_source_ &&
-          ((cfg_.train.eval_every > 0 && step % cfg_.train.eval_every == 0) || step == cfg_.train.steps))
-        rec_.eval(evaluate(step, {cfg_, *eval_source_, comm_, dog_, zero_, flat_, *model_, leaves_}), is_root());
-      if ((cfg_.train.checkpoint_every > 0 && step % cfg_.train.checkpoint_every == 0 && step < cfg_.train.steps) ||
-          step == stop || (rewound_ && step < cfg_.train.steps)) {
-        TrainState st = snapshot_state(step, run_id_, cfg_, comm_, flat_, zero_, scaler_, rec_);
-        st.lineage = lineage_;  // a forked run resumed in place still names its parent
-        st.decisions = spike_.decisions();
-        if (spike_.rewinds()) spike_.keep_point(st, updates_);
-        const bool crash = faults_ && faults_->crash_in_checkpoint(step);  // test-only
-        if (is_root()) save_checkpoint(opt_.out_dir, st, int(cfg_.train.keep_checkpoints), crash);
-      }
-    }
+    status = train_steps(start, stop, &failure);
     if (stop > 0 && status == RunStatus::completed) {
       status = RunStatus::stopped;
       failure = "stopped by the search at step " + std::to_string(std::max(start, stop)) + " of " +
@@ -345,6 +375,23 @@ void Trainer::open_record(const std::vector<std::pair<std::string, std::string>>
   std::filesystem::create_directories(opt_.out_dir);
   rec_.open(opt_.out_dir + "/record.h5", header);
   for (const auto& [k, v] : self_test) rec_.record()->set_summary(k, v);
+}
+
+/// Gradient telemetry on the steps that take it; every rank decides alike (the loss, and the
+/// norm where the reduction gives every rank the same bits, are the same everywhere).
+void Trainer::take_telemetry(const StepMetrics& s, const float* g, size_t gn, RoutedTokens&& routed, bool finite) {
+  const int64_t stage = zero_.stage;
+  const std::string why = telemetry_reason(s, rec_.rows(), cfg_.train.telemetry_every, cfg_.train.steps,
+                                           !cfg_.native_reduction() || stage >= 2, finite || scaler_.enabled);
+  if (!why.empty()) {
+    TelemetryRow t{
+        s.step, why, tensor_grad_norms(comm_, g, stage >= 2 ? zero_.shard_begin : 0, gn, flat_.table, stage >= 2), {}};
+    if (!routed.counts.empty()) {
+      comm_.allreduce_sum_i64(routed.counts.data(), routed.counts.size());
+      t.routed_tokens = std::move(routed.counts);
+    }
+    telemetry_ = std::move(t);
+  }
 }
 
 void Trainer::step_once(int64_t step, StepMetrics& s) {
@@ -421,19 +468,7 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   if (sumsq < 0) sumsq = stage >= 2 ? shard_sum_of_squares(comm_, g, zero_.layout) : sum_of_squares(g, gn);
   s.grad_norm = std::sqrt(sumsq);
   s.clip_coef = clip_coefficient(s.grad_norm, cfg_.train.clip_norm);
-  // Gradient telemetry on the steps that take it; every rank decides alike (the loss, and
-  // the norm where the reduction gives every rank the same bits, are the same everywhere).
-  const std::string why = telemetry_reason(s, rec_.rows(), cfg_.train.telemetry_every, cfg_.train.steps,
-                                           !cfg_.native_reduction() || stage >= 2, finite || scaler_.enabled);
-  if (!why.empty()) {
-    TelemetryRow t{
-        step, why, tensor_grad_norms(comm_, g, stage >= 2 ? zero_.shard_begin : 0, gn, flat_.table, stage >= 2), {}};
-    if (!routed.counts.empty()) {
-      comm_.allreduce_sum_i64(routed.counts.data(), routed.counts.size());
-      t.routed_tokens = std::move(routed.counts);
-    }
-    telemetry_ = std::move(t);
-  }
+  take_telemetry(s, g, gn, std::move(routed), finite);
   // train.spike_policy judges a finite loss before the step's update, every rank alike; a
   // decision also covers a gradient that went non-finite with the spike.
   const std::optional<SpikeDecision> spike =

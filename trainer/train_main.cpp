@@ -45,6 +45,62 @@ int64_t read_stop_at(const std::string& out_dir) {
   return v;
 }
 
+/// Reads the command line into `opt`; the exit code where that ends the program (--help,
+/// a bad option).
+std::optional<int> parse_command_line(int argc, char** argv, const std::string& name, sweep::TrainOptions* opt,
+                                      std::string* config_path, bool* describe) {
+  CLI::App app{name + ": one deterministic training run, recorded to <out>/record.h5"};
+  app.add_option("--config", *config_path, "run config (YAML)");
+  app.add_option("--out", opt->out_dir, "run directory for record.h5");
+  app.add_flag("--describe-models", *describe,
+               "print the model kinds this program offers, with their config keys (YAML), and exit");
+  app.add_option("--sweep-id", opt->sweep_id, "sweep this run belongs to (recorded)");
+  app.add_flag("--quiet", opt->quiet, "no per-step log lines");
+  app.add_flag("--resume", opt->resume, "continue from the newest complete checkpoint in --out");
+  app.add_option("--resume-from", opt->resume_from,
+                 "continue from this checkpoint (a run directory or its checkpoints/step_N), written by any layout "
+                 "of the same math: world size and accum at the same global batch, ZeRO stage, workers");
+  app.add_option("--fork-from", opt->fork_from,
+                 "start from this checkpoint of another run whose math may differ (a run directory or its "
+                 "checkpoints/step_N; the model must be the same): `sweep fork`; the record names it as parent")
+      ->excludes("--resume-from");
+  app.add_option("--device", opt->device, "where forward and backward run (recorded; not part of the run id)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  return std::nullopt;
+}
+
+/// Rank 0 takes the run's lock (held until the process exits) and reads the rung to stop
+/// at; 0, or the exit code why the run cannot start here, said in `refused`.
+int64_t claim_run_directory(const std::string& out_dir, std::optional<sweep::RunLock>* lock, std::string* refused,
+                            int64_t* stop_at) {
+  try {
+    const auto parent = std::filesystem::path(out_dir).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent);
+    lock->emplace(out_dir);
+    struct stat st;
+    if (::lstat((out_dir + "/record.h5").c_str(), &st) == 0) {
+      *refused = out_dir + "/record.h5: a completed record is already there; it is never overwritten";
+      return 3;
+    }
+    *stop_at = read_stop_at(out_dir);
+  } catch (const sweep::RunRefused& e) {
+    *refused = e.what();
+    return 3;
+  } catch (const sweep::ConfigError& e) {  // a stop_at file that is not a step
+    *refused = e.what();
+    return 2;
+  } catch (const std::exception& e) {  // RecordError, filesystem_error: ENOSPC, EACCES, ...
+    *refused = e.what();
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int train_main(int argc, char** argv, const Models& models) {
@@ -56,31 +112,10 @@ int train_main(int argc, char** argv, const Models& models) {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   const std::string name = argc > 0 ? std::filesystem::path(argv[0]).filename().string() : "sweep-train";
-  CLI::App app{name + ": one deterministic training run, recorded to <out>/record.h5"};
   std::string config_path;
   sweep::TrainOptions opt;
   bool describe = false;
-  app.add_option("--config", config_path, "run config (YAML)");
-  app.add_option("--out", opt.out_dir, "run directory for record.h5");
-  app.add_flag("--describe-models", describe,
-               "print the model kinds this program offers, with their config keys (YAML), and exit");
-  app.add_option("--sweep-id", opt.sweep_id, "sweep this run belongs to (recorded)");
-  app.add_flag("--quiet", opt.quiet, "no per-step log lines");
-  app.add_flag("--resume", opt.resume, "continue from the newest complete checkpoint in --out");
-  app.add_option("--resume-from", opt.resume_from,
-                 "continue from this checkpoint (a run directory or its checkpoints/step_N), written by any layout "
-                 "of the same math: world size and accum at the same global batch, ZeRO stage, workers");
-  app.add_option("--fork-from", opt.fork_from,
-                 "start from this checkpoint of another run whose math may differ (a run directory or its "
-                 "checkpoints/step_N; the model must be the same): `sweep fork`; the record names it as parent")
-      ->excludes("--resume-from");
-  app.add_option("--device", opt.device, "where forward and backward run (recorded; not part of the run id)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (const auto code = parse_command_line(argc, argv, name, &opt, &config_path, &describe)) return *code;
   // The registered kinds' keys, so that configs of them parse (the decoder is built in).
   ModelsDescription offered;
   try {
@@ -138,24 +173,7 @@ int train_main(int argc, char** argv, const Models& models) {
     int64_t code = 0, stop_at = 0;
     struct stat before;
     out_created = ::lstat(opt.out_dir.c_str(), &before) != 0;
-    if (root) {
-      try {
-        const auto parent = std::filesystem::path(opt.out_dir).parent_path();
-        if (!parent.empty()) std::filesystem::create_directories(parent);
-        lock.emplace(opt.out_dir);
-        struct stat st;
-        if (::lstat((opt.out_dir + "/record.h5").c_str(), &st) == 0)
-          refused = opt.out_dir + "/record.h5: a completed record is already there; it is never overwritten", code = 3;
-        else
-          stop_at = read_stop_at(opt.out_dir);
-      } catch (const sweep::RunRefused& e) {
-        refused = e.what(), code = 3;
-      } catch (const sweep::ConfigError& e) {  // a stop_at file that is not a step
-        refused = e.what(), code = 2;
-      } catch (const std::exception& e) {  // RecordError, filesystem_error: ENOSPC, EACCES, ...
-        refused = e.what(), code = 1;
-      }
-    }
+    if (root) code = claim_run_directory(opt.out_dir, &lock, &refused, &stop_at);
     int64_t shared[2] = {code, stop_at};  // every rank stops at the step rank 0 read
     if (comm.size() > 1) comm.allreduce_sum_i64(shared, 2);
     code = shared[0], opt.stop_at = shared[1];

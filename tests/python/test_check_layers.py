@@ -80,14 +80,6 @@ class CheckLayers(unittest.TestCase):
         self.assertIn("harness/plan.cpp: a source file at the top of harness/", r.stdout)
         self.assertIn("header name record.h also in", r.stdout)
 
-    def test_a_training_loop_of_500_lines_is_named(self):
-        self.plant({"trainer/train.cpp": "int x;\n" * 499})
-        self.assertEqual(check(self.tmp).returncode, 0, check(self.tmp).stdout)
-        self.plant({"trainer/train.cpp": "int x;\n" * 500})
-        r = check(self.tmp)
-        self.assertEqual(r.returncode, 1, r.stdout)
-        self.assertIn("trainer/train.cpp: 500 lines, the limit is under 500", r.stdout)
-
     def test_the_design_table_must_match_the_tree(self):
         self.plant({"harness/os/process.h": "#pragma once\n",
                     "harness/grid/grid.h": '#include "process.h"\n',
