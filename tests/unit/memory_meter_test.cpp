@@ -1,4 +1,4 @@
-// trainer/memory_meter.h: the counting allocator under LibTorch's CPU tensors.
+// trainer/step/memory_meter.h: the counting allocator under LibTorch's CPU tensors.
 #include "memory_meter.h"
 
 #include <c10/core/CPUAllocator.h>
