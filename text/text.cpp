@@ -40,6 +40,43 @@ bool valid_utf8(const std::string& s) {
   return true;
 }
 
+std::string json_quoted(const std::string& s) {
+  std::string out = "\"";
+  out.reserve(s.size() + 2);
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {
+      const size_t n = utf8_length(s, i);
+      out += n ? s.substr(i, n) : "\\ufffd";
+      i += n ? n : 1;
+      continue;
+    }
+    ++i;
+    if (c == '"' || c == '\\') {
+      out += '\\', out += char(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\u%04x", c);
+      out += esc;
+    } else {
+      out += char(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_string_array(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + json_quoted(items[i]);
+  return out + "]";
+}
+
 namespace {
 
 /// Code point of the valid UTF-8 sequence of `n` bytes at s[i].

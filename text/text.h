@@ -24,6 +24,14 @@ size_t utf8_length(const std::string& s, size_t i);
 /// True when all of `s` is valid UTF-8 (by utf8_length's rules).
 bool valid_utf8(const std::string& s);
 
+/// `s` as a JSON string, quotes included: `"` and `\` escaped, \n \r \t by name and every
+/// other control character as \u00NN; valid UTF-8 kept as it is, and each byte that starts
+/// no valid sequence replaced by \ufffd (JSON text is UTF-8). The one JSON string writer:
+/// the report's JSON, the program declarations, the serve endpoints.
+std::string json_quoted(const std::string& s);
+/// json_quoted of each item, as a JSON array: ["a", "b"].
+std::string json_string_array(const std::vector<std::string>& items);
+
 /// `s` as it may appear in a one-line message: control characters and bytes that are not
 /// UTF-8 become \xNN, characters a terminal shows as nothing (zero-width, bidi marks, the
 /// byte-order mark, soft hyphen, C1 controls) become \u{NNNN}, and long text is cut.

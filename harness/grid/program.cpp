@@ -373,26 +373,6 @@ std::string program_digest(const std::vector<std::string>& argv, const std::vect
   return out;
 }
 
-std::string json_string_array(const std::vector<std::string>& items) {
-  std::string out = "[";
-  for (size_t i = 0; i < items.size(); ++i) {
-    out += i ? ", \"" : "\"";
-    for (unsigned char c : items[i]) {
-      if (c == '"' || c == '\\') {
-        out += '\\', out += char(c);
-      } else if (c < 0x20 || c == 0x7f) {
-        char esc[8];
-        std::snprintf(esc, sizeof esc, "\\u%04x", c);
-        out += esc;
-      } else {
-        out += char(c);  // UTF-8 bytes as they are
-      }
-    }
-    out += '"';
-  }
-  return out + "]";
-}
-
 std::vector<std::string> parse_json_string_array(const std::string& text) {
   auto bad = [&](const std::string& why) {
     return ConfigError("program '" + printable(text.substr(0, 200)) + "': " + why +
@@ -426,14 +406,28 @@ std::vector<std::string> parse_json_string_array(const std::string& text) {
         unsigned v = 0;
         for (size_t k = i; k < i + 4; ++k) {
           const char h = text[k];
-          const int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : -1;
+          const int d = h >= '0' && h <= '9'   ? h - '0'
+                        : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                        : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                               : -1;
           if (d < 0) throw bad("a bad \\u escape");
           v = v * 16 + unsigned(d);
         }
-        if (v >= 0x80) throw bad("a \\u escape beyond ASCII");  // json_string_array writes none
-        s += char(v), i += 4;
+        i += 4;
+        // As UTF-8 (json_quoted writes \\ufffd for a byte that was not); a surrogate half
+        // alone is no character.
+        if (v >= 0xd800 && v <= 0xdfff) throw bad("a \\u escape of a UTF-16 surrogate");
+        if (v < 0x80) {
+          s += char(v);
+        } else if (v < 0x800) {
+          s += char(0xc0 | (v >> 6)), s += char(0x80 | (v & 0x3f));
+        } else {
+          s += char(0xe0 | (v >> 12)), s += char(0x80 | ((v >> 6) & 0x3f)), s += char(0x80 | (v & 0x3f));
+        }
       } else if (e == '"' || e == '\\' || e == '/') {
         s += e;
+      } else if (e == 'n' || e == 'r' || e == 't' || e == 'b' || e == 'f') {
+        s += e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : e == 'b' ? '\b' : '\f';
       } else {
         throw bad(std::string("the escape \\") + e);
       }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "sweep/model_keys.h"  // ModelSchema
+#include "text.h"              // json_string_array
 
 namespace sweep {
 
@@ -165,8 +166,7 @@ struct FileChange {
 /// node's path: the run checks it). Throws ConfigError when `recorded` does not parse.
 std::vector<FileChange> changed_files(const std::string& recorded, const AcceptedHashes& accepted = {});
 
-/// `items` as a JSON array of strings, and back (ConfigError on anything else).
-std::string json_string_array(const std::vector<std::string>& items);
+/// A JSON array of strings (text.h's json_string_array) read back; ConfigError on anything else.
 std::vector<std::string> parse_json_string_array(const std::string& text);
 
 /// `program.writes` as recorded: the JSON array of p.writes, or "off" without confinement.

@@ -10,47 +10,8 @@ namespace {
 
 using namespace report_fmt;
 
-// A log tail or a config value may hold any bytes; JSON must be UTF-8, so a byte that
-// starts no valid sequence becomes U+FFFD.
-std::string jstr(const std::string& s) {
-  std::string out = "\"";
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x80) {
-      const size_t n = utf8_length(s, i);
-      out += n ? s.substr(i, n) : "\\ufffd";
-      i += n ? n : 1;
-      continue;
-    }
-    ++i;
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += char(c);
-        }
-    }
-  }
-  return out + "\"";
-}
+// A log tail or a config value may hold any bytes: json_quoted makes it UTF-8.
+std::string jstr(const std::string& s) { return json_quoted(s); }
 
 // JSON has no NaN or infinity: a missing or non-finite figure is null.
 std::string jnum(double v) { return std::isfinite(v) ? g17(v) : "null"; }

@@ -177,7 +177,18 @@ TEST(ProgramJson, RoundTripsAnyArgument) {
   EXPECT_EQ(parse_json_string_array(j), argv);
   EXPECT_EQ(parse_json_string_array("[]"), V{});
   EXPECT_EQ(parse_json_string_array(" [ \"a\" , \"b\\/c\" ] "), (V{"a", "b/c"}));
-  for (const char* bad : {"", "[", "[\"a\"", "[\"a\",]", "[1]", "[\"a\"] x", "{\"a\"}", "[\"\\u00e9\"]", "[\"\\q\"]"})
+  // JSON as any writer spells it (Python's json.dumps escapes past ASCII): read as UTF-8.
+  EXPECT_EQ(parse_json_string_array("[\"caf\\u00e9\", \"\\u20ac\\t\"]"), (V{"caf\xc3\xa9", "\xe2\x82\xac\t"}));
+  // A byte that is no UTF-8 is written as U+FFFD (JSON text is UTF-8) and read back so.
+  EXPECT_EQ(json_string_array({"a\xff"
+                               "b"}),
+            "[\"a\\ufffdb\"]");
+  EXPECT_EQ(parse_json_string_array(json_string_array({"a\xff"
+                                                       "b"})),
+            V{"a\xef\xbf\xbd"
+              "b"});
+  for (const char* bad :
+       {"", "[", "[\"a\"", "[\"a\",]", "[1]", "[\"a\"] x", "{\"a\"}", "[\"\\ud800\"]", "[\"\\q\"]", "[\"\\u12\"]"})
     EXPECT_THROW(parse_json_string_array(bad), ConfigError) << bad;
 }
 
