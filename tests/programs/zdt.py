@@ -10,8 +10,6 @@ tests/bench/pareto_bench.py and tests/python/test_pareto_search.py run it.
 
 import math
 
-import sweep
-
 
 def zdt(problem, x):
     """(f1, f2) of `problem` at the point x (a list of floats in [0, 1])."""
@@ -22,6 +20,8 @@ def zdt(problem, x):
 
 
 def main():
+    import sweep  # here: the benchmark imports zdt() without the package
+
     settings = {"problem": "zdt1", "n": 30}
     settings.update({"x%d" % i: 0.5 for i in range(30)})
     run = sweep.init(settings)
