@@ -156,9 +156,9 @@ void parse_objectives(const YamlMap& m, const std::string& source, bool decides,
   s.modes.assign(s.metrics.size(), "min");
   if (mode && mode.IsSequence()) {
     if (mode.size() != s.metrics.size())
-      throw ConfigError(m.at("mode") + std::to_string(mode.size()) + (mode.size() == 1 ? " mode for " : " modes for ") + std::to_string(s.metrics.size()) +
-                        (s.metrics.size() == 1 ? " metric" : " metrics") + " (search.metric at " + s.metric_where +
-                        "); expected one mode per metric, in the same order");
+      throw ConfigError(m.at("mode") + std::to_string(mode.size()) + (mode.size() == 1 ? " mode for " : " modes for ") +
+                        std::to_string(s.metrics.size()) + (s.metrics.size() == 1 ? " metric" : " metrics") +
+                        " (search.metric at " + s.metric_where + "); expected one mode per metric, in the same order");
     for (size_t i = 0; i < s.metrics.size(); ++i) {
       const std::string v = mode[i].IsScalar() ? mode[i].Scalar() : "";
       if (v != "min" && v != "max")

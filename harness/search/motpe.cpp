@@ -5,6 +5,16 @@
 
 namespace sweep {
 
+std::vector<double> tpe_default_weights(size_t n) {
+  if (n < 25) return std::vector<double>(n, 1.0);
+  std::vector<double> w;
+  const size_t ramp = n - 25;
+  const double first = 1.0 / double(n), step = ramp > 1 ? (1.0 - first) / double(ramp - 1) : 0.0;
+  for (size_t i = 0; i < ramp; ++i) w.push_back(i + 1 == ramp && ramp > 1 ? 1.0 : first + double(i) * step);
+  w.resize(n, 1.0);
+  return w;
+}
+
 MotpeSplit motpe_split(const std::vector<ParetoEntry>& e) {
   MotpeSplit s;
   const size_t n_good = std::min(tpe_good_count(e.size()), e.size());
@@ -30,6 +40,7 @@ MotpeSplit motpe_split(const std::vector<ParetoEntry>& e) {
   }
   for (size_t i = 0; i < e.size(); ++i)
     if (!is_good[i]) s.bad.push_back(i);
+  s.bad_weights = tpe_default_weights(s.bad.size());
 
   s.weights.assign(s.good.size(), kMotpeMinWeight);
   std::vector<size_t> feasible;  // positions in s.good
@@ -60,7 +71,7 @@ MotpeSplit motpe_split(const std::vector<ParetoEntry>& e) {
 std::vector<ConfigValue> motpe_propose(const std::vector<SearchDim>& space, const std::vector<TpeTrial>& history,
                                        const std::vector<ParetoEntry>& entries, uint64_t seed, int64_t trial) {
   const MotpeSplit s = motpe_split(entries);
-  return tpe_propose_split(space, history, s.good, s.weights, s.bad, seed, trial);
+  return tpe_propose_split(space, history, s.good, s.weights, s.bad, s.bad_weights, seed, trial);
 }
 
 }  // namespace sweep

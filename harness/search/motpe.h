@@ -5,7 +5,8 @@
 // constraint-domination rank (pareto.h: feasible fronts first, then infeasible trials by
 // violation, failed ones last); the rank that does not fit whole is cut by greedy
 // hypervolume subset selection; each good trial's Parzen component is weighted by its
-// share of the good trials' hypervolume. Proposals are then tpe.h's, from that split.
+// share of the good trials' hypervolume, and each bad trial's by its age (Optuna's
+// default weights). Proposals are then tpe.h's, from that split.
 //
 // A pure function of the trials' values and results in trial order and the seed, as tpe.h.
 #pragma once
@@ -23,7 +24,14 @@ struct MotpeSplit {
   std::vector<size_t> good;     ///< indices, by rank, a cut rank in the order it was chosen
   std::vector<double> weights;  ///< one per good trial, in (0, 1]
   std::vector<size_t> bad;      ///< the others, in trial order
+  /// One per bad trial: Optuna's default weights, 1 for the last 25 and a ramp from 1/n
+  /// up for the n - 25 before them, so old trials count less in g(x).
+  std::vector<double> bad_weights;
 };
+
+/// Optuna's default_weights(n): n ones for n < 25, else n - 25 values from 1/n to 1
+/// (numpy's linspace) followed by 25 ones.
+std::vector<double> tpe_default_weights(size_t n);
 
 /// Weight of a good trial that adds no hypervolume, and of an infeasible good trial
 /// (Optuna's EPS).

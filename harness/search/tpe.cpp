@@ -74,10 +74,11 @@ std::vector<double> categorical(const std::vector<int>& obs, const std::vector<d
 }
 
 ConfigValue propose_numeric(const SearchDim& d, const std::vector<double>& good, const std::vector<double>& good_w,
-                            const std::vector<double>& bad, uint64_t seed, int64_t trial) {
+                            const std::vector<double>& bad, const std::vector<double>& bad_w, uint64_t seed,
+                            int64_t trial) {
   double lo = 0, hi = 0;
   internal_bounds(d, &lo, &hi);
-  const Parzen l = parzen(good, lo, hi, good_w), g = parzen(bad, lo, hi);
+  const Parzen l = parzen(good, lo, hi, good_w), g = parzen(bad, lo, hi, bad_w);
   double best = NAN, best_score = -INFINITY;
   for (int64_t c = 0; c < kTpeCandidates; ++c) {
     const double x = parzen_sample(l, unit_of(seed, trial, d.key, 2 * c), unit_of(seed, trial, d.key, 2 * c + 1));
@@ -88,9 +89,10 @@ ConfigValue propose_numeric(const SearchDim& d, const std::vector<double>& good,
 }
 
 ConfigValue propose_choice(const SearchDim& d, const std::vector<int>& good, const std::vector<double>& good_w,
-                           const std::vector<int>& bad, uint64_t seed, int64_t trial) {
+                           const std::vector<int>& bad, const std::vector<double>& bad_w, uint64_t seed,
+                           int64_t trial) {
   const size_t k = d.choices.size();
-  const std::vector<double> l = categorical(good, good_w, k), g = categorical(bad, {}, k);
+  const std::vector<double> l = categorical(good, good_w, k), g = categorical(bad, bad_w, k);
   size_t best = 0;
   double best_score = -INFINITY;
   for (int c = 0; c < kTpeCandidates; ++c) {
@@ -190,40 +192,42 @@ std::vector<ConfigValue> tpe_propose(const std::vector<SearchDim>& space, const 
   const size_t n_good = std::min(tpe_good_count(history.size()), order.size());
   const std::vector<size_t> good(order.begin(), order.begin() + std::ptrdiff_t(n_good)),
       bad(order.begin() + std::ptrdiff_t(n_good), order.end());
-  return tpe_propose_split(space, history, good, std::vector<double>(good.size(), 1.0), bad, seed, trial);
+  return tpe_propose_split(space, history, good, std::vector<double>(good.size(), 1.0), bad,
+                           std::vector<double>(bad.size(), 1.0), seed, trial);
 }
 
 std::vector<ConfigValue> tpe_propose_split(const std::vector<SearchDim>& space, const std::vector<TpeTrial>& history,
                                            const std::vector<size_t>& good, const std::vector<double>& good_weights,
-                                           const std::vector<size_t>& bad, uint64_t seed, int64_t trial) {
+                                           const std::vector<size_t>& bad, const std::vector<double>& bad_weights,
+                                           uint64_t seed, int64_t trial) {
   std::vector<ConfigValue> out;
   out.reserve(space.size());
   for (size_t di = 0; di < space.size(); ++di) {
     const SearchDim& d = space[di];
     if (d.kind == "choice") {
       std::vector<int> l, g;
-      std::vector<double> lw;
+      std::vector<double> lw, gw;
       for (size_t r = 0; r < good.size() + bad.size(); ++r) {
         const bool is_good = r < good.size();
         const std::string& text = history[is_good ? good[r] : bad[r - good.size()]].values[di].text;
         for (size_t c = 0; c < d.choices.size(); ++c)
           if (d.choices[c].text == text) {
             (is_good ? l : g).push_back(int(c));
-            if (is_good) lw.push_back(good_weights[r]);
+            (is_good ? lw : gw).push_back(is_good ? good_weights[r] : bad_weights[r - good.size()]);
           }
       }
-      out.push_back(propose_choice(d, l, lw, g, seed, trial));
+      out.push_back(propose_choice(d, l, lw, g, gw, seed, trial));
       continue;
     }
-    std::vector<double> l, lw, g;
+    std::vector<double> l, lw, g, gw;
     for (size_t r = 0; r < good.size() + bad.size(); ++r) {
       const bool is_good = r < good.size();
       const double x = internal_value(d, history[is_good ? good[r] : bad[r - good.size()]].values[di]);
       if (!std::isfinite(x)) continue;
       (is_good ? l : g).push_back(x);
-      if (is_good) lw.push_back(good_weights[r]);
+      (is_good ? lw : gw).push_back(is_good ? good_weights[r] : bad_weights[r - good.size()]);
     }
-    out.push_back(propose_numeric(d, l, lw, g, seed, trial));
+    out.push_back(propose_numeric(d, l, lw, g, gw, seed, trial));
   }
   return out;
 }

@@ -42,12 +42,13 @@ std::vector<ConfigValue> tpe_propose(const std::vector<SearchDim>& space, const 
                                      uint64_t seed, int64_t trial);
 
 /// The values of trial `trial` from a split of `history` made elsewhere (motpe.h): l(x)
-/// over the trials `good` (indices into history, their components in this order), each
-/// with its weight, g(x) over `bad` (weight 1 each). tpe_propose is this split by loss
+/// over the trials `good` (indices into history, their components in this order), g(x)
+/// over `bad`, each trial's component with its weight. tpe_propose is this split by loss
 /// with every weight 1.
 std::vector<ConfigValue> tpe_propose_split(const std::vector<SearchDim>& space, const std::vector<TpeTrial>& history,
                                            const std::vector<size_t>& good, const std::vector<double>& good_weights,
-                                           const std::vector<size_t>& bad, uint64_t seed, int64_t trial);
+                                           const std::vector<size_t>& bad, const std::vector<double>& bad_weights,
+                                           uint64_t seed, int64_t trial);
 
 /// The Parzen estimator of one numeric dimension on [lo, hi] (internal units): exposed
 /// for tests. `mus` are the observations, `weights` theirs (missing ones are 1).

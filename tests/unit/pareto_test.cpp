@@ -26,14 +26,14 @@ TEST(Pareto, DominanceNeedsNoWorseAndOneBetter) {
 // failed: a feasible trial beats every infeasible one whatever its objectives.
 TEST(Pareto, RanksAreConstraintDomination) {
   const std::vector<ParetoEntry> e = {
-      entry({1, 4}),             // 0: front
-      entry({2, 2}),             // 1: front
-      entry({3, 3}),             // 2: dominated by 1
-      entry({0, 0}, 0.5),        // 3: best objectives, infeasible
-      entry({5, 5}, 0.1),        // 4: infeasible, smaller violation
-      entry({9, 9}, 0.1),        // 5: the same violation as 4
-      entry({NAN, 1}),           // 6: failed
-      entry({4, 4}),             // 7: dominated by 1 and 2: the third front
+      entry({1, 4}),       // 0: front
+      entry({2, 2}),       // 1: front
+      entry({3, 3}),       // 2: dominated by 1
+      entry({0, 0}, 0.5),  // 3: best objectives, infeasible
+      entry({5, 5}, 0.1),  // 4: infeasible, smaller violation
+      entry({9, 9}, 0.1),  // 5: the same violation as 4
+      entry({NAN, 1}),     // 6: failed
+      entry({4, 4}),       // 7: dominated by 1 and 2: the third front
   };
   EXPECT_EQ(domination_ranks(e), (std::vector<size_t>{0, 0, 1, 4, 3, 3, 5, 2}));
   EXPECT_EQ(pareto_front(e), (std::vector<size_t>{0, 1}));
@@ -45,7 +45,7 @@ TEST(Pareto, HypervolumeIsTheAreaOfTheUnionOfBoxes) {
   // Two boxes [1,3]x[2,3] and [2,3]x[1,3] overlap on [2,3]x[2,3]: 2 + 2 - 1.
   EXPECT_DOUBLE_EQ(hypervolume({{1, 2}, {2, 1}}, {3, 3}), 3.0);
   EXPECT_DOUBLE_EQ(hypervolume({{1, 2}, {2, 1}, {2.5, 2.5}}, {3, 3}), 3.0);  // a dominated point adds nothing
-  EXPECT_DOUBLE_EQ(hypervolume({{3, 0}}, {3, 3}), 0.0);                        // on the reference: nothing
+  EXPECT_DOUBLE_EQ(hypervolume({{3, 0}}, {3, 3}), 0.0);                      // on the reference: nothing
   EXPECT_DOUBLE_EQ(hypervolume({}, {1, 1}), 0.0);
   // Three objectives: a box inside another adds nothing; two 2x1x2 boxes sharing a 1x1x2
   // one: 4 + 4 - 2.
@@ -90,7 +90,7 @@ TEST(Pareto, ConstraintsParseAndMeasureTheirViolation) {
   EXPECT_TRUE(std::isinf(constraint_violation(c, NAN)));
   ASSERT_EQ(parse_metric_constraint("metrics.acc>0.9", &c), "");
   EXPECT_EQ(constraint_violation(c, 0.95), 0);
-  EXPECT_GT(constraint_violation(c, 0.9), 0);  // strict: the bound itself violates
+  EXPECT_GT(constraint_violation(c, 0.9), 0);           // strict: the bound itself violates
   EXPECT_DOUBLE_EQ(constraint_violation(c, 0.4), 0.5);  // |bound| < 1: absolute
   for (const char* bad : {"memory_per_rank_mib = 512", "memory_per_rank_mib", "<= 5", "a b <= 5",
                           "memory_per_rank_mib <= lots", "x <= inf"})

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "grid.h"
-#include "test_util.h"   // EXPECT_CONTAINS, thrown_message
 #include "motpe.h"       // motpe_split, motpe_propose
+#include "test_util.h"   // EXPECT_CONTAINS, thrown_message
 #include "tpe_search.h"  // tpe_log
 
 namespace sweep {
@@ -206,10 +206,10 @@ TEST(Tpe, TheLogNamesTheMetricWithTheValueTheRunsHave) {
 // ---- several objectives (motpe.h, pareto.h)
 
 TEST(MultiObjective, MetricsModesAndConstraintsParse) {
-  const SweepSpec spec = parse_grid(
-      tpe_grid("  metric: [train_loss_end, memory_per_rank_mib, metrics.acc]\n  mode: [min, min, max]\n"
-               "  constraints: [\"memory_per_rank_mib <= 512\", \"metrics.acc>0.5\"]\n"),
-      "x.yaml");
+  const SweepSpec spec =
+      parse_grid(tpe_grid("  metric: [train_loss_end, memory_per_rank_mib, metrics.acc]\n  mode: [min, min, max]\n"
+                          "  constraints: [\"memory_per_rank_mib <= 512\", \"metrics.acc>0.5\"]\n"),
+                 "x.yaml");
   const SearchSpec& s = spec.search;
   EXPECT_TRUE(s.pareto());
   EXPECT_EQ(s.metrics, (std::vector<std::string>{"train_loss_end", "memory_per_rank_mib", "metrics.acc"}));
@@ -249,8 +249,9 @@ TEST(MultiObjective, BadInputNamesItsLineAndKey) {
   EXPECT_CONTAINS(unknown, "got 'memory_per_rank' (did you mean 'memory_per_rank_mib'?)");
   EXPECT_CONTAINS(error_of(tpe_grid("  constraints: [\"memory_per_rank_mib == 512\"]\n")),
                   "x.yaml:9:17: key 'search.constraints': 'memory_per_rank_mib == 512': '==' is no comparison");
-  EXPECT_CONTAINS(error_of(tpe_grid("  constraints: [\"memory_per_rank_mib <= half\"]\n")),
-                  "x.yaml:9:17: key 'search.constraints': 'memory_per_rank_mib <= half': 'half' is not a finite number");
+  EXPECT_CONTAINS(
+      error_of(tpe_grid("  constraints: [\"memory_per_rank_mib <= half\"]\n")),
+      "x.yaml:9:17: key 'search.constraints': 'memory_per_rank_mib <= half': 'half' is not a finite number");
   EXPECT_CONTAINS(error_of(tpe_grid("  constraints: memory_per_rank_mib <= 512\n")),
                   "x.yaml:9:16: key 'search.constraints': expected a list of constraints");
   // tpe decides on its constraints too: a timing metric would not replay.
@@ -272,10 +273,10 @@ TEST(MultiObjective, BadInputNamesItsLineAndKey) {
 TEST(Motpe, TheSplitIsByConstraintDominationThenHypervolume) {
   std::vector<ParetoEntry> e;
   for (int i = 0; i < 11; ++i) e.push_back({{10.0 + i, 10.0 + i}, 0});  // dominated by the three below
-  e.push_back({{0, 1}, 0});          // 11: front
-  e.push_back({{0.5, 0.5}, 0});      // 12: front, the middle: the most hypervolume alone
-  e.push_back({{1, 0}, 0});          // 13: front
-  e.push_back({{-5, -5}, 0.3});      // 14: better than all, but infeasible
+  e.push_back({{0, 1}, 0});                                             // 11: front
+  e.push_back({{0.5, 0.5}, 0});  // 12: front, the middle: the most hypervolume alone
+  e.push_back({{1, 0}, 0});      // 13: front
+  e.push_back({{-5, -5}, 0.3});  // 14: better than all, but infeasible
   ASSERT_EQ(tpe_good_count(e.size()), 2u);
   const MotpeSplit s = motpe_split(e);
   ASSERT_EQ(s.good.size(), 2u);
@@ -294,6 +295,23 @@ TEST(Motpe, TheSplitIsByConstraintDominationThenHypervolume) {
   const MotpeSplit t = motpe_split(f);
   EXPECT_EQ(t.good, (std::vector<size_t>{11, 10}));
   EXPECT_EQ(t.weights, (std::vector<double>{1.0, kMotpeMinWeight}));
+}
+
+// g(x)'s trials count by age as in Optuna (numpy's linspace, pinned from it): the last 25
+// fully, the older ones from 1/n up.
+TEST(Motpe, BadTrialsAreWeightedByAgeAsOptunaDoes) {
+  EXPECT_EQ(tpe_default_weights(3), (std::vector<double>{1, 1, 1}));
+  EXPECT_EQ(tpe_default_weights(25), std::vector<double>(25, 1.0));
+  const auto w26 = tpe_default_weights(26);
+  EXPECT_DOUBLE_EQ(w26[0], 0.038461538461538464);
+  EXPECT_EQ(w26[1], 1.0);
+  const auto w45 = tpe_default_weights(45);
+  ASSERT_EQ(w45.size(), 45u);
+  EXPECT_DOUBLE_EQ(w45[0], 0.022222222222222223);
+  EXPECT_DOUBLE_EQ(w45[1], 0.07368421052631578);
+  EXPECT_DOUBLE_EQ(w45[3], 0.1766081871345029);
+  EXPECT_EQ(w45[19], 1.0);
+  EXPECT_EQ(w45[44], 1.0);
 }
 
 double zdt1(const std::vector<ConfigValue>& v, double* f2) {
@@ -341,7 +359,8 @@ TEST(Motpe, BeatsRandomDrawsOnZdt1AndIsAPureFunction) {
 
 TEST(Motpe, TheLogNamesEveryMetricItsConstraintsAndTheVerdict) {
   const SweepSpec spec = parse_grid(
-      tpe_grid("  metric: [metrics.f1, metrics.f2]\n  mode: [min, max]\n  constraints: [\"memory_per_rank_mib <= 1\"]\n"),
+      tpe_grid(
+          "  metric: [metrics.f1, metrics.f2]\n  mode: [min, max]\n  constraints: [\"memory_per_rank_mib <= 1\"]\n"),
       "x.yaml");
   SearchTrial t;
   t.values = {ConfigValue{"1.0e-3", "", true}};
@@ -358,8 +377,10 @@ TEST(Motpe, TheLogNamesEveryMetricItsConstraintsAndTheVerdict) {
   failed.entry = pareto_entry(spec.search, failed.metric_values, failed.constraint_values);
   const std::string log = tpe_log(spec, {t, failed});
   EXPECT_CONTAINS(log, " metric=metrics.f1,metrics.f2 mode=min,max constraints=memory_per_rank_mib<=1 keys=");
-  EXPECT_CONTAINS(log, " 00000000000000aa metrics.f1=0.25 metrics.f2=3 memory_per_rank_mib=2 infeasible (violation 1)\n");
-  EXPECT_CONTAINS(log, " metrics.f1=none metrics.f2=3 memory_per_rank_mib=2 worst (failed, diverged or a metric not finite)\n");
+  EXPECT_CONTAINS(log,
+                  " 00000000000000aa metrics.f1=0.25 metrics.f2=3 memory_per_rank_mib=2 infeasible (violation 1)\n");
+  EXPECT_CONTAINS(
+      log, " metrics.f1=none metrics.f2=3 memory_per_rank_mib=2 worst (failed, diverged or a metric not finite)\n");
 }
 
 }  // namespace
