@@ -6,7 +6,7 @@ with the same objectives.
 - The search replays: the same grid file run with launch.parallel 1 and 2 writes the same
   search.log (every proposal, every run id, every metric to 17 digits).
 - Its report lists the non-dominated trials: the front computed here from search.log's
-  figures is the Markdown table's, and in headless Chromium the HTML's Pareto section
+  figures is the Markdown table's and the JSON's, and in headless Chromium the HTML's Pareto section
   rings exactly those trials in its scatter, joins them, and lists them in its table.
 - A random search with a list of metrics names them in its log and its report draws the
   same front from the records.
@@ -158,6 +158,12 @@ class ParetoSearch(unittest.TestCase):
         p = run([self.sweep, "report", self.out, "--format", "md", "-o", "-"])
         self.assertEqual(p.returncode, 0, show(p))
         self.assertEqual(md_front(p.stdout), front, p.stdout)
+        p = run([self.sweep, "report", self.out, "--format", "json", "-o", "-"])
+        self.assertEqual(p.returncode, 0, show(p))
+        search = json.loads(p.stdout)["search"]
+        self.assertEqual(search["metrics"], ["metrics.f1", "metrics.f2"])
+        self.assertEqual(search["constraints"], ["metrics.f1>=0.05"])
+        self.assertEqual(sorted(t["trial"] for t in search["pareto"] if t["front"]), front)
         html = os.path.join(self.tmp, "report.html")
         p = run([self.sweep, "report", self.out, "-o", html])
         self.assertEqual(p.returncode, 0, show(p))

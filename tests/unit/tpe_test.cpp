@@ -268,6 +268,21 @@ TEST(MultiObjective, BadInputNamesItsLineAndKey) {
                   "x.yaml:5:16: key 'search.constraints': only a search that draws its points has one");
 }
 
+// A program's clock-derived metric (program.timing_metrics) is refused like tokens_per_s
+// where the search decides on it, and fine where only the report ranks by it.
+TEST(MultiObjective, AProgramsTimingMetricIsRefusedWhereTheSearchDecides) {
+  const std::string grid =
+      "name: p\nprogram:\n  argv: [/bin/true]\n  kind: prog\n  timing_metrics: [mfu]\n"
+      "search:\n  kind: KIND\n  samples: 4\n  metric: [metrics.loss, metrics.mfu]\n"
+      "  space:\n    train.lr: {loguniform: [1e-4, 1e-2]}\n";
+  std::string tpe = grid;
+  tpe.replace(tpe.find("KIND"), 4, "tpe");
+  EXPECT_CONTAINS(error_of(tpe), "x.yaml:9:11: key 'search.metric': 'metrics.mfu' is one of program.timing_metrics");
+  std::string random = grid;
+  random.replace(random.find("KIND"), 4, "random");
+  EXPECT_EQ(parse_grid(random, "x.yaml").search.metrics.size(), 2u);
+}
+
 // The good trials: the fronts while they fit whole, the front that does not cut by the
 // greedy hypervolume subset, infeasible trials only once the feasible ones ran out.
 TEST(Motpe, TheSplitIsByConstraintDominationThenHypervolume) {
