@@ -147,14 +147,24 @@ std::string PlanTable::render(const Expansion& e, std::FILE* file, PlanCounts* c
   if (!notes.empty()) out += "points dropped: " + notes + "\n";
   const SearchSpec& search = spec_.search;
   const std::string keys = std::to_string(search.space.size()) + (search.space.size() == 1 ? " key" : " keys");
+  // What a search is judged on: one metric, or a Pareto front under constraints.
+  std::string judged = search.metric + " (" + search.mode + ")";
+  if (search.pareto()) {
+    judged = "Pareto front of ";
+    for (size_t k = 0; k < search.metrics.size(); ++k)
+      judged += (k ? ", " : "") + search.metrics[k] + " (" + search.modes[k] + ")";
+    for (size_t k = 0; k < search.constraints.size(); ++k)
+      judged += (k ? ", " : " subject to ") + search.constraints[k].metric + " " + search.constraints[k].op + " " +
+                search.constraints[k].bound_text;
+  }
   if (search.kind == "random")
     out += "search random: " + std::to_string(search.samples) + " draws from " + keys + ", search seed " +
-           std::to_string(search.seed) + "\n";
+           std::to_string(search.seed) + (search.pareto() ? "; the report draws the " + judged : "") + "\n";
   if (search.kind == "tpe")
     out += "search tpe: " + std::to_string(search.samples) + " trials over " + keys + ", search seed " +
            std::to_string(search.seed) + ": the " + std::to_string(search.startup) +
            " random startup trials below, then batches of " + std::to_string(search.parallel) + " proposed from the " +
-           search.metric + " (" + search.mode + ") of every earlier trial, listed in search.log as they are made\n";
+           judged + " of every earlier trial, listed in search.log as they are made\n";
   if (halving_) {
     const auto trials = halving_trials(spec_, e.points);
     const auto brackets = halving_schedule(

@@ -514,7 +514,10 @@ std::map<std::string, std::vector<std::string>> search_runs(const SearchSpec& s,
 std::string search_log(const SweepSpec& spec, const std::vector<GridPoint>& points) {
   const SearchSpec& s = spec.search;
   std::string text = "# sweep search log: one decision per line; the same grid file gives the same lines\n";
-  text += "search " + s.kind + " seed=" + std::to_string(s.seed) + " samples=" + std::to_string(s.samples) + " keys=";
+  // A Pareto search names its objectives (the report draws their front); one that ranks
+  // nothing keeps the header it always had.
+  text += "search " + s.kind + " seed=" + std::to_string(s.seed) + " samples=" + std::to_string(s.samples) +
+          (s.pareto() ? search_objective_words(s) : "") + " keys=";
   for (size_t i = 0; i < s.space.size(); ++i) text += (i ? "," : "") + s.space[i].key;
   text += "\n";
   // The points of one draw (its seeds) share its drawn values; a draw no point has was

@@ -13,8 +13,9 @@
 #include <cstring>
 #include <filesystem>
 
-#include "grid_values.h"  // axis_values
-#include "yaml_read.h"    // yaml_where, YamlMap
+#include "grid_values.h"    // axis_values
+#include "search_metric.h"  // kProgramMetricPrefix
+#include "yaml_read.h"      // yaml_where, YamlMap
 
 namespace sweep {
 namespace {
@@ -266,6 +267,22 @@ void resolve_data_paths(SweepSpec& spec) {
   for (auto& p : spec.includes) fix_axes(p.keys);
 }
 
+/// A search that decides on a metric (tpe, halving) cannot name one the program derives
+/// from the clock (`program.timing_metrics`): as tokens_per_s, it would not replay.
+void refuse_timing_program_metrics(const SweepSpec& spec) {
+  const SearchSpec& s = spec.search;
+  if (s.kind != "tpe" && s.kind != "halving") return;
+  std::vector<std::pair<std::string, std::string>> named;  // (metric, where)
+  for (const auto& m : s.metrics) named.emplace_back(m, s.metric_where);
+  for (const auto& c : s.constraints) named.emplace_back(c.metric, s.where);
+  for (const auto& [metric, where] : named)
+    for (const auto& t : spec.program.timing_metrics)
+      if (metric == kProgramMetricPrefix + t)
+        throw ConfigError(where + ": key 'search.metric': '" + metric + "' is one of program.timing_metrics (" +
+                          "derived from the clock): it differs between two runs of the same bits, so a search " +
+                          "deciding on it would not replay");
+}
+
 }  // namespace
 
 SweepSpec parse_grid(const std::string& text, const std::string& source, const std::string& trainer,
@@ -346,6 +363,7 @@ SweepSpec parse_grid(const std::string& text, const std::string& source, const s
     if (!spec.launch.trainer.empty())
       throw ConfigError(at + "launch.trainer names a training program too; keep one of them");
     spec.program = parse_program(p, source);
+    refuse_timing_program_metrics(spec);
     program = "program '" + printable(spec.program.argv.front()) + "'";
     offers = {spec.program.schema.kind};
     // The program's kind is the grid's: base need not spell it.

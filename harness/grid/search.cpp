@@ -6,9 +6,10 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "grid_values.h"  // axis_values: choice lists and generators
-#include "text.h"         // join
-#include "yaml_read.h"    // YamlMap, yaml_where
+#include "grid_values.h"    // axis_values: choice lists and generators
+#include "search_metric.h"  // kProgramMetricPrefix
+#include "text.h"           // join
+#include "yaml_read.h"      // YamlMap, yaml_where
 
 namespace sweep {
 namespace {
@@ -109,28 +110,88 @@ std::string six_digits(double x) {
   return buf;
 }
 
-/// search.metric: one of search_metrics(); a timing metric is refused by name, since a
-/// search that decides on it would not replay.
-std::string search_metric(const YamlMap& m, const std::string& fallback) {
-  if (m.has("metric")) {
-    const YAML::Node n = m.node("metric");
-    const std::string v = n.IsScalar() ? n.Scalar() : "";
+/// A metric a search names (in search.metric or a constraint) at `at` ("file:line:col:
+/// key '...': "): one of search_metrics(), memory_per_rank_mib or a program's
+/// `metrics.NAME`; a timing metric only where the search does not decide on it (kind
+/// random: it draws every point first, and only the report ranks by it).
+std::string checked_metric(const std::string& v, const std::string& at, bool decides) {
+  if (decides)
     for (const auto& t : timing_metrics())
       if (v == t)
-        throw ConfigError(m.at("metric") + "'" + v + "' is measured in time: it differs between two runs of the " +
+        throw ConfigError(at + "'" + v + "' is measured in time: it differs between two runs of the " +
                           "same bits, so a search deciding on it would not replay (another directory would draw " +
                           "other trials). Rank by a loss (" + join(search_metrics(), ", ") +
                           "); the report compares throughput after the search");
+  const std::string prefix = kProgramMetricPrefix;
+  if (v.rfind(prefix, 0) == 0 && v.size() > prefix.size()) return v;
+  std::vector<std::string> known = search_metrics();
+  known.push_back("memory_per_rank_mib");
+  if (!decides) known.push_back("tokens_per_s");
+  if (std::find(known.begin(), known.end(), v) != known.end()) return v;
+  throw ConfigError(at + "expected one of " + join(known) + " or metrics.NAME (a program's own metric), got '" +
+                    printable(v) + "'" + did_you_mean(v, known));
+}
+
+/// search.metric and search.mode: a name and a mode, or lists of them (several objectives),
+/// and search.constraints. `decides`: the search decides on them (tpe, halving).
+void parse_objectives(const YamlMap& m, const std::string& source, bool decides, const std::string& fallback,
+                      SearchSpec& s) {
+  s.metric_where = m.has("metric") ? yaml_where(source, m.node("metric")) : s.where;
+  const YAML::Node metric = m.node("metric"), mode = m.node("mode");
+  s.metrics = {fallback};
+  if (metric && metric.IsSequence()) {
+    s.metrics.clear();
+    for (const auto& n : metric) {
+      const std::string at = yaml_where(source, n) + ": key 'search.metric': ";
+      if (!n.IsScalar()) throw ConfigError(at + "expected a list of metric names");
+      for (const auto& other : s.metrics)
+        if (other == n.Scalar()) throw ConfigError(at + "'" + printable(other) + "' is named twice");
+      s.metrics.push_back(checked_metric(n.Scalar(), at, decides));
+    }
+    if (s.metrics.empty()) throw ConfigError(m.at("metric") + "expected a metric name or a list of them, got []");
+  } else if (metric) {
+    s.metrics = {checked_metric(metric.IsScalar() ? metric.Scalar() : "", m.at("metric"), decides)};
   }
-  return m.choice("metric", fallback, search_metrics());
+  // A mode per metric, in order; a single mode is every metric's.
+  s.modes.assign(s.metrics.size(), "min");
+  if (mode && mode.IsSequence()) {
+    if (mode.size() != s.metrics.size())
+      throw ConfigError(m.at("mode") + std::to_string(mode.size()) + (mode.size() == 1 ? " mode for " : " modes for ") +
+                        std::to_string(s.metrics.size()) + (s.metrics.size() == 1 ? " metric" : " metrics") +
+                        " (search.metric at " + s.metric_where + "); expected one mode per metric, in the same order");
+    for (size_t i = 0; i < s.metrics.size(); ++i) {
+      const std::string v = mode[i].IsScalar() ? mode[i].Scalar() : "";
+      if (v != "min" && v != "max")
+        throw ConfigError(yaml_where(source, mode[i]) + ": key 'search.mode': expected one of min, max, got '" +
+                          printable(v) + "'" + did_you_mean(v, {"min", "max"}));
+      s.modes[i] = v;
+    }
+  } else if (mode) {
+    s.modes.assign(s.metrics.size(), m.choice("mode", "min", {"min", "max"}));
+  }
+  s.metric = s.metrics.front(), s.mode = s.modes.front();
+  if (const YAML::Node c = m.node("constraints")) {
+    if (!c.IsSequence() || c.size() == 0)
+      throw ConfigError(m.at("constraints") + "expected a list of constraints, e.g. [\"memory_per_rank_mib <= 512\"]");
+    for (const auto& n : c) {
+      const std::string at = yaml_where(source, n) + ": key 'search.constraints': ";
+      if (!n.IsScalar())
+        throw ConfigError(at + "expected a constraint as a string, e.g. \"memory_per_rank_mib <= 512\"");
+      MetricConstraint mc;
+      if (const std::string why = parse_metric_constraint(n.Scalar(), &mc); !why.empty())
+        throw ConfigError(at + "'" + printable(n.Scalar()) + "': " + why);
+      checked_metric(mc.metric, at, decides);
+      s.constraints.push_back(mc);
+    }
+  }
 }
 
 }  // namespace
 
 SearchSpec parse_search(const YAML::Node& node, const std::string& source) {
-  YamlMap m(
-      node, source, "search",
-      {"kind", "samples", "seed", "space", "parallel", "startup", "metric", "mode", "min_steps", "eta", "brackets"});
+  YamlMap m(node, source, "search",
+            {"kind", "samples", "seed", "space", "parallel", "startup", "metric", "mode", "constraints", "min_steps",
+             "eta", "brackets"});
   SearchSpec s;
   s.where = yaml_where(source, node);
   s.kind = m.choice("kind", "grid", {"grid", "random", "tpe", "halving"});
@@ -138,17 +199,22 @@ SearchSpec parse_search(const YAML::Node& node, const std::string& source) {
     for (const char* k : {"min_steps", "eta", "brackets"})
       if (m.has(k)) throw ConfigError(m.at(k) + "only a halving search has one (search.kind: halving)");
   if (s.kind == "grid") {
-    for (const char* k : {"samples", "seed", "space", "parallel", "startup", "metric", "mode"})
+    for (const char* k : {"samples", "seed", "space", "parallel", "startup", "metric", "mode", "constraints"})
       if (m.has(k))
         throw ConfigError(m.at(k) + "only a search that draws its points has one (set search.kind: random); a grid " +
                           "lists its values under grid:");
     return s;
   }
-  if (s.kind == "random")
+  if (s.kind == "random") {
+    // Several metrics or constraints: a Pareto front the report draws, not decisions.
+    const bool pareto = (m.has("metric") && m.node("metric").IsSequence()) || m.has("constraints");
     for (const char* k : {"parallel", "startup", "metric", "mode"})
-      if (m.has(k))
+      if (m.has(k) && !(pareto && (std::string(k) == "metric" || std::string(k) == "mode")))
         throw ConfigError(m.at(k) + "only a search that learns from its runs has one (search.kind: tpe); random " +
-                          "draws every point before anything runs");
+                          "draws every point before anything runs (a list of metrics, or constraints, names the " +
+                          "Pareto front its report draws)");
+    if (pareto) parse_objectives(m, source, /*decides=*/false, "objective", s);
+  }
   if (s.kind == "halving") {
     for (const char* k : {"parallel", "startup"})
       if (m.has(k))
@@ -161,8 +227,14 @@ SearchSpec parse_search(const YAML::Node& node, const std::string& source) {
     s.brackets = m.integer("brackets", 1, 1, 64);
     s.min_steps_where = yaml_where(source, m.node("min_steps"));
     s.brackets_where = m.has("brackets") ? yaml_where(source, m.node("brackets")) : s.where;
-    s.metric = search_metric(m, "train_loss_end");
-    s.mode = m.choice("mode", "min", {"min", "max"});
+    for (const char* k : {"metric", "mode"})
+      if (m.has(k) && m.node(k).IsSequence() && m.node(k).size() != 1)
+        throw ConfigError(m.at(k) + "a halving search promotes by one metric; several objectives (a Pareto front) " +
+                          "are for search.kind random or tpe");
+    if (m.has("constraints"))
+      throw ConfigError(m.at("constraints") + "a halving search promotes by one metric and has no constraints; " +
+                        "they are for search.kind random or tpe");
+    parse_objectives(m, source, /*decides=*/true, "train_loss_end", s);
     s.seed = uint64_t(m.integer("seed", 0, 0, (1LL << 62)));
     // Without a space the grid's own points are the candidates.
     if (!m.has("space")) {
@@ -178,8 +250,7 @@ SearchSpec parse_search(const YAML::Node& node, const std::string& source) {
   if (s.kind == "tpe") {
     s.parallel = m.integer("parallel", 1, 1, s.samples);
     s.startup = m.integer("startup", std::min<int64_t>(10, s.samples), 1, s.samples);
-    s.metric = search_metric(m, "objective");
-    s.mode = m.choice("mode", "min", {"min", "max"});
+    parse_objectives(m, source, /*decides=*/true, "objective", s);
   }
   const YAML::Node space = m.node("space");
   if (!space) throw ConfigError(s.where + ": key 'search.space': required (the keys to draw and how)");
@@ -197,6 +268,16 @@ SearchSpec parse_search(const YAML::Node& node, const std::string& source) {
 }
 
 double draw_unit(uint64_t seed, int64_t i, const std::string& key) { return unit(seed, i, key); }
+
+std::string search_objective_words(const SearchSpec& s) {
+  if (!s.pareto()) return " metric=" + s.metric + " mode=" + s.mode;
+  std::string w = " metric=" + join(s.metrics, ",") + " mode=" + join(s.modes, ",");
+  if (!s.constraints.empty()) {
+    w += " constraints=";
+    for (size_t i = 0; i < s.constraints.size(); ++i) w += (i ? "," : "") + s.constraints[i].text();
+  }
+  return w;
+}
 
 std::vector<HalvingBracket> halving_schedule(const SearchSpec& s, int64_t budget, int64_t trials) {
   if (s.min_steps > budget)

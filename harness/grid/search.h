@@ -35,6 +35,12 @@
 //     metric: train_loss_end  # (the default here: the mean of the last losses a rung trained)
 // With a space (and samples) the trials are random draws; without one they are the grid's
 // points (one trial per point, its seeds together).
+//
+// Kinds random and tpe take several objectives and constraints (pareto.h): the report
+// draws their Pareto front, and tpe proposes by it (motpe.h):
+//     metric: [train_loss_end, memory_per_rank_mib]
+//     mode: [min, min]      # one per metric (a single mode applies to every metric)
+//     constraints: ["memory_per_rank_mib <= 512"]
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -43,6 +49,7 @@
 #include <string>
 #include <vector>
 
+#include "pareto.h"      // MetricConstraint
 #include "run_config.h"  // ConfigValue
 
 namespace sweep {
@@ -62,6 +69,7 @@ struct SearchDim {
 /// failed or diverged counts as the worst. Only values that replay: a metric measured in
 /// time (tokens_per_s) differs from one run of the same bits to the next, so a search
 /// deciding on it could not be replayed, and it is refused (timing_metrics()).
+/// Besides these, `memory_per_rank_mib` and a program's own `metrics.NAME` (search_metric.h).
 inline const std::vector<std::string>& search_metrics() {
   static const std::vector<std::string> m = {"objective", "final_loss", "train_loss_end", "final_eval_loss",
                                              "best_eval_loss"};
@@ -86,6 +94,16 @@ struct SearchSpec {
   /// draws it starts with (the first `startup` draws of kind random with the same seed).
   int64_t parallel = 1, startup = 10;
   std::string metric = "objective", mode = "min";
+  /// Several objectives (kinds random and tpe): every metric and its mode, in order
+  /// (metric and mode are the first). One entry each for a single objective.
+  std::vector<std::string> metrics = {"objective"}, modes = {"min"};
+  /// search.constraints: what a trial must meet to count as feasible (Deb's
+  /// constraint-domination: any feasible trial is better than every infeasible one).
+  std::vector<MetricConstraint> constraints;
+  std::string metric_where;  ///< file:line:col of search.metric (or of the section)
+  /// A search judged on a Pareto front (several metrics, or constraints) rather than one
+  /// metric: its log and report say so, and tpe proposes with motpe.h.
+  bool pareto() const { return metrics.size() > 1 || !constraints.empty(); }
   /// halving (halving_search.h): the steps of the first rung, the factor between rungs
   /// (1/eta of a rung's trials go on to the next, eta times as many steps), and how many
   /// Hyperband brackets (1 = plain successive halving from min_steps).
@@ -115,6 +133,11 @@ struct HalvingBracket {
 /// remainders first, at least one each. Throws ConfigError naming the key when min_steps
 /// exceeds the budget, there are more brackets than s_max + 1, or fewer trials than brackets.
 std::vector<HalvingBracket> halving_schedule(const SearchSpec& s, int64_t budget, int64_t trials);
+
+/// The words a search.log header names its objectives with: " metric=M mode=min" for one
+/// metric, " metric=A,B mode=min,max constraints=C1,C2" for a Pareto search (a constraint
+/// as MetricConstraint::text, without spaces).
+std::string search_objective_words(const SearchSpec& s);
 
 /// Most points one search may draw.
 inline constexpr int64_t kMaxSearchSamples = 100000;

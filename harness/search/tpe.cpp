@@ -59,20 +59,26 @@ double unit_of(uint64_t seed, int64_t trial, const std::string& key, int64_t i) 
   return draw_unit(seed ^ (0x7a5e9d3c1b2f4e6dULL * uint64_t(trial + 1)), i, key + "/tpe");
 }
 
-// Categorical estimator: (count + prior / K) / (n + prior) for each choice.
-std::vector<double> categorical(const std::vector<int>& obs, size_t k) {
+// Categorical estimator: (weighted count + prior / K) / (total weight + prior) for each
+// choice; every weight 1 (a single objective) gives (count + prior / K) / (n + prior).
+std::vector<double> categorical(const std::vector<int>& obs, const std::vector<double>& weights, size_t k) {
   std::vector<double> p(k, kTpePriorWeight / double(k));
-  for (int c : obs) p[size_t(c)] += 1;
-  const double total = double(obs.size()) + kTpePriorWeight;
+  double total = kTpePriorWeight;
+  for (size_t i = 0; i < obs.size(); ++i) {
+    const double w = i < weights.size() ? weights[i] : 1.0;
+    p[size_t(obs[i])] += w;
+    total += w;
+  }
   for (double& x : p) x /= total;
   return p;
 }
 
-ConfigValue propose_numeric(const SearchDim& d, const std::vector<double>& good, const std::vector<double>& bad,
-                            uint64_t seed, int64_t trial) {
+ConfigValue propose_numeric(const SearchDim& d, const std::vector<double>& good, const std::vector<double>& good_w,
+                            const std::vector<double>& bad, const std::vector<double>& bad_w, uint64_t seed,
+                            int64_t trial) {
   double lo = 0, hi = 0;
   internal_bounds(d, &lo, &hi);
-  const Parzen l = parzen(good, lo, hi), g = parzen(bad, lo, hi);
+  const Parzen l = parzen(good, lo, hi, good_w), g = parzen(bad, lo, hi, bad_w);
   double best = NAN, best_score = -INFINITY;
   for (int64_t c = 0; c < kTpeCandidates; ++c) {
     const double x = parzen_sample(l, unit_of(seed, trial, d.key, 2 * c), unit_of(seed, trial, d.key, 2 * c + 1));
@@ -82,10 +88,11 @@ ConfigValue propose_numeric(const SearchDim& d, const std::vector<double>& good,
   return external_value(d, best);
 }
 
-ConfigValue propose_choice(const SearchDim& d, const std::vector<int>& good, const std::vector<int>& bad, uint64_t seed,
+ConfigValue propose_choice(const SearchDim& d, const std::vector<int>& good, const std::vector<double>& good_w,
+                           const std::vector<int>& bad, const std::vector<double>& bad_w, uint64_t seed,
                            int64_t trial) {
   const size_t k = d.choices.size();
-  const std::vector<double> l = categorical(good, k), g = categorical(bad, k);
+  const std::vector<double> l = categorical(good, good_w, k), g = categorical(bad, bad_w, k);
   size_t best = 0;
   double best_score = -INFINITY;
   for (int c = 0; c < kTpeCandidates; ++c) {
@@ -110,7 +117,7 @@ ConfigValue propose_choice(const SearchDim& d, const std::vector<int>& good, con
 
 size_t tpe_good_count(size_t n) { return std::max<size_t>(1, std::min<size_t>((n + 9) / 10, 25)); }
 
-Parzen parzen(const std::vector<double>& mus, double lo, double hi) {
+Parzen parzen(const std::vector<double>& mus, double lo, double hi, const std::vector<double>& weights) {
   Parzen p;
   p.lo = lo, p.hi = hi;
   const double range = hi - lo;
@@ -121,13 +128,14 @@ Parzen parzen(const std::vector<double>& mus, double lo, double hi) {
   sorted.push_back(0.5 * (lo + hi));
   std::sort(sorted.begin(), sorted.end());
   const double floor = range / std::min(100.0, double(n) + 1);
-  for (double m : mus) {
+  for (size_t i = 0; i < n; ++i) {
+    const double m = mus[i];
     const auto at = std::lower_bound(sorted.begin(), sorted.end(), m);
     const double left = at == sorted.begin() ? m - lo : m - *(at - 1);
     const double right = at + 1 == sorted.end() ? hi - m : *(at + 1) - m;
     p.mu.push_back(m);
     p.sigma.push_back(std::clamp(std::max(left, right), floor, range));
-    p.weight.push_back(1.0);
+    p.weight.push_back(i < weights.size() ? weights[i] : 1.0);
   }
   p.mu.push_back(0.5 * (lo + hi));
   p.sigma.push_back(range);
@@ -181,27 +189,45 @@ std::vector<ConfigValue> tpe_propose(const std::vector<SearchDim>& space, const 
     const double lb = std::isnan(history[b].loss) ? INFINITY : history[b].loss;
     return la < lb;
   });
-  const size_t n_good = tpe_good_count(history.size());
+  const size_t n_good = std::min(tpe_good_count(history.size()), order.size());
+  const std::vector<size_t> good(order.begin(), order.begin() + std::ptrdiff_t(n_good)),
+      bad(order.begin() + std::ptrdiff_t(n_good), order.end());
+  return tpe_propose_split(space, history, good, std::vector<double>(good.size(), 1.0), bad,
+                           std::vector<double>(bad.size(), 1.0), seed, trial);
+}
+
+std::vector<ConfigValue> tpe_propose_split(const std::vector<SearchDim>& space, const std::vector<TpeTrial>& history,
+                                           const std::vector<size_t>& good, const std::vector<double>& good_weights,
+                                           const std::vector<size_t>& bad, const std::vector<double>& bad_weights,
+                                           uint64_t seed, int64_t trial) {
   std::vector<ConfigValue> out;
   out.reserve(space.size());
   for (size_t di = 0; di < space.size(); ++di) {
     const SearchDim& d = space[di];
     if (d.kind == "choice") {
-      std::vector<int> good, bad;
-      for (size_t r = 0; r < order.size(); ++r) {
-        const std::string& text = history[order[r]].values[di].text;
+      std::vector<int> l, g;
+      std::vector<double> lw, gw;
+      for (size_t r = 0; r < good.size() + bad.size(); ++r) {
+        const bool is_good = r < good.size();
+        const std::string& text = history[is_good ? good[r] : bad[r - good.size()]].values[di].text;
         for (size_t c = 0; c < d.choices.size(); ++c)
-          if (d.choices[c].text == text) (r < n_good ? good : bad).push_back(int(c));
+          if (d.choices[c].text == text) {
+            (is_good ? l : g).push_back(int(c));
+            (is_good ? lw : gw).push_back(is_good ? good_weights[r] : bad_weights[r - good.size()]);
+          }
       }
-      out.push_back(propose_choice(d, good, bad, seed, trial));
+      out.push_back(propose_choice(d, l, lw, g, gw, seed, trial));
       continue;
     }
-    std::vector<double> good, bad;
-    for (size_t r = 0; r < order.size(); ++r) {
-      const double x = internal_value(d, history[order[r]].values[di]);
-      if (std::isfinite(x)) (r < n_good ? good : bad).push_back(x);
+    std::vector<double> l, lw, g, gw;
+    for (size_t r = 0; r < good.size() + bad.size(); ++r) {
+      const bool is_good = r < good.size();
+      const double x = internal_value(d, history[is_good ? good[r] : bad[r - good.size()]].values[di]);
+      if (!std::isfinite(x)) continue;
+      (is_good ? l : g).push_back(x);
+      (is_good ? lw : gw).push_back(is_good ? good_weights[r] : bad_weights[r - good.size()]);
     }
-    out.push_back(propose_numeric(d, good, bad, seed, trial));
+    out.push_back(propose_numeric(d, l, lw, g, gw, seed, trial));
   }
   return out;
 }

@@ -41,13 +41,22 @@ size_t tpe_good_count(size_t n);
 std::vector<ConfigValue> tpe_propose(const std::vector<SearchDim>& space, const std::vector<TpeTrial>& history,
                                      uint64_t seed, int64_t trial);
 
+/// The values of trial `trial` from a split of `history` made elsewhere (motpe.h): l(x)
+/// over the trials `good` (indices into history, their components in this order), g(x)
+/// over `bad`, each trial's component with its weight. tpe_propose is this split by loss
+/// with every weight 1.
+std::vector<ConfigValue> tpe_propose_split(const std::vector<SearchDim>& space, const std::vector<TpeTrial>& history,
+                                           const std::vector<size_t>& good, const std::vector<double>& good_weights,
+                                           const std::vector<size_t>& bad, const std::vector<double>& bad_weights,
+                                           uint64_t seed, int64_t trial);
+
 /// The Parzen estimator of one numeric dimension on [lo, hi] (internal units): exposed
-/// for tests. `mus` are the observations.
+/// for tests. `mus` are the observations, `weights` theirs (missing ones are 1).
 struct Parzen {
   std::vector<double> mu, sigma, weight;  ///< components; the last one is the prior
   double lo = 0, hi = 1;
 };
-Parzen parzen(const std::vector<double>& mus, double lo, double hi);
+Parzen parzen(const std::vector<double>& mus, double lo, double hi, const std::vector<double>& weights = {});
 /// log of the mixture's density at x (truncated to [lo, hi]).
 double parzen_log_density(const Parzen& p, double x);
 /// A sample of the mixture from two uniform numbers in [0, 1).

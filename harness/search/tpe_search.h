@@ -11,9 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "grid.h"       // SweepSpec, GridPoint
-#include "record.h"     // Record
-#include "sweep_run.h"  // SweepSummary
+#include "grid.h"           // SweepSpec, GridPoint
+#include "pareto.h"         // ParetoEntry
+#include "record.h"         // Record
+#include "search_metric.h"  // record_metric
+#include "sweep_run.h"      // SweepSummary
 
 namespace sweep {
 
@@ -25,10 +27,21 @@ struct SearchTrial {
   std::vector<std::string> run_ids;  ///< its runs (one per seed); none when excluded
   bool finished = false;             ///< every run has a completed or diverged record, or failed for good
   double loss = std::numeric_limits<double>::infinity();  ///< what TPE minimises (mode max negates)
+  /// A Pareto search (SearchSpec::pareto): the mean over its runs of each metric and of
+  /// each constraint's metric (NaN where a run has none), and how it is judged.
+  std::vector<double> metric_values, constraint_values;
+  ParetoEntry entry;
 };
 
-/// The value of `metric` (search_metrics()) in `r`, or NaN when it is not finite.
-double record_metric(const Record& r, const std::string& metric);
+/// How a Pareto search judges a trial with these means (in the order of s.metrics and
+/// s.constraints): each metric's loss (negated under max; +inf where not finite) and the
+/// summed violation of its constraints.
+ParetoEntry pareto_entry(const SearchSpec& s, const std::vector<double>& metric_values,
+                         const std::vector<double>& constraint_values);
+
+/// Every one of `metrics` of one run's record in `dir` (read once), NaN where run_metric
+/// would give NaN.
+std::vector<double> run_metrics(const std::string& dir, const std::string& id, const std::vector<std::string>& metrics);
 
 /// The value of `metric` for one run's record in `dir`, or NaN when the run has no
 /// completed record or the figure is not finite (a diverged run's included).

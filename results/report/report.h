@@ -370,6 +370,19 @@ struct SearchProgress {
     size_t last_rung = 0;
   };
   std::vector<Path> paths;
+  /// A Pareto search (random or tpe with several metrics, or constraints: pareto.h): its
+  /// metrics and modes and its constraints as the header names them, and each trial's
+  /// figures read from its records.
+  std::vector<std::string> metrics, modes, constraints;
+  struct ParetoTrial {
+    size_t trial = 0;                       ///< index into `trials`
+    std::vector<double> values;             ///< each metric, the mean over its runs (NaN: none)
+    std::vector<double> constraint_values;  ///< each constraint's metric, likewise
+    bool failed = true, feasible = false;   ///< as ParetoEntry says
+    bool front = false;                     ///< non-dominated among the feasible trials
+    double violation = 0;                   ///< summed constraint violation
+  };
+  std::vector<ParetoTrial> pareto;  ///< one per trial with runs; empty for a search on one metric
 };
 
 /// Everything a report shows, computed once so every format carries the same figures.

@@ -139,12 +139,68 @@ std::string rungs(const ReportModel& m) {
          "steps it adds.</p>\n";
 }
 
+// A Pareto search: its trials on the first two metrics with the front joined, and a table
+// of the non-dominated trials.
+std::string pareto_view(const SearchProgress& sp) {
+  if (sp.metrics.empty()) return "";
+  size_t feasible = 0, front = 0, infeasible = 0;
+  for (const auto& t : sp.pareto)
+    feasible += t.feasible ? 1 : 0, front += t.front ? 1 : 0, infeasible += !t.failed && !t.feasible ? 1 : 0;
+  const auto mode_of = [&](size_t k) { return k < sp.modes.size() ? sp.modes[k] : std::string("min"); };
+  std::string objectives;
+  for (size_t k = 0; k < sp.metrics.size(); ++k)
+    objectives += (k ? ", " : "") + sp.metrics[k] + " (" + (mode_of(k) == "max" ? "higher" : "lower") + " is better)";
+  std::string h = "<section id=\"pareto\">\n<h3>Pareto front</h3>\n<p>" +
+                  html_escape("The trials no other feasible trial beats on every one of " + objectives +
+                              " at once (at least as good on each, better on one)");
+  if (!sp.constraints.empty()) {
+    std::string c;
+    for (size_t k = 0; k < sp.constraints.size(); ++k) c += (k ? " and " : "") + sp.constraints[k];
+    h += html_escape("; feasible means " + c + ", and any feasible trial ranks above every infeasible one");
+  }
+  h += html_escape(": " + std::to_string(front) + " of " + std::to_string(sp.pareto.size()) + " trials, " +
+                   std::to_string(feasible) + " feasible.") +
+       "</p>\n";
+  if (sp.metrics.size() >= 2) {
+    std::vector<report_plot::ScatterPoint> points;
+    for (const auto& t : sp.pareto) {
+      if (!t.feasible) continue;
+      const SearchProgress::Trial& trial = sp.trials[t.trial];
+      points.push_back({trial.label + " (" + trial.inputs + "): " + sp.metrics[0] + " " + g6(t.values[0]) + ", " +
+                            sp.metrics[1] + " " + g6(t.values[1]),
+                        t.values[0], t.values[1], t.front});
+    }
+    h += "<p>" +
+         html_escape("Each feasible trial on " + sp.metrics[0] + " and " + sp.metrics[1] +
+                     "; the front is ringed and joined" +
+                     (sp.metrics.size() > 2
+                          ? " (it is the front of all " + std::to_string(sp.metrics.size()) + " metrics, seen from two)"
+                          : "") +
+                     (infeasible ? "; " + std::to_string(infeasible) + " infeasible trials are left out" : "") + ".") +
+         "</p>\n" + report_plot::svg_scatter(points, sp.metrics[0], sp.metrics[1], "Pareto front");
+  }
+  h += "<table class=\"pareto-front\">\n<thead><tr><th>trial</th><th>values</th><th>runs</th>";
+  for (const auto& metric : sp.metrics) h += "<th>" + html_escape(metric) + "</th>";
+  h += "</tr></thead>\n<tbody>\n";
+  for (const auto& t : sp.pareto) {
+    if (!t.front) continue;
+    const SearchProgress::Trial& trial = sp.trials[t.trial];
+    std::string ids;
+    for (const auto& id : trial.run_ids) ids += (ids.empty() ? "" : " ") + id;
+    h += "<tr>" + td(trial.label) + td(trial.inputs) + td(ids);
+    for (double v : t.values) h += td(g6(v), "num");
+    h += "</tr>\n";
+  }
+  return h + "</tbody>\n</table>\n</section>\n";
+}
+
 }  // namespace
 
 std::string search_section(const SweepRecords& sweep, const ReportModel& m) {
   const SearchProgress& sp = m.search;
   if (sp.kind.empty()) return "";
   std::string h = "<h2>Search (" + html_escape(sp.kind) + ")</h2>\n" + best_so_far_chart(sp);
+  h += pareto_view(sp);
   if (sp.kind == "random" || sp.kind == "tpe") h += slices(sweep, m);
   if (sp.kind == "halving") h += rungs(m);
   constexpr size_t kShown = 400;

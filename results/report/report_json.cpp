@@ -40,6 +40,24 @@ std::string jnums(const std::vector<double>& v) {
   return jlist(s);
 }
 
+/// A Pareto search's objectives and every trial's figures (empty for one metric).
+std::string pareto_json(const SearchProgress& sp) {
+  if (sp.metrics.empty()) return "";
+  const auto strs = [](const std::vector<std::string>& v) {
+    std::vector<std::string> out;
+    for (const auto& x : v) out.push_back(jstr(x));
+    return jlist(out);
+  };
+  std::vector<std::string> trials;
+  for (const auto& t : sp.pareto)
+    trials.push_back("{\"trial\":" + jstr(sp.trials[t.trial].label) + ",\"runs\":" + strs(sp.trials[t.trial].run_ids) +
+                     ",\"values\":" + jnums(t.values) + ",\"constraint_values\":" + jnums(t.constraint_values) +
+                     ",\"feasible\":" + (t.feasible ? "true" : "false") + ",\"front\":" + (t.front ? "true" : "false") +
+                     "}");
+  return ",\"metrics\":" + strs(sp.metrics) + ",\"modes\":" + strs(sp.modes) +
+         ",\"constraints\":" + strs(sp.constraints) + ",\"pareto\":" + jlist(trials);
+}
+
 std::string json_baseline(const ReportModel& m, const BaselineDiff& d) {
   std::vector<std::string> seeds;
   for (const auto& x : d.seeds) seeds.push_back(jstr(x));
@@ -165,7 +183,7 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
     j += ",\"search\":{\"kind\":" + jstr(m.search.kind) + ",\"metric\":" + jstr(m.search.metric) +
          ",\"mode\":" + jstr(m.search.mode) + ",\"keys\":" + jlist(keys) + ",\"best_so_far\":" + jlist(points) +
          ",\"trials\":" + jlist(trials) + ",\"rungs\":" + jlist(rungs) + ",\"paths\":" + jlist(paths) +
-         ",\"decisions\":" + jlist(decisions) + "}";
+         ",\"decisions\":" + jlist(decisions) + pareto_json(m.search) + "}";
   }
   for (const auto& k : m.varying) strs.push_back(jstr(k));
   j += ",\"varying\":" + jlist(strs);

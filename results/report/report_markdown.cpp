@@ -79,6 +79,37 @@ std::string md_ids(const SweepRecords& sweep, const std::vector<size_t>& runs) {
   return s;
 }
 
+/// A Pareto search's front: how many trials were feasible, and every non-dominated one.
+std::string pareto_markdown(const SearchProgress& sp) {
+  if (sp.metrics.empty()) return "";
+  size_t feasible = 0, front = 0;
+  for (const auto& t : sp.pareto) feasible += t.feasible ? 1 : 0, front += t.front ? 1 : 0;
+  std::string objectives;
+  for (size_t k = 0; k < sp.metrics.size(); ++k)
+    objectives += (k ? ", " : "") + md(sp.metrics[k]) + " (" + (k < sp.modes.size() ? sp.modes[k] : "min") + ")";
+  std::string s = "### Pareto front\n\nThe non-dominated trials of " + objectives +
+                  ": no other feasible trial is at least as good on every metric and better on one";
+  if (!sp.constraints.empty()) {
+    s += "; feasible means ";
+    for (size_t k = 0; k < sp.constraints.size(); ++k) s += (k ? " and " : "") + md(sp.constraints[k]);
+  }
+  s += ". " + std::to_string(front) + " of " + std::to_string(sp.pareto.size()) + " trials (" +
+       std::to_string(feasible) + " feasible).\n\n";
+  std::vector<std::string> head = {"trial", "values", "runs"};
+  for (const auto& metric : sp.metrics) head.push_back(md(metric));
+  s += md_header(head);
+  for (const auto& t : sp.pareto) {
+    if (!t.front) continue;
+    const SearchProgress::Trial& trial = sp.trials[t.trial];
+    std::string ids;
+    for (const auto& id : trial.run_ids) ids += (ids.empty() ? "" : " ") + id;
+    std::vector<std::string> row = {md(trial.label), md(trial.inputs), ids};
+    for (double v : t.values) row.push_back(g6(v));
+    s += md_row(row);
+  }
+  return s + "\n";
+}
+
 }  // namespace
 
 std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
@@ -292,6 +323,7 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
       for (const auto& pt : m.search.best_so_far) s += md_row({md(pt.label), g6(pt.compute), g6(pt.best)});
       s += "\n";
     }
+    s += pareto_markdown(m.search);
     if (!m.search.rungs.empty()) {
       s += "Each rung of successive halving (a promoted run resumes, so a rung spends only the steps it adds):\n\n" +
            md_header({"bracket", "rung", "steps", "trials", "promoted", "steps spent (all runs)"});

@@ -1,13 +1,16 @@
 // The report's search section: a search.log read back (its formats are written by the
 // harness: `draw` lines of kind random, `trial ... batch` lines of kind tpe, `trial` and
 // `bracket ... rung` lines of kind halving) with the records' steps and objectives.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>  // SIZE_MAX
 #include <cstdlib>
 #include <map>
 #include <sstream>
 
+#include "pareto.h"  // pareto_front, constraint_violation
 #include "report.h"
+#include "search_metric.h"  // record_metric
 
 namespace sweep {
 namespace {
@@ -51,6 +54,56 @@ std::string header_value(const std::vector<std::string>& words, const std::strin
   return fallback;
 }
 
+/// `text` split at commas ("" gives none).
+std::vector<std::string> split_commas(std::string text) {
+  std::vector<std::string> out;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    out.push_back(text.substr(0, comma));
+    text = comma == std::string::npos ? "" : text.substr(comma + 1);
+  }
+  return out;
+}
+
+/// A Pareto search's figures per trial, from the records of its runs (a run without a
+/// completed record has none), judged as the search judges them (pareto.h).
+void pareto_trials(SearchProgress& p, const std::vector<Record>& runs, const std::map<std::string, size_t>& run_of) {
+  std::vector<MetricConstraint> constraints;
+  for (const std::string& c : p.constraints) {
+    MetricConstraint mc;
+    if (parse_metric_constraint(c, &mc).empty()) constraints.push_back(mc);
+  }
+  const auto mean_of = [&](const std::vector<std::string>& ids, const std::string& metric) {
+    double sum = ids.empty() ? NAN : 0.0;
+    for (const auto& id : ids) {
+      const auto it = run_of.find(id);
+      sum +=
+          it == run_of.end() || runs[it->second].status != "completed" ? NAN : record_metric(runs[it->second], metric);
+    }
+    return sum / double(std::max<size_t>(1, ids.size()));
+  };
+  std::vector<ParetoEntry> entries;
+  for (size_t t = 0; t < p.trials.size(); ++t) {
+    if (p.trials[t].run_ids.empty()) continue;
+    SearchProgress::ParetoTrial pt;
+    pt.trial = t;
+    ParetoEntry e;
+    for (size_t k = 0; k < p.metrics.size(); ++k) {
+      pt.values.push_back(mean_of(p.trials[t].run_ids, p.metrics[k]));
+      const double v = pt.values.back();
+      e.loss.push_back(std::isfinite(v) ? (k < p.modes.size() && p.modes[k] == "max" ? -v : v) : INFINITY);
+    }
+    for (const auto& c : constraints) {
+      pt.constraint_values.push_back(mean_of(p.trials[t].run_ids, c.metric));
+      e.violation += constraint_violation(c, pt.constraint_values.back());
+    }
+    pt.failed = e.failed(), pt.feasible = e.feasible(), pt.violation = e.violation;
+    p.pareto.push_back(pt);
+    entries.push_back(e);
+  }
+  for (size_t i : pareto_front(entries)) p.pareto[i].front = true;
+}
+
 }  // namespace
 
 SearchProgress search_progress(const std::string& log, const std::vector<Record>& runs,
@@ -73,6 +126,11 @@ SearchProgress search_progress(const std::string& log, const std::vector<Record>
       p.kind = words[1];
       p.metric = header_value(words, "metric", p.kind == "halving" ? "train_loss_end" : "objective");
       p.mode = header_value(words, "mode", "min");
+      p.constraints = split_commas(header_value(words, "constraints", ""));
+      if (p.metric.find(',') != std::string::npos || !p.constraints.empty()) {
+        p.metrics = split_commas(p.metric), p.modes = split_commas(p.mode);
+        p.metric = p.metrics.front(), p.mode = p.modes.empty() ? "min" : p.modes.front();
+      }
       for (std::string keys = header_value(words, "keys", ""); !keys.empty();) {
         const size_t comma = keys.find(',');
         p.keys.push_back(keys.substr(0, comma));
@@ -117,7 +175,11 @@ SearchProgress search_progress(const std::string& log, const std::vector<Record>
       if (std::isfinite(v) && v < best) best = v;
       if (std::isfinite(best)) p.best_so_far.push_back({compute, sign * best, d.substr(0, d.find(':'))});
     }
-    if (p.kind == "random") p.metric = "objective", p.mode = "min";
+    if (p.kind == "random" && p.metrics.empty()) p.metric = "objective", p.mode = "min";
+    if (!p.metrics.empty()) {  // the front is its result; no single metric has a best
+      p.best_so_far.clear();
+      pareto_trials(p, runs, run_of);
+    }
     return p;
   }
   if (p.kind == "halving") {

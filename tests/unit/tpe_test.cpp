@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "grid.h"
+#include "motpe.h"       // motpe_split, motpe_propose
 #include "test_util.h"   // EXPECT_CONTAINS, thrown_message
 #include "tpe_search.h"  // tpe_log
 
@@ -200,6 +201,201 @@ TEST(Tpe, TheLogNamesTheMetricWithTheValueTheRunsHave) {
   EXPECT_CONTAINS(log, " 00000000000000aa final_eval_loss=2.5\n");
   EXPECT_CONTAINS(log, " 00000000000000aa final_eval_loss=worst (failed, diverged or no finite final_eval_loss)\n");
   EXPECT_EQ(log.find(" loss="), std::string::npos) << log;
+}
+
+// ---- several objectives (motpe.h, pareto.h)
+
+TEST(MultiObjective, MetricsModesAndConstraintsParse) {
+  const SweepSpec spec =
+      parse_grid(tpe_grid("  metric: [train_loss_end, memory_per_rank_mib, metrics.acc]\n  mode: [min, min, max]\n"
+                          "  constraints: [\"memory_per_rank_mib <= 512\", \"metrics.acc>0.5\"]\n"),
+                 "x.yaml");
+  const SearchSpec& s = spec.search;
+  EXPECT_TRUE(s.pareto());
+  EXPECT_EQ(s.metrics, (std::vector<std::string>{"train_loss_end", "memory_per_rank_mib", "metrics.acc"}));
+  EXPECT_EQ(s.modes, (std::vector<std::string>{"min", "min", "max"}));
+  EXPECT_EQ(s.metric, "train_loss_end");
+  ASSERT_EQ(s.constraints.size(), 2u);
+  EXPECT_EQ(s.constraints[1].text(), "metrics.acc>0.5");
+  EXPECT_EQ(search_objective_words(s),
+            " metric=train_loss_end,memory_per_rank_mib,metrics.acc mode=min,min,max "
+            "constraints=memory_per_rank_mib<=512,metrics.acc>0.5");
+  // One mode is every metric's; one metric and no constraints is today's search.
+  EXPECT_EQ(parse_grid(tpe_grid("  metric: [final_loss, best_eval_loss]\n  mode: max\n"), "x.yaml").search.modes,
+            (std::vector<std::string>{"max", "max"}));
+  const SearchSpec one = parse_grid(tpe_grid("  metric: final_loss\n"), "x.yaml").search;
+  EXPECT_FALSE(one.pareto());
+  EXPECT_EQ(search_objective_words(one), " metric=final_loss mode=min");
+  // Random draws first and ranks nothing, so a timing metric is fine there: only the
+  // report's front uses it.
+  std::string random = tpe_grid("  metric: [train_loss_end, tokens_per_s]\n  mode: [min, max]\n");
+  random.replace(random.find("kind: tpe"), 9, "kind: random");
+  EXPECT_EQ(parse_grid(random, "x.yaml").search.metrics, (std::vector<std::string>{"train_loss_end", "tokens_per_s"}));
+}
+
+TEST(MultiObjective, BadInputNamesItsLineAndKey) {
+  EXPECT_CONTAINS(error_of(tpe_grid("  metric: [train_loss_end, final_loss]\n  mode: [min]\n")),
+                  "x.yaml:10:9: key 'search.mode': 1 mode for 2 metrics (search.metric at x.yaml:9:11)");
+  EXPECT_CONTAINS(error_of(tpe_grid("  metric: final_loss\n  mode: [min, max]\n")),
+                  "x.yaml:10:9: key 'search.mode': 2 modes for 1 metric");
+  EXPECT_CONTAINS(error_of(tpe_grid("  metric: [final_loss, final_loss]\n")),
+                  "x.yaml:9:24: key 'search.metric': 'final_loss' is named twice");
+  EXPECT_CONTAINS(error_of(tpe_grid("  metric: [final_loss, best_eval]\n")),
+                  "x.yaml:9:24: key 'search.metric': expected one of objective");
+  EXPECT_CONTAINS(error_of(tpe_grid("  metric: [final_loss, best_eval_loss]\n  mode: [min, most]\n")),
+                  "x.yaml:10:15: key 'search.mode': expected one of min, max, got 'most'");
+  const std::string unknown = error_of(tpe_grid("  constraints: [\"memory_per_rank <= 512\"]\n"));
+  EXPECT_CONTAINS(unknown, "x.yaml:9:17: key 'search.constraints': expected one of objective");
+  EXPECT_CONTAINS(unknown, "got 'memory_per_rank' (did you mean 'memory_per_rank_mib'?)");
+  EXPECT_CONTAINS(error_of(tpe_grid("  constraints: [\"memory_per_rank_mib == 512\"]\n")),
+                  "x.yaml:9:17: key 'search.constraints': 'memory_per_rank_mib == 512': '==' is no comparison");
+  EXPECT_CONTAINS(
+      error_of(tpe_grid("  constraints: [\"memory_per_rank_mib <= half\"]\n")),
+      "x.yaml:9:17: key 'search.constraints': 'memory_per_rank_mib <= half': 'half' is not a finite number");
+  EXPECT_CONTAINS(error_of(tpe_grid("  constraints: memory_per_rank_mib <= 512\n")),
+                  "x.yaml:9:16: key 'search.constraints': expected a list of constraints");
+  // tpe decides on its constraints too: a timing metric would not replay.
+  EXPECT_CONTAINS(error_of(tpe_grid("  constraints: [\"tokens_per_s >= 1000\"]\n")),
+                  "x.yaml:9:17: key 'search.constraints': 'tokens_per_s' is measured in time");
+  const std::string halving =
+      "name: h\nbase:\n  train: {steps: 90}\ngrid:\n  train.lr: [1.0e-3, 3.0e-3]\nsearch:\n  kind: halving\n"
+      "  min_steps: 10\n";
+  EXPECT_CONTAINS(error_of(halving + "  metric: [train_loss_end, final_loss]\n"),
+                  "x.yaml:9:11: key 'search.metric': a halving search promotes by one metric");
+  EXPECT_CONTAINS(error_of(halving + "  constraints: [\"memory_per_rank_mib <= 512\"]\n"),
+                  "x.yaml:9:16: key 'search.constraints': a halving search promotes by one metric");
+  EXPECT_CONTAINS(error_of("name: g\ngrid:\n  train.lr: [1.0e-3]\nsearch:\n  constraints: [\"final_loss < 3\"]\n"),
+                  "x.yaml:5:16: key 'search.constraints': only a search that draws its points has one");
+}
+
+// A program's clock-derived metric (program.timing_metrics) is refused like tokens_per_s
+// where the search decides on it, and fine where only the report ranks by it.
+TEST(MultiObjective, AProgramsTimingMetricIsRefusedWhereTheSearchDecides) {
+  const std::string grid =
+      "name: p\nprogram:\n  argv: [/bin/true]\n  kind: prog\n  timing_metrics: [mfu]\n"
+      "search:\n  kind: KIND\n  samples: 4\n  metric: [metrics.loss, metrics.mfu]\n"
+      "  space:\n    train.lr: {loguniform: [1e-4, 1e-2]}\n";
+  std::string tpe = grid;
+  tpe.replace(tpe.find("KIND"), 4, "tpe");
+  EXPECT_CONTAINS(error_of(tpe), "x.yaml:9:11: key 'search.metric': 'metrics.mfu' is one of program.timing_metrics");
+  std::string random = grid;
+  random.replace(random.find("KIND"), 4, "random");
+  EXPECT_EQ(parse_grid(random, "x.yaml").search.metrics.size(), 2u);
+}
+
+// The good trials: the fronts while they fit whole, the front that does not cut by the
+// greedy hypervolume subset, infeasible trials only once the feasible ones ran out.
+TEST(Motpe, TheSplitIsByConstraintDominationThenHypervolume) {
+  std::vector<ParetoEntry> e;
+  for (int i = 0; i < 11; ++i) e.push_back({{10.0 + i, 10.0 + i}, 0});  // dominated by the three below
+  e.push_back({{0, 1}, 0});                                             // 11: front
+  e.push_back({{0.5, 0.5}, 0});  // 12: front, the middle: the most hypervolume alone
+  e.push_back({{1, 0}, 0});      // 13: front
+  e.push_back({{-5, -5}, 0.3});  // 14: better than all, but infeasible
+  ASSERT_EQ(tpe_good_count(e.size()), 2u);
+  const MotpeSplit s = motpe_split(e);
+  ASSERT_EQ(s.good.size(), 2u);
+  EXPECT_EQ(s.good[0], 12u);
+  EXPECT_TRUE(s.good[1] == 11u || s.good[1] == 13u);
+  EXPECT_EQ(s.good.size() + s.bad.size(), e.size());
+  for (double w : s.weights) EXPECT_TRUE(w > 0 && w <= 1) << w;
+  EXPECT_EQ(*std::max_element(s.weights.begin(), s.weights.end()), 1.0);
+
+  // With one feasible trial the rest of the good set is the least infeasible ones, in
+  // (violation, trial) order, weighted as good as nothing.
+  std::vector<ParetoEntry> f;
+  for (int i = 0; i < 11; ++i) f.push_back({{double(i), double(-i)}, 0.1 * (11 - i)});
+  f.push_back({{50, 50}, 0});
+  ASSERT_EQ(tpe_good_count(f.size()), 2u);
+  const MotpeSplit t = motpe_split(f);
+  EXPECT_EQ(t.good, (std::vector<size_t>{11, 10}));
+  EXPECT_EQ(t.weights, (std::vector<double>{1.0, kMotpeMinWeight}));
+}
+
+// g(x)'s trials count by age as in Optuna (numpy's linspace, pinned from it): the last 25
+// fully, the older ones from 1/n up.
+TEST(Motpe, BadTrialsAreWeightedByAgeAsOptunaDoes) {
+  EXPECT_EQ(tpe_default_weights(3), (std::vector<double>{1, 1, 1}));
+  EXPECT_EQ(tpe_default_weights(25), std::vector<double>(25, 1.0));
+  const auto w26 = tpe_default_weights(26);
+  EXPECT_DOUBLE_EQ(w26[0], 0.038461538461538464);
+  EXPECT_EQ(w26[1], 1.0);
+  const auto w45 = tpe_default_weights(45);
+  ASSERT_EQ(w45.size(), 45u);
+  EXPECT_DOUBLE_EQ(w45[0], 0.022222222222222223);
+  EXPECT_DOUBLE_EQ(w45[1], 0.07368421052631578);
+  EXPECT_DOUBLE_EQ(w45[3], 0.1766081871345029);
+  EXPECT_EQ(w45[19], 1.0);
+  EXPECT_EQ(w45[44], 1.0);
+}
+
+double zdt1(const std::vector<ConfigValue>& v, double* f2) {
+  double g = 0;
+  for (size_t i = 1; i < v.size(); ++i) g += value(v[i]);
+  g = 1 + 9 * g / double(v.size() - 1);
+  const double f1 = value(v[0]);
+  *f2 = g * (1 - std::sqrt(f1 / g));
+  return f1;
+}
+
+// It learns: on ZDT1 (5 variables) 40 trials of multi-objective TPE after 10 random ones
+// dominate more (hypervolume below (1.1, 6)) than 40 random draws, for most seeds; and
+// the same history and seed give the same proposal.
+TEST(Motpe, BeatsRandomDrawsOnZdt1AndIsAPureFunction) {
+  std::vector<SearchDim> space;
+  for (int i = 0; i < 5; ++i) space.push_back(numeric("model.x" + std::to_string(i), "uniform", 0, 1));
+  int wins = 0;
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    std::vector<TpeTrial> history;
+    std::vector<ParetoEntry> entries;
+    std::vector<std::vector<double>> mo, random;
+    for (int i = 0; i < 40; ++i) {
+      std::vector<ConfigValue> v;
+      if (i < 10)
+        for (const auto& d : space) v.push_back(draw(d, seed, i));
+      else
+        v = motpe_propose(space, history, entries, seed, i);
+      double f2 = 0;
+      const double f1 = zdt1(v, &f2);
+      history.push_back({v, f1});
+      entries.push_back({{f1, f2}, 0});
+      mo.push_back({f1, f2});
+      std::vector<ConfigValue> r;
+      for (const auto& d : space) r.push_back(draw(d, seed, i));
+      const double r1 = zdt1(r, &f2);
+      random.push_back({r1, f2});
+    }
+    wins += hypervolume(mo, {1.1, 6}) > hypervolume(random, {1.1, 6}) ? 1 : 0;
+    const auto again = motpe_propose(space, history, entries, seed, 40);
+    EXPECT_EQ(again[0].text, motpe_propose(space, history, entries, seed, 40)[0].text);
+  }
+  EXPECT_GE(wins, 4) << "multi-objective TPE beat random search in " << wins << " of 5 seeds";
+}
+
+TEST(Motpe, TheLogNamesEveryMetricItsConstraintsAndTheVerdict) {
+  const SweepSpec spec = parse_grid(
+      tpe_grid(
+          "  metric: [metrics.f1, metrics.f2]\n  mode: [min, max]\n  constraints: [\"memory_per_rank_mib <= 1\"]\n"),
+      "x.yaml");
+  SearchTrial t;
+  t.values = {ConfigValue{"1.0e-3", "", true}};
+  t.source = "motpe (good 1 of 4)";
+  t.run_ids = {"00000000000000aa"};
+  t.finished = true;
+  t.metric_values = {0.25, 3};
+  t.constraint_values = {2};
+  t.entry = pareto_entry(spec.search, t.metric_values, t.constraint_values);
+  EXPECT_EQ(t.entry.loss, (std::vector<double>{0.25, -3}));  // max negated
+  EXPECT_DOUBLE_EQ(t.entry.violation, 1.0);
+  SearchTrial failed = t;
+  failed.metric_values = {NAN, 3};
+  failed.entry = pareto_entry(spec.search, failed.metric_values, failed.constraint_values);
+  const std::string log = tpe_log(spec, {t, failed});
+  EXPECT_CONTAINS(log, " metric=metrics.f1,metrics.f2 mode=min,max constraints=memory_per_rank_mib<=1 keys=");
+  EXPECT_CONTAINS(log,
+                  " 00000000000000aa metrics.f1=0.25 metrics.f2=3 memory_per_rank_mib=2 infeasible (violation 1)\n");
+  EXPECT_CONTAINS(
+      log, " metrics.f1=none metrics.f2=3 memory_per_rank_mib=2 worst (failed, diverged or a metric not finite)\n");
 }
 
 }  // namespace
