@@ -283,14 +283,8 @@ void refuse_timing_program_metrics(const SweepSpec& spec) {
                           "deciding on it would not replay");
 }
 
-}  // namespace
-
-SweepSpec parse_grid(const std::string& text, const std::string& source, const std::string& trainer,
-                     DescribeModels describe, const GridAdjust& adjust) {
-  const YAML::Node root = load_one_document(text, source);
-  if (!root.IsMap()) throw ConfigError(source + ": expected a mapping with keys " + join(kTopKeys));
-  SweepSpec spec;
-  spec.source = source;
+/// Each top-level key once, and one of kTopKeys.
+void check_top_keys(const YAML::Node& root, const std::string& source) {
   std::vector<std::string> seen;
   for (const auto& kv : root) {
     const std::string key = kv.first.Scalar();
@@ -303,6 +297,104 @@ SweepSpec parse_grid(const std::string& text, const std::string& source, const s
       throw ConfigError(msg + did_you_mean(key, kTopKeys) + "; expected " + join(kTopKeys));
     }
   }
+}
+
+/// A random or tpe search's draws, as a zip of its own: every point is drawn from
+/// search.space (a tpe search starts with its random draws; later trials are added as it
+/// learns).
+void draw_search_points(const YAML::Node& root, SweepSpec* spec) {
+  const std::string& source = spec->source;
+  if (spec->search.kind != "grid" && !spec->search.space.empty()) {
+    // Every point is drawn: listed values would be a second, competing way to set them.
+    for (const char* listed : {"grid", "zip", "include"})
+      if (const YAML::Node n = root[listed])
+        throw ConfigError(yaml_where(source, n) + ": key '" + listed + "': search.kind " + spec->search.kind +
+                          " draws every point from search.space; write a listed key there as {choice: [...]}");
+    // A tpe search starts with its random draws; later trials are added as it learns.
+    const int64_t drawn = spec->search.kind == "tpe" ? spec->search.startup : spec->search.samples;
+    ZipGroup draws;
+    draws.where = spec->search.where;
+    draws.section = "search.space";
+    for (const SearchDim& d : spec->search.space) {
+      GridAxis a;
+      a.key = d.key;
+      a.where = d.where;
+      for (int64_t i = 0; i < drawn; ++i) a.values.push_back(draw(d, spec->search.seed, i));
+      draws.axes.push_back(std::move(a));
+    }
+    spec->zips.push_back(std::move(draws));
+  }
+}
+
+/// The training program (program:, --trainer or launch.trainer) and the model kinds it
+/// offers, before any model key is checked; how messages name it ("" for sweep-train).
+std::string read_program(const YAML::Node& root, const std::string& trainer, const DescribeModels& describe,
+                         SweepSpec* spec, std::vector<std::string>* offers) {
+  const std::string& source = spec->source;
+  std::string program;
+  if (const YAML::Node p = root["program"]) {
+    const std::string at = yaml_where(source, p) + ": key 'program': ";
+    if (!trainer.empty())
+      throw ConfigError(at + "the grid names its program; --trainer cannot replace it (edit program.argv)");
+    if (!spec->launch.trainer.empty())
+      throw ConfigError(at + "launch.trainer names a training program too; keep one of them");
+    spec->program = parse_program(p, source);
+    refuse_timing_program_metrics(*spec);
+    program = "program '" + printable(spec->program.argv.front()) + "'";
+    *offers = {spec->program.schema.kind};
+    // The program's kind is the grid's: base need not spell it.
+    if (spec->base.find("model.kind") == spec->base.end())
+      spec->base["model.kind"] = ConfigValue{spec->program.schema.kind, spec->program.where};
+  } else if (!trainer.empty()) {
+    spec->launch.trainer = std::filesystem::absolute(trainer).lexically_normal().string();
+    program = "--trainer '" + printable(trainer) + "'";
+    *offers = describe(spec->launch.trainer, program);
+  } else if (!spec->launch.trainer.empty()) {
+    const std::string given = spec->launch.trainer;
+    // Absolute: the runs start it from other directories (Slurm: --chdir to the sweep).
+    spec->launch.trainer = std::filesystem::absolute(next_to_grid(source, given)).lexically_normal().string();
+    program = "launch.trainer '" + printable(given) + "'";
+    *offers = describe(spec->launch.trainer,
+                       yaml_where(source, root["launch"]["trainer"]) + ": key 'launch.trainer': '" + printable(given) +
+                           "'" + (given == spec->launch.trainer ? "" : " (" + printable(spec->launch.trainer) + ")"));
+  }
+  return program;
+}
+
+/// Every key and value on its own, at its own line, before any point is formed; the
+/// program must train the grid's kind.
+void check_keys_and_values(const SweepSpec& spec, const std::string& program, const std::vector<std::string>& offers) {
+  const std::string& source = spec.source;
+  RunConfig base = apply_run_values(RunConfig{}, spec.base);
+  KeyOwners owners;
+  for (const auto& a : spec.axes) owners.claim(a.key, a.where, "grid"), check_values(base, a);
+  for (const auto& z : spec.zips)
+    for (const auto& a : z.axes) owners.claim(a.key, a.where, z.section), check_values(base, a);
+  if (!spec.seeds.values.empty()) owners.claim("train.seed", spec.seeds.where, "seeds"), check_values(base, spec.seeds);
+  if (!spec.constraints.derive.empty())
+    owners.claim(spec.constraints.derive, spec.constraints.where, "constraints.derive");
+  check_one_min_lr(spec);
+  for (const auto& p : spec.excludes)
+    for (const auto& a : p.keys) check_values(base, a);
+  for (const auto& p : spec.includes)
+    for (const auto& a : p.keys) check_values(base, a);
+  // The program must train the grid's kind (a program of one's own may not offer the decoder).
+  if (!program.empty() && std::find(offers.begin(), offers.end(), base.model.kind) == offers.end()) {
+    const auto it = spec.base.find("model.kind");
+    throw ConfigError((it == spec.base.end() ? source : it->second.where) + ": key 'model.kind': " + program +
+                      " does not train model.kind " + base.model.kind + "; it offers: " + join(offers));
+  }
+}
+
+}  // namespace
+
+SweepSpec parse_grid(const std::string& text, const std::string& source, const std::string& trainer,
+                     DescribeModels describe, const GridAdjust& adjust) {
+  const YAML::Node root = load_one_document(text, source);
+  if (!root.IsMap()) throw ConfigError(source + ": expected a mapping with keys " + join(kTopKeys));
+  SweepSpec spec;
+  spec.source = source;
+  check_top_keys(root, source);
   // The name is checked after the command line's adjustments: --name may replace it.
   const YAML::Node name = root["name"];
   if (name && name.IsScalar()) spec.name = name.Scalar();
@@ -332,81 +424,17 @@ SweepSpec parse_grid(const std::string& text, const std::string& source, const s
   if (const YAML::Node l = root["launch"]) spec.launch = parse_launch(l, source);
   if (const YAML::Node sr = root["search"]) {
     spec.search = parse_search(sr, source);
-    if (spec.search.kind != "grid" && !spec.search.space.empty()) {
-      // Every point is drawn: listed values would be a second, competing way to set them.
-      for (const char* listed : {"grid", "zip", "include"})
-        if (const YAML::Node n = root[listed])
-          throw ConfigError(yaml_where(source, n) + ": key '" + listed + "': search.kind " + spec.search.kind +
-                            " draws every point from search.space; write a listed key there as {choice: [...]}");
-      // A tpe search starts with its random draws; later trials are added as it learns.
-      const int64_t drawn = spec.search.kind == "tpe" ? spec.search.startup : spec.search.samples;
-      ZipGroup draws;
-      draws.where = spec.search.where;
-      draws.section = "search.space";
-      for (const SearchDim& d : spec.search.space) {
-        GridAxis a;
-        a.key = d.key;
-        a.where = d.where;
-        for (int64_t i = 0; i < drawn; ++i) a.values.push_back(draw(d, spec.search.seed, i));
-        draws.axes.push_back(std::move(a));
-      }
-      spec.zips.push_back(std::move(draws));
-    }
+    draw_search_points(root, &spec);
   }
   // The training program's model kinds, before any model key is checked.
   std::vector<std::string> offers;
-  std::string program;  // how messages name the program
-  if (const YAML::Node p = root["program"]) {
-    const std::string at = yaml_where(source, p) + ": key 'program': ";
-    if (!trainer.empty())
-      throw ConfigError(at + "the grid names its program; --trainer cannot replace it (edit program.argv)");
-    if (!spec.launch.trainer.empty())
-      throw ConfigError(at + "launch.trainer names a training program too; keep one of them");
-    spec.program = parse_program(p, source);
-    refuse_timing_program_metrics(spec);
-    program = "program '" + printable(spec.program.argv.front()) + "'";
-    offers = {spec.program.schema.kind};
-    // The program's kind is the grid's: base need not spell it.
-    if (spec.base.find("model.kind") == spec.base.end())
-      spec.base["model.kind"] = ConfigValue{spec.program.schema.kind, spec.program.where};
-  } else if (!trainer.empty()) {
-    spec.launch.trainer = std::filesystem::absolute(trainer).lexically_normal().string();
-    program = "--trainer '" + printable(trainer) + "'";
-    offers = describe(spec.launch.trainer, program);
-  } else if (!spec.launch.trainer.empty()) {
-    const std::string given = spec.launch.trainer;
-    // Absolute: the runs start it from other directories (Slurm: --chdir to the sweep).
-    spec.launch.trainer = std::filesystem::absolute(next_to_grid(source, given)).lexically_normal().string();
-    program = "launch.trainer '" + printable(given) + "'";
-    offers = describe(spec.launch.trainer,
-                      yaml_where(source, root["launch"]["trainer"]) + ": key 'launch.trainer': '" + printable(given) +
-                          "'" + (given == spec.launch.trainer ? "" : " (" + printable(spec.launch.trainer) + ")"));
-  }
+  const std::string program = read_program(root, trainer, describe, &spec, &offers);  // how messages name it
 
   // The command line's keys, before anything is checked: a bad one is named as itself.
   if (adjust) adjust(spec);
   if (spec.name == named) check_name(spec.name, name, source);
   resolve_data_paths(spec);
-  // Every key and value on its own, at its own line, before any point is formed.
-  RunConfig base = apply_run_values(RunConfig{}, spec.base);
-  KeyOwners owners;
-  for (const auto& a : spec.axes) owners.claim(a.key, a.where, "grid"), check_values(base, a);
-  for (const auto& z : spec.zips)
-    for (const auto& a : z.axes) owners.claim(a.key, a.where, z.section), check_values(base, a);
-  if (!spec.seeds.values.empty()) owners.claim("train.seed", spec.seeds.where, "seeds"), check_values(base, spec.seeds);
-  if (!spec.constraints.derive.empty())
-    owners.claim(spec.constraints.derive, spec.constraints.where, "constraints.derive");
-  check_one_min_lr(spec);
-  for (const auto& p : spec.excludes)
-    for (const auto& a : p.keys) check_values(base, a);
-  for (const auto& p : spec.includes)
-    for (const auto& a : p.keys) check_values(base, a);
-  // The program must train the grid's kind (a program of one's own may not offer the decoder).
-  if (!program.empty() && std::find(offers.begin(), offers.end(), base.model.kind) == offers.end()) {
-    const auto it = spec.base.find("model.kind");
-    throw ConfigError((it == spec.base.end() ? source : it->second.where) + ": key 'model.kind': " + program +
-                      " does not train model.kind " + base.model.kind + "; it offers: " + join(offers));
-  }
+  check_keys_and_values(spec, program, offers);
   return spec;
 }
 
