@@ -5,7 +5,9 @@
 
 #include "report.h"
 #include "report_format.h"
-#include "text.h"  // printable_lines
+#include "report_telemetry.h"  // telemetry_runs, telemetry_tables
+#include "telemetry_series.h"  // has_telemetry
+#include "text.h"              // printable_lines
 
 namespace sweep {
 namespace {
@@ -76,6 +78,32 @@ std::string md_code(const std::string& raw) {
 std::string md_ids(const SweepRecords& sweep, const std::vector<size_t>& runs) {
   std::string s;
   for (size_t i : runs) s += (s.empty() ? "" : ", ") + md(sweep.runs[i].run_id);
+  return s;
+}
+
+// Each run's gradient telemetry as telemetry_tables says it, for the runs the HTML page draws.
+std::string telemetry_md(const SweepRecords& sweep, const ReportModel& m) {
+  const std::vector<size_t> runs = telemetry_runs(sweep, m);
+  if (runs.empty()) return "";
+  std::string s = "\n## Gradient telemetry\n\nAt the first, quartile and last steps (rows) that recorded it";
+  size_t with = 0;
+  for (size_t i : m.html_runs) with += has_telemetry(sweep.runs[i]) ? 1 : 0;
+  s += with > runs.size() ? "; " + std::to_string(runs.size()) + " of the " + std::to_string(with) +
+                                " runs that recorded some, flagged runs first (`sweep show --telemetry` shows any).\n"
+                          : ".\n";
+  for (size_t i : runs) {
+    s += "\n### " + md(sweep.runs[i].run_id) + "\n";
+    for (const TextTable& t : telemetry_tables(sweep.runs[i])) {
+      std::vector<std::string> head;
+      for (const auto& c : t.head) head.push_back(md(c));
+      s += "\n" + md(t.title) + ":\n\n" + md_header(head);
+      for (const auto& row : t.rows) {
+        std::vector<std::string> cells;
+        for (const auto& c : row) cells.push_back(md(c));
+        s += md_row(cells);
+      }
+    }
+  }
   return s;
 }
 
@@ -213,6 +241,7 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
                                             "x" + (f.shared_cores() ? ", shared cores" : "") + ")",
                    md(report_value(sweep.runs[i], "dist.zero_stage"))});
     }
+    s += telemetry_md(sweep, m);
     if (!m.classes_matter) {
       s += "\n## Reproducibility\n\nEvery run has a checksum trajectory of its own and no runs differ only in "
            "layout, so nothing is held to identity.\n";
