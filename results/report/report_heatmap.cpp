@@ -24,10 +24,9 @@ std::string ramp(double t) {
   t = std::clamp(t, 0.0, 1.0) * 4;
   const int k = std::min(3, int(t));
   const double f = t - k;
+  const auto channel = [&](int c) { return int(std::lround(stops[k][c] + f * (stops[k + 1][c] - stops[k][c]))); };
   char buf[8];
-  std::snprintf(buf, sizeof buf, "#%02x%02x%02x", int(stops[k][0] + f * (stops[k + 1][0] - stops[k][0]) + 0.5),
-                int(stops[k][1] + f * (stops[k + 1][1] - stops[k][1]) + 0.5),
-                int(stops[k][2] + f * (stops[k + 1][2] - stops[k][2]) + 0.5));
+  std::snprintf(buf, sizeof buf, "#%02x%02x%02x", channel(0), channel(1), channel(2));
   return buf;
 }
 

@@ -94,14 +94,14 @@ std::string telemetry_md(const SweepRecords& sweep, const ReportModel& m) {
   for (size_t i : runs) {
     s += "\n### " + md(sweep.runs[i].run_id) + "\n";
     for (const TextTable& t : telemetry_tables(sweep.runs[i])) {
-      std::vector<std::string> head;
-      for (const auto& c : t.head) head.push_back(md(c));
-      s += "\n" + md(t.title) + ":\n\n" + md_header(head);
-      for (const auto& row : t.rows) {
-        std::vector<std::string> cells;
-        for (const auto& c : row) cells.push_back(md(c));
-        s += md_row(cells);
-      }
+      const auto escaped = [](const std::vector<std::string>& cells) {
+        std::vector<std::string> out;
+        out.reserve(cells.size());
+        for (const auto& c : cells) out.push_back(md(c));
+        return out;
+      };
+      s += "\n" + md(t.title) + ":\n\n" + md_header(escaped(t.head));
+      for (const auto& row : t.rows) s += md_row(escaped(row));
     }
   }
   return s;

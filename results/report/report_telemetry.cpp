@@ -167,6 +167,7 @@ std::vector<TextTable> telemetry_tables(const Record& r) {
   if (r.telemetry.empty()) return out;
   const std::vector<size_t> at = report_fmt::curve_samples(r.telemetry.size());
   std::vector<std::string> steps;
+  steps.reserve(at.size());
   for (size_t i : at) steps.push_back("step " + std::to_string(r.telemetry[i].step));
   if (!r.params.empty()) {
     TextTable t;
