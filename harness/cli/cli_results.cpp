@@ -25,6 +25,7 @@
 #include "run_files.h"           // read_state_fields
 #include "run_health.h"          // run_health, run_figures: each run's figures in compare
 #include "sweep_records.h"       // read_run_record
+#include "telemetry_summary.h"   // telemetry_table: show --telemetry
 #include "text.h"                // printable, did_you_mean
 
 namespace fs = std::filesystem;
@@ -246,35 +247,47 @@ int write_tensorboard_export(const std::string& dir, const std::string& out) {
   return 0;
 }
 
+/// Writes a CSV export of `what` ("a sweep export (CSV)") to o.output (a file, or - for
+/// stdout) or, without one, to <dir>/<default_name>: `render` hands its text to a sink;
+/// `first_line` is what such a file starts with (an earlier export it may replace).
+int write_csv_export(const ExportCliOptions& o, const char* what, const std::string& default_name,
+                     const std::string& first_line,
+                     const std::function<SweepRecords(const std::function<void(const std::string&)>&)>& render) {
+  auto ours = [&first_line](const std::string& head) { return head.rfind(first_line, 0) == 0; };
+  if (o.output.empty())
+    check_sweep_dir_target(o.dir, "");
+  else if (o.output != "-")
+    check_output_file(o.output, "export", what, "csv", ours);
+  // Read a chunk of runs at a time and written run by run as it is rendered: at 100,000
+  // runs the records are gigabytes, and so is the text.
+  if (o.output == "-") {
+    note_left_out(render([](const std::string& chunk) { std::fwrite(chunk.data(), 1, chunk.size(), stdout); }));
+    return 0;
+  }
+  const std::string out = o.output.empty() ? o.dir + "/" + default_name : o.output;
+  if (o.output.empty()) check_output_file(out, "export", what, "csv", ours);
+  SweepRecords read;
+  write_file_atomically_streamed(out, [&](const ChunkSink& put) { read = render(put); });
+  note_left_out(read);
+  std::printf("export: %s\n", out.c_str());
+  return 0;
+}
+
 int run_export(const ExportCliOptions& o) {
   if (!fs::is_directory(o.dir)) throw ConfigError(o.dir + ": not a sweep directory");
-  if (o.format != "csv" && o.format != "tensorboard")
-    throw ConfigError("--format '" + printable(o.format) + "': expected csv or tensorboard");
+  if (o.format != "csv" && o.format != "telemetry" && o.format != "tensorboard")
+    throw ConfigError("--format '" + printable(o.format) + "': expected csv, telemetry or tensorboard" +
+                      did_you_mean(o.format, {"csv", "telemetry", "tensorboard"}));
   if (o.format == "tensorboard") {
     if (o.output == "-") throw ConfigError("-o -: a TensorBoard export is a directory; name one");
     if (o.output.empty()) check_sweep_dir_target(o.dir, "");
     return write_tensorboard_export(o.dir, o.output.empty() ? o.dir + "/tensorboard" : o.output);
   }
-  auto ours = [](const std::string& head) { return head.rfind(kExportCsvStart, 0) == 0; };
-  if (o.output.empty())
-    check_sweep_dir_target(o.dir, "");
-  else if (o.output != "-")
-    check_output_file(o.output, "export", "a sweep export (CSV)", "csv", ours);
-  // Read a chunk of runs at a time and written run by run as it is rendered: at 100,000
-  // runs the records are gigabytes, and so is the text.
-  if (o.output == "-") {
-    const SweepRecords read =
-        export_sweep_csv(o.dir, [](const std::string& chunk) { std::fwrite(chunk.data(), 1, chunk.size(), stdout); });
-    note_left_out(read);
-    return 0;
-  }
-  const std::string out = o.output.empty() ? o.dir + "/export.csv" : o.output;
-  if (o.output.empty()) check_output_file(out, "export", "a sweep export (CSV)", "csv", ours);
-  SweepRecords read;
-  write_file_atomically_streamed(out, [&](const ChunkSink& put) { read = export_sweep_csv(o.dir, put); });
-  note_left_out(read);
-  std::printf("export: %s\n", out.c_str());
-  return 0;
+  if (o.format == "telemetry")
+    return write_csv_export(o, "a telemetry export (CSV)", "telemetry.csv", kTelemetryCsvStart,
+                            [&](const auto& sink) { return export_sweep_telemetry_csv(o.dir, sink); });
+  return write_csv_export(o, "a sweep export (CSV)", "export.csv", kExportCsvStart,
+                          [&](const auto& sink) { return export_sweep_csv(o.dir, sink); });
 }
 
 // ------------------------------------------------------------------ compare
@@ -453,10 +466,12 @@ CliAction setup_export(CLI::App& app) {
       "value) for pandas and other tools");
   cmd->add_option("dir", o->dir, "sweep directory")->required();
   cmd->add_option("-o,--output", o->output,
-                  "csv: output file, - for stdout (default <dir>/export.csv); tensorboard: output directory (default "
-                  "<dir>/tensorboard)");
+                  "csv, telemetry: output file, - for stdout (default <dir>/export.csv, <dir>/telemetry.csv); "
+                  "tensorboard: output directory (default <dir>/tensorboard)");
   cmd->add_option("--format", o->format,
-                  "csv (the default: long format for pandas) or tensorboard (event files: scalars per run, hparams)");
+                  "csv (the default: long format for pandas), telemetry (the gradient telemetry in long format: "
+                  "run_id, status, step, why, kind, name, rank, layer, expert, value) or tensorboard (event files: "
+                  "scalars and telemetry per run, hparams)");
   return [o, cmd]() { return cmd->parsed() ? run_export(*o) : -1; };
 }
 
@@ -464,7 +479,20 @@ CliAction setup_export(CLI::App& app) {
 
 struct ShowOptions {
   std::string path;
+  bool telemetry = false;  ///< the gradient telemetry of one step as a table, instead of the record
+  int64_t step = 0;        ///< with telemetry: the step (0: the last telemetry row)
 };
+
+/// `sweep show --telemetry`: one step's gradient telemetry as a table (telemetry_table);
+/// a record without telemetry, or a step without it, is bad input (exit 2), named.
+int show_telemetry(const ShowOptions& o, const RecordView& v) {
+  if (const std::string why = telemetry_step_problem(v.record, o.step); !why.empty())
+    throw ConfigError(printable(v.path) +
+                      (o.step ? ": --step " + std::to_string(o.step) : std::string(": --telemetry")) + ": " + why);
+  std::printf("record:  %s%s\n", terminal_text(v.path).c_str(), v.partial ? " (partial: as of its last flush)" : "");
+  for (const std::string& line : telemetry_table(v.record, o.step)) std::printf("%s\n", terminal_text(line).c_str());
+  return 0;
+}
 
 /// One record in the terminal, without Python: what it is (completed, verified or not;
 /// damaged and why; a partial record and the run's word for it), its figures and health,
@@ -472,6 +500,7 @@ struct ShowOptions {
 /// the served run page shows too).
 int run_show(const ShowOptions& o) {
   const RecordView v = view_record(o.path, sweep_level_flags);  // RecordError (exit 2) when there is none
+  if (o.telemetry) return show_telemetry(o, v);
   for (const auto& [key, value] : v.lines) std::printf("%-12s %s\n", (key + ":").c_str(), terminal_text(value).c_str());
   return 0;
 }
@@ -482,6 +511,13 @@ CliAction setup_show(CLI::App& app) {
                                  "print one record: what it is (verified, unverified, damaged, partial), status, "
                                  "figures, health, its own metrics, summary, config and environment");
   cmd->add_option("record", o->path, "record.h5, a partial record, or a run directory")->required();
+  auto* telemetry =
+      cmd->add_flag("--telemetry", o->telemetry,
+                    "print the gradient telemetry of one step instead: each rank's gradient norm, the largest tensor "
+                    "gradient norms and each MoE layer's expert load");
+  cmd->add_option("--step", o->step, "with --telemetry: the step (default: the last telemetry row)")
+      ->check(whole_number(1))
+      ->needs(telemetry);
   return [o, cmd]() { return cmd->parsed() ? run_show(*o) : -1; };
 }
 

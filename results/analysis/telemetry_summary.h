@@ -21,4 +21,17 @@ namespace sweep {
 ///    split, and the entropy of the load over ln(experts) (1 = even, 0 = one expert).
 std::vector<std::string> telemetry_summary(const Record& r, size_t most = 3);
 
+/// Why `sweep show --telemetry --step S` cannot show step `step` of `r` ("" when it can;
+/// 0 asks for the default step): no telemetry at all, no such recorded step, or a step
+/// with neither a /telemetry row nor rank gradient norms. Names the steps that have rows.
+std::string telemetry_step_problem(const Record& r, int64_t step);
+
+/// `sweep show --telemetry`: the telemetry at step `step` (0: the last /telemetry row, or
+/// the last step when there are only rank norms) as aligned text lines: a title naming the
+/// step and why its row was taken; each rank's own gradient norm and its ratio to the
+/// ranks' lower median; the `most` largest tensor gradient norms; and per MoE layer its
+/// tokens, load max/mean, busiest expert, entropy and tokens per expert. Numbers as "%.4g".
+/// The step must pass telemetry_step_problem.
+std::vector<std::string> telemetry_table(const Record& r, int64_t step, size_t most = 8);
+
 }  // namespace sweep

@@ -36,4 +36,26 @@ void render_export_csv(const SweepRecords& sweep, const std::function<void(const
 SweepRecords export_sweep_csv(const std::string& dir, const std::function<void(const std::string&)>& sink,
                               size_t chunk = 2048);
 
+/// First line of every telemetry export (`sweep export --format telemetry`).
+inline constexpr const char* kTelemetryCsvStart = "run_id,status,step,why,kind,";
+
+/// CSV (RFC 4180) of every run's gradient telemetry (export_telemetry.cpp), one row per
+/// figure: run_id, status, step, why, kind, name, rank, layer, expert, value, with a cell
+/// empty where its column does not apply. Kinds, each at the steps the record has it:
+///  - rank_grad_norm (rank): each rank's own gradient norm, every step of /ranks/grad_norm;
+///  - tensor_grad_norm (name: the tensor), at each /telemetry row;
+///  - routed_tokens (layer, expert): the tokens the layer's router sent to the expert;
+///  - expert_load (layer, expert: the busiest): its tokens over an even split;
+///  - routing_entropy (layer): the entropy of the layer's load over ln(experts).
+/// `why` is the /telemetry row's reasons (every, last, spike, nonfinite; comma-separated,
+/// so quoted), empty for rank_grad_norm. Values as render_export_csv writes them. Runs in
+/// run-id order, each run's steps in order, rank norms before the row of the same step.
+void render_telemetry_csv(const SweepRecords& sweep, const std::function<void(const std::string&)>& sink);
+
+/// render_telemetry_csv of the sweep directory `dir`, read `chunk` run directories at a
+/// time (as export_sweep_csv, in one pass: the columns do not depend on the runs). Returns
+/// what export_sweep_csv returns.
+SweepRecords export_sweep_telemetry_csv(const std::string& dir, const std::function<void(const std::string&)>& sink,
+                                        size_t chunk = 2048);
+
 }  // namespace sweep

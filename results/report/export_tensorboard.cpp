@@ -11,6 +11,8 @@
 #include <map>
 #include <set>
 
+#include "telemetry_series.h"  // expert_load_at
+
 namespace sweep {
 namespace {
 
@@ -79,6 +81,63 @@ std::string scalar(const std::string& tag_name, double v) {
   put_bytes(value, 1, tag_name);
   put_float(value, 2, float(v));
   return value;
+}
+
+/// A histogram Summary.Value (HistogramProto) of expert indices weighted by the tokens each
+/// received: one bucket per expert (right edge e + 0.5), so TensorBoard draws the load.
+std::string expert_histogram(const std::string& tag_name, const std::vector<double>& tokens) {
+  double num = 0, sum = 0, squares = 0;
+  int64_t lo = -1, hi = -1;
+  for (size_t e = 0; e < tokens.size(); ++e) {
+    num += tokens[e], sum += double(e) * tokens[e], squares += double(e) * double(e) * tokens[e];
+    if (tokens[e] > 0) hi = int64_t(e), lo = lo < 0 ? int64_t(e) : lo;
+  }
+  std::string histo, limits, counts;
+  put_double(histo, 1, double(std::max<int64_t>(lo, 0)));
+  put_double(histo, 2, double(std::max<int64_t>(hi, 0)));
+  put_double(histo, 3, num);
+  put_double(histo, 4, sum);
+  put_double(histo, 5, squares);
+  for (size_t e = 0; e < tokens.size(); ++e) {
+    const double edge = double(e) + 0.5;
+    char b[8];
+    std::memcpy(b, &edge, 8);
+    limits.append(b, 8);
+    std::memcpy(b, &tokens[e], 8);
+    counts.append(b, 8);
+  }
+  put_bytes(histo, 6, limits);  // packed repeated double
+  put_bytes(histo, 7, counts);
+  std::string value;
+  put_bytes(value, 1, tag_name);
+  put_bytes(value, 5, histo);
+  return value;
+}
+
+/// The telemetry scalars of step i of `r` (each rank's own gradient norm) and, when the
+/// step has a /telemetry row (the next, `*row`), its tensor norms, each MoE layer's load
+/// max/mean and entropy, and its tokens per expert as a histogram.
+void telemetry_values(const Record& r, size_t i, size_t* row, std::vector<std::string>& values) {
+  if (i < r.rank_grad_norm.size())
+    for (size_t k = 0; k < r.rank_grad_norm[i].size(); ++k)
+      values.push_back(scalar("telemetry/rank_grad_norm/rank_" + std::to_string(k), r.rank_grad_norm[i][k]));
+  for (; *row < r.telemetry.size() && r.telemetry[*row].step <= r.steps[i].step; ++*row) {
+    const TelemetryRow& t = r.telemetry[*row];
+    if (t.step != r.steps[i].step) continue;  // (a row without its step: no event to carry it)
+    for (size_t p = 0; p < t.tensor_grad_norm.size() && p < r.params.size(); ++p)
+      values.push_back(scalar("telemetry/tensor_grad_norm/" + r.params[p].name, t.tensor_grad_norm[p]));
+    if (t.routed_tokens.empty()) continue;
+    for (int64_t l = 0; l < r.moe_layers; ++l) {
+      const std::string layer = "layer_" + std::to_string(l);
+      const ExpertLoad load = expert_load_at(r, *row, l);
+      values.push_back(scalar("telemetry/expert_load/" + layer, load.max_over_mean));
+      values.push_back(scalar("telemetry/routing_entropy/" + layer, load.entropy));
+      std::vector<double> tokens;
+      for (int64_t e = 0; e < r.moe_experts && size_t(l * r.moe_experts + e) < t.routed_tokens.size(); ++e)
+        tokens.push_back(double(t.routed_tokens[size_t(l * r.moe_experts + e)]));
+      values.push_back(expert_histogram("telemetry/routed_tokens/" + layer, tokens));
+    }
+  }
 }
 
 /// One TFRecord frame.
@@ -219,7 +278,7 @@ std::vector<std::pair<std::string, std::string>> render_tensorboard(const SweepR
     frame(out, summary_event(start, 0, {hparams_value("_hparams_/session_start_info", start_data)}));
     // Steps and evaluations in step order, each at the time it ended.
     double t = start;
-    size_t e = 0;
+    size_t e = 0, row = 0;  // the next evaluation and /telemetry row
     auto evals_through = [&](int64_t step) {
       for (; e < r.evals.size() && r.evals[e].step <= step; ++e) {
         t += r.evals[e].time_s;
@@ -241,6 +300,7 @@ std::vector<std::pair<std::string, std::string>> render_tensorboard(const SweepR
                                          scalar("train/tokens_per_s", s.tokens_per_s)};
       for (const auto& [name, column] : r.step_extra)
         if (!std::isnan(column[i])) values.push_back(scalar("train/" + name, column[i]));
+      telemetry_values(r, i, &row, values);
       frame(out, summary_event(t, s.step, values));
       evals_through(s.step);
     }

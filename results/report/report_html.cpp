@@ -14,6 +14,7 @@
 #include "report_format.h"
 #include "report_html_parts.h"  // td, the search section
 #include "report_plots.h"       // line charts, parallel coordinates, scatter
+#include "report_telemetry.h"   // telemetry_section_html
 #include "run_health.h"         // spike_decisions, straggler_ranks
 
 namespace sweep {
@@ -772,6 +773,7 @@ std::string render_html(const SweepRecords& sweep, const ReportModel& m, const s
     h += effects_table(sweep, m);
     h += all_runs_section(sweep, m);
     h += diagnostics_section(sweep, m);
+    h += telemetry_section_html(sweep, m);
     h += reproducibility(sweep, m);
     h += determinism_section(sweep, m);
     h += runs_table(sweep, m, run_href);

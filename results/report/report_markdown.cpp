@@ -5,7 +5,9 @@
 
 #include "report.h"
 #include "report_format.h"
-#include "text.h"  // printable_lines
+#include "report_telemetry.h"  // telemetry_runs, telemetry_tables
+#include "telemetry_series.h"  // has_telemetry
+#include "text.h"              // printable_lines
 
 namespace sweep {
 namespace {
@@ -108,6 +110,32 @@ std::string pareto_markdown(const SearchProgress& sp) {
     s += md_row(row);
   }
   return s + "\n";
+}
+
+// Each run's gradient telemetry as telemetry_tables says it, for the runs the HTML page draws.
+std::string telemetry_md(const SweepRecords& sweep, const ReportModel& m) {
+  const std::vector<size_t> runs = telemetry_runs(sweep, m);
+  if (runs.empty()) return "";
+  std::string s = "\n## Gradient telemetry\n\nAt the first, quartile and last steps (rows) that recorded it";
+  size_t with = 0;
+  for (size_t i : m.html_runs) with += has_telemetry(sweep.runs[i]) ? 1 : 0;
+  s += with > runs.size() ? "; " + std::to_string(runs.size()) + " of the " + std::to_string(with) +
+                                " runs that recorded some, flagged runs first (`sweep show --telemetry` shows any).\n"
+                          : ".\n";
+  for (size_t i : runs) {
+    s += "\n### " + md(sweep.runs[i].run_id) + "\n";
+    for (const TextTable& t : telemetry_tables(sweep.runs[i])) {
+      const auto escaped = [](const std::vector<std::string>& cells) {
+        std::vector<std::string> out;
+        out.reserve(cells.size());
+        for (const auto& c : cells) out.push_back(md(c));
+        return out;
+      };
+      s += "\n" + md(t.title) + ":\n\n" + md_header(escaped(t.head));
+      for (const auto& row : t.rows) s += md_row(escaped(row));
+    }
+  }
+  return s;
 }
 
 }  // namespace
@@ -244,6 +272,7 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
                                             "x" + (f.shared_cores() ? ", shared cores" : "") + ")",
                    md(report_value(sweep.runs[i], "dist.zero_stage"))});
     }
+    s += telemetry_md(sweep, m);
     if (!m.classes_matter) {
       s += "\n## Reproducibility\n\nEvery run has a checksum trajectory of its own and no runs differ only in "
            "layout, so nothing is held to identity.\n";

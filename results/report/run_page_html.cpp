@@ -1,6 +1,5 @@
 // The page of one run (run_pages.h): `sweep show`'s lines and every curve the record holds.
-#include <algorithm>  // sort, any_of
-#include <cmath>      // isfinite
+#include <cmath>  // isfinite
 #include <functional>
 #include <map>
 
@@ -8,6 +7,7 @@
 #include "report_format.h"      // plural
 #include "report_html_parts.h"  // style, td, wrap_tables_in_boxes
 #include "report_plots.h"       // LineChart, chart_figure
+#include "report_telemetry.h"   // telemetry_html
 #include "run_pages.h"
 
 namespace sweep {
@@ -16,9 +16,6 @@ namespace {
 using report_html::td;
 using report_plot::LineChart;
 using report_plot::Series;
-
-/// Gradient-norm curves of this many tensors at most: the largest at the last row.
-constexpr size_t kTensorCurves = 8;
 
 /// A series of (step, value) points, NaNs left out.
 Series series_of(const std::string& label, const std::vector<std::pair<int64_t, double>>& points) {
@@ -64,29 +61,6 @@ std::string per_rank_section(const Record& r, const std::vector<std::vector<doub
   return c.series.empty() ? "" : curve_section(name, std::move(c));
 }
 
-/// The gradient telemetry (/telemetry): the norms of the tensors largest at its last row.
-std::string tensor_norms_section(const Record& r) {
-  if (r.telemetry.empty() || r.params.empty()) return "";
-  const auto& last = r.telemetry.back().tensor_grad_norm;
-  std::vector<size_t> order;
-  for (size_t p = 0; p < r.params.size() && p < last.size(); ++p) order.push_back(p);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    const double x = std::isfinite(last[a]) ? last[a] : -1, y = std::isfinite(last[b]) ? last[b] : -1;
-    return x > y;
-  });
-  if (order.size() > kTensorCurves) order.resize(kTensorCurves);
-  LineChart c;
-  c.log_y = true;
-  for (size_t p : order) {
-    std::vector<std::pair<int64_t, double>> pts;
-    for (const auto& row : r.telemetry)
-      if (p < row.tensor_grad_norm.size()) pts.emplace_back(row.step, row.tensor_grad_norm[p]);
-    c.series.push_back(series_of(r.params[p].name, pts));
-  }
-  return curve_section("tensor gradient norms (the " + std::to_string(order.size()) + " largest at the last row)",
-                       std::move(c));
-}
-
 /// The training loss with the held-out loss on it; then each of the program's own metrics
 /// and evaluation metrics (metric_curves' names: what the report draws of the sweep).
 std::string metric_sections(const Record& r) {
@@ -126,7 +100,7 @@ std::string telemetry_sections(const Record& r) {
   }
   h += per_rank_section(r, r.rank_step_time_s, "step_time_s per rank");
   h += per_rank_section(r, r.rank_grad_norm, "grad_norm per rank");
-  h += tensor_norms_section(r);
+  h += telemetry_html(r);  // each rank's norm as a heat map, the largest tensors, MoE load
   return h;
 }
 
