@@ -11,6 +11,7 @@
 //                               "forked from run P at step S: train.lr: ..." (`sweep status`)
 //   <dir>/runs/<id>/rank<r>.failure  a note from a rank whose watchdog fired (trainer/comm/watchdog.h)
 //   <dir>/runs/<id>/rank<r>.heartbeat  where rank r is among its collectives (results/record/heartbeat.h)
+//   <dir>/runs/<id>/rank<r>.collectives  rank r's last collectives, written as it stopped (collective_ring.h)
 #pragma once
 
 #include <cstdint>

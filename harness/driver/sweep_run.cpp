@@ -7,10 +7,12 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "atomic_file.h"    // write_file_atomically
+#include "hang_verdict.h"   // first_disagreement: the collective a hang's ranks first disagree on
 #include "heartbeat.h"      // absent_from_collective: the rank a hang waits for
 #include "launcher_log.h"   // launcher_finding, launcher_lost_host
 #include "program.h"        // recorded_writes
@@ -295,13 +297,23 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
   // wait in (rank 0 was the stopped one, or wrote nothing): the heartbeats the ranks left
   // in this attempt say it, now that every process of the run is gone.
   std::string absent;
+  const long long since = static_cast<long long>(attempt_start(said_by_launcher));
   if (hang && cause.find(kNeverEntered) == std::string::npos) {
-    absent = absent_from_collective(
-        read_heartbeats(run_dir, heartbeat_ranks(run_dir), static_cast<long long>(attempt_start(said_by_launcher))));
+    absent = absent_from_collective(read_heartbeats(run_dir, heartbeat_ranks(run_dir), since));
     if (!absent.empty()) cause += "; " + absent;
   }
-  if (cause != recorded) mark_partial_failed(rec, cause);  // a no-op without a partial
+  // The rings the ranks wrote as they stopped, merged: the first collective they disagree
+  // on, said first in the run's state and kept in the record's /hang (hang_verdict.h). A
+  // lost node outranks the hang it causes.
+  std::optional<HangForensics> forensics;
+  if (hang && lost_host.empty()) {
+    const std::vector<RankCollectives> left = read_rank_collectives(run_dir, since);
+    forensics = hang_forensics(first_disagreement(left), left);
+  }
+  if (cause != recorded || forensics)
+    mark_partial_failed(rec, cause, forensics ? &*forensics : nullptr);  // a no-op without a partial
   if (!finding.empty() || !recorded.empty() || trainer_said || !absent.empty()) *detail += "; " + cause;
+  if (forensics) *detail = "hang: " + forensics->verdict + "; " + *detail;
   if (!lost_host.empty()) return *detail += " (a node was lost)", FailureClass::node_fail;
   // The ranks' parameters parted: the same run parts the same way again (a fault, or a
   // kernel that is not deterministic), so it is a class of its own that is never retried.

@@ -22,7 +22,8 @@
 #include <tuple>
 #include <type_traits>
 
-#include "run_files.h"  // create_exclusive, regular_file_problem, sync_path
+#include "collective_ring.h"  // HangForensics: the /hang group a hung run's partial record gets
+#include "run_files.h"        // create_exclusive, regular_file_problem, sync_path
 
 namespace sweep {
 namespace {
@@ -1260,7 +1261,40 @@ RecordProgress read_partial_progress(const std::string& path) {
   return p;
 }
 
-bool mark_partial_failed(const std::string& path, const std::string& failure) {
+namespace {
+
+void write_hang(hid_t file, const HangForensics& h) {
+  if (H5Lexists(file, "hang", H5P_DEFAULT) > 0) H5Ldelete(file, "hang", H5P_DEFAULT);  // an earlier look's
+  H5 g(H5Gcreate2(file, "hang", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  if (!g) return;
+  write_str_attr(g.get(), "verdict", h.verdict);
+  write_str_attr(g.get(), "kind", h.kind);
+  write_i64_attr(g.get(), "collective", h.collective);
+  write_i64_attr(g.get(), "group", h.group);
+  write_fixed_list(g.get(), "entered", std::vector<int64_t>(h.entered.begin(), h.entered.end()));
+  write_fixed_list(g.get(), "missing", std::vector<int64_t>(h.missing.begin(), h.missing.end()));
+  std::vector<int64_t> seq, group, step, peer, bytes;
+  std::vector<double> start, end;
+  std::vector<std::string> op;
+  for (const RingEntry& e : h.rings) {
+    seq.push_back(e.seq), group.push_back(e.group), step.push_back(e.step), peer.push_back(e.peer);
+    bytes.push_back(e.bytes), start.push_back(e.start_s), end.push_back(e.end_s < 0 ? -1.0 : e.end_s);
+    op.push_back(e.op);
+  }
+  write_fixed_list(g.get(), "ring_rank", std::vector<int64_t>(h.ring_rank.begin(), h.ring_rank.end()));
+  write_fixed_list(g.get(), "ring_seq", seq);
+  write_fixed_list(g.get(), "ring_group", group);
+  write_fixed_list(g.get(), "ring_step", step);
+  write_fixed_list(g.get(), "ring_peer", peer);
+  write_fixed_list(g.get(), "ring_bytes", bytes);
+  write_str_list(g.get(), "ring_op", op);
+  write_fixed_list(g.get(), "ring_start_s", start);
+  write_fixed_list(g.get(), "ring_end_s", end);
+}
+
+}  // namespace
+
+bool mark_partial_failed(const std::string& path, const std::string& failure, const HangForensics* hang) {
   const std::string partial = path + kPartialSuffix;
   if (exists(path)) return false;
   struct stat st;
@@ -1272,6 +1306,7 @@ bool mark_partial_failed(const std::string& path, const std::string& failure) {
   if (status != "running" && status != "failed") return false;
   write_str_attr(file.get(), "status", "failed");
   write_str_attr(file.get(), "failure", failure);
+  if (hang) write_hang(file.get(), *hang);
   return H5Fflush(file.get(), H5F_SCOPE_GLOBAL) >= 0;
 }
 

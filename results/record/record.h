@@ -16,6 +16,8 @@
 
 namespace sweep {
 
+struct HangForensics;  // collective_ring.h
+
 /// Version of the on-disk layout; readers refuse newer files. Version 2 added the
 /// root attribute `digest` (results/SCHEMA.md, "Integrity"); version 3 the optional
 /// group /eval (held-out loss) and the /summary attributes `health*`; version 4 the
@@ -116,7 +118,9 @@ RecordProgress read_partial_progress(const std::string& path);
 /// partial record of `path` failed with `failure` (which should keep what the run wrote,
 /// e.g. the launcher's finding followed by the old cause). A completed record, or a
 /// partial whose run already finished writing, is left alone. Returns whether it wrote.
-bool mark_partial_failed(const std::string& path, const std::string& failure);
+/// With `hang`, also writes the group /hang (results/SCHEMA.md): the verdict on the ranks'
+/// merged collective rings, and the rings.
+bool mark_partial_failed(const std::string& path, const std::string& failure, const HangForensics* hang = nullptr);
 
 /// Library version of HDF5 this build links, e.g. "1.10.8".
 std::string hdf5_version();

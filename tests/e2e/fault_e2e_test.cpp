@@ -6,15 +6,20 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <regex>
+#include <thread>
 
-#include "e2e_util.h"    // E2eTest, tiny_model, bit_difference
-#include "hdf5_c.h"      // reads the status of a .partial record
-#include "heartbeat.h"   // read_heartbeat: where a rank is
-#include "process.h"     // SpawnRunner: a run the test acts on while it goes
-#include "run_health.h"  // run_health, health_names
+#include "collective_ring.h"  // read_collective_ring: the rings the stopped ranks wrote
+#include "e2e_util.h"         // E2eTest, tiny_model, bit_difference
+#include "hdf5_c.h"           // reads the status of a .partial record
+#include "heartbeat.h"        // read_heartbeat: where a rank is
+#include "process.h"          // SpawnRunner: a run the test acts on while it goes
+#include "run_health.h"       // run_health, health_names
+#include "sweep_dir.h"        // read_run_state: what the driver says of the hung run
 
 namespace fs = std::filesystem;
 
@@ -314,6 +319,106 @@ TEST_F(FaultMpi, ARankStoppedWithoutANoteIsNamedByItsHeartbeat) {
   EXPECT_TRUE(std::regex_search(rs.failure, std::regex("rank 1 never entered collective #[0-9]+ \\(.+ at step "
                                                        "[0-9]+\\); rank 0 waits in it$")))
       << rs.failure;
+}
+
+/// The string attribute `name` of group `group` of a record file, .partial included.
+std::string group_str_attr(const fs::path& file, const char* group, const char* name) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  std::string s = "<none>";
+  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) return "<unreadable>";
+  if (H5Lexists(f, group, H5P_DEFAULT) > 0) {
+    hid_t g = H5Gopen2(f, group, H5P_DEFAULT);
+    if (H5Aexists(g, name) > 0) {
+      hid_t a = H5Aopen(g, name, H5P_DEFAULT), t = H5Aget_type(a);
+      char* p = nullptr;
+      if (H5Aread(a, t, &p) >= 0 && p) s = p, H5free_memory(p);
+      H5Tclose(t), H5Aclose(a);
+    }
+    H5Gclose(g);
+  }
+  H5Fclose(f);
+  return s;
+}
+
+// The acceptance of issue 57's hangs: on three ranks under the sweep driver, rank 1 stopped
+// (SIGSTOP) between steps, outside any collective, writes nothing; ranks 0 and 2 time out
+// in the next collective and write their rings. The driver merges them with rank 1's
+// heartbeat and names rank 1 as missing from collective #N, the one ranks 0 and 2 last
+// entered, in the run's state (so `sweep status` and `sweep show` say it in one line) and
+// in the record's /hang. The native reduction makes every collective one of all ranks.
+TEST_F(FaultMpi, ARankStoppedOutsideAnyCollectiveIsNamedMissingFromCollectiveNByTheMergedRings) {
+  // Rank 1 sleeps 50 ms in each step's compute, so that it is mostly outside any collective.
+  const std::string grid = write("stopped.yaml", "name: stopped\nbase:\n" + sweep_test::tiny_model("  ") +
+                                                     "  train: {steps: 400, micro_batch: 2, accum: 2}\n"
+                                                     "  dist: {world_size: 3, timeout_s: 3, reduction: native}\n"
+                                                     "  fault: {slow_ms: 50, slow_rank: 1}\n"
+                                                     "launch: {parallel: 1, slots: 3}\n");
+  const fs::path out = dir_ / "out";
+  sweep::SpawnRunner runner;
+  const int driver = runner.start(sweep_argv({"run", grid, "--out", out.string()}), (dir_ / "run.log").string());
+  std::vector<std::pair<int, sweep::ExitStatus>> ended;
+  fs::path run;
+  int pid = 0;
+  bool stopped = false;
+  for (double waited = 0; waited < 180 && ended.empty() && !stopped; waited += 0.02) {
+    ended = runner.wait_some(0.02);
+    std::error_code ec;
+    if (run.empty() && fs::is_directory(out / "runs", ec))
+      for (const auto& e : fs::directory_iterator(out / "runs", ec)) run = e.path();
+    if (run.empty()) continue;
+    if (pid == 0) pid = rank_pid(out, 1);
+    const auto beat = sweep::read_heartbeat(sweep::heartbeat_path(run.string(), 1));
+    if (pid == 0 || !beat || beat->step < 12 || beat->inside) continue;  // past 64 collectives
+    // Outside any collective by its heartbeat, read again once it is stopped: caught inside
+    // one (it entered between the two reads), it goes on and the test tries again.
+    ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the stop takes effect
+    const auto now = sweep::read_heartbeat(sweep::heartbeat_path(run.string(), 1));
+    stopped = now && !now->inside;
+    if (!stopped) ::kill(pid, SIGCONT);
+  }
+  ASSERT_TRUE(stopped) << "rank 1 was never stopped outside a collective:\n" << read("run.log");
+  const auto at_stop = sweep::read_heartbeat(sweep::heartbeat_path(run.string(), 1));
+  for (double waited = 0; waited < 240 && ended.empty(); waited += 1) ended = runner.wait_some(1);
+  // Whatever the launcher did to it, rank 1 goes now (it may still be stopped).
+  if (sweep_test::read_file("/proc/" + std::to_string(pid) + "/cmdline").find("sweep-train") != std::string::npos)
+    ::kill(pid, SIGKILL), ::kill(pid, SIGCONT);
+  ASSERT_FALSE(ended.empty()) << "the watchdogs of ranks 0 and 2 end the run after dist.timeout_s";
+  EXPECT_EQ(ended[0].first, driver);
+  // The collective ranks 0 and 2 last entered, by their rings: #N, the one after rank 1's last.
+  const auto ring0 = sweep::read_collective_ring(sweep::collective_ring_path(run.string(), 0), 0);
+  const auto ring2 = sweep::read_collective_ring(sweep::collective_ring_path(run.string(), 2), 2);
+  ASSERT_TRUE(ring0 && !ring0->empty() && ring2 && !ring2->empty()) << read("run.log");
+  EXPECT_EQ(ring0->size(), 64u) << "a ring of 64 once a run has entered as many";
+  // Stopped, rank 1 wrote nothing in time; the launcher may continue it to end it, and
+  // then it writes a ring whose newest entry is the one before #N, finished.
+  if (const auto ring1 = sweep::read_collective_ring(sweep::collective_ring_path(run.string(), 1), 1);
+      ring1 && !ring1->empty()) {
+    EXPECT_EQ(ring1->back().seq, ring0->back().seq - 1);
+    EXPECT_FALSE(ring1->back().inside());
+  }
+  const long long n = ring0->back().seq;
+  EXPECT_TRUE(ring0->back().inside());
+  EXPECT_EQ(ring2->back().seq, n);
+  ASSERT_TRUE(at_stop);
+  EXPECT_EQ(at_stop->seq, n - 1) << "rank 1 finished the collective before #N and entered no other";
+  const std::string verdict = "rank 1 never entered collective #" + std::to_string(n) + " (" + ring0->back().op + ", " +
+                              std::to_string(ring0->back().bytes) + " B, at step " +
+                              std::to_string(ring0->back().step) + "); ranks 0, 2 waited in it";
+  // The run's state says it first; `sweep status` and `sweep show` print it in one line.
+  const auto state = sweep::read_run_state(run.string());
+  EXPECT_EQ(state.failure, sweep::FailureClass::hang);
+  EXPECT_EQ(state.detail.rfind("hang: " + verdict + "; ", 0), 0u) << state.detail;
+  const auto status = sweep_cli({"status", out.string()}, "status.log");
+  EXPECT_CONTAINS(status.out, "[hang: " + verdict + "; ");
+  const auto show = sweep_cli({"show", run.string()}, "show.log");
+  EXPECT_CONTAINS(show.out, "failed: hang: " + verdict + "; ");
+  // The record keeps the verdict, and rank 0's and rank 2's rings.
+  const fs::path partial = run / "record.h5.partial";
+  EXPECT_EQ(status_attr(partial), "failed");
+  EXPECT_EQ(group_str_attr(partial, "hang", "verdict"), verdict);
+  EXPECT_EQ(group_str_attr(partial, "hang", "kind"), "missing");
 }
 
 TEST_F(FaultMpi, NanLossStopsEveryRankNamingWhereItStarted) {

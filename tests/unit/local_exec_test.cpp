@@ -14,9 +14,10 @@
 #include <map>
 #include <thread>
 
-#include "atomic_file.h"   // write_file_atomically
-#include "fake_trainer.h"  // flag_value, write_run_record
-#include "heartbeat.h"     // HeartbeatWriter
+#include "atomic_file.h"      // write_file_atomically
+#include "collective_ring.h"  // write_collective_ring: a stopped rank's ring
+#include "fake_trainer.h"     // flag_value, write_run_record
+#include "heartbeat.h"        // HeartbeatWriter
 #include "plan.h"
 #include "record.h"
 #include "run_files.h"  // utc_now
@@ -422,6 +423,50 @@ TEST(ClassifyAttempt, AHangWithoutACauseIsLocatedByTheHeartbeatsOfThisAttempt) {
   fs::last_write_time(run / "rank0.heartbeat", old);
   EXPECT_EQ(classify_attempt(st, run.string(), &d), FailureClass::hang) << d;
   EXPECT_EQ(d.find("collective #"), std::string::npos) << d;
+}
+
+// The rings the ranks wrote as they stopped, merged with the heartbeat of the one that
+// wrote none (stopped): the first collective they disagree on comes first in the detail,
+// and the partial record keeps it (/hang, read back by the e2e test). An earlier attempt's
+// ring or heartbeat says nothing.
+TEST(ClassifyAttempt, AHangsFirstDisagreementAmongTheRanksRingsComesFirstInTheDetail) {
+  sweep_test::TempDir tmp("sweep_classify_");
+  const fs::path run = tmp.path() / "run";
+  fs::create_directories(run / "logs");
+  std::ofstream(run / "logs/launcher.log") << "=== sweep: attempt 1 of run r at " << utc_now() << " ===\n";
+  {
+    RecordHeader h;
+    h.run_id = "0123456789abcdef";
+    RecordWriter w((run / "record.h5").string(), h);
+  }  // rank 0 wrote no cause
+  std::vector<RingEntry> ring;
+  for (long long n = 1; n <= 35; ++n)
+    ring.push_back(RingEntry{n, n, 1 + n / 12, -1, 8, "allreduce", 10.0 + n, 10.5 + n});
+  ring.back().end_s = -1;  // rank 0 waits in #35
+  ASSERT_TRUE(write_collective_ring(run.string(), 0, ring));
+  {
+    HeartbeatWriter rank0(run.string(), 0), rank1(run.string(), 1);
+    rank0.publish(35, 35, 3, true, -1, "allreduce");
+    rank1.publish(34, 34, 3, false, -1, "allreduce");  // finished #34, then stopped
+  }
+  ExitStatus st;
+  st.code = 4;
+  std::string d;
+  EXPECT_EQ(classify_attempt(st, run.string(), &d), FailureClass::hang) << d;
+  EXPECT_EQ(d.rfind("hang: rank 1 never entered collective #35 (allreduce, 8 B, at step 3); rank 0 waited in it; ", 0),
+            0u)
+      << d;
+  EXPECT_CONTAINS(read_record_status((run / "record.h5").string()).failure,
+                  "rank 1 never entered collective #35 (allreduce at step 3)");  // the heartbeats' words
+  const auto old = fs::file_time_type::clock::now() - std::chrono::hours(2);
+  // Without rank 0's ring (an earlier attempt's) the heartbeats alone say it, sizes unknown.
+  fs::last_write_time(collective_ring_path(run.string(), 0), old);
+  EXPECT_EQ(classify_attempt(st, run.string(), &d), FailureClass::hang) << d;
+  EXPECT_EQ(d.rfind("hang: rank 1 never entered collective #35 (allreduce, at step 3); rank 0 waited in it; ", 0), 0u)
+      << d;
+  fs::last_write_time(run / "rank0.heartbeat", old);
+  EXPECT_EQ(classify_attempt(st, run.string(), &d), FailureClass::hang) << d;
+  EXPECT_EQ(d.find("hang: "), std::string::npos) << d;
 }
 
 TEST(ProgressBar, CountsAndEta) {

@@ -14,9 +14,10 @@
 #include <fstream>
 #include <thread>
 
-#include "heartbeat.h"  // HeartbeatWriter
-#include "temp_dir.h"   // TempDirTest
-#include "test_util.h"  // read_file
+#include "collective_ring.h"  // read_collective_ring: the ring a stopped rank leaves
+#include "heartbeat.h"        // HeartbeatWriter
+#include "temp_dir.h"         // TempDirTest
+#include "test_util.h"        // read_file
 
 namespace {
 
@@ -77,13 +78,14 @@ TEST_F(WatchdogTest, ATimeoutNamesTheCollectiveByNumberAndTheStackOfTheStuckThre
   const std::string dir = dir_.string();
   {
     sweep::Watchdog dog(0, 0, dir);
-    for (int i = 0; i < 11; ++i) sweep::Watchdog::Waiting w(dog, i % 2 ? "allgather" : "allreduce", -1, size_t(8 * i));
+    const int n = int(sweep::Watchdog::kCollectiveRing) + 3;  // the ring's size, and 3 more
+    for (int i = 0; i < n; ++i) sweep::Watchdog::Waiting w(dog, i % 2 ? "allgather" : "allreduce", -1, size_t(8 * i));
     const auto ring = dog.last_collectives();
     ASSERT_EQ(ring.size(), sweep::Watchdog::kCollectiveRing);
     EXPECT_EQ(ring.front().seq, 4);
-    EXPECT_EQ(ring.back().seq, 11);
-    EXPECT_STREQ(ring.back().op, "allreduce");
-    EXPECT_EQ(ring.back().bytes, 80u);
+    EXPECT_EQ(ring.back().seq, n);
+    EXPECT_STREQ(ring.back().op, n % 2 ? "allreduce" : "allgather");
+    EXPECT_EQ(ring.back().bytes, size_t(8 * (n - 1)));
     EXPECT_GE(ring.back().end_s, ring.back().start_s);
   }
   EXPECT_EXIT(
@@ -134,6 +136,59 @@ TEST_F(WatchdogTest, RankZerosHangNamesTheRankThatNeverEnteredTheCollectiveItWai
   std::filesystem::create_directory(dir_ / "alone");
   { sweep::Watchdog alone(0, 0, dir + "/alone"); }
   EXPECT_TRUE(std::filesystem::is_empty(dir_ / "alone"));
+}
+
+// A rank of several that times out writes its ring, the last kCollectiveRing (64)
+// collectives oldest first, numbered as the heartbeat numbers them, for the driver to
+// merge (collective_ring.h); a rank alone writes none, and a new attempt's watchdog
+// removes an earlier attempt's.
+TEST_F(WatchdogTest, ARankOfSeveralThatTimesOutWritesItsRingOfTheLast64Collectives) {
+  static_assert(sweep::Watchdog::kCollectiveRing >= 64);
+  const std::string dir = dir_.string();
+  EXPECT_EXIT(
+      {
+        sweep::Watchdog dog(0.2, 1, dir, 3);
+        dog.arm();
+        for (int step = 1; step <= 50; ++step) {
+          dog.beat(step);
+          { sweep::Watchdog::Waiting w(dog, "allgather", -1, 16); }
+          { sweep::Watchdog::Waiting w(dog, "the gradient exchange (sendrecv)", 2, 64); }
+        }
+        sweep::Watchdog::Waiting waiting(dog, "allreduce", -1, 4096);  // #101
+        std::this_thread::sleep_for(10s);
+      },
+      ::testing::ExitedWithCode(4), "rank 1: no progress");
+  const auto ring = sweep::read_collective_ring(sweep::collective_ring_path(dir, 1), 1);
+  ASSERT_TRUE(ring);
+  ASSERT_EQ(ring->size(), sweep::Watchdog::kCollectiveRing);
+  const sweep::RingEntry& last = ring->back();
+  EXPECT_EQ(last.seq, 101);
+  EXPECT_EQ(last.group, 51);  // the 50 allgathers, then this
+  EXPECT_EQ(last.op, "allreduce");
+  EXPECT_EQ(last.bytes, 4096);
+  EXPECT_EQ(last.step, 50);
+  EXPECT_TRUE(last.inside());
+  const sweep::RingEntry& before = (*ring)[ring->size() - 2];
+  EXPECT_EQ(before.seq, 100);
+  EXPECT_EQ(before.group, 50);  // a point-to-point exchange counts in seq only
+  EXPECT_EQ(before.peer, 2);
+  EXPECT_FALSE(before.inside());
+  EXPECT_LE(before.start_s, before.end_s);
+  EXPECT_EQ(ring->front().seq, 101 - long(sweep::Watchdog::kCollectiveRing) + 1);
+  // The next attempt's watchdog removes the stale ring at once.
+  { sweep::Watchdog again(0, 1, dir, 3); }
+  EXPECT_FALSE(std::filesystem::exists(sweep::collective_ring_path(dir, 1)));
+  // One rank has no peers to compare with: no ring.
+  std::filesystem::create_directory(dir_ / "alone");
+  EXPECT_EXIT(
+      {
+        sweep::Watchdog dog(0.2, 0, dir + "/alone");
+        dog.arm();
+        sweep::Watchdog::Waiting waiting(dog, "allreduce", -1, 8);
+        std::this_thread::sleep_for(10s);
+      },
+      ::testing::ExitedWithCode(4), "rank 0: no progress");
+  EXPECT_FALSE(std::filesystem::exists(sweep::collective_ring_path(dir + "/alone", 0)));
 }
 
 TEST_F(WatchdogTest, AWaitOnOnePeerNamesItsRankAndHost) {

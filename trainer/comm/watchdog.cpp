@@ -17,8 +17,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "heartbeat.h"  // HeartbeatWriter, read_heartbeats, absent_from_collective
-#include "monotonic.h"  // monotonic_s
+#include "collective_ring.h"  // write_collective_ring: the ring the driver merges
+#include "heartbeat.h"        // HeartbeatWriter, read_heartbeats, absent_from_collective
+#include "monotonic.h"        // monotonic_s
 
 namespace fs = std::filesystem;
 
@@ -72,7 +73,8 @@ std::string note_path(const std::string& dir, int rank) { return dir + "/rank" +
 Watchdog::Watchdog(double timeout_s, int rank, std::string note_dir, int world)
     : timeout_s_(timeout_s), rank_(rank), note_dir_(std::move(note_dir)), world_(world), main_(::pthread_self()) {
   std::error_code ec;
-  fs::remove(note_path(note_dir_, rank_), ec);  // a note from an earlier attempt is stale
+  fs::remove(note_path(note_dir_, rank_), ec);             // a note from an earlier attempt is stale
+  fs::remove(collective_ring_path(note_dir_, rank_), ec);  // and so is its ring
   started_ = static_cast<long long>(std::time(nullptr));
   if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0)
     throw std::runtime_error(std::string("watchdog: pipe: ") + std::strerror(errno));
@@ -170,7 +172,7 @@ void Watchdog::enter(const char* op, int peer, size_t bytes) {
     std::lock_guard<std::mutex> lock(ring_mu_);
     ++seq_;
     if (peer < 0) ++group_;
-    ring_[size_t(seq_) % kCollectiveRing] = Collective{seq_, op, bytes, monotonic_s(), -1};
+    ring_[size_t(seq_) % kCollectiveRing] = Collective{seq_, op, bytes, monotonic_s(), -1, group_, step_.load(), peer};
     seq = seq_, group = group_;
   }
   peer_.store(peer);
@@ -218,6 +220,18 @@ std::string Watchdog::ring_text() {
                         : "took " + seconds(c.end_s - c.start_s) + ", ended " + seconds(now - c.end_s) + " ago") +
            "\n";
   return out;
+}
+
+void Watchdog::write_ring() {
+  if (world_ <= 1) return;
+  // Steady-clock times to the epoch's, so that the driver can set the ranks' rings side by side.
+  const double mono = monotonic_s();
+  const double wall = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  std::vector<RingEntry> ring;
+  for (const Collective& c : last_collectives())
+    ring.push_back(RingEntry{c.seq, c.group, c.step, c.peer, static_cast<long long>(c.bytes), c.op ? c.op : "?",
+                             wall - (mono - c.start_s), c.end_s < 0 ? -1 : wall - (mono - c.end_s)});
+  write_collective_ring(note_dir_, rank_, ring);
 }
 
 std::string Watchdog::where(bool stuck) {
@@ -277,6 +291,7 @@ void Watchdog::stop(const std::string& why, int code) {
       cause += "; " + absent;
   std::fprintf(stderr, "sweep-train: %s; exiting (%d)\n", cause.c_str(), code);
   std::fflush(stderr);
+  write_ring();  // before the hook: rank 0's record may be the last thing it finishes
   {
     std::lock_guard<std::mutex> lock(hook_mu_);
     if (hook_) hook_(cause);

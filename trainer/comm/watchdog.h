@@ -11,7 +11,11 @@
 // A rank killed outright (SIGKILL, out of memory) leaves no note; the launcher names it.
 //
 // Hang evidence: every collective a rank enters is numbered, and the rank keeps a ring of
-// its last kCollectiveRing (number, operation, bytes, start and end). A timeout names the
+// its last kCollectiveRing (number, operation, bytes, start and end). In a run of several
+// ranks a rank that stops (its timeout, or the launcher's signal) writes that ring to
+// <note_dir>/rank<R>.collectives (results/record/collective_ring.h), which the sweep driver
+// merges with the other ranks' to name the first collective they disagree on
+// (results/analysis/hang_verdict.h). A timeout names the
 // collective the rank waits in, or the last one it finished ("rank 1 ... outside any
 // collective (its last, #811 allreduce, ended 3.2 s ago); rank 0 ... in allreduce
 // (collective #812, ...)": rank 1 never reached #812), prints the ring and a stack trace
@@ -90,8 +94,13 @@ class Watchdog {
     const char* op = nullptr;
     size_t bytes = 0;
     double start_s = 0, end_s = -1;
+    long long group = 0;  ///< collectives of all ranks entered, this one included (the same on every rank)
+    long long step = 0;   ///< the step the rank was at
+    int peer = -1;        ///< the one rank it waits on; -1: all ranks
   };
-  static constexpr size_t kCollectiveRing = 8;
+  /// At least 64, as the issue asked: a step of the tests' tiny model enters about 6, so
+  /// the ring reaches back some 10 steps (a larger model's step, with more exchanges, less).
+  static constexpr size_t kCollectiveRing = 64;
   /// The ring, oldest first (at most kCollectiveRing, fewer before as many collectives).
   std::vector<Collective> last_collectives();
 
@@ -106,6 +115,8 @@ class Watchdog {
   void leave();
   /// The ring as one line per collective, for the log.
   std::string ring_text();
+  /// Writes the ring to <note_dir>/rank<R>.collectives (a run of several ranks only).
+  void write_ring();
   /// A stack trace of the thread that made the Watchdog (the main thread), taken by a
   /// signal: every frame for the log (`all`), and the top frames of this program and its
   /// libraries as one line ("" when the thread did not answer within a second).
