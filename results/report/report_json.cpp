@@ -125,89 +125,45 @@ std::string json_run(const SweepRecords& sweep, const ReportModel& m, const RunI
          ",\"slowest_rank_ratio\":" + jnum(f.slowest_rank_ratio) + "}";
 }
 
-}  // namespace
+/// "search": a search's kind, metric, keys, trials, rungs, paths and decisions (and a
+/// Pareto search's front).
+std::string json_search(const ReportModel& m) {
+  if (m.search.kind.empty()) return "";
+  std::string j;
+  std::vector<std::string> points, decisions;
+  for (const auto& pt : m.search.best_so_far)
+    points.push_back("{\"compute_steps\":" + jnum(pt.compute) + ",\"best\":" + jnum(pt.best) +
+                     ",\"label\":" + jstr(pt.label) + "}");
+  for (const auto& d : m.search.decisions) decisions.push_back(jstr(d));
+  std::vector<std::string> keys, trials, rungs, paths;
+  for (const auto& k : m.search.keys) keys.push_back(jstr(k));
+  for (const auto& t : m.search.trials) {
+    std::vector<std::string> ids;
+    for (const auto& id : t.run_ids) ids.push_back(jstr(id));
+    trials.push_back("{\"label\":" + jstr(t.label) + ",\"inputs\":" + jstr(t.inputs) + ",\"runs\":" + jlist(ids) + "}");
+  }
+  for (const auto& r : m.search.rungs)
+    rungs.push_back("{\"bracket\":" + jint(int64_t(r.bracket)) + ",\"rung\":" + jint(int64_t(r.rung)) +
+                    ",\"steps\":" + jint(r.steps) + ",\"trials\":" + jint(int64_t(r.trials)) +
+                    ",\"promoted\":" + jint(int64_t(r.promoted)) + ",\"steps_spent\":" + jnum(r.steps_spent) + "}");
+  for (const auto& p : m.search.paths) {
+    std::vector<std::string> pts;
+    for (const auto& [steps, v] : p.points) pts.push_back("[" + jint(steps) + "," + jnum(v) + "]");
+    paths.push_back("{\"trial\":" + jint(int64_t(p.trial)) + ",\"bracket\":" + jint(int64_t(p.bracket)) +
+                    ",\"points\":" + jlist(pts) + ",\"fate\":" + jstr(p.fate) +
+                    ",\"last_rung\":" + jint(int64_t(p.last_rung)) + "}");
+  }
+  j += ",\"search\":{\"kind\":" + jstr(m.search.kind) + ",\"metric\":" + jstr(m.search.metric) +
+       ",\"mode\":" + jstr(m.search.mode) + ",\"keys\":" + jlist(keys) + ",\"best_so_far\":" + jlist(points) +
+       ",\"trials\":" + jlist(trials) + ",\"rungs\":" + jlist(rungs) + ",\"paths\":" + jlist(paths) +
+       ",\"decisions\":" + jlist(decisions) + pareto_json(m.search) + "}";
+  return j;
+}
 
-std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
-  const RunIndex x = index_runs(sweep, m);
-  std::vector<std::string> strs, groups, runs, effects, classes, sets, charts, env, failed, problems;
-  // Version 2: groups carry the objective (final eval loss, else the mean training loss of
-  // the last steps) instead of the final loss; runs their figures and health flags.
-  // Version 3: curves carry their band (min_loss, max_loss); effects their variance
-  // explained, confounding and balance; runs their Pareto membership and diagnostics;
-  // layout sets the runs that differ by design; "baseline" the paired differences.
-  // Version 4: groups carry their legend label; effects whether they were binned and
-  // their rank correlation, with the model's importance_method; charts their labels and
-  // facet_by; classes_matter, throughput_varies_with and long_values; the search its keys,
-  // trials and (halving) rungs and paths.
-  // Version 5: "base_deltas", each point of a one-knob-at-a-time sweep against its base
-  // point (null for any other sweep); such a sweep's effects have a null importance and
-  // variance_explained, and importance_method "delta_against_base".
-  // Version 7: groups say whether they are ranked (a run with an objective: completed or
-  // stopped at a rung; the others are listed apart); lineage, per run; base_deltas points
-  // whether they are within the seed spread.
-  std::string j = kJsonReportStart + ("\"version\":7,\"title\":" + jstr(m.title));
-  j += ",\"summary\":{\"runs\":" + jint(int64_t(m.total)) + ",\"completed\":" + jint(int64_t(m.completed)) +
-       ",\"diverged\":" + jint(int64_t(m.diverged)) + ",\"stopped\":" + jint(int64_t(m.stopped)) +
-       ",\"failed\":" + jint(int64_t(m.failed)) + ",\"interrupted\":" + jint(int64_t(m.interrupted)) +
-       ",\"damaged\":" + jint(int64_t(m.damaged)) + ",\"unfinished\":" + jint(int64_t(m.running)) +
-       ",\"unverified\":" + jint(int64_t(m.unverified)) + ",\"pending\":" + jint(int64_t(m.pending)) +
-       ",\"without_record\":" + jint(int64_t(m.missing)) + ",\"problems\":" + jint(int64_t(problem_count(sweep, m))) +
-       ",\"health_flagged\":" + jint(int64_t(m.flagged)) +
-       ",\"wall_time_s\":" + (m.wall_time_s < 0 ? "null" : jnum(m.wall_time_s)) +
-       ",\"train_time_s\":" + jnum(m.train_time_s) + "}";
-  if (!m.search.kind.empty()) {
-    std::vector<std::string> points, decisions;
-    for (const auto& pt : m.search.best_so_far)
-      points.push_back("{\"compute_steps\":" + jnum(pt.compute) + ",\"best\":" + jnum(pt.best) +
-                       ",\"label\":" + jstr(pt.label) + "}");
-    for (const auto& d : m.search.decisions) decisions.push_back(jstr(d));
-    std::vector<std::string> keys, trials, rungs, paths;
-    for (const auto& k : m.search.keys) keys.push_back(jstr(k));
-    for (const auto& t : m.search.trials) {
-      std::vector<std::string> ids;
-      for (const auto& id : t.run_ids) ids.push_back(jstr(id));
-      trials.push_back("{\"label\":" + jstr(t.label) + ",\"inputs\":" + jstr(t.inputs) + ",\"runs\":" + jlist(ids) +
-                       "}");
-    }
-    for (const auto& r : m.search.rungs)
-      rungs.push_back("{\"bracket\":" + jint(int64_t(r.bracket)) + ",\"rung\":" + jint(int64_t(r.rung)) +
-                      ",\"steps\":" + jint(r.steps) + ",\"trials\":" + jint(int64_t(r.trials)) +
-                      ",\"promoted\":" + jint(int64_t(r.promoted)) + ",\"steps_spent\":" + jnum(r.steps_spent) + "}");
-    for (const auto& p : m.search.paths) {
-      std::vector<std::string> pts;
-      for (const auto& [steps, v] : p.points) pts.push_back("[" + jint(steps) + "," + jnum(v) + "]");
-      paths.push_back("{\"trial\":" + jint(int64_t(p.trial)) + ",\"bracket\":" + jint(int64_t(p.bracket)) +
-                      ",\"points\":" + jlist(pts) + ",\"fate\":" + jstr(p.fate) +
-                      ",\"last_rung\":" + jint(int64_t(p.last_rung)) + "}");
-    }
-    j += ",\"search\":{\"kind\":" + jstr(m.search.kind) + ",\"metric\":" + jstr(m.search.metric) +
-         ",\"mode\":" + jstr(m.search.mode) + ",\"keys\":" + jlist(keys) + ",\"best_so_far\":" + jlist(points) +
-         ",\"trials\":" + jlist(trials) + ",\"rungs\":" + jlist(rungs) + ",\"paths\":" + jlist(paths) +
-         ",\"decisions\":" + jlist(decisions) + pareto_json(m.search) + "}";
-  }
-  for (const auto& k : m.varying) strs.push_back(jstr(k));
-  j += ",\"varying\":" + jlist(strs);
-  strs.clear();
-  for (const auto& k : m.columns) strs.push_back(jstr(k));
-  j += ",\"columns\":" + jlist(strs) + ",\"group_by\":" + jstr(m.group_by) + ",\"facet_by\":" + jstr(m.facet_by);
-  strs.clear();
-  for (const auto& k : m.throughput_varies_with) strs.push_back(jstr(k));
-  j += ",\"classes_matter\":" + std::string(m.classes_matter ? "true" : "false") +
-       ",\"throughput_varies_with\":" + jlist(strs);
-  strs.clear();
-  for (const auto& l : m.long_values)
-    strs.push_back("{\"key\":" + jstr(l.key) + ",\"value\":" + jstr(l.value) + ",\"alias\":" + jstr(l.alias) + "}");
-  j += ",\"long_values\":" + jlist(strs);
-  for (size_t g = 0; g < m.groups.size(); ++g) {
-    std::string one = json_group(sweep, m, m.groups[g]);
-    one.insert(1, "\"label\":" + jstr(g < m.group_labels.size() ? m.group_labels[g] : "") + ",");
-    groups.push_back(std::move(one));
-  }
-  j += ",\"groups\":" + jlist(groups);
-  std::vector<std::string> changes(sweep.runs.size());
-  for (const LineageLine& l : lineage_lines(sweep)) changes[l.run] = l.changes;
-  for (size_t i = 0; i < sweep.runs.size(); ++i) runs.push_back(json_run(sweep, m, x, i, changes[i]));
-  j += ",\"runs\":" + jlist(runs);
+/// "effects", "importance_method" and "base_deltas".
+std::string json_effects(const SweepRecords& sweep, const ReportModel& m) {
+  std::string j;
+  std::vector<std::string> effects;
   for (const auto& e : m.effects) {
     std::vector<std::string> levels;
     for (size_t i = 0; i < e.values.size(); ++i)
@@ -252,6 +208,13 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
   } else {
     j += ",\"base_deltas\":null";
   }
+  return j;
+}
+
+/// "classes", "layout_sets" and "determinism_costs".
+std::string json_reproducibility(const SweepRecords& sweep, const ReportModel& m) {
+  std::string j;
+  std::vector<std::string> classes, sets;
   for (const auto& c : m.classes)
     classes.push_back("{\"name\":" + jstr(c.name) + ",\"runs\":" + jrun_ids(sweep, c.runs) + "}");
   j += ",\"classes\":" + jlist(classes);
@@ -269,6 +232,13 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
                     ",\"benchmark_tokens_per_s\":" + jnum(c.benchmark_tokens_per_s) + ",\"cost\":" + jnum(c.cost) +
                     ",\"refused\":" + jstr(c.refused) + "}");
   j += ",\"determinism_costs\":" + jlist(costs);
+  return j;
+}
+
+/// "baseline" (the paired differences) and "charts".
+std::string json_baseline_and_charts(const ReportModel& m) {
+  std::string j;
+  std::vector<std::string> charts;
   std::vector<std::string> diffs;
   for (const auto& d : m.baseline_diffs) diffs.push_back(json_baseline(m, d));
   std::vector<std::string> unpaired;
@@ -285,6 +255,66 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
     charts.push_back("{\"title\":" + jstr(c.title) + ",\"groups\":" + jlist(gs) + ",\"labels\":" + jlist(labels) + "}");
   }
   j += ",\"charts\":" + jlist(charts);
+  return j;
+}
+
+}  // namespace
+
+std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
+  const RunIndex x = index_runs(sweep, m);
+  std::vector<std::string> strs, groups, runs, env, failed, problems;
+  // Version 2: groups carry the objective (final eval loss, else the mean training loss of
+  // the last steps) instead of the final loss; runs their figures and health flags.
+  // Version 3: curves carry their band (min_loss, max_loss); effects their variance
+  // explained, confounding and balance; runs their Pareto membership and diagnostics;
+  // layout sets the runs that differ by design; "baseline" the paired differences.
+  // Version 4: groups carry their legend label; effects whether they were binned and
+  // their rank correlation, with the model's importance_method; charts their labels and
+  // facet_by; classes_matter, throughput_varies_with and long_values; the search its keys,
+  // trials and (halving) rungs and paths.
+  // Version 5: "base_deltas", each point of a one-knob-at-a-time sweep against its base
+  // point (null for any other sweep); such a sweep's effects have a null importance and
+  // variance_explained, and importance_method "delta_against_base".
+  // Version 7: groups say whether they are ranked (a run with an objective: completed or
+  // stopped at a rung; the others are listed apart); lineage, per run; base_deltas points
+  // whether they are within the seed spread.
+  std::string j = kJsonReportStart + ("\"version\":7,\"title\":" + jstr(m.title));
+  j += ",\"summary\":{\"runs\":" + jint(int64_t(m.total)) + ",\"completed\":" + jint(int64_t(m.completed)) +
+       ",\"diverged\":" + jint(int64_t(m.diverged)) + ",\"stopped\":" + jint(int64_t(m.stopped)) +
+       ",\"failed\":" + jint(int64_t(m.failed)) + ",\"interrupted\":" + jint(int64_t(m.interrupted)) +
+       ",\"damaged\":" + jint(int64_t(m.damaged)) + ",\"unfinished\":" + jint(int64_t(m.running)) +
+       ",\"unverified\":" + jint(int64_t(m.unverified)) + ",\"pending\":" + jint(int64_t(m.pending)) +
+       ",\"without_record\":" + jint(int64_t(m.missing)) + ",\"problems\":" + jint(int64_t(problem_count(sweep, m))) +
+       ",\"health_flagged\":" + jint(int64_t(m.flagged)) +
+       ",\"wall_time_s\":" + (m.wall_time_s < 0 ? "null" : jnum(m.wall_time_s)) +
+       ",\"train_time_s\":" + jnum(m.train_time_s) + "}";
+  j += json_search(m);
+  for (const auto& k : m.varying) strs.push_back(jstr(k));
+  j += ",\"varying\":" + jlist(strs);
+  strs.clear();
+  for (const auto& k : m.columns) strs.push_back(jstr(k));
+  j += ",\"columns\":" + jlist(strs) + ",\"group_by\":" + jstr(m.group_by) + ",\"facet_by\":" + jstr(m.facet_by);
+  strs.clear();
+  for (const auto& k : m.throughput_varies_with) strs.push_back(jstr(k));
+  j += ",\"classes_matter\":" + std::string(m.classes_matter ? "true" : "false") +
+       ",\"throughput_varies_with\":" + jlist(strs);
+  strs.clear();
+  for (const auto& l : m.long_values)
+    strs.push_back("{\"key\":" + jstr(l.key) + ",\"value\":" + jstr(l.value) + ",\"alias\":" + jstr(l.alias) + "}");
+  j += ",\"long_values\":" + jlist(strs);
+  for (size_t g = 0; g < m.groups.size(); ++g) {
+    std::string one = json_group(sweep, m, m.groups[g]);
+    one.insert(1, "\"label\":" + jstr(g < m.group_labels.size() ? m.group_labels[g] : "") + ",");
+    groups.push_back(std::move(one));
+  }
+  j += ",\"groups\":" + jlist(groups);
+  std::vector<std::string> changes(sweep.runs.size());
+  for (const LineageLine& l : lineage_lines(sweep)) changes[l.run] = l.changes;
+  for (size_t i = 0; i < sweep.runs.size(); ++i) runs.push_back(json_run(sweep, m, x, i, changes[i]));
+  j += ",\"runs\":" + jlist(runs);
+  j += json_effects(sweep, m);
+  j += json_reproducibility(sweep, m);
+  j += json_baseline_and_charts(m);
   for (const auto& e : m.environment) {
     std::vector<std::string> vs;
     for (const auto& [v, n] : e.values) vs.push_back("{\"value\":" + jstr(v) + ",\"runs\":" + jint(int64_t(n)) + "}");
