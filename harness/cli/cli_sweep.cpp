@@ -23,7 +23,7 @@
 #include "plan.h"
 #include "record.h"         // read_partial_progress
 #include "report.h"         // load_sweep
-#include "run_health.h"     // throughput_outliers: the sweep-level flag of completed runs
+#include "run_health.h"     // HealthFlag, health_names
 #include "slurm.h"          // shell_quote
 #include "slurm_exec.h"     // SlurmCli, preview_slurm, slurm_run_views
 #include "stall.h"          // stall_words: a running run that no longer advances
@@ -348,28 +348,9 @@ struct CompletedDetail {
   std::string health;  ///< "health: eval_rising", or "health: ok"
   bool flagged = false;
 };
-// The runs whose records are the sweep's (completed, stale, diverged or stopped), by id,
-// with their index entries and their sweep-level flags (throughput_outliers).
-struct ReadRuns {
-  std::vector<std::pair<std::string, const IndexedRecord*>> done;
-  std::vector<std::vector<HealthFlag>> outliers;  // parallel to done
-};
-ReadRuns read_runs(const std::unordered_map<std::string, RunState>& runs, const SweepIndex& index) {
-  ReadRuns r;
-  for (const auto& [id, st] : runs)
-    if (is_finished(st.state) || st.state == RunStatus::stale)
-      if (const IndexedRecord* e = index.get(id)) r.done.emplace_back(id, e);
-  std::sort(r.done.begin(), r.done.end());
-  std::vector<ThroughputPeer> peers;
-  peers.reserve(r.done.size());
-  for (const auto& [id, e] : r.done) peers.push_back({e->throughput_group, e->tokens_per_s_median, e->shared_cores});
-  r.outliers = throughput_outliers(peers);
-  return r;
-}
-
 std::map<std::string, CompletedDetail> completed_details(const std::unordered_map<std::string, RunState>& runs,
                                                          const SweepIndex& index) {
-  const ReadRuns read = read_runs(runs, index);
+  const FinishedRuns read = finished_runs(runs, index);
   const auto& done = read.done;
   const auto& outliers = read.outliers;
   std::map<std::string, CompletedDetail> out;
@@ -490,7 +471,7 @@ int run_accept(const AcceptOptions& o) {
 std::vector<HealthFlag> sweep_level_flags(const std::string& dir, const std::string& run_id) {
   if (!fs::is_directory(dir + "/runs")) return {};
   SweepIndex index = SweepIndex::load(dir);
-  const ReadRuns read = read_runs(scan_runs(dir, &index), index);
+  const FinishedRuns read = finished_runs(scan_runs(dir, &index), index);
   for (size_t i = 0; i < read.done.size(); ++i)
     if (read.done[i].first == run_id) return read.outliers[i];
   return {};

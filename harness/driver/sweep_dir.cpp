@@ -27,6 +27,7 @@
 #include "parallel_for.h"      // run directories read on every core
 #include "program.h"           // program_digest, parse_json_string_array, added_files
 #include "record.h"            // read_record, RecordError
+#include "run_health.h"        // throughput_outliers: finished_runs' sweep-level flags
 #include "sweep_index.h"       // SweepIndex
 #include "sweep_records.h"     // record_problem, accepted_digest_problem
 #include "text.h"              // join, printable
@@ -450,7 +451,8 @@ std::string move_run_aside(const std::string& dir, const std::string& why) {
   return join(moved, ", ");
 }
 
-std::unordered_map<std::string, RunState> scan_runs(const std::string& dir, SweepIndex* index) {
+std::unordered_map<std::string, RunState> scan_runs(const std::string& dir, SweepIndex* index,
+                                                    const std::atomic<bool>* cancel) {
   std::optional<SweepIndex> own;
   if (!index) {
     own = SweepIndex::load_saying(dir);
@@ -469,11 +471,26 @@ std::unordered_map<std::string, RunState> scan_runs(const std::string& dir, Swee
   InputsLook look;
   std::unordered_map<std::string, RunState> out;
   out.reserve(dirs.size());
-  for (size_t i = 0; i < dirs.size(); ++i)
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    if (cancel && cancel->load()) return out;  // (a part: forget_except would drop the rest)
     out.emplace(fs::path(dirs[i]).filename().string(), run_state_of(dirs[i], files[i], index, accepted, &look));
+  }
   index->forget_except(out);
   index->save();
   return out;
+}
+
+FinishedRuns finished_runs(const std::unordered_map<std::string, RunState>& runs, const SweepIndex& index) {
+  FinishedRuns r;
+  for (const auto& [id, st] : runs)
+    if (is_finished(st.state) || st.state == RunStatus::stale)
+      if (const IndexedRecord* e = index.get(id)) r.done.emplace_back(id, e);
+  std::sort(r.done.begin(), r.done.end());
+  std::vector<ThroughputPeer> peers;
+  peers.reserve(r.done.size());
+  for (const auto& [id, e] : r.done) peers.push_back({e->throughput_group, e->tokens_per_s_median, e->shared_cores});
+  r.outliers = throughput_outliers(peers);
+  return r;
 }
 
 void write_points_file(const std::string& dir, const std::vector<GridPoint>& points) {

@@ -14,6 +14,7 @@
 //   <dir>/runs/<id>/rank<r>.collectives  rank r's last collectives, written as it stopped (collective_ring.h)
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -28,8 +29,10 @@
 #include "run_status.h"     // RunStatus
 
 namespace sweep {
-struct Record;     // record.h
-class SweepIndex;  // sweep_index.h
+struct Record;         // record.h
+class SweepIndex;      // sweep_index.h
+struct IndexedRecord;  // sweep_index.h
+struct HealthFlag;     // run_health.h
 }  // namespace sweep
 
 namespace sweep {
@@ -157,8 +160,20 @@ std::string data_changed(const Record& r);
 
 /// Every run directory under <dir>/runs with its state, by run id. One directory listing.
 /// Records are looked up in `index`, or in the sweep's own index (<dir>/records.index,
-/// loaded, brought up to date and saved) when none is given.
-std::unordered_map<std::string, RunState> scan_runs(const std::string& dir, SweepIndex* index = nullptr);
+/// loaded, brought up to date and saved) when none is given. `cancel` (a server that is
+/// stopping): when it is set, the scan ends before the next run's record, returns what it
+/// has and saves nothing.
+std::unordered_map<std::string, RunState> scan_runs(const std::string& dir, SweepIndex* index = nullptr,
+                                                    const std::atomic<bool>* cancel = nullptr);
+
+/// The runs whose records are the sweep's (completed, stale, diverged or stopped: what
+/// load_sweep takes as its runs) that have an index entry, sorted by id, with their
+/// sweep-level health flags (throughput_outlier), all from the index: no record is read.
+struct FinishedRuns {
+  std::vector<std::pair<std::string, const IndexedRecord*>> done;
+  std::vector<std::vector<HealthFlag>> outliers;  ///< parallel to done
+};
+FinishedRuns finished_runs(const std::unordered_map<std::string, RunState>& runs, const SweepIndex& index);
 
 /// Writes <dir>/points.tsv: every point's id and swept values.
 void write_points_file(const std::string& dir, const std::vector<GridPoint>& points);

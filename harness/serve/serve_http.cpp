@@ -74,10 +74,10 @@ std::string random_token() {
   return t;
 }
 
-int serve(const ServeOptions& o, const SweepFlagsFn& sweep_flags) {
+int serve(const ServeOptions& o) {
   if (o.port < 0 || o.port > 65535)
     throw ConfigError("--port " + std::to_string(o.port) + ": expected a TCP port from 0 (any free one) to 65535");
-  ServeSite site(o.dirs, sweep_flags);  // ConfigError for a directory that is not a sweep's
+  ServeSite site(o.dirs, o.test_build_pause_s);  // ConfigError for a directory that is not a sweep's
   const bool loopback = loopback_address(o.bind);
   const std::string token = loopback ? "" : random_token();
 

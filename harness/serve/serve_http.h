@@ -10,8 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "record_view.h"  // SweepFlagsFn
-
 namespace sweep {
 
 /// What `sweep serve` is asked to do.
@@ -19,6 +17,9 @@ struct ServeOptions {
   std::vector<std::string> dirs;   ///< the sweep directories served
   std::string bind = "127.0.0.1";  ///< the address to listen on
   int port = 8080;                 ///< 0: a free port the system picks (printed)
+  /// Tests only (SWEEP_TEST_SERVE_BUILD_PAUSE_MS): seconds a report build pauses after each
+  /// run it loads (ServedSweep), so that a test can stop the server during a build.
+  double test_build_pause_s = 0;
 };
 
 /// Whether `address` is a loopback address (127.0.0.0/8, ::1, localhost): no token needed.
@@ -27,9 +28,10 @@ bool loopback_address(const std::string& address);
 /// 32 hexadecimal digits from the system's random source.
 std::string random_token();
 
-/// Serves until SIGINT, SIGTERM or SIGHUP; returns 0. Throws ConfigError (exit 2, nothing
+/// Serves until SIGINT, SIGTERM or SIGHUP, and ends within about a second of one (a scan or
+/// a report build in progress stops at its next run); returns 0. Throws ConfigError (exit 2, nothing
 /// served) for a directory that is not a sweep's, or an address and port it cannot
 /// listen on (in use, not this machine's). Prints the address (and the token) on stdout.
-int serve(const ServeOptions& o, const SweepFlagsFn& sweep_flags);
+int serve(const ServeOptions& o);
 
 }  // namespace sweep

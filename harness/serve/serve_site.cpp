@@ -9,7 +9,8 @@
 
 #include "compare.h"        // compare_records
 #include "config_error.h"   // ConfigError
-#include "report.h"         // html_escape
+#include "record_view.h"    // view_record
+#include "report.h"         // html_escape, json_string
 #include "run_files.h"      // check_run_entries, rank_log_path, RunRefused
 #include "run_pages.h"      // render_run_html, render_compare_html, report_page_start
 #include "sweep_records.h"  // log_tail, read_run_record_or_partial
@@ -64,6 +65,48 @@ constexpr const char* kLiveScript = R"JS(
       var changed = s.version !== version;  // (unchanged: a long poll that waited its time out)
       version = s.version;
       if (changed) apply(s);
+      setTimeout(poll, 1000);
+    }, function () { setTimeout(poll, 5000); });
+  }
+  poll();
+})();
+)JS";
+
+/// A running run's page's script: asks the run's status.json (a long poll), writes its step,
+/// loss and progress in place, and when the run no longer runs fetches the page once,
+/// swaps the run's part in (its final record) and asks no more.
+constexpr const char* kRunScript = R"JS(
+(function () {
+  var url = document.body.getAttribute("data-run-status"), version = 0, updates = 0, step = null;
+  function set(id, text) {
+    var e = document.getElementById(id);
+    if (e && e.textContent !== text) e.textContent = text;
+  }
+  function ended() {
+    set("run-state", "ended");
+    fetch(location.pathname, {cache: "no-store"}).then(function (r) { return r.text(); }).then(function (text) {
+      var doc = new DOMParser().parseFromString(text, "text/html");
+      var fresh = doc.getElementById("run"), old = document.getElementById("run");
+      if (fresh && old) old.replaceWith(document.importNode(fresh, true));
+    });
+  }
+  function apply(s) {
+    set("run-updates", String(++updates));
+    if (s.step === step) return;
+    step = s.step;
+    set("run-step", String(s.step));
+    set("run-loss", s.loss === null ? "-" : String(s.loss));
+    var progress = document.querySelector('tr[data-key="progress"] td:last-child');
+    if (progress) progress.textContent = "step " + s.step + " of " + s.steps + (s.stall || ", advancing");
+  }
+  function poll() {
+    fetch(url + "?after=" + version, {cache: "no-store"}).then(function (r) {
+      if (!r.ok) throw new Error("status " + r.status);
+      return r.json();
+    }).then(function (s) {
+      version = s.version;
+      if (s.ready && !s.running) return ended();
+      if (s.running) apply(s);
       setTimeout(poll, 1000);
     }, function () { setTimeout(poll, 5000); });
   }
@@ -139,8 +182,7 @@ std::string servable_run_dir(const std::string& dir, const std::string& id, int*
   return run;
 }
 
-ServeSite::ServeSite(const std::vector<std::string>& dirs, SweepFlagsFn sweep_flags)
-    : sweep_flags_(std::move(sweep_flags)) {
+ServeSite::ServeSite(const std::vector<std::string>& dirs, double test_build_pause_s) {
   std::set<std::string> names;
   for (const std::string& d : dirs) {
     std::error_code ec;
@@ -157,7 +199,7 @@ ServeSite::ServeSite(const std::vector<std::string>& dirs, SweepFlagsFn sweep_fl
     const std::string base = name;
     for (int n = 2; names.count(name); ++n) name = base + "-" + std::to_string(n);
     names.insert(name);
-    sweeps_.push_back(std::make_unique<ServedSweep>(real.string(), name, "/s/" + name + "/run/"));
+    sweeps_.push_back(std::make_unique<ServedSweep>(real.string(), name, "/s/" + name + "/run/", test_build_pause_s));
   }
 }
 
@@ -184,7 +226,8 @@ ServeResponse ServeSite::get(const std::string& path, const std::multimap<std::s
   if (parts.size() == 2 || (parts.size() == 3 && parts[2].empty())) return sweep_page(*s, nonce);
   if (parts.size() == 3 && parts[2] == "status.json") return status(*s, params);
   if (parts.size() == 3 && parts[2] == "compare") return compare_page(*s, params);
-  if (parts.size() == 4 && parts[2] == "run") return run_page(*s, parts[3]);
+  if (parts.size() == 4 && parts[2] == "run") return run_page(*s, parts[3], nonce);
+  if (parts.size() == 5 && parts[2] == "run" && parts[4] == "status.json") return run_status(*s, parts[3], params);
   return error_page(404, "no such page");
 }
 
@@ -233,18 +276,51 @@ ServeResponse ServeSite::status(ServedSweep& s, const std::multimap<std::string,
   return {200, "application/json", s.status(since, since == 0 ? 0 : kLongPollS).second};
 }
 
-ServeResponse ServeSite::run_page(ServedSweep& s, const std::string& id) {
+ServeResponse ServeSite::run_page(ServedSweep& s, const std::string& id, const std::string& nonce) {
   int code = 0;
   std::string why;
   const std::string run = servable_run_dir(s.dir(), id, &code, &why);
   if (run.empty()) return error_page(code, why.empty() ? "no run '" + id + "' in this sweep" : why);
   try {
-    const RecordView v = view_record(run, sweep_flags_);
+    // The sweep-level flags as the served sweep's last scan found them: no other record is read.
+    const RecordView v = view_record(
+        run, [&s](const std::string&, const std::string& run_id) { return s.sweep_flags(run_id, kFirstScanWaitS); });
     const std::string html = render_run_html(v, log_tail(rank_log_path(run, 0)), "/s/" + s.name() + "/compare");
-    return page(200, around(html, "", nav(&s, id), ""));
+    if (v.record.status != "running")
+      return page(200, around(html, "", nav(&s, id) + "<div id=\"run\">\n", "</div>\n"));
+    // Still training (as its partial record says): its step and loss kept up to date in place.
+    LiveRun l;
+    uint64_t version = 0;
+    const bool live = s.live_run(id, 0, 0, &l, &version);
+    const std::string line =
+        "<p class=\"live\" id=\"run-live\">live: <span id=\"run-state\">training</span>, step <span "
+        "id=\"run-step\">" +
+        std::to_string(live ? l.step : -1) + "</span> of " + std::to_string(live ? l.steps : -1) +
+        ", loss <span id=\"run-loss\">-</span>; <span id=\"run-updates\">0</span> updates</p>\n<div id=\"run\">\n";
+    const std::string attrs = " data-run-status=\"/s/" + s.name() + "/run/" + id + "/status.json\"";
+    return page(200, around(html, attrs, nav(&s, id) + line,
+                            "</div>\n<script nonce=\"" + nonce + "\">" + kRunScript + "</script>\n"));
   } catch (const RecordError& e) {
     return error_page(404, e.what());
   }
+}
+
+ServeResponse ServeSite::run_status(ServedSweep& s, const std::string& id,
+                                    const std::multimap<std::string, std::string>& params) {
+  int code = 0;
+  std::string why;
+  if (servable_run_dir(s.dir(), id, &code, &why).empty())
+    return {code, "application/json", "{\"error\":" + json_string(why.empty() ? "no such run" : why) + "}\n"};
+  const std::string after = param(params, "after");
+  const uint64_t since = after.empty() ? 0 : std::strtoull(after.c_str(), nullptr, 10);
+  LiveRun l;
+  uint64_t version = 0;
+  const bool running = s.live_run(id, since, since == 0 ? 0 : kLongPollS, &l, &version);
+  const bool ready = s.counts().ready;
+  std::string body = "{\"version\":" + std::to_string(version) + ",\"ready\":" + (ready ? "true" : "false") +
+                     ",\"running\":" + (running ? "true" : "false");
+  if (running) body += "," + live_fields_json(l);
+  return {200, "application/json", body + "}\n"};
 }
 
 ServeResponse ServeSite::compare_page(ServedSweep& s, const std::multimap<std::string, std::string>& params) {

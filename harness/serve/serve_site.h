@@ -7,7 +7,10 @@
 //   /                          the sweeps, with their counts
 //   /s/NAME/                   the sweep's report, updated in place while runs train
 //   /s/NAME/status.json        counts and each running run's step (?after=VERSION: a long poll)
-//   /s/NAME/run/ID             one run: show's lines, every curve, config, environment, log
+//   /s/NAME/run/ID             one run: show's lines, every curve, config, environment, log;
+//                              while it trains, its step and loss updated in place
+//   /s/NAME/run/ID/status.json the run's step, steps, loss and stall words while it runs
+//                              (?after=VERSION: a long poll, as the sweep's)
 //   /s/NAME/compare?a=ID&b=ID  two runs as `sweep compare` says them
 #pragma once
 
@@ -16,7 +19,6 @@
 #include <string>
 #include <vector>
 
-#include "record_view.h"   // SweepFlagsFn
 #include "served_sweep.h"  // ServedSweep
 
 namespace sweep {
@@ -30,14 +32,18 @@ struct ServeResponse {
 
 /// Seconds a long poll of status.json waits for a change before it answers unchanged.
 inline constexpr double kLongPollS = 20;
+/// Seconds a run page waits for the sweep's first scan (its sweep-level flags) before it
+/// is drawn without them.
+inline constexpr double kFirstScanWaitS = 5;
 
 class ServeSite {
  public:
   /// Serves each of `dirs`, named by its last path component (made unique, and spelled
   /// with [A-Za-z0-9._-] only). Throws ConfigError (exit 2) for a path that is not a
-  /// directory or not a sweep's (no runs/ and no points.tsv in it). `sweep_flags` gives
-  /// the sweep-level health flags of a run page (null: none).
-  ServeSite(const std::vector<std::string>& dirs, SweepFlagsFn sweep_flags);
+  /// directory or not a sweep's (no runs/ and no points.tsv in it). A run page's
+  /// sweep-level health flags come from its served sweep's scan (ServedSweep::sweep_flags).
+  /// `test_build_pause_s`: ServedSweep's (tests only).
+  ServeSite(const std::vector<std::string>& dirs, double test_build_pause_s = 0);
 
   /// The answer to GET `path` (percent-decoded) with `params` (the query). `nonce` is put
   /// on a page's inline script (the Content-Security-Policy admits only it).
@@ -50,11 +56,12 @@ class ServeSite {
   ServeResponse index_page();
   ServeResponse sweep_page(ServedSweep& s, const std::string& nonce);
   ServeResponse status(ServedSweep& s, const std::multimap<std::string, std::string>& params);
-  ServeResponse run_page(ServedSweep& s, const std::string& id);
+  ServeResponse run_page(ServedSweep& s, const std::string& id, const std::string& nonce);
+  ServeResponse run_status(ServedSweep& s, const std::string& id,
+                           const std::multimap<std::string, std::string>& params);
   ServeResponse compare_page(ServedSweep& s, const std::multimap<std::string, std::string>& params);
 
   std::vector<std::unique_ptr<ServedSweep>> sweeps_;
-  SweepFlagsFn sweep_flags_;
 };
 
 /// The run directory of run `id` of sweep directory `dir` when a request may read it: ""

@@ -10,10 +10,11 @@
 #include "report.h"         // build_report, render_html, json_string
 #include "report_format.h"  // counts_text
 #include "run_files.h"      // RunLock::holder: a running run's process holds its lock
+#include "run_health.h"     // HealthFlag
 #include "stall.h"          // stall_words
-#include "sweep_dir.h"      // scan_runs, RunState
+#include "sweep_dir.h"      // scan_runs, finished_runs, RunState
 #include "sweep_index.h"    // SweepIndex: records not read again while unchanged
-#include "sweep_records.h"  // load_sweep, read_points_file, sweep_name
+#include "sweep_records.h"  // SweepLoader, read_points_file, sweep_name
 
 namespace fs = std::filesystem;
 
@@ -70,7 +71,7 @@ size_t* count_of(SweepCounts* c, RunStatus state, const std::string& run_dir) {
 
 /// Where run `id` is now; where it was at the last look (`before`, by id) when its partial
 /// record cannot be read right now (caught mid-update: asked again at the next look).
-LiveRun live_run(const std::string& dir, const std::string& id, const std::map<std::string, LiveRun>& before) {
+LiveRun read_live_run(const std::string& dir, const std::string& id, const std::map<std::string, LiveRun>& before) {
   LiveRun l;
   l.id = id;
   try {
@@ -91,6 +92,11 @@ std::string json_number(double v) {
 
 }  // namespace
 
+std::string live_fields_json(const LiveRun& l) {
+  return "\"step\":" + std::to_string(l.step) + ",\"steps\":" + std::to_string(l.steps) +
+         ",\"loss\":" + json_number(l.loss) + ",\"stall\":" + json_string(l.stall);
+}
+
 std::string counts_words(const SweepCounts& c) {
   ReportModel m;  // (only its counts: counts_text's words and order)
   m.completed = c.completed, m.running = c.running, m.stopped = c.stopped, m.failed = c.failed;
@@ -99,8 +105,14 @@ std::string counts_words(const SweepCounts& c) {
   return report_fmt::counts_text(m);
 }
 
-ServedSweep::ServedSweep(std::string dir, std::string name, std::string run_href)
-    : dir_(std::move(dir)), name_(std::move(name)), run_href_(std::move(run_href)) {
+/// Runs a build loads between two looks at a stop: a few tens of milliseconds of reading.
+constexpr size_t kLoadChunk = 256;
+
+ServedSweep::ServedSweep(std::string dir, std::string name, std::string run_href, double test_build_pause_s)
+    : dir_(std::move(dir)),
+      name_(std::move(name)),
+      run_href_(std::move(run_href)),
+      test_build_pause_s_(test_build_pause_s) {
   watched_ = Clock::now();
   publish();
   thread_ = std::thread([this] { loop(); });
@@ -112,6 +124,7 @@ ServedSweep::~ServedSweep() {
 }
 
 void ServedSweep::stop() {
+  stopping_ = true;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -145,13 +158,32 @@ std::shared_ptr<const std::string> ServedSweep::report(uint64_t* generation) {
   return report_;
 }
 
+std::vector<HealthFlag> ServedSweep::sweep_flags(const std::string& id, double wait_s) {
+  std::unique_lock<std::mutex> lock(mu_);
+  watch();
+  cv_.notify_all();
+  cv_.wait_for(lock, after_s(wait_s), [&] { return stop_ || counts_.ready; });
+  const auto it = flags_.find(id);
+  return it == flags_.end() ? std::vector<HealthFlag>{} : it->second;
+}
+
+bool ServedSweep::live_run(const std::string& id, uint64_t after, double wait_s, LiveRun* out, uint64_t* version) {
+  std::unique_lock<std::mutex> lock(mu_);
+  watch();
+  cv_.notify_all();
+  cv_.wait_for(lock, after_s(wait_s), [&] { return stop_ || version_ != after; });
+  *version = version_;
+  for (const LiveRun& l : counts_.live)
+    if (l.id == id) return *out = l, true;
+  return false;
+}
+
 void ServedSweep::publish() {
   const SweepCounts& c = counts_;
   std::string running;
   for (const LiveRun& l : c.live)
-    running += std::string(running.empty() ? "" : ",") + "{\"id\":" + json_string(l.id) +
-               ",\"step\":" + std::to_string(l.step) + ",\"steps\":" + std::to_string(l.steps) +
-               ",\"loss\":" + json_number(l.loss) + ",\"stall\":" + json_string(l.stall) + "}";
+    running +=
+        std::string(running.empty() ? "" : ",") + "{\"id\":" + json_string(l.id) + "," + live_fields_json(l) + "}";
   std::string body = "\"sweep\":" + json_string(name_) + ",\"ready\":" + (c.ready ? "true" : "false") +
                      ",\"total\":" + std::to_string(c.total()) + ",\"counts\":{";
   const std::pair<const char*, size_t> words[] = {
@@ -177,7 +209,8 @@ void ServedSweep::scan() {
   if (!index_) index_ = std::make_unique<SweepIndex>(SweepIndex::load_saying(dir_));
   SweepCounts c;
   const std::map<std::string, LiveRun> before = live_before();
-  const auto runs = scan_runs(dir_, index_.get());
+  const auto runs = scan_runs(dir_, index_.get(), &stopping_);
+  if (stopping_) return;  // (a part of the runs: nothing published)
   std::vector<std::pair<std::string, const RunState*>> ids;
   ids.reserve(runs.size());
   for (const auto& [id, st] : runs) ids.emplace_back(id, &st);
@@ -188,7 +221,7 @@ void ServedSweep::scan() {
     ++*n;
     // A running run that has recorded its first step changes the report too: its row gets
     // the step that the page then advances in place.
-    if (n == &c.running) c.live.push_back(live_run(dir_, id, before));
+    if (n == &c.running) c.live.push_back(read_live_run(dir_, id, before));
     mix(&fp, id), mix(&fp, n != &c.running ? status_name(st->state) : c.live.back().step > 0 ? "stepping" : "running");
     mix(&fp, st->digest);
   }
@@ -196,8 +229,14 @@ void ServedSweep::scan() {
     if (!runs.count(id)) ++c.pending, mix(&fp, id);
   c.fingerprint = fp;
   c.ready = true;
+  // Each finished run's sweep-level flags, from what the index holds of every finished run.
+  std::map<std::string, std::vector<HealthFlag>> flags;
+  const FinishedRuns finished = finished_runs(runs, *index_);
+  for (size_t i = 0; i < finished.done.size(); ++i)
+    if (!finished.outliers[i].empty()) flags.emplace(finished.done[i].first, finished.outliers[i]);
   std::lock_guard<std::mutex> lock(mu_);
   counts_ = std::move(c);
+  flags_ = std::move(flags);
   publish();
 }
 
@@ -212,13 +251,13 @@ void ServedSweep::read_live() {
   const std::map<std::string, LiveRun> before = live_before();
   std::vector<LiveRun> live;
   live.reserve(before.size());
-  for (const auto& [id, l] : before) live.push_back(live_run(dir_, id, before));
+  for (const auto& [id, l] : before) live.push_back(read_live_run(dir_, id, before));
   std::lock_guard<std::mutex> lock(mu_);
   if (counts_.live.size() == live.size()) counts_.live = std::move(live);  // (unless a scan came between)
   publish();
 }
 
-void ServedSweep::build() {
+bool ServedSweep::build() {
   uint64_t fingerprint;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -226,12 +265,27 @@ void ServedSweep::build() {
   }
   std::string html;
   {
-    const SweepRecords records = load_sweep(dir_);
+    // load_sweep in pieces, looking at a stop between them (Ctrl-C during a build of
+    // 100,000 records ends it within a piece, not after ~12 s). Each cache entry a piece
+    // writes is whole (written aside, then renamed), so a stopped build leaves nothing
+    // half-written.
+    SweepRecords records;
+    SweepLoader loader(dir_);
+    const size_t chunk = test_build_pause_s_ > 0 ? 1 : kLoadChunk;
+    for (size_t at = 0; at < loader.ids().size(); at += chunk) {
+      if (stopping_) return false;
+      loader.load(at, at + chunk, &records);
+      if (test_build_pause_s_ > 0) std::this_thread::sleep_for(after_s(test_build_pause_s_));
+    }
+    if (stopping_) return false;
+    loader.finish(&records);
     // Titled as `sweep report` titles it: the sweep's own name, else the directory's.
     std::string title = sweep_name(records.runs);
     if (title.empty()) title = fs::path(dir_).filename().string();
     if (title.empty()) title = name_;
-    html = render_html(records, build_report(title, records), run_href_);
+    const ReportModel model = build_report(title, records);
+    if (stopping_) return false;
+    html = render_html(records, model, run_href_);
   }
   auto page = std::make_shared<const std::string>(std::move(html));
   std::lock_guard<std::mutex> lock(mu_);
@@ -239,6 +293,7 @@ void ServedSweep::build() {
   report_fingerprint_ = fingerprint;
   ++generation_;
   publish();
+  return true;
 }
 
 void ServedSweep::loop() {

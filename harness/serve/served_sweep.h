@@ -10,9 +10,14 @@
 //   - the report (load_sweep through the record cache, build_report, render_html) is
 //     rebuilt when the scan finds a run whose state or record changed, at most once per
 //     kBuildBackoff times the last build's time (100,000 runs: ~12 s a build);
-//   - both stop while nobody has asked about the sweep for kIdleS seconds.
+//   - both stop while nobody has asked about the sweep for kIdleS seconds;
+//   - a stop (the server's Ctrl-C) ends either between two runs: the scan saves no index,
+//     the build keeps nothing, so nothing is left half-written.
+// The scan also gives each finished run's sweep-level health flags (throughput_outlier)
+// from the index it keeps, so that a run page reads no record but its own.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cmath>  // NAN
 #include <condition_variable>
@@ -27,7 +32,8 @@
 
 namespace sweep {
 
-class SweepIndex;  // sweep_index.h
+class SweepIndex;   // sweep_index.h
+struct HealthFlag;  // run_health.h
 
 /// Seconds between looks at a watched sweep; seconds without a request after which it is
 /// no longer watched; how many times a scan's (a build's) duration must pass before the next.
@@ -60,6 +66,10 @@ struct SweepCounts {
   uint64_t fingerprint = 0;
 };
 
+/// A running run's figures as JSON members: "step":S,"steps":T,"loss":L,"stall":"..."
+/// (status.json's, each running run's and a run's own).
+std::string live_fields_json(const LiveRun& l);
+
 /// The sweep's counts in the report's words ("3 completed, 1 running"; counts_text).
 std::string counts_words(const SweepCounts& c);
 
@@ -67,12 +77,15 @@ class ServedSweep {
  public:
   /// Watches sweep directory `dir` (checked by the caller), served as `name`; `run_href` is
   /// what the report's run ids link to (run_href + id). Starts its thread.
-  ServedSweep(std::string dir, std::string name, std::string run_href);
+  /// `test_build_pause_s` (tests only): a build loads one run at a time and pauses this
+  /// long after each, so that a test can stop the server in the middle of one.
+  ServedSweep(std::string dir, std::string name, std::string run_href, double test_build_pause_s = 0);
   ~ServedSweep();
   ServedSweep(const ServedSweep&) = delete;
   ServedSweep& operator=(const ServedSweep&) = delete;
 
-  /// Ends its thread's work and every wait of status() at once (the server is stopping).
+  /// Ends its thread's work (at the next run a scan or build reads) and every wait of
+  /// status() at once (the server is stopping).
   void stop();
 
   const std::string& dir() const { return dir_; }
@@ -86,6 +99,12 @@ class ServedSweep {
   /// The report page's HTML and its generation (1 for the first build); null before the
   /// first build ends, which this asks for.
   std::shared_ptr<const std::string> report(uint64_t* generation);
+  /// Run `id`'s sweep-level health flags as of the last scan (waits up to `wait_s` for the
+  /// first); none for a run that is not finished or not flagged.
+  std::vector<HealthFlag> sweep_flags(const std::string& id, double wait_s);
+  /// Run `id` as of the last look and the status version it belongs to (status()'s: waits
+  /// up to `wait_s` for a version that is not `after`); false when the run is not running.
+  bool live_run(const std::string& id, uint64_t after, double wait_s, LiveRun* out, uint64_t* version);
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -94,10 +113,12 @@ class ServedSweep {
   void scan();
   void read_live();
   std::map<std::string, LiveRun> live_before();  // the running runs at the last look, by id
-  void build();
-  void publish();  // under mu_: the status JSON and its version
+  bool build();                                  // false: stopped before it ended, nothing kept
+  void publish();                                // under mu_: the status JSON and its version
 
   std::string dir_, name_, run_href_;
+  double test_build_pause_s_ = 0;
+  std::atomic<bool> stopping_{false};  ///< stop(): read by the scan and the build between runs
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false, want_report_ = false;
@@ -107,7 +128,8 @@ class ServedSweep {
   uint64_t version_ = 0;
   std::shared_ptr<const std::string> report_;
   uint64_t generation_ = 0, report_fingerprint_ = 0;
-  std::unique_ptr<SweepIndex> index_;  ///< the thread's: what it read stays read between scans
+  std::map<std::string, std::vector<HealthFlag>> flags_;  ///< the flagged finished runs, by id
+  std::unique_ptr<SweepIndex> index_;                     ///< the thread's: what it read stays read between scans
   std::thread thread_;
 };
 

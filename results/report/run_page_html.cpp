@@ -110,8 +110,9 @@ std::string show_table(const RecordView& v) {
   for (const auto& [key, value] : v.lines) {
     if (key == "config" || key == "environment") continue;
     const bool flag = key.rfind("  ", 0) == 0;  // a health flag's sentence
-    t += "<tr>" + td(html_escape(flag ? key.substr(2) : key), flag ? "flag" : nullptr) + td(html_escape(value)) +
-         "</tr>\n";
+    // (data-key: what a served page's script finds, the progress of a run that trains.)
+    t += "<tr data-key=\"" + html_escape(flag ? key.substr(2) : key) + "\">" +
+         td(html_escape(flag ? key.substr(2) : key), flag ? "flag" : nullptr) + td(html_escape(value)) + "</tr>\n";
   }
   return t + "</tbody>\n</table>\n";
 }

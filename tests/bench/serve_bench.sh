@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `sweep serve` over a large sweep (issue 59): how long the index, the sweep's page and its
-# status endpoint take to answer once the server has read the sweep (warm), against the
+# `sweep serve` over a large sweep (issue 59): how long the index, the sweep's page, its
+# status endpoint and a run page take to answer once the server has read the sweep (warm), against the
 # issue's 1 s. The records come from make_records (the record-index bench's generator, as
 # tests/bench/index_bench.sh makes them). Cold figures are the server's own first scan and
 # first report build, which run on its threads, not in a request: printed apart.
@@ -59,5 +59,8 @@ time_path() {
 time_path ""
 time_path "s/$name/"
 time_path "s/$name/status.json"
+# A run page: its own record and the sweep-level flags from the server's scan, the same
+# cost at any sweep size.
+time_path "s/$name/run/$(ls "$d/runs" | head -1)"
 echo "page size: $(curl -s "${url}s/$name/" | wc -c) bytes; server peak RSS: $(grep VmHWM /proc/$server/status | awk '{print $2 / 1024 " MB"}')"
 exit $status

@@ -8,6 +8,12 @@ Chromium (Debian `chromium`), while a real small sweep trains:
   at least twice without a reload, to values past what status.json said before the page
   opened, and a running run's step in the report's table past the step the served report
   holds;
+- the page of a run that trains, left open in Chromium, has its step written in place by
+  its script, past the step the served page held; once the run has ended its page has no
+  script and its status.json says it no longer runs;
+- Ctrl-C in the middle of a report build (slowed by the tests' hook,
+  SWEEP_TEST_SERVE_BUILD_PAUSE_MS) ends the server within 2 s, exit 0, with no file left
+  half-written in the sweep directory;
 - a run page of a program's run shows a chart for every eval and custom metric curve the
   record holds (loss, eval_loss, accuracy, eval_accuracy) and of sweep-train's run the
   telemetry (lr, grad_norm, tokens_per_s, step_time_s);
@@ -181,10 +187,69 @@ def check_live_page(browser, tmp, port):
     expect("<script" not in served.split('id="report"')[1].split("</div>\n<script")[0],
            "the report itself holds no script; the page's one script comes after it")
     expect("http://" not in served and "https://" not in served, "the page fetches nothing from the network")
+    return check_live_run_page(browser, tmp, port)
 
 
-def check_pages(bin_dir, browser, tmp, port, live_dir, metrics_dir):
+def check_live_run_page(browser, tmp, port):
+    """The page of a run that trains, in Chromium: its step advanced in place. Returns its id."""
+    def early_run():
+        for r in (status(port, "live") or {}).get("running", []):
+            if 0 < r["step"] <= 120:
+                page = get(port, "/s/live/run/" + r["id"])[2]
+                if 'id="run-step"' in page:
+                    return r["id"], page
+        return None
+
+    rid, served = wait_for("a run that trains with steps to go", early_run, timeout=240, every=0.2)
+    own = int(dom_text(served, "run-step") or -1)
+    r = run(chromium_argv(browser, tempfile.mkdtemp(dir=tmp)) +
+            ["--virtual-time-budget=5000", "--dump-dom", "http://127.0.0.1:%d/s/live/run/%s" % (port, rid)])
+    dom = r.stdout
+    expect(r.returncode == 0 and 'id="run"' in dom and not console_errors(r.stderr),
+           "Chromium opened the running run's page, no console errors: " + "; ".join(console_errors(r.stderr)))
+    step = int(dom_text(dom, "run-step") or -1)
+    updates = int(dom_text(dom, "run-updates") or 0)
+    expect(updates >= 2 and step > own, "the run's step advanced in place: %d -> %d in %d updates" % (own, step, updates))
+    return rid
+
+
+def check_stop_during_build(bin_dir, live_dir):
+    """Ctrl-C while a report build runs (slowed to 1.5 s a run by the tests' hook)."""
+    def leftovers():
+        return sorted(os.path.join(d, f) for d, _, fs in os.walk(live_dir) for f in fs
+                      if ".tmp" in f or f.endswith(".partial"))
+
+    before = leftovers()
+    os.environ["SWEEP_TEST_SERVE_BUILD_PAUSE_MS"] = "1500"
+    try:
+        p, port, line = start_server(bin_dir, [live_dir])
+    finally:
+        del os.environ["SWEEP_TEST_SERVE_BUILD_PAUSE_MS"]
+    get(port, "/s/live/")  # asks for the report: its build starts after the first scan
+    wait_for("the first scan", lambda: (status(port, "live") or {}).get("ready"), timeout=60)
+    time.sleep(1)
+    building = (status(port, "live") or {}).get("report") == 0
+    expect(building, "the report build is under way (no report yet)")
+    t0 = time.time()
+    p.send_signal(signal.SIGINT)
+    try:
+        rc = p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        rc = p.wait()
+    took = time.time() - t0
+    expect(rc == 0 and took < 2, "Ctrl-C during a report build stops the server within 2 s, exit 0 (%.2f s, %s)"
+           % (took, rc))
+    expect(leftovers() == before, "and leaves nothing half-written: %s" % leftovers())
+
+
+def check_pages(bin_dir, browser, tmp, port, live_dir, metrics_dir, live_run):
     """Run pages and compare pages, once the live sweep has ended."""
+    code, _, html = get(port, "/s/live/run/" + live_run)
+    expect(code == 200 and "data-run-status" not in html and "<script" not in html,
+           "the run page of a run that has ended has no script")
+    code, _, body = get(port, "/s/live/run/%s/status.json" % live_run)
+    expect(code == 200 and json.loads(body).get("running") is False, "its status.json says it runs no more: " + body)
     mid = os.listdir(os.path.join(metrics_dir, "runs"))[0]
     code, _, html = get(port, "/s/metrics/run/" + mid)
     expect(code == 200, "the run page of the program's run answers 200")
@@ -315,12 +380,13 @@ def main():
             code, _, index = get(port, "/")
             expect(code == 200 and 'href="/s/live/"' in index and 'href="/s/metrics/"' in index,
                    "the index lists both sweeps")
-            check_live_page(browser, tmp, port)
+            live_run = check_live_page(browser, tmp, port)
             expect(driver.wait(timeout=600) == 0, "the live sweep completed")
             wait_for("the index to count 4 completed runs",
                      lambda: "4 completed" in get(port, "/")[2], timeout=60)
-            check_pages(bin_dir, browser, tmp, port, live_dir, metrics_dir)
+            check_pages(bin_dir, browser, tmp, port, live_dir, metrics_dir, live_run)
             check_refusals(bin_dir, port, metrics_dir, tmp)
+            check_stop_during_build(bin_dir, live_dir)
         finally:
             if driver.poll() is None:
                 driver.send_signal(signal.SIGINT)
