@@ -84,6 +84,12 @@ const Applies kHang{"fault.hang_step > 0", [](const RunConfig& c) { return c.fau
                     [](const RunConfig&) { return std::string("fault.hang_step 0"); }};
 const Applies kNan{"fault.nan_step > 0", [](const RunConfig& c) { return c.fault.nan_step > 0; },
                    [](const RunConfig&) { return std::string("fault.nan_step 0"); }};
+const Applies kNanSample{"fault.nan_sample_step > 0", [](const RunConfig& c) { return c.fault.nan_sample_step > 0; },
+                         [](const RunConfig&) { return std::string("fault.nan_sample_step 0"); }};
+const Applies kCorrupt{"fault.corrupt_from > 0", [](const RunConfig& c) { return c.fault.corrupt_from > 0; },
+                       [](const RunConfig&) { return std::string("fault.corrupt_from 0"); }};
+const Applies kTransient{"fault.transient_step > 0", [](const RunConfig& c) { return c.fault.transient_step > 0; },
+                         [](const RunConfig&) { return std::string("fault.transient_step 0"); }};
 const Applies kDeterministic{"train.deterministic true",
                              [](const RunConfig& c) { return c.train.deterministic == "true"; },
                              [](const RunConfig&) { return std::string("train.deterministic false"); }};
@@ -275,6 +281,22 @@ void visit_fields(RunConfig& c, Visitor&& v) {
     Doc{"test only: exits while writing this step's checkpoint, before its DONE marker; 0 = off"});
   v("fault.crash_in_record", c.fault.crash_in_record, IntRange{0, 1},
     Doc{"test only: 1 exits just before the finished record is renamed into place"});
+  v("fault.nan_sample_step", c.fault.nan_sample_step, IntRange{0, int64_t(1) << 40},
+    Doc{"test only: at this step the forward of the micro-batch holding sample fault.nan_sample goes non-finite "
+        "(the decoder's embedding of that sample; the loss of other models), on whichever rank holds it: a data "
+        "fault that follows the sample across layouts; 0 = off"});
+  v("fault.nan_sample", c.fault.nan_sample, IntRange{0, int64_t(1) << 40},
+    Doc{"test only: the sample (index into the data source) fault.nan_sample_step poisons", &kNanSample});
+  v("fault.corrupt_from", c.fault.corrupt_from, IntRange{0, int64_t(1) << 40},
+    Doc{"test only: from this step on, rank fault.corrupt_rank flips one bit of one element of its local gradient "
+        "(before the reduction) every step: a bad device; 0 = off"});
+  v("fault.corrupt_rank", c.fault.corrupt_rank, IntRange{0, 1 << 20},
+    Doc{"test only: the rank fault.corrupt_from corrupts", &kCorrupt});
+  v("fault.transient_step", c.fault.transient_step, IntRange{0, int64_t(1) << 40},
+    Doc{"test only: rank fault.transient_rank flips one bit of one element of its local gradient at this step, "
+        "once: a process that continues an earlier attempt (--resume) does not repeat it; 0 = off"});
+  v("fault.transient_rank", c.fault.transient_rank, IntRange{0, 1 << 20},
+    Doc{"test only: the rank fault.transient_step strikes", &kTransient});
 }
 
 std::string format_int(int64_t x) { return std::to_string(x); }
@@ -883,10 +905,12 @@ bool omitted_at_default(const std::string& key, const std::string& value) {
     // Keys added after run ids were first given: left out at their default, so that every
     // earlier config keeps its run id.
     for (const char* k :
-         {"data.eval_fraction", "data.eval_path", "train.eval_every", "train.eval_batches", "train.leaf",
-          "train.deterministic", "fault.nan_rank", "fault.nan_micro_batch", "fault.spike_step", "dist.straggler_ratio",
-          "train.telemetry_every", "train.spike_policy", "train.spike_limit", "train.lr_switch_step",
-          "train.lr_before_switch", "train.fork_parent", "train.fork_step", "fault.hang_once"})
+         {"data.eval_fraction", "data.eval_path",       "train.eval_every",       "train.eval_batches",
+          "train.leaf",         "train.deterministic",  "fault.nan_rank",         "fault.nan_micro_batch",
+          "fault.spike_step",   "dist.straggler_ratio", "train.telemetry_every",  "train.spike_policy",
+          "train.spike_limit",  "train.lr_switch_step", "train.lr_before_switch", "train.fork_parent",
+          "train.fork_step",    "fault.hang_once",      "fault.nan_sample_step",  "fault.nan_sample",
+          "fault.corrupt_from", "fault.corrupt_rank",   "fault.transient_step",   "fault.transient_rank"})
       for (const auto& [key, v] : all)
         if (key == k) out[key] = v;
     return out;

@@ -142,6 +142,17 @@ struct FaultConfig {
   int64_t crash_in_checkpoint_step =
       0;  ///< _exit while writing this step's checkpoint, before DONE; skipped under --resume; 0 = off
   int64_t crash_in_record = 0;  ///< 1: _exit just before the finished record.h5.partial is renamed to record.h5
+  /// The micro-batch that holds sample nan_sample at step nan_sample_step: the model's
+  /// embedding output of that sample's row becomes NaN (the loss where the model has no
+  /// such hook), on whichever rank holds it: a data fault that follows the sample across
+  /// layouts; 0 = off.
+  int64_t nan_sample_step = 0;
+  int64_t nan_sample = 0;    ///< the sample (index into the data source) nan_sample_step poisons
+  int64_t corrupt_from = 0;  ///< from this step on, rank corrupt_rank flips a bit of its local gradient; 0 = off
+  int64_t corrupt_rank = 1;  ///< the rank corrupt_from corrupts: a bad device
+  int64_t transient_step =
+      0;  ///< rank transient_rank flips a bit of its local gradient at this step, unless resumed; 0 = off
+  int64_t transient_rank = 0;  ///< the rank transient_step strikes
 };
 
 /// How a step is spread over ranks.

@@ -316,6 +316,7 @@ RunStatus Trainer::run() {
 
   const int64_t start = start_at(resumed, M, B * L);
   sampler_ = std::make_unique<Sampler>(cfg_, *source_);
+  passes_->set_sampler(sampler_.get());
   prefetch_ = std::make_unique<Prefetcher>(*sampler_, cfg_.data.workers, start, cfg_.train.steps, rank_, A, M,
                                            size_t(B * (L + 1)));
   // A timeout or the launcher's SIGTERM ends the process from the watchdog thread;
@@ -414,7 +415,7 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   if (faults_) faults_->compute();       // test-only: a slow device or host
   model_->model().take_routed_tokens();  // what anything but this step's micro-batches routed (evaluation)
   grad_flags_and_targets_.back() = passes_->compute(step, *prefetch_, local_losses, scale_used, tokens);
-  RoutedTokens routed = model_->model().take_routed_tokens();
+  RoutedTokens routed = passes_->take_routed_tokens();
   const double compute_s = seconds_since(c0);
 
   // Parameters no micro-batch on any rank reached, and the step's target count (one
@@ -424,6 +425,8 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   s.unused_params = count_unused_params(grad_flags_and_targets_, flat_.table, step, cfg_.dist.find_unused);
 
   comm_.allgather(local_losses.data(), local_losses.size() * sizeof(double), leaf_losses.data());
+  if (faults_)  // test-only: a bad device or a transient fault flips a bit of this rank's own gradient
+    faults_->local_gradient(step, leaves_.sums_subtrees ? leaves_.node_sums->sum(0) : grads, n);
   const double local_sumsq = local_sum_of_squares(leaves_, grads, n);  // this rank's own, before the reduction
   reduce_gradients(comm_, cfg_, leaves_, zero_, grads, n);
   if (faults_) faults_->gradient(step, grads, zero_.shard_begin, zero_.shard_size);  // test-only: a non-finite gradient
@@ -457,7 +460,7 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   if (!std::isfinite(s.loss) || !finite) {  // an fp16 overflow too: where it was, for the record
     nonfinite_at_ = locate_nonfinite(
         {&leaf_losses, A, leaves_.leaves_per_micro_batch, [&](int64_t j) { return sampler_->samples(step - 1, j, M); },
-         g, gn, stage >= 2 ? int64_t(zero_.shard_begin) : 0, &flat_.table},
+         g, gn, stage >= 2 ? int64_t(zero_.shard_begin) : 0, &flat_.table, &passes_->nonfinite_module()},
         comm_);
   }
   s.lr = learning_rate(cfg_.train, step);

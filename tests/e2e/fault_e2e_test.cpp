@@ -1,7 +1,9 @@
 // Injected faults (the test-only fault.* keys) and what each must leave behind: a NaN
 // loss stops the run as diverged or skips one update (train.on_nan); a crash while
 // writing a checkpoint resumes from the previous one, bit-identically; a crash while
-// finishing the record leaves no completed record; a slow rank is named a straggler.
+// finishing the record leaves no completed record; a slow rank is named a straggler; a
+// sample-keyed NaN follows its sample across layouts, naming the first non-finite module;
+// a corrupt rank changes the bits from its step on; a transient fault is not replayed.
 // FaultE2E runs one process (label e2e); FaultMpi runs under mpiexec (label mpi).
 #include <gtest/gtest.h>
 
@@ -148,6 +150,25 @@ TEST_F(FaultE2E, CrashWhileWritingACheckpointResumesFromThePreviousOneBitIdentic
   auto full = record("full"), resumed = record("run");
   EXPECT_EQ(resumed.status, "completed");
   EXPECT_EQ(bit_difference(full, resumed), "");
+}
+
+// A transient fault (one bit of one gradient element at step 5) changes the run from
+// step 5 on; a process that replays step 5 from the checkpoint before it (after a crash
+// in the checkpoint of step 6) does not repeat it and ends with the clean run's bits.
+TEST_F(FaultE2E, ATransientFaultChangesTheRunButAResumedReplayOfItsStepHasTheCleanBits) {
+  ASSERT_TRUE(train("clean", kCheckpointed).ok()) << log("clean");
+  ASSERT_TRUE(train("hit", kCheckpointed + "fault: {transient_step: 5}\n").ok()) << log("hit");
+  auto clean = record("clean"), hit = record("hit");
+  ASSERT_EQ(hit.steps.size(), 12u);
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(hit.steps[i].loss, clean.steps[i].loss) << "step " << i + 1;
+  EXPECT_NE(hit.steps[5].loss, clean.steps[5].loss) << "the fault at step 5 changes the loss of step 6";
+  EXPECT_NE(bit_difference(clean, hit), "");
+
+  const std::string crashing = kCheckpointed + "fault: {transient_step: 5, crash_in_checkpoint_step: 6}\n";
+  EXPECT_EQ(train("replay", crashing).code, 1) << log("replay");
+  ASSERT_TRUE(train("replay", crashing, 0, {"--resume"}).ok()) << log("replay");
+  EXPECT_CONTAINS(log("replay"), "resumed from the checkpoint after step 4");
+  EXPECT_EQ(bit_difference(clean, record("replay")), "");
 }
 
 TEST_F(FaultE2E, CrashWhileFinishingTheRecordLeavesNoCompletedRecord) {
@@ -544,3 +565,61 @@ TEST_F(FaultMpi, GradientTelemetryOnThreeRanksWithZero2MoeAndBf16HasTheBitsOfOne
 }
 
 }  // namespace
+
+// A NaN keyed to sample 5 at step 3 (8 samples, all of them in each step's global batch of
+// 4 micro-batches of 2): at W=1xA=4, W=2xA=2 and W=4xA=1 the run diverges at step 3 in the
+// same global micro-batch, on whichever rank holds it, naming the sample and the first
+// module whose output went non-finite (the embedding, in the sample's row) with its input's
+// statistics, the same words at every layout.
+TEST_F(FaultMpi, ASampleKeyedNanFollowsItsSampleAcrossLayoutsAndNamesTheFirstNonFiniteModule) {
+  const std::string base =
+      sweep_test::tiny_model() + "data: {samples: 8}\nfault: {nan_sample_step: 3, nan_sample: 5}\n";
+  const std::string mb = "train: {steps: 6, micro_batch: 2, lr: 3.0e-3, accum: ";
+  std::vector<std::string> wheres;
+  for (int w : {1, 2, 4}) {
+    const std::string name = "w" + std::to_string(w);
+    auto st = train(name, base + mb + std::to_string(4 / w) + "}\ndist: {world_size: " + std::to_string(w) + "}\n",
+                    w == 1 ? 0 : w);
+    EXPECT_EQ(st.code, 1) << log(name);
+    auto r = record(name);
+    EXPECT_EQ(r.status, "diverged") << name;
+    EXPECT_EQ(r.steps.size(), 3u) << name;
+    EXPECT_EQ(r.failure.rfind("non-finite loss at step 3: rank ", 0), 0u) << r.failure;
+    const std::regex where(R"(\(global micro-batch (\d) of 4; samples (\d+), (\d+)\), loss nan)");
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.failure, m, where)) << r.failure;
+    EXPECT_TRUE(m[2] == "5" || m[3] == "5") << r.failure;
+    const size_t at = r.failure.find("; first non-finite module: ");
+    ASSERT_NE(at, std::string::npos) << r.failure;
+    EXPECT_EQ(r.failure.substr(at).rfind("; first non-finite module: embed (its output non-finite for sample 5; its "
+                                         "input: min ",
+                                         0),
+              0u)
+        << r.failure;
+    wheres.push_back(m[0].str() + r.failure.substr(at));
+  }
+  EXPECT_EQ(wheres[1], wheres[0]);
+  EXPECT_EQ(wheres[2], wheres[0]);
+}
+
+// A corrupt rank (rank 1 flips a bit of its own gradient every step from step 3): the run
+// at W=2 has the bits of the W=1 run up to the update of step 3 and other bits from there,
+// while the same W=2 run without the fault keeps the bits of W=1 to the end.
+TEST_F(FaultMpi, ACorruptRankChangesTheBitsFromItsStepOnWhereW1AndACleanW2Agree) {
+  const std::string w1 = sweep_test::tiny_model() + "train: {steps: 8, micro_batch: 2, accum: 4, lr: 3.0e-3}\n";
+  ASSERT_TRUE(train("one", w1 + "fault: {corrupt_from: 3}\n").ok()) << log("one");  // rank 1: none at W=1
+  const std::string two = kTiny + "}\ndist: {world_size: 2}\n";
+  ASSERT_TRUE(train("clean", two, 2).ok()) << log("clean");
+  ASSERT_TRUE(train("bad", two + "fault: {corrupt_from: 3, corrupt_rank: 1}\n", 2).ok()) << log("bad");
+  auto one = record("one"), clean = record("clean"), bad = record("bad");
+  ASSERT_EQ(bad.steps.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(clean.steps[i].loss, one.steps[i].loss) << "step " << i + 1;
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(bad.steps[i].loss, one.steps[i].loss) << "step " << i + 1;
+  // One bit of one element a step moves the parameters, and (not at every step) the loss.
+  ASSERT_EQ(bad.checksums.size(), 9u);
+  for (size_t i = 0; i < 9; ++i)
+    EXPECT_EQ(bad.checksums[i].params == one.checksums[i].params, i < 3) << "after step " << i;
+  bool loss_moved = false;
+  for (size_t i = 3; i < 8; ++i) loss_moved |= bad.steps[i].loss != one.steps[i].loss;
+  EXPECT_TRUE(loss_moved);
+}

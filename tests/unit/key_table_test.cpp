@@ -96,6 +96,9 @@ const std::vector<IdleCase>& idle_cases() {
       {"fault.slow_rank", "1", "{}", "fault: {slow_ms: 3}"},
       {"fault.nan_rank", "1", "{}", "fault: {nan_step: 3}"},
       {"fault.nan_micro_batch", "1", "{}", "fault: {nan_step: 3}"},
+      {"fault.nan_sample", "1", "{}", "fault: {nan_sample_step: 3}"},
+      {"fault.corrupt_rank", "0", "{}", "fault: {corrupt_from: 3}"},
+      {"fault.transient_rank", "1", "{}", "fault: {transient_step: 3}"},
   };
   return cases;
 }

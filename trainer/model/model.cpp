@@ -3,8 +3,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "fused_ops.h"   // swiglu, split_heads_rope
-#include "sweep/leaf.h"  // leaf-aware linear, embedding, rms_norm: plain layers outside a leaf step
+#include "forward_probe.h"  // forward_probe: the first non-finite module, the sample NaN fault
+#include "fused_ops.h"      // swiglu, split_heads_rope
+#include "sweep/leaf.h"     // leaf-aware linear, embedding, rms_norm: plain layers outside a leaf step
 
 namespace sweep {
 
@@ -136,18 +137,28 @@ torch::Tensor TransformerImpl::block_forward(const Block& b, const torch::Tensor
                                /*alpha=*/1.0 / std::sqrt(double(hd)));
   auto att =
       torch::bmm(torch::softmax(scores, -1), v).view({B, H, L, hd}).transpose(1, 2).reshape({B, L, cfg_.d_model});
-  auto y = x + linear(att, {b.wo});
+  auto a = linear(att, {b.wo});
+  ForwardProbe* probe = forward_probe();  // null on every normal step
+  if (probe) probe->look("layer" + std::to_string(b.index) + ".attn", x, a);
+  auto y = x + a;
   auto m = leaf::rms_norm(y, b.mlp_norm, kNormEps);
-  if (b.experts.empty()) return y + mlp_forward(*b.mlp, m);
-  return y + moe_forward(b, m.reshape({B * L, cfg_.d_model})).view({B, L, cfg_.d_model});
+  auto f = b.experts.empty() ? mlp_forward(*b.mlp, m)
+                             : moe_forward(b, m.reshape({B * L, cfg_.d_model})).view({B, L, cfg_.d_model});
+  if (probe) probe->look("layer" + std::to_string(b.index) + (b.experts.empty() ? ".mlp" : ".moe"), y, f);
+  return y + f;
 }
 
 LeafLoss TransformerImpl::loss_sum(const torch::Tensor& tokens) {
   const int64_t L = tokens.size(1) - 1;
   auto inputs = tokens.narrow(1, 0, L), targets = tokens.narrow(1, 1, L);
   auto x = leaf::embedding(inputs, embed_);
+  ForwardProbe* probe = forward_probe();  // null on every normal step: the modules' outputs unlooked at
+  if (probe) x = probe->embedded(x), probe->look("embed", inputs, x);
   for (const auto& b : blocks_) x = block_forward(*b, x);
-  auto logits = linear(leaf::rms_norm(x, final_norm_, kNormEps), {head_}).to(torch::kFloat);
+  auto normed = leaf::rms_norm(x, final_norm_, kNormEps);
+  if (probe) probe->look("final_norm", x, normed);
+  auto logits = linear(normed, {head_}).to(torch::kFloat);
+  if (probe) probe->look("head", normed, logits);
   if (!leaf::active())
     return {F::cross_entropy(logits.reshape({-1, cfg_.vocab}), targets.reshape({-1}),
                              F::CrossEntropyFuncOptions().reduction(torch::kSum)),

@@ -78,6 +78,7 @@ class NodeAccumulator {
   size_t size() const { return stack_.size(); }
   TreeNode node(size_t i) const { return stack_[i].node; }
   const float* sum(size_t i) const { return stack_[i].sum.data(); }
+  float* sum(size_t i) { return stack_[i].sum.data(); }
   /// Forgets everything (buffers are kept for reuse).
   void clear();
 

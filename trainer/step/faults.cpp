@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstring>
 #include <limits>
 #include <thread>
 
@@ -10,7 +11,8 @@ namespace sweep {
 
 std::unique_ptr<FaultInjector> FaultInjector::make(const FaultConfig& f, int rank, bool resumed) {
   const bool any = f.inf_grad_step || f.desync_step || f.kill_step || f.hang_step || f.nan_step || f.slow_ms ||
-                   f.spike_step || f.crash_in_checkpoint_step;
+                   f.spike_step || f.crash_in_checkpoint_step || f.nan_sample_step || f.corrupt_from ||
+                   f.transient_step;
   if (!any) return nullptr;
   return std::unique_ptr<FaultInjector>(new FaultInjector(f, rank, resumed));
 }
@@ -27,6 +29,20 @@ void FaultInjector::compute() const {
 
 void FaultInjector::gradient(int64_t step, float* g, size_t begin, size_t size) const {
   if (step == f_.inf_grad_step && begin == 0 && size > 0) g[0] = std::numeric_limits<float>::infinity();
+}
+
+void FaultInjector::local_gradient(int64_t step, float* g, size_t n) const {
+  const bool corrupt = f_.corrupt_from > 0 && step >= f_.corrupt_from && rank_ == f_.corrupt_rank;
+  const bool transient = f_.transient_step > 0 && step == f_.transient_step && rank_ == f_.transient_rank && !resumed_;
+  if (!(corrupt || transient) || !g || n == 0) return;
+  // The first non-zero element from the middle on (a zero one, flipped, would be too
+  // small to reach the update), its top mantissa bit: a wrong value, never a non-finite one.
+  size_t i = n / 2;
+  while (i + 1 < n && g[i] == 0.0f) ++i;
+  uint32_t bits;
+  std::memcpy(&bits, &g[i], sizeof bits);
+  bits ^= uint32_t(1) << 22;
+  std::memcpy(&g[i], &bits, sizeof bits);
 }
 
 void FaultInjector::parameters(int64_t step, float* params, int64_t n) const {

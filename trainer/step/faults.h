@@ -13,7 +13,8 @@ namespace sweep {
 class FaultInjector {
  public:
   /// nullptr when every fault of `f` is off (see FaultConfig); `resumed`: this process
-  /// continues a run, so the checkpoint crash (and a hang_once hang) is not repeated.
+  /// continues a run, so the checkpoint crash, a hang_once hang and the transient fault
+  /// are not repeated.
   static std::unique_ptr<FaultInjector> make(const FaultConfig& f, int rank, bool resumed);
 
   /// At the start of `step`: kill (SIGKILL) or hang this rank (fault.hang_once: unless it
@@ -26,6 +27,16 @@ class FaultInjector {
   bool nan_loss(int64_t step, int64_t k) const {
     return step == f_.nan_step && rank_ == f_.nan_rank && k == f_.nan_micro_batch;
   }
+  /// Whether the forward of the micro-batch holding sample fault.nan_sample goes non-finite
+  /// at `step` (on whichever rank holds it).
+  bool nan_sample_at(int64_t step) const { return step == f_.nan_sample_step; }
+  /// The sample fault.nan_sample_step poisons.
+  int64_t nan_sample() const { return f_.nan_sample; }
+  /// This rank's own gradient (`n` floats, before the reduction): one bit flipped in one
+  /// element from fault.corrupt_from on, every step, on rank fault.corrupt_rank (a bad
+  /// device), and at fault.transient_step on rank fault.transient_rank unless this process
+  /// continues an earlier attempt (a fault that a replay does not repeat).
+  void local_gradient(int64_t step, float* g, size_t n) const;
   /// The learning rate of `step`'s update, `lr` as scheduled: 1 at fault.spike_step, a
   /// step far too large for any model (the loss spikes after it).
   double lr(int64_t step, double lr) const { return step == f_.spike_step ? 1.0 : lr; }

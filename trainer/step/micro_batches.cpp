@@ -2,17 +2,22 @@
 #include "micro_batches.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
 
 #include "leaf_scope.h"  // LeafScopeGuard
+#include "text.h"        // join
 
 namespace sweep {
 
 int64_t MicroBatchPasses::compute(int64_t step, Prefetcher& batches, std::vector<double>& local_losses,
                                   double scale_used, int64_t tokens) {
+  nonfinite_module_.clear();
+  probed_ = false;
+  routed_ = {};
   return leaves_.sums_subtrees ? compute_leaves(step, batches, local_losses, scale_used, tokens)
                                : compute_tree(step, batches, local_losses, scale_used, tokens);
 }
@@ -25,7 +30,7 @@ int64_t MicroBatchPasses::compute_tree(int64_t step, Prefetcher& batches, std::v
   for (int64_t k = 0; k < accum; ++k) {
     const torch::Tensor batch = model_.batch(batches.next());
     flat_.zero_grads();
-    targets += forward_backward(step, k, batch, scale_used, tokens, &local_losses[size_t(k)]);
+    targets += forward_backward(step, k, 0, batch, scale_used, tokens, &local_losses[size_t(k)]);
     flat_.pull_grads();
     if (k + 1 < accum) tree_.push(grads);  // the last leaf stays where it is
   }
@@ -34,31 +39,90 @@ int64_t MicroBatchPasses::compute_tree(int64_t step, Prefetcher& batches, std::v
   return targets;
 }
 
-int64_t MicroBatchPasses::forward_backward(int64_t step, int64_t k, const torch::Tensor& batch, double scale_used,
-                                           int64_t tokens, double* losses) {
+int64_t MicroBatchPasses::forward_backward(int64_t step, int64_t k, int64_t row0, const torch::Tensor& batch,
+                                           double scale_used, int64_t tokens, double* losses) {
   torch::AutoGradMode grad_on(true);
   std::optional<compat::AutocastGuard> guard;
   model_.autocast(guard);
-  LossSum ls = model_.model().loss(batch);
+  // Test-only: the rows of the sample fault.nan_sample poisons, when this batch holds it.
+  ForwardProbe probe;
+  std::vector<int64_t> ids;
+  if (faults_ && faults_->nan_sample_at(step)) {
+    ids = samples(step, k, row0, batch.size(0));
+    for (size_t r = 0; r < ids.size(); ++r)
+      if (ids[r] == faults_->nan_sample()) probe.poison_rows.push_back(int64_t(r));
+  }
+  LossSum ls;
+  {
+    std::optional<ForwardProbeGuard> probing;  // none on a normal step
+    if (!probe.poison_rows.empty()) probing.emplace(&probe);
+    ls = model_.model().loss(batch);
+  }
   model_.check_loss(ls);
   if (!ls.sum.requires_grad())
     throw std::runtime_error(model_.error("loss() returned a tensor that depends on no parameter"));
+  // A model without the probe's embedding hook gets the sample's NaN in its loss.
+  const bool nan = faults_ && (faults_->nan_loss(step, k) || (!probe.poison_rows.empty() && !probe.poisoned));
   // Token-weighted: each leaf's summed loss over the whole global batch's token count, so
   // the leaves add up to the global mean (rescaled after the reduction when the model's
   // targets are not all the tokens).
   torch::Tensor loss = ls.sum / double(tokens);
-  if (faults_ && faults_->nan_loss(step, k)) loss = loss * std::numeric_limits<double>::quiet_NaN();  // test-only
+  if (nan) loss = loss * std::numeric_limits<double>::quiet_NaN();  // test-only
+  int64_t count = 1;
   if (leaves_.fused) {
     // Each leaf's loss over the step's tokens, like the whole micro-batch's (the NaN of a
     // test fault reaches all of them).
     torch::Tensor per = model_.per_leaf(ls, leaves_.leaves_per_micro_batch) / double(tokens);
-    if (faults_ && faults_->nan_loss(step, k)) per = per * std::numeric_limits<double>::quiet_NaN();
-    std::copy_n(per.to(torch::kDouble).cpu().contiguous().data_ptr<double>(), leaves_.leaves_per_micro_batch, losses);
+    if (nan) per = per * std::numeric_limits<double>::quiet_NaN();
+    count = leaves_.leaves_per_micro_batch;
+    std::copy_n(per.to(torch::kDouble).cpu().contiguous().data_ptr<double>(), count, losses);
   } else {
     losses[0] = loss.item<double>();
   }
+  if (!probed_ && std::any_of(losses, losses + count, [](double x) { return !std::isfinite(x); })) {
+    if (ids.empty()) ids = samples(step, k, row0, batch.size(0));
+    find_nonfinite_module(batch, probe, ids);
+  }
   (loss_scaled_ ? loss * scale_used : loss).backward();
   return ls.targets;
+}
+
+std::vector<int64_t> MicroBatchPasses::samples(int64_t step, int64_t k, int64_t row0, int64_t rows) const {
+  if (!sampler_) return {};
+  const int64_t accum = cfg_.train.accum, micro_batches = cfg_.dist.world_size * accum;
+  const std::vector<int64_t> all = sampler_->samples(step - 1, int64_t(rank_) * accum + k, micro_batches);
+  const auto lo = std::min(all.size(), size_t(row0)), hi = std::min(all.size(), size_t(row0 + rows));
+  return {all.begin() + lo, all.begin() + hi};
+}
+
+void MicroBatchPasses::find_nonfinite_module(const torch::Tensor& batch, ForwardProbe& probe,
+                                             const std::vector<int64_t>& ids) {
+  probed_ = true;
+  torch::NoGradGuard no_grad;
+  LeafScopeGuard plain(nullptr);  // the plain layers: the leaf step's sums stay as they are
+  routed_ = model_.model().take_routed_tokens();
+  probe.watch = true;
+  {
+    ForwardProbeGuard on(&probe);
+    model_.model().loss(batch);
+  }
+  model_.model().take_routed_tokens();  // the probe's routing is not the step's
+  if (probe.first.name.empty()) return;
+  std::vector<std::string> rows;
+  for (int64_t r : probe.first.rows)
+    rows.push_back(size_t(r) < ids.size() ? std::to_string(ids[size_t(r)]) : "row " + std::to_string(r));
+  nonfinite_module_ = "first non-finite module: " +
+                      describe(probe.first, "its output non-finite for sample" +
+                                                std::string(rows.size() == 1 ? " " : "s ") + join(rows, ", "));
+}
+
+RoutedTokens MicroBatchPasses::take_routed_tokens() {
+  RoutedTokens now = model_.model().take_routed_tokens();
+  if (routed_.counts.empty()) return now;
+  RoutedTokens all = std::move(routed_);
+  routed_ = {};
+  for (size_t i = 0; i < all.counts.size() && i < now.counts.size(); ++i) all.counts[i] += now.counts[i];
+  return all;
 }
 
 int64_t MicroBatchPasses::compute_leaves(int64_t step, Prefetcher& batches, std::vector<double>& local_losses,
@@ -77,7 +141,8 @@ int64_t MicroBatchPasses::compute_leaves(int64_t step, Prefetcher& batches, std:
       for (int64_t l = 0; l < per_micro_batch; ++l) {
         flat_.zero_grads();
         const torch::Tensor chunk = per_micro_batch == 1 ? batch : batch.narrow(0, l * leaf, leaf);
-        targets += forward_backward(step, k, chunk, scale_used, tokens, &local_losses[size_t(k * per_micro_batch + l)]);
+        targets += forward_backward(step, k, per_micro_batch == 1 ? 0 : l * leaf, chunk, scale_used, tokens,
+                                    &local_losses[size_t(k * per_micro_batch + l)]);
         flat_.pull_grads();
         leaves_.node_sums->push({lo + l, 1}, grads);
       }
@@ -100,7 +165,7 @@ int64_t MicroBatchPasses::compute_leaves(int64_t step, Prefetcher& batches, std:
     flat_.zero_grads();
     {
       LeafScopeGuard on(&scope);
-      targets += forward_backward(step, k, batch, scale_used, tokens, &local_losses[size_t(k * per_micro_batch)]);
+      targets += forward_backward(step, k, 0, batch, scale_used, tokens, &local_losses[size_t(k * per_micro_batch)]);
     }
     for (size_t i = 0; i < leaves_.autograd_grads.size(); ++i)
       if (leaves_.autograd_grads[i])

@@ -9,9 +9,11 @@
 #include <vector>
 
 #include "canonical_reduce.h"  // TreeAccumulator
+#include "data_source.h"       // Sampler
 #include "device_model.h"      // DeviceModel
 #include "faults.h"            // FaultInjector
 #include "flat_params.h"       // FlatParams
+#include "forward_probe.h"     // ForwardProbe
 #include "leaf_plan.h"         // LeafPlan
 #include "prefetcher.h"        // Prefetcher
 #include "run_config.h"        // RunConfig
@@ -40,6 +42,18 @@ class MicroBatchPasses {
   int64_t compute(int64_t step, Prefetcher& batches, std::vector<double>& local_losses, double scale_used,
                   int64_t tokens);
 
+  /// The sampler the batches come from (what names a micro-batch's samples); it outlives
+  /// this.
+  void set_sampler(const Sampler* sampler) { sampler_ = sampler; }
+  /// "first non-finite module: embed (...)" of the last compute(): the first module whose
+  /// output went non-finite in the first micro-batch of this rank whose loss did, found by
+  /// running that micro-batch's forward once more with a ForwardProbe watching; "" when no
+  /// loss went non-finite here (or the model reports no modules).
+  const std::string& nonfinite_module() const { return nonfinite_module_; }
+  /// The model's routed tokens of the last compute() (Model::take_routed_tokens), without
+  /// the probe's forward.
+  RoutedTokens take_routed_tokens();
+
  private:
   /// One micro-batch per leaf of the tree, summed by the TreeAccumulator.
   int64_t compute_tree(int64_t step, Prefetcher& batches, std::vector<double>& local_losses, double scale_used,
@@ -50,8 +64,14 @@ class MicroBatchPasses {
                          int64_t tokens);
   /// One forward and backward of `batch` (one or more leaves) with autocast and the
   /// checks; `losses` gets each leaf's loss over `tokens`. Returns the targets.
-  int64_t forward_backward(int64_t step, int64_t k, const torch::Tensor& batch, double scale_used, int64_t tokens,
-                           double* losses);
+  /// `row0`: the batch's first row in its micro-batch (a leaf's chunk starts past 0).
+  int64_t forward_backward(int64_t step, int64_t k, int64_t row0, const torch::Tensor& batch, double scale_used,
+                           int64_t tokens, double* losses);
+  /// The samples of `rows` rows from `row0` of this rank's micro-batch `k` at `step`.
+  std::vector<int64_t> samples(int64_t step, int64_t k, int64_t row0, int64_t rows) const;
+  /// Runs `batch`'s forward again with `probe` watching (no gradient, outside any leaf
+  /// step) and keeps what it found in nonfinite_module_; `ids`: the batch's samples.
+  void find_nonfinite_module(const torch::Tensor& batch, ForwardProbe& probe, const std::vector<int64_t>& ids);
 
   const RunConfig& cfg_;
   const int rank_;
@@ -61,6 +81,10 @@ class MicroBatchPasses {
   const FaultInjector* faults_;
   const bool loss_scaled_;
   TreeAccumulator tree_;  // the micro-batches' gradients, when they are the tree's leaves
+  const Sampler* sampler_ = nullptr;
+  std::string nonfinite_module_;  // see nonfinite_module()
+  bool probed_ = false;           // this step's forward was probed already (once a step is enough)
+  RoutedTokens routed_;           // what the step routed before a probe's forward
 };
 
 }  // namespace sweep

@@ -12,15 +12,30 @@ namespace {
 
 std::string number(double x) { return std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf"; }
 
+/// The module text of the rank of the first non-finite loss (`rank`), else the first
+/// rank's that has one.
+std::string first_module(const NonfiniteStep& s, int64_t rank, Communicator& comm) {
+  std::vector<char> mine(kModuleTextBytes, '\0'), all(kModuleTextBytes * size_t(comm.size()));
+  if (s.module) std::copy_n(s.module->data(), std::min(s.module->size(), kModuleTextBytes - 1), mine.data());
+  comm.allgather(mine.data(), kModuleTextBytes, all.data());
+  auto text = [&](int64_t r) { return std::string(all.data() + size_t(r) * kModuleTextBytes); };
+  if (rank >= 0 && rank < comm.size() && !text(rank).empty()) return text(rank);
+  for (int64_t r = 0; r < comm.size(); ++r)
+    if (!text(r).empty()) return text(r);
+  return "";
+}
+
 }  // namespace
 
 std::string locate_nonfinite(const NonfiniteStep& s, Communicator& comm) {
   std::vector<std::string> parts;
   const std::vector<double>& losses = *s.leaf_losses;
   const auto bad_loss = std::find_if(losses.begin(), losses.end(), [](double x) { return !std::isfinite(x); });
+  int64_t bad_rank = -1;
   if (bad_loss != losses.end()) {
     const int64_t k = bad_loss - losses.begin(), per_rank = s.accum * s.leaves_per_micro_batch;
     const int64_t rank = k / per_rank, local = (k % per_rank) / s.leaves_per_micro_batch;
+    bad_rank = rank;
     const int64_t global = rank * s.accum + local, micro_batches = int64_t(losses.size()) / s.leaves_per_micro_batch;
     std::string where = "rank " + std::to_string(rank) + ", its micro-batch " + std::to_string(local) +
                         " (global micro-batch " + std::to_string(global) + " of " + std::to_string(micro_batches);
@@ -51,6 +66,8 @@ std::string locate_nonfinite(const NonfiniteStep& s, Communicator& comm) {
         break;
       }
   }
+  const std::string module = first_module(s, bad_rank, comm);
+  if (!module.empty()) parts.push_back(module);
   return join(parts, "; ");
 }
 
