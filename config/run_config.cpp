@@ -74,6 +74,12 @@ const Applies kSpikePolicy{"train.spike_policy skip or rewind",
                            [](const RunConfig&) { return std::string("train.spike_policy none"); }};
 const Applies kForked{"train.fork_parent set", [](const RunConfig& c) { return !c.train.fork_parent.empty(); },
                       [](const RunConfig&) { return std::string("no train.fork_parent"); }};
+const Applies kSpikeFactor{
+    "train.spike_factor > 0",
+    [](const RunConfig& c) { return c.train.spike_policy != "none" && c.train.spike_factor > 0; },
+    [](const RunConfig&) { return std::string("train.spike_factor 0"); }};
+const Applies kSpikeFault{"fault.spike_step > 0", [](const RunConfig& c) { return c.fault.spike_step > 0; },
+                          [](const RunConfig&) { return std::string("fault.spike_step 0"); }};
 const Applies kLrSwitch{"train.lr_switch_step > 0", [](const RunConfig& c) { return c.train.lr_switch_step > 0; },
                         [](const RunConfig&) { return std::string("train.lr_switch_step 0"); }};
 const Applies kDesync{"fault.desync_step > 0", [](const RunConfig& c) { return c.fault.desync_step > 0; },
@@ -204,6 +210,22 @@ void visit_fields(RunConfig& c, Visitor&& v) {
         "since then skipped; needs train.checkpoint_every, which then is part of the math). Recorded as decisions"});
   v("train.spike_limit", c.train.spike_limit, IntRange{1, 1000000},
     Doc{"spike decisions a run takes at most; later spikes are only flagged", &kSpikePolicy});
+  v("train.spike_factor", c.train.spike_factor, RealRange{0, 1000},
+    Doc{"> 1: a spike is a loss above this factor x the median of the last train.spike_window losses the policy "
+        "kept (the steps it left out do not count); 0 = the loss_spike flag's rule",
+        &kSpikePolicy});
+  v("train.spike_window", c.train.spike_window, IntRange{2, 100000},
+    Doc{"train.spike_factor: the losses the median is taken over; no decision before there are this many",
+        &kSpikeFactor});
+  v("train.spike_rewind_steps", c.train.spike_rewind_steps, IntRange{0, 100000},
+    Doc{"rewind: > 0 keeps the states of the last N step boundaries in memory (and in checkpoints: N+1 states "
+        "each) and goes back to the newest one from before the loss began to rise; 0 = back to the last "
+        "checkpoint",
+        &kSpikePolicy});
+  v("train.spike_skip", c.train.spike_skip, IntRange{0, int64_t(1) << 40},
+    Doc{"global batches of data left out after a decision's step (the sampler moves past them, on every layout "
+        "alike)",
+        &kSpikePolicy});
   v("train.seed", c.train.seed, IntRange{0, INT64_MAX}, Doc{"seeds init, sampling order and every RNG of the run"});
   v("train.threads", c.train.threads, IntRange{1, 1024}, Doc{"intra-op and BLAS threads per rank"});
   v("train.deterministic", c.train.deterministic, kBools,
@@ -272,8 +294,14 @@ void visit_fields(RunConfig& c, Visitor&& v) {
   v("fault.nan_micro_batch", c.fault.nan_micro_batch, IntRange{0, 1 << 20},
     Doc{"test only: the micro-batch (0-based, of the rank's train.accum) fault.nan_step poisons", &kNan});
   v("fault.spike_step", c.fault.spike_step, IntRange{0, int64_t(1) << 40},
-    Doc{"test only: this step's update uses a learning rate of 1 (one bad update: the loss spikes after it); "
-        "0 = off"});
+    Doc{"test only: this step's update uses a learning rate of fault.spike_lr (one bad update: the loss spikes "
+        "after it); 0 = off"});
+  v("fault.spike_lr", c.fault.spike_lr, RealRange{0, 10, true},
+    Doc{"test only: the learning rate of fault.spike_step's update", &kSpikeFault});
+  v("fault.spike_steps", c.fault.spike_steps, IntRange{1, int64_t(1) << 40},
+    Doc{"test only: updates from fault.spike_step on that use fault.spike_lr (a step change of the learning rate "
+        "that lasts)",
+        &kSpikeFault});
   v("fault.slow_ms", c.fault.slow_ms, IntRange{0, 600000},
     Doc{"test only: rank fault.slow_rank sleeps this long inside every step's compute; 0 = off"});
   v("fault.slow_rank", c.fault.slow_rank, IntRange{0, 1 << 20}, Doc{"test only: the rank fault.slow_ms slows", &kSlow});
@@ -788,10 +816,14 @@ void check_run_config(const RunConfig& c, const FlatConfig& values) {
   if (c.train.lr_switch_step > 0 && c.train.min_lr > c.train.lr_before_switch)
     throw ConfigError(at_any(values, {"train.min_lr", "train.lr_before_switch"}) +
                       "key 'train.min_lr': must be <= train.lr_before_switch");
-  if (c.train.spike_policy == "rewind" && c.train.checkpoint_every == 0)
+  if (c.train.spike_factor > 0 && !(c.train.spike_factor > 1))
+    throw ConfigError(at_any(values, {"train.spike_factor"}) +
+                      "key 'train.spike_factor': a spike is a loss above this factor x the median; must be > 1, "
+                      "or 0 for the loss_spike rule");
+  if (c.train.spike_policy == "rewind" && c.train.checkpoint_every == 0 && c.train.spike_rewind_steps == 0)
     throw ConfigError(at_any(values, {"train.spike_policy", "train.checkpoint_every"}) +
                       "key 'train.spike_policy': rewind goes back to the last checkpoint; set train.checkpoint_every "
-                      "> 0");
+                      "> 0 (or train.spike_rewind_steps > 0: states kept in memory)");
   if (c.train.min_lr > c.train.lr)
     throw ConfigError(at_any(values, {"train.min_lr", "train.lr"}) + "key 'train.min_lr': must be <= train.lr");
   if (c.dist.zero_stage == 3 && c.dist.world_size < 2)
@@ -905,12 +937,14 @@ bool omitted_at_default(const std::string& key, const std::string& value) {
     // Keys added after run ids were first given: left out at their default, so that every
     // earlier config keeps its run id.
     for (const char* k :
-         {"data.eval_fraction", "data.eval_path",       "train.eval_every",       "train.eval_batches",
-          "train.leaf",         "train.deterministic",  "fault.nan_rank",         "fault.nan_micro_batch",
-          "fault.spike_step",   "dist.straggler_ratio", "train.telemetry_every",  "train.spike_policy",
-          "train.spike_limit",  "train.lr_switch_step", "train.lr_before_switch", "train.fork_parent",
-          "train.fork_step",    "fault.hang_once",      "fault.nan_sample_step",  "fault.nan_sample",
-          "fault.corrupt_from", "fault.corrupt_rank",   "fault.transient_step",   "fault.transient_rank"})
+         {"data.eval_fraction", "data.eval_path",       "train.eval_every",         "train.eval_batches",
+          "train.leaf",         "train.deterministic",  "fault.nan_rank",           "fault.nan_micro_batch",
+          "fault.spike_step",   "dist.straggler_ratio", "train.telemetry_every",    "train.spike_policy",
+          "train.spike_limit",  "train.lr_switch_step", "train.lr_before_switch",   "train.fork_parent",
+          "train.fork_step",    "fault.hang_once",      "fault.nan_sample_step",    "fault.nan_sample",
+          "fault.corrupt_from", "fault.corrupt_rank",   "fault.transient_step",     "fault.transient_rank",
+          "train.spike_factor", "train.spike_window",   "train.spike_rewind_steps", "train.spike_skip",
+          "fault.spike_lr",     "fault.spike_steps"})
       for (const auto& [key, v] : all)
         if (key == k) out[key] = v;
     return out;
@@ -1006,7 +1040,8 @@ RunConfig math_config(const RunConfig& c) {
   m.train.checksum_every = defaults.train.checksum_every;
   m.train.telemetry_every = defaults.train.telemetry_every;
   // A rewind lands on the last checkpoint: then where checkpoints are is math.
-  if (c.train.spike_policy != "rewind") m.train.checkpoint_every = defaults.train.checkpoint_every;
+  if (c.train.spike_policy != "rewind" || c.train.spike_rewind_steps > 0)
+    m.train.checkpoint_every = defaults.train.checkpoint_every;
   m.train.keep_checkpoints = defaults.train.keep_checkpoints;
   m.train.fork_parent.clear(), m.train.fork_step = 0;  // where it started, not what it computes
   m.fault.kill_step = 0, m.fault.kill_rank = 0, m.fault.hang_step = 0, m.fault.hang_rank = 0, m.fault.hang_once = 0;

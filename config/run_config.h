@@ -96,8 +96,17 @@ struct TrainConfig {
   /// checkpoint, the global batches since then skipped). Decisions are recorded.
   std::string spike_policy = "none";
   int64_t spike_limit = 3;  ///< decisions a run takes at most; later spikes are only flagged
-  int64_t seed = 0;         ///< seeds init, sampling order and every RNG of the run
-  int64_t threads = 1;      ///< intra-op and BLAS threads per rank
+  /// > 1: a spike is a loss above spike_factor x the median of the last spike_window losses
+  /// the policy kept (steps it left out do not count); 0: the loss_spike rule.
+  double spike_factor = 0;
+  int64_t spike_window = 10;  ///< spike_factor: the losses (at least this many) the median is taken over
+  /// rewind: > 0 keeps the states of the last N step boundaries in memory (and in
+  /// checkpoints) and goes back to the newest one from before the loss began to rise;
+  /// 0: back to the last checkpoint.
+  int64_t spike_rewind_steps = 0;
+  int64_t spike_skip = 0;  ///< global batches of data left out after a decision's step (the sampler moves past them)
+  int64_t seed = 0;        ///< seeds init, sampling order and every RNG of the run
+  int64_t threads = 1;     ///< intra-op and BLAS threads per rank
   /// "true": every run and layout gives the same bits; "false": benchmark mode (native
   /// reduction, nondeterministic algorithms allowed; on CUDA cuDNN autotuned and TF32).
   std::string deterministic = "true";
@@ -136,7 +145,9 @@ struct FaultConfig {
   int64_t nan_step = 0;  ///< micro-batch nan_micro_batch of rank nan_rank: its loss becomes NaN at this step; 0 = off
   int64_t nan_rank = 0;  ///< the rank nan_step poisons
   int64_t nan_micro_batch = 0;  ///< its micro-batch (0-based, of train.accum) that nan_step poisons
-  int64_t spike_step = 0;       ///< this step's update uses a learning rate of 1 (loss-spike tests); 0 = off
+  int64_t spike_step = 0;       ///< this step's update uses a learning rate of spike_lr (loss-spike tests); 0 = off
+  double spike_lr = 1;          ///< the learning rate of spike_step's update (and the spike_steps - 1 after it)
+  int64_t spike_steps = 1;      ///< updates from spike_step on that use spike_lr: a step change of the lr that lasts
   int64_t slow_ms = 0;    ///< rank slow_rank sleeps this long inside every step's compute (straggler tests); 0 = off
   int64_t slow_rank = 0;  ///< the rank slow_ms slows
   int64_t crash_in_checkpoint_step =

@@ -110,6 +110,7 @@ class Trainer {
   void take_telemetry(const StepMetrics& s, const float* g, size_t gn, RoutedTokens&& routed, bool finite);
   void open_record(const std::vector<std::pair<std::string, std::string>>& self_test);
   void step_once(int64_t step, StepMetrics& s);
+  void open_prefetch(int64_t first);
   bool is_root() const { return rank_ == 0; }
 
   const RunConfig& cfg_;
@@ -216,9 +217,13 @@ int64_t Trainer::start_at(std::optional<TrainState>& resumed, int64_t sequences,
   } else {
     rec_.initial(checksum_row(0, flat_.params.data_ptr<float>(), flat_.table, flat_.n));  // the initial parameters
   }
-  zero_.shard_buffers(flat_);        // from here on ZeRO 2/3 keep only their shards
-  if (!resumed && spike_.rewinds())  // before the first checkpoint a rewind goes back to the start
+  zero_.shard_buffers(flat_);   // from here on ZeRO 2/3 keep only their shards
+  if (spike_.keeps_states()) {  // the state it starts from (a checkpoint carries its own)
+    if (spike_.kept().empty() || spike_.kept().back().step != start)
+      spike_.keep_step(keep_state(start, updates_, comm_, flat_, zero_, scaler_));
+  } else if (!resumed && spike_.rewinds()) {  // before the first checkpoint a rewind goes back to the start
     spike_.keep_point(snapshot_state(0, run_id_, cfg_, comm_, flat_, zero_, scaler_, rec_), 0);
+  }
   if (!opt_.quiet) {
     if (is_root())
       std::printf("run %s: %s model, %zu parameters, %d rank(s), %lld tokens/step, %s, zero %lld, %s reduction, %s\n",
@@ -265,15 +270,17 @@ RunStatus Trainer::train_steps(int64_t start, int64_t stop, std::string* failure
     rec_.step(s, checksum_if_due(step, cfg_, comm_, params, flat_.table, zero_), std::move(telemetry_), r0, is_root());
     telemetry_.reset();
     if (status == RunStatus::diverged) break;
+    if (spike_.keeps_states()) spike_.keep_step(keep_state(step, updates_, comm_, flat_, zero_, scaler_));
     // Before the checkpoint, which carries the evaluations so far.
     if (eval_source_ && ((cfg_.train.eval_every > 0 && step % cfg_.train.eval_every == 0) || step == cfg_.train.steps))
       rec_.eval(evaluate(step, {cfg_, *eval_source_, comm_, dog_, zero_, flat_, *model_, leaves_}), is_root());
     if ((cfg_.train.checkpoint_every > 0 && step % cfg_.train.checkpoint_every == 0 && step < cfg_.train.steps) ||
-        step == stop || (rewound_ && step < cfg_.train.steps)) {
+        step == stop || (rewound_ && !spike_.keeps_states() && step < cfg_.train.steps)) {
       TrainState st = snapshot_state(step, run_id_, cfg_, comm_, flat_, zero_, scaler_, rec_);
       st.lineage = lineage_;  // a forked run resumed in place still names its parent
       st.decisions = spike_.decisions();
-      if (spike_.rewinds()) spike_.keep_point(st, updates_);
+      st.kept = spike_.kept();
+      if (spike_.rewinds() && !spike_.keeps_states()) spike_.keep_point(st, updates_);
       const bool crash = faults_ && faults_->crash_in_checkpoint(step);  // test-only
       if (is_root()) save_checkpoint(opt_.out_dir, st, int(cfg_.train.keep_checkpoints), crash);
     }
@@ -316,9 +323,8 @@ RunStatus Trainer::run() {
 
   const int64_t start = start_at(resumed, M, B * L);
   sampler_ = std::make_unique<Sampler>(cfg_, *source_);
-  passes_->set_sampler(sampler_.get());
-  prefetch_ = std::make_unique<Prefetcher>(*sampler_, cfg_.data.workers, start, cfg_.train.steps, rank_, A, M,
-                                           size_t(B * (L + 1)));
+  passes_->set_sampler(sampler_.get(), [this](int64_t step) { return spike_.data_batch(step); });
+  open_prefetch(start + 1);
   // A timeout or the launcher's SIGTERM ends the process from the watchdog thread;
   // before it does, the record says why (RecordWriter serialises with this thread).
   dog_.on_stop([this](const std::string& why) { rec_.abandon(why); });
@@ -341,7 +347,7 @@ RunStatus Trainer::run() {
     // The spike decisions, with the samples of the global batches they left out, before the
     // flags: the steps they left out count in no figure or flag.
     rec_.summarize(mem, scaler_.enabled, status == RunStatus::diverged ? failure : "",
-                   spike_.summary([&](int64_t t) { return sampler_->batch_samples(t - 1, M); }));
+                   spike_.summary([&](int64_t b) { return sampler_->batch_samples(b, M); }));
   } catch (const c10::Error& e) {
     rec_.abandon(e.what_without_backtrace());
     throw;
@@ -352,6 +358,17 @@ RunStatus Trainer::run() {
   std::fflush(stdout);
   rec_.finish(status_name(status), failure, cfg_.fault.crash_in_record != 0);
   return status;
+}
+
+/// The micro-batches of steps `first` to train.steps: their global batches follow the
+/// spike decisions' skipped data (SpikePolicy::data_batch).
+void Trainer::open_prefetch(int64_t first) {
+  const int64_t A = cfg_.train.accum, M = world_ * A, B = cfg_.train.micro_batch, L = cfg_.model.seq_len;
+  prefetch_.reset();                              // its workers stop before the next one starts
+  const int64_t from = spike_.data_batch(first);  // past the last step when the run is done
+  prefetch_ = std::make_unique<Prefetcher>(*sampler_, cfg_.data.workers, from,
+                                           std::max(from, spike_.data_batch(cfg_.train.steps) + 1), rank_, A, M,
+                                           size_t(B * (L + 1)));
 }
 
 void Trainer::open_record(const std::vector<std::pair<std::string, std::string>>& self_test) {
@@ -458,10 +475,11 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   // finite loss is the scaler's business.
   nonfinite_at_.clear();
   if (!std::isfinite(s.loss) || !finite) {  // an fp16 overflow too: where it was, for the record
-    nonfinite_at_ = locate_nonfinite(
-        {&leaf_losses, A, leaves_.leaves_per_micro_batch, [&](int64_t j) { return sampler_->samples(step - 1, j, M); },
-         g, gn, stage >= 2 ? int64_t(zero_.shard_begin) : 0, &flat_.table, &passes_->nonfinite_module()},
-        comm_);
+    nonfinite_at_ =
+        locate_nonfinite({&leaf_losses, A, leaves_.leaves_per_micro_batch,
+                          [&](int64_t j) { return sampler_->samples(spike_.data_batch(step), j, M); }, g, gn,
+                          stage >= 2 ? int64_t(zero_.shard_begin) : 0, &flat_.table, &passes_->nonfinite_module()},
+                         comm_);
   }
   s.lr = learning_rate(cfg_.train, step);
   if (faults_) s.lr = faults_->lr(step, s.lr);  // test-only: one bad update (recorded as used)
@@ -493,6 +511,7 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   scaler_.update(finite, cfg_.train);
   if (faults_ && flat_.params.defined())  // test-only: one bit of one replica
     faults_->parameters(step, flat_.params.data_ptr<float>(), flat_.n);
+  if (spike && spike->skip > 0) open_prefetch(step + 1);  // train.spike_skip: past the data left out
   rewound_ = spike && spike->action == "rewind";
   if (rewound_) rewind_state(spike_.point(), flat_, zero_, scaler_), updates_ -= spike->undone;
   zero_.release_params(flat_);

@@ -150,6 +150,18 @@ void save_checkpoint(const std::string& run_dir, const TrainState& s, int keep, 
     w.pod(d.loss);
     w.pod(d.median);
   }
+  for (const auto& d : s.decisions) w.pod(d.rise), w.pod(d.skip);  // version 6
+  w.pod(uint64_t(s.kept.size()));
+  for (const auto& k : s.kept) {
+    w.pod(k.step);
+    w.pod(k.updates);
+    w.vec(k.params);
+    w.vec(k.m);
+    w.vec(k.v);
+    w.pod(k.loss_scale);
+    w.pod(k.clean_steps);
+    w.str(k.rng);
+  }
   w.close();
   // The marker goes last: a crash before this line leaves an incomplete checkpoint
   // that every reader skips.
@@ -219,6 +231,22 @@ TrainState read_state(const std::string& path, const std::string& run_id, const 
       d.loss = r.pod<double>();
       d.median = r.pod<double>();
       s.decisions.push_back(std::move(d));
+    }
+  }
+  if (version >= 6) {
+    for (auto& d : s.decisions) d.rise = r.pod<int64_t>(), d.skip = r.pod<int64_t>();
+    const auto n = r.pod<uint64_t>();
+    for (uint64_t i = 0; i < n; ++i) {
+      KeptState k;
+      k.step = r.pod<int64_t>();
+      k.updates = r.pod<int64_t>();
+      k.params = r.vec<float>();
+      k.m = r.vec<float>();
+      k.v = r.vec<float>();
+      k.loss_scale = r.pod<double>();
+      k.clean_steps = r.pod<int64_t>();
+      k.rng = r.str();
+      s.kept.push_back(std::move(k));
     }
   }
   return s;

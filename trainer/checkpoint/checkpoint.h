@@ -16,10 +16,11 @@ namespace sweep {
 /// Version of state.bin; readers take this one and every earlier one. Version 2 adds the
 /// math id, so a checkpoint resumes any layout of the same math (elastic resume); version 3
 /// the held-out evaluation rows; version 4 the run's lineage, so a forked run resumed in
-/// place still names its parent; version 5 the spike decisions. The state itself has
-/// always been layout-free: parameters and both AdamW moments in the canonical flat order
+/// place still names its parent; version 5 the spike decisions; version 6 where each
+/// decision's rise began and the data it skipped, and the states kept for rewinds. The
+/// state itself has always been layout-free: parameters and both AdamW moments in the canonical flat order
 /// (gathered from the shards), the scaler, the RNG, the record rows.
-inline constexpr uint32_t kCheckpointVersion = 5;
+inline constexpr uint32_t kCheckpointVersion = 6;
 
 /// What train.spike_policy did at a step whose loss spiked (before the step's update).
 struct SpikeDecision {
@@ -31,6 +32,21 @@ struct SpikeDecision {
   int64_t undone = 0;  ///< rewind: the updates taken after back_to that the rewind undid
   double loss = 0;     ///< the spiking loss
   double median = 0;   ///< the median of the losses it was judged against
+  /// train.spike_rewind_steps: the first step whose loss rose in the climb that ended in
+  /// the spike (version 6); 0 otherwise
+  int64_t rise = 0;
+  int64_t skip = 0;  ///< global batches of data left out after `step` (train.spike_skip; version 6)
+};
+
+/// A state kept in memory for a rewind (train.spike_rewind_steps): the state after `step`,
+/// whole vectors as a checkpoint holds them, without the record's rows.
+struct KeptState {
+  int64_t step = 0;
+  int64_t updates = 0;              ///< optimizer updates taken by then
+  std::vector<float> params, m, v;  ///< flat parameters and AdamW moments
+  double loss_scale = 1;            ///< fp16 scaler
+  int64_t clean_steps = 0;          ///< fp16 scaler
+  std::string rng;                  ///< LibTorch CPU generator state
 };
 
 /// The state after `step` completed steps.
@@ -47,6 +63,7 @@ struct TrainState {
   std::vector<EvalRow> evals;            ///< held-out evaluations so far (version 3)
   RecordLineage lineage;                 ///< the writer's own parent, if any (version 4)
   std::vector<SpikeDecision> decisions;  ///< train.spike_policy's decisions so far (version 5)
+  std::vector<KeptState> kept;           ///< train.spike_rewind_steps: the states a rewind may go back to (version 6)
 };
 
 /// A checkpoint of another math than the run that would resume from it: neither its run

@@ -37,9 +37,12 @@ class FaultInjector {
   /// device), and at fault.transient_step on rank fault.transient_rank unless this process
   /// continues an earlier attempt (a fault that a replay does not repeat).
   void local_gradient(int64_t step, float* g, size_t n) const;
-  /// The learning rate of `step`'s update, `lr` as scheduled: 1 at fault.spike_step, a
-  /// step far too large for any model (the loss spikes after it).
-  double lr(int64_t step, double lr) const { return step == f_.spike_step ? 1.0 : lr; }
+  /// The learning rate of `step`'s update, `lr` as scheduled: fault.spike_lr (1: far too
+  /// large for any model, the loss spikes after it) for fault.spike_steps updates from
+  /// fault.spike_step on.
+  double lr(int64_t step, double lr) const {
+    return f_.spike_step > 0 && step >= f_.spike_step && step < f_.spike_step + f_.spike_steps ? f_.spike_lr : lr;
+  }
   /// The reduced gradient (or this rank's shard of it, starting at element `begin` of the
   /// whole vector, `size` long): element 0 of the whole vector becomes +inf at fault.inf_grad_step.
   void gradient(int64_t step, float* g, size_t begin, size_t size) const;

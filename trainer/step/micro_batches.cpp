@@ -90,7 +90,8 @@ int64_t MicroBatchPasses::forward_backward(int64_t step, int64_t k, int64_t row0
 std::vector<int64_t> MicroBatchPasses::samples(int64_t step, int64_t k, int64_t row0, int64_t rows) const {
   if (!sampler_) return {};
   const int64_t accum = cfg_.train.accum, micro_batches = cfg_.dist.world_size * accum;
-  const std::vector<int64_t> all = sampler_->samples(step - 1, int64_t(rank_) * accum + k, micro_batches);
+  const std::vector<int64_t> all =
+      sampler_->samples(data_batch_ ? data_batch_(step) : step - 1, int64_t(rank_) * accum + k, micro_batches);
   const auto lo = std::min(all.size(), size_t(row0)), hi = std::min(all.size(), size_t(row0 + rows));
   return {all.begin() + lo, all.begin() + hi};
 }

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "canonical_reduce.h"  // TreeAccumulator
@@ -44,7 +45,11 @@ class MicroBatchPasses {
 
   /// The sampler the batches come from (what names a micro-batch's samples); it outlives
   /// this.
-  void set_sampler(const Sampler* sampler) { sampler_ = sampler; }
+  /// The sampler that says which samples a step's micro-batches hold, and the global batch
+  /// a step trains on (step - 1, past the batches a spike decision left out).
+  void set_sampler(const Sampler* sampler, std::function<int64_t(int64_t)> data_batch) {
+    sampler_ = sampler, data_batch_ = std::move(data_batch);
+  }
   /// "first non-finite module: embed (...)" of the last compute(): the first module whose
   /// output went non-finite in the first micro-batch of this rank whose loss did, found by
   /// running that micro-batch's forward once more with a ForwardProbe watching; "" when no
@@ -82,6 +87,7 @@ class MicroBatchPasses {
   const bool loss_scaled_;
   TreeAccumulator tree_;  // the micro-batches' gradients, when they are the tree's leaves
   const Sampler* sampler_ = nullptr;
+  std::function<int64_t(int64_t)> data_batch_;
   std::string nonfinite_module_;  // see nonfinite_module()
   bool probed_ = false;           // this step's forward was probed already (once a step is enough)
   RoutedTokens routed_;           // what the step routed before a probe's forward

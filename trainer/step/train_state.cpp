@@ -14,14 +14,12 @@
 
 namespace sweep {
 
-TrainState snapshot_state(int64_t step, const std::string& run_id, const RunConfig& cfg, Communicator& comm,
-                          const FlatParams& flat, const ZeroShards& zero, const LossScaler& scaler,
-                          const StepRecorder& rec) {
+KeptState keep_state(int64_t step, int64_t updates, Communicator& comm, const FlatParams& flat, const ZeroShards& zero,
+                     const LossScaler& scaler) {
   const size_t n = size_t(flat.n);
-  TrainState st;
-  st.run_id = run_id;
-  st.math_id = math_id(cfg);
+  KeptState st;
   st.step = step;
+  st.updates = updates;
   if (zero.stage == 3) {
     st.params = zero.gather_whole(comm, zero.param_shard);
   } else {
@@ -37,6 +35,21 @@ TrainState snapshot_state(int64_t step, const std::string& run_id, const RunConf
   st.loss_scale = scaler.scale;
   st.clean_steps = scaler.clean_steps;
   st.rng = compat::cpu_rng_state();
+  return st;
+}
+
+TrainState snapshot_state(int64_t step, const std::string& run_id, const RunConfig& cfg, Communicator& comm,
+                          const FlatParams& flat, const ZeroShards& zero, const LossScaler& scaler,
+                          const StepRecorder& rec) {
+  KeptState k = keep_state(step, 0, comm, flat, zero, scaler);
+  TrainState st;
+  st.run_id = run_id;
+  st.math_id = math_id(cfg);
+  st.step = step;
+  st.params = std::move(k.params), st.m = std::move(k.m), st.v = std::move(k.v);
+  st.loss_scale = k.loss_scale;
+  st.clean_steps = k.clean_steps;
+  st.rng = std::move(k.rng);
   st.metrics = rec.rows();
   st.checksums = rec.checksums();
   st.evals = rec.evals();

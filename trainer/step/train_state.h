@@ -23,6 +23,11 @@ TrainState snapshot_state(int64_t step, const std::string& run_id, const RunConf
                           const FlatParams& flat, const ZeroShards& zero, const LossScaler& scaler,
                           const StepRecorder& rec);
 
+/// The state after `step` for a rewind (train.spike_rewind_steps): as snapshot_state
+/// takes it, without the record's rows; `updates` taken by then. Collective.
+KeptState keep_state(int64_t step, int64_t updates, Communicator& comm, const FlatParams& flat, const ZeroShards& zero,
+                     const LossScaler& scaler);
+
 /// Puts `st` back: the parameters into `flat`, this rank's part of the moments into
 /// `zero`, the loss scale, the CPU generator, and the record's rows so far (moved out of
 /// `st`). Returns the optimizer updates taken so far (steps not skipped, less those a
