@@ -170,42 +170,17 @@ double mtime_s(const std::string& path) {
 
 constexpr const char* kEventFile = "events.out.tfevents.0.sweep";
 
-}  // namespace
-
-uint32_t crc32c(const std::string& data) {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  uint32_t c = 0xffffffffu;
-  for (unsigned char b : data) c = table[(c ^ b) & 0xff] ^ (c >> 8);
-  return c ^ 0xffffffffu;
+/// An event file's first event: its wall time and file version.
+std::string event_header(double wall_time) {
+  std::string e;
+  put_double(e, 1, wall_time);
+  put_bytes(e, 3, "brain.Event:2");
+  return e;
 }
 
-uint32_t masked_crc32c(const std::string& data) {
-  const uint32_t c = crc32c(data);
-  return ((c >> 15) | (c << 17)) + 0xa282ead8u;
-}
-
-std::vector<std::pair<std::string, std::string>> render_tensorboard(const SweepRecords& sweep) {
-  std::vector<std::pair<std::string, std::string>> files;
-  files.emplace_back(kTensorboardMarker,
-                     "TensorBoard event files written by `sweep export --format tensorboard`; "
-                     "`sweep export` replaces them when run again.\n");
-  const std::vector<std::string> keys = varying_keys(sweep.runs);
-  auto header = [](double wall_time) {
-    std::string e;
-    put_double(e, 1, wall_time);
-    put_bytes(e, 3, "brain.Event:2");
-    return e;
-  };
-
-  // The experiment: every varying key and its domain, and the two metrics.
+/// The experiment of the hparams plugin: every varying key and its domain, and the two
+/// metrics.
+std::string experiment_info(const SweepRecords& sweep, const std::vector<std::string>& keys) {
   std::string experiment;
   for (const auto& k : keys) {
     std::set<std::string> values;
@@ -244,80 +219,117 @@ std::vector<std::pair<std::string, std::string>> render_tensorboard(const SweepR
     put_int(metric, 5, dataset);
     put_bytes(experiment, 5, metric);
   }
+  return experiment;
+}
+
+/// One run's event file, named by its run directory: its session's values, its steps and
+/// evaluations in step order (each at the time it ended), its telemetry, its end.
+std::pair<std::string, std::string> run_events(const Record& r, const std::vector<std::string>& keys) {
+  double total = 0;
+  for (const auto& s : r.steps) total += s.step_time_s;
+  for (const auto& e : r.evals) total += e.time_s;
+  const double end = mtime_s(r.path), start = end - total;
+  std::string out;
+  frame(out, event_header(start));
+  // The session: its values, grouped with the runs that differ only in train.seed.
+  std::string start_info, group;
+  for (const auto& k : keys) {
+    const std::string v = report_value(r, k);
+    std::string entry;
+    put_bytes(entry, 1, k);
+    put_bytes(entry, 2, proto_value(v));
+    put_bytes(start_info, 1, entry);
+    if (k != "train.seed") group += (group.empty() ? "" : " ") + k + "=" + v;
+  }
+  put_bytes(start_info, 4, group.empty() ? "(base)" : group);
+  put_double(start_info, 5, start);
+  std::string start_data;
+  put_int(start_data, 1, 0);
+  put_bytes(start_data, 3, start_info);
+  frame(out, summary_event(start, 0, {hparams_value("_hparams_/session_start_info", start_data)}));
+  // Steps and evaluations in step order, each at the time it ended.
+  double t = start;
+  size_t e = 0, row = 0;  // the next evaluation and /telemetry row
+  auto evals_through = [&](int64_t step) {
+    for (; e < r.evals.size() && r.evals[e].step <= step; ++e) {
+      t += r.evals[e].time_s;
+      std::vector<std::string> values = {scalar("eval/loss", r.evals[e].loss)};
+      for (const auto& [name, column] : r.eval_extra)  // a program's own figures
+        if (!std::isnan(column[e])) values.push_back(scalar("eval/" + name, column[e]));
+      frame(out, summary_event(t, r.evals[e].step, values));
+    }
+  };
+  for (size_t i = 0; i < r.steps.size(); ++i) {
+    const StepMetrics& s = r.steps[i];
+    t += s.step_time_s;
+    std::vector<std::string> values = {scalar("train/loss", s.loss),
+                                       scalar("train/lr", s.lr),
+                                       scalar("train/grad_norm", s.grad_norm),
+                                       scalar("train/clip_coef", s.clip_coef),
+                                       scalar("train/loss_scale", s.loss_scale),
+                                       scalar("train/step_time_s", s.step_time_s),
+                                       scalar("train/tokens_per_s", s.tokens_per_s)};
+    for (const auto& [name, column] : r.step_extra)
+      if (!std::isnan(column[i])) values.push_back(scalar("train/" + name, column[i]));
+    telemetry_values(r, i, &row, values);
+    frame(out, summary_event(t, s.step, values));
+    evals_through(s.step);
+  }
+  evals_through(INT64_MAX);
+  const double ended = std::max(end, t);  // the sums of step times may round past the file's time
+  std::string end_info, end_data;
+  put_int(end_info, 1, r.status == "completed" ? 1 : 2);  // STATUS_SUCCESS : STATUS_FAILURE
+  put_double(end_info, 2, ended);
+  put_int(end_data, 1, 0);
+  put_bytes(end_data, 4, end_info);
+  frame(out, summary_event(ended, r.steps.empty() ? 0 : r.steps.back().step,
+                           {hparams_value("_hparams_/session_end_info", end_data)}));
+  // Named by its run directory (a program's record could hold any run_id text).
+  std::string dir = r.path;
+  dir = dir.substr(0, dir.rfind('/'));
+  return {dir.substr(dir.rfind('/') + 1) + "/" + kEventFile, out};
+}
+
+}  // namespace
+
+uint32_t crc32c(const std::string& data) {
+  static const std::array<uint32_t, 256> table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  uint32_t c = 0xffffffffu;
+  for (unsigned char b : data) c = table[(c ^ b) & 0xff] ^ (c >> 8);
+  return c ^ 0xffffffffu;
+}
+
+uint32_t masked_crc32c(const std::string& data) {
+  const uint32_t c = crc32c(data);
+  return ((c >> 15) | (c << 17)) + 0xa282ead8u;
+}
+
+std::vector<std::pair<std::string, std::string>> render_tensorboard(const SweepRecords& sweep) {
+  std::vector<std::pair<std::string, std::string>> files;
+  files.emplace_back(kTensorboardMarker,
+                     "TensorBoard event files written by `sweep export --format tensorboard`; "
+                     "`sweep export` replaces them when run again.\n");
+  const std::vector<std::string> keys = varying_keys(sweep.runs);
+
+  const std::string experiment = experiment_info(sweep, keys);
   {
     std::string plugin_data, top;
     put_int(plugin_data, 1, 0);
     put_bytes(plugin_data, 2, experiment);
-    frame(top, header(0));
+    frame(top, event_header(0));
     frame(top, summary_event(0, 0, {hparams_value("_hparams_/experiment", plugin_data)}));
     files.emplace_back(kEventFile, top);
   }
 
-  for (const Record& r : sweep.runs) {
-    double total = 0;
-    for (const auto& s : r.steps) total += s.step_time_s;
-    for (const auto& e : r.evals) total += e.time_s;
-    const double end = mtime_s(r.path), start = end - total;
-    std::string out;
-    frame(out, header(start));
-    // The session: its values, grouped with the runs that differ only in train.seed.
-    std::string start_info, group;
-    for (const auto& k : keys) {
-      const std::string v = report_value(r, k);
-      std::string entry;
-      put_bytes(entry, 1, k);
-      put_bytes(entry, 2, proto_value(v));
-      put_bytes(start_info, 1, entry);
-      if (k != "train.seed") group += (group.empty() ? "" : " ") + k + "=" + v;
-    }
-    put_bytes(start_info, 4, group.empty() ? "(base)" : group);
-    put_double(start_info, 5, start);
-    std::string start_data;
-    put_int(start_data, 1, 0);
-    put_bytes(start_data, 3, start_info);
-    frame(out, summary_event(start, 0, {hparams_value("_hparams_/session_start_info", start_data)}));
-    // Steps and evaluations in step order, each at the time it ended.
-    double t = start;
-    size_t e = 0, row = 0;  // the next evaluation and /telemetry row
-    auto evals_through = [&](int64_t step) {
-      for (; e < r.evals.size() && r.evals[e].step <= step; ++e) {
-        t += r.evals[e].time_s;
-        std::vector<std::string> values = {scalar("eval/loss", r.evals[e].loss)};
-        for (const auto& [name, column] : r.eval_extra)  // a program's own figures
-          if (!std::isnan(column[e])) values.push_back(scalar("eval/" + name, column[e]));
-        frame(out, summary_event(t, r.evals[e].step, values));
-      }
-    };
-    for (size_t i = 0; i < r.steps.size(); ++i) {
-      const StepMetrics& s = r.steps[i];
-      t += s.step_time_s;
-      std::vector<std::string> values = {scalar("train/loss", s.loss),
-                                         scalar("train/lr", s.lr),
-                                         scalar("train/grad_norm", s.grad_norm),
-                                         scalar("train/clip_coef", s.clip_coef),
-                                         scalar("train/loss_scale", s.loss_scale),
-                                         scalar("train/step_time_s", s.step_time_s),
-                                         scalar("train/tokens_per_s", s.tokens_per_s)};
-      for (const auto& [name, column] : r.step_extra)
-        if (!std::isnan(column[i])) values.push_back(scalar("train/" + name, column[i]));
-      telemetry_values(r, i, &row, values);
-      frame(out, summary_event(t, s.step, values));
-      evals_through(s.step);
-    }
-    evals_through(INT64_MAX);
-    const double ended = std::max(end, t);  // the sums of step times may round past the file's time
-    std::string end_info, end_data;
-    put_int(end_info, 1, r.status == "completed" ? 1 : 2);  // STATUS_SUCCESS : STATUS_FAILURE
-    put_double(end_info, 2, ended);
-    put_int(end_data, 1, 0);
-    put_bytes(end_data, 4, end_info);
-    frame(out, summary_event(ended, r.steps.empty() ? 0 : r.steps.back().step,
-                             {hparams_value("_hparams_/session_end_info", end_data)}));
-    // Named by its run directory (a program's record could hold any run_id text).
-    std::string dir = r.path;
-    dir = dir.substr(0, dir.rfind('/'));
-    files.emplace_back(dir.substr(dir.rfind('/') + 1) + "/" + kEventFile, out);
-  }
+  for (const Record& r : sweep.runs) files.push_back(run_events(r, keys));
   return files;
 }
 
