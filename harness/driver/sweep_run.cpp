@@ -164,91 +164,94 @@ std::string confinement_hint(const std::string& said) {
          ", add that directory to program.writes, or write under $SWEEP_RUN_DIR)";
 }
 
+/// A record the run must not keep (not its own, not naming its program, not stopped where
+/// the search asked): kept, never deleted, but moved aside at once, so no reader counts it;
+/// the same on every attempt.
+FailureClass refuse_record(const std::string& run_dir, std::string* detail) {
+  try {
+    *detail += "; moved aside to " + move_record_aside(run_dir);
+  } catch (const std::exception& e) {
+    *detail += std::string("; cannot move it aside: ") + e.what();
+  }
+  return FailureClass::config;
+}
+
+/// What the record a finished attempt left says: its figures where it completed or
+/// stopped where asked, a refusal where it is not the run's, else its status.
+FailureClass classify_record(const ExitStatus& st, const std::string& run_dir, std::string* detail,
+                             const std::string& program, int64_t stop_at) {
+  const std::string rec = run_dir + "/record.h5";
+  try {
+    Record r = read_record(rec);
+    // Not this run's record (a program of one's own that got its run id wrong, or wrote
+    // another run's config): a failure of the program, the same on every attempt. Kept,
+    // never deleted, but moved aside at once, so no reader counts it.
+    if (const std::string why = record_problem(run_dir, r); !why.empty()) {
+      *detail = why;
+      return refuse_record(run_dir, detail);
+    }
+    // A grid's program: its record must say which program made it, or reproduce could not.
+    if (!program.empty()) {
+      const std::string named = r.env("program");
+      if (named != program) {
+        *detail = "the record does not name the program that ran (environment 'program' is " +
+                  (named.empty() ? std::string("missing") : "'" + printable(named.substr(0, 200)) + "'") +
+                  ", expected '" + printable(program) +
+                  "'); write it with python/sweep_record or sweep/record_writer.h, which copy SWEEP_PROGRAM";
+        // Kept, never deleted, but not left where the next sweep would count it as done.
+        return refuse_record(run_dir, detail);
+      }
+    }
+    // The rung a search asked for (stop_at) is a contract: a run that stops unasked, at
+    // another step, or trains past it would make the records disagree with the
+    // search's decisions, and the same on every attempt.
+    const int64_t last = r.steps.empty() ? 0 : r.steps.back().step;
+    std::string broken;
+    if (r.status == "stopped" && stop_at <= 0)
+      broken = "the record says stopped after step " + std::to_string(last) +
+               ", but no search asked this run to stop (a run of a plain grid trains to train.steps)";
+    else if (r.status == "stopped" && last != stop_at)
+      broken = "the record says stopped after step " + std::to_string(last) + ", but the search asked for step " +
+               std::to_string(stop_at) + " (the stop_at file)";
+    else if (r.status == "completed" && stop_at > 0 && last > stop_at)
+      broken = "the run trained to step " + std::to_string(last) + " though the search asked it to stop after step " +
+               std::to_string(stop_at) + " (the stop_at file; a program that declares stop support must honour it)";
+    if (!broken.empty()) {
+      *detail = broken;
+      return refuse_record(run_dir, detail);
+    }
+    if (r.status == "completed") {
+      // The run's figures and its own health flags (the sweep-level ones need the whole
+      // sweep: status and the report add them).
+      const std::string flags = health_names(run_health(r));
+      *detail = figures_text(run_figures(r)) + "; health: " + (flags.empty() ? "ok" : flags);
+      return FailureClass::none;
+    }
+    if (r.status == "stopped") {  // a halving search's rung: the run may be resumed later
+      // sweep-train says where it stopped; a program's writer (python/sweep, record_writer.h)
+      // leaves the failure empty, and the line must not start with it.
+      *detail = (r.failure.empty() ? "stopped by the search at step " + std::to_string(last) : r.failure) + "; " +
+                figures_text(run_figures(r));
+      return FailureClass::none;
+    }
+    *detail = "recorded as " + r.status + (r.failure.empty() ? "" : ": " + r.failure);
+    return r.status == "diverged" ? FailureClass::diverged : FailureClass::crashed;
+  } catch (const RecordError& e) {
+    *detail = std::string("unreadable record: ") + e.what();
+    // The program finished and says it succeeded, yet its record is not one sweep reads
+    // (a newer schema version, a missing dataset): every attempt would do the same.
+    if (st.ok()) return *detail = "exit code 0 but an invalid record: " + std::string(e.what()), FailureClass::config;
+    return FailureClass::crashed;
+  }
+}
+
 }  // namespace
 
 FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, std::string* detail,
                               const std::string& program, int64_t stop_at) {
   const std::string rec = run_dir + "/record.h5";
   std::error_code ec;
-  if (fs::exists(rec, ec)) {
-    try {
-      Record r = read_record(rec);
-      // Not this run's record (a program of one's own that got its run id wrong, or wrote
-      // another run's config): a failure of the program, the same on every attempt. Kept,
-      // never deleted, but moved aside at once, so no reader counts it.
-      if (const std::string why = record_problem(run_dir, r); !why.empty()) {
-        *detail = why;
-        try {
-          *detail += "; moved aside to " + move_record_aside(run_dir);
-        } catch (const std::exception& e) {
-          *detail += std::string("; cannot move it aside: ") + e.what();
-        }
-        return FailureClass::config;
-      }
-      // A grid's program: its record must say which program made it, or reproduce could not.
-      if (!program.empty()) {
-        const std::string named = r.env("program");
-        if (named != program) {
-          *detail = "the record does not name the program that ran (environment 'program' is " +
-                    (named.empty() ? std::string("missing") : "'" + printable(named.substr(0, 200)) + "'") +
-                    ", expected '" + printable(program) +
-                    "'); write it with python/sweep_record or sweep/record_writer.h, which copy SWEEP_PROGRAM";
-          // Kept, never deleted, but not left where the next sweep would count it as done.
-          try {
-            *detail += "; moved aside to " + move_record_aside(run_dir);
-          } catch (const std::exception& e) {
-            *detail += std::string("; cannot move it aside: ") + e.what();
-          }
-          return FailureClass::config;
-        }
-      }
-      // The rung a search asked for (stop_at) is a contract: a run that stops unasked, at
-      // another step, or trains past it would make the records disagree with the
-      // search's decisions, and the same on every attempt.
-      const int64_t last = r.steps.empty() ? 0 : r.steps.back().step;
-      std::string broken;
-      if (r.status == "stopped" && stop_at <= 0)
-        broken = "the record says stopped after step " + std::to_string(last) +
-                 ", but no search asked this run to stop (a run of a plain grid trains to train.steps)";
-      else if (r.status == "stopped" && last != stop_at)
-        broken = "the record says stopped after step " + std::to_string(last) + ", but the search asked for step " +
-                 std::to_string(stop_at) + " (the stop_at file)";
-      else if (r.status == "completed" && stop_at > 0 && last > stop_at)
-        broken = "the run trained to step " + std::to_string(last) + " though the search asked it to stop after step " +
-                 std::to_string(stop_at) + " (the stop_at file; a program that declares stop support must honour it)";
-      if (!broken.empty()) {
-        *detail = broken;
-        try {
-          *detail += "; moved aside to " + move_record_aside(run_dir);
-        } catch (const std::exception& e) {
-          *detail += std::string("; cannot move it aside: ") + e.what();
-        }
-        return FailureClass::config;
-      }
-      if (r.status == "completed") {
-        // The run's figures and its own health flags (the sweep-level ones need the whole
-        // sweep: status and the report add them).
-        const std::string flags = health_names(run_health(r));
-        *detail = figures_text(run_figures(r)) + "; health: " + (flags.empty() ? "ok" : flags);
-        return FailureClass::none;
-      }
-      if (r.status == "stopped") {  // a halving search's rung: the run may be resumed later
-        // sweep-train says where it stopped; a program's writer (python/sweep, record_writer.h)
-        // leaves the failure empty, and the line must not start with it.
-        *detail = (r.failure.empty() ? "stopped by the search at step " + std::to_string(last) : r.failure) + "; " +
-                  figures_text(run_figures(r));
-        return FailureClass::none;
-      }
-      *detail = "recorded as " + r.status + (r.failure.empty() ? "" : ": " + r.failure);
-      return r.status == "diverged" ? FailureClass::diverged : FailureClass::crashed;
-    } catch (const RecordError& e) {
-      *detail = std::string("unreadable record: ") + e.what();
-      // The program finished and says it succeeded, yet its record is not one sweep reads
-      // (a newer schema version, a missing dataset): every attempt would do the same.
-      if (st.ok()) return *detail = "exit code 0 but an invalid record: " + std::string(e.what()), FailureClass::config;
-      return FailureClass::crashed;
-    }
-  }
+  if (fs::exists(rec, ec)) return classify_record(st, run_dir, detail, program, stop_at);
   *detail = st.describe();
   if (st.ok()) {
     *detail = "exit code 0 but no record";
