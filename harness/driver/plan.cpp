@@ -52,6 +52,48 @@ namespace {
 /// A point's state as the plan shows it: the state's own word, but "done" for completed.
 const char* plan_word(RunStatus s) { return s == RunStatus::completed ? "done" : status_name(s); }
 
+/// What a search will do: its kind, trials, keys and seed, what it is judged on, and a
+/// halving search's brackets and rungs.
+std::string search_lines(const SweepSpec& spec, const Expansion& e) {
+  std::string out;
+  const SearchSpec& search = spec.search;
+  const std::string keys = std::to_string(search.space.size()) + (search.space.size() == 1 ? " key" : " keys");
+  // What a search is judged on: one metric, or a Pareto front under constraints.
+  std::string judged = search.metric + " (" + search.mode + ")";
+  if (search.pareto()) {
+    judged = "Pareto front of ";
+    for (size_t k = 0; k < search.metrics.size(); ++k)
+      judged += (k ? ", " : "") + search.metrics[k] + " (" + search.modes[k] + ")";
+    for (size_t k = 0; k < search.constraints.size(); ++k)
+      judged += (k ? ", " : " subject to ") + search.constraints[k].metric + " " + search.constraints[k].op + " " +
+                search.constraints[k].bound_text;
+  }
+  if (search.kind == "random")
+    out += "search random: " + std::to_string(search.samples) + " draws from " + keys + ", search seed " +
+           std::to_string(search.seed) + (search.pareto() ? "; the report draws the " + judged : "") + "\n";
+  if (search.kind == "tpe")
+    out += "search tpe: " + std::to_string(search.samples) + " trials over " + keys + ", search seed " +
+           std::to_string(search.seed) + ": the " + std::to_string(search.startup) +
+           " random startup trials below, then batches of " + std::to_string(search.parallel) + " proposed from the " +
+           judged + " of every earlier trial, listed in search.log as they are made\n";
+  if (search.kind == "halving") {
+    const auto trials = halving_trials(spec, e.points);
+    const auto brackets = halving_schedule(
+        search, e.points.empty() ? search.min_steps : e.points.front().config.train.steps, int64_t(trials.size()));
+    out += "search halving: " + std::to_string(trials.size()) + " trials (" +
+           (search.space.empty() ? "the grid's points" : "draws from " + keys) + "), eta " +
+           std::to_string(search.eta) + ", by " + search.metric + " (" + search.mode + ")";
+    for (size_t b = 0; b < brackets.size(); ++b) {
+      out += b ? "; bracket " : ": bracket ";
+      out += std::to_string(b) + " rungs";
+      for (const HalvingRung& r : brackets[b].rungs)
+        out += " " + std::to_string(r.trials) + "x" + std::to_string(r.steps);
+    }
+    out += " (trials x steps; decisions in search.log as they are made)\n";
+  }
+  return out;
+}
+
 }  // namespace
 
 PlanTable::PlanTable(const SweepSpec& spec, const std::string& dir)
@@ -145,41 +187,7 @@ std::string PlanTable::render(const Expansion& e, std::FILE* file, PlanCounts* c
   if (e.mismatched) notes += (notes.empty() ? "" : ", ") + std::to_string(e.mismatched) + " skipped by constraints";
   if (e.duplicates) notes += (notes.empty() ? "" : ", ") + std::to_string(e.duplicates) + " duplicates";
   if (!notes.empty()) out += "points dropped: " + notes + "\n";
-  const SearchSpec& search = spec_.search;
-  const std::string keys = std::to_string(search.space.size()) + (search.space.size() == 1 ? " key" : " keys");
-  // What a search is judged on: one metric, or a Pareto front under constraints.
-  std::string judged = search.metric + " (" + search.mode + ")";
-  if (search.pareto()) {
-    judged = "Pareto front of ";
-    for (size_t k = 0; k < search.metrics.size(); ++k)
-      judged += (k ? ", " : "") + search.metrics[k] + " (" + search.modes[k] + ")";
-    for (size_t k = 0; k < search.constraints.size(); ++k)
-      judged += (k ? ", " : " subject to ") + search.constraints[k].metric + " " + search.constraints[k].op + " " +
-                search.constraints[k].bound_text;
-  }
-  if (search.kind == "random")
-    out += "search random: " + std::to_string(search.samples) + " draws from " + keys + ", search seed " +
-           std::to_string(search.seed) + (search.pareto() ? "; the report draws the " + judged : "") + "\n";
-  if (search.kind == "tpe")
-    out += "search tpe: " + std::to_string(search.samples) + " trials over " + keys + ", search seed " +
-           std::to_string(search.seed) + ": the " + std::to_string(search.startup) +
-           " random startup trials below, then batches of " + std::to_string(search.parallel) + " proposed from the " +
-           judged + " of every earlier trial, listed in search.log as they are made\n";
-  if (halving_) {
-    const auto trials = halving_trials(spec_, e.points);
-    const auto brackets = halving_schedule(
-        search, e.points.empty() ? search.min_steps : e.points.front().config.train.steps, int64_t(trials.size()));
-    out += "search halving: " + std::to_string(trials.size()) + " trials (" +
-           (search.space.empty() ? "the grid's points" : "draws from " + keys) + "), eta " +
-           std::to_string(search.eta) + ", by " + search.metric + " (" + search.mode + ")";
-    for (size_t b = 0; b < brackets.size(); ++b) {
-      out += b ? "; bracket " : ": bracket ";
-      out += std::to_string(b) + " rungs";
-      for (const HalvingRung& r : brackets[b].rungs)
-        out += " " + std::to_string(r.trials) + "x" + std::to_string(r.steps);
-    }
-    out += " (trials x steps; decisions in search.log as they are made)\n";
-  }
+  out += search_lines(spec_, e);
   out += "launcher " + spec_.launch.launcher + ", parallel " + std::to_string(spec_.launch.parallel) +
          ", largest run " + std::to_string(c.max_cores) + " cores\n";
 
