@@ -83,207 +83,250 @@ int64_t default_slots(const LaunchSpec& L) {
   return std::max<int64_t>(1, std::thread::hardware_concurrency());
 }
 
+/// The executor of run_sweep: a queue of runs, the ones running, and the ones whose
+/// directory another process still writes, stepped by its loop.
+class LocalExecutor {
+ public:
+  LocalExecutor(const SweepSpec& spec, const SweepRunOptions& opt, ProcessRunner& runner, SweepSession& session)
+      : spec_(spec),
+        opt_(opt),
+        runner_(runner),
+        session_(session),
+        launch_(spec.launch),
+        slots_(launch_.slots > 0 ? launch_.slots : default_slots(launch_)) {
+    local_.train_binary = opt.train_binary;
+    local_.mpiexec = opt.mpiexec;
+    local_.rank_wrapper = opt.rank_wrapper;
+    local_.program = spec.program;
+    local_.sweep_id = spec.name;
+    local_.env = opt.run_env;
+    // A grid's program runs unable to write outside its run directory (inside a container
+    // the container's own confinement applies: sweep-confine is not in the image).
+    if (spec.launch.container.runtime.empty()) local_.confine = executable_dir() + "/sweep-confine";
+    for (auto& t : session.tasks()) queue_.push_back(&t);
+  }
+
+  /// Until every run has ended (or a stop signal ended them); on an exception, every run
+  /// it started is stopped before the exception goes on.
+  void run() {
+    try {
+      while (true) {
+        on_stop_signals();
+        requeue_freed();
+        start_what_fits();
+        if (running_.empty() && (queue_.empty() || stopping_)) {
+          if (busy_.empty() || stopping_) break;
+          struct timespec ts = {0, long(opt_.poll_s * 1e9)};  // only busy runs left: wait for their writers
+          nanosleep(&ts, nullptr);
+        }
+        collect_ended();
+        watch_running();
+        session_.tick();
+      }
+    } catch (...) {
+      stop_all();
+      throw;
+    }
+    session_.summary().not_started = int(queue_.size() + busy_.size());
+  }
+
+ private:
+  void stop_run(int id, Running& r, FailureClass why) {
+    if (r.term_at > 0) return;
+    r.term_at = monotonic_s();
+    r.reason = why;
+    runner_.signal_group(id, SIGTERM);
+  }
+  /// One run's I/O failure (its state file, its directory) fails that run, with the errno
+  /// text, and the sweep goes on.
+  void io_failed(RunTask* t, const std::string& log, const std::exception& e) {
+    try {
+      session_.attempt_ended(*t, FailureClass::config, std::string("I/O error: ") + e.what(), log);
+    } catch (const std::exception&) {
+      // Its state file cannot be written either: the summary and the line still say so.
+    }
+  }
+  /// Ctrl-C / SIGTERM / SIGHUP: stop starting, stop everything running; a second one kills now.
+  void on_stop_signals() {
+    if (StopSignals::received() && !stopping_) {
+      stopping_ = true;
+      session_.summary().stop_signal = StopSignals::received();
+      session_.progress().line("sweep: " + std::string(StopSignals::name(StopSignals::received())) + ": stopping " +
+                               std::to_string(running_.size()) + " running runs (SIGTERM, then SIGKILL after " +
+                               std::to_string(int(launch_.grace_s)) + " s)");
+      for (auto& [id, r] : running_) stop_run(id, r, FailureClass::interrupted);
+    }
+    if (stopping_ && StopSignals::count() > 1 && stop_count_ != StopSignals::count()) {
+      stop_count_ = StopSignals::count();
+      for (auto& [id, r] : running_)
+        if (!r.killed) runner_.signal_group(id, SIGKILL), r.killed = true;
+    }
+  }
+  /// Busy runs whose writer has gone: back to the front of the queue, with the state that
+  /// writer left (it may have completed the run).
+  void requeue_freed() {
+    for (auto it = busy_.begin(); it != busy_.end();) {
+      if (!RunLock::holder((*it)->dir).empty()) {
+        ++it;
+        continue;
+      }
+      RunTask* t = *it;
+      it = busy_.erase(it);
+      const int attempts = t->state.attempts;
+      t->state = read_run_state(t->dir);
+      t->state.attempts = std::max({t->state.attempts, attempts, 1});
+      if (t->state.done()) {
+        try {
+          session_.attempt_ended(*t,
+                                 t->state.state == RunStatus::completed ? FailureClass::none : FailureClass::diverged,
+                                 "finished by the process that held it", rank_log_path(t->dir, 0));
+        } catch (const std::exception& e) {
+          io_failed(t, rank_log_path(t->dir, 0), e);
+        }
+      } else {
+        queue_.push_front(t);
+      }
+    }
+  }
+  /// Start what fits: at most `parallel` runs and `slots_` cores; a run bigger than the
+  /// slots_ runs alone rather than never.
+  void start_what_fits() {
+    while (!stopping_ && !queue_.empty() && int(running_.size()) < launch_.parallel) {
+      RunTask* t = queue_.front();
+      int64_t cores = std::min(t->point->cores(), slots_);
+      if (!running_.empty() && used_ + cores > slots_) break;
+      queue_.pop_front();
+      if (std::string who = RunLock::holder(t->dir); !who.empty()) {
+        session_.progress().line("waiting   " + t->point->id + ": its directory is still being written by " + who +
+                                 " (an earlier attempt); it is not started twice");
+        busy_.insert(t);
+        continue;
+      }
+      std::string log = t->dir + "/logs/rank0.log";
+      RunCommand cmd;
+      try {
+        session_.prepare(*t);
+        local_.threads = t->point->config.train.threads;
+        if (!spec_.program.empty()) {
+          // A program's torch.distributed rendezvous: rank 0's host and a port free here.
+          local_.rendezvous.world = t->point->config.dist.world_size;
+          local_.rendezvous.port = free_port();
+          local_.rendezvous.addr = first_host(launch_);
+        }
+        cmd = local_run_command(launch_, local_, int(t->point->config.dist.world_size), opt_.out_dir, t->dir,
+                                spec_.name, t->resume());
+        log = cmd.log;
+        session_.attempt_started(*t, cmd.log);
+      } catch (const std::exception& e) {
+        io_failed(t, log, e);
+        continue;
+      }
+      t->started_at = monotonic_s();
+      int id = 0;
+      try {
+        id = runner_.start(cmd.argv, cmd.log);
+      } catch (const std::exception& e) {
+        try {
+          if (session_.attempt_ended(*t, FailureClass::crashed, e.what(), cmd.log)) queue_.push_back(t);
+        } catch (const std::exception& e2) {
+          io_failed(t, cmd.log, e2);
+        }
+        continue;
+      }
+      running_[id] = Running{t, cmd.log};
+      used_ += cores;
+    }
+  }
+  /// The runs that ended: classified, retried or recorded.
+  void collect_ended() {
+    for (auto& [id, st] : runner_.wait_some(opt_.poll_s)) {
+      auto it = running_.find(id);
+      if (it == running_.end()) continue;
+      Running r = it->second;
+      running_.erase(it);
+      used_ -= std::min(r.task->point->cores(), slots_);
+      try {
+        std::string detail;
+        FailureClass c = classify_attempt(st, r.task->dir, &detail, spec_.program.json, r.task->stop_at);
+        // What we stopped it for decides, unless it finished its record anyway.
+        if (r.reason != FailureClass::none && c != FailureClass::none && c != FailureClass::diverged) {
+          c = r.reason;
+          detail =
+              (c == FailureClass::timeout ? "over launch.timeout_s = " + std::to_string(int(launch_.timeout_s)) + " s, "
+                                          : std::string("stopped by the driver, ")) +
+              st.describe();
+        }
+        if (r.reason == FailureClass::interrupted || r.killed) runner_.signal_group(id, SIGKILL);  // stragglers
+        if (c == FailureClass::none) {
+          char buf[32];
+          std::snprintf(buf, sizeof buf, " in %.1fs", monotonic_s() - r.task->started_at);
+          detail += buf;
+        }
+        if (session_.attempt_ended(*r.task, c, detail, r.log)) {
+          if (stopping_) {
+            session_.attempt_ended(*r.task, FailureClass::interrupted, "stopped before its retry", r.log);
+          } else {
+            queue_.push_back(r.task);
+          }
+        }
+      } catch (const std::exception& e) {
+        io_failed(r.task, r.log, e);
+      }
+    }
+  }
+  /// Timeouts, the grace before SIGKILL, and a launcher that lingers after rank 0 finished.
+  void watch_running() {
+    const double now = monotonic_s();
+    for (auto& [id, r] : running_) {
+      if (launch_.timeout_s > 0 && r.term_at == 0 && now - r.task->started_at > launch_.timeout_s)
+        stop_run(id, r, FailureClass::timeout);
+      if (r.term_at > 0 && !r.killed && now - r.term_at > launch_.grace_s)
+        runner_.signal_group(id, SIGKILL), r.killed = true;
+      if (r.term_at == 0 && r.task->point->config.dist.world_size > 1 && rank0_finished(r)) {
+        if (r.rank0_gone_at == 0) r.rank0_gone_at = now;
+        if (now - r.rank0_gone_at > kLauncherLingerS) {
+          session_.progress().line("ending    " + r.task->point->id + ": rank 0 finished its record " +
+                                   std::to_string(int(kLauncherLingerS)) +
+                                   " s ago and the launcher goes on (waiting for a node that went away?)");
+          stop_run(id, r, FailureClass::none);
+        }
+      }
+    }
+  }
+  /// A fatal driver error (out of memory, a bug): stop every run it started before the
+  /// error ends the driver, so none is left unsupervised.
+  void stop_all() {
+    for (auto& [id, r] : running_) runner_.signal_group(id, SIGTERM);
+    const double deadline = monotonic_s() + launch_.grace_s;
+    while (!running_.empty() && monotonic_s() < deadline)
+      for (auto& [id, st] : runner_.wait_some(0.2)) running_.erase(id);
+    for (auto& [id, r] : running_) runner_.signal_group(id, SIGKILL);
+  }
+
+  const SweepSpec& spec_;
+  const SweepRunOptions& opt_;
+  ProcessRunner& runner_;
+  SweepSession& session_;
+  const LaunchSpec& launch_;
+  const int64_t slots_;
+  LocalLaunch local_;
+  std::deque<RunTask*> queue_;
+  std::map<int, Running> running_;
+  // Runs whose directory another process still writes (an earlier driver's run, dying of
+  // its parent-death signal, or a sweep-train started by hand): never started twice.
+  std::set<RunTask*> busy_;
+  int64_t used_ = 0;
+  bool stopping_ = false;
+  int stop_count_ = 0;
+};
+
 }  // namespace
 
 SweepSummary run_sweep(const SweepSpec& spec, const std::vector<GridPoint>& points, const SweepRunOptions& opt,
                        ProcessRunner& runner) {
   StopSignals stop_signals;
   SweepSession session(spec, points, opt);
-  const LaunchSpec& L = spec.launch;
-  const int64_t slots = L.slots > 0 ? L.slots : default_slots(L);
-  LocalLaunch local;
-  local.train_binary = opt.train_binary;
-  local.mpiexec = opt.mpiexec;
-  local.rank_wrapper = opt.rank_wrapper;
-  local.program = spec.program;
-  local.sweep_id = spec.name;
-  local.env = opt.run_env;
-  // A grid's program runs unable to write outside its run directory (inside a container
-  // the container's own confinement applies: sweep-confine is not in the image).
-  if (spec.launch.container.runtime.empty()) local.confine = executable_dir() + "/sweep-confine";
-
-  std::deque<RunTask*> queue;
-  for (auto& t : session.tasks()) queue.push_back(&t);
-  std::map<int, Running> running;
-  // Runs whose directory another process still writes (an earlier driver's run, dying
-  // of its parent-death signal, or a sweep-train started by hand): never started twice.
-  std::set<RunTask*> busy;
-  int64_t used = 0;
-  bool stopping = false;
-  int stop_count = 0;
-
-  auto stop_run = [&](int id, Running& r, FailureClass why) {
-    if (r.term_at > 0) return;
-    r.term_at = monotonic_s();
-    r.reason = why;
-    runner.signal_group(id, SIGTERM);
-  };
-  // One run's I/O failure (its state file, its directory) fails that run, with the
-  // errno text, and the sweep goes on.
-  auto io_failed = [&](RunTask* t, const std::string& log, const std::exception& e) {
-    try {
-      session.attempt_ended(*t, FailureClass::config, std::string("I/O error: ") + e.what(), log);
-    } catch (const std::exception&) {
-      // Its state file cannot be written either: the summary and the line still say so.
-    }
-  };
-
-  try {
-    while (true) {
-      // Ctrl-C / SIGTERM / SIGHUP: stop starting, stop everything running; a second one kills now.
-      if (StopSignals::received() && !stopping) {
-        stopping = true;
-        session.summary().stop_signal = StopSignals::received();
-        session.progress().line("sweep: " + std::string(StopSignals::name(StopSignals::received())) + ": stopping " +
-                                std::to_string(running.size()) + " running runs (SIGTERM, then SIGKILL after " +
-                                std::to_string(int(L.grace_s)) + " s)");
-        for (auto& [id, r] : running) stop_run(id, r, FailureClass::interrupted);
-      }
-      if (stopping && StopSignals::count() > 1 && stop_count != StopSignals::count()) {
-        stop_count = StopSignals::count();
-        for (auto& [id, r] : running)
-          if (!r.killed) runner.signal_group(id, SIGKILL), r.killed = true;
-      }
-      // Busy runs whose writer has gone: back to the front of the queue, with the state
-      // that writer left (it may have completed the run).
-      for (auto it = busy.begin(); it != busy.end();) {
-        if (!RunLock::holder((*it)->dir).empty()) {
-          ++it;
-          continue;
-        }
-        RunTask* t = *it;
-        it = busy.erase(it);
-        const int attempts = t->state.attempts;
-        t->state = read_run_state(t->dir);
-        t->state.attempts = std::max({t->state.attempts, attempts, 1});
-        if (t->state.done()) {
-          try {
-            session.attempt_ended(*t,
-                                  t->state.state == RunStatus::completed ? FailureClass::none : FailureClass::diverged,
-                                  "finished by the process that held it", rank_log_path(t->dir, 0));
-          } catch (const std::exception& e) {
-            io_failed(t, rank_log_path(t->dir, 0), e);
-          }
-        } else {
-          queue.push_front(t);
-        }
-      }
-      // Start what fits: at most `parallel` runs and `slots` cores; a run bigger than the
-      // slots runs alone rather than never.
-      while (!stopping && !queue.empty() && int(running.size()) < L.parallel) {
-        RunTask* t = queue.front();
-        int64_t cores = std::min(t->point->cores(), slots);
-        if (!running.empty() && used + cores > slots) break;
-        queue.pop_front();
-        if (std::string who = RunLock::holder(t->dir); !who.empty()) {
-          session.progress().line("waiting   " + t->point->id + ": its directory is still being written by " + who +
-                                  " (an earlier attempt); it is not started twice");
-          busy.insert(t);
-          continue;
-        }
-        std::string log = t->dir + "/logs/rank0.log";
-        RunCommand cmd;
-        try {
-          session.prepare(*t);
-          local.threads = t->point->config.train.threads;
-          if (!spec.program.empty()) {
-            // A program's torch.distributed rendezvous: rank 0's host and a port free here.
-            local.rendezvous.world = t->point->config.dist.world_size;
-            local.rendezvous.port = free_port();
-            local.rendezvous.addr = first_host(L);
-          }
-          cmd = local_run_command(L, local, int(t->point->config.dist.world_size), opt.out_dir, t->dir, spec.name,
-                                  t->resume());
-          log = cmd.log;
-          session.attempt_started(*t, cmd.log);
-        } catch (const std::exception& e) {
-          io_failed(t, log, e);
-          continue;
-        }
-        t->started_at = monotonic_s();
-        int id = 0;
-        try {
-          id = runner.start(cmd.argv, cmd.log);
-        } catch (const std::exception& e) {
-          try {
-            if (session.attempt_ended(*t, FailureClass::crashed, e.what(), cmd.log)) queue.push_back(t);
-          } catch (const std::exception& e2) {
-            io_failed(t, cmd.log, e2);
-          }
-          continue;
-        }
-        running[id] = Running{t, cmd.log};
-        used += cores;
-      }
-      if (running.empty() && (queue.empty() || stopping)) {
-        if (busy.empty() || stopping) break;
-        struct timespec ts = {0, long(opt.poll_s * 1e9)};  // only busy runs left: wait for their writers
-        nanosleep(&ts, nullptr);
-      }
-
-      for (auto& [id, st] : runner.wait_some(opt.poll_s)) {
-        auto it = running.find(id);
-        if (it == running.end()) continue;
-        Running r = it->second;
-        running.erase(it);
-        used -= std::min(r.task->point->cores(), slots);
-        try {
-          std::string detail;
-          FailureClass c = classify_attempt(st, r.task->dir, &detail, spec.program.json, r.task->stop_at);
-          // What we stopped it for decides, unless it finished its record anyway.
-          if (r.reason != FailureClass::none && c != FailureClass::none && c != FailureClass::diverged) {
-            c = r.reason;
-            detail =
-                (c == FailureClass::timeout ? "over launch.timeout_s = " + std::to_string(int(L.timeout_s)) + " s, "
-                                            : std::string("stopped by the driver, ")) +
-                st.describe();
-          }
-          if (r.reason == FailureClass::interrupted || r.killed) runner.signal_group(id, SIGKILL);  // stragglers
-          if (c == FailureClass::none) {
-            char buf[32];
-            std::snprintf(buf, sizeof buf, " in %.1fs", monotonic_s() - r.task->started_at);
-            detail += buf;
-          }
-          if (session.attempt_ended(*r.task, c, detail, r.log)) {
-            if (stopping) {
-              session.attempt_ended(*r.task, FailureClass::interrupted, "stopped before its retry", r.log);
-            } else {
-              queue.push_back(r.task);
-            }
-          }
-        } catch (const std::exception& e) {
-          io_failed(r.task, r.log, e);
-        }
-      }
-      const double now = monotonic_s();
-      for (auto& [id, r] : running) {
-        if (L.timeout_s > 0 && r.term_at == 0 && now - r.task->started_at > L.timeout_s)
-          stop_run(id, r, FailureClass::timeout);
-        if (r.term_at > 0 && !r.killed && now - r.term_at > L.grace_s)
-          runner.signal_group(id, SIGKILL), r.killed = true;
-        if (r.term_at == 0 && r.task->point->config.dist.world_size > 1 && rank0_finished(r)) {
-          if (r.rank0_gone_at == 0) r.rank0_gone_at = now;
-          if (now - r.rank0_gone_at > kLauncherLingerS) {
-            session.progress().line("ending    " + r.task->point->id + ": rank 0 finished its record " +
-                                    std::to_string(int(kLauncherLingerS)) +
-                                    " s ago and the launcher goes on (waiting for a node that went away?)");
-            stop_run(id, r, FailureClass::none);
-          }
-        }
-      }
-      session.tick();
-    }
-  } catch (...) {
-    // A fatal driver error (out of memory, a bug): stop every run it started before the
-    // error ends the driver, so none is left unsupervised.
-    for (auto& [id, r] : running) runner.signal_group(id, SIGTERM);
-    const double deadline = monotonic_s() + L.grace_s;
-    while (!running.empty() && monotonic_s() < deadline)
-      for (auto& [id, st] : runner.wait_some(0.2)) running.erase(id);
-    for (auto& [id, r] : running) runner.signal_group(id, SIGKILL);
-    throw;
-  }
-  session.summary().not_started = int(queue.size() + busy.size());
+  LocalExecutor(spec, opt, runner, session).run();
   return session.finish();
 }
 
