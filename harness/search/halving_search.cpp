@@ -81,19 +81,11 @@ std::string stale_trials_line(const std::vector<HalvingTrial>& trials,
          " trials ran: they start over from step 0 (their records and checkpoints are kept aside)";
 }
 
-SweepSummary run_halving_search(const SweepSpec& spec, const std::vector<GridPoint>& points, const std::string& out_dir,
-                                const RunRung& run_rung) {
-  const SearchSpec& s = spec.search;
-  const int64_t budget = points.empty() ? 0 : points.front().config.train.steps;
-  const std::vector<HalvingTrial> trials = halving_trials(spec, points);
-  // A trial whose program changed since it ran (stopped at a rung or finished) starts
-  // over at the first stage, so every rung is ranked on the program as it is now, and
-  // search.log reads as that of a search started afresh. Said once, here.
-  if (const std::string line = stale_trials_line(trials, scan_runs(out_dir)); !line.empty())
-    std::fprintf(stderr, "%s\n", line.c_str());
-  const std::vector<HalvingBracket> brackets = halving_schedule(s, budget, int64_t(trials.size()));
-  const double sign = s.mode == "max" ? -1 : 1;
+namespace {
 
+/// search.log's head: the search, its brackets and rungs, and each trial's values and runs.
+std::string search_log_head(const SearchSpec& s, int64_t budget, const std::vector<HalvingTrial>& trials,
+                            const std::vector<HalvingBracket>& brackets) {
   std::string head = "# sweep search log: one decision per line; the same grid file and results give the same lines\n";
   head += "search halving seed=" + std::to_string(s.seed) + " eta=" + std::to_string(s.eta) +
           " min_steps=" + std::to_string(s.min_steps) + " brackets=" + std::to_string(s.brackets) +
@@ -111,6 +103,49 @@ SweepSummary run_halving_search(const SweepSpec& spec, const std::vector<GridPoi
     for (const auto& id : trials[j].run_ids) head += " " + id;
     head += "\n";
   }
+  return head;
+}
+
+/// The trials `alive` at a rung of `steps`, best first by their runs' mean metric (signed
+/// so that lower is better); a trial with a run that has no result is the worst.
+std::vector<std::pair<double, size_t>> rank_trials(const std::vector<size_t>& alive,
+                                                   const std::vector<HalvingTrial>& trials, const std::string& out_dir,
+                                                   int64_t steps, const std::string& metric, double sign) {
+  std::vector<std::pair<double, size_t>> ranked;
+  for (size_t j : alive) {
+    double sum = 0;
+    bool worst = false;
+    for (const auto& id : trials[j].run_ids) {
+      const double v = rung_metric(out_dir, id, steps, metric);
+      worst |= std::isnan(v);
+      sum += v;
+    }
+    ranked.emplace_back(worst ? INFINITY : sign * sum / double(trials[j].run_ids.size()), j);
+  }
+  // Ties go to the trial whose first run id sorts first: never to timing.
+  std::sort(ranked.begin(), ranked.end(), [&](const auto& x, const auto& y) {
+    if (x.first != y.first) return x.first < y.first;
+    return trials[x.second].run_ids.front() < trials[y.second].run_ids.front();
+  });
+  return ranked;
+}
+
+}  // namespace
+
+SweepSummary run_halving_search(const SweepSpec& spec, const std::vector<GridPoint>& points, const std::string& out_dir,
+                                const RunRung& run_rung) {
+  const SearchSpec& s = spec.search;
+  const int64_t budget = points.empty() ? 0 : points.front().config.train.steps;
+  const std::vector<HalvingTrial> trials = halving_trials(spec, points);
+  // A trial whose program changed since it ran (stopped at a rung or finished) starts
+  // over at the first stage, so every rung is ranked on the program as it is now, and
+  // search.log reads as that of a search started afresh. Said once, here.
+  if (const std::string line = stale_trials_line(trials, scan_runs(out_dir)); !line.empty())
+    std::fprintf(stderr, "%s\n", line.c_str());
+  const std::vector<HalvingBracket> brackets = halving_schedule(s, budget, int64_t(trials.size()));
+  const double sign = s.mode == "max" ? -1 : 1;
+
+  const std::string head = search_log_head(s, budget, trials, brackets);
   std::string decisions;
 
   // alive[b]: the trials of bracket b still climbing; reached[j]: the last rung trial j
@@ -191,22 +226,7 @@ SweepSummary run_halving_search(const SweepSpec& spec, const std::vector<GridPoi
       const HalvingBracket& br = brackets[b];
       if (t > br.s) continue;
       const int64_t steps = br.rungs[size_t(t)].steps;
-      std::vector<std::pair<double, size_t>> ranked;
-      for (size_t j : alive[b]) {
-        double sum = 0;
-        bool worst = false;
-        for (const auto& id : trials[j].run_ids) {
-          const double v = rung_metric(out_dir, id, steps, s.metric);
-          worst |= std::isnan(v);
-          sum += v;
-        }
-        ranked.emplace_back(worst ? INFINITY : sign * sum / double(trials[j].run_ids.size()), j);
-      }
-      // Ties go to the trial whose first run id sorts first: never to timing.
-      std::sort(ranked.begin(), ranked.end(), [&](const auto& x, const auto& y) {
-        if (x.first != y.first) return x.first < y.first;
-        return trials[x.second].run_ids.front() < trials[y.second].run_ids.front();
-      });
+      const auto ranked = rank_trials(alive[b], trials, out_dir, steps, s.metric, sign);
       const bool last = t == br.s;
       const size_t keep = last ? 0 : size_t(br.rungs[size_t(t) + 1].trials);
       alive[b].clear();

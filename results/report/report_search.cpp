@@ -104,6 +104,66 @@ void pareto_trials(SearchProgress& p, const std::vector<Record>& runs, const std
   for (size_t i : pareto_front(entries)) p.pareto[i].front = true;
 }
 
+/// A halving search's rungs, each trial's path through them and the best after each rung,
+/// from its decisions.
+void read_halving(SearchProgress& p, double sign) {
+  double compute = 0;
+  std::map<std::string, size_t> runs_of_trial;  // "trial J" -> its run count
+  std::map<std::string, double> reached;        // "trial J" -> steps trained so far
+  std::string rung;                             // "bracket B rung R" of the lines being read
+  double rung_best = INFINITY, rung_steps = 0;
+  const auto close_rung = [&] {
+    if (!rung.empty() && std::isfinite(rung_best))
+      p.best_so_far.push_back(
+          {compute, sign * rung_best, rung + " (" + std::to_string(int64_t(rung_steps)) + " steps)"});
+    rung.clear(), rung_best = INFINITY;
+  };
+  std::map<std::string, size_t> path_of;  // "trial J" -> index into p.paths
+  for (const std::string& d : p.decisions) {
+    const auto w = split_words(d);
+    if (w.size() >= 2 && w[0] == "trial" && d.find(" -> ") != std::string::npos) {
+      runs_of_trial["trial " + w[1].substr(0, w[1].find(':'))] = ids_after_arrow(d).size();
+      continue;
+    }
+    // bracket B rung R steps S: rank K trial J METRIC=X verdict
+    if (w.size() < 10 || w[0] != "bracket" || w[2] != "rung" || w[4] != "steps") continue;
+    const std::string this_rung = "bracket " + w[1] + " rung " + w[3];
+    const size_t bracket = size_t(std::atoll(w[1].c_str())), rung_index = size_t(std::atoll(w[3].c_str()));
+    if (this_rung != rung) {
+      close_rung(), rung = this_rung;
+      p.rungs.push_back({bracket, rung_index, std::atoll(w[5].c_str()), 0, 0, 0});
+    }
+    const double steps = std::atof(w[5].c_str());
+    const std::string trial = "trial " + w[9];
+    const double added = (steps - reached[trial]) * double(runs_of_trial[trial]);
+    compute += added;
+    reached[trial] = steps;
+    rung_steps = steps;
+    const double v = metric_of(d, p.metric);
+    if (std::isfinite(v) && sign * v < rung_best) rung_best = sign * v;
+    std::string verdict;
+    for (const char* word : {"best of bracket", "promoted", "stopped", "finished"})
+      if (d.size() >= std::string(word).size() &&
+          d.compare(d.size() - std::string(word).size(), std::string::npos, word) == 0)
+        verdict = word;
+    SearchProgress::Rung& r = p.rungs.back();
+    ++r.trials, r.steps_spent += added, r.promoted += verdict == "promoted" ? 1 : 0;
+    auto [at, fresh] = path_of.emplace(trial, p.paths.size());
+    if (fresh) {
+      SearchProgress::Path path;
+      path.trial = SIZE_MAX;
+      for (size_t t = 0; t < p.trials.size(); ++t)
+        if (p.trials[t].label == trial) path.trial = t;
+      path.bracket = bracket;
+      p.paths.push_back(path);
+    }
+    SearchProgress::Path& path = p.paths[at->second];
+    path.points.emplace_back(int64_t(steps), v);
+    path.fate = verdict, path.last_rung = rung_index;
+  }
+  close_rung();
+}
+
 }  // namespace
 
 SearchProgress search_progress(const std::string& log, const std::vector<Record>& runs,
@@ -182,62 +242,7 @@ SearchProgress search_progress(const std::string& log, const std::vector<Record>
     }
     return p;
   }
-  if (p.kind == "halving") {
-    std::map<std::string, size_t> runs_of_trial;  // "trial J" -> its run count
-    std::map<std::string, double> reached;        // "trial J" -> steps trained so far
-    std::string rung;                             // "bracket B rung R" of the lines being read
-    double rung_best = INFINITY, rung_steps = 0;
-    const auto close_rung = [&] {
-      if (!rung.empty() && std::isfinite(rung_best))
-        p.best_so_far.push_back(
-            {compute, sign * rung_best, rung + " (" + std::to_string(int64_t(rung_steps)) + " steps)"});
-      rung.clear(), rung_best = INFINITY;
-    };
-    std::map<std::string, size_t> path_of;  // "trial J" -> index into p.paths
-    for (const std::string& d : p.decisions) {
-      const auto w = split_words(d);
-      if (w.size() >= 2 && w[0] == "trial" && d.find(" -> ") != std::string::npos) {
-        runs_of_trial["trial " + w[1].substr(0, w[1].find(':'))] = ids_after_arrow(d).size();
-        continue;
-      }
-      // bracket B rung R steps S: rank K trial J METRIC=X verdict
-      if (w.size() < 10 || w[0] != "bracket" || w[2] != "rung" || w[4] != "steps") continue;
-      const std::string this_rung = "bracket " + w[1] + " rung " + w[3];
-      const size_t bracket = size_t(std::atoll(w[1].c_str())), rung_index = size_t(std::atoll(w[3].c_str()));
-      if (this_rung != rung) {
-        close_rung(), rung = this_rung;
-        p.rungs.push_back({bracket, rung_index, std::atoll(w[5].c_str()), 0, 0, 0});
-      }
-      const double steps = std::atof(w[5].c_str());
-      const std::string trial = "trial " + w[9];
-      const double added = (steps - reached[trial]) * double(runs_of_trial[trial]);
-      compute += added;
-      reached[trial] = steps;
-      rung_steps = steps;
-      const double v = metric_of(d, p.metric);
-      if (std::isfinite(v) && sign * v < rung_best) rung_best = sign * v;
-      std::string verdict;
-      for (const char* word : {"best of bracket", "promoted", "stopped", "finished"})
-        if (d.size() >= std::string(word).size() &&
-            d.compare(d.size() - std::string(word).size(), std::string::npos, word) == 0)
-          verdict = word;
-      SearchProgress::Rung& r = p.rungs.back();
-      ++r.trials, r.steps_spent += added, r.promoted += verdict == "promoted" ? 1 : 0;
-      auto [at, fresh] = path_of.emplace(trial, p.paths.size());
-      if (fresh) {
-        SearchProgress::Path path;
-        path.trial = SIZE_MAX;
-        for (size_t t = 0; t < p.trials.size(); ++t)
-          if (p.trials[t].label == trial) path.trial = t;
-        path.bracket = bracket;
-        p.paths.push_back(path);
-      }
-      SearchProgress::Path& path = p.paths[at->second];
-      path.points.emplace_back(int64_t(steps), v);
-      path.fate = verdict, path.last_rung = rung_index;
-    }
-    close_rung();
-  }
+  if (p.kind == "halving") read_halving(p, sign);
   return p;
 }
 
