@@ -444,9 +444,10 @@ int run_status(const StatusOptions& o) {
   for (const char* s : {"completed", "running", "queued", "stopped", "failed", "interrupted", "diverged", "orphaned",
                         "stale", "damaged", "pending"})
     if (counts[s])
-      summary +=
-          (summary.empty() ? "" : ", ") + std::to_string(counts[s]) + " " + s +
-          (std::string(s) == "completed" && flagged ? " (" + std::to_string(flagged) + " with health flags)" : "");
+      summary += (summary.empty() ? "" : ", ") + std::to_string(counts[s]) + " " + s +
+                 (std::string(s) == status_name(RunStatus::completed) && flagged
+                      ? " (" + std::to_string(flagged) + " with health flags)"
+                      : "");
   std::printf("%zu runs: %s\n", rows.size(), summary.empty() ? "none" : summary.c_str());
   std::printf("  %-16s  %-11s  %8s  %-11s  %s\n", "id", "state", "attempts", "failure", "values");
   std::fwrite(table.data(), 1, table.size(), stdout);

@@ -15,6 +15,7 @@
 #include "launch.h"        // local_run_command
 #include "record.h"        // read_record_status
 #include "run_files.h"     // RunLock::holder, rank_log_path
+#include "run_status.h"    // status_is
 #include "stop_signals.h"  // StopSignals
 #include "sweep_run.h"
 
@@ -63,7 +64,7 @@ bool rank0_finished(Running& r) {
   if (held || !r.rank0_seen) return false;
   try {
     const RecordStatus st = read_record_status(r.task->dir + "/record.h5");
-    return !st.partial || st.status == "failed";
+    return !st.partial || status_is(st.status, RunStatus::failed);
   } catch (const RecordError&) {
     return false;  // caught mid-write, or no record: ask again at the next poll
   }

@@ -17,6 +17,7 @@
 #include "program.h"          // program_given_keys
 #include "record.h"           // read_record
 #include "run_files.h"        // checkpoint_dir, complete_checkpoints, check_real_directory
+#include "run_status.h"       // status_is
 #include "sweep_dir.h"        // program_declared, declared_program
 #include "sweep_records.h"    // read_run_record
 #include "trainer_models.h"   // load_trainer_models
@@ -387,7 +388,7 @@ void say_verdict(ReproduceResult& res, const ReproduceOptions& opt, const RerunL
     res.lines.push_back("the original is unverified (schema version " + std::to_string(original.schema_version) +
                         ": no digest): its bits are compared as they stand, with nothing to show they are what its "
                         "run wrote");
-  if (again.status != "completed" && !(stopped && again.status == "stopped"))
+  if (!status_is(again.status, RunStatus::completed) && !(stopped && status_is(again.status, RunStatus::stopped)))
     res.lines.push_back("re-run status: " + again.status + (again.failure.empty() ? "" : " (" + again.failure + ")"));
 }
 
@@ -433,7 +434,7 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
     if (!out.flush()) throw std::runtime_error(config_path + ": cannot write");
   }
   // A run a halving search stopped at a rung is reproduced as far as it went.
-  const bool stopped = original.status == "stopped" && !original.steps.empty();
+  const bool stopped = status_is(original.status, RunStatus::stopped) && !original.steps.empty();
   if (stopped) {
     std::ofstream out(res.out_dir + "/stop_at", std::ios::binary);
     out << original.steps.back().step << "\n";

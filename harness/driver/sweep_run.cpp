@@ -21,6 +21,7 @@
 #include "report.h"         // load_sweep, render_html
 #include "run_files.h"      // check_run_entries, rank_log_path
 #include "run_health.h"     // run_health, run_figures for the line of a completed run
+#include "run_status.h"     // status_is
 #include "stop_signals.h"   // StopSignals::release
 #include "sweep_records.h"  // record_problem
 #include "text.h"           // split, join
@@ -207,27 +208,27 @@ FailureClass classify_record(const ExitStatus& st, const std::string& run_dir, s
     // search's decisions, and the same on every attempt.
     const int64_t last = r.steps.empty() ? 0 : r.steps.back().step;
     std::string broken;
-    if (r.status == "stopped" && stop_at <= 0)
+    if (status_is(r.status, RunStatus::stopped) && stop_at <= 0)
       broken = "the record says stopped after step " + std::to_string(last) +
                ", but no search asked this run to stop (a run of a plain grid trains to train.steps)";
-    else if (r.status == "stopped" && last != stop_at)
+    else if (status_is(r.status, RunStatus::stopped) && last != stop_at)
       broken = "the record says stopped after step " + std::to_string(last) + ", but the search asked for step " +
                std::to_string(stop_at) + " (the stop_at file)";
-    else if (r.status == "completed" && stop_at > 0 && last > stop_at)
+    else if (status_is(r.status, RunStatus::completed) && stop_at > 0 && last > stop_at)
       broken = "the run trained to step " + std::to_string(last) + " though the search asked it to stop after step " +
                std::to_string(stop_at) + " (the stop_at file; a program that declares stop support must honour it)";
     if (!broken.empty()) {
       *detail = broken;
       return refuse_record(run_dir, detail);
     }
-    if (r.status == "completed") {
+    if (status_is(r.status, RunStatus::completed)) {
       // The run's figures and its own health flags (the sweep-level ones need the whole
       // sweep: status and the report add them).
       const std::string flags = health_names(run_health(r));
       *detail = figures_text(run_figures(r)) + "; health: " + (flags.empty() ? "ok" : flags);
       return FailureClass::none;
     }
-    if (r.status == "stopped") {  // a halving search's rung: the run may be resumed later
+    if (status_is(r.status, RunStatus::stopped)) {  // a halving search's rung: the run may be resumed later
       // sweep-train says where it stopped; a program's writer (python/sweep, record_writer.h)
       // leaves the failure empty, and the line must not start with it.
       *detail = (r.failure.empty() ? "stopped by the search at step " + std::to_string(last) : r.failure) + "; " +
@@ -235,7 +236,7 @@ FailureClass classify_record(const ExitStatus& st, const std::string& run_dir, s
       return FailureClass::none;
     }
     *detail = "recorded as " + r.status + (r.failure.empty() ? "" : ": " + r.failure);
-    return r.status == "diverged" ? FailureClass::diverged : FailureClass::crashed;
+    return status_is(r.status, RunStatus::diverged) ? FailureClass::diverged : FailureClass::crashed;
   } catch (const RecordError& e) {
     *detail = std::string("unreadable record: ") + e.what();
     // The program finished and says it succeeded, yet its record is not one sweep reads
@@ -272,7 +273,7 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
   std::string recorded;
   try {
     RecordStatus rs = read_record_status(rec);
-    if (rs.partial && rs.status == "failed") recorded = rs.failure;
+    if (rs.partial && status_is(rs.status, RunStatus::failed)) recorded = rs.failure;
   } catch (const RecordError&) {
     // No partial record (the run died before writing one) or an unreadable one.
   }
@@ -502,7 +503,7 @@ bool SweepSession::attempt_ended(RunTask& t, FailureClass c, const std::string& 
   if (c == FailureClass::none) {
     bool stopped = false;
     try {
-      stopped = t.stop_at > 0 && read_record_status(t.dir + "/record.h5").status == "stopped";
+      stopped = t.stop_at > 0 && status_is(read_record_status(t.dir + "/record.h5").status, RunStatus::stopped);
     } catch (const RecordError&) {
       // classify_attempt read it a moment ago; a reader's hiccup leaves it "completed".
     }

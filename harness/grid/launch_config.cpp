@@ -56,8 +56,10 @@ std::map<FailureClass, int> parse_retries(const YAML::Node& node, const std::str
                       ": key 'launch.retries': expected a count, or a mapping of failure class to count");
   // Config errors and divergence repeat identically, so retrying them only burns time.
   for (const auto& kv : node) {
-    std::string k = kv.first.Scalar();
-    if (k == "config" || k == "diverged" || k == "interrupted" || k == "cancelled" || k == "desync")
+    const std::string k = kv.first.Scalar();
+    const FailureClass c = failure_class_from(k);
+    if (c == FailureClass::config || c == FailureClass::diverged || c == FailureClass::interrupted ||
+        c == FailureClass::cancelled || c == FailureClass::desync)
       throw ConfigError(yaml_where(source, kv.first) + ": key 'launch.retries." + k + "': " + k +
                         " runs are never retried (the same run would end the same way)");
   }

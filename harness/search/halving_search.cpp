@@ -9,6 +9,7 @@
 
 #include "atomic_file.h"    // write_file_atomically
 #include "report_format.h"  // report_fmt::g17
+#include "run_status.h"     // status_is
 #include "sweep_dir.h"      // record_path, scan_runs
 #include "text.h"           // printable
 #include "tpe_search.h"     // record_metric (search_metric.h)
@@ -45,7 +46,9 @@ double rung_metric(const std::string& dir, const std::string& id, int64_t steps,
   } catch (const std::exception&) {
     return NAN;  // failed, interrupted for good, or damaged: the worst
   }
-  if ((r.status != "completed" && r.status != "stopped") || r.steps.empty() || r.steps.back().step < steps) return NAN;
+  if ((!status_is(r.status, RunStatus::completed) && !status_is(r.status, RunStatus::stopped)) || r.steps.empty() ||
+      r.steps.back().step < steps)
+    return NAN;
   return record_metric(truncate_record(r, steps), metric);
 }
 
@@ -56,8 +59,9 @@ bool has_rung_result(const std::string& dir, const std::string& id, int64_t step
   } catch (const std::exception&) {
     return false;  // no completed record: the run failed, or it never ran
   }
-  if (r.status == "diverged") return true;  // a result: the worst
-  return (r.status == "completed" || r.status == "stopped") && !r.steps.empty() && r.steps.back().step >= steps;
+  if (status_is(r.status, RunStatus::diverged)) return true;  // a result: the worst
+  return (status_is(r.status, RunStatus::completed) || status_is(r.status, RunStatus::stopped)) && !r.steps.empty() &&
+         r.steps.back().step >= steps;
 }
 
 std::string stale_trials_line(const std::vector<HalvingTrial>& trials,

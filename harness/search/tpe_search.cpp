@@ -9,6 +9,7 @@
 #include "record.h"         // read_record
 #include "report_format.h"  // report_fmt::g17: a search log's numbers read back as the same double
 #include "run_figures.h"    // run_figures
+#include "run_status.h"     // status_is
 #include "sweep_dir.h"      // record_path
 #include "text.h"           // join
 #include "tpe.h"            // tpe_propose
@@ -76,7 +77,7 @@ std::vector<double> run_metrics(const std::string& dir, const std::string& id,
   } catch (const std::exception&) {
     return out;  // failed, interrupted for good, or damaged: the worst
   }
-  if (r.status != "completed") return out;
+  if (!status_is(r.status, RunStatus::completed)) return out;
   for (size_t k = 0; k < metrics.size(); ++k) out[k] = record_metric(r, metrics[k]);
   return out;
 }
@@ -100,7 +101,7 @@ double run_metric(const std::string& dir, const std::string& id, const std::stri
   } catch (const std::exception&) {
     return NAN;  // failed, interrupted for good, or damaged: the worst
   }
-  if (r.status != "completed") return NAN;
+  if (!status_is(r.status, RunStatus::completed)) return NAN;
   return record_metric(r, metric);
 }
 

@@ -13,6 +13,7 @@
 #include "report.h"         // html_escape, json_string
 #include "run_files.h"      // check_run_entries, rank_log_path, RunRefused
 #include "run_pages.h"      // render_run_html, render_compare_html, report_page_start
+#include "run_status.h"     // status_is
 #include "sweep_records.h"  // log_tail, read_run_record_or_partial
 #include "text.h"           // printable
 
@@ -286,7 +287,7 @@ ServeResponse ServeSite::run_page(ServedSweep& s, const std::string& id, const s
     const RecordView v = view_record(
         run, [&s](const std::string&, const std::string& run_id) { return s.sweep_flags(run_id, kFirstScanWaitS); });
     const std::string html = render_run_html(v, log_tail(rank_log_path(run, 0)), "/s/" + s.name() + "/compare");
-    if (v.record.status != "running")
+    if (!status_is(v.record.status, RunStatus::running))
       return page(200, around(html, "", nav(&s, id) + "<div id=\"run\">\n", "</div>\n"));
     // Still training (as its partial record says): its step and loss kept up to date in place.
     LiveRun l;

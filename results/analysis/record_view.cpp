@@ -10,6 +10,7 @@
 
 #include "run_figures.h"        // run_figures, figures_text, has_objective, g4
 #include "run_files.h"          // read_state_fields
+#include "run_status.h"         // status_is
 #include "stall.h"              // stall_words: whether a running run advances
 #include "sweep_records.h"      // read_run_record
 #include "telemetry_summary.h"  // telemetry_summary
@@ -79,7 +80,7 @@ RecordView view_record(const std::string& given, const SweepFlagsFn& sweep_flags
   line("verdict", verdict);
   line("run", r.run_id + (r.sweep_id.empty() ? "" : " (sweep " + r.sweep_id + ")"));
   line("status", r.status + (r.failure.empty() ? "" : ": " + r.failure));
-  if (r.status == "running")  // a partial record still being written: whether it advances (stall.h)
+  if (status_is(r.status, RunStatus::running))  // a partial record still being written: whether it advances (stall.h)
     if (const std::string p = progress_line(v.path); !p.empty()) line("progress", p);
   // The driver's word on the run (runs/<id>/state), which decides where the record alone
   // cannot: a run it failed or stopped on a Ctrl-C.

@@ -6,6 +6,8 @@
 #include <cstdlib>    // strtoll
 #include <vector>
 
+#include "run_status.h"  // status_is
+
 namespace sweep {
 
 std::string g4(double v) {
@@ -94,7 +96,7 @@ RunFigures run_figures(const Record& r) {
   const bool eval_is_final = !r.evals.empty() && f.final_eval_step >= f.last_step;
   if (!has_objective(r.status)) {
     f.objective_name = "none (" + r.status + ")";
-  } else if (!r.evals.empty() && (eval_is_final || r.status != "stopped")) {
+  } else if (!r.evals.empty() && (eval_is_final || !status_is(r.status, RunStatus::stopped))) {
     f.objective = f.final_eval_loss;
     f.objective_name =
         eval_is_final ? "final eval loss" : "last eval loss (step " + std::to_string(f.final_eval_step) + ")";
@@ -105,7 +107,9 @@ RunFigures run_figures(const Record& r) {
   return f;
 }
 
-bool has_objective(const std::string& status) { return status == "completed" || status == "stopped" || status.empty(); }
+bool has_objective(const std::string& status) {
+  return status_is(status, RunStatus::completed) || status_is(status, RunStatus::stopped) || status.empty();
+}
 
 std::string figures_text(const RunFigures& f) {
   std::string s;

@@ -11,6 +11,7 @@
 
 #include "parallel_for.h"  // each run judged on its own
 #include "run_figures.h"   // has_objective
+#include "run_status.h"    // status_is
 #include "text.h"          // split
 
 namespace sweep {
@@ -125,7 +126,7 @@ void nonfinite_loss(const Record& r, std::vector<HealthFlag>& out) {
     const std::string where = located(r, "nonfinite_skips", first);  // train.on_nan: skip_step's
     if (!where.empty())
       d += ": " + where;
-    else if (r.status == "diverged" && !r.failure.empty())  // train.on_nan: stop's, where it says
+    else if (status_is(r.status, RunStatus::diverged) && !r.failure.empty())  // train.on_nan: stop's, where it says
       d += " (" + r.failure + ")";
   }
   if (bad_evals)

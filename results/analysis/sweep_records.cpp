@@ -19,8 +19,9 @@
 #include "parallel_for.h"  // cached records decoded, and chunks freed, on every core
 #include "record_cache.h"  // RecordCache: records read before, not read again
 #include "run_files.h"  // RunLock::holder (is a running record still being written), rank_log_path, accepted_record_digest
-#include "stall.h"      // stall_words
-#include "text.h"       // printable, valid_utf8
+#include "run_status.h"  // status_is
+#include "stall.h"       // stall_words
+#include "text.h"        // printable, valid_utf8
 
 namespace sweep {
 namespace {
@@ -53,13 +54,13 @@ FailedRun describe_unfinished(const fs::path& run_dir, const std::string& proble
       f.status = st.status.empty() ? "unreadable" : st.status;
       if (!st.failure.empty()) f.cause = st.failure;
       // A run that died between writing its final status and the rename: not complete.
-      if (st.partial && (st.status == "completed" || st.status == "diverged")) {
+      if (st.partial && (status_is(st.status, RunStatus::completed) || status_is(st.status, RunStatus::diverged))) {
         f.status = "failed";
         f.cause =
             "the run ended (status " + st.status + ") but its record was never completed: only " + st.path + " exists";
       }
       if (!st.run_id.empty()) f.run_id = st.run_id;
-      if (st.partial && st.status == "running") {
+      if (st.partial && status_is(st.status, RunStatus::running)) {
         if (RunLock::holder(run_dir.string()).empty()) {
           f.status = "interrupted";
           f.cause = "its record says running, but no process holds " + (run_dir / "run.lock").string() +
@@ -94,7 +95,8 @@ FailedRun describe_unfinished(const fs::path& run_dir, const std::string& proble
   // The same for a run it stopped on a Ctrl-C: its attempt's partial record says failed
   // (the driver marks it so), but the run is interrupted, and the next `sweep run` resumes it.
   const std::string driver = said("state");
-  if ((driver == "failed" || driver == "interrupted") && f.status != "running") {
+  if ((status_is(driver, RunStatus::failed) || status_is(driver, RunStatus::interrupted)) &&
+      !status_is(f.status, RunStatus::running)) {
     f.status = driver;
     if (!said("detail").empty()) f.cause = said("detail");
   }
@@ -163,9 +165,10 @@ std::string log_tail(const std::string& log) {
 std::string steps_problem(const Record& r) {
   // The steps a record's rows name: what every figure is read by.
   if (r.steps.empty())
-    return r.status == "completed" ? "record.h5 is completed but holds no training step (a run records each step "
-                                     "it trained)"
-                                   : "";
+    return status_is(r.status, RunStatus::completed)
+               ? "record.h5 is completed but holds no training step (a run records each step "
+                 "it trained)"
+               : "";
   for (size_t i = 1; i < r.steps.size(); ++i)
     if (r.steps[i].step <= r.steps[i - 1].step)
       return "record.h5's steps do not increase: step " + std::to_string(r.steps[i].step) + " follows step " +
@@ -336,7 +339,8 @@ void SweepLoader::load(size_t from, size_t to, SweepRecords* out) {
         problem = record_problem(d.string(), r);
       }
       // record.h5 is a finished run's: any other status is not one the driver accepts.
-      if (problem.empty() && r.status != "completed" && r.status != "diverged" && r.status != "stopped")
+      if (problem.empty() && !status_is(r.status, RunStatus::completed) && !status_is(r.status, RunStatus::diverged) &&
+          !status_is(r.status, RunStatus::stopped))
         problem = "record.h5 has status '" + printable(r.status) +
                   "' (a finished record says completed, diverged or stopped)";
       if (problem.empty() && !cached && regular && ::lstat(path.c_str(), &st) == 0 && file_identity(st) == file)
@@ -355,7 +359,8 @@ void SweepLoader::load(size_t from, size_t to, SweepRecords* out) {
     if (!problem.empty()) {
       out->failed.push_back(describe_unfinished(d, problem));
       if (!out->failed.back().problem.empty()) out->problems.push_back(problem);
-    } else if (out->runs.back().status != "completed" && out->runs.back().status != "stopped") {
+    } else if (!status_is(out->runs.back().status, RunStatus::completed) &&
+               !status_is(out->runs.back().status, RunStatus::stopped)) {
       // (A run a halving search stopped at a rung is a result of the search, not a failure.)
       const Record& r = out->runs.back();
       out->failed.push_back({r.run_id, r.status, r.failure, "", log_tail(rank_log_path(d.string(), 0))});

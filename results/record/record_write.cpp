@@ -2,6 +2,7 @@
 // mark_partial_failed, which a driver uses on a run that ended without finishing its record.
 #include "record.h"
 #include "record_hdf5.h"
+#include "run_status.h"  // status_is
 
 namespace sweep {
 
@@ -427,7 +428,8 @@ void RecordWriter::finish(const std::string& status, const std::string& failure,
   // writer that did not store its own (a program's, through sweep/record_writer.h) are
   // judged from it, like every reader would; only then is it read again.
   Record back = read_record_unverified(m.partial);
-  if ((status == "completed" || status == "diverged") && m.health_judge && back.summary.count("health") == 0) {
+  if ((status_is(status, RunStatus::completed) || status_is(status, RunStatus::diverged)) && m.health_judge &&
+      back.summary.count("health") == 0) {
     H5 f = reopen_for_writing(m.partial);
     H5 summary(f ? H5Gopen2(f.get(), "summary", H5P_DEFAULT) : -1, H5Gclose);
     if (!summary) throw RecordError(m.partial + ": cannot reopen the record to store its health flags");
@@ -553,7 +555,7 @@ bool mark_partial_failed(const std::string& path, const std::string& failure, co
   H5 file = reopen_for_writing(partial);
   if (!file) return false;
   const std::string status = read_str_attr(file.get(), "status");
-  if (status != "running" && status != "failed") return false;
+  if (!status_is(status, RunStatus::running) && !status_is(status, RunStatus::failed)) return false;
   write_str_attr(file.get(), "status", "failed");
   write_str_attr(file.get(), "failure", failure);
   if (hang) write_hang(file.get(), *hang);

@@ -20,6 +20,8 @@ std::optional<RunStatus> parse_status(std::string_view word) {
 
 RunStatus status_or(std::string_view word, RunStatus otherwise) { return parse_status(word).value_or(otherwise); }
 
+bool status_is(std::string_view word, RunStatus s) { return word == status_name(s); }
+
 bool is_finished(RunStatus s) {
   return s == RunStatus::completed || s == RunStatus::diverged || s == RunStatus::stopped;
 }

@@ -31,6 +31,10 @@ std::optional<RunStatus> parse_status(std::string_view word);
 /// `otherwise`.
 RunStatus status_or(std::string_view word, RunStatus otherwise);
 
+/// Whether `word` (a record's /status, a failed run's status) names `s`: how every reader
+/// compares a status read as text, so that a misspelt status is a compile error.
+bool status_is(std::string_view word, RunStatus s);
+
 /// A record whose figures are the run's: completed, diverged, or stopped at a rung.
 bool is_finished(RunStatus s);
 

@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 
+#include "run_status.h"        // status_is
 #include "telemetry_series.h"  // expert_load_at
 
 namespace sweep {
@@ -278,7 +279,7 @@ std::pair<std::string, std::string> run_events(const Record& r, const std::vecto
   evals_through(INT64_MAX);
   const double ended = std::max(end, t);  // the sums of step times may round past the file's time
   std::string end_info, end_data;
-  put_int(end_info, 1, r.status == "completed" ? 1 : 2);  // STATUS_SUCCESS : STATUS_FAILURE
+  put_int(end_info, 1, status_is(r.status, RunStatus::completed) ? 1 : 2);  // STATUS_SUCCESS : STATUS_FAILURE
   put_double(end_info, 2, ended);
   put_int(end_data, 1, 0);
   put_bytes(end_data, 4, end_info);

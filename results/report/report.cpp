@@ -17,6 +17,7 @@
 #include "compare.h"      // compare_records for the first difference of a layout set
 #include "run_figures.h"  // g4
 #include "run_files.h"    // RunLock::holder (is a running record still being written), rank_log_path
+#include "run_status.h"   // status_is
 
 namespace sweep {
 namespace {
@@ -544,21 +545,22 @@ ReportModel build_report(const std::string& title, const SweepRecords& sweep, co
     rr.runqueue_share = runqueue_share(runs[i]);
     m.runs.push_back(std::move(rr));
     m.train_time_s += figs[i].train_time_s;
-    if (runs[i].status == "completed") ++m.completed;
-    if (runs[i].status == "diverged") ++m.diverged;
-    if (runs[i].status == "stopped") ++m.stopped;
+    if (status_is(runs[i].status, RunStatus::completed)) ++m.completed;
+    if (status_is(runs[i].status, RunStatus::diverged)) ++m.diverged;
+    if (status_is(runs[i].status, RunStatus::stopped)) ++m.stopped;
     if (!health[i].empty()) ++m.flagged;
     if (!runs[i].verified) ++m.unverified;
   }
   m.total = runs.size();
   for (const auto& f : sweep.failed) {
-    if (f.problem.empty() && f.status != "running") continue;  // a readable record: counted by its status above
+    if (f.problem.empty() && !status_is(f.status, RunStatus::running))
+      continue;  // a readable record: counted by its status above
     ++m.total;
-    if (f.status == "running")
+    if (status_is(f.status, RunStatus::running))
       ++m.running;
-    else if (f.status == "failed")
+    else if (status_is(f.status, RunStatus::failed))
       ++m.failed;
-    else if (f.status == "interrupted")
+    else if (status_is(f.status, RunStatus::interrupted))
       ++m.interrupted;
     else if (f.status == "missing")
       ++m.missing;
@@ -585,7 +587,8 @@ ReportModel build_report(const std::string& title, const SweepRecords& sweep, co
   // end (their figures are of fewer steps); groups without one last; ties in the grid's
   // order of values.
   const auto stopped = [&](const RunGroup& g) {
-    return std::all_of(g.runs.begin(), g.runs.end(), [&](size_t i) { return runs[i].status == "stopped"; });
+    return std::all_of(g.runs.begin(), g.runs.end(),
+                       [&](size_t i) { return status_is(runs[i].status, RunStatus::stopped); });
   };
   std::sort(m.groups.begin(), m.groups.end(), [&](const RunGroup& a, const RunGroup& b) {
     const bool fa = std::isfinite(a.objective_mean), fb = std::isfinite(b.objective_mean);

@@ -2,6 +2,7 @@
 // per-group figure, and one row per run directory without a readable record.
 #include "report.h"
 #include "report_format.h"
+#include "run_status.h"  // status_is
 
 namespace sweep {
 namespace {
@@ -113,7 +114,7 @@ std::string render_csv(const SweepRecords& sweep, const ReportModel& m) {
                                  in_set ? std::to_string(x.layout_set[i]) : std::string(),
                                  std::string(in_set ? (m.layout_sets[x.layout_set[i]].identical ? "yes" : "no") : ""),
                                  r.failure,
-                                 r.status == "completed" ? std::string() : tail_of(r.run_id)})
+                                 status_is(r.status, RunStatus::completed) ? std::string() : tail_of(r.run_id)})
       row.push_back(v);
     s += csv_row(row);
   }

@@ -16,6 +16,7 @@
 #include "report_plots.h"       // line charts, parallel coordinates, scatter
 #include "report_telemetry.h"   // telemetry_section_html
 #include "run_health.h"         // spike_decisions, straggler_ranks
+#include "run_status.h"         // status_is
 
 namespace sweep {
 namespace {
@@ -101,8 +102,8 @@ std::string curve_label(const SweepRecords& sweep, const RunGroup& g) {
 
 // A group whose every run diverged: drawn, but it does not set the y scale.
 bool all_diverged(const SweepRecords& sweep, const RunGroup& g) {
-  return !g.runs.empty() &&
-         std::all_of(g.runs.begin(), g.runs.end(), [&](size_t i) { return sweep.runs[i].status == "diverged"; });
+  return !g.runs.empty() && std::all_of(g.runs.begin(), g.runs.end(),
+                                        [&](size_t i) { return status_is(sweep.runs[i].status, RunStatus::diverged); });
 }
 
 // A chart of one curve per group of `chart`, its band when the group has several runs;
@@ -702,7 +703,7 @@ std::string environment(const ReportModel& m) {
 // data-run its id), which the served page's script advances in place (harness/serve).
 std::string cause_html(const FailedRun& f) {
   const std::string step = "step " + std::to_string(f.step) + " of";
-  const size_t at = f.status == "running" && f.step >= 0 ? f.cause.find(step) : std::string::npos;
+  const size_t at = status_is(f.status, RunStatus::running) && f.step >= 0 ? f.cause.find(step) : std::string::npos;
   if (at == std::string::npos) return html_escape(f.cause);
   const size_t number = at + 5, end = number + std::to_string(f.step).size();
   return html_escape(f.cause.substr(0, number)) + "<span class=\"step\" data-run=\"" + html_escape(f.run_id) + "\">" +
@@ -711,8 +712,8 @@ std::string cause_html(const FailedRun& f) {
 
 std::string failed_runs(const SweepRecords& sweep, const std::string& run_href) {
   if (sweep.failed.empty()) return "";
-  const bool running =
-      std::any_of(sweep.failed.begin(), sweep.failed.end(), [](const FailedRun& f) { return f.status == "running"; });
+  const bool running = std::any_of(sweep.failed.begin(), sweep.failed.end(),
+                                   [](const FailedRun& f) { return status_is(f.status, RunStatus::running); });
   std::string h = std::string("<h2>") + (running ? "Running and failed runs" : "Failed runs") +
                   "</h2>\n<table>\n<thead><tr><th>run</th><th>status</th><th>cause</th><th>end of "
                   "log</th></tr></thead>\n<tbody>\n";

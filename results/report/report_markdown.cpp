@@ -6,6 +6,7 @@
 #include "report.h"
 #include "report_format.h"
 #include "report_telemetry.h"  // telemetry_runs, telemetry_tables
+#include "run_status.h"        // status_is
 #include "telemetry_series.h"  // has_telemetry
 #include "text.h"              // printable_lines
 
@@ -397,8 +398,8 @@ std::string md_search(const ReportModel& m) {
 std::string md_failed(const SweepRecords& sweep) {
   if (!(!sweep.failed.empty())) return "";
   std::string s;
-  const bool running =
-      std::any_of(sweep.failed.begin(), sweep.failed.end(), [](const FailedRun& f) { return f.status == "running"; });
+  const bool running = std::any_of(sweep.failed.begin(), sweep.failed.end(),
+                                   [](const FailedRun& f) { return status_is(f.status, RunStatus::running); });
   s += running ? "## Running and failed runs\n\n" : "## Failed runs\n\n";
   for (const auto& f : sweep.failed) {
     s += "### " + md(f.run_id) + ": " + md(f.status) + "\n\n" + md(f.cause) + "\n\n";

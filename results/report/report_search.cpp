@@ -10,6 +10,7 @@
 
 #include "pareto.h"  // pareto_front, constraint_violation
 #include "report.h"
+#include "run_status.h"     // status_is
 #include "search_metric.h"  // record_metric
 
 namespace sweep {
@@ -77,8 +78,9 @@ void pareto_trials(SearchProgress& p, const std::vector<Record>& runs, const std
     double sum = ids.empty() ? NAN : 0.0;
     for (const auto& id : ids) {
       const auto it = run_of.find(id);
-      sum +=
-          it == run_of.end() || runs[it->second].status != "completed" ? NAN : record_metric(runs[it->second], metric);
+      sum += it == run_of.end() || !status_is(runs[it->second].status, RunStatus::completed)
+                 ? NAN
+                 : record_metric(runs[it->second], metric);
     }
     return sum / double(std::max<size_t>(1, ids.size()));
   };
@@ -228,7 +230,9 @@ SearchProgress search_progress(const std::string& log, const std::vector<Record>
       } else if (!ids.empty()) {
         for (const auto& id : ids) {
           const auto it = run_of.find(id);
-          sum += it == run_of.end() || runs[it->second].status != "completed" ? NAN : figures[it->second].objective;
+          sum += it == run_of.end() || !status_is(runs[it->second].status, RunStatus::completed)
+                     ? NAN
+                     : figures[it->second].objective;
         }
         v = sum / double(ids.size());
       }

@@ -86,7 +86,7 @@ const std::vector<IdleCase>& idle_cases() {
       {"train.spike_limit", "5", "{}", "train: {spike_policy: skip}"},
       {"train.spike_factor", "2", "{}", "train: {spike_policy: skip}"},
       {"train.spike_window", "5", "train: {spike_policy: skip}", "train: {spike_policy: skip, spike_factor: 2}"},
-      {"train.spike_rewind_steps", "3", "{}", "train: {spike_policy: rewind}"},
+      {"train.spike_rewind_steps", "3", "{}", "train: {spike_policy: rewind, checkpoint_every: 5}"},
       {"train.spike_skip", "2", "{}", "train: {spike_policy: skip}"},
       {"train.lr_before_switch", "0.01", "{}", "train: {lr_switch_step: 5, lr_before_switch: 0.002}"},
       {"train.fork_step", "5", "{}", "train: {fork_parent: 0123456789abcdef, steps: 10}"},
