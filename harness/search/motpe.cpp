@@ -30,6 +30,7 @@ MotpeSplit motpe_split(const std::vector<ParetoEntry>& e) {
       take.clear();
       if (e[members.front()].feasible()) {  // a front: the subset that keeps the most hypervolume
         std::vector<std::vector<double>> pts;
+        pts.reserve(members.size());
         for (size_t i : members) pts.push_back(e[i].loss);
         for (size_t k : greedy_hypervolume_subset(pts, need, reference_point(pts))) take.push_back(members[k]);
       } else {  // equal violations, or failed: the earlier trials
@@ -53,6 +54,7 @@ MotpeSplit motpe_split(const std::vector<ParetoEntry>& e) {
   }
   if (feasible.empty()) return s;
   std::vector<std::vector<double>> pts;
+  pts.reserve(feasible.size());
   for (size_t k : feasible) pts.push_back(e[s.good[k]].loss);
   const std::vector<double> ref = reference_point(pts);
   const double whole = hypervolume(pts, ref);

@@ -190,6 +190,7 @@ SweepSummary run_tpe_search(SweepSpec spec, const std::string& out_dir, const Ru
     history.reserve(trials.size());
     for (const SearchTrial& t : trials) history.push_back({t.values, t.loss});
     std::vector<ParetoEntry> entries;
+    entries.reserve(trials.size());
     for (const SearchTrial& t : trials) entries.push_back(t.entry);
     const size_t good = tpe_good_count(history.size());
     const int64_t first = int64_t(trials.size()), end = std::min(s.samples, first + s.parallel);

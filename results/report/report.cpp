@@ -522,6 +522,26 @@ std::vector<size_t> html_runs(const ReportModel& m) {
   return out;
 }
 
+/// The runs without a finished record, by the word readers use: running, failed,
+/// interrupted, missing or damaged.
+void count_unfinished(const SweepRecords& sweep, ReportModel& m) {
+  for (const auto& f : sweep.failed) {
+    if (f.problem.empty() && !status_is(f.status, RunStatus::running))
+      continue;  // a readable record: counted by its status above
+    ++m.total;
+    if (status_is(f.status, RunStatus::running))
+      ++m.running;
+    else if (status_is(f.status, RunStatus::failed))
+      ++m.failed;
+    else if (status_is(f.status, RunStatus::interrupted))
+      ++m.interrupted;
+    else if (f.status == "missing")
+      ++m.missing;
+    else
+      ++m.damaged;  // damaged, unreadable, or a status no finished record has
+  }
+}
+
 }  // namespace
 
 ReportModel build_report(const std::string& title, const SweepRecords& sweep, const ReportOptions& opt) {
@@ -552,21 +572,7 @@ ReportModel build_report(const std::string& title, const SweepRecords& sweep, co
     if (!runs[i].verified) ++m.unverified;
   }
   m.total = runs.size();
-  for (const auto& f : sweep.failed) {
-    if (f.problem.empty() && !status_is(f.status, RunStatus::running))
-      continue;  // a readable record: counted by its status above
-    ++m.total;
-    if (status_is(f.status, RunStatus::running))
-      ++m.running;
-    else if (status_is(f.status, RunStatus::failed))
-      ++m.failed;
-    else if (status_is(f.status, RunStatus::interrupted))
-      ++m.interrupted;
-    else if (f.status == "missing")
-      ++m.missing;
-    else
-      ++m.damaged;  // damaged, unreadable, or a status no finished record has
-  }
+  count_unfinished(sweep, m);
   m.pending = sweep.pending.size();
   m.total += m.pending;
   m.wall_time_s = sweep.wall_time_s;

@@ -45,6 +45,7 @@ std::string pareto_json(const SearchProgress& sp) {
   if (sp.metrics.empty()) return "";
   const auto strs = [](const std::vector<std::string>& v) {
     std::vector<std::string> out;
+    out.reserve(v.size());
     for (const auto& x : v) out.push_back(jstr(x));
     return jlist(out);
   };

@@ -150,8 +150,8 @@ def read_checkpoint_params(state_bin):
     if buf[:8] != b"SWPCKPT\n":
         raise AssertionError(f"{state_bin}: not a sweep checkpoint")
     (version,) = struct.unpack_from("<I", buf, 8)
-    if version not in (1, 2, 3, 4, 5):  # 3 to 5 append rows, lineage, decisions after what is read here
-        raise AssertionError(f"{state_bin}: checkpoint version {version}; this test reads 1 to 5")
+    if version not in (1, 2, 3, 4, 5, 6):  # 3 to 6 append rows, lineage, decisions, kept states after it
+        raise AssertionError(f"{state_bin}: checkpoint version {version}; this test reads 1 to 6")
     pos = 12
     for _ in range(2 if version >= 2 else 1):  # run_id, math_id
         (n,) = struct.unpack_from("<Q", buf, pos)

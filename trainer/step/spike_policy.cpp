@@ -74,6 +74,7 @@ void SpikePolicy::take_kept(const std::vector<StepMetrics>& rows, int64_t step, 
   // foot, the lowest of them, was the loss of the weights after the step before it; every
   // later state took an update that led up the climb.
   std::vector<std::pair<int64_t, double>> seq;
+  seq.reserve(rows.size() + 1);
   for (const auto& r : rows) seq.emplace_back(r.step, r.loss);
   seq.emplace_back(step, loss);
   size_t foot = seq.size() - 1;
