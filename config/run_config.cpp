@@ -18,6 +18,7 @@
 #include <variant>
 
 #include "model_schema.h"  // registered model kinds, canonical_real
+#include "text.h"          // significant
 
 namespace sweep {
 namespace {
@@ -559,9 +560,7 @@ constexpr const char* kMinLrRatio = "train.min_lr_ratio";
 /// ratio x lr to 15 significant digits, so 0.1 x 0.003 is 3e-4 as written by hand (the
 /// product in binary is 3.0000000000000003e-4), and never above lr.
 double scaled_lr(double ratio, double lr) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.15g", ratio * lr);
-  return std::min(std::strtod(buf, nullptr), lr);
+  return std::min(std::strtod(significant(ratio * lr, 15).c_str(), nullptr), lr);
 }
 
 /// train.min_lr_ratio: remembered in `c`, so a later train.lr (a grid axis applied on top
@@ -761,9 +760,7 @@ void check_sizes(const RunConfig& c, const FlatConfig& values) {
   const double params = 2 * double(c.model.vocab) * d + double(c.model.layers) * (4 * d * d + mlp);
   const double B = double(c.train.micro_batch), L = double(c.model.seq_len);
   const auto fail = [&](std::initializer_list<const char*> keys, const std::string& what, double n) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.3g", n);
-    throw ConfigError(at_any(values, keys) + "key '" + *keys.begin() + "': " + what + " would be " + buf +
+    throw ConfigError(at_any(values, keys) + "key '" + *keys.begin() + "': " + what + " would be " + significant(n, 3) +
                       ", more than 2^34; this is not a run one rank can hold");
   };
   // A registered kind's sizes are its own business: only the decoder's are known here.

@@ -14,6 +14,12 @@ void append_exact_double(std::string& out, double v) {
   out.append(buf, r.ptr);
 }
 
+std::string significant(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+  return buf;
+}
+
 std::string exact_double(double v) {
   std::string out;
   append_exact_double(out, v);

@@ -17,6 +17,11 @@ void append_exact_double(std::string& out, double v);
 /// append_exact_double as a string of its own.
 std::string exact_double(double v);
 
+/// `v` to `digits` significant digits, as printf's "%.<digits>g" spells it ("0.00105",
+/// "3e-04", "1.5e+06", "inf", "nan"): the one spelling of a figure shown to a reader (the
+/// report's 6 digits, a plot's 4, a bin's 3), and of a value a search draws.
+std::string significant(double v, int digits);
+
 /// Length (1 to 4) of the valid UTF-8 sequence at s[i], or 0 when the bytes there are
 /// not one: overlong forms, UTF-16 surrogates and code points past U+10FFFF are invalid.
 size_t utf8_length(const std::string& s, size_t i);

@@ -329,9 +329,7 @@ ProbeReport parse_probe_output(const std::string& output, bool identify) {
   if (r.hash.size() != 16 || r.hash.find_first_not_of("0123456789abcdef") != std::string::npos)
     return bad("hash is not 16 hex digits");
   if (!r.pass) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.3g", r.err);
-    r.refused = "refused: kernel " + r.core + " computed a wrong sgemm (error " + buf +
+    r.refused = "refused: kernel " + r.core + " computed a wrong sgemm (error " + significant(r.err, 3) +
                 " times the fp32 bound against a float64 reference)";
   }
   return r;

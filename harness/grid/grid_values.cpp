@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "text.h"       // significant
 #include "yaml_read.h"  // yaml_where
 
 namespace sweep {
@@ -98,9 +99,7 @@ std::string format_generated(double x) {
     std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(x));
     return buf;
   }
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.12g", x);
-  return buf;
+  return significant(x, 12);
 }
 
 std::vector<ConfigValue> axis_values(const YAML::Node& node, const std::string& source, const std::string& context) {

@@ -103,13 +103,6 @@ SearchDim parse_dim(const std::string& key, const YAML::Node& key_node, const YA
   return d;
 }
 
-/// x with 6 significant digits, integral values without a decimal point.
-std::string six_digits(double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", x);
-  return buf;
-}
-
 /// A metric a search names (in search.metric or a constraint) at `at` ("file:line:col:
 /// key '...': "): one of search_metrics(), memory_per_rank_mib or a program's
 /// `metrics.NAME`; a timing metric only where the search does not decide on it (kind
@@ -342,9 +335,9 @@ ConfigValue draw(const SearchDim& d, uint64_t seed, int64_t i) {
     const int64_t k = std::min(count - 1, int64_t(u * double(count)));
     v.text = std::to_string(int64_t(d.lo) + k * d.step);
   } else if (d.kind == "uniform") {
-    v.text = six_digits(d.lo + u * (d.hi - d.lo));
+    v.text = significant(d.lo + u * (d.hi - d.lo), 6);
   } else {  // loguniform
-    v.text = six_digits(std::exp(std::log(d.lo) + u * (std::log(d.hi) - std::log(d.lo))));
+    v.text = significant(std::exp(std::log(d.lo) + u * (std::log(d.hi) - std::log(d.lo))), 6);
   }
   return v;
 }

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <numeric>
 
+#include "text.h"  // significant
+
 namespace sweep {
 namespace {
 
@@ -48,8 +50,7 @@ ConfigValue external_value(const SearchDim& d, double x) {
   }
   double out = d.kind == "loguniform" ? std::exp(x) : x;
   out = std::clamp(out, d.lo, d.hi);
-  std::snprintf(buf, sizeof buf, "%.6g", out);
-  v.text = buf;
+  v.text = significant(out, 6);
   return v;
 }
 

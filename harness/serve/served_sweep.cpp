@@ -15,6 +15,7 @@
 #include "sweep_dir.h"      // scan_runs, finished_runs, RunState
 #include "sweep_index.h"    // SweepIndex: records not read again while unchanged
 #include "sweep_records.h"  // SweepLoader, read_points_file, sweep_name
+#include "text.h"           // significant
 
 namespace fs = std::filesystem;
 
@@ -85,9 +86,7 @@ LiveRun read_live_run(const std::string& dir, const std::string& id, const std::
 
 std::string json_number(double v) {
   if (!std::isfinite(v)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
+  return significant(v, 6);
 }
 
 }  // namespace

@@ -234,11 +234,7 @@ const StepMetrics* find_step(const Record& r, int64_t step) {
   return it != r.steps.end() && it->step == step ? &*it : nullptr;
 }
 
-std::string g6(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
+std::string g6(double v) { return significant(v, 6); }
 
 /// When the bits differ and the runs' instruction sets do too: which, and what it means.
 std::string isa_change_line(const Record& a, const Record& b, const RecordComparison& c) {

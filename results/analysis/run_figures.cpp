@@ -7,14 +7,11 @@
 #include <vector>
 
 #include "run_status.h"  // status_is
+#include "text.h"        // significant
 
 namespace sweep {
 
-std::string g4(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.4g", v);
-  return buf;
-}
+std::string g4(double v) { return significant(v, 4); }
 
 double mean_finite_loss(const Record& r, const std::vector<size_t>& rows, size_t from, size_t to) {
   double sum = 0;

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>  // snprintf
 
+#include "text.h"  // significant
+
 namespace sweep::plot {
 
 namespace {
@@ -130,16 +132,12 @@ std::string tick_label(double v, double step) {
 
 std::string number_label(double v) {
   char buf[64];
-  if (!std::isfinite(v) || std::abs(v) >= 1e15 || (v != 0 && std::abs(v) < 1e-4)) {
-    std::snprintf(buf, sizeof buf, "%.4g", v);
-    return buf;
-  }
+  if (!std::isfinite(v) || std::abs(v) >= 1e15 || (v != 0 && std::abs(v) < 1e-4)) return significant(v, 4);
   if (std::abs(v) >= 1000) {
     std::snprintf(buf, sizeof buf, "%.0f", v);
     return group_thousands(buf);
   }
-  std::snprintf(buf, sizeof buf, "%.4g", v);
-  return buf;
+  return significant(v, 4);
 }
 
 // Category10 with near-black and light blue: every pair at least 27 apart in CIE76 Lab

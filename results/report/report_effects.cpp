@@ -13,6 +13,7 @@
 #include <utility>  // pair
 
 #include "report.h"
+#include "text.h"  // significant
 
 namespace sweep {
 namespace {
@@ -70,12 +71,7 @@ bool balanced_axis(const std::vector<std::vector<std::string>>& values, const st
 
 // "0.00105 to 0.00231": the range of a bin, three significant digits.
 std::string bin_name(double lo, double hi) {
-  char buf[64];
-  if (lo == hi)
-    std::snprintf(buf, sizeof buf, "%.3g", lo);
-  else
-    std::snprintf(buf, sizeof buf, "%.3g to %.3g", lo, hi);
-  return buf;
+  return lo == hi ? significant(lo, 3) : significant(lo, 3) + " to " + significant(hi, 3);
 }
 
 // A key's values over the runs, as numbers when every one is one.

@@ -20,12 +20,7 @@
 namespace sweep::report_fmt {
 
 /// Six significant digits: what a reader compares by eye; "-" for a missing figure.
-inline std::string g6(double v) {
-  if (std::isnan(v)) return "-";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
+inline std::string g6(double v) { return std::isnan(v) ? "-" : significant(v, 6); }
 
 /// 17 significant digits: reads back as the same double (JSON, CSV).
 inline std::string g17(double v) { return exact_double(v); }
@@ -143,7 +138,7 @@ inline size_t problem_count(const SweepRecords& sweep, const ReportModel& m) {
 inline std::string mib(int64_t bytes) {
   if (bytes < 0) return "-";
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g MiB", double(bytes) / (1024.0 * 1024.0));
+  std::snprintf(buf, sizeof buf, "%s MiB", significant(double(bytes) / (1024.0 * 1024.0), 3).c_str());
   return buf;
 }
 

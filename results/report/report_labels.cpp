@@ -10,6 +10,7 @@
 #include <set>
 
 #include "report.h"
+#include "text.h"  // significant
 
 namespace sweep {
 namespace {
@@ -105,9 +106,7 @@ std::vector<std::string> legend_labels(const ReportModel& m, const std::vector<s
     const auto& [key, value] = m.groups[g].values[k];
     std::string shown = shown_value(m, key, value);
     if (binned[k]) {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.3g", std::strtod(value.c_str(), nullptr));
-      shown = buf;
+      shown = significant(std::strtod(value.c_str(), nullptr), 3);
     }
     return (k < m.short_columns.size() ? m.short_columns[k] : key) + "=" + shown;
   };

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "canonical_allreduce.h"
+#include "text.h"  // significant
 
 namespace sweep {
 
@@ -37,11 +38,7 @@ double median_seconds(Communicator& comm, int iters, F&& call) {
   return t[t.size() / 2];
 }
 
-std::string fmt(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", x);
-  return buf;
-}
+std::string fmt(double x) { return significant(x, 6); }
 
 }  // namespace
 

@@ -13,11 +13,7 @@ namespace {
 /// `values` to `digits` significant digits, comma-separated ("0.012,0.015").
 std::string numbers(const std::vector<double>& values, int digits) {
   std::string out;
-  for (double v : values) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
-    out += (out.empty() ? "" : ",") + std::string(buf);
-  }
+  for (double v : values) out += (out.empty() ? "" : ",") + significant(v, digits);
   return out;
 }
 
@@ -43,9 +39,7 @@ std::string runqueue_shares(const std::vector<std::vector<double>>& times,
     double wait = 0, total = 0;
     for (size_t i = 0; i < times.size(); ++i) wait += waited[i][r], total += times[i][r];
     if (!std::isfinite(wait) || !(total > 0)) return "";
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.3g", std::clamp(wait / total, 0.0, 1.0));
-    out += (out.empty() ? "" : ",") + std::string(buf);
+    out += (out.empty() ? "" : ",") + significant(std::clamp(wait / total, 0.0, 1.0), 3);
   }
   return out;
 }
@@ -177,11 +171,8 @@ void StepRecorder::summarize(const RankMemory& mem, bool scaler, const std::stri
     double eval_s = 0, step_s = 0;
     for (const auto& e : evals_) eval_s += e.time_s;
     for (const auto& r : rows_) step_s += r.step_time_s;
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.6g", eval_s);
-    record_->set_summary("eval_time_s", buf);
-    std::snprintf(buf, sizeof buf, "%.6g", step_s > 0 ? eval_s / step_s : 0.0);
-    record_->set_summary("eval_time_fraction", buf);
+    record_->set_summary("eval_time_s", significant(eval_s, 6));
+    record_->set_summary("eval_time_fraction", significant(step_s > 0 ? eval_s / step_s : 0.0, 6));
   }
   // The flags readers show, judged once by the results library from what the record holds.
   Record r;
