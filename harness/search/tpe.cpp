@@ -41,7 +41,6 @@ double internal_value(const SearchDim& d, const ConfigValue& v) {
 ConfigValue external_value(const SearchDim& d, double x) {
   ConfigValue v;
   v.where = d.where;
-  char buf[64];
   if (d.kind == "int") {
     const int64_t count = (int64_t(d.hi) - int64_t(d.lo)) / d.step + 1;
     const int64_t k = std::clamp(int64_t(std::llround((x - d.lo) / double(d.step))), int64_t(0), count - 1);
