@@ -7,6 +7,7 @@ BIN_DIR holds sweep and the test programs: the first command-line argument of a 
 else <repo>/build/bin.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -70,3 +71,15 @@ def read_run_config(path):
             k, v = line.strip().split(": ", 1)
             pairs.append((section + "." + k, v.strip('"')))
     return text, pairs
+
+
+def probe_result(r):
+    """The JSON a page's probe script left in <pre id="probe">, from the DOM headless Chromium
+    dumped (`--dump-dom`) into r.stdout; AssertionError when the probe did not run."""
+    start = r.stdout.find('<pre id="probe">')
+    if start < 0:
+        raise AssertionError("the probe did not run: " + show(r))
+    text = r.stdout[start + len('<pre id="probe">'):r.stdout.find("</pre>", start)]
+    for a, b in (("&lt;", "<"), ("&gt;", ">"), ("&quot;", '"'), ("&amp;", "&")):
+        text = text.replace(a, b)
+    return json.loads(text)

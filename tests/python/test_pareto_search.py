@@ -114,13 +114,7 @@ def probe(html_path, work):
             "--user-data-dir=" + tempfile.mkdtemp(dir=work), "--window-size=1400,1000",
             "--virtual-time-budget=5000", "--dump-dom", "file://" + page]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=180)
-    start = r.stdout.find('<pre id="probe">')
-    if start < 0:
-        raise AssertionError("the probe did not run: " + show(r))
-    text = r.stdout[start + len('<pre id="probe">'):r.stdout.find("</pre>", start)]
-    for a, b in (("&lt;", "<"), ("&gt;", ">"), ("&quot;", '"'), ("&amp;", "&")):
-        text = text.replace(a, b)
-    return json.loads(text)
+    return cli_util.probe_result(r)
 
 
 class ParetoSearch(unittest.TestCase):

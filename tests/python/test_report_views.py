@@ -43,6 +43,8 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 import sweep_record as sr  # noqa: E402
 
+import cli_util  # noqa: E402  (probe_result)
+
 BIN_DIR = os.path.join(ROOT, "build", "bin")
 SHOTS = os.environ.get("SWEEP_REPORT_SHOTS", "/tmp/report-shots")
 WIDTH = 1400
@@ -323,13 +325,7 @@ def probe(html_path, work, script=None):
         f.write(html.replace("</body>", (script or PROBE) + "</body>"))
     r = chromium(work, "--window-size=%d,1000" % WIDTH, "--virtual-time-budget=10000", "--dump-dom",
                  "file://" + path)
-    start = r.stdout.find('<pre id="probe">')
-    if start < 0:
-        raise AssertionError("the probe did not run: " + show(r))
-    text = r.stdout[start + len('<pre id="probe">'):r.stdout.find("</pre>", start)]
-    for a, b in (("&lt;", "<"), ("&gt;", ">"), ("&quot;", '"'), ("&amp;", "&")):
-        text = text.replace(a, b)
-    return json.loads(text)
+    return cli_util.probe_result(r)
 
 
 def screenshots(html_path, name, height, work):

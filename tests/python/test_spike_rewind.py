@@ -20,12 +20,12 @@ import sys
 import tempfile
 import unittest
 
-import h5py
 import numpy as np
 import yaml
 
 import cli_util
 from cli_util import show, sweep
+from test_spike_policy import read, spike_attrs  # the policy test's record reader: steps, checksums, decisions
 
 MODEL = {"layers": 1, "d_model": 32, "heads": 2, "vocab": 64, "seq_len": 16, "moe": {"experts": 4, "top_k": 2}}
 TRAIN = {"steps": 30, "micro_batch": 2, "accum": 6, "lr": 3.0e-3, "schedule": "cosine", "warmup": 2,
@@ -44,20 +44,6 @@ def write_grid(path, include, train=None, fault=None):
     with open(path, "w", encoding="utf-8") as f:
         yaml.safe_dump({"name": "spike_rewind", "base": base, "include": include}, f)
     return path
-
-
-def read(path):
-    with h5py.File(path, "r") as f:
-        m = {k: f["metrics"][k][:] for k in ("step", "loss", "skipped")}
-        ck = f["checksums"]
-        m["checksum"] = dict(zip(ck["step"][:].tolist(), ck["params"][:].tolist()))
-        m["summary"] = {k: (v.decode() if isinstance(v, bytes) else str(v)) for k, v in f["summary"].attrs.items()}
-        m["config"] = dict(zip((k.decode() for k in f["config/keys"][:]), (v.decode() for v in f["config/values"][:])))
-    return m
-
-
-def spike_attrs(rec):
-    return {k: v for k, v in rec["summary"].items() if k.startswith("spike_")}
 
 
 def decisions(rec):
