@@ -302,7 +302,7 @@ FailureClass classify_attempt(const ExitStatus& st, const std::string& run_dir, 
   // in this attempt say it, now that every process of the run is gone.
   std::string absent;
   const long long since = static_cast<long long>(attempt_start(said_by_launcher));
-  if (hang && cause.find(kNeverEntered) == std::string::npos) {
+  if (hang && cause.find(kNeverEntered) == std::string::npos && cause.find(kWentSilent) == std::string::npos) {
     absent = absent_from_collective(read_heartbeats(run_dir, heartbeat_ranks(run_dir), since));
     if (!absent.empty()) cause += "; " + absent;
   }

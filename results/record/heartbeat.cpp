@@ -52,6 +52,33 @@ std::optional<CollectiveBeat> parse_line(const char* line, size_t n) {
   return b;
 }
 
+/// "collective #31 (allgather at step 2)", in the numbering of the rank that beat `b`.
+std::string collective_text(const CollectiveBeat& b) {
+  return "collective #" + std::to_string(b.seq) + " (" + b.op + " at step " + std::to_string(b.step) + ")";
+}
+
+/// Every rank is inside a collective, or the ranks wait on each other in a circle: a
+/// rank whose heartbeat went stale while the others' stayed fresh stopped there.
+std::string went_silent(const std::vector<std::optional<CollectiveBeat>>& beats) {
+  double freshest = 0;
+  for (const auto& b : beats)
+    if (b) freshest = std::max(freshest, b->changed_s);
+  std::vector<int> stale, live;
+  for (int r = 0; r < int(beats.size()); ++r) {
+    const auto& b = beats[size_t(r)];
+    if (!b || !b->inside || b->changed_s <= 0) continue;
+    (freshest - b->changed_s > kSilentAfterS ? stale : live).push_back(r);
+  }
+  if (stale.empty() || live.empty()) return "";
+  const CollectiveBeat& first = *beats[size_t(stale.front())];
+  const CollectiveBeat& waiter = *beats[size_t(live.front())];
+  char lag[32];
+  std::snprintf(lag, sizeof lag, "%.1f s", freshest - first.changed_s);
+  return ranks_text(stale) + kWentSilent + collective_text(first).substr(std::strlen("collective #")) + " " + lag +
+         " before the others' last heartbeat; " + ranks_text(live) + (live.size() == 1 ? " waits" : " wait") +
+         " in " + collective_text(waiter);
+}
+
 }  // namespace
 
 std::string heartbeat_path(const std::string& dir, int rank) {
@@ -89,6 +116,11 @@ void HeartbeatWriter::publish(long long seq, long long group, long long step, bo
   [[maybe_unused]] const ssize_t w = ::pwrite(fd_, line, kLineBytes, 0);
 }
 
+void HeartbeatWriter::touch() noexcept {
+  if (fd_ < 0) return;
+  [[maybe_unused]] const int r = ::futimens(fd_, nullptr);  // both times to now; best effort
+}
+
 std::optional<CollectiveBeat> read_heartbeat(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
@@ -105,6 +137,7 @@ std::optional<CollectiveBeat> read_heartbeat(const std::string& path) {
       buf[got] = '\0';
       beat = parse_line(buf, size_t(got));
     }
+    if (beat) beat->changed_s = double(st.st_mtim.tv_sec) + double(st.st_mtim.tv_nsec) * 1e-9;
   }
   ::close(fd);
   return beat;
@@ -171,10 +204,8 @@ std::string absent_from_collective(const std::vector<std::optional<CollectiveBea
         absent.insert(p), waiting.insert(r);
     }
   }
-  if (waiting.empty() || (absent.empty() && silent.empty())) return "";
-  const CollectiveBeat& at = *beats[size_t(*waiting.begin())];
-  const std::string which =
-      "collective #" + std::to_string(at.seq) + " (" + at.op + " at step " + std::to_string(at.step) + ")";
+  if (waiting.empty() || (absent.empty() && silent.empty())) return went_silent(beats);
+  const std::string which = collective_text(*beats[size_t(*waiting.begin())]);
   const std::vector<int> w(waiting.begin(), waiting.end()), a(absent.begin(), absent.end()),
       s(silent.begin(), silent.end());
   const std::string wait_words = ranks_text(w) + (w.size() == 1 ? " waits" : " wait");

@@ -26,6 +26,7 @@ struct CollectiveBeat {
   bool inside = false;  ///< it is still in collective `seq`
   int peer = -1;        ///< the one rank that collective waits on (a sendrecv's source); -1: all ranks
   std::string op;       ///< "allgather", "the gradient exchange (sendrecv)", ...
+  double changed_s = 0;  ///< when the file last changed (its mtime, seconds since the epoch); 0: not read from a file
 };
 
 /// <dir>/rank<R>.heartbeat.
@@ -45,6 +46,11 @@ class HeartbeatWriter {
   /// Rewrites the line (one pwrite; allocates nothing). From one thread at a time.
   void publish(long long seq, long long group, long long step, bool inside, int peer, const char* op) noexcept;
 
+  /// Marks the rank alive without changing the line (the file's mtime only): its watchdog
+  /// thread calls it every kAliveEveryS, so a stopped or dead process's heartbeat goes
+  /// stale while its peers' stay fresh. Safe beside publish from another thread.
+  void touch() noexcept;
+
  private:
   int fd_ = -1;
 };
@@ -63,14 +69,26 @@ int heartbeat_ranks(const std::string& dir);
 /// The words inserted before the collective number in absent_from_collective's sentence;
 /// what a reader of a cause looks for (harness/driver/repeated_hang.h).
 inline constexpr const char* kNeverEntered = " never entered collective #";
+/// The words of a rank that went silent inside the collective the others wait in.
+inline constexpr const char* kWentSilent = " went silent inside collective #";
+
+/// How often a live rank's watchdog touches its heartbeat, and how much older than the
+/// freshest one a heartbeat must be for its rank to count as silent (stopped, dead, or not
+/// scheduled). Relative to the freshest, so that clocks of other nodes do not matter.
+inline constexpr double kAliveEveryS = 0.5;
+inline constexpr double kSilentAfterS = 2.0;
 
 /// Which ranks never entered the collective the others wait in, from every rank's beat
 /// (index = rank): "rank 1 never entered collective #57 (allgather at step 12); ranks 0,
 /// 2, 3 wait in it". A collective of all ranks that some rank waits in is the one the
 /// ranks with a lower group count never entered; without one, a rank waiting on one peer
 /// (a sendrecv) is followed along the peers they wait on to one that waits in nothing.
-/// A rank without a beat is said to have none. "" when no rank waits in a collective
-/// (a one-rank run, a rank stuck before any) or every rank is in the one waited in.
+/// A rank without a beat is said to have none. When every rank is in the collective waited
+/// in (or the ranks wait on each other in a circle), a rank whose heartbeat is stale by
+/// kSilentAfterS is the one that stopped: "rank 1 went silent inside collective #31 (the
+/// gradient exchange (sendrecv) at step 2) 4.1 s before the others' last heartbeat; rank 0
+/// waits in collective #31 (...)". "" when no rank waits in a collective (a one-rank run,
+/// a rank stuck before any) or every rank is in the one waited in and alive.
 std::string absent_from_collective(const std::vector<std::optional<CollectiveBeat>>& beats);
 
 }  // namespace sweep

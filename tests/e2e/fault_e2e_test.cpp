@@ -50,6 +50,8 @@ std::string status_attr(const fs::path& file) {
 class Faults : public sweep_test::E2eTest {
  protected:
   Faults() : E2eTest("sweep_fault") {}
+  struct StoppedRun;
+  StoppedRun stop_rank_1(const std::string& name, bool in_exchange);
 };
 
 using FaultE2E = Faults;
@@ -300,46 +302,92 @@ int rank_pid(const fs::path& out, int rank) {
   return 0;
 }
 
-// A rank that cannot speak for itself (stopped: its watchdog does not run, so it leaves no
-// note in time) is still named: rank 0's watchdog reads its heartbeat, which says it never
-// entered the collective rank 0 waits in. Before heartbeats the cause said only "rank 0 ...
-// waiting for the other ranks in allgather".
-TEST_F(FaultMpi, ARankStoppedWithoutANoteIsNamedByItsHeartbeat) {
-  // Slow steps (rank 0 sleeps 50 ms in each), so that the run is still going when the
-  // test stops rank 1; it would end on its own after some 20 s.
+/// A two-rank run whose rank 0 is slow (50 ms a step, so that rank 1 mostly waits for it
+/// in a collective), with rank 1 stopped (SIGSTOP) past step 2: at once, or, with
+/// `in_exchange`, once its heartbeat says it is inside the gradient exchange (a sendrecv
+/// with rank 0) and still says so after the stop. Waits for the run to end.
+struct Faults::StoppedRun {
+  std::vector<std::pair<int, sweep::ExitStatus>> ended;
+  int job = 0;
+  std::optional<sweep::CollectiveBeat> beat;  ///< rank 1's, as it stopped
+};
+
+Faults::StoppedRun Faults::stop_rank_1(const std::string& name, bool in_exchange) {
+  // It would end on its own after some 20 s.
   const std::string config = kTiny + "}\ndist: {world_size: 2, timeout_s: 3}\nfault: {slow_ms: 50, slow_rank: 0}\n";
   const std::string patched = std::regex_replace(config, std::regex("steps: 8"), "steps: 400");
   sweep::SpawnRunner runner;
-  const int job = runner.start(train_argv("stopped", patched, 2), (dir_ / "stopped.log").string());
-  const fs::path out = dir_ / "stopped";
-  // Event-driven: rank 1 has a pid and is past step 2, as its heartbeat says.
+  StoppedRun r;
+  r.job = runner.start(train_argv(name, patched, 2), (dir_ / (name + ".log")).string());
+  const fs::path out = dir_ / name;
+  const std::string beat_file = sweep::heartbeat_path(out.string(), 1);
   int pid = 0;
-  std::vector<std::pair<int, sweep::ExitStatus>> ended;
-  for (double waited = 0; waited < 120 && ended.empty(); waited += 0.05) {
+  bool stopped = false;
+  for (double waited = 0; waited < 120 && r.ended.empty() && !stopped; waited += 0.01) {
+    r.ended = runner.wait_some(0.01);
     if (pid == 0) pid = rank_pid(out, 1);
-    const auto beat = sweep::read_heartbeat(sweep::heartbeat_path(out.string(), 1));
-    if (pid > 0 && beat && beat->step >= 2) break;
-    ended = runner.wait_some(0.05);
+    const auto beat = sweep::read_heartbeat(beat_file);
+    if (pid == 0 || !beat || beat->step < 2 || (in_exchange && !(beat->inside && beat->peer >= 0))) continue;
+    EXPECT_EQ(::kill(pid, SIGSTOP), 0);
+    // Where rank 1 stopped, as its heartbeat says from now on (a stopped rank writes nothing).
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    r.beat = sweep::read_heartbeat(beat_file);
+    stopped = !in_exchange || (r.beat && r.beat->inside && r.beat->peer >= 0);
+    if (!stopped) ::kill(pid, SIGCONT);  // it left the exchange between the reads: again
   }
-  ASSERT_TRUE(ended.empty()) << "the run ended before rank 1 was stopped:\n" << log("stopped");
-  ASSERT_GT(pid, 0) << log("stopped");
-  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
-  for (double waited = 0; waited < 240 && ended.empty(); waited += 1) ended = runner.wait_some(1);
+  EXPECT_TRUE(stopped) << "the run ended before rank 1 was stopped:\n" << log(name);
+  for (double waited = 0; waited < 240 && r.ended.empty(); waited += 1) r.ended = runner.wait_some(1);
   // Whatever the launcher did to it, rank 1 goes now (it may still be stopped).
-  if (sweep_test::read_file("/proc/" + std::to_string(pid) + "/cmdline").find("sweep-train") != std::string::npos)
+  if (pid > 0 &&
+      sweep_test::read_file("/proc/" + std::to_string(pid) + "/cmdline").find("sweep-train") != std::string::npos)
     ::kill(pid, SIGKILL), ::kill(pid, SIGCONT);
-  ASSERT_FALSE(ended.empty()) << "rank 0's watchdog ends the run after dist.timeout_s";
-  EXPECT_EQ(ended[0].first, job);
-  EXPECT_FALSE(ended[0].second.ok());
-  auto rs = sweep::read_record_status((out / "record.h5").string());
+  return r;
+}
+
+// A rank that cannot speak for itself (stopped: its watchdog does not run, so it leaves no
+// note in time) is still named: rank 0's watchdog reads its heartbeat, which says it never
+// entered the collective rank 0 waits in, or that it went silent inside that collective.
+// Before heartbeats the cause said only "rank 0 ... waiting for the other ranks in allgather".
+TEST_F(FaultMpi, ARankStoppedWithoutANoteIsNamedByItsHeartbeat) {
+  const StoppedRun run = stop_rank_1("stopped", /*in_exchange=*/false);
+  ASSERT_FALSE(run.ended.empty()) << "rank 0's watchdog ends the run after dist.timeout_s";
+  EXPECT_EQ(run.ended[0].first, run.job);
+  EXPECT_FALSE(run.ended[0].second.ok());
+  auto rs = sweep::read_record_status((dir_ / "stopped" / "record.h5").string());
   EXPECT_EQ(rs.status, "failed");
   // Stopped, rank 1 said nothing before rank 0 wrote the cause (a note it may write once the
   // launcher continues it to end it comes too late for the record).
   EXPECT_EQ(rs.failure.find("rank 1: "), std::string::npos) << rs.failure;
   EXPECT_CONTAINS(rs.failure, "rank 0: no progress for 3 s (dist.timeout_s) at step ");
-  EXPECT_TRUE(std::regex_search(rs.failure, std::regex("rank 1 never entered collective #[0-9]+ \\(.+ at step "
-                                                       "[0-9]+\\); rank 0 waits in it$")))
-      << rs.failure;
+  // Stopped between collectives (or inside one whose data rank 0 already has), rank 1
+  // never entered the one rank 0 waits in; stopped inside an exchange that needs it to go
+  // on, it went silent there (the next test).
+  std::smatch silent;
+  if (std::regex_search(rs.failure, silent, std::regex(std::string("rank 1") + sweep::kWentSilent + "([0-9]+) "))) {
+    ASSERT_TRUE(run.beat && run.beat->inside) << rs.failure;
+    EXPECT_EQ(std::stoll(silent[1]), run.beat->seq) << rs.failure;
+  } else {
+    EXPECT_TRUE(std::regex_search(rs.failure, std::regex("rank 1 never entered collective #[0-9]+ \\(.+ at step "
+                                                         "[0-9]+\\); rank 0 waits in it$")))
+        << rs.failure;
+  }
+}
+
+// Stopped inside the exchange rank 0 then waits in, rank 1 is in the same collective as
+// rank 0 (the two wait on each other): the heartbeat it stopped touching names it. Before
+// the watchdogs touched their heartbeats, the cause said only rank 0's own words.
+TEST_F(FaultMpi, ARankStoppedInsideTheExchangeIsNamedSilentByItsStaleHeartbeat) {
+  const StoppedRun run = stop_rank_1("inside", /*in_exchange=*/true);
+  ASSERT_FALSE(run.ended.empty()) << "rank 0's watchdog ends the run after dist.timeout_s";
+  ASSERT_TRUE(run.beat);
+  const auto rs = sweep::read_record_status((dir_ / "inside" / "record.h5").string());
+  EXPECT_EQ(rs.status, "failed");
+  EXPECT_TRUE(std::regex_search(
+      rs.failure, std::regex("rank 1 went silent inside collective #" + std::to_string(run.beat->seq) +
+                             " \\(the gradient exchange \\(sendrecv\\) at step [0-9]+\\) [0-9.]+ s before the "
+                             "others' last heartbeat; rank 0 waits in collective #[0-9]+ \\(the gradient exchange "
+                             "\\(sendrecv\\) at step [0-9]+\\)$")))
+      << rs.failure << "\n" << log("inside");
 }
 
 /// The string attribute `name` of group `group` of a record file, .partial included.

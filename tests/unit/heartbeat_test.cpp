@@ -153,5 +153,46 @@ TEST(AbsentFromCollective, NothingIsSaidWhenEveryRankIsInTheCollectiveOrNoneWait
             "");
 }
 
+CollectiveBeat beat_at(CollectiveBeat b, double changed_s) {
+  b.changed_s = changed_s;
+  return b;
+}
+
+// Every rank inside (rank 1 stopped while its exchange with rank 0 was under way, so the
+// ranks wait on each other in a circle): the heartbeat that stopped changing names it.
+TEST(AbsentFromCollective, ARankWhoseHeartbeatWentStaleInsideTheCollectiveIsNamedSilent) {
+  const CollectiveBeat r0 = beat(31, 9, 2, true, 1, "the gradient exchange (sendrecv)");
+  const CollectiveBeat r1 = beat(30, 9, 2, true, 0, "the gradient exchange (sendrecv)");
+  EXPECT_EQ(absent_from_collective({beat_at(r0, 1000.0), beat_at(r1, 995.9)}),
+            "rank 1 went silent inside collective #30 (the gradient exchange (sendrecv) at step 2) 4.1 s before the "
+            "others' last heartbeat; rank 0 waits in collective #31 (the gradient exchange (sendrecv) at step 2)");
+  // Both alive (a true deadlock, or a slow exchange): within kSilentAfterS, nothing is said.
+  EXPECT_EQ(absent_from_collective({beat_at(r0, 1000.0), beat_at(r1, 1000.0 - kSilentAfterS + 0.1)}), "");
+  // A collective of all ranks that every rank is in, two of four ranks stale.
+  const CollectiveBeat all = beat(57, 12, 12, true, -1, "allgather");
+  EXPECT_EQ(absent_from_collective({beat_at(all, 50), beat_at(all, 40), beat_at(all, 49.5), beat_at(all, 41)}),
+            "ranks 1, 3 went silent inside collective #57 (allgather at step 12) 10.0 s before the others' last "
+            "heartbeat; ranks 0, 2 wait in collective #57 (allgather at step 12)");
+  // Every rank stale alike (the driver reads them after a run ended long ago): nobody.
+  EXPECT_EQ(absent_from_collective({beat_at(all, 10), beat_at(all, 10)}), "");
+}
+
+TEST_F(HeartbeatTest, ATouchMovesTheTimeABeatChangedAndNotItsLine) {
+  const std::string dir = dir_.string(), path = heartbeat_path(dir, 0);
+  HeartbeatWriter w(dir, 0);
+  w.publish(7, 3, 2, true, -1, "allreduce");
+  struct timeval old[2] = {{::time(nullptr) - 3600, 0}, {::time(nullptr) - 3600, 0}};
+  ASSERT_EQ(::utimes(path.c_str(), old), 0);
+  const std::string line = sweep_test::read_file(path);
+  const double before = read_heartbeat(path)->changed_s;
+  EXPECT_LT(before, double(::time(nullptr)) - 3000);
+  w.touch();
+  const auto after = read_heartbeat(path);
+  ASSERT_TRUE(after);
+  EXPECT_GT(after->changed_s, double(::time(nullptr)) - 60);
+  EXPECT_EQ(after->seq, 7);
+  EXPECT_EQ(sweep_test::read_file(path), line);
+}
+
 }  // namespace
 }  // namespace sweep

@@ -119,7 +119,10 @@ void Watchdog::arm() {
   // writes nothing). Emptied and rewritten at once: an earlier attempt's heartbeat is
   // stale too. A peer's that is older than this rank's start (less a second of clock
   // granularity) is another attempt's, left by a rank that has not started yet.
-  if (world_ > 1 && !heartbeat_) heartbeat_ = std::make_unique<HeartbeatWriter>(note_dir_, rank_);
+  if (world_ > 1 && !heartbeat_) {
+    heartbeat_ = std::make_unique<HeartbeatWriter>(note_dir_, rank_);
+    alive_.store(heartbeat_.get());
+  }
   last_.store(monotonic_s());
   armed_.store(true);
 }
@@ -302,9 +305,15 @@ void Watchdog::stop(const std::string& why, int code) {
 }
 
 void Watchdog::watch() {
+  double touched = 0;
   while (true) {
     pollfd p = {wake_[0], POLLIN, 0};
     ::poll(&p, 1, 100);
+    // This process is alive (heartbeat.h's kAliveEveryS): a stopped one's heartbeat goes stale.
+    if (HeartbeatWriter* beat = alive_.load(); beat && monotonic_s() - touched >= kAliveEveryS) {
+      beat->touch();
+      touched = monotonic_s();
+    }
     char buf[16];
     bool quit = false;
     while (true) {
