@@ -10,19 +10,19 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <sstream>
 #include <stdexcept>
 
+#include "cache_entry.h"   // CacheEntry: the digest kept for the same fingerprint
 #include "config_error.h"  // ConfigError
 #include "data_file.h"     // identify_data_file
-#include "run_files.h"     // hash_fd, read_file_tail, replace_file
+#include "run_files.h"     // hash_fd
 
 namespace fs = std::filesystem;
 
 namespace sweep {
 namespace {
 
-constexpr const char* kCacheMagic = "sweep-image-digest 1";
+constexpr const char* kCacheMagic = "sweep-image-digest 2";  // 1 had no tag
 
 std::string hex(unsigned long long v) {
   char buf[24];
@@ -113,27 +113,11 @@ std::string cached_directory_digest(const std::string& dir, const std::string& c
   const fs::path root = fs::canonical(dir);
   const std::vector<Entry> entries = walk(root);
   const std::string key = fingerprint(entries);
-  const std::string name = root.string();
-  const std::string entry =
-      cache_dir.empty() ? "" : cache_dir + "/image-" + hex(XXH3_64bits(name.data(), name.size())) + ".txt";
-  if (!entry.empty()) {
-    std::istringstream in(read_file_tail(entry, 1 << 16));  // a regular file only, never blocking
-    std::string magic, path, cached_key, digest;
-    if (std::getline(in, magic) && magic == kCacheMagic && std::getline(in, path) && path == name &&
-        std::getline(in, cached_key) && cached_key == key && std::getline(in, digest) && digest.rfind("xxh3:", 0) == 0)
-      return digest;
-  }
+  const CacheEntry entry(cache_dir, kCacheMagic, "image", root.string());
+  if (auto cached = entry.read(key); cached && cached->rfind("xxh3:", 0) == 0) return *cached;
   std::string digest = digest_of(root, entries);
   // Only what was read is cached: an image changed while it was hashed keeps no entry.
-  if (!entry.empty() && fingerprint(walk(root)) == key) {
-    std::error_code ec;
-    fs::create_directories(cache_dir, ec);
-    try {
-      replace_file(entry, std::string(kCacheMagic) + '\n' + name + '\n' + key + '\n' + digest + '\n', /*sync=*/false);
-    } catch (const RecordError&) {
-      // A cache entry is only a shortcut: the digest stands without it.
-    }
-  }
+  if (fingerprint(walk(root)) == key) entry.write(key, digest);
   return digest;
 }
 

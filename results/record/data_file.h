@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "cache_entry.h"  // sweep_cache_dir: where the callers keep the cache
+
 namespace sweep {
 
 struct DataFileId {
@@ -17,13 +19,9 @@ struct DataFileId {
   std::string hash;      ///< "xxh3:" and 16 hex digits: XXH3-64 of the whole file
 };
 
-/// Where sweep keeps per-machine caches: $SWEEP_CACHE_DIR, else $XDG_CACHE_HOME/sweep
-/// (absolute), else $HOME/.cache/sweep; "" when none is known (nothing is cached).
-std::string sweep_cache_dir();
-
 /// Identifies `path` (a regular file), hashing it unless the cache under `cache_dir`
 /// ("" = no cache) holds its hash for the same (device, inode, size, mtime, ctime). The
-/// cache is one small file per data file, written atomically; an unreadable or stale entry
+/// cache is one tagged entry per data file (cache_entry.h); an unreadable, stale or forged entry
 /// is ignored and rewritten, and a cache that cannot be written only costs the re-hash.
 /// Throws std::runtime_error naming the file when it cannot be read.
 DataFileId identify_data_file(const std::string& path, const std::string& cache_dir);

@@ -82,6 +82,20 @@ TEST_F(ContainerImage, DigestOfTheSpecIsCachedAndFollowsChanges) {
   std::ofstream(a / "usr/lib/libblas.so.3") << "other blas";
   EXPECT_NE(container_image_digest(c, cache), d);
   EXPECT_EQ(container_image_digest(c, cache), directory_image_digest(a.string()));
+  // An entry rewritten by someone without the user's key (another digest, the tag kept) is
+  // not taken: the image is read again. Before one writer (cache_entry.h), image entries
+  // had no tag and a planted digest came back as the image's.
+  const fs::path entry = fs::directory_iterator(cache)->path();
+  std::ifstream in(entry);
+  std::vector<std::string> l;
+  for (std::string line; std::getline(in, line);) l.push_back(line);
+  in.close();
+  ASSERT_EQ(l.size(), 5u);
+  std::ofstream(entry, std::ios::trunc) << l[0] << '\n'
+                                        << l[1] << '\n'
+                                        << l[2] << "\nxxh3:00000000000000aa\n"
+                                        << l[4] << '\n';
+  EXPECT_EQ(container_image_digest(c, cache), directory_image_digest(a.string()));
 
   // An image file (.sif): its bytes. A named or absent image, or no container: "".
   ContainerSpec sif;
