@@ -267,6 +267,28 @@ std::vector<std::string> spike_decisions(const Record& r) {
   return out;
 }
 
+std::vector<SpikeMark> spike_marks(const Record& r) {
+  std::vector<SpikeMark> out;
+  const std::vector<std::string> decisions = spike_decisions(r);
+  out.reserve(decisions.size());
+  const auto left_out = r.summary.find("spike_skipped_steps");  // "13-15 20"
+  const std::vector<std::string> ranges =
+      left_out == r.summary.end() ? std::vector<std::string>{} : split(left_out->second, ' ');
+  for (const std::string& d : decisions) {
+    long long step = 0;
+    int used = 0;
+    if (std::sscanf(d.c_str(), "step %lld:%n", &step, &used) != 1 || used == 0) continue;
+    SpikeMark m{step, step, d};
+    for (const std::string& range : ranges) {
+      long long a = 0, b = 0;
+      const int n = std::sscanf(range.c_str(), "%lld-%lld", &a, &b);
+      if ((n == 2 && b == step && a <= b) || (n == 1 && a == step)) m.left_out_from = a;
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 std::string spike_leading_tensors(const Record& r, int64_t step, size_t most) {
   const auto at =
       std::find_if(r.telemetry.begin(), r.telemetry.end(), [step](const TelemetryRow& t) { return t.step == step; });

@@ -92,6 +92,20 @@ std::string spike_leading_tensors(const Record& r, int64_t step, size_t most = 3
 /// /summary attributes spike_decision.1 .. spike_decision.<spike_decisions>; empty when it
 /// took none (or the run had no policy).
 std::vector<std::string> spike_decisions(const Record& r);
+
+/// One spike decision where a loss curve can show it: the spiking step, the first step
+/// whose global batch the decision left out (a rewind's first undone step; the spiking
+/// step itself when only its update was skipped) and the decision's sentence.
+struct SpikeMark {
+  int64_t step = 0;
+  int64_t left_out_from = 0;
+  std::string text;
+};
+
+/// The record's spike decisions as marks, in order: each sentence's "step S:" and the
+/// range of spike_skipped_steps that ends at S. A decision whose sentence does not start
+/// with its step (a record written otherwise) is left out.
+std::vector<SpikeMark> spike_marks(const Record& r);
 inline constexpr size_t kEvalRisingMinEvals = 3;
 inline constexpr double kEvalRisingMargin = 0.01;
 /// throughput_outlier: tokens/s median below this share of the median over the sweep's runs

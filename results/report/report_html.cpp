@@ -50,6 +50,8 @@ constexpr const char* kStyle =
     "svg polygon.band{fill-opacity:0.15;stroke:none}\n"
     "svg line.ref{stroke:#888;stroke-dasharray:6 3}\n"
     "svg text.ref{fill:#666}\n"
+    "svg g.spike rect{fill:#d62728;fill-opacity:.08}\n"
+    "svg g.spike line.mark{stroke:#d62728;stroke-dasharray:3 3}\n"
     "svg polyline.pc{stroke-opacity:0.7}\n"
     "svg polyline.front{stroke:#d62728;stroke-width:1.5;stroke-dasharray:4 2}\n"
     "svg circle.point{fill:#4e79a7;fill-opacity:0.6}\n"
@@ -142,18 +144,33 @@ bool recorded(const SweepRecords& sweep, double StepMetrics::*field) {
   });
 }
 
+// The spike decisions of the runs of `chart`'s groups, at most kMarksShown of them (the
+// runs table lists every one).
+constexpr size_t kMarksShown = 40;
+std::vector<report_plot::StepMark> chart_spike_marks(const SweepRecords& sweep, const ReportModel& m,
+                                                     const Chart& chart) {
+  std::vector<report_plot::StepMark> marks;
+  for (size_t g : chart.groups)
+    for (size_t i : m.groups[g].runs)
+      for (auto& mark : report_html::spike_step_marks(sweep.runs[i], "run " + sweep.runs[i].run_id))
+        if (marks.size() < kMarksShown) marks.push_back(std::move(mark));
+  return marks;
+}
+
 // A per-group figure as one chart per panel of m.charts (one when the report has one),
 // sharing their scales so that the panels compare; `lines` are drawn on every panel and
-// each panel is titled with a heading of `level` when there are several.
+// each panel is titled with a heading of `level` when there are several. With `spikes`,
+// the spike decisions of its runs are marked on each panel.
 std::string panel_charts(const SweepRecords& sweep, const ReportModel& m, const std::string& y_label,
                          const std::function<Curve(size_t)>& curve_of, const std::vector<report_plot::RefLine>& lines,
-                         const char* level, bool log_y = false) {
+                         const char* level, bool log_y = false, bool spikes = false) {
   std::vector<report_plot::LineChart> charts;
   charts.reserve(m.charts.size());
   for (const auto& c : m.charts) {
     charts.push_back(group_chart(sweep, m, c, y_label, curve_of));
     charts.back().lines = lines;
     charts.back().log_y = log_y;
+    if (spikes) charts.back().marks = chart_spike_marks(sweep, m, c);
   }
   std::vector<const report_plot::LineChart*> panels;
   panels.reserve(charts.size());
@@ -757,7 +774,7 @@ std::string render_html(const SweepRecords& sweep, const ReportModel& m, const s
           const RunGroup& r = m.groups[g];
           return Curve{r.curve_steps, r.curve_loss, r.curve_lo, r.curve_hi};
         },
-        {}, "h3");
+        {}, "h3", /*log_y=*/false, /*spikes=*/true);
     // Held-out loss and a program's own metrics, a chart each (a panel each), every group on it.
     const std::vector<std::string> curves = metric_curves(sweep.runs);
     if (!curves.empty()) {
@@ -801,6 +818,16 @@ std::string wrap_tables_in_boxes(std::string h) { return wrap_tables(std::move(h
 std::string run_cell(const std::string& run_id, const std::string& run_href) {
   if (run_href.empty()) return td(html_escape(run_id), "id");
   return td("<a href=\"" + html_escape(run_href + run_id) + "\">" + html_escape(run_id) + "</a>", "id");
+}
+
+std::vector<report_plot::StepMark> spike_step_marks(const Record& r, const std::string& who) {
+  std::vector<report_plot::StepMark> out;
+  for (const SpikeMark& m : spike_marks(r)) {
+    // A rewind went back to the state after the step before its first left-out one.
+    const double from = double(m.left_out_from < m.step ? m.left_out_from - 1 : m.step);
+    out.push_back({from, double(m.step), who.empty() ? m.text : who + ": " + m.text});
+  }
+  return out;
 }
 
 report_plot::ParallelAxis key_axis(const SweepRecords& sweep, const AxisEffect& e, const std::string& name) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "report.h"
 #include "report_plots.h"  // ParallelAxis
@@ -22,6 +23,11 @@ std::string wrap_tables_in_boxes(std::string escaped_html);
 
 /// A run id's table cell (class "id"); a link to run_href + id when run_href is given.
 std::string run_cell(const std::string& run_id, const std::string& run_href);
+
+/// A run's spike decisions as marks on its loss curve (run_health.h's spike_marks): a
+/// rewind shaded from the state it went back to through the spiking step, a skipped
+/// update as a line at its step; each titled `who` and the decision's sentence.
+std::vector<report_plot::StepMark> spike_step_marks(const Record& r, const std::string& who = "");
 
 /// A key's values as a plot axis named `name`: numbers on a numeric axis (over decades
 /// when they span more than a factor of 20, as a log-uniform draw does) when the effect

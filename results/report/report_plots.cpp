@@ -262,6 +262,17 @@ std::string svg_line_chart(const LineChart& chart, const Scale& sc) {
     s += svg_line(left, py(l.y), left + pw, py(l.y), "class=\"ref\"");
     s += svg_text(left + pw - 4, py(l.y) - 4, "end", html_escape(l.label), " class=\"ref\"");
   }
+  // Under the curves: what a spike decision went back over, and where it was taken.
+  for (const StepMark& m : chart.marks) {
+    if (!std::isfinite(m.from) || !std::isfinite(m.to)) continue;
+    const double x0 = std::clamp(px(std::min(m.from, m.to)), left, left + pw);
+    const double x1 = std::clamp(px(std::max(m.from, m.to)), left, left + pw);
+    s += "<g class=\"spike\"><title>" + html_escape(m.title) + "</title>";
+    if (x1 > x0)
+      s += "<rect x=\"" + coord(x0) + "\" y=\"" + coord(kTop) + "\" width=\"" + coord(x1 - x0) + "\" height=\"" +
+           coord(ph) + "\"/>";
+    s += svg_line(x1, kTop, x1, base, "class=\"mark\"") + "</g>\n";
+  }
   // Where each end label goes: beside the plot, as near its curve's end as the others allow.
   std::vector<double> wish, at;
   std::vector<size_t> who;

@@ -33,14 +33,23 @@ struct RefLine {
   std::string label;
 };
 
+/// A stretch of steps a curve's run went back over (a spike decision's rewind: from the
+/// state it went back to, to the spiking step), shaded, with a dashed line at its end;
+/// `from` == `to` is the line alone (an update skipped). Its tooltip says the decision.
+struct StepMark {
+  double from = 0, to = 0;
+  std::string title;
+};
+
 struct LineChart {
   std::string title;             ///< for the aria label
   std::string x_label = "step";  ///< integer steps
   std::string y_label;
   std::vector<Series> series;
   std::vector<RefLine> lines;
-  bool end_labels = true;  ///< with two or more curves, name each at its end (right of the plot)
-  bool log_y = false;      ///< a log y axis over every point (plot::log_limits): a figure that spans decades
+  std::vector<StepMark> marks;  ///< class "spike": each a <g> with its <title>
+  bool end_labels = true;       ///< with two or more curves, name each at its end (right of the plot)
+  bool log_y = false;           ///< a log y axis over every point (plot::log_limits): a figure that spans decades
 };
 
 /// The scale some charts share (the --group-by panels, so that they compare).
@@ -62,7 +71,8 @@ constexpr size_t kEndLabelMax = 40;
 /// labelled ticks on both axes (text class "tick x" and "tick y"), each curve in a group
 /// of its own (class "s": hovering one fades the others) with its translucent band, its
 /// name at its end (class "end", moved apart so none overlaps, a leader line back to the
-/// curve), dashed reference lines, and clipped points marked at the edge.
+/// curve), dashed reference lines, the step marks under the curves, and clipped points
+/// marked at the edge.
 std::string svg_line_chart(const LineChart& chart, const Scale& scale);
 
 /// The chart's legend as an HTML list that wraps rather than cuts: each curve's swatch

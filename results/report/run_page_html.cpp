@@ -66,6 +66,7 @@ std::string per_rank_section(const Record& r, const std::vector<std::vector<doub
 std::string metric_sections(const Record& r) {
   LineChart loss;
   loss.series.push_back(series_of("loss", field_points(r, &StepMetrics::loss, NAN)));
+  loss.marks = report_html::spike_step_marks(r);
   if (!r.evals.empty()) loss.series.push_back(series_of("eval_loss", metric_points(r, "eval_loss")));
   std::string h = curve_section("loss", std::move(loss));
   for (const std::string& name : metric_curves({r})) {

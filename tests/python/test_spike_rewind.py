@@ -14,6 +14,7 @@ checkpoints (the states are kept in memory):
   straight run: the kept states travel in the checkpoint.
 """
 
+import html.parser
 import os
 import shutil
 import sys
@@ -111,6 +112,43 @@ class SpikeRewind(unittest.TestCase):
         p = sweep("reproduce", self.dirs["w3"])
         self.assertEqual(p.returncode, 0, show(p))
         self.assertIn("reproduced bit-for-bit: 30 steps", p.stdout)
+
+    def test_the_report_marks_each_decision_on_the_loss_curves(self):
+        """report.html's loss chart has a shaded mark per decision, titled with its run and
+        sentence; the run page of a served sweep draws the same (run_page_html.cpp)."""
+        class Marks(html.parser.HTMLParser):
+            def __init__(self):
+                super().__init__()
+                self.depth, self.in_title, self.titles, self.rects = 0, False, [], 0
+
+            def handle_starttag(self, tag, attrs):
+                if tag == "g" and ("class", "spike") in attrs:
+                    self.depth = 1
+                    self.titles.append("")
+                elif self.depth and tag == "g":
+                    self.depth += 1
+                self.in_title = self.depth > 0 and tag == "title"
+                self.rects += self.depth > 0 and tag == "rect"
+
+            def handle_endtag(self, tag):
+                if self.depth and tag == "g":
+                    self.depth -= 1
+                self.in_title = False
+
+            def handle_data(self, data):
+                if self.in_title:
+                    self.titles[-1] += data
+
+        with open(os.path.join(self.out, "report.html"), encoding="utf-8") as f:
+            marks = Marks()
+            marks.feed(f.read())
+        want = []
+        for name in ("w1", "w2", "w3"):
+            rid = os.path.basename(self.dirs[name])
+            want += ["run %s: %s" % (rid, d) for d in decisions(self.records[name])]
+        self.assertTrue(want)
+        self.assertEqual(sorted(marks.titles), sorted(want))
+        self.assertEqual(marks.rects, len(want))  # each a rewind: a shaded stretch
 
     def test_a_run_resumed_after_the_first_rewind_is_the_straight_run(self):
         out = os.path.join(self.tmp, "crashed")

@@ -20,6 +20,7 @@
 #include "export_tensorboard.h"  // crc32c
 #include "paused_child.h"        // PausedChild: the running run is another process
 #include "report_format.h"       // csv_field
+#include "report_plots.h"        // svg_line_chart: spike marks
 #include "run_files.h"           // RunLock: the running run holds its run directory
 #include "temp_dir.h"            // TempDirTest
 
@@ -1714,6 +1715,43 @@ TEST(RenderHtml, LongValuesGoByAnAliasWithAKeyAndTheObjectiveComesFirst) {
   EXPECT_NE(html.find(">" + path + "</td>"), std::string::npos);  // the key to the alias
   // The legend names the value by its alias too.
   EXPECT_NE(figure_part(html).find("path=#1"), std::string::npos);
+}
+
+// A spike decision on a loss curve: a rewind's stretch shaded from the state it went back
+// to through the spiking step, a skipped update a line alone, each titled (escaped) with
+// its sentence; both inside the plot whatever steps they name.
+TEST(ReportPlots, SpikeMarksAreShadedUnderTheCurveWithTheirSentence) {
+  report_plot::LineChart c;
+  report_plot::Series s;
+  s.label = "loss";
+  for (int k = 1; k <= 30; ++k) s.x.push_back(k), s.y.push_back(3.0 + 0.01 * k);
+  c.series.push_back(s);
+  c.marks = {{12, 15, "run a: step 15 <rewound>"}, {20, 20, "step 20: skipped"}, {-5, 99, "out of range"}};
+  const std::string svg = report_plot::svg_line_chart(c, report_plot::shared_scale({&c}));
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = svg.find(what); at != std::string::npos; at = svg.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("<g class=\"spike\">"), 3u);
+  EXPECT_EQ(count("<rect "), 2u);  // the skip is a line alone
+  EXPECT_NE(svg.find("<title>run a: step 15 &lt;rewound&gt;</title>"), std::string::npos);
+  EXPECT_EQ(svg.find("<rewound>"), std::string::npos);
+  // Drawn before the curves, so that they stay on top.
+  EXPECT_LT(svg.find("class=\"spike\""), svg.find("class=\"curves\""));
+  // Clamped to the plot: the out-of-range stretch starts at step 1's x and ends at step 30's,
+  // inside the figure's width.
+  double width = 0, x = 0, w = 0, first_x = 0, first_w = 0;
+  ASSERT_EQ(std::sscanf(svg.c_str() + svg.find("width=\""), "width=\"%lf\"", &width), 1);
+  ASSERT_EQ(std::sscanf(svg.c_str() + svg.find("<rect x=\""), "<rect x=\"%lf\" y=\"%*[^\"]\" width=\"%lf\"", &first_x,
+                        &first_w),
+            2);
+  ASSERT_EQ(std::sscanf(svg.c_str() + svg.rfind("<rect x=\""), "<rect x=\"%lf\" y=\"%*[^\"]\" width=\"%lf\"", &x, &w),
+            2);
+  EXPECT_LT(x, first_x);
+  EXPECT_GT(x, 0);
+  EXPECT_LT(x + w, width);
+  EXPECT_GT(w, first_w * 5);  // steps 1 to 30 against 12 to 15
 }
 
 }  // namespace

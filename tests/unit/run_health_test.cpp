@@ -495,5 +495,30 @@ TEST(RunHealth, ThroughputIsJudgedOnlyAmongRunsThatShouldMatchOnCoresOfTheirOwn)
   EXPECT_NE(judged[4].front().detail.find("train.precision fp32"), std::string::npos);
 }
 
+// Where the report marks a run's spike decisions on its loss curve: each sentence's step and
+// the left-out range that ends there (a rewind's undone steps), or the step alone (a skip).
+TEST(RunHealth, SpikeMarksPairEachDecisionWithTheStepsItLeftOut) {
+  Record r = healthy(30);
+  r.summary["spike_decisions"] = "3";
+  r.summary["spike_decision.1"] =
+      "step 15: the loss spiked to 26.57 against a median of 3.889; rewound to the checkpoint after step 12, skipping "
+      "the global batches of steps 13-15 (2 updates undone)";
+  r.summary["spike_decision.2"] = "step 20: the loss spiked to 9 against a median of 3; its update skipped";
+  r.summary["spike_decision.3"] = "a sentence of another writer";
+  r.summary["spike_skipped_steps"] = "13-15 20";
+  const std::vector<SpikeMark> marks = spike_marks(r);
+  ASSERT_EQ(marks.size(), 2u);
+  EXPECT_EQ(marks[0].step, 15);
+  EXPECT_EQ(marks[0].left_out_from, 13);
+  EXPECT_EQ(marks[0].text, r.summary["spike_decision.1"]);
+  EXPECT_EQ(marks[1].step, 20);
+  EXPECT_EQ(marks[1].left_out_from, 20);
+  // A range that only contains the step, ending later, is another decision's.
+  r.summary["spike_skipped_steps"] = "13-16 20";
+  EXPECT_EQ(spike_marks(r)[0].left_out_from, 15);
+  r.summary.erase("spike_decisions");
+  EXPECT_TRUE(spike_marks(r).empty());
+}
+
 }  // namespace
 }  // namespace sweep
