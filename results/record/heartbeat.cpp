@@ -75,8 +75,8 @@ std::string went_silent(const std::vector<std::optional<CollectiveBeat>>& beats)
   char lag[32];
   std::snprintf(lag, sizeof lag, "%.1f s", freshest - first.changed_s);
   return ranks_text(stale) + kWentSilent + collective_text(first).substr(std::strlen("collective #")) + " " + lag +
-         " before the others' last heartbeat; " + ranks_text(live) + (live.size() == 1 ? " waits" : " wait") +
-         " in " + collective_text(waiter);
+         " before the others' last heartbeat; " + ranks_text(live) + (live.size() == 1 ? " waits" : " wait") + " in " +
+         collective_text(waiter);
 }
 
 }  // namespace

@@ -20,12 +20,12 @@ namespace sweep {
 
 /// One rank's place among its collectives.
 struct CollectiveBeat {
-  long long seq = 0;    ///< collectives it entered, point-to-point ones included (its watchdog ring's numbering)
-  long long group = 0;  ///< collectives of all ranks it entered: at the same point of the run, the same on every rank
-  long long step = 0;   ///< the step it was at when it entered collective `seq`
-  bool inside = false;  ///< it is still in collective `seq`
-  int peer = -1;        ///< the one rank that collective waits on (a sendrecv's source); -1: all ranks
-  std::string op;       ///< "allgather", "the gradient exchange (sendrecv)", ...
+  long long seq = 0;     ///< collectives it entered, point-to-point ones included (its watchdog ring's numbering)
+  long long group = 0;   ///< collectives of all ranks it entered: at the same point of the run, the same on every rank
+  long long step = 0;    ///< the step it was at when it entered collective `seq`
+  bool inside = false;   ///< it is still in collective `seq`
+  int peer = -1;         ///< the one rank that collective waits on (a sendrecv's source); -1: all ranks
+  std::string op;        ///< "allgather", "the gradient exchange (sendrecv)", ...
   double changed_s = 0;  ///< when the file last changed (its mtime, seconds since the epoch); 0: not read from a file
 };
 

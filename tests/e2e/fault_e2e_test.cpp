@@ -387,7 +387,8 @@ TEST_F(FaultMpi, ARankStoppedInsideTheExchangeIsNamedSilentByItsStaleHeartbeat) 
                              " \\(the gradient exchange \\(sendrecv\\) at step [0-9]+\\) [0-9.]+ s before the "
                              "others' last heartbeat; rank 0 waits in collective #[0-9]+ \\(the gradient exchange "
                              "\\(sendrecv\\) at step [0-9]+\\)$")))
-      << rs.failure << "\n" << log("inside");
+      << rs.failure << "\n"
+      << log("inside");
 }
 
 /// The string attribute `name` of group `group` of a record file, .partial included.

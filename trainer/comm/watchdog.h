@@ -137,9 +137,9 @@ class Watchdog {
   long long seq_ = 0;                               // under ring_mu_: collectives entered
   long long group_ = 0;                             // under ring_mu_: of them, collectives of all ranks
   int world_;
-  std::unique_ptr<HeartbeatWriter> heartbeat_;  // null for one rank; written by the main thread only
+  std::unique_ptr<HeartbeatWriter> heartbeat_;    // null for one rank; written by the main thread only
   std::atomic<HeartbeatWriter*> alive_{nullptr};  // heartbeat_ once armed: the watchdog thread touches it
-  long long started_ = 0;                       // when this Watchdog was made, seconds since the epoch
+  long long started_ = 0;                         // when this Watchdog was made, seconds since the epoch
   pthread_t main_;
   std::vector<std::string> hosts_;  // under hook_mu_
   std::string host_of(int rank);    // "" when unknown
