@@ -1,6 +1,7 @@
 #include "hang_verdict.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <set>
 
@@ -206,9 +207,25 @@ std::optional<HangForensics> hang_forensics(const CollectiveDisagreement& d,
   return h;
 }
 
+void cut_at_first_stop(std::vector<std::optional<std::vector<RingEntry>>>& rings, const std::vector<double>& stopped) {
+  double first = INFINITY;
+  for (size_t r = 0; r < rings.size() && r < stopped.size(); ++r)
+    if (rings[r] && stopped[r] > 0) first = std::min(first, stopped[r]);
+  if (!std::isfinite(first)) return;
+  for (auto& ring : rings) {
+    if (!ring) continue;
+    ring->erase(std::remove_if(ring->begin(), ring->end(), [&](const RingEntry& e) { return e.start_s > first; }),
+                ring->end());
+    for (RingEntry& e : *ring)
+      if (e.end_s > first) e.end_s = -1;
+  }
+}
+
 std::vector<RankCollectives> read_rank_collectives(const std::string& dir, long long since) {
   const int world = std::max(heartbeat_ranks(dir), collective_ring_ranks(dir));
-  const auto rings = read_collective_rings(dir, world, since);
+  std::vector<double> stopped;
+  auto rings = read_collective_rings(dir, world, since, &stopped);
+  cut_at_first_stop(rings, stopped);
   const auto beats = read_heartbeats(dir, world, since);
   std::vector<RankCollectives> out(static_cast<size_t>(world));
   for (size_t r = 0; r < out.size(); ++r) out[r] = {rings[r], beats[r]};

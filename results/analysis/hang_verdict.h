@@ -51,8 +51,16 @@ CollectiveDisagreement first_disagreement(const std::vector<RankCollectives>& ra
 /// The record's /hang section for `d` (nothing when it found none), with the ranks' rings.
 std::optional<HangForensics> hang_forensics(const CollectiveDisagreement& d, const std::vector<RankCollectives>& ranks);
 
+/// The rings as they stood when the first rank decided to stop (the earliest of `stopped`,
+/// each ring's stop time; 0: unknown): what a rank entered after that is left out, and a
+/// collective it left after that it was still inside. A rank stopped by hand and continued
+/// by its launcher to be ended, or a peer that moved on while the first one took its stack,
+/// then enters collectives that say nothing of the hang. No known stop time: as they are.
+void cut_at_first_stop(std::vector<std::optional<std::vector<RingEntry>>>& rings, const std::vector<double>& stopped);
+
 /// What the ranks of the run in `dir` left (rings and heartbeats changed since `since`,
-/// seconds since the epoch; 0: any), for as many ranks as left either.
+/// seconds since the epoch; 0: any), for as many ranks as left either, the rings cut at
+/// the first stop (cut_at_first_stop).
 std::vector<RankCollectives> read_rank_collectives(const std::string& dir, long long since);
 
 }  // namespace sweep

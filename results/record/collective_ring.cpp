@@ -7,6 +7,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -15,7 +16,7 @@
 namespace sweep {
 namespace {
 
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;              // 2 added "stopped T" to the first line
 constexpr int kMaxRank = 1 << 20;        // dist.world_size's range
 constexpr size_t kMaxEntries = 1 << 16;  // far above any ring (watchdog.h): a longer file is not one
 constexpr size_t kMaxFileBytes = 16 << 20;
@@ -37,10 +38,13 @@ std::string collective_ring_path(const std::string& dir, int rank) {
   return dir + "/rank" + std::to_string(rank) + ".collectives";
 }
 
-bool write_collective_ring(const std::string& dir, int rank, const std::vector<RingEntry>& ring) noexcept {
+bool write_collective_ring(const std::string& dir, int rank, const std::vector<RingEntry>& ring,
+                           double stopped_s) noexcept {
   try {
+    char stopped[48];
+    std::snprintf(stopped, sizeof stopped, " stopped %.6f", stopped_s);
     std::string text = "sweep-collectives " + std::to_string(kVersion) + " rank " + std::to_string(rank) + " entries " +
-                       std::to_string(ring.size()) + "\n";
+                       std::to_string(ring.size()) + stopped + "\n";
     for (const RingEntry& e : ring) {
       char line[256];
       std::snprintf(line, sizeof line, "seq %lld group %lld step %lld peer %d bytes %lld start %.6f end %.6f op ",
@@ -68,7 +72,7 @@ bool write_collective_ring(const std::string& dir, int rank, const std::vector<R
   }
 }
 
-std::optional<std::vector<RingEntry>> read_collective_ring(const std::string& path, int rank) {
+std::optional<std::vector<RingEntry>> read_collective_ring(const std::string& path, int rank, double* stopped_s) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
   struct stat st;
@@ -94,9 +98,11 @@ std::optional<std::vector<RingEntry>> read_collective_ring(const std::string& pa
   std::string line;
   int version = 0, of = -1;
   size_t entries = 0;
+  double stopped = 0;  // version 1 did not say
   if (!std::getline(in, line) ||
-      std::sscanf(line.c_str(), "sweep-collectives %d rank %d entries %zu", &version, &of, &entries) != 3 ||
-      version != kVersion || of != rank || entries > kMaxEntries)
+      std::sscanf(line.c_str(), "sweep-collectives %d rank %d entries %zu stopped %lf", &version, &of, &entries,
+                  &stopped) < 3 ||
+      version < 1 || version > kVersion || of != rank || entries > kMaxEntries || !std::isfinite(stopped))
     return std::nullopt;
   std::vector<RingEntry> ring;
   while (std::getline(in, line)) {
@@ -110,17 +116,20 @@ std::optional<std::vector<RingEntry>> read_collective_ring(const std::string& pa
     ring.push_back(std::move(e));
   }
   if (ring.size() != entries) return std::nullopt;
+  if (stopped_s) *stopped_s = version >= 2 ? stopped : 0;
   return ring;
 }
 
 std::vector<std::optional<std::vector<RingEntry>>> read_collective_rings(const std::string& dir, int world,
-                                                                         long long since) {
+                                                                         long long since,
+                                                                         std::vector<double>* stopped) {
   std::vector<std::optional<std::vector<RingEntry>>> out(size_t(std::max(0, world)));
+  if (stopped) stopped->assign(out.size(), 0.0);
   for (int r = 0; r < world; ++r) {
     const std::string path = collective_ring_path(dir, r);
     struct stat st;
     if (since > 0 && (::lstat(path.c_str(), &st) != 0 || st.st_mtime < since)) continue;
-    out[size_t(r)] = read_collective_ring(path, r);
+    out[size_t(r)] = read_collective_ring(path, r, stopped ? &(*stopped)[size_t(r)] : nullptr);
   }
   return out;
 }

@@ -5,12 +5,16 @@
 // disagree, as the PyTorch NCCL flight recorder's analyzer does with its dumps.
 //
 // The file is text, a version in its first line and a checksum in its last:
-//   sweep-collectives 1 rank 1 entries 2
+//   sweep-collectives 2 rank 1 entries 2 stopped 1765432101.250000
 //   seq 811 group 204 step 40 peer -1 bytes 4096 start 1765432098.100000 end 1765432098.100310 op allreduce
 //   seq 812 group 204 step 40 peer 2 bytes 65536 start 1765432098.100400 end -1 op the gradient exchange (sendrecv)
 //   sum 1a2b3c4d
 // Times are seconds since the epoch (the ranks' clocks, so comparable on one host; end -1:
-// the rank was still inside). Written to a temporary name and renamed, never through a link.
+// the rank was still inside). `stopped` is when the rank decided to stop (its timeout, or
+// the signal it got): a rank that a launcher continues (SIGCONT before its SIGTERM) or
+// whose peers move on meanwhile enters collectives after that, which the merge leaves out
+// (hang_verdict.h). Version 1 files, without it, are read as stopped at 0 (unknown). Written to a temporary name and
+// renamed, never through a link.
 #pragma once
 
 #include <optional>
@@ -39,16 +43,22 @@ std::string collective_ring_path(const std::string& dir, int rank);
 
 /// Writes rank `rank`'s ring (oldest first) to <dir>/rank<R>.collectives. Best effort, like
 /// a rank's note: false when it could not (a full disk, a directory on a lost node).
-bool write_collective_ring(const std::string& dir, int rank, const std::vector<RingEntry>& ring) noexcept;
+/// `stopped_s`: when the rank decided to stop (seconds since the epoch; 0: unknown).
+bool write_collective_ring(const std::string& dir, int rank, const std::vector<RingEntry>& ring,
+                           double stopped_s = 0) noexcept;
 
 /// The ring at `path`, oldest first; nothing when it is missing, not a regular file, of
 /// another version or rank, or damaged (its checksum or count does not hold).
-std::optional<std::vector<RingEntry>> read_collective_ring(const std::string& path, int rank);
+/// `stopped_s`, when given, gets the ring's stop time (0 for a version 1 file).
+std::optional<std::vector<RingEntry>> read_collective_ring(const std::string& path, int rank,
+                                                           double* stopped_s = nullptr);
 
 /// Ranks 0 to world-1's rings in `dir`. A file last changed before `since` (seconds since
-/// the epoch; 0: any) is an earlier attempt's and counts as missing.
+/// the epoch; 0: any) is an earlier attempt's and counts as missing. `stopped`, when
+/// given, gets each ring's stop time (0: none or unknown).
 std::vector<std::optional<std::vector<RingEntry>>> read_collective_rings(const std::string& dir, int world,
-                                                                         long long since = 0);
+                                                                         long long since = 0,
+                                                                         std::vector<double>* stopped = nullptr);
 
 /// One more than the highest rank with a ring file in `dir`; 0 when there is none.
 int collective_ring_ranks(const std::string& dir);

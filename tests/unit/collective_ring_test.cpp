@@ -6,7 +6,9 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -31,9 +33,11 @@ std::vector<RingEntry> two_entries() {
 
 TEST_F(CollectiveRingTest, ARingReadsBackAsWrittenOldestFirst) {
   const std::string dir = dir_.string();
-  ASSERT_TRUE(write_collective_ring(dir, 1, two_entries()));
-  const auto ring = read_collective_ring(collective_ring_path(dir, 1), 1);
+  ASSERT_TRUE(write_collective_ring(dir, 1, two_entries(), 1765432101.25));
+  double stopped = 0;
+  const auto ring = read_collective_ring(collective_ring_path(dir, 1), 1, &stopped);
   ASSERT_TRUE(ring);
+  EXPECT_NEAR(stopped, 1765432101.25, 1e-6);
   ASSERT_EQ(ring->size(), 2u);
   const RingEntry& a = (*ring)[0];
   const RingEntry& b = (*ring)[1];
@@ -51,7 +55,10 @@ TEST_F(CollectiveRingTest, ARingReadsBackAsWrittenOldestFirst) {
   EXPECT_TRUE(b.inside());
   // Its own text: a version first, a checksum last, nothing left of the temporary file.
   const std::string text = sweep_test::read_file(collective_ring_path(dir, 1));
-  EXPECT_EQ(text.rfind("sweep-collectives 1 rank 1 entries 2\nseq 811 group 204 step 40 peer -1 bytes 4096 ", 0), 0u)
+  EXPECT_EQ(text.rfind("sweep-collectives 2 rank 1 entries 2 stopped 1765432101.250000\nseq 811 group 204 step 40 "
+                       "peer -1 bytes 4096 ",
+                       0),
+            0u)
       << text;
   EXPECT_FALSE(fs::exists(collective_ring_path(dir, 1) + ".tmp"));
   // An empty ring (a rank stopped before its first collective) is a ring.
@@ -77,8 +84,17 @@ TEST_F(CollectiveRingTest, ADamagedForeignOrMisnamedRingIsNone) {
   EXPECT_FALSE(plant(good.substr(0, good.size() / 2))) << "a cut file";
   EXPECT_FALSE(plant("")) << "an empty file";
   std::string other = good;
-  other.replace(0, std::string("sweep-collectives 1").size(), "sweep-collectives 9");
+  other.replace(0, std::string("sweep-collectives 2").size(), "sweep-collectives 9");
   EXPECT_FALSE(plant(other)) << "another version";
+  // A version 1 ring (before stop times) still reads, its stop time unknown.
+  std::string v1 = "sweep-collectives 1 rank 1 entries 0\n";
+  char sum[32];
+  std::snprintf(sum, sizeof sum, "sum %08x\n", unsigned(XXH32(v1.data(), v1.size(), 0)));
+  double stopped = -1;
+  fs::remove(path);
+  std::ofstream(path) << v1 + sum;
+  EXPECT_TRUE(read_collective_ring(path, 1, &stopped));
+  EXPECT_EQ(stopped, 0.0);
   EXPECT_FALSE(read_collective_ring(dir + "/rank7.collectives", 7)) << "no file";
   fs::remove(path);
   fs::create_directory(path);

@@ -93,6 +93,34 @@ TEST(HangVerdict, ARankStoppedOutsideAnyCollectiveIsMissingFromTheOneTheOthersWa
             "ranks 1, 2 never entered collective #40 (allreduce, 4096 B, at step 20); rank 0 waited in it");
 }
 
+// What ranks entered after the first rank decided to stop says nothing of the hang: rank 1,
+// stopped by hand before #40, is continued by its launcher to be ended and enters #40 and
+// #41; rank 0 moves on while rank 2, the first to stop, takes its stack. As of rank 2's
+// stop, rank 1 never entered #40 and ranks 0 and 2 waited in it.
+TEST(HangVerdict, RingsAreReadAsOfTheFirstRanksStop) {
+  std::vector<std::optional<std::vector<RingEntry>>> rings = {
+      ring_of(alternating(42), true), ring_of(alternating(41), false), ring_of(alternating(40), true)};
+  (*rings[1])[39].start_s = 1039.8, (*rings[1])[40].start_s = 1040.5;  // after its SIGCONT
+  const std::vector<double> stopped = {1045.0, 1041.0, 1039.2};
+  auto view = [](const std::vector<std::optional<std::vector<RingEntry>>>& rs) {
+    std::vector<RankCollectives> out;
+    for (const auto& r : rs) out.push_back({r, std::nullopt});
+    return first_disagreement(out);
+  };
+  EXPECT_NE(view(rings).text().rfind("rank 1 never entered collective #40", 0), 0u) << "as the rings were written";
+  cut_at_first_stop(rings, stopped);
+  EXPECT_EQ(rings[0]->back().seq, 40);
+  EXPECT_TRUE(rings[0]->back().inside()) << "it left #40 only after rank 2's stop";
+  EXPECT_EQ(rings[1]->back().seq, 39);
+  EXPECT_FALSE(rings[1]->back().inside());
+  EXPECT_EQ(view(rings).text(),
+            "rank 1 never entered collective #40 (allreduce, 4096 B, at step 20); ranks 0, 2 waited in it");
+  // Rings of an older writer say no stop time: taken as they are.
+  std::vector<std::optional<std::vector<RingEntry>>> old = {ring_of(alternating(42), true)};
+  cut_at_first_stop(old, {0.0});
+  EXPECT_EQ(old[0]->size(), 42u);
+}
+
 TEST(HangVerdict, RanksThatAllEnteredTheSameCollectivesDoNotDisagree) {
   const auto calls = alternating(50);
   for (bool inside : {true, false}) {

@@ -229,12 +229,14 @@ void Watchdog::write_ring() {
   if (world_ <= 1) return;
   // Steady-clock times to the epoch's, so that the driver can set the ranks' rings side by side.
   const double mono = monotonic_s();
-  const double wall = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double wall = epoch_s();
   std::vector<RingEntry> ring;
   for (const Collective& c : last_collectives())
     ring.push_back(RingEntry{c.seq, c.group, c.step, c.peer, static_cast<long long>(c.bytes), c.op ? c.op : "?",
                              wall - (mono - c.start_s), c.end_s < 0 ? -1 : wall - (mono - c.end_s)});
-  write_collective_ring(note_dir_, rank_, ring);
+  // When it decided to stop: what it entered after that (its peers moved on meanwhile, or a
+  // launcher continued it to end it) the driver's merge leaves out.
+  write_collective_ring(note_dir_, rank_, ring, stopped_s_ > 0 ? stopped_s_ : wall);
 }
 
 std::string Watchdog::where(bool stuck) {
@@ -282,7 +284,12 @@ std::string Watchdog::main_stack(std::string* all) {
   return top;
 }
 
+double Watchdog::epoch_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 void Watchdog::stop(const std::string& why, int code) {
+  if (stopped_s_ <= 0) stopped_s_ = epoch_s();
   // The rank that is at fault first: a peer's note says "this rank is stuck".
   const std::string notes = rank_ == 0 ? peer_notes() : "";
   std::string cause = notes.empty() ? why : notes + "; " + why;
@@ -323,6 +330,7 @@ void Watchdog::watch() {
     }
     if (const int sig = g_signal; sig != 0) {
       if (quit) return;  // the destructor exits with the signal's status
+      stopped_s_ = epoch_s();
       stop("rank " + std::to_string(rank_) + ": stopped by " + (sig == SIGTERM ? "SIGTERM" : "SIGINT") + " " +
                where(/*stuck=*/false) +
                (waiting_in_.load() ? " (the launcher ends every rank once one has exited)" : ""),
@@ -331,6 +339,7 @@ void Watchdog::watch() {
     if (quit) return;
     const double limit = timeout_s_ + (rank_ == 0 ? kRootGraceS : 0.0);
     if (timeout_s_ > 0 && armed_.load() && monotonic_s() - last_.load() > limit) {
+      stopped_s_ = epoch_s();  // before the stack is taken: the main thread may move on meanwhile
       char head[96];
       std::snprintf(head, sizeof head, "rank %d: no progress for %.0f s (dist.timeout_s) ", rank_, timeout_s_);
       std::string frames;

@@ -111,6 +111,7 @@ class Watchdog {
   /// by a signal is not stuck, only stopped.
   std::string where(bool stuck = true);
   [[noreturn]] void stop(const std::string& why, int code);
+  static double epoch_s();  // seconds since the epoch
   void enter(const char* op, int peer, size_t bytes);
   void leave();
   /// The ring as one line per collective, for the log.
@@ -139,6 +140,7 @@ class Watchdog {
   int world_;
   std::unique_ptr<HeartbeatWriter> heartbeat_;    // null for one rank; written by the main thread only
   std::atomic<HeartbeatWriter*> alive_{nullptr};  // heartbeat_ once armed: the watchdog thread touches it
+  double stopped_s_ = 0;                          // when this rank decided to stop (epoch s); the watchdog thread only
   long long started_ = 0;                         // when this Watchdog was made, seconds since the epoch
   pthread_t main_;
   std::vector<std::string> hosts_;  // under hook_mu_
