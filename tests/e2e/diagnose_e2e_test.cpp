@@ -49,27 +49,32 @@ class DiagnoseMpi : public sweep_test::E2eTest {
 };
 
 TEST_F(DiagnoseMpi, RotatingTheRanksSharesKeepsAHealthyRunsBits) {
-  // W=2 (a power-of-two accumulation: the rotation takes the subtree path) and W=3 with
-  // ZeRO 2 and bf16, rotated by one and by two.
-  for (const auto& [world, zero] : std::vector<std::pair<int, std::string>>{{2, ""}, {3, "zero_stage: 2, "}}) {
-    const std::string w = std::to_string(world), base = "w" + w;
-    std::string cfg = config("", world);
-    if (!zero.empty())
-      cfg.replace(cfg.find("dist: {"), 7, "dist: {" + zero),
-          cfg.replace(cfg.find("train: {"), 8, "train: {precision: bf16, ");
-    ASSERT_TRUE(train(base, cfg, world).ok()) << log(base);
-    for (int k = 1; k < world; ++k) {
+  // W=2 (a power-of-two accumulation: the rotation takes the subtree path), W=3 with ZeRO 2
+  // and bf16, and W=3 with leaves of one sequence (the fused leaf path), rotated by one and
+  // by two.
+  struct Layout {
+    int world;
+    std::string dist, train;
+  };
+  for (const Layout& l :
+       {Layout{2, "", ""}, Layout{3, "zero_stage: 2, ", "precision: bf16, "}, Layout{3, "", "leaf: 1, "}}) {
+    const std::string base = "w" + std::to_string(l.world) + (l.train.empty() ? "" : l.train.substr(0, 4));
+    std::string cfg = config("", l.world);
+    cfg.replace(cfg.find("dist: {"), 7, "dist: {" + l.dist);
+    cfg.replace(cfg.find("train: {"), 8, "train: {" + l.train);
+    ASSERT_TRUE(train(base, cfg, l.world).ok()) << log(base);
+    for (int k = 1; k < l.world; ++k) {
       const std::string name = base + "r" + std::to_string(k);
       std::string rotated = cfg;
       rotated.replace(rotated.find("dist: {"), 7,
                       "dist: {diagnose_rotate: " + std::to_string(k) + ", diagnose_step: 5, ");
-      ASSERT_TRUE(train(name, rotated, world).ok()) << log(name);
+      ASSERT_TRUE(train(name, rotated, l.world).ok()) << log(name);
       EXPECT_EQ(bit_difference(record(base), record(name)), "") << name;
       // Every share was computed by another rank than its own: share j belongs to rank j / accum.
       const sweep::StepEvidenceFile e = sweep::read_step_evidence((dir_ / name / "evidence_step5.txt").string());
-      ASSERT_EQ(e.shares.size(), size_t(2 * world)) << name;
+      ASSERT_EQ(e.shares.size(), size_t(2 * l.world)) << name;
       for (size_t j = 0; j < e.shares.size(); ++j)
-        EXPECT_EQ(e.shares[j].rank, (int(j / 2) - k + world) % world) << name << " share " << j;
+        EXPECT_EQ(e.shares[j].rank, (int(j / 2) - k + l.world) % l.world) << name << " share " << j;
     }
   }
 }
