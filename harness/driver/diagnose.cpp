@@ -244,6 +244,14 @@ DiagnoseResult diagnose(const DiagnoseOptions& opt, ProcessRunner& runner) {
     throw ConfigError(printable(run_dir) +
                       ": the run reduced gradients natively (dist.reduction native or train.deterministic false), "
                       "so its bits depend on the layout and replays cannot be compared exactly");
+  if (!original.env("program").empty())
+    throw ConfigError(printable(run_dir) + ": the run is a grid program's (" + printable(original.env("program")) +
+                      "), which writes no per-step evidence (dist.diagnose_step is sweep-train's)");
+  if (!fs::exists(opt.launch.train_binary, ec))
+    throw ConfigError("trainer '" + printable(opt.launch.train_binary) + "' not found (build it, or pass --trainer)");
+  if (!fs::exists(opt.launch.mpiexec, ec))
+    throw ConfigError("mpiexec '" + printable(opt.launch.mpiexec) + "' not found; the replays on " +
+                      std::to_string(config.dist.world_size) + " ranks need it (pass --mpiexec)");
   int64_t from = 0;
   for (const auto& [s, dir] : complete_checkpoints(run_dir))
     if (s < opt.step) from = std::max(from, s);

@@ -63,18 +63,29 @@ TEST_F(DiagnoseMpi, RotatingTheRanksSharesKeepsAHealthyRunsBits) {
     cfg.replace(cfg.find("dist: {"), 7, "dist: {" + l.dist);
     cfg.replace(cfg.find("train: {"), 8, "train: {" + l.train);
     ASSERT_TRUE(train(base, cfg, l.world).ok()) << log(base);
-    for (int k = 1; k < l.world; ++k) {
+    // k = 0: the evidence alone; k > 0: shares rotated. Every one has the run's bits, and
+    // the same evidence share by share: only who computed each share moves.
+    std::vector<sweep::StepEvidenceFile> ev;
+    for (int k = 0; k < l.world; ++k) {
       const std::string name = base + "r" + std::to_string(k);
       std::string rotated = cfg;
       rotated.replace(rotated.find("dist: {"), 7,
                       "dist: {diagnose_rotate: " + std::to_string(k) + ", diagnose_step: 5, ");
       ASSERT_TRUE(train(name, rotated, l.world).ok()) << log(name);
       EXPECT_EQ(bit_difference(record(base), record(name)), "") << name;
-      // Every share was computed by another rank than its own: share j belongs to rank j / accum.
-      const sweep::StepEvidenceFile e = sweep::read_step_evidence((dir_ / name / "evidence_step5.txt").string());
+      ev.push_back(sweep::read_step_evidence((dir_ / name / "evidence_step5.txt").string()));
+      const sweep::StepEvidenceFile& e = ev.back();
       ASSERT_EQ(e.shares.size(), size_t(2 * l.world)) << name;
-      for (size_t j = 0; j < e.shares.size(); ++j)
+      EXPECT_EQ(std::make_tuple(e.loss, e.grad_norm, e.params, e.tensors),
+                std::make_tuple(ev[0].loss, ev[0].grad_norm, ev[0].params, ev[0].tensors))
+          << name;
+      // Share j belongs to rank j / accum; rank r computed rank (r + k) mod W's.
+      for (size_t j = 0; j < e.shares.size(); ++j) {
         EXPECT_EQ(e.shares[j].rank, (int(j / 2) - k + l.world) % l.world) << name << " share " << j;
+        EXPECT_EQ(std::make_tuple(e.shares[j].digest, e.shares[j].losses, e.shares[j].samples),
+                  std::make_tuple(ev[0].shares[j].digest, ev[0].shares[j].losses, ev[0].shares[j].samples))
+            << name << " share " << j;
+      }
     }
   }
 }
