@@ -269,6 +269,15 @@ void visit_fields(RunConfig& c, Visitor&& v) {
   v("dist.straggler_ratio", c.dist.straggler_ratio, RealRange{1, 1000, true},
     Doc{"a rank whose compute time over its peers' typical in the same step, median over the steps, exceeds this "
         "(and by 10 ms) is flagged straggler"});
+  // `sweep diagnose` and tests only: see DistConfig.
+  v("dist.diagnose_step", c.dist.diagnose_step, IntRange{0, int64_t(1) << 40},
+    Doc{"diagnose only: for each step S it computes up to this one, the trainer writes evidence_step<S>.txt "
+        "beside its record: the loss bits, a digest of each share's gradient (a micro-batch of the global batch) "
+        "before the reduction and the rank that computed it, the reduced gradient's digest per tensor and the "
+        "parameters' after the update; 0 = off"});
+  v("dist.diagnose_rotate", c.dist.diagnose_rotate, IntRange{0, 1 << 20},
+    Doc{"diagnose only: rank r computes the shares (micro-batches) rank (r + dist.diagnose_rotate) mod dist.world_size "
+        "would; the bits stay the same (the canonical reduction sums the shares in their own order); 0 = off"});
   // Test-only, every fault.* key: see FaultConfig.
   v("fault.inf_grad_step", c.fault.inf_grad_step, IntRange{0, int64_t(1) << 40},
     Doc{"test only: makes the gradient of this step non-finite; 0 = off"});
@@ -941,7 +950,7 @@ bool omitted_at_default(const std::string& key, const std::string& value) {
           "train.fork_step",    "fault.hang_once",      "fault.nan_sample_step",    "fault.nan_sample",
           "fault.corrupt_from", "fault.corrupt_rank",   "fault.transient_step",     "fault.transient_rank",
           "train.spike_factor", "train.spike_window",   "train.spike_rewind_steps", "train.spike_skip",
-          "fault.spike_lr",     "fault.spike_steps"})
+          "fault.spike_lr",     "fault.spike_steps",    "dist.diagnose_step",       "dist.diagnose_rotate"})
       for (const auto& [key, v] : all)
         if (key == k) out[key] = v;
     return out;
@@ -1043,6 +1052,7 @@ RunConfig math_config(const RunConfig& c) {
   m.train.fork_parent.clear(), m.train.fork_step = 0;  // where it started, not what it computes
   m.fault.kill_step = 0, m.fault.kill_rank = 0, m.fault.hang_step = 0, m.fault.hang_rank = 0, m.fault.hang_once = 0;
   m.fault.slow_ms = 0, m.fault.slow_rank = 0, m.fault.crash_in_checkpoint_step = 0, m.fault.crash_in_record = 0;
+  m.dist.diagnose_step = 0, m.dist.diagnose_rotate = 0;  // evidence and who computes which share: the same bits
   return m;
 }
 

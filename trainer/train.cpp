@@ -39,6 +39,7 @@
 #include "replica_checksums.h"    // checksum_row, checksum_if_due
 #include "run_queue.h"            // RunQueueClock
 #include "spike_policy.h"         // SpikePolicy
+#include "step_evidence.h"        // StepEvidence, write_step_evidence (dist.diagnose_step)
 #include "step_record.h"          // StepRecorder, seconds_since
 #include "sweep/trainer.h"        // Models, ModelArgs
 #include "text.h"                 // join
@@ -111,6 +112,11 @@ class Trainer {
   void open_record(const std::vector<std::pair<std::string, std::string>>& self_test);
   void step_once(int64_t step, StepMetrics& s);
   void open_prefetch(int64_t first);
+  /// dist.diagnose_rotate: `losses` (the allgather's, in rank order) into share order.
+  void unrotate_losses(std::vector<double>& losses) const;
+  /// dist.diagnose_step: the reduced gradient's digests (`g`, gn floats: all, or this rank's
+  /// ZeRO 2/3 shard) and each share's losses and samples, into evidence_ (collective).
+  void take_evidence(int64_t step, const float* g, size_t gn, const std::vector<double>& leaf_losses);
   bool is_root() const { return rank_ == 0; }
 
   const RunConfig& cfg_;
@@ -148,6 +154,7 @@ class Trainer {
   SpikePolicy spike_;     // train.spike_policy and its decisions
   bool spiked_ = false;   // this step's loss spiked and the policy took a decision (its update is not taken)
   bool rewound_ = false;  // the decision was a rewind: a checkpoint follows, the state to go back to next
+  std::optional<StepEvidence> evidence_;  // dist.diagnose_step's, written once its checksums are known
 };
 
 const ModelSpec& Trainer::find_spec() const {
@@ -267,7 +274,14 @@ RunStatus Trainer::train_steps(int64_t start, int64_t stop, std::string* failure
     // appends themselves only buffer in memory).
     const auto r0 = Clock::now();
     const float* params = flat_.params.defined() ? flat_.params.data_ptr<float>() : nullptr;
-    rec_.step(s, checksum_if_due(step, cfg_, comm_, params, flat_.table, zero_), std::move(telemetry_), r0, is_root());
+    std::optional<ChecksumRow> sums = checksum_if_due(step, cfg_, comm_, params, flat_.table, zero_);
+    if (evidence_ && sums && is_root()) {  // dist.diagnose_step: the step's evidence beside the record
+      evidence_->loss = s.loss, evidence_->grad_norm = s.grad_norm, evidence_->params = sums->params;
+      evidence_->nonfinite = nonfinite_at_;
+      write_step_evidence(opt_.out_dir + "/evidence_step" + std::to_string(step) + ".txt", *evidence_, flat_.table);
+    }
+    evidence_.reset();
+    rec_.step(s, std::move(sums), std::move(telemetry_), r0, is_root());
     telemetry_.reset();
     if (status == RunStatus::diverged) break;
     if (spike_.keeps_states()) spike_.keep_step(keep_state(step, updates_, comm_, flat_, zero_, scaler_));
@@ -366,9 +380,30 @@ void Trainer::open_prefetch(int64_t first) {
   const int64_t A = cfg_.train.accum, M = world_ * A, B = cfg_.train.micro_batch, L = cfg_.model.seq_len;
   prefetch_.reset();                              // its workers stop before the next one starts
   const int64_t from = spike_.data_batch(first);  // past the last step when the run is done
+  // dist.diagnose_rotate: the micro-batches of the rank whose shares this one computes.
   prefetch_ = std::make_unique<Prefetcher>(*sampler_, cfg_.data.workers, from,
-                                           std::max(from, spike_.data_batch(cfg_.train.steps) + 1), rank_, A, M,
-                                           size_t(B * (L + 1)));
+                                           std::max(from, spike_.data_batch(cfg_.train.steps) + 1),
+                                           leaves_.data_rank(rank_), A, M, size_t(B * (L + 1)));
+}
+
+void Trainer::unrotate_losses(std::vector<double>& losses) const {
+  const std::vector<double> by_rank = losses;
+  const size_t per_rank = losses.size() / size_t(world_);
+  for (int r = 0; r < world_; ++r)
+    std::copy_n(by_rank.begin() + std::ptrdiff_t(size_t(r) * per_rank), per_rank,
+                losses.begin() + std::ptrdiff_t(size_t(leaves_.data_rank(r)) * per_rank));
+}
+
+void Trainer::take_evidence(int64_t step, const float* g, size_t gn, const std::vector<double>& leaf_losses) {
+  const int64_t A = cfg_.train.accum, M = world_ * A, per = leaves_.leaves_per_micro_batch;
+  std::vector<float> whole;
+  if (zero_.stage >= 2) whole = zero_.gather_whole(comm_, std::vector<float>(g, g + gn)), g = whole.data();
+  evidence_->reduced = reduced_digests(g, flat_.table);
+  evidence_->step = step, evidence_->world = world_, evidence_->accum = int(A), evidence_->rotate = leaves_.rotate;
+  for (int64_t j = 0; j < M; ++j) {
+    evidence_->share_losses.emplace_back(leaf_losses.begin() + j * per, leaf_losses.begin() + (j + 1) * per);
+    evidence_->share_samples.push_back(sampler_->samples(spike_.data_batch(step), j, M));
+  }
 }
 
 void Trainer::open_record(const std::vector<std::pair<std::string, std::string>>& self_test) {
@@ -442,8 +477,11 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   s.unused_params = count_unused_params(grad_flags_and_targets_, flat_.table, step, cfg_.dist.find_unused);
 
   comm_.allgather(local_losses.data(), local_losses.size() * sizeof(double), leaf_losses.data());
-  if (faults_)  // test-only: a bad device or a transient fault flips a bit of this rank's own gradient
-    faults_->local_gradient(step, leaves_.sums_subtrees ? leaves_.node_sums->sum(0) : grads, n);
+  if (leaves_.rotate) unrotate_losses(leaf_losses);
+  if (step <= cfg_.dist.diagnose_step) {  // up to it: where a replay first departs
+    evidence_.emplace();
+    evidence_->shares = gather_share_digests(comm_, passes_->share_digests(), leaves_.rotate, &evidence_->share_ranks);
+  }
   const double local_sumsq = local_sum_of_squares(leaves_, grads, n);  // this rank's own, before the reduction
   reduce_gradients(comm_, cfg_, leaves_, zero_, grads, n);
   if (faults_) faults_->gradient(step, grads, zero_.shard_begin, zero_.shard_size);  // test-only: a non-finite gradient
@@ -451,6 +489,7 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
   // The gradient this rank's optimizer reads: all of it (ZeRO 0/1) or its shard (2/3).
   size_t gn = 0;
   float* g = zero_.optimizer_gradient(flat_, grads, gn);
+  if (evidence_) take_evidence(step, g, gn, leaf_losses);
   // The leaves were divided by the step's token count; a model whose targets are fewer
   // (masked or padded positions) gets the mean over its targets: one factor, applied to the
   // reduced gradient, the same on every layout. The decoder's targets are its tokens.

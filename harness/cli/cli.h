@@ -31,9 +31,14 @@ CliAction setup_reproduce(CLI::App& app);  // cli_results.cpp
 CliAction setup_resume(CLI::App& app);     // cli_results.cpp
 CliAction setup_fork(CLI::App& app);       // cli_results.cpp
 CliAction setup_show(CLI::App& app);       // cli_results.cpp
+CliAction setup_diagnose(CLI::App& app);   // cli_diagnose.cpp
 CliAction setup_blas(CLI::App& app);       // cli_blas.cpp
 CliAction setup_keys(CLI::App& app);       // cli_keys.cpp
 CliAction setup_serve(CLI::App& app);      // cli_serve.cpp
+
+/// `name` as a path: itself when it holds a '/', else the first match on PATH (posix_spawn
+/// does not search it), else itself (cli_results.cpp).
+std::string find_in_path(const std::string& name);
 
 /// Text from disk shown on a terminal, escaped with printable()'s rules and never cut
 /// (cli_sweep.cpp).

@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "compare.h"             // compare_records, compare_sweeps
 #include "config_error.h"        // ConfigError
+#include "diagnose.h"            // newest_diagnosis: show's line
 #include "export.h"              // render_export_csv
 #include "export_tensorboard.h"  // render_tensorboard
 #include "lineage_run.h"         // resume_run, fork_run
@@ -384,22 +385,6 @@ struct ReproduceCliOptions {
   bool world_size_given = false, accum_given = false, micro_given = false;
 };
 
-// posix_spawn does not search PATH, so a bare program name is resolved here.
-std::string find_in_path(const std::string& name) {
-  if (name.find('/') != std::string::npos) return name;
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/bin:/bin";
-  for (size_t start = 0; start <= dirs.size();) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    const fs::path cand = fs::path(dirs.substr(start, end - start)) / name;
-    std::error_code ec;
-    if (end > start && fs::is_regular_file(cand, ec)) return cand.string();
-    start = end + 1;
-  }
-  return name;
-}
-
 int run_reproduce(ReproduceCliOptions& o) {
   // 0 inside ReproduceOptions means "as recorded"; given on the command line it is a mistake.
   if (o.world_size_given && o.opt.world_size < 1)
@@ -441,6 +426,22 @@ int run_lineage(LineageCliOptions& o) {
 }
 
 }  // namespace
+
+// posix_spawn does not search PATH, so a bare program name is resolved here.
+std::string find_in_path(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  for (size_t start = 0; start <= dirs.size();) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    const fs::path cand = fs::path(dirs.substr(start, end - start)) / name;
+    std::error_code ec;
+    if (end > start && fs::is_regular_file(cand, ec)) return cand.string();
+    start = end + 1;
+  }
+  return name;
+}
 
 CliAction setup_report(CLI::App& app) {
   auto o = std::make_shared<ReportCliOptions>();
@@ -502,6 +503,11 @@ int run_show(const ShowOptions& o) {
   const RecordView v = view_record(o.path, sweep_level_flags);  // RecordError (exit 2) when there is none
   if (o.telemetry) return show_telemetry(o, v);
   for (const auto& [key, value] : v.lines) std::printf("%-12s %s\n", (key + ":").c_str(), terminal_text(value).c_str());
+  // `sweep diagnose`'s newest verdict on the run (diagnose/<n>/verdict.txt beside the record).
+  std::error_code ec;
+  const fs::path run = fs::is_directory(o.path, ec) ? fs::path(o.path) : fs::path(o.path).parent_path();
+  if (const std::string d = newest_diagnosis(run.string()); !d.empty())
+    std::printf("%-12s %s\n", "diagnosis:", terminal_text(d).c_str());
   return 0;
 }
 

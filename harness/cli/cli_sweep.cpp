@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "container_image.h"  // container_image_digest, check_charliecloud_image
 #include "data_file.h"        // sweep_cache_dir
+#include "diagnose.h"         // newest_diagnosis: a run's newest verdict
 #include "grid.h"
 #include "grid_overrides.h"  // parse_overrides, load_overridden_grid
 #include "halving_search.h"  // run_halving_search
@@ -452,6 +453,10 @@ int run_status(const StatusOptions& o) {
   std::printf("  %-16s  %-11s  %8s  %-11s  %s\n", "id", "state", "attempts", "failure", "values");
   std::fwrite(table.data(), 1, table.size(), stdout);
   for (const std::string& line : acceptance_lines(o.dir)) std::printf("%s\n", terminal_text(line).c_str());
+  // Each run's newest `sweep diagnose` verdict, one line each.
+  for (const auto& [id, st] : runs)
+    if (const std::string d = newest_diagnosis(o.dir + "/runs/" + id); !d.empty())
+      std::printf("  %s: %s\n", terminal_text(id).c_str(), terminal_text(d).c_str());
   return 0;
 }
 

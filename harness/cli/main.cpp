@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
       sweep::setup_run(app),     sweep::setup_plan(app),      sweep::setup_status(app), sweep::setup_report(app),
       sweep::setup_compare(app), sweep::setup_reproduce(app), sweep::setup_export(app), sweep::setup_blas(app),
       sweep::setup_keys(app),    sweep::setup_show(app),      sweep::setup_verify(app), sweep::setup_resume(app),
-      sweep::setup_fork(app),    sweep::setup_accept(app),    sweep::setup_serve(app)};
+      sweep::setup_fork(app),    sweep::setup_accept(app),    sweep::setup_serve(app),  sweep::setup_diagnose(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -425,7 +425,7 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
       opt.from_step > 0 ? checkpoint_from_step(fs::path(original_path).parent_path().string(), opt.from_step) : "";
   const std::string fork_from = fork_checkpoint(original, original_path, opt.from_step);
   ReproduceResult res;
-  res.out_dir = next_reproduce_dir(fs::path(original_path).parent_path().string());
+  res.out_dir = opt.out_dir.empty() ? next_reproduce_dir(fs::path(original_path).parent_path().string()) : opt.out_dir;
   fs::create_directories(res.out_dir + "/logs");
   const std::string config_path = res.out_dir + "/config.yaml";
   {
@@ -435,9 +435,9 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   }
   // A run a halving search stopped at a rung is reproduced as far as it went.
   const bool stopped = status_is(original.status, RunStatus::stopped) && !original.steps.empty();
-  if (stopped) {
+  if (stopped || opt.stop_at > 0) {
     std::ofstream out(res.out_dir + "/stop_at", std::ios::binary);
-    out << original.steps.back().step << "\n";
+    out << (opt.stop_at > 0 ? opt.stop_at : original.steps.back().step) << "\n";
     if (!out.flush()) throw std::runtime_error(res.out_dir + "/stop_at: cannot write");
   }
   RunCommand cmd = rerun_command(launch, opt, config, original, original_path, res.out_dir);

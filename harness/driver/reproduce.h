@@ -22,6 +22,8 @@ struct ReproduceOptions {
   std::vector<std::string> set;  ///< test-only KEY=VALUE overrides of the re-run's config, applied last
   int64_t from_step = 0;         ///< > 0: resume the re-run from the original's checkpoint after this step
                                  ///< (any layout: checkpoints are layout-free); steps after it are recomputed
+  int64_t stop_at = 0;           ///< > 0: the re-run stops after this step (`sweep diagnose`'s one step)
+  std::string out_dir;           ///< where the re-run goes; "" = the next <run dir>/reproduce/<n>
   LocalLaunch launch;            ///< sweep-train binary and mpiexec (an absolute path when world > 1)
   /// The image the re-run's ranks run in (its trainer, binds); runtime "" = on the host.
   /// A re-run elsewhere than the record's container is run, with a warning line.

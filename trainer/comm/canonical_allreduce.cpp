@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 
@@ -85,6 +86,13 @@ void canonical_allreduce(Communicator& comm, const std::vector<const float*>& pa
   std::vector<size_t> first;
   for (const auto& mine : nodes) first.push_back(all.size()), all.insert(all.end(), mine.begin(), mine.end());
   const size_t total = all.size(), own = first[size_t(r)], k = partials.size();
+  // The tree takes the nodes in leaf order; ranks hold them in rank order, which is leaf
+  // order but where a rank computes another rank's shares (dist.diagnose_rotate).
+  std::vector<size_t> order(total);
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return all[a].lo < all[b].lo; });
+  std::vector<TreeNode> sorted(total);
+  for (size_t i = 0; i < total; ++i) sorted[i] = all[order[i]];
   std::vector<float> local;
   std::vector<float>& ws = workspace ? *workspace : local;
   if (w == 1 && k == 1) {
@@ -109,8 +117,8 @@ void canonical_allreduce(Communicator& comm, const std::vector<const float*>& pa
   // shard's end, once the shard is used up). Every rank computes the same.
   auto at = [&](int s, size_t c) { return layout.begin(s) + std::min(c * span, layout.size(s)); };
   auto len = [&](int s, size_t c) { return std::min(span, layout.end(s) - at(s, c)); };
-  std::vector<const float*> piece(total);
-  std::vector<float*> slot(total);
+  std::vector<const float*> piece(total), leaf_piece(total);
+  std::vector<float*> slot(total), leaf_slot(total);
   for (size_t c = 0; c < rounds; ++c) {
     // All-to-all of round c, pairwise: at step t send round c's piece of shard r+t of each
     // of our partials to its owner and take round c's pieces of shard r of rank r-t's
@@ -132,7 +140,8 @@ void canonical_allreduce(Communicator& comm, const std::vector<const float*>& pa
         slot[i] = ws.data() + i * span + o;
         piece[i] = i >= own && i < own + k ? partials[i - own] + at(r, c) + o : slot[i];
       }
-      tree_over_nodes(all, piece.data(), slot.data(), l, leaves, out + at(r, c) + o);
+      for (size_t i = 0; i < total; ++i) leaf_piece[i] = piece[order[i]], leaf_slot[i] = slot[order[i]];
+      tree_over_nodes(sorted, leaf_piece.data(), leaf_slot.data(), l, leaves, out + at(r, c) + o);
     }
   }
   if (gather) allgather_shards(comm, out, layout);

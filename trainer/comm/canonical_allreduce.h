@@ -63,7 +63,8 @@ void canonical_allreduce(Communicator& comm, const float* partial, float* out, s
 /// (any world_size x accum x micro_batch of a global batch of `leaves` leaves): rank s holds
 /// the sums of the subtrees `nodes[s]` (its NodeAccumulator: the canonical cover of its
 /// leaves), this rank's in `partials` (nodes[rank()].size() vectors of n floats), and
-/// `nodes` over all ranks partition [0, leaves) in rank order. `out` gets the canonical
+/// `nodes` over all ranks partition [0, leaves): in rank order, or in any order of the
+/// ranks (a rank that computes another's shares, dist.diagnose_rotate) with the same bits. `out` gets the canonical
 /// tree over all the leaves, bit-identical to one process running TreeAccumulator over
 /// them. A rank sends each of its nodes' pieces, so k nodes cost it k times the bytes of
 /// one partial (1 node per rank, as with a power-of-two accumulation, is the form above).

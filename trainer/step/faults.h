@@ -32,10 +32,12 @@ class FaultInjector {
   bool nan_sample_at(int64_t step) const { return step == f_.nan_sample_step; }
   /// The sample fault.nan_sample_step poisons.
   int64_t nan_sample() const { return f_.nan_sample; }
-  /// This rank's own gradient (`n` floats, before the reduction): one bit flipped in one
-  /// element from fault.corrupt_from on, every step, on rank fault.corrupt_rank (a bad
-  /// device), and at fault.transient_step on rank fault.transient_rank unless this process
-  /// continues an earlier attempt (a fault that a replay does not repeat).
+  /// The gradient of the first share (micro-batch, or its first leaf) this rank computes
+  /// in a step (`n` floats, before any sum): one bit flipped in one element from
+  /// fault.corrupt_from on, every step, on rank fault.corrupt_rank (a bad device: whatever
+  /// share it computes comes out wrong), and at fault.transient_step on rank
+  /// fault.transient_rank unless this process continues an earlier attempt (a fault that a
+  /// replay does not repeat).
   void local_gradient(int64_t step, float* g, size_t n) const;
   /// The learning rate of `step`'s update, `lr` as scheduled: fault.spike_lr (1: far too
   /// large for any model, the loss spikes after it) for fault.spike_steps updates from

@@ -10,15 +10,19 @@ void LeafPlan::plan(const RunConfig& cfg, int world, const std::vector<ParamInfo
   leaves_per_step = int64_t(world) * accum * leaves_per_micro_batch;
   autograd_grads.assign(table.size(), 0);
   rank_covers.clear();
+  this->world = world;
+  rotate = cfg.dist.diagnose_rotate % world;
   bool one_subtree = true;
   for (int s = 0; s < world; ++s) {
+    const int64_t d = data_rank(s);
     rank_covers.push_back(
-        canonical_cover(leaves_per_step, s * accum * leaves_per_micro_batch, (s + 1) * accum * leaves_per_micro_batch));
+        canonical_cover(leaves_per_step, d * accum * leaves_per_micro_batch, (d + 1) * accum * leaves_per_micro_batch));
     one_subtree = one_subtree && rank_covers.back().size() == 1;
   }
   // Without a leaf and with each rank's micro-batches one subtree (a power-of-two
-  // accumulation), the original path: its bits and its copies are the same as ever.
-  sums_subtrees = leaf > 0 || !one_subtree;
+  // accumulation), the original path: its bits and its copies are the same as ever. A
+  // rotation takes the general path, whose reduction places each rank's subtrees.
+  sums_subtrees = leaf > 0 || !one_subtree || rotate != 0;
   if (!sums_subtrees) return;
   node_sums = std::make_unique<NodeAccumulator>(size_t(n), leaves_per_step);
   // One pass per micro-batch through the leaf-aware layers, on the host; a model of plain

@@ -28,7 +28,13 @@ struct LeafPlan {
   bool fused = false;
   std::unique_ptr<NodeAccumulator> node_sums;      ///< this rank's subtree sums (sums_subtrees only)
   std::vector<std::vector<TreeNode>> rank_covers;  ///< rank r's subtrees of the canonical tree, at r
-  LeafScope scope;                                 ///< the fused path's micro-batch (sweep/leaf.h)
+  /// dist.diagnose_rotate mod world: rank r computes the shares (micro-batches) of rank
+  /// data_rank(r); 0 = its own.
+  int64_t rotate = 0;
+  int world = 1;  ///< ranks the plan is for
+  /// The rank whose shares rank `r` computes.
+  int data_rank(int r) const { return int((r + rotate) % world); }
+  LeafScope scope;  ///< the fused path's micro-batch (sweep/leaf.h)
   /// The fused path's subtree sums past the first of a micro-batch (that one is the
   /// gradient buffer).
   std::vector<std::vector<float>> extra_node_sums;

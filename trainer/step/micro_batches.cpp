@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "checksum.h"    // flat_checksum, tensor_checksum
 #include "leaf_scope.h"  // LeafScopeGuard
 #include "text.h"        // join
 
@@ -18,8 +19,22 @@ int64_t MicroBatchPasses::compute(int64_t step, Prefetcher& batches, std::vector
   nonfinite_module_.clear();
   probed_ = false;
   routed_ = {};
-  return leaves_.sums_subtrees ? compute_leaves(step, batches, local_losses, scale_used, tokens)
-                               : compute_tree(step, batches, local_losses, scale_used, tokens);
+  share_digests_.clear();
+  share_part_digests_.assign(step <= cfg_.dist.diagnose_step ? size_t(cfg_.train.accum) : 0, {});
+  const int64_t targets = leaves_.sums_subtrees ? compute_leaves(step, batches, local_losses, scale_used, tokens)
+                                                : compute_tree(step, batches, local_losses, scale_used, tokens);
+  for (auto& parts : share_part_digests_)  // one part: its digest; several: the digest of theirs, in order
+    share_digests_.push_back(parts.size() == 1 ? parts[0]
+                                               : tensor_checksum(reinterpret_cast<const float*>(parts.data()),
+                                                                 parts.size() * sizeof(uint64_t) / sizeof(float)));
+  return targets;
+}
+
+void MicroBatchPasses::share_part(int64_t step, int64_t k, int64_t part, float* g, size_t n) {
+  // Test-only: a bad device (or a transient fault) computes the rank's first share wrong;
+  // the share's own digest shows it, on whichever rank computes that share.
+  if (faults_ && k == 0 && part == 0) faults_->local_gradient(step, g, n);
+  if (!share_part_digests_.empty()) share_part_digests_[size_t(k)].push_back(flat_checksum(g, n));
 }
 
 int64_t MicroBatchPasses::compute_tree(int64_t step, Prefetcher& batches, std::vector<double>& local_losses,
@@ -32,6 +47,7 @@ int64_t MicroBatchPasses::compute_tree(int64_t step, Prefetcher& batches, std::v
     flat_.zero_grads();
     targets += forward_backward(step, k, 0, batch, scale_used, tokens, &local_losses[size_t(k)]);
     flat_.pull_grads();
+    share_part(step, k, 0, grads, size_t(flat_.n));
     if (k + 1 < accum) tree_.push(grads);  // the last leaf stays where it is
   }
   tree_.finish_with_last(grads);
@@ -90,8 +106,8 @@ int64_t MicroBatchPasses::forward_backward(int64_t step, int64_t k, int64_t row0
 std::vector<int64_t> MicroBatchPasses::samples(int64_t step, int64_t k, int64_t row0, int64_t rows) const {
   if (!sampler_) return {};
   const int64_t accum = cfg_.train.accum, micro_batches = cfg_.dist.world_size * accum;
-  const std::vector<int64_t> all =
-      sampler_->samples(data_batch_ ? data_batch_(step) : step - 1, int64_t(rank_) * accum + k, micro_batches);
+  const std::vector<int64_t> all = sampler_->samples(data_batch_ ? data_batch_(step) : step - 1,
+                                                     int64_t(leaves_.data_rank(rank_)) * accum + k, micro_batches);
   const auto lo = std::min(all.size(), size_t(row0)), hi = std::min(all.size(), size_t(row0 + rows));
   return {all.begin() + lo, all.begin() + hi};
 }
@@ -129,7 +145,8 @@ RoutedTokens MicroBatchPasses::take_routed_tokens() {
 int64_t MicroBatchPasses::compute_leaves(int64_t step, Prefetcher& batches, std::vector<double>& local_losses,
                                          double scale_used, int64_t tokens) {
   const int64_t per_micro_batch = leaves_.leaves_per_micro_batch;
-  const int64_t accum = cfg_.train.accum, first = int64_t(rank_) * accum * per_micro_batch, leaf = cfg_.train.leaf;
+  const int64_t accum = cfg_.train.accum, leaf = cfg_.train.leaf;
+  const int64_t first = int64_t(leaves_.data_rank(rank_)) * accum * per_micro_batch;  // dist.diagnose_rotate: another's
   float* grads = flat_.grads.data_ptr<float>();
   const size_t n = size_t(flat_.n);
   LeafScope& scope = leaves_.scope;
@@ -145,6 +162,7 @@ int64_t MicroBatchPasses::compute_leaves(int64_t step, Prefetcher& batches, std:
         targets += forward_backward(step, k, per_micro_batch == 1 ? 0 : l * leaf, chunk, scale_used, tokens,
                                     &local_losses[size_t(k * per_micro_batch + l)]);
         flat_.pull_grads();
+        share_part(step, k, l, grads, n);
         leaves_.node_sums->push({lo + l, 1}, grads);
       }
       continue;
@@ -174,8 +192,10 @@ int64_t MicroBatchPasses::compute_leaves(int64_t step, Prefetcher& batches, std:
             "parameter '" + flat_.table[i].name +
             "' got its gradient from a plain LibTorch op, but the model says it is leaf-aware; build it from the "
             "layers of sweep/leaf.h, or let leaf_aware() return false"));
-    for (size_t j = 0; j < scope.nodes.size(); ++j)
+    for (size_t j = 0; j < scope.nodes.size(); ++j) {
+      share_part(step, k, int64_t(j), scope.bufs[j], n);
       leaves_.node_sums->push({lo + scope.nodes[j].lo, scope.nodes[j].count}, scope.bufs[j]);
+    }
   }
   model_.check_params_unchanged(flat_, step);
   return targets;

@@ -58,6 +58,11 @@ class MicroBatchPasses {
   /// The model's routed tokens of the last compute() (Model::take_routed_tokens), without
   /// the probe's forward.
   RoutedTokens take_routed_tokens();
+  /// At dist.diagnose_step: the digest of each of this rank's micro-batches' gradient (its
+  /// shares, in order), as computed before any sum over micro-batches; empty on other
+  /// steps. A micro-batch of several leaves: the digest of its leaves' (or subtree sums')
+  /// digests in leaf order, the same on every layout that keeps the micro-batch.
+  const std::vector<uint64_t>& share_digests() const { return share_digests_; }
 
  private:
   /// One micro-batch per leaf of the tree, summed by the TreeAccumulator.
@@ -72,6 +77,10 @@ class MicroBatchPasses {
   /// `row0`: the batch's first row in its micro-batch (a leaf's chunk starts past 0).
   int64_t forward_backward(int64_t step, int64_t k, int64_t row0, const torch::Tensor& batch, double scale_used,
                            int64_t tokens, double* losses);
+  /// Share `k`'s gradient `g` (`n` floats), one part of several (`part` of the share's
+  /// parts): the fault of a bad device or a transient one strikes the rank's first share,
+  /// and at dist.diagnose_step the part's digest is kept.
+  void share_part(int64_t step, int64_t k, int64_t part, float* g, size_t n);
   /// The samples of `rows` rows from `row0` of this rank's micro-batch `k` at `step`.
   std::vector<int64_t> samples(int64_t step, int64_t k, int64_t row0, int64_t rows) const;
   /// Runs `batch`'s forward again with `probe` watching (no gradient, outside any leaf
@@ -88,9 +97,11 @@ class MicroBatchPasses {
   TreeAccumulator tree_;  // the micro-batches' gradients, when they are the tree's leaves
   const Sampler* sampler_ = nullptr;
   std::function<int64_t(int64_t)> data_batch_;
-  std::string nonfinite_module_;  // see nonfinite_module()
-  bool probed_ = false;           // this step's forward was probed already (once a step is enough)
-  RoutedTokens routed_;           // what the step routed before a probe's forward
+  std::string nonfinite_module_;         // see nonfinite_module()
+  bool probed_ = false;                  // this step's forward was probed already (once a step is enough)
+  RoutedTokens routed_;                  // what the step routed before a probe's forward
+  std::vector<uint64_t> share_digests_;  // see share_digests()
+  std::vector<std::vector<uint64_t>> share_part_digests_;  // at dist.diagnose_step: each share's parts
 };
 
 }  // namespace sweep

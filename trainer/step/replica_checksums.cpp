@@ -42,7 +42,9 @@ ChecksumRow checksum_row(int64_t step, const float* params, const std::vector<Pa
 
 std::optional<ChecksumRow> checksum_if_due(int64_t step, const RunConfig& cfg, Communicator& comm, const float* params,
                                            const std::vector<ParamInfo>& table, const ZeroShards& zero) {
-  if (step % cfg.train.checksum_every != 0 && step != cfg.train.steps) return std::nullopt;
+  // The evidence of the steps up to dist.diagnose_step names the parameters after each update.
+  if (step % cfg.train.checksum_every != 0 && step != cfg.train.steps && step > cfg.dist.diagnose_step)
+    return std::nullopt;
   std::vector<float> gathered;
   if (zero.stage == 3) {  // checksums need the whole vector: gather it for the moment
     gathered = zero.gather_whole(comm, zero.param_shard);
