@@ -429,18 +429,8 @@ int run_lineage(LineageCliOptions& o) {
 
 // posix_spawn does not search PATH, so a bare program name is resolved here.
 std::string find_in_path(const std::string& name) {
-  if (name.find('/') != std::string::npos) return name;
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/bin:/bin";
-  for (size_t start = 0; start <= dirs.size();) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    const fs::path cand = fs::path(dirs.substr(start, end - start)) / name;
-    std::error_code ec;
-    if (end > start && fs::is_regular_file(cand, ec)) return cand.string();
-    start = end + 1;
-  }
-  return name;
+  const std::string found = resolve_program(name);  // an executable file on PATH
+  return found.empty() ? name : found;
 }
 
 CliAction setup_report(CLI::App& app) {

@@ -12,8 +12,10 @@
 #include <set>
 #include <thread>
 
+#include "config_error.h"  // ConfigError
+#include "diagnose.h"      // diagnose: launch.diagnose
 #include "launch.h"        // local_run_command
-#include "record.h"        // read_record_status
+#include "record.h"        // read_record_status, read_record
 #include "run_files.h"     // RunLock::holder, rank_log_path
 #include "run_status.h"    // status_is
 #include "stop_signals.h"  // StopSignals
@@ -129,9 +131,37 @@ class LocalExecutor {
       throw;
     }
     session_.summary().not_started = int(queue_.size() + busy_.size());
+    if (launch_.diagnose && !stopping_) diagnose_diverged();
   }
 
  private:
+  /// launch.diagnose: the last step of each run that ended diverged now is replayed on its
+  /// own layout, with its ranks' shares rotated and on one rank (diagnose.h), and the
+  /// verdict said in one line; it stays in the run's diagnose/<n>/, where show and status
+  /// find it. A run that cannot be diagnosed (one rank, no checkpoint before the step) is
+  /// said so, and the sweep goes on.
+  void diagnose_diverged() {
+    for (const std::string& dir : session_.summary().diverged_dirs) {
+      if (StopSignals::count() > 0) return;
+      const std::string id = dir.substr(dir.find_last_of('/') + 1);
+      try {
+        DiagnoseOptions o;
+        o.run_dir = dir;
+        o.launch = local_;
+        // The replays' mpiexec, as the runs' was (found on PATH: a replay needs its path).
+        if (const std::string found = resolve_program(local_.mpiexec); !found.empty()) o.launch.mpiexec = found;
+        o.trainer_given = !opt_.train_binary.empty();
+        const Record r = read_record(dir + "/record.h5");
+        o.step = r.steps.empty() ? 0 : r.steps.back().step;
+        if (o.step < 1) throw ConfigError(dir + "/record.h5: no step to replay");
+        const DiagnoseResult d = diagnose(o, runner_);
+        session_.progress().line("diagnosed " + id + ": " + d.line);
+      } catch (const std::exception& e) {
+        session_.progress().line("not diagnosed " + id + ": " + e.what());
+      }
+    }
+  }
+
   void stop_run(int id, Running& r, FailureClass why) {
     if (r.term_at > 0) return;
     r.term_at = monotonic_s();

@@ -539,6 +539,7 @@ bool SweepSession::attempt_ended(RunTask& t, FailureClass c, const std::string& 
   t.state.state = c == FailureClass::diverged ? RunStatus::diverged : RunStatus::failed;
   save_state(t);
   ++sum_.failed;
+  if (c == FailureClass::diverged) sum_.diverged_dirs.push_back(t.dir);
   progress_->ended(false);
   if (!opt_.quiet)
     progress_->line("FAILED    " + label(t) + ": " + failure_class_name(c) + " (" + detail + "), log: " + log);

@@ -165,7 +165,7 @@ int retries_for(const LaunchSpec& l, FailureClass c) {
 LaunchSpec parse_launch(const YAML::Node& node, const std::string& source) {
   YamlMap m(node, source, "launch",
             {"launcher", "parallel", "slots", "hosts", "hostfile", "mpi_args", "retries", "timeout_s", "grace_s",
-             "device", "trainer", "blas", "slurm", "container"});
+             "device", "trainer", "blas", "slurm", "container", "diagnose"});
   LaunchSpec l;
   l.launcher = m.choice("launcher", l.launcher, {"local", "mpirun", "slurm"});
   l.parallel = int(m.integer("parallel", l.parallel, 1, 100000));
@@ -197,6 +197,10 @@ LaunchSpec parse_launch(const YAML::Node& node, const std::string& source) {
     l.slurm = parse_slurm(m.node("slurm"), source);
   }
   if (m.has("container")) l.container = parse_container(m.node("container"), source);
+  l.diagnose = m.boolean("diagnose", false);
+  if (l.diagnose && l.launcher == "slurm")  // the replays would run where the driver runs
+    throw ConfigError(m.at("diagnose") + "only with launcher local or mpirun (launcher is slurm): run `sweep diagnose "
+                      "RUN --step S` on a node instead");
   return l;
 }
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <tuple>
 
 #include "diagnose.h"     // read_step_evidence, newest_diagnosis
@@ -105,6 +106,35 @@ TEST_F(DiagnoseMpi, ASampleKeyedNanIsTheDataOrProgramNamingItsSamplesAndFirstNon
   EXPECT_CONTAINS(st.out, "first non-finite module: embed (its output non-finite for sample 6;");
   EXPECT_EQ(before, untouched("nan"));
   EXPECT_TRUE(fs::exists(dir_ / "nan" / "diagnose" / "1" / "verdict.txt"));
+}
+
+// launch.diagnose: `sweep run` replays the last step of each run that diverged, after the
+// runs, and says the verdict in one line; a run that completed is left alone.
+TEST_F(DiagnoseMpi, ASweepWithLaunchDiagnoseDiagnosesItsDivergedRuns) {
+  std::string cfg = config("fault: {nan_sample_step: 5, nan_sample: 6}\n");
+  cfg.replace(cfg.find("samples: 24"), 11, "samples: 8");
+  std::string base;
+  for (size_t at = 0, nl; at < cfg.size(); at = nl + 1) {
+    nl = cfg.find('\n', at);
+    base += "  " + cfg.substr(at, nl - at) + "\n";
+  }
+  const std::string grid = write("g.yaml", "name: diag\nbase:\n" + base +
+                                               "grid:\n  fault.nan_sample_step: [5, 0]\n"
+                                               "launch: {diagnose: true, mpi_args: [--oversubscribe]}\n");
+  const auto run = sweep_cli({"run", grid, "--out", (dir_ / "out").string()}, "run.log");
+  EXPECT_EQ(run.code, 1) << run.out;  // a run diverged
+  std::set<std::string> runs;
+  for (const auto& e : fs::directory_iterator(dir_ / "out" / "runs")) runs.insert(e.path().filename().string());
+  ASSERT_EQ(runs.size(), 2u);
+  int diagnosed = 0;
+  for (const std::string& id : runs) {
+    const fs::path d = dir_ / "out" / "runs" / id;
+    if (!fs::exists(d / "diagnose")) continue;
+    ++diagnosed;
+    EXPECT_CONTAINS(run.out, "diagnosed " + id + ": diagnose step 5: data or program: every replay ");
+    EXPECT_CONTAINS(sweep::newest_diagnosis(d.string()), "diagnose step 5: data or program");
+  }
+  EXPECT_EQ(diagnosed, 1) << run.out;
 }
 
 TEST_F(DiagnoseMpi, ACorruptRankIsNamedAndShowAndStatusSayIt) {
