@@ -313,7 +313,8 @@ ServeResponse ServeSite::run_page(ServedSweep& s, const std::string& id, const s
     LiveRun l;
     uint64_t version = 0;
     const bool live = running && s.live_run(id, 0, 0, &l, &version);
-    if (live) set_progress(&v, progress_words(l, std::time(nullptr)));
+    const std::string progress = live ? progress_words(l, std::time(nullptr)) : "not known yet";
+    if (live) set_progress(&v, progress);
     const std::string html = render_run_html(v, log_tail(rank_log_path(run, 0)), "/s/" + s.name() + "/compare");
     if (!running) return page(200, around(html, "", nav(&s, id) + "<div id=\"run\">\n", "</div>\n"));
     // Still training (as its partial record says): its step, loss and progress kept up to
@@ -325,8 +326,8 @@ ServeResponse ServeSite::run_page(ServedSweep& s, const std::string& id, const s
         ", loss <span id=\"run-loss\">-</span>; <span id=\"run-updates\">0</span> updates</p>\n" +
         // (Outside the run's part, which is swapped for the final page's when it ends: the
         // last progress stays in sight.)
-        "<p class=\"live\">progress: <span id=\"run-progress\">" +
-        html_escape(live ? progress_words(l, std::time(nullptr)) : "not known yet") + "</span></p>\n<div id=\"run\">\n";
+        "<p class=\"live\">progress: <span id=\"run-progress\">" + html_escape(progress) +
+        "</span></p>\n<div id=\"run\">\n";
     const std::string attrs = " data-run-status=\"/s/" + s.name() + "/run/" + id + "/status.json\"";
     return page(200, around(html, attrs, nav(&s, id) + line,
                             "</div>\n<script nonce=\"" + nonce + "\">" + kRunScript + "</script>\n"));
