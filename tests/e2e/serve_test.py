@@ -27,9 +27,11 @@ Chromium (Debian `chromium`), while a real small sweep trains:
   directory that is a symbolic link, a record that is one; compare's SWEEP/ID too (a
   path in any spelling, a linked run); only GET; a Host that is not
   the loopback's; bound to another address, no page without the token;
+- a sweep of 1,100 records (make_records) is counted whole, but its page lists the ~1,000
+  runs the report lists one by one (kHtmlRuns), not every one;
 - bad input, one line on stderr and exit 2: a directory that is not a sweep's, a port in use.
 
-Usage: serve_test.py BIN_DIR   (needs BIN_DIR/sweep and BIN_DIR/sweep-train)
+Usage: serve_test.py BIN_DIR   (needs BIN_DIR/sweep, sweep-train and make_records)
 Exit 0 pass, 1 fail, 77 skipped (no chromium; containers/install-deps.sh installs it)."""
 import http.client
 import json
@@ -404,6 +406,32 @@ def check_refusals(bin_dir, port, metrics_dir, tmp):
         p.wait(timeout=60)
 
 
+def check_big_sweep(bin_dir, tmp):
+    """A sweep past the report's kHtmlRuns (1,000): the served page lists the best runs, not
+    every one, and says how many it shows; the index and status.json count every run."""
+    big = os.path.join(tmp, "big")
+    n = 1100
+    r = run([os.path.join(bin_dir, "make_records"), "--out", big, "--runs", str(n), "--steps", "5"])
+    expect(r.returncode == 0, "make_records wrote %d records: %s" % (n, r.stderr.strip()[-200:]))
+    p, port, _ = start_server(bin_dir, [big])
+    try:
+        get(port, "/s/big/")  # asks for the report
+        st = wait_for("the big sweep's report", lambda: (lambda s: s if s and s.get("report", 0) > 0 else None)(
+            status(port, "big")), timeout=300)
+        expect(st is not None and st["total"] == n and st["counts"]["completed"] == n,
+               "status.json counts every run of the big sweep: %s" % (st or {}).get("counts_text"))
+        code, _, html = get(port, "/s/big/")
+        shown = re.search(r"(\d+) of %d runs shown" % n, html)
+        linked = set(re.findall(r'href="/s/big/run/([0-9a-f]{16})"', html))
+        expect(code == 200 and shown is not None and 1000 <= int(shown.group(1)) < n and
+               1000 <= len(linked) < n, "the page of %d runs lists %s of them (%d run links), not every one"
+               % (n, shown and shown.group(1), len(linked)))
+        expect(("%d completed" % n) in get(port, "/")[2], "the index counts all %d" % n)
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=60)
+
+
 def check_bad_input(bin_dir, tmp, metrics_dir):
     plain = os.path.join(tmp, "plain")
     os.makedirs(plain)
@@ -437,6 +465,7 @@ def main():
         r = run([os.path.join(bin_dir, "sweep"), "run", os.path.join(tmp, "metrics.yaml"), "--out", metrics_dir])
         expect(r.returncode == 0, "the program's sweep ran: " + r.stderr.strip()[-300:])
         check_bad_input(bin_dir, tmp, metrics_dir)
+        check_big_sweep(bin_dir, tmp)
         # The same program in another sweep: one run the same as metrics', one of another lr.
         other = dict(grid, name="metrics2", grid={"train.lr": [0.05, 0.04]})
         other_dir = os.path.join(tmp, "metrics2")
