@@ -331,12 +331,8 @@ std::string running_detail(const std::string& run_dir, const RunState& st) {
   } catch (const RecordError&) {
     out = "no step recorded yet";
   }
-  struct tm t {};
-  if (strptime(st.updated.c_str(), "%Y-%m-%dT%H:%M:%SZ", &t)) {
-    const long long s = std::max<long long>(0, static_cast<long long>(std::time(nullptr) - timegm(&t)));
-    out += ", " + (s >= 60 ? std::to_string(s / 60) + "m" : std::string()) + std::to_string(s % 60) +
-           "s into attempt " + std::to_string(st.attempts);
-  }
+  if (const std::time_t started = attempt_started(st); started > 0)
+    out += ", " + attempt_age_words(started, st.attempts, std::time(nullptr));
   return out;
 }
 

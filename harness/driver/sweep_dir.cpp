@@ -97,6 +97,18 @@ void write_run_state(const std::string& dir, RunState s) {
   write_file_atomically(dir + "/state", o.str());
 }
 
+std::time_t attempt_started(const RunState& s) {
+  struct tm t {};
+  const char* end = strptime(s.updated.c_str(), "%Y-%m-%dT%H:%M:%SZ", &t);
+  return end && *end == '\0' ? timegm(&t) : 0;
+}
+
+std::string attempt_age_words(std::time_t started, int attempt, std::time_t now) {
+  const long long s = std::max<long long>(0, static_cast<long long>(now - started));
+  return (s >= 60 ? std::to_string(s / 60) + "m" : std::string()) + std::to_string(s % 60) + "s into attempt " +
+         std::to_string(attempt);
+}
+
 NextAction next_action(const RunState& s, const PointAsk& ask) {
   switch (s.state) {
     case RunStatus::completed:

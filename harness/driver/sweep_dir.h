@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <ctime>  // time_t
 #include <map>
 #include <optional>
 #include <string>
@@ -106,6 +107,13 @@ struct PointAsk {
 };
 
 NextAction next_action(const RunState& s, const PointAsk& ask = {});
+
+/// When the run's current attempt began: its state's `updated` (written as the attempt
+/// started), seconds since the epoch; 0 when that does not read as a UTC time.
+std::time_t attempt_started(const RunState& s);
+/// How long ago an attempt began, as `sweep status` and `sweep serve` say it: "1m12s into
+/// attempt 1" (`now` - `started`, never below 0).
+std::string attempt_age_words(std::time_t started, int attempt, std::time_t now);
 
 /// Writes runs/<id>/state atomically.
 void write_run_state(const std::string& run_dir, RunState s);

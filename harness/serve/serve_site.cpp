@@ -3,7 +3,9 @@
 
 #include <sys/stat.h>
 
-#include <cstdlib>  // strtoull
+#include <algorithm>  // max
+#include <cstdlib>    // strtoull
+#include <ctime>      // time
 #include <filesystem>
 #include <set>
 
@@ -74,7 +76,8 @@ constexpr const char* kLiveScript = R"JS(
 )JS";
 
 /// A running run's page's script: asks the run's status.json (a long poll), writes its step,
-/// loss and progress in place, and when the run no longer runs fetches the page once,
+/// loss and progress (the live line's and the progress row's: step of steps, time into the
+/// attempt) in place, and when the run no longer runs fetches the page once,
 /// swaps the run's part in (its final record) and asks no more.
 constexpr const char* kRunScript = R"JS(
 (function () {
@@ -93,12 +96,14 @@ constexpr const char* kRunScript = R"JS(
   }
   function apply(s) {
     set("run-updates", String(++updates));
+    // The progress row on every answer: its elapsed time moves while the step does not.
+    var progress = document.querySelector('tr[data-key="progress"] td:last-child');
+    if (progress && s.progress && progress.textContent !== s.progress) progress.textContent = s.progress;
+    if (s.progress) set("run-progress", s.progress);
     if (s.step === step) return;
     step = s.step;
     set("run-step", String(s.step));
     set("run-loss", s.loss === null ? "-" : String(s.loss));
-    var progress = document.querySelector('tr[data-key="progress"] td:last-child');
-    if (progress) progress.textContent = "step " + s.step + " of " + s.steps + (s.stall || ", advancing");
   }
   function poll() {
     fetch(url + "?after=" + version, {cache: "no-store"}).then(function (r) {
@@ -151,6 +156,17 @@ std::string around(const std::string& html, const std::string& body_attrs, const
   if (open == std::string::npos || close == std::string::npos || close < open) return html;
   return html.substr(0, open) + "<body" + body_attrs + ">\n" + head + html.substr(open + 7, close - open - 7) + tail +
          html.substr(close);
+}
+
+/// `v`'s progress line (show's, read from the partial record a moment ago) as the served
+/// sweep's last look says it, with the elapsed time; put after its status line when the
+/// record could not be read for one.
+void set_progress(RecordView* v, const std::string& words) {
+  for (auto& [key, value] : v->lines)
+    if (key == "progress") return void(value = words);
+  for (size_t i = 0; i < v->lines.size(); ++i)
+    if (v->lines[i].first == "status")
+      return void(v->lines.insert(v->lines.begin() + static_cast<std::ptrdiff_t>(i) + 1, {"progress", words}));
 }
 
 }  // namespace
@@ -219,6 +235,7 @@ ServeResponse ServeSite::get(const std::string& path, const std::multimap<std::s
     if (p == ".." || p == ".") return error_page(403, "a path with '.' or '..' in it is not served");
   if (path.empty() || path[0] != '/') return error_page(404, "no such page");
   if (path == "/") return index_page();
+  if (path == "/compare") return compare_page(nullptr, params);
   if (parts.size() < 2 || parts[0] != "s") return error_page(404, "no such page");
   ServedSweep* s = nullptr;
   for (const auto& sw : sweeps_)
@@ -226,7 +243,7 @@ ServeResponse ServeSite::get(const std::string& path, const std::multimap<std::s
   if (!s) return error_page(404, "no sweep is served as '" + parts[1] + "'");
   if (parts.size() == 2 || (parts.size() == 3 && parts[2].empty())) return sweep_page(*s, nonce);
   if (parts.size() == 3 && parts[2] == "status.json") return status(*s, params);
-  if (parts.size() == 3 && parts[2] == "compare") return compare_page(*s, params);
+  if (parts.size() == 3 && parts[2] == "compare") return compare_page(s, params);
   if (parts.size() == 4 && parts[2] == "run") return run_page(*s, parts[3], nonce);
   if (parts.size() == 5 && parts[2] == "run" && parts[4] == "status.json") return run_status(*s, parts[3], params);
   return error_page(404, "no such page");
@@ -244,7 +261,12 @@ ServeResponse ServeSite::index_page() {
          (c.ready ? std::to_string(c.total()) : "-") + "</td><td class=\"num\">" + std::to_string(c.live.size()) +
          "</td></tr>\n";
   }
-  return page(200, h + "</tbody>\n</table>\n</body>\n</html>\n");
+  h += "</tbody>\n</table>\n";
+  // Two runs of any served sweeps, one of each or both of one.
+  h += "<form class=\"compare\" method=\"get\" action=\"/compare\">compare run <input name=\"a\" size=\"30\" "
+       "placeholder=\"SWEEP/ID\" required> with run <input name=\"b\" size=\"30\" placeholder=\"SWEEP/ID\" required> "
+       "<button>compare</button></form>\n";
+  return page(200, h + "</body>\n</html>\n");
 }
 
 ServeResponse ServeSite::sweep_page(ServedSweep& s, const std::string& nonce) {
@@ -258,7 +280,8 @@ ServeResponse ServeSite::sweep_page(ServedSweep& s, const std::string& nonce) {
       "</span>; running now: <span id=\"live-running\">-</span>; <span id=\"live-updates\">0</span> updates, the last "
       "at <span id=\"live-time\">-</span></p>\n<form class=\"compare\" method=\"get\" action=\"" +
       base +
-      "compare\">compare run <input name=\"a\" size=\"18\" required> with run <input name=\"b\" size=\"18\" required> "
+      "compare\">compare run <input name=\"a\" size=\"18\" required> with run <input name=\"b\" size=\"18\" "
+      "placeholder=\"ID, or SWEEP/ID\" required> "
       "<button>compare</button></form>\n<div id=\"report\">\n";
   const std::string script = "</div>\n<script nonce=\"" + nonce + "\">" + kLiveScript + "</script>\n";
   const std::string attrs =
@@ -284,20 +307,27 @@ ServeResponse ServeSite::run_page(ServedSweep& s, const std::string& id, const s
   if (run.empty()) return error_page(code, why.empty() ? "no run '" + id + "' in this sweep" : why);
   try {
     // The sweep-level flags as the served sweep's last scan found them: no other record is read.
-    const RecordView v = view_record(
+    RecordView v = view_record(
         run, [&s](const std::string&, const std::string& run_id) { return s.sweep_flags(run_id, kFirstScanWaitS); });
-    const std::string html = render_run_html(v, log_tail(rank_log_path(run, 0)), "/s/" + s.name() + "/compare");
-    if (!status_is(v.record.status, RunStatus::running))
-      return page(200, around(html, "", nav(&s, id) + "<div id=\"run\">\n", "</div>\n"));
-    // Still training (as its partial record says): its step and loss kept up to date in place.
+    const bool running = status_is(v.record.status, RunStatus::running);
     LiveRun l;
     uint64_t version = 0;
-    const bool live = s.live_run(id, 0, 0, &l, &version);
+    const bool live = running && s.live_run(id, 0, 0, &l, &version);
+    const std::string progress = live ? progress_words(l, std::time(nullptr)) : "not known yet";
+    if (live) set_progress(&v, progress);
+    const std::string html = render_run_html(v, log_tail(rank_log_path(run, 0)), "/s/" + s.name() + "/compare");
+    if (!running) return page(200, around(html, "", nav(&s, id) + "<div id=\"run\">\n", "</div>\n"));
+    // Still training (as its partial record says): its step, loss and progress kept up to
+    // date in place.
     const std::string line =
         "<p class=\"live\" id=\"run-live\">live: <span id=\"run-state\">training</span>, step <span "
         "id=\"run-step\">" +
         std::to_string(live ? l.step : -1) + "</span> of " + std::to_string(live ? l.steps : -1) +
-        ", loss <span id=\"run-loss\">-</span>; <span id=\"run-updates\">0</span> updates</p>\n<div id=\"run\">\n";
+        ", loss <span id=\"run-loss\">-</span>; <span id=\"run-updates\">0</span> updates</p>\n" +
+        // (Outside the run's part, which is swapped for the final page's when it ends: the
+        // last progress stays in sight.)
+        "<p class=\"live\">progress: <span id=\"run-progress\">" + html_escape(progress) +
+        "</span></p>\n<div id=\"run\">\n";
     const std::string attrs = " data-run-status=\"/s/" + s.name() + "/run/" + id + "/status.json\"";
     return page(200, around(html, attrs, nav(&s, id) + line,
                             "</div>\n<script nonce=\"" + nonce + "\">" + kRunScript + "</script>\n"));
@@ -320,27 +350,61 @@ ServeResponse ServeSite::run_status(ServedSweep& s, const std::string& id,
   const bool ready = s.counts().ready;
   std::string body = "{\"version\":" + std::to_string(version) + ",\"ready\":" + (ready ? "true" : "false") +
                      ",\"running\":" + (running ? "true" : "false");
-  if (running) body += "," + live_fields_json(l);
+  // The elapsed time as of this answer (not part of the version: a long poll answers
+  // when the run moves, and each answer carries the time then).
+  const std::time_t now = std::time(nullptr);
+  if (running)
+    body += "," + live_fields_json(l) +
+            ",\"elapsed_s\":" + std::to_string(l.started > 0 ? std::max<long long>(0, now - l.started) : -1) +
+            ",\"progress\":" + json_string(progress_words(l, now));
   return {200, "application/json", body + "}\n"};
 }
 
-ServeResponse ServeSite::compare_page(ServedSweep& s, const std::multimap<std::string, std::string>& params) {
+std::string ServeSite::run_of(const ServedSweep* here, const std::string& spec, int* status, std::string* why) {
+  why->clear();
+  const size_t slash = spec.find('/');
+  if (slash == std::string::npos) {
+    if (here) return servable_run_dir(here->dir(), spec, status, why);
+    *status = 400;
+    *why = "'" + printable(spec) + "' names no sweep: name each run as SWEEP/ID (a served sweep's name, a run id)";
+    return "";
+  }
+  // SWEEP/ID and nothing else: the sweep by its served name, never a path to walk, so that
+  // "..", "../other" or an absolute path leads nowhere.
+  const std::string name = spec.substr(0, slash), id = spec.substr(slash + 1);
+  *status = 403;
+  if (id.find('/') != std::string::npos || name == "." || name == ".." || name.empty()) {
+    *why = "'" + printable(spec) + "' is a path, not SWEEP/ID: not served";
+    return "";
+  }
+  for (const auto& sw : sweeps_)
+    if (sw->name() == name) return servable_run_dir(sw->dir(), id, status, why);
+  *status = 404;
+  *why = "no sweep is served as '" + printable(name) + "'";
+  return "";
+}
+
+ServeResponse ServeSite::compare_page(ServedSweep* s, const std::multimap<std::string, std::string>& params) {
   const std::string a = param(params, "a"), b = param(params, "b");
-  if (a.empty() || b.empty()) return error_page(400, "compare needs two runs: ?a=RUN&b=RUN");
+  if (a.empty() || b.empty())
+    return error_page(400, s ? "compare needs two runs: ?a=RUN&b=RUN (a run of another served sweep as SWEEP/RUN)"
+                             : "compare needs two runs: ?a=SWEEP/RUN&b=SWEEP/RUN");
   std::string dirs[2], unfinished[2];
   for (int k = 0; k < 2; ++k) {
     int code = 0;
     std::string why;
-    dirs[k] = servable_run_dir(s.dir(), k ? b : a, &code, &why);
+    const std::string& spec = k ? b : a;
+    dirs[k] = run_of(s, spec, &code, &why);
     if (dirs[k].empty())
-      return error_page(code, why.empty() ? "no run '" + std::string(k ? b : a) + "' in this sweep" : why);
+      return error_page(code,
+                        why.empty() ? "no run '" + spec + "' in " + (s ? "this sweep" : "the served sweeps") : why);
   }
   try {
     const Record ra = read_run_record_or_partial(dirs[0] + "/record.h5", &unfinished[0]),
                  rb = read_run_record_or_partial(dirs[1] + "/record.h5", &unfinished[1]);
     const RecordComparison c = compare_records(ra, rb);
     const std::string html = render_compare_html(ra, rb, c, a, b, unfinished[0], unfinished[1]);
-    return page(200, around(html, "", nav(&s), ""));
+    return page(200, around(html, "", nav(s), ""));
   } catch (const RecordError& e) {
     return error_page(404, e.what());
   }

@@ -11,7 +11,9 @@
 //                              while it trains, its step and loss updated in place
 //   /s/NAME/run/ID/status.json the run's step, steps, loss and stall words while it runs
 //                              (?after=VERSION: a long poll, as the sweep's)
-//   /s/NAME/compare?a=ID&b=ID  two runs as `sweep compare` says them
+//   /s/NAME/compare?a=ID&b=ID  two runs as `sweep compare` says them; either may be another
+//                              served sweep's, as SWEEP/ID
+//   /compare?a=SWEEP/ID&b=SWEEP/ID  two runs of any served sweeps (the index's form)
 #pragma once
 
 #include <map>
@@ -59,7 +61,13 @@ class ServeSite {
   ServeResponse run_page(ServedSweep& s, const std::string& id, const std::string& nonce);
   ServeResponse run_status(ServedSweep& s, const std::string& id,
                            const std::multimap<std::string, std::string>& params);
-  ServeResponse compare_page(ServedSweep& s, const std::multimap<std::string, std::string>& params);
+  /// `s`: the sweep whose compare page it is (a bare run id is its run); null for /compare.
+  ServeResponse compare_page(ServedSweep* s, const std::multimap<std::string, std::string>& params);
+  /// The run directory of compare's `spec`: "ID", a run of `here` (none when null), or
+  /// "SWEEP/ID", a run of the sweep served as SWEEP (its served name, never a path). ""
+  /// with `*status` (400 no sweep named, 403 a path or a run leading outside its sweep,
+  /// 404 no such sweep or run) and `*why` ("" for a plain 404 of a run).
+  std::string run_of(const ServedSweep* here, const std::string& spec, int* status, std::string* why);
 
   std::vector<std::unique_ptr<ServedSweep>> sweeps_;
 };

@@ -72,14 +72,22 @@ size_t* count_of(SweepCounts* c, RunStatus state, const std::string& run_dir) {
 
 /// Where run `id` is now; where it was at the last look (`before`, by id) when its partial
 /// record cannot be read right now (caught mid-update: asked again at the next look).
-LiveRun read_live_run(const std::string& dir, const std::string& id, const std::map<std::string, LiveRun>& before) {
+/// `st`: the run's state as the scan read it; null between scans (when it began is kept
+/// from the last look).
+LiveRun read_live_run(const std::string& dir, const std::string& id, const RunState* st,
+                      const std::map<std::string, LiveRun>& before) {
   LiveRun l;
   l.id = id;
+  const auto was = before.find(id);
+  if (st)
+    l.started = attempt_started(*st), l.attempt = st->attempts;
+  else if (was != before.end())
+    l.started = was->second.started, l.attempt = was->second.attempt;
   try {
     const RecordProgress p = read_partial_progress(run_dir(dir, id) + "/record.h5");
     l.step = p.step, l.steps = p.steps, l.loss = p.loss, l.stall = stall_words(p);
   } catch (const std::exception&) {
-    if (const auto it = before.find(id); it != before.end()) l = it->second;
+    if (was != before.end()) l = was->second;
   }
   return l;
 }
@@ -93,7 +101,17 @@ std::string json_number(double v) {
 
 std::string live_fields_json(const LiveRun& l) {
   return "\"step\":" + std::to_string(l.step) + ",\"steps\":" + std::to_string(l.steps) +
-         ",\"loss\":" + json_number(l.loss) + ",\"stall\":" + json_string(l.stall);
+         ",\"loss\":" + json_number(l.loss) + ",\"stall\":" + json_string(l.stall) +
+         ",\"started\":" + std::to_string(static_cast<long long>(l.started)) +
+         ",\"attempt\":" + std::to_string(l.attempt);
+}
+
+std::string progress_words(const LiveRun& l, std::time_t now) {
+  std::string s = l.step < 0 ? "no step recorded yet"
+                             : "step " + std::to_string(l.step) + " of " + std::to_string(l.steps) +
+                                   (l.stall.empty() ? ", advancing" : l.stall);
+  if (l.started > 0) s += ", " + attempt_age_words(l.started, l.attempt, now);
+  return s;
 }
 
 std::string counts_words(const SweepCounts& c) {
@@ -220,7 +238,7 @@ void ServedSweep::scan() {
     ++*n;
     // A running run that has recorded its first step changes the report too: its row gets
     // the step that the page then advances in place.
-    if (n == &c.running) c.live.push_back(read_live_run(dir_, id, before));
+    if (n == &c.running) c.live.push_back(read_live_run(dir_, id, st, before));
     mix(&fp, id), mix(&fp, n != &c.running ? status_name(st->state) : c.live.back().step > 0 ? "stepping" : "running");
     mix(&fp, st->digest);
   }
@@ -250,7 +268,7 @@ void ServedSweep::read_live() {
   const std::map<std::string, LiveRun> before = live_before();
   std::vector<LiveRun> live;
   live.reserve(before.size());
-  for (const auto& [id, l] : before) live.push_back(read_live_run(dir_, id, before));
+  for (const auto& [id, l] : before) live.push_back(read_live_run(dir_, id, nullptr, before));
   std::lock_guard<std::mutex> lock(mu_);
   if (counts_.live.size() == live.size()) counts_.live = std::move(live);  // (unless a scan came between)
   publish();

@@ -22,6 +22,7 @@
 #include <cmath>  // NAN
 #include <condition_variable>
 #include <cstdint>
+#include <ctime>  // time_t
 #include <map>
 #include <memory>
 #include <mutex>
@@ -48,6 +49,10 @@ struct LiveRun {
   int64_t step = -1, steps = -1;  ///< -1: not readable yet
   double loss = NAN;
   std::string stall;  ///< stall_words: "" while it advances
+  /// When its current attempt began (attempt_started: the run's state), seconds since the
+  /// epoch; 0 when the state does not say.
+  std::time_t started = 0;
+  int attempt = 0;  ///< which attempt of the run this is (the state's attempts)
 };
 
 /// What a scan found: each run directory counted by the report's words, and the running runs.
@@ -66,9 +71,14 @@ struct SweepCounts {
   uint64_t fingerprint = 0;
 };
 
-/// A running run's figures as JSON members: "step":S,"steps":T,"loss":L,"stall":"..."
-/// (status.json's, each running run's and a run's own).
+/// A running run's figures as JSON members: "step":S,"steps":T,"loss":L,"stall":"...",
+/// "started":EPOCH_S,"attempt":A (status.json's, each running run's and a run's own).
 std::string live_fields_json(const LiveRun& l);
+
+/// Where a running run is, as its page's progress row says it: "step 37 of 100, advancing,
+/// 1m12s into attempt 1" (the elapsed time as `sweep status` says it, at `now`; left out
+/// when the run's state does not say when the attempt began).
+std::string progress_words(const LiveRun& l, std::time_t now);
 
 /// The sweep's counts in the report's words ("3 completed, 1 running"; counts_text).
 std::string counts_words(const SweepCounts& c);

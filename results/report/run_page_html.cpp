@@ -139,7 +139,8 @@ std::string render_run_html(const RecordView& v, const std::string& log_tail, co
   if (!compare_href.empty())
     h += "<form class=\"compare\" method=\"get\" action=\"" + html_escape(compare_href) +
          "\"><input type=\"hidden\" name=\"a\" value=\"" + html_escape(r.run_id) +
-         "\"><label>compare with run <input name=\"b\" size=\"18\" required></label> <button>compare</button></form>\n";
+         "\"><label>compare with run <input name=\"b\" size=\"18\" placeholder=\"ID, or SWEEP/ID\" "
+         "required></label> <button>compare</button></form>\n";
   h += "<h2>Curves</h2>\n" + metric_sections(r);
   if (const std::string t = telemetry_sections(r); !t.empty()) h += "<h2>Telemetry</h2>\n" + t;
   h += "<h2>Config</h2>\n" + map_table("config", r.config);

@@ -17,14 +17,21 @@ Chromium (Debian `chromium`), while a real small sweep trains:
 - a run page of a program's run shows a chart for every eval and custom metric curve the
   record holds (loss, eval_loss, accuracy, eval_accuracy) and of sweep-train's run the
   telemetry (lr, grad_norm, tokens_per_s, step_time_s);
+- the page of a run that trains has a progress row (step N of M, the time into its
+  attempt) that its script rewrites from the run's status.json, past the served one;
 - the compare page names the first differing step of two runs of other seeds and says
-  identical of two that differ only in train.log_every;
+  identical of two that differ only in train.log_every; across two served sweeps
+  (/compare?a=SWEEP/ID&b=SWEEP/ID, in Chromium) it says identical of the same run in each
+  and names the step `sweep compare` names of two that differ;
 - a path outside the served directories is refused: '..', percent-encoded '..', a run
-  directory that is a symbolic link, a record that is one; only GET; a Host that is not
+  directory that is a symbolic link, a record that is one; compare's SWEEP/ID too (a
+  path in any spelling, a linked run); only GET; a Host that is not
   the loopback's; bound to another address, no page without the token;
+- a sweep of 1,100 records (make_records) is counted whole, but its page lists the ~1,000
+  runs the report lists one by one (kHtmlRuns), not every one;
 - bad input, one line on stderr and exit 2: a directory that is not a sweep's, a port in use.
 
-Usage: serve_test.py BIN_DIR   (needs BIN_DIR/sweep and BIN_DIR/sweep-train)
+Usage: serve_test.py BIN_DIR   (needs BIN_DIR/sweep, sweep-train and make_records)
 Exit 0 pass, 1 fail, 77 skipped (no chromium; containers/install-deps.sh installs it)."""
 import http.client
 import json
@@ -202,6 +209,15 @@ def check_live_run_page(browser, tmp, port):
 
     rid, served = wait_for("a run that trains with steps to go", early_run, timeout=240, every=0.2)
     own = int(dom_text(served, "run-step") or -1)
+    served_progress = progress_row(served)
+    expect(re.fullmatch(r"step \d+ of 200, advancing, (\d+m)?\d+s into attempt 1", served_progress),
+           "the served page's progress row says the step of the steps and the time into the attempt: " +
+           repr(served_progress))
+    code, _, body = get(port, "/s/live/run/%s/status.json" % rid)
+    st = json.loads(body) if code == 200 else {}
+    expect(st.get("running") and st.get("elapsed_s", -1) >= 0 and st.get("attempt") == 1 and
+           st.get("progress", "").startswith("step %d of 200" % st.get("step", -2)),
+           "its status.json has the elapsed time and the progress words: " + body.strip())
     r = run(chromium_argv(browser, tempfile.mkdtemp(dir=tmp)) +
             ["--virtual-time-budget=5000", "--dump-dom", "http://127.0.0.1:%d/s/live/run/%s" % (port, rid)])
     dom = r.stdout
@@ -210,7 +226,24 @@ def check_live_run_page(browser, tmp, port):
     step = int(dom_text(dom, "run-step") or -1)
     updates = int(dom_text(dom, "run-updates") or 0)
     expect(updates >= 2 and step > own, "the run's step advanced in place: %d -> %d in %d updates" % (own, step, updates))
+    # The progress, written in place from status.json: the step the page shows now, past the
+    # served one, and the time into the attempt. The live line's (kept when the run ends
+    # while the page is open and its part is swapped for the final page's), and the show
+    # table's row while it still trains.
+    shown = dom_text(dom, "run-progress") or ""
+    m = re.fullmatch(r"step (\d+) of 200, advancing, (?:\d+m)?\d+s into attempt 1", shown)
+    expect(m is not None and int(m.group(1)) > own and int(m.group(1)) == step,
+           "the progress advanced in place: %r -> %r" % (served_progress, shown))
+    if dom_text(dom, "run-state") == "training":
+        expect(progress_row(dom) == shown, "and the progress row says the same: %r" % progress_row(dom))
+    else:
+        print("     (the run ended while its page was open: its row is the final page's)")
     return rid
+
+
+def progress_row(html):
+    m = re.search(r'<tr data-key="progress">.*?<td[^>]*>[^<]*</td>\s*<td[^>]*>([^<]*)</td>', html, re.S)
+    return m.group(1) if m else ""
 
 
 def check_stop_during_build(bin_dir, live_dir):
@@ -287,6 +320,32 @@ def check_pages(bin_dir, browser, tmp, port, live_dir, metrics_dir, live_run):
            "the same step `sweep compare` names: " + cli.stdout.splitlines()[2] if cli.stdout.count("\n") > 2 else "")
 
 
+def check_cross_compare(bin_dir, browser, tmp, port, metrics_dir, other_dir):
+    """Two runs of two served sweeps on one compare page, in Chromium."""
+    mid = os.listdir(os.path.join(metrics_dir, "runs"))[0]
+    points = [l.split("\t") for l in open(os.path.join(other_dir, "points.tsv")).read().splitlines()[1:]]
+    by = {v: i for i, v in points}
+    same, other = by["train.lr=0.05"], by["train.lr=0.04"]
+    code, _, index = get(port, "/")
+    expect('action="/compare"' in index, "the index has a form comparing runs of any served sweeps")
+    r = run(chromium_argv(browser, tempfile.mkdtemp(dir=tmp)) +
+            ["--dump-dom", "http://127.0.0.1:%d/compare?a=metrics/%s&b=metrics2/%s" % (port, mid, same)])
+    expect(r.returncode == 0 and "identical: no step differs" in r.stdout and not console_errors(r.stderr),
+           "Chromium: compare across two sweeps says identical of the same run in each")
+    expect("metrics/" + mid in r.stdout and "metrics2/" + same in r.stdout, "and names each run with its sweep")
+    r = run(chromium_argv(browser, tempfile.mkdtemp(dir=tmp)) +
+            ["--dump-dom", "http://127.0.0.1:%d/compare?a=metrics/%s&b=metrics2/%s" % (port, mid, other)])
+    m = re.search(r'id="first-difference">first differing step: (\d+)<', r.stdout)
+    cli = run([os.path.join(bin_dir, "sweep"), "compare", os.path.join(metrics_dir, "runs", mid),
+               os.path.join(other_dir, "runs", other)])
+    expect(m is not None and ("diverged at step %s:" % m.group(1)) in cli.stdout,
+           "Chromium: compare across two sweeps names the first differing step `sweep compare` names (%s; %s)"
+           % (m and m.group(1), cli.stdout.splitlines()[:3]))
+    code, _, html = get(port, "/s/metrics/compare?a=%s&b=metrics2/%s" % (mid, other))
+    expect(code == 200 and m is not None and ('first differing step: %s<' % m.group(1)) in html,
+           "a sweep's compare page takes a run of another served sweep as SWEEP/ID (%d)" % code)
+
+
 def check_refusals(bin_dir, port, metrics_dir, tmp):
     mid = os.listdir(os.path.join(metrics_dir, "runs"))[0]
     for path in ("/s/metrics/../../../etc/passwd", "/s/metrics/run/..%2F..%2F..%2Fetc", "/s/metrics/run/%2e%2e",
@@ -306,6 +365,19 @@ def check_refusals(bin_dir, port, metrics_dir, tmp):
     expect(code == 403, "a record that is a symbolic link is refused (%d)" % code)
     code, _, _ = get(port, "/s/metrics/compare?a=%s&b=linked" % mid)
     expect(code == 403, "and so is comparing with it (%d)" % code)
+    # Compare's SWEEP/ID names a served sweep by its served name: no path of any spelling
+    # leads out (the query is percent-decoded before it is read), nor does a linked run.
+    for query, want in (("a=../metrics/%s&b=metrics/%s", 403), ("a=metrics/../metrics/%s&b=metrics/%s", 403),
+                        ("a=..%%2Fmetrics%%2F%s&b=metrics/%s", 403), ("a=%%2e%%2e/%s&b=metrics/%s", 403),
+                        ("a=metrics/%%2e%%2e&b=metrics/%s", 404), ("a=%%2Fetc%%2Fpasswd&b=metrics/%s", 403),
+                        ("a=metrics/runs%%2F%s&b=metrics/%s", 403), ("a=metrics/linked&b=metrics/%s", 403),
+                        ("a=metrics/planted&b=metrics/%s", 403), ("a=nosuch/%s&b=metrics/%s", 404),
+                        ("a=%s&b=metrics/%s", 400)):
+        q = query % ((mid,) * query.count("%s"))
+        for path in ("/compare?" + q, "/s/metrics/compare?" + q):
+            code, _, body = get(port, path)
+            ok = code == want or (path.startswith("/s/") and want == 400 and code == 200)  # a bare id is the sweep's own
+            expect(ok and "root:" not in body, "%s is refused (%d)" % (path, code))
     code, hdr, _ = get(port, "/", method="POST")
     expect(code == 405 and "GET" in hdr.get("Allow", ""), "POST is refused: read-only (%d)" % code)
     code, _, _ = get(port, "/", headers={"Host": "evil.example:%d" % port})
@@ -329,6 +401,32 @@ def check_refusals(bin_dir, port, metrics_dir, tmp):
         expect(code == 200 and cookie == "sweep_token=" + token, "the token opens it and sets the cookie")
         code, _, _ = get(tport, "/s/metrics/", headers={"Cookie": cookie})
         expect(code == 200, "the cookie opens the other pages (%d)" % code)
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=60)
+
+
+def check_big_sweep(bin_dir, tmp):
+    """A sweep past the report's kHtmlRuns (1,000): the served page lists the best runs, not
+    every one, and says how many it shows; the index and status.json count every run."""
+    big = os.path.join(tmp, "big")
+    n = 1100
+    r = run([os.path.join(bin_dir, "make_records"), "--out", big, "--runs", str(n), "--steps", "5"])
+    expect(r.returncode == 0, "make_records wrote %d records: %s" % (n, r.stderr.strip()[-200:]))
+    p, port, _ = start_server(bin_dir, [big])
+    try:
+        get(port, "/s/big/")  # asks for the report
+        st = wait_for("the big sweep's report", lambda: (lambda s: s if s and s.get("report", 0) > 0 else None)(
+            status(port, "big")), timeout=300)
+        expect(st is not None and st["total"] == n and st["counts"]["completed"] == n,
+               "status.json counts every run of the big sweep: %s" % (st or {}).get("counts_text"))
+        code, _, html = get(port, "/s/big/")
+        shown = re.search(r"(\d+) of %d runs shown" % n, html)
+        linked = set(re.findall(r'href="/s/big/run/([0-9a-f]{16})"', html))
+        expect(code == 200 and shown is not None and 1000 <= int(shown.group(1)) < n and
+               1000 <= len(linked) < n, "the page of %d runs lists %s of them (%d run links), not every one"
+               % (n, shown and shown.group(1), len(linked)))
+        expect(("%d completed" % n) in get(port, "/")[2], "the index counts all %d" % n)
     finally:
         p.send_signal(signal.SIGINT)
         p.wait(timeout=60)
@@ -367,6 +465,13 @@ def main():
         r = run([os.path.join(bin_dir, "sweep"), "run", os.path.join(tmp, "metrics.yaml"), "--out", metrics_dir])
         expect(r.returncode == 0, "the program's sweep ran: " + r.stderr.strip()[-300:])
         check_bad_input(bin_dir, tmp, metrics_dir)
+        check_big_sweep(bin_dir, tmp)
+        # The same program in another sweep: one run the same as metrics', one of another lr.
+        other = dict(grid, name="metrics2", grid={"train.lr": [0.05, 0.04]})
+        other_dir = os.path.join(tmp, "metrics2")
+        yaml.safe_dump(other, open(os.path.join(tmp, "metrics2.yaml"), "w"))
+        r = run([os.path.join(bin_dir, "sweep"), "run", os.path.join(tmp, "metrics2.yaml"), "--out", other_dir])
+        expect(r.returncode == 0, "the program's second sweep ran: " + r.stderr.strip()[-300:])
 
         live_dir = os.path.join(tmp, "live")
         yaml.safe_dump(LIVE, open(os.path.join(tmp, "live.yaml"), "w"))
@@ -375,8 +480,8 @@ def main():
         server = None
         try:
             wait_for("the live sweep's points", lambda: os.path.exists(os.path.join(live_dir, "points.tsv")))
-            server, port, line = start_server(bin_dir, [live_dir, metrics_dir])
-            expect(port > 0 and "2 sweeps at http://127.0.0.1:" in line, "sweep serve started: " + line.strip())
+            server, port, line = start_server(bin_dir, [live_dir, metrics_dir, other_dir])
+            expect(port > 0 and "3 sweeps at http://127.0.0.1:" in line, "sweep serve started: " + line.strip())
             code, _, index = get(port, "/")
             expect(code == 200 and 'href="/s/live/"' in index and 'href="/s/metrics/"' in index,
                    "the index lists both sweeps")
@@ -385,6 +490,7 @@ def main():
             wait_for("the index to count 4 completed runs",
                      lambda: "4 completed" in get(port, "/")[2], timeout=60)
             check_pages(bin_dir, browser, tmp, port, live_dir, metrics_dir, live_run)
+            check_cross_compare(bin_dir, browser, tmp, port, metrics_dir, other_dir)
             check_refusals(bin_dir, port, metrics_dir, tmp)
             check_stop_during_build(bin_dir, live_dir)
         finally:

@@ -64,5 +64,21 @@ TEST(NextAction, AStoppedRunIsKeptOnlyWhereItWasAskedToStop) {
   EXPECT_EQ(next_action(in(RunStatus::failed), {0, false}), NextAction::run);
 }
 
+// When an attempt began is the state's `updated` (written as it starts); `sweep status`
+// and `sweep serve`'s run page say how long ago in the same words.
+TEST(AttemptAge, IsTheTimeSinceTheStateSaysTheAttemptBegan) {
+  RunState s;
+  s.updated = "2026-12-07T10:00:00Z";
+  const std::time_t started = attempt_started(s);
+  EXPECT_EQ(started, 1796637600);
+  EXPECT_EQ(attempt_age_words(started, 2, started + 72), "1m12s into attempt 2");
+  EXPECT_EQ(attempt_age_words(started, 1, started + 9), "9s into attempt 1");
+  EXPECT_EQ(attempt_age_words(started, 1, started - 5), "0s into attempt 1");  // another host's clock behind
+  for (const char* bad : {"", "yesterday", "2026-12-07T10:00:00Z trailing", "2026-12-07 10:00:00"}) {
+    s.updated = bad;
+    EXPECT_EQ(attempt_started(s), 0) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace sweep
