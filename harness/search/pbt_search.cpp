@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -12,9 +13,12 @@
 #include "atomic_file.h"    // write_file_atomically
 #include "lineage_run.h"    // fork_config: a fork as `sweep fork` makes it
 #include "pbt_plan.h"       // pbt_decision_steps
+#include "record.h"         // read_record
 #include "report_format.h"  // report_fmt::g17
 #include "run_files.h"      // checkpoint_dir, checkpoint_digest
+#include "run_status.h"     // status_is
 #include "search.h"         // draw, draw_unit
+#include "search_metric.h"  // record_metric
 #include "sweep_dir.h"      // run_dir, scan_runs
 #include "text.h"           // significant
 
@@ -49,6 +53,30 @@ std::string search_log_head(const SearchSpec& s, int64_t budget, const std::vect
   return head;
 }
 
+/// The value of `metric` of run `id` after step `step`: from its record (rung_metric), or,
+/// while a member that went on from there trains (or after it failed later), from the
+/// record of that step its promotion moved aside (record.h5.stopped-TIME): a generation
+/// is decided again from what it was decided on. NaN when neither has it.
+double metric_at(const std::string& out_dir, const std::string& id, int64_t step, const std::string& metric) {
+  const double v = rung_metric(out_dir, id, step, metric);
+  if (!std::isnan(v)) return v;
+  std::vector<std::string> aside;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(run_dir(out_dir, id), ec))
+    if (e.path().filename().string().rfind("record.h5.stopped-", 0) == 0) aside.push_back(e.path().string());
+  std::sort(aside.begin(), aside.end());
+  for (const std::string& path : aside) {
+    try {
+      const Record r = read_record(path);
+      if (status_is(r.status, RunStatus::stopped) && !r.steps.empty() && r.steps.back().step >= step)
+        return record_metric(truncate_record(r, step), metric);
+    } catch (const std::exception&) {
+      // Damaged: another one, or none.
+    }
+  }
+  return NAN;
+}
+
 /// The members ranked at `step`, best first: (signed metric, member), a member without a
 /// result (failed for good, diverged, no finite metric) as +inf; ties go to the lower
 /// member number, never to timing.
@@ -56,7 +84,7 @@ std::vector<std::pair<double, size_t>> rank_members(const std::vector<Member>& m
                                                     int64_t step, const std::string& metric, double sign) {
   std::vector<std::pair<double, size_t>> ranked;
   for (size_t m = 0; m < members.size(); ++m) {
-    const double v = members[m].run.empty() ? NAN : rung_metric(out_dir, members[m].run, step, metric);
+    const double v = members[m].run.empty() ? NAN : metric_at(out_dir, members[m].run, step, metric);
     ranked.emplace_back(std::isnan(v) ? INFINITY : sign * v, m);
   }
   std::stable_sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) {
