@@ -4,6 +4,8 @@
 #include <set>
 #include <string>
 
+#include "text.h"  // significant
+
 namespace sweep {
 namespace {
 
@@ -57,6 +59,19 @@ void check_pbt(const SweepSpec& spec, const std::vector<GridPoint>& points) {
                         " key by factors, and this key is not a number (" + doc->type +
                         "); list its values as {choice: [...]}, whose neighbours it moves to");
   }
+  // The schedule needs train.min_lr <= the learning rate, before a fork's step too
+  // (train.lr_before_switch: its parent's), and a fork moves only its learning rate (a
+  // min_lr_ratio's min_lr moves with it, above the parent's rate when it moves up far):
+  // every rate the search may reach must be at least every member's min_lr.
+  for (const SearchDim& d : s.space)
+    if (d.key == "train.lr")
+      for (const GridPoint& p : points)
+        if (p.config.train.min_lr > d.lo)
+          throw ConfigError(d.where + ": key 'search.space.train.lr': a pbt member's learning rate may move down to " +
+                            significant(d.lo, 6) + ", and member " + p.id + " has train.min_lr " +
+                            significant(p.config.train.min_lr, 6) +
+                            " above it; the schedule needs min_lr <= the learning rate before and after a fork's "
+                            "step: set train.min_lr at most the space's lower bound (not train.min_lr_ratio)");
   if (int64_t(points.size()) != s.population)
     throw ConfigError(kind + "a pbt search trains search.population (" + std::to_string(s.population) +
                       ") members, one run each, and the grid makes " + std::to_string(points.size()) +

@@ -95,7 +95,7 @@ inline const std::vector<std::string>& timing_metrics() {
 
 /// A parsed `search:` section.
 struct SearchSpec {
-  std::string kind = "grid";  ///< grid | random | tpe | halving
+  std::string kind = "grid";  ///< grid | random | tpe | halving | pbt
   std::string where;          ///< file:line:col of the section
   int64_t samples = 0;        ///< random: points drawn; tpe: trials in all
   uint64_t seed = 0;          ///< the search's seed
