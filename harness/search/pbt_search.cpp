@@ -93,6 +93,12 @@ std::vector<std::pair<double, size_t>> rank_members(const std::vector<Member>& m
   return ranked;
 }
 
+/// " metric=V" (17 digits) of a ranked value, or why it is the worst.
+std::string metric_words(const SearchSpec& s, double v, double sign) {
+  return std::isinf(v) ? " " + s.metric + "=worst (failed, diverged or no finite " + s.metric + ")"
+                       : " " + s.metric + "=" + report_fmt::g17(sign * v);
+}
+
 /// How many members the top and the bottom quantile hold (Ray Tune's rule: ceil(N q),
 /// at most half).
 size_t quantile_size(size_t n, double q) {
@@ -147,6 +153,33 @@ struct Population {
   std::map<std::string, int64_t> left_at;
 };
 
+/// The fork of top member `parent` (whose run is `from`) after `step`, for decision `i`:
+/// its keys explored, its config fork_config's; `said` gets "(run ID, checkpoint DIGEST):
+/// KEY=VALUE (how) ... -> NEW-ID". Throws std::runtime_error when the parent's checkpoint
+/// at the step is not there to fork from.
+GridPoint fork_member(const SearchSpec& s, const std::string& out_dir, int64_t step, const Member& parent,
+                      const GridPoint& from, int64_t i, std::string* said) {
+  const std::string ckpt = checkpoint_dir(run_dir(out_dir, parent.run), step);
+  const std::string digest = checkpoint_digest(ckpt);
+  if (digest.empty())
+    throw std::runtime_error(ckpt + ": no complete checkpoint with a digest to fork from (run " + parent.run +
+                             " stopped at step " + std::to_string(step) + " should have left it)");
+  FlatConfig changes;
+  std::string what;
+  GridPoint p;
+  for (size_t d = 0; d < s.space.size(); ++d) {
+    std::string how;
+    const ConfigValue v = explore(s, s.space[d], parent.values[d], i, &how);
+    changes[s.space[d].key] = v;
+    p.values.emplace_back(s.space[d].key, v.text);
+    what += (d ? " " : "") + s.space[d].key + "=" + v.text + " (" + how + ")";
+  }
+  p.config = fork_config(from.config, parent.run, step, changes);
+  p.id = run_id(p.config);
+  *said = "(run " + parent.run + ", checkpoint " + digest + "): " + what + " -> " + p.id;
+  return p;
+}
+
 /// Decides generation `g` (1-based) at `step`: ranks the members and makes the exploits.
 /// Returns the decision's lines and updates `pop`; throws std::runtime_error when a top
 /// member's checkpoint at the step is not there to fork from.
@@ -167,9 +200,7 @@ std::string decide(const SearchSpec& s, const std::string& out_dir, size_t g, in
     const bool bottom = r >= n - k || std::isinf(v);  // a member without a result exploits too
     exploits[m] = bottom && !top.empty();
     lines += at + "rank " + std::to_string(r + 1) + " member " + std::to_string(m) + " run " +
-             (pop.members[m].run.empty() ? "-" : pop.members[m].run) +
-             (std::isinf(v) ? " " + s.metric + "=worst (failed, diverged or no finite " + s.metric + ")"
-                            : " " + s.metric + "=" + report_fmt::g17(sign * v)) +
+             (pop.members[m].run.empty() ? "-" : pop.members[m].run) + metric_words(s, v, sign) +
              (r < k    ? " top"
               : bottom ? " bottom"
                        : "") +
@@ -194,29 +225,12 @@ std::string decide(const SearchSpec& s, const std::string& out_dir, size_t g, in
     const int64_t i = int64_t(g) * s.population + int64_t(m);
     const size_t pick = std::min(top.size() - 1, size_t(draw_unit(s.seed, i, "pbt.exploit") * double(top.size())));
     const Member& parent = pop.members[top[pick]];
-    const std::string ckpt = checkpoint_dir(run_dir(out_dir, parent.run), step);
-    const std::string digest = checkpoint_digest(ckpt);
-    if (digest.empty())
-      throw std::runtime_error(ckpt + ": no complete checkpoint with a digest to fork member " + std::to_string(m) +
-                               " from (run " + parent.run + " stopped at step " + std::to_string(step) +
-                               " should have left it)");
-    FlatConfig changes;
-    std::string what;
-    std::vector<ConfigValue> values;
-    for (size_t d = 0; d < s.space.size(); ++d) {
-      std::string how;
-      values.push_back(explore(s, s.space[d], parent.values[d], i, &how));
-      changes[s.space[d].key] = values.back();
-      what += (d ? " " : "") + s.space[d].key + "=" + values.back().text + " (" + how + ")";
-    }
-    const GridPoint& from = pop.runs.at(parent.run);
-    GridPoint p;
-    p.config = fork_config(from.config, parent.run, step, changes);
-    p.id = run_id(p.config);
-    for (size_t d = 0; d < s.space.size(); ++d) p.values.emplace_back(s.space[d].key, values[d].text);
+    std::string said;
+    GridPoint p = fork_member(s, out_dir, step, parent, pop.runs.at(parent.run), i, &said);
     if (!mem.run.empty() && mem.run != p.id) pop.left_at.emplace(mem.run, step);
-    lines += at + "member " + std::to_string(m) + " exploits member " + std::to_string(top[pick]) + " (run " +
-             parent.run + ", checkpoint " + digest + "): " + what + " -> " + p.id + "\n";
+    lines += at + "member " + std::to_string(m) + " exploits member " + std::to_string(top[pick]) + " " + said + "\n";
+    std::vector<ConfigValue> values;
+    for (size_t d = 0; d < s.space.size(); ++d) values.push_back({p.values[d].second, s.space[d].where});
     mem.run = p.id, mem.values = values;
     pop.runs.emplace(p.id, std::move(p));
   }
@@ -247,14 +261,8 @@ std::vector<std::string> logged_generations(const std::string& path, const std::
   return blocks;
 }
 
-}  // namespace
-
-SweepSummary run_pbt_search(const SweepSpec& spec, const std::vector<GridPoint>& points, const std::string& out_dir,
-                            const RunRung& run_rung) {
-  const SearchSpec& s = spec.search;
-  const int64_t budget = points.empty() ? 0 : points.front().config.train.steps;
-  const std::vector<int64_t> steps = pbt_decision_steps(s, budget);
-  const double sign = s.mode == "max" ? -1 : 1;
+/// Generation 0: member m is point m (the space's draw m) and its run.
+Population first_generation(const SearchSpec& s, const std::vector<GridPoint>& points) {
   Population pop;
   for (const GridPoint& p : points) {
     Member m{p.id, {}};
@@ -268,14 +276,44 @@ SweepSummary run_pbt_search(const SweepSpec& spec, const std::vector<GridPoint>&
     pop.members.push_back(std::move(m));
     pop.runs.emplace(p.id, p);
   }
-  const std::string head = search_log_head(s, budget, steps, pop.members);
-  const std::string log_path = out_dir + "/search.log";
-  const std::vector<std::string> logged = logged_generations(log_path, head);
-  std::string decisions;
+  return pop;
+}
 
+/// What one generation's session runs: the runs members follow, to `stop` (train.steps:
+/// no stop), and those left behind that have their result, kept where they stopped (a run
+/// that failed for good is not started again: it was decided on as the worst).
+std::pair<std::vector<GridPoint>, std::map<std::string, int64_t>> generation_runs(const Population& pop, int64_t stop,
+                                                                                  int64_t budget,
+                                                                                  const std::string& out_dir) {
+  std::map<std::string, int64_t> stop_at(pop.left_at.begin(), pop.left_at.end());
+  std::set<std::string> current;
+  for (const Member& m : pop.members)
+    if (!m.run.empty()) current.insert(m.run);
+  if (stop < budget)
+    for (const auto& id : current) stop_at[id] = stop;
+  std::vector<GridPoint> now;
+  for (const auto& [id, p] : pop.runs) {
+    const auto left = pop.left_at.find(id);
+    if (current.count(id) || (left != pop.left_at.end() && has_rung_result(out_dir, id, left->second)))
+      now.push_back(p);
+  }
+  return {now, stop_at};
+}
+
+/// The runs a search's sessions trained and found done, each counted once.
+struct Tally {
   SweepSummary total;
   std::set<std::string> trained, found_done;
-  const auto counted = [&]() -> SweepSummary {
+  bool ran = false;
+  void add(const SweepSummary& r) {
+    trained.insert(r.completed_runs.begin(), r.completed_runs.end());
+    if (!ran) found_done.insert(r.skipped_runs.begin(), r.skipped_runs.end());
+    ran = true;
+    total.retries += r.retries;
+    total.failed = r.failed, total.interrupted = r.interrupted, total.not_started = r.not_started;
+    total.stop_signal = r.stop_signal, total.report_path = r.report_path;
+  }
+  SweepSummary counted() {
     total.completed = int(trained.size());
     total.completed_runs.assign(trained.begin(), trained.end());
     total.skipped_runs.clear();
@@ -283,38 +321,56 @@ SweepSummary run_pbt_search(const SweepSpec& spec, const std::vector<GridPoint>&
       if (!trained.count(id)) total.skipped_runs.push_back(id);
     total.skipped = int(total.skipped_runs.size());
     return total;
-  };
-  bool ran_once = false;
+  }
+};
+
+/// The first line where two blocks of decisions differ: (ours, theirs).
+std::pair<std::string, std::string> first_difference(const std::string& ours, const std::string& theirs) {
+  std::string a, b;
+  std::istringstream x(ours), y(theirs);
+  while (std::getline(x, a) && std::getline(y, b) && a == b) {
+  }
+  return {a, b};
+}
+
+/// The final ranking at train.steps, one line per member; `best` on the first.
+std::string final_lines(const SearchSpec& s, const Population& pop, const std::string& out_dir, int64_t budget,
+                        double sign) {
+  std::string out;
+  const auto ranked = rank_members(pop.members, out_dir, budget, s.metric, sign);
+  for (size_t r = 0; r < ranked.size(); ++r) {
+    const auto& [v, m] = ranked[r];
+    out += "final step " + std::to_string(budget) + ": rank " + std::to_string(r + 1) + " member " + std::to_string(m) +
+           " run " + (pop.members[m].run.empty() ? "-" : pop.members[m].run) + metric_words(s, v, sign) +
+           (r == 0 ? " best" : "") + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+SweepSummary run_pbt_search(const SweepSpec& spec, const std::vector<GridPoint>& points, const std::string& out_dir,
+                            const RunRung& run_rung) {
+  const SearchSpec& s = spec.search;
+  const int64_t budget = points.empty() ? 0 : points.front().config.train.steps;
+  const std::vector<int64_t> steps = pbt_decision_steps(s, budget);
+  const double sign = s.mode == "max" ? -1 : 1;
+  Population pop = first_generation(s, points);
+  const std::string head = search_log_head(s, budget, steps, pop.members);
+  const std::string log_path = out_dir + "/search.log";
+  const std::vector<std::string> logged = logged_generations(log_path, head);
+  std::string decisions;
+  Tally tally;
   for (size_t g = 0; g <= steps.size(); ++g) {
     const int64_t stop = g < steps.size() ? steps[g] : budget;
     // A generation an earlier driver decided trained already: it is decided again from
     // the records, not trained again (a run that failed for good stays the worst).
     if (g >= logged.size()) {
-      std::map<std::string, int64_t> stop_at;
-      for (const auto& [id, at] : pop.left_at) stop_at[id] = at;  // stopped there: kept as they are
-      std::set<std::string> current;
-      for (const Member& m : pop.members)
-        if (!m.run.empty()) current.insert(m.run);
-      if (stop < budget)
-        for (const auto& id : current) stop_at[id] = stop;
-      // The runs a member follows, and those left behind that have their result (a run
-      // that failed for good is not started again: it was decided on as the worst).
-      std::vector<GridPoint> now;
-      for (const auto& [id, p] : pop.runs) {
-        const auto left = pop.left_at.find(id);
-        if (current.count(id) || (left != pop.left_at.end() && has_rung_result(out_dir, id, left->second)))
-          now.push_back(p);
-      }
+      const auto [now, stop_at] = generation_runs(pop, stop, budget, out_dir);
       write_file_atomically(log_path, head + decisions + "generation " + std::to_string(g) + ": training to step " +
                                           std::to_string(stop) + "\n");
-      const SweepSummary r = run_rung(now, stop_at);
-      trained.insert(r.completed_runs.begin(), r.completed_runs.end());
-      if (!ran_once) found_done.insert(r.skipped_runs.begin(), r.skipped_runs.end());
-      ran_once = true;
-      total.retries += r.retries;
-      total.failed = r.failed, total.interrupted = r.interrupted, total.not_started = r.not_started;
-      total.stop_signal = r.stop_signal, total.report_path = r.report_path;
-      if (r.stop_signal) return counted();  // what ran is on disk; the next `sweep run` goes on from here
+      tally.add(run_rung(now, stop_at));
+      if (tally.total.stop_signal) return tally.counted();  // what ran is on disk; the next `sweep run` goes on
     }
     if (g == steps.size()) break;
     std::string block;
@@ -324,38 +380,25 @@ SweepSummary run_pbt_search(const SweepSpec& spec, const std::vector<GridPoint>&
       std::fprintf(stderr, "sweep: the pbt search stopped at generation %zu: %s\n", g + 1, e.what());
       write_file_atomically(log_path,
                             head + decisions + "generation " + std::to_string(g + 1) + ": " + e.what() + "\n");
-      total.failed = std::max(total.failed, 1);
-      return counted();
+      tally.total.failed = std::max(tally.total.failed, 1);
+      return tally.counted();
     }
     if (g < logged.size() && block != logged[g]) {
       // The records say otherwise than the log an earlier driver wrote: a record or a
       // checkpoint changed since. Deciding anew would make another search under its name.
-      std::string ours, theirs;
-      std::istringstream a(block), b(logged[g]);
-      while (std::getline(a, ours) && std::getline(b, theirs) && ours == theirs) {
-      }
+      const auto [ours, theirs] = first_difference(block, logged[g]);
       std::fprintf(stderr,
                    "sweep: the pbt search's log decided generation %zu otherwise than its records do now (a record or "
                    "checkpoint changed since):\n  search.log: %s\n  records:    %s\nsweep: move %s aside to start "
                    "the search over\n",
                    g + 1, theirs.c_str(), ours.c_str(), out_dir.c_str());
-      total.failed = std::max(total.failed, 1);
-      return counted();
+      tally.total.failed = std::max(tally.total.failed, 1);
+      return tally.counted();
     }
     decisions += block;
   }
-  // The final ranking, at train.steps.
-  const auto ranked = rank_members(pop.members, out_dir, budget, s.metric, sign);
-  for (size_t r = 0; r < ranked.size(); ++r) {
-    const auto& [v, m] = ranked[r];
-    decisions += "final step " + std::to_string(budget) + ": rank " + std::to_string(r + 1) + " member " +
-                 std::to_string(m) + " run " + (pop.members[m].run.empty() ? "-" : pop.members[m].run) +
-                 (std::isinf(v) ? " " + s.metric + "=worst (failed, diverged or no finite " + s.metric + ")"
-                                : " " + s.metric + "=" + report_fmt::g17(sign * v)) +
-                 (r == 0 ? " best" : "") + "\n";
-  }
-  write_file_atomically(log_path, head + decisions + "done\n");
-  return counted();
+  write_file_atomically(log_path, head + decisions + final_lines(s, pop, out_dir, budget, sign) + "done\n");
+  return tally.counted();
 }
 
 }  // namespace sweep
