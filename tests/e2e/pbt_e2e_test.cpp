@@ -64,8 +64,8 @@ class PbtE2E : public sweep_test::E2eTest {
 // same search.log, checkpoint digests included) and the same records, stopped and
 // completed; killed with SIGKILL in its second generation and run again, it ends with
 // the same log and bits. Every fork's record names its parent and step as its config
-// does, and each lineage goes back to a member of generation 0; the best member
-// reproduces bit for bit from its parent's checkpoint.
+// does, and each lineage goes back to a member of generation 0 (the report's family
+// tree); the best member reproduces bit for bit from its parent's checkpoint.
 TEST_F(PbtE2E, APbtSearchDecidesTheSameAtAnyParallelAndAfterAKilledDriver) {
   const std::string grid = write("pbt.yaml", pbt_grid(20));
   const fs::path one = dir_ / "one", three = dir_ / "three", killed = dir_ / "killed";
@@ -115,6 +115,14 @@ TEST_F(PbtE2E, APbtSearchDecidesTheSameAtAnyParallelAndAfterAKilledDriver) {
   const auto rs = sweep_cli({"reproduce", (one / "runs" / best).string()}, "reproduce.log");
   EXPECT_TRUE(rs.ok()) << read_file(dir_ / "reproduce.log");
   EXPECT_CONTAINS(read_file(dir_ / "reproduce.log"), "reproduced bit-for-bit: 24 steps");
+
+  // The report draws the population's family tree from the records' lineage.
+  ASSERT_TRUE(sweep_cli({"report", one.string(), "--format", "md", "-o", (dir_ / "r.md").string()}, "r.log").ok());
+  const std::string md = read_file(dir_ / "r.md");
+  EXPECT_CONTAINS(md, "## Lineage");
+  if (a.at(best).lineage.kind == "forked")
+    EXPECT_CONTAINS(md, best + ": forked from " + a.at(best).lineage.parent_run_id + " at step " +
+                            std::to_string(a.at(best).lineage.parent_step));
 
   // SIGKILL of the driver while generation 2 trains, then `sweep run` again.
   sweep::SpawnRunner runner;
