@@ -13,7 +13,8 @@ and train.seed both), read from `sweep report --format json`; steps are counted 
 same report (each run's last step, less its lineage's parent step for a fork).
 
 Prints one line per seed and the summary; exits 1 when pbt's best is worse than random's
-in more than half of the seeds, or the two spent different steps.
+in more than half of the seeds, or it spent more steps than random (two members that
+exploit the same member with the same keys share one run, so pbt may spend fewer).
 
 Usage: pbt_bench.py BIN_DIR [--seeds 5] [--steps 160] [--interval 20] [--population 8]
 """
@@ -91,7 +92,7 @@ def main():
     ap.add_argument("--interval", type=int, default=20)
     ap.add_argument("--population", type=int, default=8)
     a = ap.parse_args()
-    wins, ratios, same_steps = 0, [], True
+    wins, ratios, within_budget = 0, [], True
     with tempfile.TemporaryDirectory() as tmp:
         for seed in range(a.seeds):
             res = {}
@@ -101,12 +102,12 @@ def main():
             (r_best, r_steps, _, r_wall), (p_best, p_steps, p_forks, p_wall) = res["random"], res["pbt"]
             wins += p_best < r_best
             ratios.append(p_best / r_best)
-            same_steps &= p_steps == r_steps
+            within_budget &= p_steps <= r_steps
             print(f"seed {seed}: random best {r_best:.5f} ({r_steps} steps, {r_wall:.1f} s), pbt best {p_best:.5f} "
                   f"({p_steps} steps, {p_forks} forks, {p_wall:.1f} s): ratio {p_best / r_best:.4f}")
-    ok = 2 * wins > a.seeds and same_steps
+    ok = 2 * wins > a.seeds and within_budget
     print(f"pbt_bench: pbt better in {wins} of {a.seeds} seeds, median ratio {statistics.median(ratios):.4f}"
-          f"{'' if same_steps else ', UNEQUAL STEPS'}")
+          f"{'' if within_budget else ', MORE STEPS THAN RANDOM'}")
     return 0 if ok else 1
 
 
