@@ -21,6 +21,7 @@
 #include "grid.h"
 #include "grid_overrides.h"  // parse_overrides, load_overridden_grid
 #include "halving_search.h"  // run_halving_search
+#include "pbt_search.h"      // run_pbt_search
 #include "plan.h"
 #include "record.h"         // read_partial_progress
 #include "report.h"         // load_sweep
@@ -169,9 +170,9 @@ int run_run(const RunOptions& o) {
   };
   // A tpe search runs batch after batch, each proposed from the records of the ones
   // before, under one hold of the directory's lock: no other driver runs between batches.
-  // A halving search likewise, rung after rung.
+  // A halving search likewise, rung after rung, and a pbt search generation after generation.
   std::unique_ptr<SweepLock> search_lock;
-  const bool staged = spec.search.kind == "tpe" || spec.search.kind == "halving";
+  const bool staged = spec.search.kind == "tpe" || spec.search.kind == "halving" || spec.search.kind == "pbt";
   if (staged) search_lock = std::make_unique<SweepLock>(opt.out_dir), opt.lock_held = true;
   // And between batches too a stop signal is caught, not fatal: it stops the next batch at
   // once, as it would have stopped this one (each batch's executor takes the handlers over
@@ -182,6 +183,7 @@ int run_run(const RunOptions& o) {
   const auto whole = [&](const std::vector<GridPoint>& points) { return run_points(points, {}); };
   const SweepSummary s = spec.search.kind == "tpe"       ? run_tpe_search(spec, opt.out_dir, whole)
                          : spec.search.kind == "halving" ? run_halving_search(spec, e.points, opt.out_dir, run_points)
+                         : spec.search.kind == "pbt"     ? run_pbt_search(spec, e.points, opt.out_dir, run_points)
                                                          : whole(e.points);
   // A search decides after its last batch or rung ran (its last trials' results, the
   // bracket's best, "done"): the report the last batch wrote predates that, so it is
@@ -291,11 +293,11 @@ int run_plan(const PlanOptions& o) {
     return print_slurm_script(spec, e, dir);
   }
   // The points stream through the table, which keeps a few dozen bytes of each; only a
-  // halving search, whose schedule the table states, keeps them all.
+  // halving or pbt search, whose schedule the table states, keeps them all.
   PlanTable table(spec, dir);
   DataFileCheck data_files(spec);
   std::vector<GridPoint> kept;
-  const bool keep = spec.search.kind == "halving";
+  const bool keep = spec.search.kind == "halving" || spec.search.kind == "pbt";
   Expansion e = expand_grid_each(spec, [&](GridPoint&& p) {
     data_files.add(p);
     table.add(p);

@@ -166,6 +166,20 @@ LineageResult resume_run(const LineageOptions& opt, ProcessRunner& runner) {
   return r;
 }
 
+RunConfig fork_config(const RunConfig& parent, const std::string& parent_id, int64_t step, const FlatConfig& changes) {
+  RunConfig cfg = apply_run_config(parent, changes);
+  // What it trains, in its config: a new learning rate is a step change of the parent's
+  // schedule at the fork's step (what a grid run of these keys trains bit for bit), and
+  // the parent and step are part of its id, so a fork is never a grid point.
+  if (cfg.train.lr != parent.train.lr) {
+    const bool before_parents_switch = parent.train.lr_switch_step >= step;
+    cfg.train.lr_before_switch = before_parents_switch ? parent.train.lr_before_switch : parent.train.lr;
+    cfg.train.lr_switch_step = step;
+  }
+  cfg.train.fork_parent = parent_id, cfg.train.fork_step = step;
+  return apply_run_config(cfg, {});  // checked as a whole, as a grid's run is
+}
+
 LineageResult fork_run(const LineageOptions& opt, ProcessRunner& runner) {
   if (opt.from_step < 1) throw ConfigError("--from-step: expected the step of one of the run's checkpoints (>= 1)");
   if (opt.set.empty())
@@ -187,16 +201,7 @@ LineageResult fork_run(const LineageOptions& opt, ProcessRunner& runner) {
                       "train.steps " + std::to_string(cfg.train.steps) +
                       "): nothing would be left to train; give train.steps=N with N > " +
                       std::to_string(opt.from_step) + " to train on");
-  // What it trains, in its config: a new learning rate is a step change of the parent's
-  // schedule at the fork's step (what a grid run of these keys trains bit for bit), and
-  // the parent and step are part of its id, so a fork is never a grid point.
-  if (cfg.train.lr != p.config.train.lr) {
-    const bool before_parents_switch = p.config.train.lr_switch_step >= opt.from_step;
-    cfg.train.lr_before_switch = before_parents_switch ? p.config.train.lr_before_switch : p.config.train.lr;
-    cfg.train.lr_switch_step = opt.from_step;
-  }
-  cfg.train.fork_parent = p.id, cfg.train.fork_step = opt.from_step;
-  cfg = apply_run_config(cfg, {});  // checked as a whole, as a grid's run is
+  cfg = fork_config(p.config, p.id, opt.from_step, changes);
   const std::string id = run_id(cfg);
   SweepLock lock(p.sweep_dir);
   const std::string dir = run_dir(p.sweep_dir, id);

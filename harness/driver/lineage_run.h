@@ -7,8 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "launch.h"   // LocalLaunch
-#include "process.h"  // ProcessRunner
+#include "launch.h"      // LocalLaunch
+#include "process.h"     // ProcessRunner
+#include "run_config.h"  // RunConfig, FlatConfig
 
 namespace sweep {
 
@@ -36,6 +37,13 @@ struct LineageResult {
 /// checkpoint, was trained by a grid's program or in a container, or a layout that
 /// breaks the global batch.
 LineageResult resume_run(const LineageOptions& opt, ProcessRunner& runner);
+
+/// The config of a fork of run `parent_id` (config `parent`) after step `step` with
+/// `changes`, checked as a whole: a new train.lr is a step change of the parent's schedule
+/// at `step` (train.lr_switch_step, train.lr_before_switch: what a grid run of these keys
+/// trains bit for bit), and train.fork_parent and train.fork_step make its id its own, so a
+/// fork is never a grid point. `sweep fork` and a pbt search's exploits both make theirs here.
+RunConfig fork_config(const RunConfig& parent, const std::string& parent_id, int64_t step, const FlatConfig& changes);
 
 /// Starts a new run of the sweep from the parent's checkpoint after `opt.from_step`, with
 /// the parent's config changed by `opt.set`. Throws ConfigError for a missing checkpoint,

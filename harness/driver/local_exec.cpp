@@ -244,8 +244,12 @@ class LocalExecutor {
           local_.rendezvous.port = free_port();
           local_.rendezvous.addr = first_host(launch_);
         }
+        // A fork (a pbt search's exploit) starts from its parent's checkpoint until it
+        // has one of its own, as `sweep fork` starts it.
+        const std::string fork = fork_source(opt_.out_dir, *t);
         cmd = local_run_command(launch_, local_, int(t->point->config.dist.world_size), opt_.out_dir, t->dir,
-                                spec_.name, t->resume());
+                                spec_.name, fork.empty() && t->resume());
+        if (!fork.empty()) cmd.argv.insert(cmd.argv.end(), {"--fork-from", fork});
         log = cmd.log;
         session_.attempt_started(*t, cmd.log);
       } catch (const std::exception& e) {

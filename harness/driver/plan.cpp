@@ -10,8 +10,10 @@
 
 #include "accepted_changes.h"  // acceptance_lines
 #include "halving_plan.h"      // halving_trials
+#include "pbt_plan.h"          // pbt_decision_steps
 #include "run_files.h"         // regular_file_problem
 #include "sweep_dir.h"         // scan_runs
+#include "text.h"              // significant
 
 namespace sweep {
 namespace {
@@ -91,16 +93,28 @@ std::string search_lines(const SweepSpec& spec, const Expansion& e) {
     }
     out += " (trials x steps; decisions in search.log as they are made)\n";
   }
+  if (search.kind == "pbt") {
+    const int64_t budget = e.points.empty() ? 0 : e.points.front().config.train.steps;
+    std::string at;
+    for (int64_t st : pbt_decision_steps(search, budget)) at += (at.empty() ? "" : ", ") + std::to_string(st);
+    out += "search pbt: " + std::to_string(search.population) + " members (draws from " + keys + "), search seed " +
+           std::to_string(search.seed) + ", ranked by " + judged + " at steps " + at + ": the bottom " +
+           significant(search.quantile, 6) + " fork from the top with perturbed or resampled keys (the members " +
+           "below; forks in search.log as they are made)\n";
+  }
   return out;
 }
 
 }  // namespace
 
 PlanTable::PlanTable(const SweepSpec& spec, const std::string& dir)
-    : spec_(spec), dir_(dir), runs_(scan_runs(dir)), halving_(spec.search.kind == "halving") {
+    : spec_(spec),
+      dir_(dir),
+      runs_(scan_runs(dir)),
+      stops_runs_(spec.search.kind == "halving" || spec.search.kind == "pbt") {
   // A stopped run is done only when a finished halving search stopped it: a plain grid
   // resumes it, and a search that has not said "done" may still promote it.
-  if (halving_) {
+  if (stops_runs_) {
     std::ifstream in(dir + "/search.log");
     const std::string log{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
     search_done_ = log.size() >= 5 && log.compare(log.size() - 5, 5, "done\n") == 0;
@@ -119,7 +133,7 @@ void PlanTable::add(const GridPoint& p) {
   // grid resumes a stopped run to train.steps; a halving search keeps it when it has
   // finished and decides at its next rung while it goes on.
   PointAsk ask;
-  if (halving_) ask.search_finished = search_done_;
+  if (stops_runs_) ask.search_finished = search_done_;
   switch (next_action(s, ask)) {
     case NextAction::keep:
       ++c.done;

@@ -74,7 +74,8 @@ class PlanTable {
   const SweepSpec& spec_;
   std::string dir_;
   std::unordered_map<std::string, RunState> runs_;
-  bool halving_ = false, search_done_ = false;
+  bool stops_runs_ = false,
+       search_done_ = false;                 // a halving or pbt search, which stops runs on its way; its log says done
   std::map<std::string, std::string> base_;  ///< the base config's canonical values
   PlanCounts counts_;
   std::vector<std::string> keys_;  ///< swept keys, first-seen order

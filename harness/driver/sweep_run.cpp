@@ -446,11 +446,22 @@ void SweepSession::prepare(RunTask& t) {
   fs::create_directories(t.dir + "/logs", ec);
   if (ec) throw std::runtime_error(t.dir + "/logs: cannot create: " + ec.message());
   write_file_atomically(t.dir + "/config.yaml", to_yaml(t.point->config));
+  // A fork a search made says so where `sweep fork`'s does (`sweep status`).
+  if (const TrainConfig& train = t.point->config.train; !train.fork_parent.empty())
+    write_file_atomically(t.dir + "/lineage", "forked from run " + train.fork_parent + " at step " +
+                                                  std::to_string(train.fork_step) + ": " + describe_point(*t.point) +
+                                                  "\n");
   // The trainer reads its rung's stop from the run directory (every launcher carries it).
   if (t.stop_at > 0)
     write_file_atomically(t.dir + "/stop_at", std::to_string(t.stop_at) + "\n");
   else if (fs::remove(t.dir + "/stop_at", ec); ec)
     throw std::runtime_error(t.dir + "/stop_at: cannot remove: " + ec.message());
+}
+
+std::string fork_source(const std::string& sweep_dir, const RunTask& t) {
+  const TrainConfig& train = t.point->config.train;
+  if (train.fork_parent.empty() || !complete_checkpoints(t.dir).empty()) return "";
+  return checkpoint_dir(run_dir(sweep_dir, train.fork_parent), train.fork_step);
 }
 
 void SweepSession::attempt_started(RunTask& t, const std::string& log) {

@@ -74,6 +74,12 @@ struct RunTask {
   bool resume() const { return state.attempts > 0; }
 };
 
+/// The checkpoint a run that is a fork (train.fork_parent, as a pbt search makes them)
+/// starts from: its parent's (runs/<parent>/checkpoints/step_<train.fork_step>) while it
+/// has no complete checkpoint of its own; "" for any other run, or once it has one (it
+/// resumes from its own then). The executor passes it as sweep-train's --fork-from.
+std::string fork_source(const std::string& sweep_dir, const RunTask& t);
+
 /// Class of an ended attempt from its exit status and what it left in `run_dir`
 /// (a completed or diverged record decides over the exit status); `detail` says why.
 /// `program` (a grid's program, ProgramSpec::json) is what the record's environment

@@ -16,6 +16,7 @@
 
 #include "grid.h"
 #include "halving_plan.h"  // check_halving
+#include "pbt_plan.h"      // check_pbt
 
 namespace sweep {
 namespace {
@@ -530,11 +531,13 @@ Expansion expand_into(const SweepSpec& spec, const std::function<void(GridPoint&
   const bool trim = !spec.program.empty() && spec.program.honours_declared;
   const SweepSpec trimmed = trim ? honoured_only(spec, &warnings) : SweepSpec{};
   const SweepSpec& s = trim ? trimmed : spec;
-  const bool halving = spec.search.kind == "halving";
-  Expansion e = Expander(s, halving ? nullptr : sink).run();
+  // Searches that check their points as a whole see them all before any is handed on.
+  const bool whole = spec.search.kind == "halving" || spec.search.kind == "pbt";
+  Expansion e = Expander(s, whole ? nullptr : sink).run();
   e.warnings.insert(e.warnings.begin(), warnings.begin(), warnings.end());
-  if (halving) {
-    check_halving(s, e.points);
+  if (whole) {
+    if (spec.search.kind == "halving") check_halving(s, e.points);
+    if (spec.search.kind == "pbt") check_pbt(s, e.points);
     if (sink) {
       for (GridPoint& p : e.points) (*sink)(std::move(p));
       e.points.clear();

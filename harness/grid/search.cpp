@@ -179,18 +179,65 @@ void parse_objectives(const YamlMap& m, const std::string& source, bool decides,
   }
 }
 
+/// The keys of a pbt search (kind pbt), but its space.
+void parse_pbt(const YamlMap& m, const std::string& source, SearchSpec& s) {
+  for (const char* k : {"samples", "parallel", "startup"})
+    if (m.has(k))
+      throw ConfigError(m.at(k) + "a pbt search trains its population (search.population) together, " +
+                        "launch.parallel at a time; it has no " + k);
+  for (const char* k : {"metric", "mode"})
+    if (m.has(k) && m.node(k).IsSequence() && m.node(k).size() != 1)
+      throw ConfigError(m.at(k) + "a pbt search ranks its members by one metric; several objectives (a Pareto " +
+                        "front) are for search.kind random or tpe");
+  if (m.has("constraints"))
+    throw ConfigError(m.at("constraints") + "a pbt search ranks by one metric and has no constraints; they are " +
+                      "for search.kind random or tpe");
+  for (const char* k : {"population", "interval", "space"})
+    if (!m.has(k))
+      throw ConfigError(s.where + ": key 'search." + k + "': required (" +
+                        (std::string(k) == "population" ? "how many members train together"
+                         : std::string(k) == "interval" ? "the steps between two decisions"
+                                                        : "the keys the members are drawn from and perturb") +
+                        ")");
+  s.population = m.integer("population", 0, 2, 10000);
+  s.interval = m.integer("interval", 0, 1, 1LL << 40);
+  s.interval_where = yaml_where(source, m.node("interval"));
+  s.generations = m.integer("generations", 0, 1, 1LL << 40);
+  s.generations_where = m.has("generations") ? yaml_where(source, m.node("generations")) : s.where;
+  s.quantile = m.number("quantile", 0.25, -1e300, 1e300);
+  if (!(s.quantile > 0 && s.quantile <= 0.5))
+    throw ConfigError(m.at("quantile") + "expected a fraction in (0, 0.5], got " + m.node("quantile").Scalar() +
+                      " (the bottom quantile forks from the top one, so at most half can)");
+  s.resample = m.number("resample", 0.25, 0, 1);
+  if (const YAML::Node p = m.node("perturb")) {
+    if (!p.IsSequence() || p.size() != 2)
+      throw ConfigError(m.at("perturb") + "expected two factors [down, up], e.g. [0.8, 1.2]");
+    s.perturb_down = bound(p[0], source, "search.perturb", false);
+    s.perturb_up = bound(p[1], source, "search.perturb", false);
+    if (!(s.perturb_down > 0 && s.perturb_down < 1 && s.perturb_up > 1))
+      throw ConfigError(m.at("perturb") + "expected 0 < down < 1 < up, got [" + p[0].Scalar() + ", " + p[1].Scalar() +
+                        "]");
+  }
+  parse_objectives(m, source, /*decides=*/true, "train_loss_end", s);
+  s.seed = uint64_t(m.integer("seed", 0, 0, (1LL << 62)));
+}
+
 }  // namespace
 
 SearchSpec parse_search(const YAML::Node& node, const std::string& source) {
   YamlMap m(node, source, "search",
             {"kind", "samples", "seed", "space", "parallel", "startup", "metric", "mode", "constraints", "min_steps",
-             "eta", "brackets"});
+             "eta", "brackets", "population", "interval", "quantile", "perturb", "resample", "generations"});
   SearchSpec s;
   s.where = yaml_where(source, node);
-  s.kind = m.choice("kind", "grid", {"grid", "random", "tpe", "halving"});
+  s.kind = m.choice("kind", "grid", {"grid", "random", "tpe", "halving", "pbt"});
   if (s.kind != "halving")
     for (const char* k : {"min_steps", "eta", "brackets"})
       if (m.has(k)) throw ConfigError(m.at(k) + "only a halving search has one (search.kind: halving)");
+  if (s.kind != "pbt")
+    for (const char* k : {"population", "interval", "quantile", "perturb", "resample", "generations"})
+      if (m.has(k)) throw ConfigError(m.at(k) + "only a population-based search has one (search.kind: pbt)");
+  if (s.kind == "pbt") parse_pbt(m, source, s);
   if (s.kind == "grid") {
     for (const char* k : {"samples", "seed", "space", "parallel", "startup", "metric", "mode", "constraints"})
       if (m.has(k))
@@ -237,8 +284,12 @@ SearchSpec parse_search(const YAML::Node& node, const std::string& source) {
       return s;
     }
   }
-  if (!m.has("samples")) throw ConfigError(s.where + ": key 'search.samples': required (how many points to draw)");
-  s.samples = m.integer("samples", 0, 1, kMaxSearchSamples);
+  if (s.kind == "pbt") {
+    s.samples = s.population;  // the members are the space's first draws
+  } else {
+    if (!m.has("samples")) throw ConfigError(s.where + ": key 'search.samples': required (how many points to draw)");
+    s.samples = m.integer("samples", 0, 1, kMaxSearchSamples);
+  }
   s.seed = uint64_t(m.integer("seed", 0, 0, (1LL << 62)));
   if (s.kind == "tpe") {
     s.parallel = m.integer("parallel", 1, 1, s.samples);

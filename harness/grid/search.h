@@ -36,6 +36,17 @@
 // With a space (and samples) the trials are random draws; without one they are the grid's
 // points (one trial per point, its seeds together).
 //
+// kind pbt (pbt_search.h): population-based training (Jaderberg et al. 2017). `population`
+// members are drawn from the space; every `interval` steps the bottom `quantile` of them
+// fork from a top member's checkpoint with perturbed or resampled keys:
+//     kind: pbt
+//     population: 8
+//     interval: 10          # steps between decisions; divides train.steps
+//     quantile: 0.25        # the bottom (and top) fraction, in (0, 0.5]
+//     perturb: [0.8, 1.2]   # factors of a continuous key (a choice key moves to a neighbour)
+//     resample: 0.25        # probability of a fresh draw instead of a perturbation
+//     generations: 3        # decisions, at interval, 2 x interval, ...; default every interval before the end
+//
 // Kinds random and tpe take several objectives and constraints (pareto.h): the report
 // draws their Pareto front, and tpe proposes by it (motpe.h):
 //     metric: [train_loss_end, memory_per_rank_mib]
@@ -84,7 +95,7 @@ inline const std::vector<std::string>& timing_metrics() {
 
 /// A parsed `search:` section.
 struct SearchSpec {
-  std::string kind = "grid";  ///< grid | random | tpe | halving
+  std::string kind = "grid";  ///< grid | random | tpe | halving | pbt
   std::string where;          ///< file:line:col of the section
   int64_t samples = 0;        ///< random: points drawn; tpe: trials in all
   uint64_t seed = 0;          ///< the search's seed
@@ -109,6 +120,13 @@ struct SearchSpec {
   /// Hyperband brackets (1 = plain successive halving from min_steps).
   int64_t min_steps = 0, eta = 3, brackets = 1;
   std::string min_steps_where, brackets_where;  ///< file:line:col of those keys (or of the section)
+  /// pbt (pbt_search.h): members (the space's first `population` draws), the steps between
+  /// two decisions, and how many decisions (0: one at every interval before train.steps).
+  int64_t population = 0, interval = 0, generations = 0;
+  double quantile = 0.25;                         ///< the bottom fraction that exploits the top one
+  double perturb_down = 0.8, perturb_up = 1.2;    ///< factors of a continuous key, either with p 1/2
+  double resample = 0.25;                         ///< probability that a key is drawn afresh instead
+  std::string interval_where, generations_where;  ///< file:line:col of those keys (or of the section)
 };
 
 /// One rung of a halving bracket: its trials train to `steps` (of train.steps).

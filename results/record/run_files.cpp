@@ -20,6 +20,8 @@
 #include <system_error>
 #include <vector>
 
+#include "checksum.h"  // run_id_of_config: XXH3 of a text
+
 namespace sweep {
 namespace {
 
@@ -411,6 +413,17 @@ std::vector<std::pair<int64_t, std::string>> complete_checkpoints(const std::str
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+std::string checkpoint_digest(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(dir + "/DONE", ec)) return "";
+  std::ifstream in(dir + "/" + kCheckpointDigestFile, std::ios::binary);
+  if (!in) return "";
+  std::ostringstream text;
+  text << in.rdbuf();
+  return run_id_of_config(text.str());
 }
 
 }  // namespace sweep

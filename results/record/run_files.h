@@ -50,6 +50,16 @@ std::string rank_log_path(const std::string& run_dir, int rank);
 /// <run_dir>/checkpoints/step_<step, 10 digits>. It is complete once a DONE file is in it.
 std::string checkpoint_dir(const std::string& run_dir, int64_t step);
 
+/// The file in a checkpoint's directory that names what a fork continues from: the XXH3
+/// checksums of its parameters, Adam's moments and RNG state, and its step (written before
+/// DONE). Unlike state.bin (which holds each step's wall time) it is the same in every
+/// directory that trained the same bits.
+inline constexpr const char* kCheckpointDigestFile = "digest";
+
+/// The digest of the complete checkpoint `dir` (checkpoint_dir): 16 hex digits of XXH3 of
+/// its kCheckpointDigestFile; "" when it is incomplete or has none (an older trainer's).
+std::string checkpoint_digest(const std::string& dir);
+
 /// The complete checkpoints of the run in `run_dir` (step_N directories holding DONE), as
 /// (step, directory), oldest first; empty when there are none.
 std::vector<std::pair<int64_t, std::string>> complete_checkpoints(const std::string& run_dir);

@@ -16,6 +16,7 @@
 #include "fake_trainer.h"  // flag_value
 #include "grid.h"
 #include "halving_search.h"  // halving_trials, truncate_record, run_halving_search
+#include "pbt_plan.h"        // pbt_decision_steps
 #include "process.h"         // ProcessRunner
 #include "program.h"         // json_string_array
 #include "record.h"          // RecordWriter
@@ -251,6 +252,68 @@ TEST(HalvingSearch, BadInputNamesItsLineAndKey) {
                   "halving's budget is train.steps, so it must be one value");
   EXPECT_CONTAINS(error_of("name: hs\nsearch:\n  kind: random\n  min_steps: 10\n"),
                   "x.yaml:4:14: key 'search.min_steps': only a halving search has one");
+}
+
+/// A pbt search of 4 members over train.lr (and `space`), 60 steps; `search` goes into
+/// search: after its space, `train` replaces the checkpoint keys.
+std::string pbt_grid(const std::string& search, const std::string& space = "",
+                     const std::string& train = ", checkpoint_every: 20, keep_checkpoints: 3") {
+  return "name: pbt\n"  // 1
+         "base:\n"      // 2
+         "  train: {steps: 60" +
+         train +
+         "}\n"                                               // 3
+         "search:\n"                                         // 4
+         "  kind: pbt\n"                                     // 5
+         "  population: 4\n"                                 // 6
+         "  space:\n"                                        // 7
+         "    train.lr: {loguniform: [1.0e-4, 1.0e-2]}\n" +  // 8
+         space +
+         search;
+}
+
+TEST(PbtSearch, TheMembersAreTheFirstDrawsAndTheDecisionsEveryIntervalBeforeTheEnd) {
+  const SweepSpec spec = parse_grid(pbt_grid("  interval: 20\n  seed: 4\n"), "x.yaml");
+  EXPECT_EQ(spec.search.population, 4);
+  EXPECT_EQ(spec.search.quantile, 0.25);
+  EXPECT_EQ(spec.search.perturb_down, 0.8);
+  EXPECT_EQ(spec.search.perturb_up, 1.2);
+  EXPECT_EQ(spec.search.resample, 0.25);
+  EXPECT_EQ(spec.search.metric, "train_loss_end");
+  EXPECT_EQ(pbt_decision_steps(spec.search, 60), (std::vector<int64_t>{20, 40}));
+  SearchSpec one = spec.search;
+  one.generations = 1;
+  EXPECT_EQ(pbt_decision_steps(one, 60), (std::vector<int64_t>{20}));
+  const auto points = expand(spec);
+  ASSERT_EQ(points.size(), 4u);
+  for (int64_t i = 0; i < 4; ++i)
+    EXPECT_EQ(points[size_t(i)].values.front().second, draw(spec.search.space[0], 4, i).text);
+}
+
+TEST(PbtSearch, BadInputNamesItsLineAndKey) {
+  const std::string at20 = "  interval: 20\n";
+  EXPECT_CONTAINS(error_of(pbt_grid("")), "x.yaml:5:3: key 'search.interval': required");
+  EXPECT_CONTAINS(error_of(pbt_grid("  interval: 25\n")), "x.yaml:9:13: key 'search.interval': 25 does not divide");
+  EXPECT_CONTAINS(error_of(pbt_grid("  interval: 60\n")), "key 'search.interval': 60 does not divide");
+  EXPECT_CONTAINS(error_of(pbt_grid(at20 + "  generations: 3\n")),
+                  "x.yaml:10:16: key 'search.generations': 3 decisions, but train.steps 60 / interval 20 leaves room "
+                  "for 2");
+  EXPECT_CONTAINS(error_of(pbt_grid(at20 + "  quantile: 0\n")), "key 'search.quantile': expected a fraction");
+  EXPECT_CONTAINS(error_of(pbt_grid(at20 + "  perturb: [1.2, 0.8]\n")),
+                  "key 'search.perturb': expected 0 < down < 1 < up");
+  EXPECT_CONTAINS(error_of(pbt_grid(at20 + "  resample: 2\n")), "key 'search.resample': expected a number");
+  EXPECT_CONTAINS(error_of(pbt_grid(at20 + "  samples: 4\n")), "it has no samples");
+  EXPECT_CONTAINS(error_of(pbt_grid(at20 + "  metric: [final_loss, objective]\n")), "by one metric");
+  EXPECT_CONTAINS(error_of(pbt_grid(at20, "    model.d_model: {choice: [32, 64]}\n")),
+                  "x.yaml:9:5: key 'search.space.model.d_model': a pbt search cannot perturb it");
+  EXPECT_CONTAINS(error_of(pbt_grid(at20, "    train.accum: {int: [1, 4]}\n")), "it changes the layout");
+  EXPECT_CONTAINS(error_of(pbt_grid(at20, "    train.steps: {int: [40, 80]}\n")), "it is the budget");
+  EXPECT_CONTAINS(error_of(pbt_grid(at20 + "seeds: 2\n")), "give one seed (a member is one run)");
+  EXPECT_CONTAINS(error_of(pbt_grid(at20, "", ", checkpoint_every: 20, keep_checkpoints: 2")), "expected >= 3");
+  EXPECT_CONTAINS(error_of(pbt_grid(at20, "", ", checkpoint_every: 20, keep_checkpoints: 3, min_lr_ratio: 0.1")),
+                  "key 'search.space.train.lr': a pbt member's learning rate may move down to 0.0001");
+  EXPECT_CONTAINS(error_of("name: x\nsearch:\n  kind: random\n  interval: 10\n"),
+                  "x.yaml:4:13: key 'search.interval': only a population-based search has one");
 }
 
 /// Stands in for a program that honours a search's stop (program.stop): trains to the

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "checksum.h"   // flat_checksum, run_id_of_config (XXH3 of a text)
 #include "run_files.h"  // create_exclusive, write_all, checkpoint_dir, complete_checkpoints
 
 namespace fs = std::filesystem;
@@ -163,6 +164,20 @@ void save_checkpoint(const std::string& run_dir, const TrainState& s, int keep, 
     w.str(k.rng);
   }
   w.close();
+  // What a fork continues from, hashed: the same in every directory that trained the same
+  // bits (state.bin also holds each step's wall time), so a pbt search names the checkpoint
+  // a member forks from by it (kCheckpointDigestFile).
+  {
+    char line[160];
+    std::snprintf(line, sizeof line, "params %016llx adam_m %016llx adam_v %016llx rng %s step %lld\n",
+                  (unsigned long long)flat_checksum(s.params.data(), s.params.size()),
+                  (unsigned long long)flat_checksum(s.m.data(), s.m.size()),
+                  (unsigned long long)flat_checksum(s.v.data(), s.v.size()), run_id_of_config(s.rng).c_str(),
+                  (long long)s.step);
+    Writer digest((dir / kCheckpointDigestFile).string());
+    digest.raw(line, std::strlen(line));
+    digest.close();
+  }
   // The marker goes last: a crash before this line leaves an incomplete checkpoint
   // that every reader skips.
   {

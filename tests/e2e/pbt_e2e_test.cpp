@@ -1,0 +1,169 @@
+// A pbt search end to end with the real `sweep` and `sweep-train` on the tiny model: the
+// same decisions and bits at any launch.parallel and after a SIGKILL of the driver, every
+// fork's record naming its parent and step, and the best member reproduced bit for bit.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+
+#include "e2e_util.h"  // E2eTest, completed_records, sweep_bit_difference, tiny_model, wait_for
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using sweep_test::read_file;
+
+/// A population of 6 over the learning rate (log-uniform) and clip norm (a choice) of the
+/// tiny model with a cosine schedule: 24 steps, decisions at steps 6, 12 and 18 by the
+/// held-out loss. Steps sleep `slow_ms` (no effect on the bits) so a driver can be killed
+/// half-way; the two directories compared must use the same.
+std::string pbt_grid(int slow_ms) {
+  return "name: pbt\n"
+         "base:\n" +
+         sweep_test::tiny_model("  ") +
+         "  train: {steps: 24, micro_batch: 2, schedule: cosine, warmup: 2, log_every: 50, eval_every: 6, "
+         "eval_batches: 1, threads: 1, checkpoint_every: 6, keep_checkpoints: 4}\n"
+         "  data: {eval_fraction: 0.1}\n"
+         "  fault: {slow_ms: " +
+         std::to_string(slow_ms) +
+         "}\n"
+         "search:\n"
+         "  kind: pbt\n"
+         "  population: 6\n"
+         "  interval: 6\n"
+         "  quantile: 0.25\n"
+         "  perturb: [0.8, 1.2]\n"
+         "  resample: 0.25\n"
+         "  seed: 5\n"
+         "  metric: final_eval_loss\n"
+         "  space:\n"
+         "    train.lr: {loguniform: [1.0e-3, 3.0e-2]}\n"
+         "    train.clip_norm: {choice: [0.5, 1.0, 2.0]}\n"
+         "launch: {parallel: 3, slots: 3, grace_s: 5}\n";
+}
+
+/// The run of the line of search.log that starts with `prefix` ("... run ID ...").
+std::string run_on_line(const std::string& log, const std::string& prefix) {
+  const size_t at = log.find(prefix);
+  if (at == std::string::npos) return "";
+  const size_t run = log.find(" run ", at) + 5;
+  return log.substr(run, log.find(' ', run) - run);
+}
+
+class PbtE2E : public sweep_test::E2eTest {
+ protected:
+  PbtE2E() : E2eTest("pbt_e2e") {}
+};
+
+// Run with one run at a time and with three, the search makes the same decisions (the
+// same search.log, checkpoint digests included) and the same records, stopped and
+// completed; killed with SIGKILL in its second generation and run again, it ends with
+// the same log and bits. Every fork's record names its parent and step as its config
+// does, and each lineage goes back to a member of generation 0 (the report's family
+// tree); the best member reproduces bit for bit from its parent's checkpoint.
+TEST_F(PbtE2E, APbtSearchDecidesTheSameAtAnyParallelAndAfterAKilledDriver) {
+  const std::string grid = write("pbt.yaml", pbt_grid(20));
+  const fs::path one = dir_ / "one", three = dir_ / "three", killed = dir_ / "killed";
+  ASSERT_TRUE(sweep_cli({"run", grid, "--out", one.string(), "--quiet", "--parallel", "1"}, "one.log").ok())
+      << read_file(dir_ / "one.log");
+  ASSERT_TRUE(sweep_cli({"run", grid, "--out", three.string(), "--quiet", "--parallel", "3"}, "three.log").ok())
+      << read_file(dir_ / "three.log");
+  const std::string log = read_file(one / "search.log");
+  EXPECT_EQ(read_file(three / "search.log"), log);
+  EXPECT_CONTAINS(log, "search pbt seed=5 population=6 interval=6 decisions_at=6,12,18 quantile=0.25");
+  EXPECT_CONTAINS(log, "generation 3: decided\n");
+  EXPECT_CONTAINS(log, " exploits member ");
+  EXPECT_CONTAINS(log, "\ndone\n");
+  const auto a = sweep_test::completed_records(one), b = sweep_test::completed_records(three);
+  EXPECT_EQ(a.size(), b.size());
+  EXPECT_EQ(sweep_test::sweep_bit_difference(a, b), "");
+  EXPECT_EQ(sweep_test::sweep_bit_difference(b, a), "");
+
+  // Lineage: a fork's record names the parent and step its config does, and the chain of
+  // parents ends at a member of generation 0.
+  std::set<std::string> first;
+  for (const auto& [id, r] : a)
+    if (log.find("-> " + id + "\n") < log.find("generation ")) first.insert(id);
+  EXPECT_EQ(first.size(), 6u);
+  size_t forks = 0;
+  for (const auto& [id, r] : a) {
+    const auto parent = r.config.find("train.fork_parent");
+    if (parent == r.config.end() || parent->second.empty()) {
+      EXPECT_TRUE(first.count(id)) << id << " is neither a member of generation 0 nor a fork";
+      continue;
+    }
+    ++forks;
+    EXPECT_EQ(r.lineage.kind, "forked") << id;
+    EXPECT_EQ(r.lineage.parent_run_id, parent->second) << id;
+    EXPECT_EQ(std::to_string(r.lineage.parent_step), r.config.at("train.fork_step")) << id;
+    EXPECT_EQ(r.steps.front().step, 1) << id << ": the parent's rows come first";
+    std::string up = id;
+    for (int hops = 0; hops < 10 && !first.count(up); ++hops) up = a.at(up).lineage.parent_run_id;
+    EXPECT_TRUE(first.count(up)) << id << ": its lineage does not reach generation 0";
+  }
+  EXPECT_GE(forks, 3u);  // the bottom 2 of 6 fork at each of 3 decisions (some may share a run)
+
+  // The best member reproduces bit for bit.
+  const std::string best = run_on_line(log, "final step 24: rank 1 ");
+  ASSERT_EQ(a.count(best), 1u) << log;
+  EXPECT_EQ(a.at(best).status, "completed");
+  const auto rs = sweep_cli({"reproduce", (one / "runs" / best).string()}, "reproduce.log");
+  EXPECT_TRUE(rs.ok()) << read_file(dir_ / "reproduce.log");
+  EXPECT_CONTAINS(read_file(dir_ / "reproduce.log"), "reproduced bit-for-bit: 24 steps");
+
+  // The report draws the population's family tree from the records' lineage.
+  ASSERT_TRUE(sweep_cli({"report", one.string(), "--format", "md", "-o", (dir_ / "r.md").string()}, "r.log").ok());
+  const std::string md = read_file(dir_ / "r.md");
+  EXPECT_CONTAINS(md, "## Lineage");
+  if (a.at(best).lineage.kind == "forked")
+    EXPECT_CONTAINS(md, best + ": forked from " + a.at(best).lineage.parent_run_id + " at step " +
+                            std::to_string(a.at(best).lineage.parent_step));
+
+  // SIGKILL of the driver while generation 2 trains, then `sweep run` again.
+  sweep::SpawnRunner runner;
+  const int driver =
+      runner.start(sweep_argv({"run", grid, "--out", killed.string(), "--quiet"}), (dir_ / "killed.log").string());
+  const auto t0 = std::chrono::steady_clock::now();
+  bool reached = false, ended = false;
+  while (!reached && !ended && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(240)) {
+    reached = read_file(killed / "search.log").find("generation 2: training") != std::string::npos;
+    ended = !runner.wait_some(0.02).empty();
+  }
+  ASSERT_TRUE(reached) << "the driver ended before its second generation: " << read_file(dir_ / "killed.log");
+  ::kill(driver, SIGKILL);
+  EXPECT_EQ(sweep_test::wait_for(runner, driver).signal, SIGKILL);
+  EXPECT_CONTAINS(read_file(killed / "search.log"), "generation 1: decided\n");
+  ASSERT_TRUE(sweep_cli({"run", grid, "--out", killed.string(), "--quiet"}, "again.log").ok())
+      << read_file(dir_ / "again.log");
+  EXPECT_EQ(read_file(killed / "search.log"), log);
+  const auto c = sweep_test::completed_records(killed);
+  EXPECT_EQ(c.size(), a.size());
+  EXPECT_EQ(sweep_test::sweep_bit_difference(a, c), "");
+}
+
+// A log that an earlier driver wrote is replayed, not trusted blindly: a decision in it
+// that the records no longer give (here a digest edited) stops the search, which says so
+// and changes nothing.
+TEST_F(PbtE2E, APbtSearchWhoseLogDisagreesWithItsRecordsStops) {
+  const std::string grid = write("pbt.yaml", pbt_grid(0));
+  const fs::path out = dir_ / "out";
+  ASSERT_TRUE(sweep_cli({"run", grid, "--out", out.string(), "--quiet"}, "run.log").ok())
+      << read_file(dir_ / "run.log");
+  std::string log = read_file(out / "search.log");
+  const size_t at = log.find(", checkpoint ");
+  ASSERT_NE(at, std::string::npos) << log;
+  log[at + 13] = log[at + 13] == '0' ? '1' : '0';
+  sweep_test::write_file(out / "search.log", log);
+  const auto rs = sweep_cli({"run", grid, "--out", out.string(), "--quiet"}, "again.log");
+  EXPECT_FALSE(rs.ok());
+  EXPECT_CONTAINS(read_file(dir_ / "again.log"), "decided generation");
+  EXPECT_CONTAINS(read_file(dir_ / "again.log"), "otherwise than its records do now");
+  EXPECT_EQ(read_file(out / "search.log"), log);
+}
+
+}  // namespace
