@@ -178,7 +178,7 @@ struct DistConfig {
   double straggler_ratio = 1.2;
   /// `sweep diagnose` and tests only: neither changes a bit of a healthy run, so neither is
   /// part of its math (docs/design.md, "sweep diagnose").
-  int64_t diagnose_step = 0;    ///< write <out>/evidence_step<S>.txt for each step up to this (shares, digests); 0 = off
+  int64_t diagnose_step = 0;  ///< write <out>/evidence_step<S>.txt for each step up to this (shares, digests); 0 = off
   int64_t diagnose_rotate = 0;  ///< rank r computes the shares of rank (r + this) mod world_size; 0 = its own
 };
 

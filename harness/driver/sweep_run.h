@@ -55,7 +55,7 @@ struct SweepSummary {
   /// that runs several stages counts each run once (a halving trial trains a rung a stage).
   std::vector<std::string> completed_runs, skipped_runs;
   std::vector<std::string> diverged_dirs;  ///< the directories of the runs that ended diverged now
-  int stop_signal = 0;  ///< the signal that stopped the sweep, or 0
+  int stop_signal = 0;                     ///< the signal that stopped the sweep, or 0
   /// Why the sweep stopped short of trying every run without a signal (sbatch refused an
   /// array: Slurm's message), or "".
   std::string stop_reason;

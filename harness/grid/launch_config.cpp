@@ -199,7 +199,8 @@ LaunchSpec parse_launch(const YAML::Node& node, const std::string& source) {
   if (m.has("container")) l.container = parse_container(m.node("container"), source);
   l.diagnose = m.boolean("diagnose", false);
   if (l.diagnose && l.launcher == "slurm")  // the replays would run where the driver runs
-    throw ConfigError(m.at("diagnose") + "only with launcher local or mpirun (launcher is slurm): run `sweep diagnose "
+    throw ConfigError(m.at("diagnose") +
+                      "only with launcher local or mpirun (launcher is slurm): run `sweep diagnose "
                       "RUN --step S` on a node instead");
   return l;
 }

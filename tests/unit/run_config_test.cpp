@@ -33,34 +33,14 @@ TEST(RunConfig, DefaultsRoundTripThroughYaml) {
   // that does not repeat (fault.hang_once), the sample-keyed NaN, corrupt-rank and
   // transient faults, the spike threshold, rewind ring and skipped window, and diagnose's
   // evidence step and share rotation.
-  const std::set<std::string> added = {"train.leaf",
-                                       "train.deterministic",
-                                       "fault.nan_rank",
-                                       "fault.nan_micro_batch",
-                                       "fault.spike_step",
-                                       "dist.straggler_ratio",
-                                       "train.telemetry_every",
-                                       "train.spike_policy",
-                                       "train.spike_limit",
-                                       "train.lr_switch_step",
-                                       "train.lr_before_switch",
-                                       "train.fork_parent",
-                                       "train.fork_step",
-                                       "fault.hang_once",
-                                       "fault.nan_sample_step",
-                                       "fault.nan_sample",
-                                       "fault.corrupt_from",
-                                       "fault.corrupt_rank",
-                                       "fault.transient_step",
-                                       "fault.transient_rank",
-                                       "train.spike_factor",
-                                       "train.spike_window",
-                                       "train.spike_rewind_steps",
-                                       "train.spike_skip",
-                                       "fault.spike_lr",
-                                       "fault.spike_steps",
-                                       "dist.diagnose_step",
-                                       "dist.diagnose_rotate"};
+  const std::set<std::string> added = {
+      "train.leaf",         "train.deterministic",  "fault.nan_rank",           "fault.nan_micro_batch",
+      "fault.spike_step",   "dist.straggler_ratio", "train.telemetry_every",    "train.spike_policy",
+      "train.spike_limit",  "train.lr_switch_step", "train.lr_before_switch",   "train.fork_parent",
+      "train.fork_step",    "fault.hang_once",      "fault.nan_sample_step",    "fault.nan_sample",
+      "fault.corrupt_from", "fault.corrupt_rank",   "fault.transient_step",     "fault.transient_rank",
+      "train.spike_factor", "train.spike_window",   "train.spike_rewind_steps", "train.spike_skip",
+      "fault.spike_lr",     "fault.spike_steps",    "dist.diagnose_step",       "dist.diagnose_rotate"};
   const FlatConfig flat = flatten_yaml(text, "defaults.yaml");
   EXPECT_EQ(flat.size(), run_config_keys().size() - 32);
   for (const auto& key : run_config_keys())
