@@ -66,6 +66,7 @@ std::vector<size_t> differing_shares(const StepEvidenceFile& r, const StepEviden
 
 std::string share_list(const std::vector<size_t>& shares, const StepEvidenceFile& r) {
   std::vector<std::string> items;
+  items.reserve(shares.size());
   for (size_t j : shares) items.push_back(std::to_string(j) + " (rank " + std::to_string(r.shares[j].rank) + ")");
   return items.empty() ? "none" : join(items);
 }

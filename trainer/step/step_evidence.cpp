@@ -44,6 +44,7 @@ std::vector<uint64_t> gather_share_digests(Communicator& comm, const std::vector
 
 std::vector<uint64_t> reduced_digests(const float* g, const std::vector<ParamInfo>& table) {
   std::vector<uint64_t> out;
+  out.reserve(table.size());
   for (const auto& p : table) out.push_back(tensor_checksum(g + p.offset, size_t(p.numel)));
   return out;
 }
