@@ -82,7 +82,6 @@ std::string evidence_path(const std::string& dir, int64_t step) {
 std::string step_bits(const std::string& loss, const std::string& grad_norm, const std::string& params) {
   return "loss " + loss + ", gradient norm " + grad_norm + ", parameters " + params;
 }
-std::string step_bits(const StepEvidenceFile& e) { return step_bits(e.loss, e.grad_norm, e.params); }
 
 /// The original's bits of `step`.
 std::string original_bits(const Record& r, int64_t step) {
