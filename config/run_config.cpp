@@ -119,6 +119,7 @@ const Choices kPrecisions{"fp32", "bf16", "fp16"};
 const Choices kReductions{"canonical", "native"};
 const Choices kBools{"true", "false"};
 const Choices kFindUnused{"zero", "error"};
+const Choices kSlowIn{"compute", "exchange"};
 const Doc kVocabDoc{"token ids are in [0, vocab)"};
 const Doc kSeqLenDoc{"tokens per sequence (the model predicts seq_len of them)"};
 
@@ -313,8 +314,13 @@ void visit_fields(RunConfig& c, Visitor&& v) {
         "that lasts)",
         &kSpikeFault});
   v("fault.slow_ms", c.fault.slow_ms, IntRange{0, 600000},
-    Doc{"test only: rank fault.slow_rank sleeps this long inside every step's compute; 0 = off"});
+    Doc{"test only: rank fault.slow_rank sleeps this long inside every step's compute (or every gradient exchange: "
+        "fault.slow_in); 0 = off"});
   v("fault.slow_rank", c.fault.slow_rank, IntRange{0, 1 << 20}, Doc{"test only: the rank fault.slow_ms slows", &kSlow});
+  v("fault.slow_in", c.fault.slow_in, kSlowIn,
+    Doc{"test only: where fault.slow_ms sleeps: compute (every step's compute) or exchange (inside every gradient "
+        "exchange, once the rank has entered it and before it has sent anything: a rank stuck inside a collective)",
+        &kSlow});
   v("fault.crash_in_checkpoint_step", c.fault.crash_in_checkpoint_step, IntRange{0, int64_t(1) << 40},
     Doc{"test only: exits while writing this step's checkpoint, before its DONE marker; 0 = off"});
   v("fault.crash_in_record", c.fault.crash_in_record, IntRange{0, 1},
@@ -950,7 +956,8 @@ bool omitted_at_default(const std::string& key, const std::string& value) {
           "train.fork_step",    "fault.hang_once",      "fault.nan_sample_step",    "fault.nan_sample",
           "fault.corrupt_from", "fault.corrupt_rank",   "fault.transient_step",     "fault.transient_rank",
           "train.spike_factor", "train.spike_window",   "train.spike_rewind_steps", "train.spike_skip",
-          "fault.spike_lr",     "fault.spike_steps",    "dist.diagnose_step",       "dist.diagnose_rotate"})
+          "fault.spike_lr",     "fault.spike_steps",    "dist.diagnose_step",       "dist.diagnose_rotate",
+          "fault.slow_in"})
       for (const auto& [key, v] : all)
         if (key == k) out[key] = v;
     return out;
@@ -1051,7 +1058,8 @@ RunConfig math_config(const RunConfig& c) {
   m.train.keep_checkpoints = defaults.train.keep_checkpoints;
   m.train.fork_parent.clear(), m.train.fork_step = 0;  // where it started, not what it computes
   m.fault.kill_step = 0, m.fault.kill_rank = 0, m.fault.hang_step = 0, m.fault.hang_rank = 0, m.fault.hang_once = 0;
-  m.fault.slow_ms = 0, m.fault.slow_rank = 0, m.fault.crash_in_checkpoint_step = 0, m.fault.crash_in_record = 0;
+  m.fault.slow_ms = 0, m.fault.slow_rank = 0, m.fault.slow_in = defaults.fault.slow_in,
+  m.fault.crash_in_checkpoint_step = 0, m.fault.crash_in_record = 0;
   m.dist.diagnose_step = 0, m.dist.diagnose_rotate = 0;  // evidence and who computes which share: the same bits
   return m;
 }

@@ -150,6 +150,10 @@ struct FaultConfig {
   int64_t spike_steps = 1;      ///< updates from spike_step on that use spike_lr: a step change of the lr that lasts
   int64_t slow_ms = 0;    ///< rank slow_rank sleeps this long inside every step's compute (straggler tests); 0 = off
   int64_t slow_rank = 0;  ///< the rank slow_ms slows
+  /// Where slow_ms sleeps: compute (every step's compute) | exchange (inside every
+  /// gradient exchange, once the rank has entered it and before it has posted anything:
+  /// a rank stuck inside a collective)
+  std::string slow_in = "compute";
   int64_t crash_in_checkpoint_step =
       0;  ///< _exit while writing this step's checkpoint, before DONE; skipped under --resume; 0 = off
   int64_t crash_in_record = 0;  ///< 1: _exit just before the finished record.h5.partial is renamed to record.h5

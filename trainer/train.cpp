@@ -25,7 +25,7 @@
 #include "device_model.h"         // DeviceModel, compute_device
 #include "environment.h"          // set_up_determinism
 #include "evaluation.h"           // evaluate
-#include "faults.h"               // FaultInjector
+#include "faults.h"               // FaultInjector, SlowExchangeCommunicator
 #include "flat_params.h"          // FlatParams
 #include "grad_telemetry.h"       // tensor_grad_norms, telemetry_reason
 #include "gradient_reduction.h"   // reduce_gradients, local_sum_of_squares, count_unused_params
@@ -571,7 +571,9 @@ void Trainer::step_once(int64_t step, StepMetrics& s) {
 RunStatus train(const RunConfig& cfg, const TrainOptions& opt, Communicator& comm, const Models& models) {
   TensorMemoryMeter::instance();  // before the first tensor of the run, so all are counted
   Watchdog dog(cfg.dist.timeout_s, comm.rank(), opt.out_dir, comm.size());
-  WatchedCommunicator watched(comm, dog);
+  std::optional<SlowExchangeCommunicator> slow;  // a test fault: a rank stuck inside the exchange
+  if (SlowExchangeCommunicator::wanted(cfg.fault)) slow.emplace(comm, cfg.fault);
+  WatchedCommunicator watched(slow ? static_cast<Communicator&>(*slow) : comm, dog);
   try {
     return Trainer(cfg, opt, watched, dog, models).run();
   } catch (const ConfigError&) {

@@ -303,10 +303,31 @@ int rank_pid(const fs::path& out, int rank) {
   return 0;
 }
 
-/// A two-rank run whose rank 0 is slow (50 ms a step, so that rank 1 mostly waits for it
-/// in a collective), with rank 1 stopped (SIGSTOP) past step 2: at once, or, with
-/// `in_exchange`, once its heartbeat says it is inside the gradient exchange (a sendrecv
-/// with rank 0) and still says so after the stop. Waits for the run to end.
+/// Whether rank 0 of the run training into `out` comes to wait inside its collective
+/// `seq` within a second and is still inside it 200 ms later; false once it is past it.
+/// Well inside the run's dist.timeout_s of 3 s, so that a rank 1 continued after a false
+/// goes on unharmed.
+bool rank_0_waits_in(const fs::path& out, long long seq) {
+  const std::string beat_file = sweep::heartbeat_path(out.string(), 0);
+  int inside_reads = 0;  // in a row, 10 ms apart
+  for (int tries = 0; tries < 100 && inside_reads < 20; ++tries) {
+    const auto beat = sweep::read_heartbeat(beat_file);
+    if (beat && beat->seq > seq) return false;
+    inside_reads = beat && beat->seq == seq && beat->inside ? inside_reads + 1 : 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return inside_reads >= 20;
+}
+
+/// A two-rank run with rank 1 stopped (SIGSTOP) past step 2. Without `in_exchange`, rank
+/// 0 is slow (50 ms a step, so that rank 1 mostly waits for it in a collective) and rank
+/// 1 is stopped at once, wherever it is. With it, rank 1 sleeps 50 ms inside every
+/// gradient exchange before it sends anything (fault.slow_in exchange), and is stopped
+/// once its heartbeat says it is inside the exchange, still says so after the stop, and
+/// rank 0 waits in that same exchange. (Stopped inside an exchange it had posted, rank 1
+/// does not hold rank 0 up: Open MPI's shared-memory transport moves the data of a
+/// stopped process, and rank 0 goes on to wait in the next collective, one rank 1 never
+/// entered.) Waits for the run to end.
 struct Faults::StoppedRun {
   std::vector<std::pair<int, sweep::ExitStatus>> ended;
   int job = 0;
@@ -314,8 +335,9 @@ struct Faults::StoppedRun {
 };
 
 Faults::StoppedRun Faults::stop_rank_1(const std::string& name, bool in_exchange) {
-  // It would end on its own after some 20 s.
-  const std::string config = kTiny + "}\ndist: {world_size: 2, timeout_s: 3}\nfault: {slow_ms: 50, slow_rank: 0}\n";
+  // It would end on its own after some 20 s (40 s slow in the exchange).
+  const std::string config = kTiny + "}\ndist: {world_size: 2, timeout_s: 3}\nfault: {slow_ms: 50, " +
+                             (in_exchange ? "slow_rank: 1, slow_in: exchange" : "slow_rank: 0") + "}\n";
   const std::string patched = std::regex_replace(config, std::regex("steps: 8"), "steps: 400");
   sweep::SpawnRunner runner;
   StoppedRun r;
@@ -333,8 +355,8 @@ Faults::StoppedRun Faults::stop_rank_1(const std::string& name, bool in_exchange
     // Where rank 1 stopped, as its heartbeat says from now on (a stopped rank writes nothing).
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     r.beat = sweep::read_heartbeat(beat_file);
-    stopped = !in_exchange || (r.beat && r.beat->inside && r.beat->peer >= 0);
-    if (!stopped) ::kill(pid, SIGCONT);  // it left the exchange between the reads: again
+    stopped = !in_exchange || (r.beat && r.beat->inside && r.beat->peer >= 0 && rank_0_waits_in(out, r.beat->seq));
+    if (!stopped) ::kill(pid, SIGCONT);  // it left the exchange, or rank 0 did not wait for it: again
   }
   EXPECT_TRUE(stopped) << "the run ended before rank 1 was stopped:\n" << log(name);
   for (double waited = 0; waited < 240 && r.ended.empty(); waited += 1) r.ended = runner.wait_some(1);

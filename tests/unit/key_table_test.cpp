@@ -98,6 +98,7 @@ const std::vector<IdleCase>& idle_cases() {
       {"fault.hang_rank", "1", "{}", "fault: {hang_step: 3}"},
       {"fault.hang_once", "1", "{}", "fault: {hang_step: 3}"},
       {"fault.slow_rank", "1", "{}", "fault: {slow_ms: 3}"},
+      {"fault.slow_in", "exchange", "{}", "fault: {slow_ms: 3}"},
       {"fault.spike_lr", "0.5", "{}", "fault: {spike_step: 3}"},
       {"fault.spike_steps", "2", "{}", "fault: {spike_step: 3}"},
       {"fault.nan_rank", "1", "{}", "fault: {nan_step: 3}"},

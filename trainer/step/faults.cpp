@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <thread>
@@ -24,7 +25,8 @@ void FaultInjector::step_start(int64_t step) const {
 }
 
 void FaultInjector::compute() const {
-  if (rank_ == f_.slow_rank && f_.slow_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(f_.slow_ms));
+  if (rank_ == f_.slow_rank && f_.slow_ms > 0 && f_.slow_in == "compute")
+    std::this_thread::sleep_for(std::chrono::milliseconds(f_.slow_ms));
 }
 
 void FaultInjector::gradient(int64_t step, float* g, size_t begin, size_t size) const {
@@ -49,6 +51,17 @@ void FaultInjector::parameters(int64_t step, float* params, int64_t n) const {
   if (step != f_.desync_step || rank_ != f_.desync_rank || !params) return;
   float* p = params + n / 2;
   *p = std::nextafter(*p, INFINITY);
+}
+
+void SlowExchangeCommunicator::sendrecv(const void* send, size_t send_bytes, int dst, void* recv, size_t recv_bytes,
+                                        int src) {
+  if (inner_.rank() == f_.slow_rank) std::this_thread::sleep_for(std::chrono::milliseconds(f_.slow_ms));
+  inner_.sendrecv(send, send_bytes, dst, recv, recv_bytes, src);
+}
+
+void SlowExchangeCommunicator::abort(int code, const std::string& why) {
+  inner_.abort(code, why);
+  std::_Exit(code);  // not reached; GCC does not carry [[noreturn]] through a virtual call
 }
 
 }  // namespace sweep

@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
+#include "communicator.h"  // Communicator
 #include "run_config.h"
 
 namespace sweep {
@@ -20,7 +22,8 @@ class FaultInjector {
   /// At the start of `step`: kill (SIGKILL) or hang this rank (fault.hang_once: unless it
   /// resumed).
   void step_start(int64_t step) const;
-  /// Inside the step's compute: sleep when this rank is the slow one.
+  /// Inside the step's compute: sleep when this rank is the slow one (and the sleep is
+  /// the compute's, fault.slow_in).
   void compute() const;
   /// Micro-batch `k`'s loss on this rank: NaN at fault.nan_step on rank fault.nan_rank,
   /// micro-batch fault.nan_micro_batch.
@@ -58,6 +61,33 @@ class FaultInjector {
   FaultConfig f_;
   int rank_;
   bool resumed_;
+};
+
+/// fault.slow_in exchange: forwards every call to `inner`, and on the slow rank sleeps
+/// fault.slow_ms at the start of every sendrecv (the gradient exchange) before it sends
+/// anything. Placed under the WatchedCommunicator, the rank sleeps inside the exchange as
+/// its heartbeat tells: the peer that waits for it cannot have its data, as with a rank
+/// stuck inside a collective.
+class SlowExchangeCommunicator : public Communicator {
+ public:
+  SlowExchangeCommunicator(Communicator& inner, const FaultConfig& f) : inner_(inner), f_(f) {}
+  /// Whether `f` asks for it (slow_ms > 0 and slow_in exchange).
+  static bool wanted(const FaultConfig& f) { return f.slow_ms > 0 && f.slow_in == "exchange"; }
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  void barrier() override { inner_.barrier(); }
+  void allgather(const void* send, size_t bytes_per_rank, void* recv) override {
+    inner_.allgather(send, bytes_per_rank, recv);
+  }
+  void sendrecv(const void* send, size_t send_bytes, int dst, void* recv, size_t recv_bytes, int src) override;
+  void allreduce_sum_native(float* data, size_t n) override { inner_.allreduce_sum_native(data, n); }
+  void allreduce_sum_i64(int64_t* data, size_t n) override { inner_.allreduce_sum_i64(data, n); }
+  void allreduce_max_double(double* data, size_t n) override { inner_.allreduce_max_double(data, n); }
+  [[noreturn]] void abort(int code, const std::string& why) override;
+
+ private:
+  Communicator& inner_;
+  FaultConfig f_;
 };
 
 }  // namespace sweep
