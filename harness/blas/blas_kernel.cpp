@@ -23,6 +23,7 @@
 #include "data_file.h"     // sweep_cache_dir
 #include "process.h"       // ExitStatus, executable_dir
 #include "text.h"          // join, printable, did_you_mean
+#include "hex.h"  // hex16
 
 extern char** environ;
 
@@ -46,12 +47,6 @@ std::string last_line(const std::string& text) {
   while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
   auto nl = t.find_last_of('\n');
   return printable(nl == std::string::npos ? t : t.substr(nl + 1));
-}
-
-std::string hex64(unsigned long long v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", v);
-  return buf;
 }
 
 std::vector<std::string> choice_names() {
@@ -86,7 +81,7 @@ struct VerdictCache {
   VerdictCache(const BlasSettings& s, const std::set<std::string>& fl, const std::string& lib) : library(lib) {
     flags = join(std::vector<std::string>(fl.begin(), fl.end()), " ");
     const std::string keyed = flags + "\n" + library;
-    key = hex64(XXH64(keyed.data(), keyed.size(), 0));
+    key = hex16(XXH64(keyed.data(), keyed.size(), 0));
     if (!s.cache_dir.empty()) path = s.cache_dir + "/blas-" + key + ".txt";
     if (!path.empty() && !s.refresh) load();
   }

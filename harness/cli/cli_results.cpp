@@ -22,7 +22,7 @@
 #include "process.h"             // SpawnRunner, executable_dir
 #include "record_view.h"         // view_record: what `sweep show` prints
 #include "report.h"              // load_sweep, build_report, render_report
-#include "reproduce.h"           // reproduce
+#include "reproduce.h"           // reproduce, reproduce_lineage
 #include "run_files.h"           // read_state_fields
 #include "run_health.h"          // run_health, run_figures: each run's figures in compare
 #include "sweep_records.h"       // read_run_record
@@ -383,6 +383,7 @@ struct ReproduceCliOptions {
   ReproduceOptions opt;
   std::string trainer, mpiexec;
   bool world_size_given = false, accum_given = false, micro_given = false;
+  bool lineage = false;  ///< --lineage
 };
 
 int run_reproduce(ReproduceCliOptions& o) {
@@ -404,7 +405,7 @@ int run_reproduce(ReproduceCliOptions& o) {
     throw ConfigError("--container and --image go together: the runtime and the image the re-run's ranks run in");
   if (!box.runtime.empty()) box.command = box.runtime == "charliecloud" ? "ch-run" : box.runtime;
   SpawnRunner runner(executable_dir() + "/sweep-box", 10);  // the re-run ends with all it started
-  const ReproduceResult r = reproduce(o.opt, runner);
+  const ReproduceResult r = o.lineage ? reproduce_lineage(o.opt, runner) : reproduce(o.opt, runner);
   print_lines(r.lines);
   return r.reproduced() ? 0 : 1;
 }
@@ -546,6 +547,10 @@ CliAction setup_reproduce(CLI::App& app) {
                   "resume the re-run from the original's checkpoint after step S (on any layout: checkpoints are "
                   "layout-free); the steps after S are recomputed and compared")
       ->check(whole_number(1));
+  cmd->add_flag("--lineage", o->lineage,
+                "a forked run (a pbt member, sweep fork) with every run it descends from: the first re-run from step "
+                "0 and each child from its parent's re-run, so no checkpoint of the originals is read; bit-for-bit "
+                "only when every part is");
   cmd->add_option("--set", o->opt.set,
                   "test only: KEY=VALUE override of the re-run's config, repeatable (e.g. train.threads=2, or "
                   "fault.desync_step=3 with fault.desync_rank=0 to perturb one parameter by one ulp after step 3)")

@@ -17,6 +17,7 @@
 #include "run_files.h"      // complete_checkpoints, check_real_directory
 #include "sweep_records.h"  // read_run_record
 #include "text.h"           // join, split, printable
+#include "hex.h"  // hex16, double_bits
 
 namespace fs = std::filesystem;
 
@@ -27,18 +28,6 @@ constexpr const char* kVerdictMagic = "sweep-diagnose-verdict 1";
 constexpr const char* kEvidenceMagic = "sweep-step-evidence 1";  // trainer/step/step_evidence.h
 const char* const kReplayNames[3] = {"own layout", "shares rotated", "one rank"};
 const char* const kReplayDirs[3] = {"own", "rotated", "one_rank"};
-
-std::string hex64(uint64_t x) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, x);
-  return buf;
-}
-
-std::string bits(double x) {
-  uint64_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return hex64(u);
-}
 
 bool finite_bits(const std::string& hex) {
   double x;
@@ -88,9 +77,9 @@ std::string original_bits(const Record& r, int64_t step) {
   const auto row = std::find_if(r.steps.begin(), r.steps.end(), [&](const StepMetrics& m) { return m.step == step; });
   const auto sums =
       std::find_if(r.checksums.begin(), r.checksums.end(), [&](const ChecksumRow& c) { return c.step == step; });
-  return step_bits(row == r.steps.end() ? "(none)" : bits(row->loss),
-                   row == r.steps.end() ? "(none)" : bits(row->grad_norm),
-                   sums == r.checksums.end() ? "(not recorded)" : hex64(sums->params));
+  return step_bits(row == r.steps.end() ? "(none)" : double_bits(row->loss),
+                   row == r.steps.end() ? "(none)" : double_bits(row->grad_norm),
+                   sums == r.checksums.end() ? "(not recorded)" : hex16(sums->params));
 }
 
 /// A replay's step `step` has the original's bits: its loss and gradient norm, and its
@@ -99,8 +88,8 @@ bool same_as_original(const Record& r, int64_t step, const StepEvidenceFile& e) 
   const auto row = std::find_if(r.steps.begin(), r.steps.end(), [&](const StepMetrics& m) { return m.step == step; });
   const auto sums =
       std::find_if(r.checksums.begin(), r.checksums.end(), [&](const ChecksumRow& c) { return c.step == step; });
-  return row != r.steps.end() && e.loss == bits(row->loss) && e.grad_norm == bits(row->grad_norm) &&
-         (sums == r.checksums.end() || e.params == hex64(sums->params));
+  return row != r.steps.end() && e.loss == double_bits(row->loss) && e.grad_norm == double_bits(row->grad_norm) &&
+         (sums == r.checksums.end() || e.params == hex16(sums->params));
 }
 
 }  // namespace

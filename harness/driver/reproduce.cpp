@@ -371,8 +371,8 @@ void say_verdict(ReproduceResult& res, const ReproduceOptions& opt, const RerunL
                         " are the checkpoint's rows, the rest were recomputed");
   if (!fork_from.empty())
     res.lines.push_back("forked from run " + original.lineage.parent_run_id + " at step " +
-                        std::to_string(original.lineage.parent_step) +
-                        " as the original was: the re-run started from that checkpoint");
+                        std::to_string(original.lineage.parent_step) + " as the original was: the re-run started from " +
+                        (opt.fork_from.empty() ? "that checkpoint" : "the re-run of the parent, " + fork_from));
   // Config and environment differences matter even when the bits agree: they are what held.
   const auto details = detail_lines(c);
   res.lines.insert(res.lines.end(), details.begin(), details.end());
@@ -381,14 +381,15 @@ void say_verdict(ReproduceResult& res, const ReproduceOptions& opt, const RerunL
     res.lines.push_back(
         "the run trained in benchmark mode (train.deterministic false): its bits are not promised, "
         "so a difference here is not a fault");
-  if (stopped)
+  if (stopped && opt.stop_at <= 0)
     res.lines.push_back("the original was stopped by a search after step " +
                         std::to_string(original.steps.back().step) + ": the re-run stopped there too");
   if (!original.verified)
     res.lines.push_back("the original is unverified (schema version " + std::to_string(original.schema_version) +
                         ": no digest): its bits are compared as they stand, with nothing to show they are what its "
                         "run wrote");
-  if (!status_is(again.status, RunStatus::completed) && !(stopped && status_is(again.status, RunStatus::stopped)))
+  if (!status_is(again.status, RunStatus::completed) &&
+      !((stopped || opt.stop_at > 0) && status_is(again.status, RunStatus::stopped)))
     res.lines.push_back("re-run status: " + again.status + (again.failure.empty() ? "" : " (" + again.failure + ")"));
 }
 
@@ -423,7 +424,9 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   // anything is created.
   const std::string checkpoint =
       opt.from_step > 0 ? checkpoint_from_step(fs::path(original_path).parent_path().string(), opt.from_step) : "";
-  const std::string fork_from = fork_checkpoint(original, original_path, opt.from_step);
+  const std::string fork_from = !opt.fork_from.empty() && original.lineage.kind == "forked"
+                                    ? opt.fork_from
+                                    : fork_checkpoint(original, original_path, opt.from_step);
   ReproduceResult res;
   res.out_dir = opt.out_dir.empty() ? next_reproduce_dir(fs::path(original_path).parent_path().string()) : opt.out_dir;
   fs::create_directories(res.out_dir + "/logs");
@@ -458,7 +461,9 @@ ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner) {
   }
   const Record again = read_record(new_path);
   res.ran = true;
-  res.comparison = compare_records(original, again);
+  // Stopped early on purpose: compared with the original as it stood there.
+  const bool cut = opt.stop_at > 0 && !original.steps.empty() && original.steps.back().step > opt.stop_at;
+  res.comparison = compare_records(cut ? truncate_record(original, opt.stop_at) : original, again);
   say_verdict(res, opt, how, config, original, again, fork_from, stopped);
   res.lines.push_back("original: " + original_path);
   res.lines.push_back("re-run:   " + new_path);

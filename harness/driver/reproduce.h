@@ -22,7 +22,11 @@ struct ReproduceOptions {
   std::vector<std::string> set;  ///< test-only KEY=VALUE overrides of the re-run's config, applied last
   int64_t from_step = 0;         ///< > 0: resume the re-run from the original's checkpoint after this step
                                  ///< (any layout: checkpoints are layout-free); steps after it are recomputed
-  int64_t stop_at = 0;           ///< > 0: the re-run stops after this step (`sweep diagnose`'s one step)
+  int64_t stop_at = 0;           ///< > 0: the re-run stops after this step (`sweep diagnose`'s one step) and
+                                 ///< is compared with the original as it stood after it
+  /// A forked run's re-run starts from this checkpoint (a step_N directory) instead of its
+  /// parent's own: reproduce_lineage's replay of the parent. "" = the parent's.
+  std::string fork_from;
   std::string out_dir;           ///< where the re-run goes; "" = the next <run dir>/reproduce/<n>
   LocalLaunch launch;            ///< sweep-train binary and mpiexec (an absolute path when world > 1)
   /// The image the re-run's ranks run in (its trainer, binds); runtime "" = on the host.
@@ -85,5 +89,16 @@ struct ReproduceResult {
 /// Reads the original (RecordError when partial, damaged or newer), plans the re-run,
 /// starts it through `runner` and compares the records step by step.
 ReproduceResult reproduce(const ReproduceOptions& opt, ProcessRunner& runner);
+
+/// `sweep reproduce --lineage`: a forked run (a pbt member, `sweep fork`) re-run with its
+/// whole lineage and no checkpoint of the originals. The first run of the chain of parents
+/// is re-run from step 0 and stopped at the step its child forked from it; each child is
+/// re-run from that re-run's checkpoint, and so on down to the run named. Each part is
+/// compared with its original as it stood where the next one forked: the verdict is
+/// bit-for-bit only when every part is, and otherwise names the first run of the chain
+/// that differs. A run that was not forked is reproduced as `reproduce` does. The parts go
+/// to <out>/lineage/<k>-<run id>/, the named run's re-run to <out> itself. ConfigError when
+/// a parent's record is missing, or with from_step or fork_from.
+ReproduceResult reproduce_lineage(const ReproduceOptions& opt, ProcessRunner& runner);
 
 }  // namespace sweep

@@ -16,6 +16,7 @@
 #include "config_error.h"  // ConfigError
 #include "data_file.h"     // identify_data_file
 #include "run_files.h"     // hash_fd
+#include "hex.h"  // hex16
 
 namespace fs = std::filesystem;
 
@@ -23,12 +24,6 @@ namespace sweep {
 namespace {
 
 constexpr const char* kCacheMagic = "sweep-image-digest 2";  // 1 had no tag
-
-std::string hex(unsigned long long v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%016llx", v);
-  return buf;
-}
 
 int64_t ns(const struct timespec& t) { return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec; }
 
@@ -91,7 +86,7 @@ std::string digest_of(const fs::path& root, const std::vector<Entry>& entries) {
   }
   const unsigned long long h = XXH3_64bits_digest(state);
   XXH3_freeState(state);
-  return "xxh3:" + hex(h);
+  return "xxh3:" + hex16(h);
 }
 
 /// What changes when an entry's contents may have: inode, size, mtime, ctime, mode.
@@ -106,7 +101,7 @@ std::string fingerprint(const std::vector<Entry>& entries) {
   }
   const unsigned long long h = XXH3_64bits_digest(state);
   XXH3_freeState(state);
-  return hex(h);
+  return hex16(h);
 }
 
 std::string cached_directory_digest(const std::string& dir, const std::string& cache_dir) {

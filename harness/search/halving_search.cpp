@@ -8,6 +8,7 @@
 #include <set>
 
 #include "atomic_file.h"    // write_file_atomically
+#include "compare.h"        // truncate_record
 #include "report_format.h"  // report_fmt::g17
 #include "run_status.h"     // status_is
 #include "sweep_dir.h"      // record_path, scan_runs
@@ -15,29 +16,6 @@
 #include "tpe_search.h"     // record_metric (search_metric.h)
 
 namespace sweep {
-
-Record truncate_record(const Record& r, int64_t steps) {
-  Record t = r;
-  const auto after = [&](const auto& row) { return row.step > steps; };
-  const size_t kept = size_t(std::find_if(t.steps.begin(), t.steps.end(), after) - t.steps.begin());
-  if (kept < t.steps.size()) t.status = "stopped";  // at the rung: its figures are the rung's
-  t.steps.resize(kept);
-  if (t.rank_step_time_s.size() > kept) t.rank_step_time_s.resize(kept);
-  // A program's own columns (metrics.NAME) have one value per row: cut with their rows.
-  for (auto& [name, column] : t.step_extra)
-    if (column.size() > kept) column.resize(kept);
-  std::vector<double> keep_eval;
-  for (const auto& e : t.evals) keep_eval.push_back(after(e) ? 0 : 1);
-  for (auto& [name, column] : t.eval_extra) {
-    std::vector<double> cut;
-    for (size_t i = 0; i < column.size(); ++i)
-      if (i >= keep_eval.size() || keep_eval[i]) cut.push_back(column[i]);
-    column = std::move(cut);
-  }
-  t.evals.erase(std::remove_if(t.evals.begin(), t.evals.end(), after), t.evals.end());
-  t.checksums.erase(std::remove_if(t.checksums.begin(), t.checksums.end(), after), t.checksums.end());
-  return t;
-}
 
 double rung_metric(const std::string& dir, const std::string& id, int64_t steps, const std::string& metric) {
   Record r;

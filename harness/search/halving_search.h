@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "compare.h"       // truncate_record
 #include "grid.h"          // SweepSpec, GridPoint
 #include "halving_plan.h"  // check_halving, halving_trials
 #include "record.h"        // Record
@@ -22,9 +23,6 @@
 #include "sweep_run.h"     // SweepSummary
 
 namespace sweep {
-
-/// `r` as it stood after step `steps`: its steps, checksums and evaluations up to it.
-Record truncate_record(const Record& r, int64_t steps);
 
 /// The value of `metric` of run `id` in `dir` after step `steps`, from its record (stopped
 /// at or after that step, or completed); NaN when there is none, it diverged, failed or

@@ -127,6 +127,10 @@ struct RecordComparison {
 /// checksum row only one side has is a difference, not an error.
 RecordComparison compare_records(const Record& a, const Record& b, const CompareOptions& opt = {});
 
+/// `r` as it stood after step `steps`: its steps, checksums and evaluations up to it (status
+/// `stopped` when rows were cut), to compare with a run stopped there.
+Record truncate_record(const Record& r, int64_t steps);
+
 /// One line: "identical bit-for-bit: N steps, K checksums", "losses identical; parameters
 /// not compared after step C (...)", "within tolerance (rtol R): ...", or "diverged at step
 /// S: loss A vs B" (17 significant digits); a differing status is always named

@@ -10,20 +10,11 @@
 #include "record_cache.h"  // user_key, siphash24
 #include "record_error.h"  // RecordError
 #include "run_files.h"     // read_file_tail, replace_file
+#include "hex.h"  // hex16
 
 namespace fs = std::filesystem;
 
 namespace sweep {
-namespace {
-
-std::string hex(unsigned long long v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%016llx", v);
-  return buf;
-}
-
-}  // namespace
-
 std::string sweep_cache_dir() {
   auto env = [](const char* name) {
     const char* v = std::getenv(name);
@@ -37,7 +28,7 @@ std::string sweep_cache_dir() {
 
 CacheEntry::CacheEntry(const std::string& cache_dir, const char* magic, const char* prefix, std::string subject)
     : dir_(cache_dir), magic_(magic), subject_(std::move(subject)) {
-  if (!dir_.empty()) file_ = dir_ + "/" + prefix + "-" + hex(XXH3_64bits(subject_.data(), subject_.size())) + ".txt";
+  if (!dir_.empty()) file_ = dir_ + "/" + prefix + "-" + hex16(XXH3_64bits(subject_.data(), subject_.size())) + ".txt";
 }
 
 std::string CacheEntry::tag(const std::string& key, const std::string& value) const {
@@ -45,7 +36,7 @@ std::string CacheEntry::tag(const std::string& key, const std::string& value) co
   const std::string k = user_key(&why);
   if (k.size() != 16) return "";  // no key: nothing is cached
   const std::string msg = magic_ + '\n' + subject_ + '\n' + key + '\n' + value + '\n';
-  return hex(siphash24(reinterpret_cast<const unsigned char*>(k.data()), msg.data(), msg.size()));
+  return hex16(siphash24(reinterpret_cast<const unsigned char*>(k.data()), msg.data(), msg.size()));
 }
 
 std::optional<std::string> CacheEntry::read(const std::string& key) const {

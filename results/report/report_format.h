@@ -16,6 +16,7 @@
 
 #include "report.h"
 #include "text.h"  // exact_double, printable_lines
+#include "hex.h"  // hex16
 
 namespace sweep::report_fmt {
 
@@ -72,12 +73,6 @@ inline std::string csv_field(const std::string& value) {
   std::string out = "\"";
   for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
   return out + "\"";
-}
-
-inline std::string hex16(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
-  return buf;
 }
 
 inline std::string plural(size_t n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }

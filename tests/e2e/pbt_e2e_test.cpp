@@ -124,6 +124,35 @@ TEST_F(PbtE2E, APbtSearchDecidesTheSameAtAnyParallelAndAfterAKilledDriver) {
     EXPECT_CONTAINS(md, best + ": forked from " + a.at(best).lineage.parent_run_id + " at step " +
                             std::to_string(a.at(best).lineage.parent_step));
 
+  // --lineage: the member with the longest lineage re-run run by run from step 0, each
+  // child from its parent's re-run. With every checkpoint of the originals removed, plain
+  // reproduce refuses (exit 2) and --lineage reproduces bit for bit; with one bit flipped
+  // at step 3 (in the first run of the chain) it names that run and stops there.
+  std::string deepest, root;
+  int depth = 0;
+  for (const auto& [id, r] : a) {
+    int hops = 0;
+    std::string up = id;
+    for (; hops < 10 && a.at(up).lineage.kind == "forked"; ++hops) up = a.at(up).lineage.parent_run_id;
+    if (r.status == "completed" && hops > depth) depth = hops, deepest = id, root = up;
+  }
+  ASSERT_GE(depth, 1) << log;
+  for (const auto& run : fs::directory_iterator(one / "runs")) fs::remove_all(run.path() / "checkpoints");
+  EXPECT_EQ(sweep_cli({"reproduce", (one / "runs" / deepest).string()}, "plain.log").code, 2)
+      << read_file(dir_ / "plain.log");
+  EXPECT_CONTAINS(read_file(dir_ / "plain.log"), "is gone");
+  const auto whole = sweep_cli({"reproduce", "--lineage", (one / "runs" / deepest).string()}, "lineage.log");
+  EXPECT_TRUE(whole.ok()) << read_file(dir_ / "lineage.log");
+  EXPECT_CONTAINS(read_file(dir_ / "lineage.log"), "reproduced bit-for-bit across its lineage: " +
+                                                       std::to_string(depth + 1) + " runs, steps 1-24, each re-run");
+  EXPECT_CONTAINS(read_file(dir_ / "lineage.log"), "  run " + root + " (steps 1-");
+  const auto flipped = sweep_cli({"reproduce", "--lineage", (one / "runs" / deepest).string(), "--set",
+                                  "fault.transient_step=3", "--set", "fault.transient_rank=0"},
+                                 "flipped.log");
+  EXPECT_EQ(flipped.code, 1) << read_file(dir_ / "flipped.log");
+  EXPECT_CONTAINS(read_file(dir_ / "flipped.log"), "not reproduced across its lineage: run " + root + " (steps 1-");
+  EXPECT_CONTAINS(read_file(dir_ / "flipped.log"), ", part 1 of " + std::to_string(depth + 1) + ") differs");
+
   // SIGKILL of the driver while generation 2 trains, then `sweep run` again.
   sweep::SpawnRunner runner;
   const int driver =

@@ -1,6 +1,7 @@
 // text/text.h: the one UTF-8 validator, printable text, locations, join, did-you-mean,
 // exact numbers.
 #include "text.h"
+#include "hex.h"
 
 #include <gtest/gtest.h>
 
@@ -148,4 +149,22 @@ TEST(ExactDouble, IsPrintfsSpellingAndReadsBackAsTheSameDouble) {
       ASSERT_EQ(std::memcmp(&back, &v, sizeof v), 0) << s;
     }
   }
+}
+
+// One spelling of a 64-bit value everywhere (digests, checksums, a double's bits): the
+// one printf gives with "%016llx", checked over edge values and a fixed random sequence.
+TEST(Hex16, SpellsSixteenDigitsAsPrintfDoes) {
+  EXPECT_EQ(sweep::hex16(0), "0000000000000000");
+  EXPECT_EQ(sweep::hex16(0xdeadbeefULL), "00000000deadbeef");
+  EXPECT_EQ(sweep::hex16(~uint64_t(0)), "ffffffffffffffff");
+  std::mt19937_64 gen(7);
+  for (int i = 0; i < 1000; ++i) {
+    const uint64_t v = gen();
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+    ASSERT_EQ(sweep::hex16(v), buf);
+  }
+  EXPECT_EQ(sweep::double_bits(1.0), "3ff0000000000000");
+  EXPECT_EQ(sweep::double_bits(-0.0), "8000000000000000");
+  EXPECT_NE(sweep::double_bits(0.0), sweep::double_bits(-0.0));  // equal values, other bits
 }

@@ -9,25 +9,9 @@
 #include <stdexcept>
 
 #include "checksum.h"  // tensor_checksum
+#include "hex.h"  // hex16, double_bits
 
 namespace sweep {
-namespace {
-
-std::string hex64(uint64_t x) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, x);
-  return buf;
-}
-
-/// A double's bits as 16 hex digits: what "the same loss" means here.
-std::string bits(double x) {
-  uint64_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return hex64(u);
-}
-
-}  // namespace
-
 std::vector<uint64_t> gather_share_digests(Communicator& comm, const std::vector<uint64_t>& mine, int64_t rotate,
                                            std::vector<int>* share_ranks) {
   const int w = comm.size();
@@ -55,18 +39,18 @@ void write_step_evidence(const std::string& path, const StepEvidence& e, const s
     std::ofstream out(tmp, std::ios::binary);
     out << kStepEvidenceMagic << "\n";
     out << "step " << e.step << "\nworld_size " << e.world << "\naccum " << e.accum << "\nrotate " << e.rotate << "\n";
-    out << "loss " << bits(e.loss) << "\ngrad_norm " << bits(e.grad_norm) << "\nparams " << hex64(e.params) << "\n";
+    out << "loss " << double_bits(e.loss) << "\ngrad_norm " << double_bits(e.grad_norm) << "\nparams " << hex16(e.params) << "\n";
     for (size_t j = 0; j < e.shares.size(); ++j) {
-      out << "share " << j << " rank " << e.share_ranks[j] << " digest " << hex64(e.shares[j]) << " loss ";
+      out << "share " << j << " rank " << e.share_ranks[j] << " digest " << hex16(e.shares[j]) << " loss ";
       const std::vector<double>& ls = e.share_losses[j];
-      for (size_t i = 0; i < ls.size(); ++i) out << (i ? "," : "") << bits(ls[i]);
+      for (size_t i = 0; i < ls.size(); ++i) out << (i ? "," : "") << double_bits(ls[i]);
       out << " samples ";
       const std::vector<int64_t>& ids = e.share_samples[j];
       for (size_t i = 0; i < ids.size(); ++i) out << (i ? "," : "") << ids[i];
       out << "\n";
     }
     for (size_t t = 0; t < e.reduced.size() && t < table.size(); ++t)
-      out << "tensor " << hex64(e.reduced[t]) << " " << table[t].name << "\n";
+      out << "tensor " << hex16(e.reduced[t]) << " " << table[t].name << "\n";
     if (!e.nonfinite.empty()) out << "nonfinite " << e.nonfinite << "\n";
     if (!out.flush()) throw std::runtime_error(tmp + ": cannot write the step's evidence (dist.diagnose_step)");
   }
