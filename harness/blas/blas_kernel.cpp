@@ -21,9 +21,9 @@
 #include "atomic_file.h"   // write_file_atomically
 #include "config_error.h"  // ConfigError
 #include "data_file.h"     // sweep_cache_dir
+#include "hex.h"           // hex16
 #include "process.h"       // ExitStatus, executable_dir
 #include "text.h"          // join, printable, did_you_mean
-#include "hex.h"  // hex16
 
 extern char** environ;
 

@@ -13,11 +13,11 @@
 #include <system_error>
 
 #include "config_error.h"   // ConfigError
+#include "hex.h"            // hex16, double_bits
 #include "reproduce.h"      // reproduce, reproduce_config
 #include "run_files.h"      // complete_checkpoints, check_real_directory
 #include "sweep_records.h"  // read_run_record
 #include "text.h"           // join, split, printable
-#include "hex.h"  // hex16, double_bits
 
 namespace fs = std::filesystem;
 

@@ -371,7 +371,8 @@ void say_verdict(ReproduceResult& res, const ReproduceOptions& opt, const RerunL
                         " are the checkpoint's rows, the rest were recomputed");
   if (!fork_from.empty())
     res.lines.push_back("forked from run " + original.lineage.parent_run_id + " at step " +
-                        std::to_string(original.lineage.parent_step) + " as the original was: the re-run started from " +
+                        std::to_string(original.lineage.parent_step) +
+                        " as the original was: the re-run started from " +
                         (opt.fork_from.empty() ? "that checkpoint" : "the re-run of the parent, " + fork_from));
   // Config and environment differences matter even when the bits agree: they are what held.
   const auto details = detail_lines(c);

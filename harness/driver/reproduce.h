@@ -27,8 +27,8 @@ struct ReproduceOptions {
   /// A forked run's re-run starts from this checkpoint (a step_N directory) instead of its
   /// parent's own: reproduce_lineage's replay of the parent. "" = the parent's.
   std::string fork_from;
-  std::string out_dir;           ///< where the re-run goes; "" = the next <run dir>/reproduce/<n>
-  LocalLaunch launch;            ///< sweep-train binary and mpiexec (an absolute path when world > 1)
+  std::string out_dir;  ///< where the re-run goes; "" = the next <run dir>/reproduce/<n>
+  LocalLaunch launch;   ///< sweep-train binary and mpiexec (an absolute path when world > 1)
   /// The image the re-run's ranks run in (its trainer, binds); runtime "" = on the host.
   /// A re-run elsewhere than the record's container is run, with a warning line.
   ContainerSpec container;

@@ -15,8 +15,8 @@
 #include "cache_entry.h"   // CacheEntry: the digest kept for the same fingerprint
 #include "config_error.h"  // ConfigError
 #include "data_file.h"     // identify_data_file
+#include "hex.h"           // hex16
 #include "run_files.h"     // hash_fd
-#include "hex.h"  // hex16
 
 namespace fs = std::filesystem;
 

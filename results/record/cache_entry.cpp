@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <sstream>
 
+#include "hex.h"           // hex16
 #include "record_cache.h"  // user_key, siphash24
 #include "record_error.h"  // RecordError
 #include "run_files.h"     // read_file_tail, replace_file
-#include "hex.h"  // hex16
 
 namespace fs = std::filesystem;
 

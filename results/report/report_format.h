@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
+#include "hex.h"  // hex16
 #include "report.h"
 #include "text.h"  // exact_double, printable_lines
-#include "hex.h"  // hex16
 
 namespace sweep::report_fmt {
 

@@ -120,9 +120,10 @@ TEST_F(PbtE2E, APbtSearchDecidesTheSameAtAnyParallelAndAfterAKilledDriver) {
   ASSERT_TRUE(sweep_cli({"report", one.string(), "--format", "md", "-o", (dir_ / "r.md").string()}, "r.log").ok());
   const std::string md = read_file(dir_ / "r.md");
   EXPECT_CONTAINS(md, "## Lineage");
-  if (a.at(best).lineage.kind == "forked")
+  if (a.at(best).lineage.kind == "forked") {
     EXPECT_CONTAINS(md, best + ": forked from " + a.at(best).lineage.parent_run_id + " at step " +
                             std::to_string(a.at(best).lineage.parent_step));
+  }
 
   // --lineage: the member with the longest lineage re-run run by run from step 0, each
   // child from its parent's re-run. With every checkpoint of the originals removed, plain

@@ -1,7 +1,6 @@
 // text/text.h: the one UTF-8 validator, printable text, locations, join, did-you-mean,
 // exact numbers.
 #include "text.h"
-#include "hex.h"
 
 #include <gtest/gtest.h>
 
@@ -14,6 +13,8 @@
 #include <random>  // mt19937_64: a fixed sequence of bit patterns
 #include <string>
 #include <vector>
+
+#include "hex.h"
 
 using sweep::append_exact_double;
 using sweep::closest_key;

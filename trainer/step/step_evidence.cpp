@@ -9,7 +9,7 @@
 #include <stdexcept>
 
 #include "checksum.h"  // tensor_checksum
-#include "hex.h"  // hex16, double_bits
+#include "hex.h"       // hex16, double_bits
 
 namespace sweep {
 std::vector<uint64_t> gather_share_digests(Communicator& comm, const std::vector<uint64_t>& mine, int64_t rotate,
@@ -39,7 +39,8 @@ void write_step_evidence(const std::string& path, const StepEvidence& e, const s
     std::ofstream out(tmp, std::ios::binary);
     out << kStepEvidenceMagic << "\n";
     out << "step " << e.step << "\nworld_size " << e.world << "\naccum " << e.accum << "\nrotate " << e.rotate << "\n";
-    out << "loss " << double_bits(e.loss) << "\ngrad_norm " << double_bits(e.grad_norm) << "\nparams " << hex16(e.params) << "\n";
+    out << "loss " << double_bits(e.loss) << "\ngrad_norm " << double_bits(e.grad_norm) << "\nparams "
+        << hex16(e.params) << "\n";
     for (size_t j = 0; j < e.shares.size(); ++j) {
       out << "share " << j << " rank " << e.share_ranks[j] << " digest " << hex16(e.shares[j]) << " loss ";
       const std::vector<double>& ls = e.share_losses[j];
