@@ -351,7 +351,11 @@ size_t SlurmRun::submit_array(const Shape& shape, size_t max_tasks, int throttle
       }
       continue;
     }
-    group.push_back(t), a.dirs.push_back(t->dir), a.resume.push_back(t->resume());
+    // A fork (a pbt search's exploit) starts from its parent's checkpoint until it has
+    // one of its own, as the local executor starts it.
+    const std::string fork = fork_source(opt_.out_dir, *t);
+    group.push_back(t), a.dirs.push_back(t->dir), a.resume.push_back(fork.empty() && t->resume());
+    a.fork_from.push_back(fork);
   }
   if (group.empty()) return 0;
   a.throttle = std::min(throttle, int(group.size()));

@@ -83,11 +83,20 @@ std::string sbatch_script(const SlurmArray& a, const LaunchSpec& spec, const Loc
   s += ")\nresume=(";
   for (size_t i = 0; i < a.resume.size(); ++i) s += std::string(i ? " " : "") + (a.resume[i] ? "1" : "0");
   s += ")\n";
+  const bool forks = std::any_of(a.fork_from.begin(), a.fork_from.end(), [](const auto& f) { return !f.empty(); });
+  if (forks) {
+    s += "forks=(\n";
+    for (size_t i = 0; i < a.dirs.size(); ++i)
+      s += "  " + shell_quote(i < a.fork_from.size() ? a.fork_from[i] : "") + "\n";
+    s += ")\n";
+  }
   s += "i=${SLURM_ARRAY_TASK_ID:?not a job array task}\n";
   s += "dir=${runs[$i]}\n";
   s += "args=()\n";
-  if (local.program.empty() || local.program.pass_args)
+  if (local.program.empty() || local.program.pass_args) {
     s += "if [ \"${resume[$i]}\" = 1 ]; then args+=(--resume); fi\n";
+    if (forks) s += "if [ -n \"${forks[$i]}\" ]; then args+=(--fork-from \"${forks[$i]}\"); fi\n";
+  }
   s += "exec >>\"$dir/logs/launcher.log\" 2>&1\n";
   s += "echo \"=== sweep: slurm job ${SLURM_ARRAY_JOB_ID:-?}_$i on $(hostname) (nodes ${SLURM_JOB_NODELIST:-?}) at "
        "$(date -u +%FT%TZ) ===\"\n";

@@ -20,6 +20,9 @@ struct SlurmArray {
   int threads = 1;                ///< --cpus-per-task
   std::vector<std::string> dirs;  ///< run directory of task i (absolute)
   std::vector<bool> resume;       ///< task i continues from its checkpoints
+  /// Task i starts from this checkpoint (sweep-train's --fork-from: a pbt member's exploit,
+  /// until it has checkpoints of its own); "" or absent = from its own (resume) or step 0.
+  std::vector<std::string> fork_from;
   /// The array's `%` throttle: tasks of it running at once; 0 = launch.parallel. The
   /// executor splits launch.parallel over the arrays of a sweep (slurm_exec.h).
   int throttle = 0;

@@ -10,7 +10,7 @@
 #include <set>
 #include <string>
 
-#include "e2e_util.h"  // E2eTest, completed_records, sweep_bit_difference, tiny_model, wait_for
+#include "e2e_util.h"  // E2eTest, completed_records, pbt_search_grid, sweep_bit_difference, wait_for
 
 namespace fs = std::filesystem;
 
@@ -18,33 +18,9 @@ namespace {
 
 using sweep_test::read_file;
 
-/// A population of 6 over the learning rate (log-uniform) and clip norm (a choice) of the
-/// tiny model with a cosine schedule: 24 steps, decisions at steps 6, 12 and 18 by the
-/// held-out loss. Steps sleep `slow_ms` (no effect on the bits) so a driver can be killed
-/// half-way; the two directories compared must use the same.
+/// The search of these tests (e2e_util.h), three runs at a time.
 std::string pbt_grid(int slow_ms) {
-  return "name: pbt\n"
-         "base:\n" +
-         sweep_test::tiny_model("  ") +
-         "  train: {steps: 24, micro_batch: 2, schedule: cosine, warmup: 2, log_every: 50, eval_every: 6, "
-         "eval_batches: 1, threads: 1, checkpoint_every: 6, keep_checkpoints: 4}\n"
-         "  data: {eval_fraction: 0.1}\n"
-         "  fault: {slow_ms: " +
-         std::to_string(slow_ms) +
-         "}\n"
-         "search:\n"
-         "  kind: pbt\n"
-         "  population: 6\n"
-         "  interval: 6\n"
-         "  quantile: 0.25\n"
-         "  perturb: [0.8, 1.2]\n"
-         "  resample: 0.25\n"
-         "  seed: 5\n"
-         "  metric: final_eval_loss\n"
-         "  space:\n"
-         "    train.lr: {loguniform: [1.0e-3, 3.0e-2]}\n"
-         "    train.clip_norm: {choice: [0.5, 1.0, 2.0]}\n"
-         "launch: {parallel: 3, slots: 3, grace_s: 5}\n";
+  return sweep_test::pbt_search_grid(slow_ms, "launch: {parallel: 3, slots: 3, grace_s: 5}\n");
 }
 
 /// The run of the line of search.log that starts with `prefix` ("... run ID ...").

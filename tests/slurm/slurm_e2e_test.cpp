@@ -220,11 +220,13 @@ TEST_F(SlurmE2E, AGridsProgramOnTwoRanksUnderSrun) {
   }
 }
 
-// A halving search, a tpe search and a multi-objective tpe search through Slurm arrays
-// decide as they do locally: the same search.log, line for line, and the same runs with the
-// same bits. Halving stops runs at their rungs and promotes them from their checkpoints in
-// later arrays; tpe proposes each batch from the results of the earlier ones.
-TEST_F(SlurmE2E, HalvingAndTpeSearchesThroughArraysDecideAsTheyDoLocally) {
+// A halving search, a tpe search, a multi-objective tpe search and a pbt search through
+// Slurm arrays decide as they do locally: the same search.log, line for line, and the same
+// runs with the same bits. Halving stops runs at their rungs and promotes them from their
+// checkpoints in later arrays; tpe proposes each batch from the results of the earlier
+// ones; a pbt member that exploits forks from another's checkpoint (--fork-from in the
+// array's script).
+TEST_F(SlurmE2E, HalvingTpeAndPbtSearchesThroughArraysDecideAsTheyDoLocally) {
   // The driver's search grids (tests/support/e2e_util.h), each under both launches.
   const std::map<std::string, std::function<std::string(const std::string&)>> searches = {
       {"halving",
@@ -232,6 +234,8 @@ TEST_F(SlurmE2E, HalvingAndTpeSearchesThroughArraysDecideAsTheyDoLocally) {
          return sweep_test::halving_search_grid(sweep_test::kHalvingSearch, 0, launch);
        }},
       {"tpe", [](const std::string& launch) { return sweep_test::tpe_search_grid(5, launch); }},
+      // A pbt search: its exploits fork from other members' checkpoints inside the arrays.
+      {"pbt", [](const std::string& launch) { return sweep_test::pbt_search_grid(0, launch); }},
       // Multi-objective tpe with a constraint: its front is decided from the same results.
       {"pareto", [](const std::string& launch) {
          return std::regex_replace(sweep_test::tpe_search_grid(5, launch), std::regex("  kind: tpe\n"),
@@ -255,9 +259,13 @@ TEST_F(SlurmE2E, HalvingAndTpeSearchesThroughArraysDecideAsTheyDoLocally) {
     }
     EXPECT_EQ(logs["slurm"], logs["local"]) << search;
     EXPECT_EQ(logs["local"].find("(not finished)"), std::string::npos) << logs["local"];
-    if (search == "pareto")  // judged on both metrics and the constraint's
+    if (search == "pareto") {  // judged on both metrics and the constraint's
       EXPECT_NE(logs["local"].find(" memory_per_rank_mib="), std::string::npos) << logs["local"];
+    }
     EXPECT_GE(runs["local"].size(), search == "halving" ? 9u : 5u) << search;
+    if (search == "pbt") {  // some member forked from another's checkpoint
+      EXPECT_NE(logs["local"].find(" exploits member "), std::string::npos) << logs["local"];
+    }
     EXPECT_EQ(runs["slurm"].size(), runs["local"].size()) << search;
     EXPECT_EQ(sweep_test::sweep_bit_difference(runs["local"], runs["slurm"]), "") << search;
   }

@@ -64,6 +64,36 @@ inline std::string tiny_model(const std::string& indent = "") {
 /// time on two slots, locally.
 inline const std::string kLocalLaunch = "launch: {parallel: 2, slots: 2}\n";
 
+/// A pbt search of the tiny model: a population of 6 over train.lr (log-uniform) and
+/// train.clip_norm (a choice) with a cosine schedule, 24 steps, decisions at steps 6, 12
+/// and 18 by the held-out loss; `launch` is its launch: line. Steps sleep `slow_ms` (no
+/// effect on the bits) so a driver can be killed half-way; directories compared must use
+/// the same. The pbt tests replay it locally; the Slurm tests run it through arrays.
+inline std::string pbt_search_grid(int slow_ms, const std::string& launch = kLocalLaunch) {
+  return "name: pbt\n"
+         "base:\n" +
+         tiny_model("  ") +
+         "  train: {steps: 24, micro_batch: 2, schedule: cosine, warmup: 2, log_every: 50, eval_every: 6, "
+         "eval_batches: 1, threads: 1, checkpoint_every: 6, keep_checkpoints: 4}\n"
+         "  data: {eval_fraction: 0.1}\n"
+         "  fault: {slow_ms: " +
+         std::to_string(slow_ms) +
+         "}\n"
+         "search:\n"
+         "  kind: pbt\n"
+         "  population: 6\n"
+         "  interval: 6\n"
+         "  quantile: 0.25\n"
+         "  perturb: [0.8, 1.2]\n"
+         "  resample: 0.25\n"
+         "  seed: 5\n"
+         "  metric: final_eval_loss\n"
+         "  space:\n"
+         "    train.lr: {loguniform: [1.0e-3, 3.0e-2]}\n"
+         "    train.clip_norm: {choice: [0.5, 1.0, 2.0]}\n" +
+         launch;
+}
+
 /// A TPE search of the tiny model: 6 samples (2 random first), two at a time, search seed
 /// `seed`, over train.lr (log-uniform) and train.clip_norm; `launch` is its launch: line.
 /// The driver's tests replay it locally; the Slurm tests run it through arrays and expect

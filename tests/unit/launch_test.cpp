@@ -296,6 +296,45 @@ TEST_F(SlurmScript, EveryValueArrivesLiterally) {
   EXPECT_FALSE(fs::exists(dir_ / "s $(touch pwned) '; rm -rf x; ` \" \\ $HOME" / "pwned"));
 }
 
+// A pbt member's exploit under Slurm: the task that forks gets --fork-from and its
+// parent's checkpoint, as one literal argument after sweep-train's own; the task that
+// does not fork gets neither. Without forks the script has no forks array at all.
+TEST_F(SlurmScript, AForkArrivesLiterallyAsTheLastArguments) {
+  const std::string evil = (dir_ / "f $(touch pwned) ' \" $HOME").string();
+  SlurmArray a;
+  a.sweep_name = "n";
+  a.sweep_dir = evil;
+  a.dirs = {evil + "/runs/a", evil + "/runs/b"};
+  a.resume = {false, true};
+  const std::string parent = evil + "/runs/p'q/checkpoints/step_0000000006";
+  a.fork_from = {parent, ""};
+  LaunchSpec spec;
+  spec.launcher = "slurm";
+  LocalLaunch local;
+  const std::string bin = (dir_ / "bin").string();
+  fs::create_directories(bin);
+  std::ofstream(bin + "/srun") << "#!/bin/sh\nfor a in \"$@\"; do printf '[%s]\\n' \"$a\"; done\n";
+  fs::permissions(bin + "/srun", fs::perms::owner_all);
+  local.train_binary = "/b/sweep-train";
+  std::ofstream(dir_ / "batch.sh") << sbatch_script(a, spec, local);
+  for (const auto& d : a.dirs) fs::create_directories(d + "/logs");
+  for (int task : {0, 1}) {
+    Captured c = capture({"/usr/bin/env", "PATH=" + bin + ":/usr/bin:/bin",
+                          "SLURM_ARRAY_TASK_ID=" + std::to_string(task), "/bin/bash", (dir_ / "batch.sh").string()});
+    EXPECT_EQ(c.status.code, 0) << c.output;
+    std::ifstream in(a.dirs[task] + "/logs/launcher.log");
+    const std::string log((std::istreambuf_iterator<char>(in)), {});
+    if (task == 0)
+      EXPECT_CONTAINS(log, "[--sweep-id]\n[n]\n[--fork-from]\n[" + parent + "]\n");
+    else
+      EXPECT_EQ(log.find("--fork-from"), std::string::npos) << log;
+    EXPECT_EQ(log.find("--resume") != std::string::npos, task == 1) << log;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "pwned"));
+  a.fork_from = {"", ""};
+  EXPECT_EQ(sbatch_script(a, spec, local).find("forks"), std::string::npos);
+}
+
 TEST_F(SlurmScript, SbatchArgvCarriesShapeThrottleAndLimits) {
   SlurmArray a;
   a.sweep_name = "n";
