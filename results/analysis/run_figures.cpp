@@ -2,6 +2,7 @@
 #include "run_figures.h"
 
 #include <algorithm>  // max, nth_element, min
+#include <cctype>     // isdigit
 #include <cstdio>     // snprintf
 #include <cstdlib>    // strtoll
 #include <vector>
@@ -29,25 +30,32 @@ double mean_finite_loss(const Record& r, const std::vector<size_t>& rows, size_t
   return mean;
 }
 
+std::vector<std::pair<int64_t, int64_t>> skipped_step_ranges(const Record& r) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  const auto it = r.summary.find("spike_skipped_steps");
+  if (it == r.summary.end()) return out;
+  const char* p = it->second.c_str();
+  while (*p) {
+    char* end = nullptr;
+    const long long a = std::strtoll(p, &end, 10);
+    if (end == p) break;
+    long long b = a;
+    p = end;
+    if (*p == '-') {
+      if (!std::isdigit(static_cast<unsigned char>(p[1]))) break;  // "5-" or "5- 9": no end
+      b = std::strtoll(p + 1, &end, 10);
+      p = end;
+    }
+    out.emplace_back(a, b);
+    while (*p == ' ') ++p;
+  }
+  return out;
+}
+
 std::vector<size_t> kept_rows(const Record& r) {
   std::vector<size_t> rows;
   rows.reserve(r.steps.size());
-  const auto it = r.summary.find("spike_skipped_steps");
-  // "13-15 20": the steps left out, in increasing order.
-  std::vector<std::pair<int64_t, int64_t>> out;
-  if (it != r.summary.end()) {
-    const char* p = it->second.c_str();
-    while (*p) {
-      char* end = nullptr;
-      const long long a = std::strtoll(p, &end, 10);
-      if (end == p) break;
-      long long b = a;
-      p = end;
-      if (*p == '-') b = std::strtoll(p + 1, &end, 10), p = end;
-      out.emplace_back(a, b);
-      while (*p == ' ') ++p;
-    }
-  }
+  const std::vector<std::pair<int64_t, int64_t>> out = skipped_step_ranges(r);
   for (size_t i = 0; i < r.steps.size(); ++i) {
     const int64_t step = r.steps[i].step;
     const bool left_out = std::any_of(out.begin(), out.end(),

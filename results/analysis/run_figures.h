@@ -6,6 +6,7 @@
 #include <cmath>  // NAN
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "record.h"  // Record
@@ -16,6 +17,11 @@ namespace sweep {
 /// step of a shorter run. One step's loss is one batch's, noisy; 20 steps smooth that and
 /// still describe the end of a run of a few hundred steps.
 inline constexpr size_t kLossWindow = 20;
+
+/// The step ranges a spike decision left out (the record's summary `spike_skipped_steps`,
+/// "13-15 20": a rewind's undone steps and the spiking step, or a skipped step), first to
+/// last inclusive, as written; a malformed tail is ignored.
+std::vector<std::pair<int64_t, int64_t>> skipped_step_ranges(const Record& r);
 
 /// The positions in `r.steps` of the rows whose step the model kept: all but the steps a
 /// spike decision left out (the record's summary `spike_skipped_steps`, "13-15 20": a

@@ -271,19 +271,15 @@ std::vector<SpikeMark> spike_marks(const Record& r) {
   std::vector<SpikeMark> out;
   const std::vector<std::string> decisions = spike_decisions(r);
   out.reserve(decisions.size());
-  const auto left_out = r.summary.find("spike_skipped_steps");  // "13-15 20"
-  const std::vector<std::string> ranges =
-      left_out == r.summary.end() ? std::vector<std::string>{} : split(left_out->second, ' ');
+  const std::vector<std::pair<int64_t, int64_t>> ranges = skipped_step_ranges(r);
   for (const std::string& d : decisions) {
     long long step = 0;
     int used = 0;
     if (std::sscanf(d.c_str(), "step %lld:%n", &step, &used) != 1 || used == 0) continue;
     SpikeMark m{step, step, d};
-    for (const std::string& range : ranges) {
-      long long a = 0, b = 0;
-      const int n = std::sscanf(range.c_str(), "%lld-%lld", &a, &b);
-      if ((n == 2 && b == step && a <= b) || (n == 1 && a == step)) m.left_out_from = a;
-    }
+    // The range that ends at the decision's step: what it left out.
+    for (const auto& [a, b] : ranges)
+      if (b == step && a <= b) m.left_out_from = a;
     out.push_back(std::move(m));
   }
   return out;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "run_figures.h"        // run_figures, kept_rows
+#include "run_figures.h"        // run_figures, kept_rows, skipped_step_ranges
 #include "telemetry_summary.h"  // telemetry_summary
 #include "test_util.h"          // EXPECT_CONTAINS
 
@@ -161,6 +161,14 @@ TEST(RunHealth, StepsTheSpikePolicyLeftOutCountInNoFigureOrFlag) {
   EXPECT_EQ(kept_rows(r).size(), 27u);
   r.summary["spike_skipped_steps"] = "2 5-6 28-30";  // skips and a rewind
   EXPECT_EQ(kept_rows(r).size(), 24u);
+  using Ranges = std::vector<std::pair<int64_t, int64_t>>;
+  EXPECT_EQ(skipped_step_ranges(r), (Ranges{{2, 2}, {5, 6}, {28, 30}}));
+  // What the figures and the chart marks both read: a malformed tail is left out, never
+  // read as step 0 or as a range without an end.
+  r.summary["spike_skipped_steps"] = "2 5- 9";
+  EXPECT_EQ(skipped_step_ranges(r), (Ranges{{2, 2}}));
+  r.summary["spike_skipped_steps"] = "x 3";
+  EXPECT_EQ(skipped_step_ranges(r), Ranges{});
 }
 
 // Small-batch noise: +-10% of the loss, in a fixed pseudo-random pattern.
