@@ -192,6 +192,36 @@ TEST_F(DiagnoseMpi, ACorruptRankIsNamedAtW3WithZero2Bf16AndMoE) {
                   "computes them (share 4 (rank 2) on the own layout, share 0 (rank 2) with shares rotated)");
 }
 
+// The other two classes on the same layout: W=3, ZeRO 2, bf16 and a mixture of experts.
+// The sample-keyed NaN is the data or program, with its sample and first non-finite module
+// named; the fault that strikes once is transient.
+TEST_F(DiagnoseMpi, TheDataAndTransientClassesHoldAtW3WithZero2Bf16AndMoE) {
+  const auto w3 = [&](const std::string& fault) {
+    std::string cfg = config(fault, 3);
+    cfg.replace(cfg.find("dist: {"), 7, "dist: {zero_stage: 2, ");
+    cfg.replace(cfg.find("train: {"), 8, "train: {precision: bf16, ");
+    cfg.insert(cfg.find('}'), ", moe: {experts: 4, top_k: 2}");
+    return cfg;
+  };
+  // Twelve samples: every step's global batch (3 ranks x 2 x 2) holds them all.
+  std::string nan = w3("fault: {nan_sample_step: 5, nan_sample: 6}\n");
+  nan.replace(nan.find("samples: 24"), 11, "samples: 12");
+  ASSERT_EQ(train("nan3", nan, 3).code, 1) << log("nan3");
+  const auto data = diagnose("nan3", 5);
+  EXPECT_EQ(data.code, 0) << data.out;
+  EXPECT_CONTAINS(data.out,
+                  "diagnose step 5: data or program: every replay (own layout, shares rotated, one rank) has "
+                  "the original's bits; non-finite loss in share ");
+  EXPECT_CONTAINS(data.out, "first non-finite module: embed (its output non-finite for sample 6;");
+
+  ASSERT_TRUE(train("hit3", w3("fault: {transient_step: 5, transient_rank: 1}\n"), 3).ok()) << log("hit3");
+  const auto hit = diagnose("hit3", 5);
+  EXPECT_EQ(hit.code, 0) << hit.out;
+  EXPECT_CONTAINS(hit.out,
+                  "diagnose step 5: transient: every replay differs from the original and all agree with "
+                  "each other");
+}
+
 // Each refusal: one line, exit 2, and no diagnose/ directory.
 TEST_F(DiagnoseMpi, BadInputIsRefusedWithOneLineAndNothingWritten) {
   ASSERT_TRUE(train("two", config(""), 2).ok()) << log("two");
