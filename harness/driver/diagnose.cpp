@@ -12,19 +12,19 @@
 #include <sstream>
 #include <system_error>
 
-#include "config_error.h"   // ConfigError
-#include "hex.h"            // hex16, double_bits
-#include "reproduce.h"      // reproduce, reproduce_config
-#include "run_files.h"      // complete_checkpoints, check_real_directory
-#include "sweep_records.h"  // read_run_record
-#include "text.h"           // join, split, printable
+#include "config_error.h"    // ConfigError
+#include "diagnosis_file.h"  // kVerdictMagic
+#include "hex.h"             // hex16, double_bits
+#include "reproduce.h"       // reproduce, reproduce_config
+#include "run_files.h"       // complete_checkpoints, check_real_directory
+#include "sweep_records.h"   // read_run_record
+#include "text.h"            // join, split, printable
 
 namespace fs = std::filesystem;
 
 namespace sweep {
 namespace {
 
-constexpr const char* kVerdictMagic = "sweep-diagnose-verdict 1";
 constexpr const char* kEvidenceMagic = "sweep-step-evidence 1";  // trainer/step/step_evidence.h
 const char* const kReplayNames[3] = {"own layout", "shares rotated", "one rank"};
 const char* const kReplayDirs[3] = {"own", "rotated", "one_rank"};
@@ -313,24 +313,6 @@ DiagnoseResult diagnose(const DiagnoseOptions& opt, ProcessRunner& runner) {
   out.close();
   fs::rename(path + ".partial", path);
   return res;
-}
-
-std::string newest_diagnosis(const std::string& run_dir) {
-  std::error_code ec;
-  int newest = 0;
-  for (fs::directory_iterator it(fs::path(run_dir) / "diagnose", ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos || name.size() > 9) continue;
-    if (fs::exists(it->path() / "verdict.txt", ec)) newest = std::max(newest, std::stoi(name));
-  }
-  if (newest == 0) return "";
-  const std::string path = (fs::path(run_dir) / "diagnose" / std::to_string(newest) / "verdict.txt").string();
-  std::ifstream in(path, std::ios::binary);
-  std::string text;
-  if (!std::getline(in, text) || text != kVerdictMagic) return "";
-  while (std::getline(in, text))
-    if (text.rfind("line ", 0) == 0) return text.substr(5) + " (" + path + ")";
-  return "";
 }
 
 }  // namespace sweep

@@ -12,8 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "launch.h"   // LocalLaunch
-#include "process.h"  // ProcessRunner
+#include "diagnosis_file.h"  // newest_diagnosis (show, status)
+#include "launch.h"          // LocalLaunch
+#include "process.h"         // ProcessRunner
 
 namespace sweep {
 
@@ -71,9 +72,5 @@ DiagnoseResult classify_replays(int64_t step, const std::vector<bool>& original_
 /// Checks the input (ConfigError / RecordError: exit 2, nothing written), runs the three
 /// replays through `runner` and writes <run>/diagnose/<n>/verdict.txt.
 DiagnoseResult diagnose(const DiagnoseOptions& opt, ProcessRunner& runner);
-
-/// The newest verdict under `run_dir`/diagnose ("diagnose step S: ..." and where its
-/// evidence is), or "" when there is none. Never throws.
-std::string newest_diagnosis(const std::string& run_dir);
 
 }  // namespace sweep

@@ -15,9 +15,10 @@
 #include <sstream>       // config text lines
 #include <system_error>  // error_code for non-throwing listing
 
-#include "checksum.h"      // run_id_of_config
-#include "parallel_for.h"  // cached records decoded, and chunks freed, on every core
-#include "record_cache.h"  // RecordCache: records read before, not read again
+#include "checksum.h"        // run_id_of_config
+#include "diagnosis_file.h"  // newest_diagnosis
+#include "parallel_for.h"    // cached records decoded, and chunks freed, on every core
+#include "record_cache.h"    // RecordCache: records read before, not read again
 #include "run_files.h"  // RunLock::holder (is a running record still being written), rank_log_path, accepted_record_digest
 #include "run_status.h"  // status_is
 #include "stall.h"       // stall_words
@@ -383,6 +384,14 @@ void SweepLoader::finish(SweepRecords* out) {
   const std::set<std::string> have(ids_.begin(), ids_.end());
   for (const auto& [id, values] : read_points_file(dir_))
     if (!have.count(id)) out->pending.push_back(id);
+  // Each run's newest diagnosis: one lstat a run, a read only where there is one.
+  for (const std::string& id : ids_) {
+    const std::string run = (fs::path(dir_) / "runs" / id).string();
+    struct stat st;
+    if (::lstat((run + "/diagnose").c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    if (std::string line = newest_diagnosis(run); !line.empty()) out->diagnoses.emplace_back(id, std::move(line));
+  }
+  std::sort(out->diagnoses.begin(), out->diagnoses.end());
   // A search's decisions (a regular file of sane size; anything else is left out).
   std::error_code ec;
   const std::string log = (fs::path(dir_) / "search.log").string();

@@ -80,6 +80,9 @@ struct SweepRecords {
   std::string search_log;             ///< <dir>/search.log of a search ("" for a grid)
   /// Points of points.tsv with no run directory yet: runs the driver has not started.
   std::vector<std::string> pending;
+  /// (run id, its newest `sweep diagnose` verdict line) for each run that has one, in run
+  /// id order (diagnosis_file.h: kept beside the record, never in it).
+  std::vector<std::pair<std::string, std::string>> diagnoses;
 };
 
 /// The sweep's own name (the grid's `name`, which the driver gives each run and its record

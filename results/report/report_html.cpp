@@ -742,6 +742,19 @@ std::string failed_runs(const SweepRecords& sweep, const std::string& run_href) 
   return h + "</tbody>\n</table>\n";
 }
 
+// Each run's newest `sweep diagnose` verdict, one line a run (kept beside its record).
+std::string diagnoses_section(const SweepRecords& sweep, const std::string& run_href) {
+  if (sweep.diagnoses.empty()) return "";
+  std::string h =
+      "<h2>Diagnoses</h2>\n<p>The newest <code>sweep diagnose</code> verdict of each run that has one: its bad "
+      "step replayed on its own layout, with the ranks' shares rotated and on one rank, compared bit for bit "
+      "(the evidence is in the verdict file named).</p>\n<table>\n<thead><tr><th>run</th><th>verdict</th></tr>"
+      "</thead>\n<tbody>\n";
+  for (const auto& [id, line] : sweep.diagnoses)
+    h += "<tr>" + report_html::run_cell(id, run_href) + td(html_escape(line), "diagnosis") + "</tr>\n";
+  return h + "</tbody>\n</table>\n";
+}
+
 // Every table in a box that scrolls sideways, so a wide one does not widen the page. No
 // user string can hold "<table": they are all escaped.
 std::string wrap_tables(std::string h) {
@@ -798,6 +811,7 @@ std::string render_html(const SweepRecords& sweep, const ReportModel& m, const s
     h += environment(m);
   }
   h += failed_runs(sweep, run_href);
+  h += diagnoses_section(sweep, run_href);
   // Problems already shown as a failed run are not repeated.
   std::string problems;
   for (const auto& p : sweep.problems) {

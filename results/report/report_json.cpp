@@ -278,7 +278,8 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
   // variance_explained, and importance_method "delta_against_base".
   // Version 7: groups say whether they are ranked (a run with an objective: completed or
   // stopped at a rung; the others are listed apart); lineage, per run; base_deltas points
-  // whether they are within the seed spread.
+  // whether they are within the seed spread. Added since, without a new version (a reader
+  // of version 7 passes it by): "diagnoses", each run's newest `sweep diagnose` line.
   std::string j = kJsonReportStart + ("\"version\":7,\"title\":" + jstr(m.title));
   j += ",\"summary\":{\"runs\":" + jint(int64_t(m.total)) + ",\"completed\":" + jint(int64_t(m.completed)) +
        ",\"diverged\":" + jint(int64_t(m.diverged)) + ",\"stopped\":" + jint(int64_t(m.stopped)) +
@@ -290,6 +291,11 @@ std::string render_json(const SweepRecords& sweep, const ReportModel& m) {
        ",\"wall_time_s\":" + (m.wall_time_s < 0 ? "null" : jnum(m.wall_time_s)) +
        ",\"train_time_s\":" + jnum(m.train_time_s) + "}";
   j += json_search(m);
+  j += ",\"diagnoses\":[";
+  for (size_t i = 0; i < sweep.diagnoses.size(); ++i)
+    j += std::string(i ? "," : "") + "{\"run_id\":" + jstr(sweep.diagnoses[i].first) +
+         ",\"line\":" + jstr(sweep.diagnoses[i].second) + "}";
+  j += "]";
   for (const auto& k : m.varying) strs.push_back(jstr(k));
   j += ",\"varying\":" + jlist(strs);
   strs.clear();

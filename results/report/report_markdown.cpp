@@ -395,6 +395,13 @@ std::string md_search(const ReportModel& m) {
 }
 
 /// ## Failed runs (and running ones), each with its cause and log tail.
+std::string md_diagnoses(const SweepRecords& sweep) {
+  if (sweep.diagnoses.empty()) return "";
+  std::string s = "## Diagnoses\n\nThe newest `sweep diagnose` verdict of each run that has one.\n\n";
+  for (const auto& [id, line] : sweep.diagnoses) s += "- " + md(id) + ": " + md(line) + "\n";
+  return s + "\n";
+}
+
 std::string md_failed(const SweepRecords& sweep) {
   if (!(!sweep.failed.empty())) return "";
   std::string s;
@@ -419,7 +426,7 @@ std::string render_markdown(const SweepRecords& sweep, const ReportModel& m) {
     s += md_results(sweep, m) + md_curves(sweep, m) + md_effects(sweep, m) + md_diagnostics(sweep, m) +
          md_runs(sweep, m);
   }
-  s += md_search(m) + md_failed(sweep);
+  s += md_search(m) + md_failed(sweep) + md_diagnoses(sweep);
   std::string problems;
   for (const auto& p : sweep.problems)
     if (std::none_of(sweep.failed.begin(), sweep.failed.end(), [&](const FailedRun& f) { return f.problem == p; }))

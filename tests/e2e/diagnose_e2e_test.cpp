@@ -135,6 +135,23 @@ TEST_F(DiagnoseMpi, ASweepWithLaunchDiagnoseDiagnosesItsDivergedRuns) {
     EXPECT_CONTAINS(sweep::newest_diagnosis(d.string()), "diagnose step 5: data or program");
   }
   EXPECT_EQ(diagnosed, 1) << run.out;
+  // The report `sweep run` wrote after the diagnosis says it, in HTML, and so do markdown
+  // and JSON made again.
+  std::string id;
+  for (const std::string& r : runs)
+    if (fs::exists(dir_ / "out" / "runs" / r / "diagnose")) id = r;
+  const std::string html = sweep_test::read_file(dir_ / "out" / "report.html");
+  EXPECT_CONTAINS(html, "<h2>Diagnoses</h2>");
+  EXPECT_CONTAINS(html, "diagnose step 5: data or program: every replay");
+  for (const std::string format : {"md", "json"}) {
+    const fs::path out = dir_ / ("report." + format);
+    ASSERT_TRUE(
+        sweep_cli({"report", (dir_ / "out").string(), "--format", format, "-o", out.string()}, "report.log").ok())
+        << sweep_test::read_file(dir_ / "report.log");
+    const std::string text = sweep_test::read_file(out);
+    EXPECT_CONTAINS(text, format == "md" ? "## Diagnoses\n\nThe newest" : "\"diagnoses\":[{\"run_id\":\"" + id + "\"");
+    EXPECT_CONTAINS(text, "diagnose step 5: data or program: every replay");
+  }
 }
 
 TEST_F(DiagnoseMpi, ACorruptRankIsNamedAndShowAndStatusSayIt) {
