@@ -336,6 +336,10 @@ void visit_fields(RunConfig& c, Visitor&& v) {
         "(before the reduction) every step: a bad device; 0 = off"});
   v("fault.corrupt_rank", c.fault.corrupt_rank, IntRange{0, 1 << 20},
     Doc{"test only: the rank fault.corrupt_from corrupts", &kCorrupt});
+  v("fault.corrupt_host", c.fault.corrupt_host, Text{255},
+    Doc{"test only: instead of fault.corrupt_rank, every rank on this host (its hostname) is corrupted by "
+        "fault.corrupt_from: a bad node, whatever rank runs there; empty = fault.corrupt_rank decides",
+        &kCorrupt});
   v("fault.transient_step", c.fault.transient_step, IntRange{0, int64_t(1) << 40},
     Doc{"test only: rank fault.transient_rank flips one bit of one element of its local gradient at this step, "
         "once: a process that continues an earlier attempt (--resume) does not repeat it; 0 = off"});
@@ -957,7 +961,7 @@ bool omitted_at_default(const std::string& key, const std::string& value) {
           "fault.corrupt_from", "fault.corrupt_rank",   "fault.transient_step",     "fault.transient_rank",
           "train.spike_factor", "train.spike_window",   "train.spike_rewind_steps", "train.spike_skip",
           "fault.spike_lr",     "fault.spike_steps",    "dist.diagnose_step",       "dist.diagnose_rotate",
-          "fault.slow_in"})
+          "fault.slow_in",      "fault.corrupt_host"})
       for (const auto& [key, v] : all)
         if (key == k) out[key] = v;
     return out;

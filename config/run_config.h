@@ -165,6 +165,9 @@ struct FaultConfig {
   int64_t nan_sample = 0;    ///< the sample (index into the data source) nan_sample_step poisons
   int64_t corrupt_from = 0;  ///< from this step on, rank corrupt_rank flips a bit of its local gradient; 0 = off
   int64_t corrupt_rank = 1;  ///< the rank corrupt_from corrupts: a bad device
+  /// Instead of corrupt_rank, every rank whose host (its hostname) is this one: a bad node,
+  /// which follows the host whatever rank runs there; "" = corrupt_rank decides.
+  std::string corrupt_host;
   int64_t transient_step =
       0;  ///< rank transient_rank flips a bit of its local gradient at this step, unless resumed; 0 = off
   int64_t transient_rank = 0;  ///< the rank transient_step strikes

@@ -44,6 +44,15 @@ CliAction setup_diagnose(CLI::App& app) {
       ->allow_extra_args(false);
   cmd->add_option("--trainer", o->trainer, "sweep-train binary (default: beside sweep)");
   cmd->add_option("--mpiexec", o->mpiexec, "mpiexec for the replays on more than one rank (default: from PATH)");
+  cmd->add_option("--hosts", o->opt.hosts,
+                  "the run's nodes, comma-separated, rank 0's first (as launch.hosts): the own-layout and rotated "
+                  "replays run their ranks there, so a bad node is named; the one-rank replay runs here")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  cmd->add_option("--mpi-arg", o->opt.mpi_args,
+                  "an extra mpiexec argument for the replays on --hosts, repeatable, as launch.mpi_args (e.g. "
+                  "--mpi-arg=--mca --mpi-arg=plm_rsh_agent --mpi-arg=ssh)")
+      ->allow_extra_args(false);
   return [o, cmd]() { return cmd->parsed() ? run_diagnose(*o) : -1; };
 }
 

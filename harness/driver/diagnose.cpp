@@ -271,6 +271,7 @@ DiagnoseResult diagnose(const DiagnoseOptions& opt, ProcessRunner& runner) {
     ro.out_dir = res.out_dir + "/" + kReplayDirs[i];
     ro.launch = opt.launch;
     ro.trainer_given = opt.trainer_given;
+    if (i < 2) ro.hosts = opt.hosts, ro.mpi_args = opt.mpi_args;
     ro.set = {"dist.diagnose_step=" + std::to_string(opt.step)};
     if (i == 1) ro.set.push_back("dist.diagnose_rotate=1");
     ro.set.insert(ro.set.end(), opt.set.begin(), opt.set.end());

@@ -25,6 +25,12 @@ struct DiagnoseOptions {
   LocalLaunch launch;            ///< sweep-train binary and mpiexec
   bool trainer_given = false;    ///< launch.train_binary was chosen (--trainer)
   std::vector<std::string> set;  ///< test-only KEY=VALUE overrides of every replay's config
+  /// The own-layout and rotated replays start their ranks on these hosts, with these extra
+  /// mpiexec arguments (ReproduceOptions::hosts): the run's own nodes, so that a bad node
+  /// computes the shares it is handed there; the one-rank replay runs on this host.
+  /// Empty = every replay here.
+  std::vector<std::string> hosts;
+  std::vector<std::string> mpi_args;
 };
 
 /// One share of a step (a micro-batch of the global batch) as one replay computed it.

@@ -151,6 +151,9 @@ class LocalExecutor {
         // The replays' mpiexec, as the runs' was (found on PATH: a replay needs its path).
         if (const std::string found = resolve_program(local_.mpiexec); !found.empty()) o.launch.mpiexec = found;
         o.trainer_given = !opt_.train_binary.empty();
+        // On the run's own nodes, as the grid placed it (launch.hosts with launch.mpi_args).
+        if (launch_.launcher == "mpirun" && !launch_.hosts.empty())
+          o.hosts = launch_.hosts, o.mpi_args = launch_.mpi_args;
         const Record r = read_record(dir + "/record.h5");
         o.step = r.steps.empty() ? 0 : r.steps.back().step;
         if (o.step < 1) throw ConfigError(dir + "/record.h5: no step to replay");

@@ -321,13 +321,16 @@ RunCommand rerun_command(LocalLaunch launch, const ReproduceOptions& opt, const 
   const int world = int(config.dist.world_size);
   if (!launch.program.empty())
     launch.rendezvous = {"127.0.0.1", free_port(), world}, launch.sweep_id = original.sweep_id;
-  if (opt.container.runtime.empty() && (launch.program.empty() || world == 1)) {
+  const bool on_hosts = world > 1 && !opt.hosts.empty();
+  if (opt.container.runtime.empty() && (launch.program.empty() || world == 1) && !on_hosts) {
     c.argv = train_argv(launch, world, run_dir, original.sweep_id, /*resume=*/false);
   } else if (opt.container.runtime.empty()) {
-    // A program's ranks as `sweep run` starts them: each behind sweep-rank, which gives it
-    // torch.distributed's RANK and WORLD_SIZE (and writes rank<r>.log).
+    // A program's ranks, or ranks on other hosts, as `sweep run` starts them: each behind
+    // sweep-rank, which gives a program torch.distributed's RANK and WORLD_SIZE (and
+    // writes rank<r>.log, under logs/<host>/ for ranks on other hosts).
     LaunchSpec spec;
     spec.device = launch.device;
+    if (on_hosts) spec.launcher = "mpirun", spec.hosts = opt.hosts, spec.mpi_args = opt.mpi_args;
     c = local_run_command(spec, launch, world, fs::path(run_dir).parent_path().parent_path().string(), run_dir,
                           original.sweep_id, /*resume=*/false);
   } else {

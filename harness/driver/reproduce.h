@@ -29,6 +29,11 @@ struct ReproduceOptions {
   std::string fork_from;
   std::string out_dir;  ///< where the re-run goes; "" = the next <run dir>/reproduce/<n>
   LocalLaunch launch;   ///< sweep-train binary and mpiexec (an absolute path when world > 1)
+  /// A re-run on more than one rank starts its ranks on these hosts (mpiexec --host, in
+  /// order: rank 0 on the first), with these extra mpiexec arguments (an rsh agent, the
+  /// interfaces), as the mpirun launcher does for launch.hosts; empty = on this host.
+  std::vector<std::string> hosts;
+  std::vector<std::string> mpi_args;
   /// The image the re-run's ranks run in (its trainer, binds); runtime "" = on the host.
   /// A re-run elsewhere than the record's container is run, with a warning line.
   ContainerSpec container;

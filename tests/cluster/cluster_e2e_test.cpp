@@ -271,6 +271,41 @@ TEST_F(ClusterE2E, ANodeThatFreezesEndsTheRunWithinTheTimeoutNamingTheStuckRank)
   EXPECT_CONTAINS(sweep::read_record_status((run_dir / "record.h5").string()).failure, "no progress for 6 s");
 }
 
+// A bad node, not a bad rank: every rank on sweep-node2 flips a bit of its first share
+// from step 3 (fault.corrupt_host), and the run puts rank 0 there (hosts in that order).
+// `sweep diagnose --hosts` replays on the run's own nodes and names rank 0 and its host;
+// the same diagnosis with every replay on this host, where no bad node computes, finds
+// every replay differing from the original alike: transient.
+TEST_F(ClusterE2E, ABadNodeIsNamedByDiagnoseReplayingOnTheRunsOwnNodes) {
+  const std::string hosts = "sweep-node2:1, sweep-node1:1";
+  const std::string grid = write("bad.yaml", "name: bad\nbase:\n" + sweep_test::tiny_model("  ") +
+                                                 "  data: {samples: 24}\n"
+                                                 "  train: {steps: 6, micro_batch: 2, accum: 2, lr: 3.0e-3, "
+                                                 "checkpoint_every: 2, keep_checkpoints: 10}\n"
+                                                 "  dist: {world_size: 2, timeout_s: 20}\n"
+                                                 "  fault: {corrupt_from: 3, corrupt_host: sweep-node2}\n" +
+                                                 launch(hosts));
+  ASSERT_TRUE(sweep_cli({"run", grid, "--out", (dir_ / "bad").string()}, "bad.log").ok()) << log("bad");
+  const auto records = sweep_test::completed_records(dir_ / "bad");
+  ASSERT_EQ(records.size(), 1u);
+  const std::string run = (dir_ / "bad" / "runs" / records.begin()->first).string();
+  EXPECT_EQ(records.begin()->second.env("rank_hosts"), "sweep-node2,sweep-node1");
+  // The grid's mpiexec arguments, one --mpi-arg each (rsh agent and interfaces).
+  std::vector<std::string> argv = {"diagnose",  run,           "--step",  "5",
+                                   "--mpiexec", SWEEP_MPIEXEC, "--hosts", "sweep-node2:1,sweep-node1:1"};
+  for (const char* a :
+       {"--mca", "plm_rsh_agent", SWEEP_SOURCE_DIR "/tests/cluster/node-rsh", "--mca", "oob_tcp_if_include",
+        "198.51.100.0/24", "--mca", "btl_tcp_if_include", "198.51.100.0/24", "--mca", "btl", "self,tcp,vader"})
+    argv.push_back(std::string("--mpi-arg=") + a);
+  const auto on_nodes = sweep_cli(argv, "diagnose-nodes.log");
+  EXPECT_EQ(on_nodes.code, 0) << on_nodes.out;
+  EXPECT_CONTAINS(on_nodes.out,
+                  "diagnose step 5: rank 0 (host sweep-node2): shares differ from the one-rank replay exactly "
+                  "where rank 0 computes them");
+  const auto here = sweep_cli({"diagnose", run, "--step", "5", "--mpiexec", SWEEP_MPIEXEC}, "diagnose-here.log");
+  EXPECT_CONTAINS(here.out, "diagnose step 5: transient: every replay differs from the original");
+}
+
 TEST_F(ClusterE2E, AWrongHostOrATransportThatDoesNotConnectTheNodesIsSaidPlainly) {
   // A host that is not there: mpirun cannot start its daemon; the run fails at once.
   const std::string bad_host = write(

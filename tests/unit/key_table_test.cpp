@@ -105,6 +105,7 @@ const std::vector<IdleCase>& idle_cases() {
       {"fault.nan_micro_batch", "1", "{}", "fault: {nan_step: 3}"},
       {"fault.nan_sample", "1", "{}", "fault: {nan_sample_step: 3}"},
       {"fault.corrupt_rank", "0", "{}", "fault: {corrupt_from: 3}"},
+      {"fault.corrupt_host", "sweep-node2", "{}", "fault: {corrupt_from: 3}"},
       {"fault.transient_rank", "1", "{}", "fault: {transient_step: 3}"},
   };
   return cases;

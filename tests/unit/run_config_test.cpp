@@ -32,7 +32,7 @@ TEST(RunConfig, DefaultsRoundTripThroughYaml) {
   // train.telemetry_every, the spike policy's, the lr switch's, sweep fork's and the hang
   // that does not repeat (fault.hang_once), the sample-keyed NaN, corrupt-rank and
   // transient faults, the spike threshold, rewind ring and skipped window, diagnose's
-  // evidence step and share rotation, and where the slow fault sleeps.
+  // evidence step and share rotation, where the slow fault sleeps and the corrupt host.
   const std::set<std::string> added = {
       "train.leaf",         "train.deterministic",  "fault.nan_rank",           "fault.nan_micro_batch",
       "fault.spike_step",   "dist.straggler_ratio", "train.telemetry_every",    "train.spike_policy",
@@ -41,9 +41,9 @@ TEST(RunConfig, DefaultsRoundTripThroughYaml) {
       "fault.corrupt_from", "fault.corrupt_rank",   "fault.transient_step",     "fault.transient_rank",
       "train.spike_factor", "train.spike_window",   "train.spike_rewind_steps", "train.spike_skip",
       "fault.spike_lr",     "fault.spike_steps",    "dist.diagnose_step",       "dist.diagnose_rotate",
-      "fault.slow_in"};
+      "fault.slow_in",      "fault.corrupt_host"};
   const FlatConfig flat = flatten_yaml(text, "defaults.yaml");
-  EXPECT_EQ(flat.size(), run_config_keys().size() - 33);
+  EXPECT_EQ(flat.size(), run_config_keys().size() - 34);
   for (const auto& key : run_config_keys())
     EXPECT_EQ(flat.count(key), key.find("eval_") == std::string::npos && !added.count(key) ? 1u : 0u) << key;
 }

@@ -1,5 +1,7 @@
 #include "faults.h"
 
+#include <unistd.h>  // gethostname
+
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -18,6 +20,12 @@ std::unique_ptr<FaultInjector> FaultInjector::make(const FaultConfig& f, int ran
   return std::unique_ptr<FaultInjector>(new FaultInjector(f, rank, resumed));
 }
 
+FaultInjector::FaultInjector(const FaultConfig& f, int rank, bool resumed) : f_(f), rank_(rank), resumed_(resumed) {
+  char host[256] = {};
+  if (!f.corrupt_host.empty()) ::gethostname(host, sizeof host - 1);
+  corrupt_here_ = f.corrupt_host.empty() ? rank == f.corrupt_rank : f.corrupt_host == host;
+}
+
 void FaultInjector::step_start(int64_t step) const {
   if (step == f_.kill_step && rank_ == f_.kill_rank) std::raise(SIGKILL);
   if (step == f_.hang_step && rank_ == f_.hang_rank && !(f_.hang_once && resumed_))
@@ -34,7 +42,7 @@ void FaultInjector::gradient(int64_t step, float* g, size_t begin, size_t size) 
 }
 
 void FaultInjector::local_gradient(int64_t step, float* g, size_t n) const {
-  const bool corrupt = f_.corrupt_from > 0 && step >= f_.corrupt_from && rank_ == f_.corrupt_rank;
+  const bool corrupt = f_.corrupt_from > 0 && step >= f_.corrupt_from && corrupt_here_;
   const bool transient = f_.transient_step > 0 && step == f_.transient_step && rank_ == f_.transient_rank && !resumed_;
   if (!(corrupt || transient) || !g || n == 0) return;
   // The first non-zero element from the middle on (a zero one, flipped, would be too

@@ -37,10 +37,10 @@ class FaultInjector {
   int64_t nan_sample() const { return f_.nan_sample; }
   /// The gradient of the first share (micro-batch, or its first leaf) this rank computes
   /// in a step (`n` floats, before any sum): one bit flipped in one element from
-  /// fault.corrupt_from on, every step, on rank fault.corrupt_rank (a bad device: whatever
-  /// share it computes comes out wrong), and at fault.transient_step on rank
-  /// fault.transient_rank unless this process continues an earlier attempt (a fault that a
-  /// replay does not repeat).
+  /// fault.corrupt_from on, every step, on rank fault.corrupt_rank or every rank on host
+  /// fault.corrupt_host (a bad device or node: whatever share it computes comes out wrong), and at fault.transient_step
+  /// on rank fault.transient_rank unless this process continues an earlier attempt (a fault that a replay does not
+  /// repeat).
   void local_gradient(int64_t step, float* g, size_t n) const;
   /// The learning rate of `step`'s update, `lr` as scheduled: fault.spike_lr (1: far too
   /// large for any model, the loss spikes after it) for fault.spike_steps updates from
@@ -57,10 +57,11 @@ class FaultInjector {
   bool crash_in_checkpoint(int64_t step) const { return step == f_.crash_in_checkpoint_step && !resumed_; }
 
  private:
-  FaultInjector(const FaultConfig& f, int rank, bool resumed) : f_(f), rank_(rank), resumed_(resumed) {}
+  FaultInjector(const FaultConfig& f, int rank, bool resumed);
   FaultConfig f_;
   int rank_;
   bool resumed_;
+  bool corrupt_here_;  ///< this rank is the corrupt one: rank fault.corrupt_rank, or on host fault.corrupt_host
 };
 
 /// fault.slow_in exchange: forwards every call to `inner`, and on the slow rank sleeps
