@@ -17,6 +17,7 @@
 #include "launch.h"        // local_run_command
 #include "record.h"        // read_record_status, read_record
 #include "run_files.h"     // RunLock::holder, rank_log_path
+#include "run_health.h"    // spike_decisions
 #include "run_status.h"    // status_is
 #include "stop_signals.h"  // StopSignals
 #include "sweep_run.h"
@@ -131,19 +132,35 @@ class LocalExecutor {
       throw;
     }
     session_.summary().not_started = int(queue_.size() + busy_.size());
-    if (launch_.diagnose && !stopping_) diagnose_diverged();
+    if (launch_.diagnose && !stopping_) diagnose_after_runs();
   }
 
  private:
-  /// launch.diagnose: the last step of each run that ended diverged now is replayed on its
-  /// own layout, with its ranks' shares rotated and on one rank (diagnose.h), and the
-  /// verdict said in one line; it stays in the run's diagnose/<n>/, where show and status
-  /// find it. A run that cannot be diagnosed (one rank, no checkpoint before the step) is
-  /// said so, and the sweep goes on.
-  void diagnose_diverged() {
-    for (const std::string& dir : session_.summary().diverged_dirs) {
+  /// launch.diagnose: the last step of each run that ended diverged now, and the step of
+  /// the first spike decision of each run that completed now after one (train.spike_policy
+  /// skip or rewind), is replayed on its own layout, with its ranks' shares rotated and on
+  /// one rank (diagnose.h), and the verdict said in one line; it stays in the run's
+  /// diagnose/<n>/, where show, status and the report find it. A run that cannot be
+  /// diagnosed (one rank, no checkpoint before the step) is said so, and the sweep goes on.
+  void diagnose_after_runs() {
+    std::vector<std::pair<std::string, bool>> runs;  // (run directory, ended diverged)
+    runs.reserve(session_.summary().diverged_dirs.size() + session_.summary().completed_runs.size());
+    for (const std::string& dir : session_.summary().diverged_dirs) runs.emplace_back(dir, true);
+    for (const std::string& id : session_.summary().completed_runs) runs.emplace_back(run_dir(opt_.out_dir, id), false);
+    for (const auto& [dir, diverged] : runs) {
       if (StopSignals::count() > 0) return;
       const std::string id = dir.substr(dir.find_last_of('/') + 1);
+      int64_t spike = 0;  // a completed run's first spike decision: "step 15: ..."
+      if (!diverged) {
+        try {
+          const std::vector<std::string> decisions = spike_decisions(read_record(dir + "/record.h5"));
+          long long step = 0;
+          if (decisions.empty() || std::sscanf(decisions.front().c_str(), "step %lld:", &step) != 1) continue;
+          spike = step;
+        } catch (const std::exception&) {
+          continue;  // its record is the driver's and show's business, not a diagnosis's
+        }
+      }
       try {
         DiagnoseOptions o;
         o.run_dir = dir;
@@ -154,11 +171,15 @@ class LocalExecutor {
         // On the run's own nodes, as the grid placed it (launch.hosts with launch.mpi_args).
         if (launch_.launcher == "mpirun" && !launch_.hosts.empty())
           o.hosts = launch_.hosts, o.mpi_args = launch_.mpi_args;
-        const Record r = read_record(dir + "/record.h5");
-        o.step = r.steps.empty() ? 0 : r.steps.back().step;
+        if (diverged) {
+          const Record r = read_record(dir + "/record.h5");
+          o.step = r.steps.empty() ? 0 : r.steps.back().step;
+        } else {
+          o.step = spike;
+        }
         if (o.step < 1) throw ConfigError(dir + "/record.h5: no step to replay");
         const DiagnoseResult d = diagnose(o, runner_);
-        session_.progress().line("diagnosed " + id + ": " + d.line);
+        session_.progress().line("diagnosed " + id + (diverged ? "" : " (its loss spike)") + ": " + d.line);
       } catch (const std::exception& e) {
         session_.progress().line("not diagnosed " + id + ": " + e.what());
       }

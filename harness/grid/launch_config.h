@@ -74,8 +74,10 @@ struct LaunchSpec {
   std::map<FailureClass, int> retries;  ///< extra attempts per failure class (absent = 0)
   double timeout_s = 0;                 ///< wall-clock limit per attempt; 0 = none
   double grace_s = 10;                  ///< SIGTERM -> SIGKILL delay when stopping runs
-  bool diagnose = false;                ///< after the runs, replay each diverged run's last step (sweep diagnose)
-  std::string device = "cpu";           ///< cpu | cuda: sweep-train --device (recorded in each record, not in run ids)
+  /// After the runs, replay each diverged run's last step and each completed run's first
+  /// spike decision (sweep diagnose).
+  bool diagnose = false;
+  std::string device = "cpu";  ///< cpu | cuda: sweep-train --device (recorded in each record, not in run ids)
   /// The training program: sweep-train, or a program of one's own built on
   /// sweep::train_main (its model kinds come from its --describe-models). A relative path
   /// is to the grid file; empty: sweep-train beside sweep. `sweep run --trainer` overrides.

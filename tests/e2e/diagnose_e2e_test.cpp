@@ -154,6 +154,29 @@ TEST_F(DiagnoseMpi, ASweepWithLaunchDiagnoseDiagnosesItsDivergedRuns) {
   }
 }
 
+// launch.diagnose also replays the first spike decision of a run that completed after one:
+// a learning rate of 1 for the update of step 14 (fault.spike_step) spikes the loss, the
+// skip policy decides at step 15, and the replays of step 15 have the original's bits on
+// every layout: the data or the program (here, the schedule), not a rank.
+TEST_F(DiagnoseMpi, ASweepWithLaunchDiagnoseDiagnosesALossSpike) {
+  const std::string grid =
+      write("spike.yaml", "name: spike\nbase:\n" + sweep_test::tiny_model("  ") +
+                              "  train: {steps: 20, micro_batch: 2, accum: 3, lr: 3.0e-3, schedule: cosine, warmup: 2, "
+                              "checkpoint_every: 4, keep_checkpoints: 10, spike_policy: skip, spike_limit: 1}\n"
+                              "  dist: {world_size: 2}\n"
+                              "  fault: {spike_step: 14}\n"
+                              "launch: {diagnose: true, mpi_args: [--oversubscribe]}\n");
+  const auto run = sweep_cli({"run", grid, "--out", (dir_ / "spike").string()}, "spike.log");
+  EXPECT_EQ(run.code, 0) << run.out;
+  const auto records = sweep_test::completed_records(dir_ / "spike");
+  ASSERT_EQ(records.size(), 1u) << run.out;
+  const std::string id = records.begin()->first;
+  ASSERT_EQ(records.begin()->second.summary.count("spike_decision.1"), 1u) << run.out;
+  EXPECT_CONTAINS(run.out, "diagnosed " + id + " (its loss spike): diagnose step 15: data or program: every replay");
+  EXPECT_CONTAINS(sweep::newest_diagnosis((dir_ / "spike" / "runs" / id).string()),
+                  "diagnose step 15: data or program");
+}
+
 TEST_F(DiagnoseMpi, ACorruptRankIsNamedAndShowAndStatusSayIt) {
   ASSERT_TRUE(train("bad", config("fault: {corrupt_from: 3, corrupt_rank: 1}\n"), 2).ok()) << log("bad");
   const std::string before = untouched("bad");
