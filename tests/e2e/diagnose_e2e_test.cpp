@@ -34,6 +34,14 @@ class DiagnoseMpi : public sweep_test::E2eTest {
            "train: {steps: 6, micro_batch: 2, lr: 3.0e-3, checkpoint_every: 2, keep_checkpoints: 10, accum: " +
            std::to_string(accum) + "}\ndist: {world_size: " + std::to_string(world) + "}\n" + extra;
   }
+  /// config() at W=3 with ZeRO 2, bf16 and a mixture of experts (4 experts, top 2).
+  static std::string w3_moe_config(const std::string& extra) {
+    std::string cfg = config(extra, 3);
+    cfg.replace(cfg.find("dist: {"), 7, "dist: {zero_stage: 2, ");
+    cfg.replace(cfg.find("train: {"), 8, "train: {precision: bf16, ");
+    cfg.insert(cfg.find('}'), ", moe: {experts: 4, top_k: 2}");
+    return cfg;
+  }
   /// `sweep diagnose <dir>/<name> --step S ARGS`.
   sweep_test::CliResult diagnose(const std::string& name, int64_t step, std::vector<std::string> args = {}) const {
     std::vector<std::string> argv = {"diagnose",  (dir_ / name).string(), "--step", std::to_string(step),
@@ -219,11 +227,7 @@ TEST_F(DiagnoseMpi, ATransientFaultIsTransient) {
 // W=3 (a rank count that is not a power of two), ZeRO 2, bf16 and a mixture of experts:
 // rank 2 is named.
 TEST_F(DiagnoseMpi, ACorruptRankIsNamedAtW3WithZero2Bf16AndMoE) {
-  std::string cfg = config("fault: {corrupt_from: 3, corrupt_rank: 2}\n", 3);
-  cfg.replace(cfg.find("dist: {"), 7, "dist: {zero_stage: 2, ");
-  cfg.replace(cfg.find("train: {"), 8, "train: {precision: bf16, ");
-  cfg.insert(cfg.find('}'), ", moe: {experts: 4, top_k: 2}");
-  ASSERT_TRUE(train("moe", cfg, 3).ok()) << log("moe");
+  ASSERT_TRUE(train("moe", w3_moe_config("fault: {corrupt_from: 3, corrupt_rank: 2}\n"), 3).ok()) << log("moe");
   const auto st = diagnose("moe", 5);
   EXPECT_EQ(st.code, 0) << st.out;
   // Rank 2 computes shares 4-5 on its own layout, rank 0's 0-1 rotated by one.
@@ -236,15 +240,8 @@ TEST_F(DiagnoseMpi, ACorruptRankIsNamedAtW3WithZero2Bf16AndMoE) {
 // The sample-keyed NaN is the data or program, with its sample and first non-finite module
 // named; the fault that strikes once is transient.
 TEST_F(DiagnoseMpi, TheDataAndTransientClassesHoldAtW3WithZero2Bf16AndMoE) {
-  const auto w3 = [&](const std::string& fault) {
-    std::string cfg = config(fault, 3);
-    cfg.replace(cfg.find("dist: {"), 7, "dist: {zero_stage: 2, ");
-    cfg.replace(cfg.find("train: {"), 8, "train: {precision: bf16, ");
-    cfg.insert(cfg.find('}'), ", moe: {experts: 4, top_k: 2}");
-    return cfg;
-  };
   // Twelve samples: every step's global batch (3 ranks x 2 x 2) holds them all.
-  std::string nan = w3("fault: {nan_sample_step: 5, nan_sample: 6}\n");
+  std::string nan = w3_moe_config("fault: {nan_sample_step: 5, nan_sample: 6}\n");
   nan.replace(nan.find("samples: 24"), 11, "samples: 12");
   ASSERT_EQ(train("nan3", nan, 3).code, 1) << log("nan3");
   const auto data = diagnose("nan3", 5);
@@ -254,7 +251,7 @@ TEST_F(DiagnoseMpi, TheDataAndTransientClassesHoldAtW3WithZero2Bf16AndMoE) {
                   "the original's bits; non-finite loss in share ");
   EXPECT_CONTAINS(data.out, "first non-finite module: embed (its output non-finite for sample 6;");
 
-  ASSERT_TRUE(train("hit3", w3("fault: {transient_step: 5, transient_rank: 1}\n"), 3).ok()) << log("hit3");
+  ASSERT_TRUE(train("hit3", w3_moe_config("fault: {transient_step: 5, transient_rank: 1}\n"), 3).ok()) << log("hit3");
   const auto hit = diagnose("hit3", 5);
   EXPECT_EQ(hit.code, 0) << hit.out;
   EXPECT_CONTAINS(hit.out,

@@ -251,6 +251,22 @@ TEST(Container, CharliecloudRunsEachRankThroughChRun) {
 class SlurmScript : public sweep_test::TempDirTest {
  protected:
   SlurmScript() : TempDirTest("slurm_script") {}
+  /// Writes `script` (sbatch_script's) to batch.sh and runs it as task `task` of its array,
+  /// with a stand-in srun that prints its argv one [item] a line; returns what the task's
+  /// run directory `run_dir` got in logs/launcher.log.
+  std::string run_task(const std::string& script, const std::string& run_dir, int task) const {
+    const std::string bin = (dir_ / "bin").string();
+    fs::create_directories(bin);
+    std::ofstream(bin + "/srun") << "#!/bin/sh\nfor a in \"$@\"; do printf '[%s]\\n' \"$a\"; done\n";
+    fs::permissions(bin + "/srun", fs::perms::owner_all);
+    std::ofstream(dir_ / "batch.sh") << script;
+    fs::create_directories(run_dir + "/logs");
+    Captured c = capture({"/usr/bin/env", "PATH=" + bin + ":/usr/bin:/bin",
+                          "SLURM_ARRAY_TASK_ID=" + std::to_string(task), "/bin/bash", (dir_ / "batch.sh").string()});
+    EXPECT_EQ(c.status.code, 0) << c.output;
+    std::ifstream in(run_dir + "/logs/launcher.log");
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  }
 };
 
 TEST_F(SlurmScript, EveryValueArrivesLiterally) {
@@ -266,22 +282,11 @@ TEST_F(SlurmScript, EveryValueArrivesLiterally) {
   spec.launcher = "slurm";
   spec.slurm.mpi = "pmix";
   LocalLaunch local;
-  // Stand-ins that print their argv: srun -> shows what the task would run.
-  const std::string bin = (dir_ / "bin").string();
-  fs::create_directories(bin);
-  std::ofstream(bin + "/srun") << "#!/bin/sh\nfor a in \"$@\"; do printf '[%s]\\n' \"$a\"; done\n";
-  fs::permissions(bin + "/srun", fs::perms::owner_all);
   local.train_binary = "/b/sweep train";
   local.rank_wrapper = "/b/sweep-rank";
   const std::string script = sbatch_script(a, spec, local);
-  std::ofstream(dir_ / "batch.sh") << script;
-  for (const auto& d : a.dirs) fs::create_directories(d + "/logs");
   for (int task : {0, 1}) {
-    Captured c = capture({"/usr/bin/env", "PATH=" + bin + ":/usr/bin:/bin",
-                          "SLURM_ARRAY_TASK_ID=" + std::to_string(task), "/bin/bash", (dir_ / "batch.sh").string()});
-    EXPECT_EQ(c.status.code, 0) << c.output;
-    std::ifstream in(a.dirs[task] + "/logs/launcher.log");
-    std::string log((std::istreambuf_iterator<char>(in)), {});
+    const std::string log = run_task(script, a.dirs[task], task);
     EXPECT_CONTAINS(log, "[--mpi=pmix]\n[-n]\n[2]\n[--kill-on-bad-exit=1]\n[/b/sweep-rank]\n[--log-dir]\n[" +
                              a.dirs[task] + "/logs]\n[--]\n[/b/sweep train]\n[--config]\n[" + a.dirs[task] +
                              "/config.yaml]\n[--out]\n[" + a.dirs[task] + "]\n[--sweep-id]\n[n]\n");
@@ -311,19 +316,10 @@ TEST_F(SlurmScript, AForkArrivesLiterallyAsTheLastArguments) {
   LaunchSpec spec;
   spec.launcher = "slurm";
   LocalLaunch local;
-  const std::string bin = (dir_ / "bin").string();
-  fs::create_directories(bin);
-  std::ofstream(bin + "/srun") << "#!/bin/sh\nfor a in \"$@\"; do printf '[%s]\\n' \"$a\"; done\n";
-  fs::permissions(bin + "/srun", fs::perms::owner_all);
   local.train_binary = "/b/sweep-train";
-  std::ofstream(dir_ / "batch.sh") << sbatch_script(a, spec, local);
-  for (const auto& d : a.dirs) fs::create_directories(d + "/logs");
+  const std::string script = sbatch_script(a, spec, local);
   for (int task : {0, 1}) {
-    Captured c = capture({"/usr/bin/env", "PATH=" + bin + ":/usr/bin:/bin",
-                          "SLURM_ARRAY_TASK_ID=" + std::to_string(task), "/bin/bash", (dir_ / "batch.sh").string()});
-    EXPECT_EQ(c.status.code, 0) << c.output;
-    std::ifstream in(a.dirs[task] + "/logs/launcher.log");
-    const std::string log((std::istreambuf_iterator<char>(in)), {});
+    const std::string log = run_task(script, a.dirs[task], task);
     if (task == 0)
       EXPECT_CONTAINS(log, "[--sweep-id]\n[n]\n[--fork-from]\n[" + parent + "]\n");
     else
