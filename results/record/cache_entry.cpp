@@ -2,7 +2,6 @@
 
 #include <xxhash.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>

@@ -4,7 +4,6 @@
 
 #include <algorithm>  // sort
 #include <cctype>     // isspace
-#include <cinttypes>  // PRIx64
 #include <cmath>      // isfinite
 #include <cstdint>    // SIZE_MAX
 #include <cstdio>     // snprintf

@@ -1,9 +1,6 @@
 // One step's evidence for `sweep diagnose` (step_evidence.h).
 #include "step_evidence.h"
 
-#include <cinttypes>
-#include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
