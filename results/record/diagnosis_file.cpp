@@ -1,11 +1,10 @@
 #include "diagnosis_file.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
-
-#include "run_files.h"  // regular_file_problem
 
 namespace fs = std::filesystem;
 
@@ -21,9 +20,11 @@ std::string newest_diagnosis(const std::string& run_dir) {
   }
   if (newest == 0) return "";
   const std::string path = (fs::path(run_dir) / "diagnose" / std::to_string(newest) / "verdict.txt").string();
-  // Never through a link, a FIFO or a device someone planted there (it could block or
-  // never end), and only the head of a file of sane size.
-  if (!regular_file_problem(path).empty() || fs::file_size(path, ec) > (1u << 20) || ec) return "";
+  // Never a FIFO or a device someone planted there (opening one could block, reading it
+  // never end): file_size answers only for a regular file (a link followed to one), and
+  // only a file of sane size is read, only its head.
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec || size > (1u << 20)) return "";
   std::ifstream in(path, std::ios::binary);
   std::string text;
   if (!std::getline(in, text) || text != kVerdictMagic) return "";
