@@ -13,6 +13,7 @@
 #include <set>
 
 #include "accepted_changes.h"  // acceptance_lines
+#include "asha_search.h"       // run_asha_search
 #include "blas_kernel.h"
 #include "cli.h"
 #include "container_image.h"  // container_image_digest, check_charliecloud_image
@@ -21,6 +22,7 @@
 #include "grid.h"
 #include "grid_overrides.h"  // parse_overrides, load_overridden_grid
 #include "halving_search.h"  // run_halving_search
+#include "monotonic.h"       // monotonic_s
 #include "pbt_search.h"      // run_pbt_search
 #include "plan.h"
 #include "record.h"         // read_partial_progress
@@ -170,9 +172,10 @@ int run_run(const RunOptions& o) {
   };
   // A tpe search runs batch after batch, each proposed from the records of the ones
   // before, under one hold of the directory's lock: no other driver runs between batches.
-  // A halving search likewise, rung after rung, and a pbt search generation after generation.
+  // A halving search likewise, rung after rung, and a pbt search generation after generation;
+  // an asha search writes search.log before its one session starts.
   std::unique_ptr<SweepLock> search_lock;
-  const bool staged = spec.search.kind == "tpe" || spec.search.kind == "halving" || spec.search.kind == "pbt";
+  const bool staged = spec.search.kind == "tpe" || spec.search.halves() || spec.search.kind == "pbt";
   if (staged) search_lock = std::make_unique<SweepLock>(opt.out_dir), opt.lock_held = true;
   // And between batches too a stop signal is caught, not fatal: it stops the next batch at
   // once, as it would have stopped this one (each batch's executor takes the handlers over
@@ -181,10 +184,25 @@ int run_run(const RunOptions& o) {
   std::optional<StopSignals> between_batches;
   if (staged) between_batches.emplace();
   const auto whole = [&](const std::vector<GridPoint>& points) { return run_points(points, {}); };
-  const SweepSummary s = spec.search.kind == "tpe"       ? run_tpe_search(spec, opt.out_dir, whole)
-                         : spec.search.kind == "halving" ? run_halving_search(spec, e.points, opt.out_dir, run_points)
-                         : spec.search.kind == "pbt"     ? run_pbt_search(spec, e.points, opt.out_dir, run_points)
-                                                         : whole(e.points);
+  const auto fed = [&](const std::vector<GridPoint>& points, RunFeed& feed) {
+    opt.feed = &feed;  // check_halving keeps asha off Slurm
+    SpawnRunner runner(executable_dir() + "/sweep-box", spec.launch.grace_s);
+    SweepSummary r = run_sweep(spec, points, opt, runner);
+    opt.feed = nullptr;
+    return r;
+  };
+  const double started = monotonic_s();
+  SweepSummary s = spec.search.kind == "tpe"       ? run_tpe_search(spec, opt.out_dir, whole)
+                   : spec.search.kind == "halving" ? run_halving_search(spec, e.points, opt.out_dir, run_points)
+                   : spec.search.kind == "asha"    ? run_asha_search(spec, e.points, opt.out_dir, fed)
+                   : spec.search.kind == "pbt"     ? run_pbt_search(spec, e.points, opt.out_dir, run_points)
+                                                   : whole(e.points);
+  s.wall_s = monotonic_s() - started;
+  // How busy the workers were: where synchronous halving waits for a rung's last run and
+  // asha does not, it shows here.
+  if (spec.search.halves() && s.busy_s > 0)
+    std::printf("sweep %s: %d workers (launch.parallel) busy %.0f%% of %.1f s (%.1f run-seconds)\n", spec.name.c_str(),
+                spec.launch.parallel, 100.0 * s.busy_s / (s.wall_s * spec.launch.parallel), s.wall_s, s.busy_s);
   // A search decides after its last batch or rung ran (its last trials' results, the
   // bracket's best, "done"): the report the last batch wrote predates that, so it is
   // written again from what search.log now says.
@@ -297,7 +315,7 @@ int run_plan(const PlanOptions& o) {
   PlanTable table(spec, dir);
   DataFileCheck data_files(spec);
   std::vector<GridPoint> kept;
-  const bool keep = spec.search.kind == "halving" || spec.search.kind == "pbt";
+  const bool keep = spec.search.halves() || spec.search.kind == "pbt";
   Expansion e = expand_grid_each(spec, [&](GridPoint&& p) {
     data_files.add(p);
     table.add(p);

@@ -9,6 +9,7 @@
 #include <deque>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -107,12 +108,14 @@ class LocalExecutor {
     // A grid's program runs unable to write outside its run directory (inside a container
     // the container's own confinement applies: sweep-confine is not in the image).
     if (spec.launch.container.runtime.empty()) local_.confine = executable_dir() + "/sweep-confine";
-    for (auto& t : session.tasks()) queue_.push_back(&t);
+    if (!opt.feed)
+      for (auto& t : session.tasks()) queue_.push_back(&t);
   }
 
   /// Until every run has ended (or a stop signal ended them); on an exception, every run
   /// it started is stopped before the exception goes on.
   void run() {
+    const double t0 = monotonic_s();
     try {
       while (true) {
         on_stop_signals();
@@ -131,6 +134,7 @@ class LocalExecutor {
       stop_all();
       throw;
     }
+    session_.summary().wall_s = monotonic_s() - t0;
     session_.summary().not_started = int(queue_.size() + busy_.size());
     if (launch_.diagnose && !stopping_) diagnose_after_runs();
   }
@@ -200,6 +204,24 @@ class LocalExecutor {
     } catch (const std::exception&) {
       // Its state file cannot be written either: the summary and the line still say so.
     }
+    ended(t);
+  }
+  /// A run has ended for good in this invocation (no retry follows): its feed hears it.
+  void ended(const RunTask* t) {
+    if (opt_.feed) opt_.feed->ended(t->point->id);
+  }
+  /// With a feed and nothing queued: the feed's next run, if it has one now (a run it
+  /// hands out with nothing to do is said ended at once, and the next one asked for).
+  bool refill() {
+    while (opt_.feed && queue_.empty()) {
+      const std::optional<FedRun> next = opt_.feed->next();
+      if (!next) return false;
+      if (RunTask* t = session_.admit(*next))
+        queue_.push_back(t);
+      else
+        opt_.feed->ended(next->id);
+    }
+    return !queue_.empty();
   }
   /// Ctrl-C / SIGTERM / SIGHUP: stop starting, stop everything running; a second one kills now.
   void on_stop_signals() {
@@ -235,6 +257,7 @@ class LocalExecutor {
           session_.attempt_ended(*t,
                                  t->state.state == RunStatus::completed ? FailureClass::none : FailureClass::diverged,
                                  "finished by the process that held it", rank_log_path(t->dir, 0));
+          ended(t);
         } catch (const std::exception& e) {
           io_failed(t, rank_log_path(t->dir, 0), e);
         }
@@ -246,7 +269,7 @@ class LocalExecutor {
   /// Start what fits: at most `parallel` runs and `slots_` cores; a run bigger than the
   /// slots_ runs alone rather than never.
   void start_what_fits() {
-    while (!stopping_ && !queue_.empty() && int(running_.size()) < launch_.parallel) {
+    while (!stopping_ && int(running_.size()) < launch_.parallel && (!queue_.empty() || refill())) {
       RunTask* t = queue_.front();
       int64_t cores = std::min(t->point->cores(), slots_);
       if (!running_.empty() && used_ + cores > slots_) break;
@@ -286,7 +309,10 @@ class LocalExecutor {
         id = runner_.start(cmd.argv, cmd.log);
       } catch (const std::exception& e) {
         try {
-          if (session_.attempt_ended(*t, FailureClass::crashed, e.what(), cmd.log)) queue_.push_back(t);
+          if (session_.attempt_ended(*t, FailureClass::crashed, e.what(), cmd.log))
+            queue_.push_back(t);
+          else
+            ended(t);
         } catch (const std::exception& e2) {
           io_failed(t, cmd.log, e2);
         }
@@ -304,6 +330,7 @@ class LocalExecutor {
       Running r = it->second;
       running_.erase(it);
       used_ -= std::min(r.task->point->cores(), slots_);
+      session_.summary().busy_s += monotonic_s() - r.task->started_at;
       try {
         std::string detail;
         FailureClass c = classify_attempt(st, r.task->dir, &detail, spec_.program.json, r.task->stop_at);
@@ -324,9 +351,12 @@ class LocalExecutor {
         if (session_.attempt_ended(*r.task, c, detail, r.log)) {
           if (stopping_) {
             session_.attempt_ended(*r.task, FailureClass::interrupted, "stopped before its retry", r.log);
+            ended(r.task);
           } else {
             queue_.push_back(r.task);
           }
+        } else {
+          ended(r.task);
         }
       } catch (const std::exception& e) {
         io_failed(r.task, r.log, e);

@@ -78,11 +78,11 @@ std::string search_lines(const SweepSpec& spec, const Expansion& e) {
            std::to_string(search.seed) + ": the " + std::to_string(search.startup) +
            " random startup trials below, then batches of " + std::to_string(search.parallel) + " proposed from the " +
            judged + " of every earlier trial, listed in search.log as they are made\n";
-  if (search.kind == "halving") {
+  if (search.halves()) {
     const auto trials = halving_trials(spec, e.points);
     const auto brackets = halving_schedule(
         search, e.points.empty() ? search.min_steps : e.points.front().config.train.steps, int64_t(trials.size()));
-    out += "search halving: " + std::to_string(trials.size()) + " trials (" +
+    out += "search " + search.kind + ": " + std::to_string(trials.size()) + " trials (" +
            (search.space.empty() ? "the grid's points" : "draws from " + keys) + "), eta " +
            std::to_string(search.eta) + ", by " + search.metric + " (" + search.mode + ")";
     for (size_t b = 0; b < brackets.size(); ++b) {
@@ -91,7 +91,10 @@ std::string search_lines(const SweepSpec& spec, const Expansion& e) {
       for (const HalvingRung& r : brackets[b].rungs)
         out += " " + std::to_string(r.trials) + "x" + std::to_string(r.steps);
     }
-    out += " (trials x steps; decisions in search.log as they are made)\n";
+    out += search.kind == "asha"
+               ? " (trials x steps of synchronous halving; asha promotes as results come, in trial order, and may "
+                 "promote more; decisions in search.log as they are made)\n"
+               : " (trials x steps; decisions in search.log as they are made)\n";
   }
   if (search.kind == "pbt") {
     const int64_t budget = e.points.empty() ? 0 : e.points.front().config.train.steps;
@@ -108,10 +111,7 @@ std::string search_lines(const SweepSpec& spec, const Expansion& e) {
 }  // namespace
 
 PlanTable::PlanTable(const SweepSpec& spec, const std::string& dir)
-    : spec_(spec),
-      dir_(dir),
-      runs_(scan_runs(dir)),
-      stops_runs_(spec.search.kind == "halving" || spec.search.kind == "pbt") {
+    : spec_(spec), dir_(dir), runs_(scan_runs(dir)), stops_runs_(spec.search.halves() || spec.search.kind == "pbt") {
   // A stopped run is done only when a finished halving search stopped it: a plain grid
   // resumes it, and a search that has not said "done" may still promote it.
   if (stops_runs_) {

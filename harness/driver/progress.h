@@ -21,6 +21,8 @@ class Progress {
   void started();
   void ended(bool ok);
   void retried();
+  /// One more run to do (an asynchronous search feeds them one at a time).
+  void add() { ++total_; }
   /// Redraws the bar (tty) or prints the periodic line when it is due.
   void tick();
   /// Clears the bar before the final summary.

@@ -361,74 +361,24 @@ SweepSession::SweepSession(const SweepSpec& spec, const std::vector<GridPoint>& 
     }
     auto it = known.find(p.id);
     if (it != known.end()) t.state = it->second;
+    if (opt_.feed) {  // decided when the feed hands it out (admit)
+      task_of_[p.id] = tasks_.size();
+      tasks_.push_back(std::move(t));
+      continue;
+    }
     if (const auto stop = opt_.stop_at.find(p.id); stop != opt_.stop_at.end()) t.stop_at = stop->second;
-    const NextAction next = next_action(t.state, {t.stop_at, std::nullopt});
-    if (next == NextAction::keep || next == NextAction::keep_failed) {
-      // A record is never overwritten, so a diverged run is not re-run either; but it is
-      // still a failure of the sweep, not a completed point.
-      const RunStatus was = t.state.state;
-      if (next == NextAction::keep)
-        ++sum_.skipped, ++done, sum_.skipped_runs.push_back(p.id);
-      else
-        ++sum_.failed;
-      skipped_lines.push_back(
-          label(t) +
-          (was == RunStatus::stopped
-               ? ": already stopped at step " + std::to_string(t.state.stopped_at)
-               : std::string(": already ") + (was == RunStatus::completed ? "" : "recorded as ") + status_name(was)) +
-          ", skipped");
-      continue;
-    }
-    if (next == NextAction::promote) {
-      // Promoted: the rung's record is kept beside the run, and the run resumes from the
-      // checkpoint its stop left.
-      const std::string at = std::to_string(t.state.stopped_at);
-      try {
-        const std::string aside = move_record_aside(t.dir, "stopped");
-        t.state.state = RunStatus::pending;
-        t.state.attempts = std::max(1, t.state.attempts);
-        t.state.detail = "promoted from step " + at + "; its rung record moved aside to " + aside;
-        write_run_state(t.dir, t.state);
-      } catch (const std::exception& e) {
-        ++sum_.failed;
-        skipped_lines.push_back(label(t) + ": stopped at step " + at + ", cannot move its record aside: " + e.what());
-        continue;
-      }
-      skipped_lines.push_back(label(t) + ": promoted from step " + at + ", resuming");
-      tasks_.push_back(std::move(t));
-      continue;
-    }
-    if (next == NextAction::start_over) {
-      // A completed record that is gone, unreadable or fails its digest, or a completed or
-      // stopped one whose program or data file changed since: the run starts over from
-      // step 0. Its record goes aside (never deleted) with what its training left (its
-      // checkpoints, its earlier rung records), which the new training must not resume.
-      const RunStatus was = t.state.state;
-      std::string note =
-          was == RunStatus::stale ? t.state.detail : "its completed record is damaged (" + t.state.detail + ")";
-      try {
-        const std::string aside = move_run_aside(t.dir, status_name(was));
-        if (!aside.empty()) note += "; moved aside to " + aside;
-        t.state.state = RunStatus::pending;
-        t.state.detail = note;
-        t.state.attempts = 0;  // nothing to resume (sweep-train's --resume)
-        t.state.hangs.clear();
-        write_run_state(t.dir, t.state);
-      } catch (const std::exception& e) {
-        // Cannot move it (read-only directory, ...): report it and leave the file as it is.
-        ++sum_.failed;
-        skipped_lines.push_back(label(t) + ": " + note + "; cannot move it aside: " + e.what());
-        continue;
-      }
-      skipped_lines.push_back(label(t) + ": " + note + "; running it again");
-      tasks_.push_back(std::move(t));
-      continue;
-    }
+    std::string line;
+    const Admit a = decide(t, &line);
+    if (!line.empty()) skipped_lines.push_back(std::move(line));
+    if (a == Admit::done) ++done;
+    if (a != Admit::queue) continue;
     // A state file says whether an earlier attempt may have left checkpoints; a partial
     // record without one (a driver killed hard) says the same.
     if (it != known.end() && t.state.attempts == 0 && fs::exists(t.dir + "/record.h5.partial")) t.state.attempts = 1;
     tasks_.push_back(std::move(t));
   }
+  // With a feed the bar counts the runs fed so far (admit adds each).
+  if (opt_.feed) total_ = 0;
   progress_ = std::make_unique<Progress>(total_, done, size_t(sum_.failed), opt_.tty, stdout, opt_.progress_every_s);
   if (opt_.report_every_s > 0 && !opt_.report_binary.empty())
     live_ = std::make_unique<LiveReport>(std::vector<std::string>{opt_.report_binary, "report", opt_.out_dir, "-o",
@@ -439,6 +389,86 @@ SweepSession::SweepSession(const SweepSpec& spec, const std::vector<GridPoint>& 
 }
 
 std::string SweepSession::label(const RunTask& t) const { return t.point->id + " " + describe_point(*t.point); }
+
+SweepSession::Admit SweepSession::decide(RunTask& t, std::string* line) {
+  const NextAction next = next_action(t.state, {t.stop_at, std::nullopt});
+  if (next == NextAction::keep || next == NextAction::keep_failed) {
+    // A record is never overwritten, so a diverged run is not re-run either; but it is
+    // still a failure of the sweep, not a completed point.
+    const RunStatus was = t.state.state;
+    if (next == NextAction::keep)
+      ++sum_.skipped, sum_.skipped_runs.push_back(t.point->id);
+    else
+      ++sum_.failed;
+    *line = label(t) +
+            (was == RunStatus::stopped
+                 ? ": already stopped at step " + std::to_string(t.state.stopped_at)
+                 : std::string(": already ") + (was == RunStatus::completed ? "" : "recorded as ") + status_name(was)) +
+            ", skipped";
+    return next == NextAction::keep ? Admit::done : Admit::failed;
+  }
+  if (next == NextAction::promote) {
+    // Promoted: the rung's record is kept beside the run, and the run resumes from the
+    // checkpoint its stop left.
+    const std::string at = std::to_string(t.state.stopped_at);
+    try {
+      const std::string aside = move_record_aside(t.dir, "stopped");
+      t.state.state = RunStatus::pending;
+      t.state.attempts = std::max(1, t.state.attempts);
+      t.state.detail = "promoted from step " + at + "; its rung record moved aside to " + aside;
+      write_run_state(t.dir, t.state);
+    } catch (const std::exception& e) {
+      ++sum_.failed;
+      *line = label(t) + ": stopped at step " + at + ", cannot move its record aside: " + e.what();
+      return Admit::failed;
+    }
+    *line = label(t) + ": promoted from step " + at + ", resuming";
+    return Admit::queue;
+  }
+  if (next == NextAction::start_over) {
+    // A completed record that is gone, unreadable or fails its digest, or a completed or
+    // stopped one whose program or data file changed since: the run starts over from
+    // step 0. Its record goes aside (never deleted) with what its training left (its
+    // checkpoints, its earlier rung records), which the new training must not resume.
+    const RunStatus was = t.state.state;
+    std::string note =
+        was == RunStatus::stale ? t.state.detail : "its completed record is damaged (" + t.state.detail + ")";
+    try {
+      const std::string aside = move_run_aside(t.dir, status_name(was));
+      if (!aside.empty()) note += "; moved aside to " + aside;
+      t.state.state = RunStatus::pending;
+      t.state.detail = note;
+      t.state.attempts = 0;  // nothing to resume (sweep-train's --resume)
+      t.state.hangs.clear();
+      write_run_state(t.dir, t.state);
+    } catch (const std::exception& e) {
+      // Cannot move it (read-only directory, ...): report it and leave the file as it is.
+      ++sum_.failed;
+      *line = label(t) + ": " + note + "; cannot move it aside: " + e.what();
+      return Admit::failed;
+    }
+    *line = label(t) + ": " + note + "; running it again";
+    return Admit::queue;
+  }
+  return Admit::queue;
+}
+
+RunTask* SweepSession::admit(const FedRun& run) {
+  const auto it = task_of_.find(run.id);
+  if (it == task_of_.end()) return nullptr;  // refused at the start (a link in its place), and said so
+  RunTask& t = tasks_[it->second];
+  t.stop_at = run.stop_at;
+  t.retries_used = 0;  // each rung has the retries the grid allows
+  std::string line;
+  const Admit a = decide(t, &line);
+  if (!line.empty() && !opt_.quiet) progress_->line(line);
+  if (a != Admit::queue) return nullptr;
+  ++total_;
+  progress_->add();
+  // A partial record without a state file's attempts: a driver killed hard left it.
+  if (t.state.attempts == 0 && fs::exists(t.dir + "/record.h5.partial")) t.state.attempts = 1;
+  return &t;
+}
 
 void SweepSession::prepare(RunTask& t) {
   check_run_entries(t.dir);  // no link or special file where the run's files go
@@ -519,6 +549,7 @@ bool SweepSession::attempt_ended(RunTask& t, FailureClass c, const std::string& 
       // classify_attempt read it a moment ago; a reader's hiccup leaves it "completed".
     }
     t.state.state = stopped ? RunStatus::stopped : RunStatus::completed;
+    if (stopped) t.state.stopped_at = t.stop_at;  // a feed may promote it from there in this session
     save_state(t);
     ++sum_.completed;
     sum_.completed_runs.push_back(t.point->id);

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,27 @@
 #include "sweep_lock.h"
 
 namespace sweep {
+
+/// A run an asynchronous search hands the executor: run `id`, stopping after step
+/// `stop_at` (0: train.steps), as SweepRunOptions::stop_at would have it.
+struct FedRun {
+  std::string id;
+  int64_t stop_at = 0;
+};
+
+/// Where an asynchronous search (kind asha) feeds the executor from: instead of every
+/// point at once, the executor asks for one run each time a worker is free and nothing is
+/// queued, and says when each run it was handed has ended (completed, stopped at its
+/// step, or failed or interrupted for good). It ends when the feed has nothing to hand out
+/// and nothing runs.
+class RunFeed {
+ public:
+  virtual ~RunFeed() = default;
+  /// The next run to start, or nullopt: none now (a decision waits for a run still going).
+  virtual std::optional<FedRun> next() = 0;
+  /// A run it handed out has ended (or had nothing to do: already at its step).
+  virtual void ended(const std::string& id) = 0;
+};
 
 /// Settings of one `sweep run` that do not come from the grid.
 struct SweepRunOptions {
@@ -41,6 +63,9 @@ struct SweepRunOptions {
   /// run already stopped at or past its step is skipped; one stopped earlier is promoted:
   /// its record moves aside (kept) and it resumes from its checkpoint.
   std::map<std::string, int64_t> stop_at;
+  /// An asynchronous search's feed (RunFeed; local and mpirun launchers): no point is
+  /// queued up front, each is run when fed, as often as fed. Null: every point, once.
+  RunFeed* feed = nullptr;
 };
 
 /// What happened to the points of a sweep.
@@ -56,6 +81,9 @@ struct SweepSummary {
   std::vector<std::string> completed_runs, skipped_runs;
   std::vector<std::string> diverged_dirs;  ///< the directories of the runs that ended diverged now
   int stop_signal = 0;                     ///< the signal that stopped the sweep, or 0
+  /// Seconds the executor ran, and the seconds its runs' attempts took together: a search
+  /// says from them how busy its launch.parallel workers were.
+  double wall_s = 0, busy_s = 0;
   /// Why the sweep stopped short of trying every run without a signal (sbatch refused an
   /// array: Slurm's message), or "".
   std::string stop_reason;
@@ -104,6 +132,11 @@ class SweepSession {
   Progress& progress() { return *progress_; }
   SweepSummary& summary() { return sum_; }
 
+  /// A run a feed handed out (SweepRunOptions::feed), to stop after `stop_at`: decides
+  /// as the constructor decides for every point without a feed (skip one already at its
+  /// step, promote one stopped earlier, start over a stale one) and returns it to be
+  /// queued, or null when there is nothing to run (the line says why).
+  RunTask* admit(const FedRun& run);
   /// Writes the run's directories and config.yaml; call before its command can start.
   /// Done per attempt, not up front, so a 100,000-point sweep does not write 100,000
   /// files before its first run starts.
@@ -127,6 +160,10 @@ class SweepSession {
 
  private:
   std::string label(const RunTask& t) const;
+  enum class Admit { queue, done, failed };
+  /// What the constructor, or admit(), decides for a task with its state and stop_at:
+  /// `line` says it when it is not queued as it is.
+  Admit decide(RunTask& t, std::string* line);
   /// write_run_state, reporting (not throwing) an I/O error.
   void save_state(RunTask& t);
 
@@ -134,6 +171,7 @@ class SweepSession {
   SweepRunOptions opt_;
   std::unique_ptr<SweepLock> lock_;
   std::vector<RunTask> tasks_;
+  std::map<std::string, size_t> task_of_;  ///< run id -> index in tasks_ (with a feed)
   std::unique_ptr<Progress> progress_;
   std::unique_ptr<LiveReport> live_;  ///< null without report_every_s
   SweepSummary sum_;

@@ -271,7 +271,7 @@ void resolve_data_paths(SweepSpec& spec) {
 /// from the clock (`program.timing_metrics`): as tokens_per_s, it would not replay.
 void refuse_timing_program_metrics(const SweepSpec& spec) {
   const SearchSpec& s = spec.search;
-  if (s.kind != "tpe" && s.kind != "halving" && s.kind != "pbt") return;
+  if (s.kind != "tpe" && !s.halves() && s.kind != "pbt") return;
   std::vector<std::pair<std::string, std::string>> named;  // (metric, where)
   for (const auto& m : s.metrics) named.emplace_back(m, s.metric_where);
   for (const auto& c : s.constraints) named.emplace_back(c.metric, s.where);

@@ -532,11 +532,11 @@ Expansion expand_into(const SweepSpec& spec, const std::function<void(GridPoint&
   const SweepSpec trimmed = trim ? honoured_only(spec, &warnings) : SweepSpec{};
   const SweepSpec& s = trim ? trimmed : spec;
   // Searches that check their points as a whole see them all before any is handed on.
-  const bool whole = spec.search.kind == "halving" || spec.search.kind == "pbt";
+  const bool whole = spec.search.halves() || spec.search.kind == "pbt";
   Expansion e = Expander(s, whole ? nullptr : sink).run();
   e.warnings.insert(e.warnings.begin(), warnings.begin(), warnings.end());
   if (whole) {
-    if (spec.search.kind == "halving") check_halving(s, e.points);
+    if (spec.search.halves()) check_halving(s, e.points);
     if (spec.search.kind == "pbt") check_pbt(s, e.points);
     if (sink) {
       for (GridPoint& p : e.points) (*sink)(std::move(p));

@@ -230,10 +230,14 @@ SearchSpec parse_search(const YAML::Node& node, const std::string& source) {
              "eta", "brackets", "population", "interval", "quantile", "perturb", "resample", "generations"});
   SearchSpec s;
   s.where = yaml_where(source, node);
-  s.kind = m.choice("kind", "grid", {"grid", "random", "tpe", "halving", "pbt"});
-  if (s.kind != "halving")
+  s.kind = m.choice("kind", "grid", {"grid", "random", "tpe", "halving", "asha", "pbt"});
+  const bool halving = s.kind == "halving" || s.kind == "asha";
+  if (!halving)
     for (const char* k : {"min_steps", "eta", "brackets"})
-      if (m.has(k)) throw ConfigError(m.at(k) + "only a halving search has one (search.kind: halving)");
+      if (m.has(k)) throw ConfigError(m.at(k) + "only a halving search has one (search.kind: halving or asha)");
+  if (s.kind == "asha" && m.has("brackets"))
+    throw ConfigError(m.at("brackets") + "an asha search has one bracket: it promotes as results come, so there " +
+                      "is nothing to hedge with brackets (Hyperband's brackets are for search.kind: halving)");
   if (s.kind != "pbt")
     for (const char* k : {"population", "interval", "quantile", "perturb", "resample", "generations"})
       if (m.has(k)) throw ConfigError(m.at(k) + "only a population-based search has one (search.kind: pbt)");
@@ -255,11 +259,16 @@ SearchSpec parse_search(const YAML::Node& node, const std::string& source) {
                           "Pareto front its report draws)");
     if (pareto) parse_objectives(m, source, /*decides=*/false, "objective", s);
   }
-  if (s.kind == "halving") {
+  if (halving) {
     for (const char* k : {"parallel", "startup"})
       if (m.has(k))
-        throw ConfigError(m.at(k) + "a halving search runs every trial of a rung at once (launch.parallel says how " +
-                          "many at a time); it has no " + k);
+        throw ConfigError(m.at(k) +
+                          (s.kind == "asha"
+                               ? "an asha search starts a trial whenever a worker is free (launch.parallel "
+                                 "says how many at a time); it has no "
+                               : "a halving search runs every trial of a rung at once (launch.parallel "
+                                 "says how many at a time); it has no ") +
+                          k);
     if (!m.has("min_steps"))
       throw ConfigError(s.where + ": key 'search.min_steps': required (the steps of the first rung)");
     s.min_steps = m.integer("min_steps", 0, 1, 1LL << 40);

@@ -36,6 +36,13 @@
 // With a space (and samples) the trials are random draws; without one they are the grid's
 // points (one trial per point, its seeds together).
 //
+// kind asha (asha_search.h): the same rungs, one bracket, promoted as results come rather
+// than a rung at a time (asynchronous successive halving), each decision taken on the
+// results that come before it in a fixed order, so it replays at any launch.parallel:
+//     kind: asha
+//     min_steps: 20
+//     eta: 3
+//
 // kind pbt (pbt_search.h): population-based training (Jaderberg et al. 2017). `population`
 // members are drawn from the space; every `interval` steps the bottom `quantile` of them
 // fork from a top member's checkpoint with perturbed or resampled keys:
@@ -95,10 +102,12 @@ inline const std::vector<std::string>& timing_metrics() {
 
 /// A parsed `search:` section.
 struct SearchSpec {
-  std::string kind = "grid";  ///< grid | random | tpe | halving | pbt
-  std::string where;          ///< file:line:col of the section
-  int64_t samples = 0;        ///< random: points drawn; tpe: trials in all
-  uint64_t seed = 0;          ///< the search's seed
+  std::string kind = "grid";  ///< grid | random | tpe | halving | asha | pbt
+  /// halving and asha: trials train rung by rung and are promoted by `metric`.
+  bool halves() const { return kind == "halving" || kind == "asha"; }
+  std::string where;    ///< file:line:col of the section
+  int64_t samples = 0;  ///< random: points drawn; tpe: trials in all
+  uint64_t seed = 0;    ///< the search's seed
   std::vector<SearchDim> space;
   /// tpe: trials proposed together from the results of every earlier batch (so the
   /// decisions never depend on which run of a batch finished first), and the random

@@ -169,7 +169,7 @@ SweepSummary run_halving_search(const SweepSpec& spec, const std::vector<GridPoi
     // Every stage sees every run: those at their rung already are skipped.
     trained.insert(r.completed_runs.begin(), r.completed_runs.end());
     if (t == 0) found_done.insert(r.skipped_runs.begin(), r.skipped_runs.end());
-    total.retries += r.retries;
+    total.retries += r.retries, total.busy_s += r.busy_s;
     total.failed = r.failed, total.interrupted = r.interrupted, total.not_started = r.not_started;
     total.stop_signal = r.stop_signal, total.report_path = r.report_path;
     if (r.stop_signal) return counted();  // what ran is on disk; the next `sweep run` replays to here

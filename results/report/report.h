@@ -334,7 +334,7 @@ inline constexpr size_t kLongValue = 24;
 /// A search's decisions and its best result against the compute it spent, from its
 /// search.log (harness: search_log, tpe_log, run_halving_search) and the records.
 struct SearchProgress {
-  std::string kind;                    ///< random | tpe | halving; "" = no search
+  std::string kind;                    ///< random | tpe | halving | asha | pbt; "" = no search
   std::string metric = "objective";    ///< what the search ranked by
   std::string mode = "min";            ///< min | max
   std::vector<std::string> decisions;  ///< the log's lines after its header, as written

@@ -23,11 +23,11 @@ std::string best_so_far_chart(const SearchProgress& sp) {
   c.x_label = "training steps spent (all runs)";
   c.y_label = sp.metric + (sp.mode == "max" ? " (higher is better)" : " (lower is better)");
   report_plot::Series s;
-  s.label = s.legend = sp.kind == "halving" ? "best of each rung, at its steps" : "best so far";
+  s.label = s.legend = sp.kind == "halving" || sp.kind == "asha" ? "best of each rung, at its steps" : "best so far";
   for (const auto& pt : sp.best_so_far) s.x.push_back(pt.compute), s.y.push_back(pt.best);
   c.series.push_back(std::move(s));
   return "<p>" +
-         html_escape(sp.kind == "halving"
+         html_escape(sp.kind == "halving" || sp.kind == "asha"
                          ? "Each point is a rung once it ran: the compute spent so far and the best " + sp.metric +
                                " of that rung's trials after its steps (a promoted run resumes, so its earlier "
                                "steps are not spent again)."
@@ -202,7 +202,7 @@ std::string search_section(const SweepRecords& sweep, const ReportModel& m) {
   std::string h = "<h2>Search (" + html_escape(sp.kind) + ")</h2>\n" + best_so_far_chart(sp);
   h += pareto_view(sp);
   if (sp.kind == "random" || sp.kind == "tpe") h += slices(sweep, m);
-  if (sp.kind == "halving") h += rungs(m);
+  if (sp.kind == "halving" || sp.kind == "asha") h += rungs(m);
   constexpr size_t kShown = 400;
   std::string text;
   for (size_t i = 0; i < sp.decisions.size() && i < kShown; ++i) text += sp.decisions[i] + "\n";

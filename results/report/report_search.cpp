@@ -1,7 +1,9 @@
 // The report's search section: a search.log read back (its formats are written by the
 // harness: `draw` lines of kind random, `trial ... batch` lines of kind tpe, `trial` and
-// `bracket ... rung` lines of kind halving) with the records' steps and objectives.
+// `bracket ... rung` lines of kind halving, `rung ... result` lines of kind asha) with the records' steps and
+// objectives.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>  // SIZE_MAX
 #include <cstdlib>
@@ -166,6 +168,82 @@ void read_halving(SearchProgress& p, double sign) {
   close_rung();
 }
 
+/// An asha search's log (run_asha_search): per rung "rung R steps S: result N trial J
+/// METRIC=X" in the rung's order, "rung R steps S: promoted trial J (...)", and at the end
+/// "best: trial J at rung R ...". The same rungs, paths and best-by-rung as halving's.
+void read_asha(SearchProgress& p, double sign) {
+  double compute = 0;
+  std::map<std::string, size_t> runs_of_trial;  // "trial J" -> its run count
+  std::map<std::string, double> reached;        // "trial J" -> steps trained so far
+  std::map<std::string, size_t> path_of;        // "trial J" -> index into p.paths
+  std::map<size_t, size_t> rung_at;             // rung -> index into p.rungs
+  std::map<size_t, double> rung_best;           // rung -> sign x its best metric
+  size_t top = 0;
+  const auto path = [&](const std::string& trial) -> SearchProgress::Path& {
+    auto [at, fresh] = path_of.emplace(trial, p.paths.size());
+    if (fresh) {
+      SearchProgress::Path np;
+      np.trial = SIZE_MAX;
+      for (size_t t = 0; t < p.trials.size(); ++t)
+        if (p.trials[t].label == trial) np.trial = t;
+      p.paths.push_back(np);
+    }
+    return p.paths[at->second];
+  };
+  for (const std::string& d : p.decisions) {
+    const auto w = split_words(d);
+    if (w.size() >= 2 && w[0] == "trial" && d.find(" -> ") != std::string::npos) {
+      runs_of_trial["trial " + w[1].substr(0, w[1].find(':'))] = ids_after_arrow(d).size();
+      continue;
+    }
+    if (w.size() >= 2 && w[0] == "rungs") {  // "rungs 2 6 18 (steps; ...": the top rung's index
+      size_t n = 1;
+      while (n < w.size() && !w[n].empty() && std::isdigit(static_cast<unsigned char>(w[n][0]))) ++n;
+      top = n >= 2 ? n - 2 : 0;
+      continue;
+    }
+    if (w.size() >= 5 && w[0] == "best:" && w[1] == "trial") {
+      const auto it = path_of.find("trial " + w[2]);
+      if (it != path_of.end()) p.paths[it->second].fate = "best of bracket";
+      continue;
+    }
+    // rung R steps S: result N trial J METRIC=X  |  rung R steps S: promoted trial J (...)
+    if (w.size() < 7 || w[0] != "rung" || w[2] != "steps") continue;
+    const size_t rung = size_t(std::atoll(w[1].c_str()));
+    const int64_t steps = std::atoll(w[3].c_str());
+    auto [at, fresh] = rung_at.emplace(rung, p.rungs.size());
+    if (fresh) p.rungs.push_back({0, rung, steps, 0, 0, 0});
+    SearchProgress::Rung& r = p.rungs[at->second];
+    if (w[4] == "promoted" && w[5] == "trial") {
+      ++r.promoted;
+      SearchProgress::Path& pa = path("trial " + w[6]);
+      pa.fate = "promoted";
+      continue;
+    }
+    if (w[4] != "result" || w.size() < 9 || w[6] != "trial") continue;
+    const std::string trial = "trial " + w[7];
+    const double added = (double(steps) - reached[trial]) * double(runs_of_trial[trial]);
+    compute += added, reached[trial] = double(steps);
+    ++r.trials, r.steps_spent += added;
+    const double v = metric_of(d, p.metric);
+    if (std::isfinite(v)) {
+      auto [b, first] = rung_best.emplace(rung, sign * v);
+      if (!first && sign * v < b->second) b->second = sign * v;
+    }
+    SearchProgress::Path& pa = path(trial);
+    pa.points.emplace_back(steps, v);
+    pa.fate = rung == top ? "finished" : "stopped", pa.last_rung = rung;
+  }
+  // The best of each rung, at the compute spent once its last result was taken.
+  double spent = 0;
+  for (const auto& r : p.rungs) {
+    spent += r.steps_spent;
+    if (const auto b = rung_best.find(r.rung); b != rung_best.end())
+      p.best_so_far.push_back(
+          {spent, sign * b->second, "rung " + std::to_string(r.rung) + " (" + std::to_string(r.steps) + " steps)"});
+  }
+}
+
 }  // namespace
 
 SearchProgress search_progress(const std::string& log, const std::vector<Record>& runs,
@@ -186,7 +264,8 @@ SearchProgress search_progress(const std::string& log, const std::vector<Record>
       const auto words = split_words(line);
       if (words.size() < 2 || words[0] != "search") return SearchProgress{};  // not a search log we know
       p.kind = words[1];
-      p.metric = header_value(words, "metric", p.kind == "halving" ? "train_loss_end" : "objective");
+      p.metric =
+          header_value(words, "metric", p.kind == "halving" || p.kind == "asha" ? "train_loss_end" : "objective");
       p.mode = header_value(words, "mode", "min");
       p.constraints = split_commas(header_value(words, "constraints", ""));
       if (p.metric.find(',') != std::string::npos || !p.constraints.empty()) {
@@ -247,6 +326,7 @@ SearchProgress search_progress(const std::string& log, const std::vector<Record>
     return p;
   }
   if (p.kind == "halving") read_halving(p, sign);
+  if (p.kind == "asha") read_asha(p, sign);
   return p;
 }
 
