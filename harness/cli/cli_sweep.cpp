@@ -185,9 +185,8 @@ int run_run(const RunOptions& o) {
   if (staged) between_batches.emplace();
   const auto whole = [&](const std::vector<GridPoint>& points) { return run_points(points, {}); };
   const auto fed = [&](const std::vector<GridPoint>& points, RunFeed& feed) {
-    opt.feed = &feed;  // check_halving keeps asha off Slurm
-    SpawnRunner runner(executable_dir() + "/sweep-box", spec.launch.grace_s);
-    SweepSummary r = run_sweep(spec, points, opt, runner);
+    opt.feed = &feed;
+    SweepSummary r = run_points(points, {});
     opt.feed = nullptr;
     return r;
   };

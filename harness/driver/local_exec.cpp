@@ -150,7 +150,10 @@ class LocalExecutor {
     std::vector<std::pair<std::string, bool>> runs;  // (run directory, ended diverged)
     runs.reserve(session_.summary().diverged_dirs.size() + session_.summary().completed_runs.size());
     for (const std::string& dir : session_.summary().diverged_dirs) runs.emplace_back(dir, true);
-    for (const std::string& id : session_.summary().completed_runs) runs.emplace_back(run_dir(opt_.out_dir, id), false);
+    // Once each: an asha search completes a run's attempts rung by rung.
+    std::set<std::string> seen;
+    for (const std::string& id : session_.summary().completed_runs)
+      if (seen.insert(id).second) runs.emplace_back(run_dir(opt_.out_dir, id), false);
     for (const auto& [dir, diverged] : runs) {
       if (StopSignals::count() > 0) return;
       const std::string id = dir.substr(dir.find_last_of('/') + 1);

@@ -5,6 +5,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -122,6 +123,10 @@ class SlurmRun {
   void stop_all();
   void not_started_rest(const std::string& why);
   void add_active(const std::string& key, RunTask* t, const std::string& job);
+  /// A run has ended for good in this invocation (no retry follows): its feed hears it.
+  void feed_ended(const RunTask* t) {
+    if (opt_.feed) opt_.feed->ended(t->point->id);
+  }
   std::map<std::string, Active>::iterator drop_active(std::map<std::string, Active>::iterator it);
   std::vector<std::string> live_jobs() const;
   bool waiting() const;
@@ -185,7 +190,7 @@ void SlurmRun::run() {
   reattach(handled);
   size_t todo = 0;
   for (auto& t : session_.tasks())
-    if (!handled.count(&t)) waiting_[shape_of(*t.point)].push_back(&t), ++todo;
+    if (!handled.count(&t) && !opt_.feed) waiting_[shape_of(*t.point)].push_back(&t), ++todo;
   if (todo > chunk_)
     session_.progress().line("slurm: " + std::to_string(todo) + " runs go in job arrays of at most " +
                              std::to_string(chunk_) + " (MaxArraySize), at most " +
@@ -260,6 +265,13 @@ void SlurmRun::reattach(std::set<RunTask*>& handled) {
     }
     handled.insert(t);
     add_active(key, t, ref.job);
+    if (opt_.feed) {
+      // An asynchronous search's run: its step is in its stop_at file, as that driver wrote it.
+      std::ifstream stop(t->dir + "/stop_at");
+      long long at = 0;
+      t->stop_at = stop >> at ? at : 0;
+      opt_.feed->adopted(t->point->id);
+    }
     const bool ended = slurm_state_final(s->state);
     session_.attempt_adopted(
         *t,
@@ -269,7 +281,10 @@ void SlurmRun::reattach(std::set<RunTask*>& handled) {
     if (ended) {
       // It ended while no driver watched: its record, exit code and Slurm's word decide now.
       auto it = active_.find(key);
-      if (end_attempt(key, it->second, s->state)) waiting_[shape_of(*t->point)].push_front(t);
+      if (end_attempt(key, it->second, s->state))
+        waiting_[shape_of(*t->point)].push_front(t);
+      else
+        feed_ended(t);
       drop_active(it);
       continue;
     }
@@ -308,6 +323,25 @@ void SlurmRun::fill() {
     }
   }
   long budget = job_budget_ - queued;
+  // An asynchronous search's runs, one for each place left (retries waiting go first).
+  size_t waiting_now = 0;
+  for (const auto& [shape, q] : waiting_) waiting_now += q.size();
+  while (opt_.feed && refused_.empty() && long(waiting_now) < std::min<long>(remaining, budget)) {
+    const std::optional<FedRun> run = opt_.feed->next();
+    if (!run) break;
+    RunTask* t = session_.admit(*run);
+    if (!t) {
+      opt_.feed->ended(run->id);
+      continue;
+    }
+    if (const auto b = blocked_.find(shape_of(*t->point)); b != blocked_.end()) {
+      session_.attempt_ended(*t, FailureClass::config, "Slurm cannot start runs of its shape: " + b->second,
+                             t->dir + "/logs/launcher.log");
+      opt_.feed->ended(run->id);
+      continue;
+    }
+    waiting_[shape_of(*t->point)].push_back(t), ++waiting_now;
+  }
   while (remaining > 0 && budget > 0 && refused_.empty()) {
     const Shape* next = nullptr;
     for (const auto& [shape, q] : waiting_)
@@ -441,7 +475,10 @@ void SlurmRun::poll() {
         continue;
       }
     }
-    if (end_attempt(it->first, a, state)) retry.push_back(a.task);
+    if (end_attempt(it->first, a, state))
+      retry.push_back(a.task);
+    else
+      feed_ended(a.task);
     it = drop_active(it);
   }
   if (!never.empty()) cancel_never(never);
@@ -496,6 +533,7 @@ void SlurmRun::cancel_never(const std::vector<std::pair<std::string, std::string
                                ", which waits for a change of the job or of the cluster's configuration; cancelled by "
                                "the driver)",
                            t->dir + "/logs/launcher.log");
+    feed_ended(t);
     shapes.emplace_back(shape_of(*t->point), reason);
     drop_active(it);
   }

@@ -38,6 +38,9 @@ class RunFeed {
   virtual std::optional<FedRun> next() = 0;
   /// A run it handed out has ended (or had nothing to do: already at its step).
   virtual void ended(const std::string& id) = 0;
+  /// A run an earlier driver started is still queued or running in Slurm and is waited
+  /// for, not started again: it counts as handed out (its end is said by ended()).
+  virtual void adopted(const std::string& id) = 0;
 };
 
 /// Settings of one `sweep run` that do not come from the grid.
@@ -63,8 +66,8 @@ struct SweepRunOptions {
   /// run already stopped at or past its step is skipped; one stopped earlier is promoted:
   /// its record moves aside (kept) and it resumes from its checkpoint.
   std::map<std::string, int64_t> stop_at;
-  /// An asynchronous search's feed (RunFeed; local and mpirun launchers): no point is
-  /// queued up front, each is run when fed, as often as fed. Null: every point, once.
+  /// An asynchronous search's feed (RunFeed): no point is queued up front, each is run
+  /// when fed, as often as fed. Null: every point, once.
   RunFeed* feed = nullptr;
 };
 

@@ -8,10 +8,6 @@ namespace sweep {
 
 void check_halving(const SweepSpec& spec, const std::vector<GridPoint>& points) {
   const SearchSpec& s = spec.search;
-  if (s.kind == "asha" && spec.launch.launcher == "slurm")
-    throw ConfigError(s.where + ": key 'search.kind': asha starts each trial's next rung as a worker frees up, " +
-                      "which the local and mpirun launchers do; through Slurm it is not built yet (kind halving " +
-                      "runs a rung as one array)");
   if (!spec.program.argv.empty() && !spec.program.stop)
     throw ConfigError(s.where + ": key 'search.kind': halving stops runs at its rungs through the run directory " +
                       "(the stop_at file) and resumes promoted ones from their checkpoints; a grid's program takes " +

@@ -41,9 +41,6 @@ void check_pbt(const SweepSpec& spec, const std::vector<GridPoint>& points) {
   if (!spec.program.argv.empty())
     throw ConfigError(kind + "a pbt member forks from another member's checkpoint (sweep fork), which starts " +
                       "sweep-train or a launch.trainer program; a grid's program restores only its own checkpoint");
-  if (!spec.launch.container.runtime.empty())
-    throw ConfigError(kind + "a pbt member forks from another's checkpoint on the host (sweep fork); it does not " +
-                      "run in a container (launch.container)");
   const std::vector<KeyDoc> docs =
       points.empty() ? std::vector<KeyDoc>{} : describe_keys(points.front().config.model.kind);
   for (const SearchDim& d : s.space) {

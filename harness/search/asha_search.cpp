@@ -126,6 +126,20 @@ class AshaFeed : public RunFeed {
     return std::nullopt;
   }
 
+  void adopted(const std::string& id) override {
+    // An earlier driver started it for the lowest rung it has entered without a result.
+    const auto t = trial_of_.find(id);
+    if (t == trial_of_.end()) return;
+    if (dirty_) replan();
+    for (size_t k = 0; k < steps_.size(); ++k) {
+      const auto& in = plan_.entered[k];
+      if (std::find(in.begin(), in.end(), t->second) != in.end() && !run_result(id, k)) {
+        running_[id] = k;
+        return;
+      }
+    }
+  }
+
   void ended(const std::string& id) override {
     const auto it = running_.find(id);
     if (it == running_.end()) return;

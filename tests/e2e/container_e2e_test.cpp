@@ -103,6 +103,33 @@ TEST_F(ContainerE2E, RanksInTheImageGiveTheHostsBitsOnOneAndTwoRanks) {
   }
 }
 
+// A pbt search in the image: every fork starts from its parent's checkpoint on the sweep
+// directory, which the container binds at the same path, and the search decides and
+// trains as on the host (the same search.log and bits).
+TEST_F(ContainerE2E, APbtSearchInTheImageForksAsOnTheHost) {
+  const std::string host = write("pbt.yaml", sweep_test::pbt_search_grid(0, "launch: {parallel: 2, slots: 2}\n"));
+  const std::string in_image =
+      write("pbt-boxed.yaml",
+            sweep_test::pbt_search_grid(0, "launch: {parallel: 2, slots: 2, container: " + boxed() + "}\n"));
+  const fs::path bare = dir_ / "bare";
+  ASSERT_TRUE(sweep_cli({"run", host, "--out", bare.string(), "--quiet"}, "host.log").ok())
+      << read_file(dir_ / "host.log");
+  ASSERT_TRUE(sweep_cli({"run", in_image, "--out", kBoxedDir.string(), "--quiet"}, "boxed.log").ok())
+      << read_file(dir_ / "boxed.log");
+  const std::string log = read_file(bare / "search.log");
+  EXPECT_CONTAINS(log, " exploits member ");
+  EXPECT_EQ(read_file(kBoxedDir / "search.log"), log);
+  const auto a = sweep_test::completed_records(bare), b = sweep_test::completed_records(kBoxedDir);
+  EXPECT_EQ(a.size(), b.size());
+  EXPECT_EQ(sweep_test::sweep_bit_difference(a, b), "");
+  size_t forks = 0;
+  for (const auto& [id, r] : b) {
+    forks += r.lineage.kind == "forked";
+    EXPECT_EQ(r.env("container.image"), kImage.string()) << id;
+  }
+  EXPECT_GE(forks, 1u);
+}
+
 TEST_F(ContainerE2E, ReproduceSaysWhenItsImageIsNotTheRecords) {
   const std::string g = write("one.yaml", "name: one\nbase:\n" + sweep_test::tiny_model("  ") +
                                               "  train: {steps: 4, micro_batch: 2}\n"

@@ -223,15 +223,19 @@ TEST_F(SlurmE2E, AGridsProgramOnTwoRanksUnderSrun) {
 // A halving search, a tpe search, a multi-objective tpe search and a pbt search through
 // Slurm arrays decide as they do locally: the same search.log, line for line, and the same
 // runs with the same bits. Halving stops runs at their rungs and promotes them from their
-// checkpoints in later arrays; tpe proposes each batch from the results of the earlier
-// ones; a pbt member that exploits forks from another's checkpoint (--fork-from in the
-// array's script).
-TEST_F(SlurmE2E, HalvingTpeAndPbtSearchesThroughArraysDecideAsTheyDoLocally) {
+// checkpoints in later arrays; asha does so run by run as places free up; tpe proposes each batch from the results of
+// the earlier ones; a pbt member that exploits forks from another's checkpoint (--fork-from in the array's script).
+TEST_F(SlurmE2E, HalvingAshaTpeAndPbtSearchesThroughArraysDecideAsTheyDoLocally) {
   // The driver's search grids (tests/support/e2e_util.h), each under both launches.
   const std::map<std::string, std::function<std::string(const std::string&)>> searches = {
       {"halving",
        [](const std::string& launch) {
          return sweep_test::halving_search_grid(sweep_test::kHalvingSearch, 0, launch);
+       }},
+      // Asynchronous halving: each run is fed to its own array as a place frees up.
+      {"asha",
+       [](const std::string& launch) {
+         return sweep_test::halving_search_grid("search:\n  kind: asha\n  min_steps: 2\n  eta: 3\n", 0, launch);
        }},
       {"tpe", [](const std::string& launch) { return sweep_test::tpe_search_grid(5, launch); }},
       // A pbt search: its exploits fork from other members' checkpoints inside the arrays.
@@ -262,7 +266,10 @@ TEST_F(SlurmE2E, HalvingTpeAndPbtSearchesThroughArraysDecideAsTheyDoLocally) {
     if (search == "pareto") {  // judged on both metrics and the constraint's
       EXPECT_NE(logs["local"].find(" memory_per_rank_mib="), std::string::npos) << logs["local"];
     }
-    EXPECT_GE(runs["local"].size(), search == "halving" ? 9u : 5u) << search;
+    EXPECT_GE(runs["local"].size(), search == "halving" || search == "asha" ? 9u : 5u) << search;
+    if (search == "asha") {  // promoted runs resumed from their rung checkpoints in later arrays
+      EXPECT_NE(logs["local"].find("rung 1 steps 6: promoted trial "), std::string::npos) << logs["local"];
+    }
     if (search == "pbt") {  // some member forked from another's checkpoint
       EXPECT_NE(logs["local"].find(" exploits member "), std::string::npos) << logs["local"];
     }
