@@ -13,7 +13,8 @@ d. outside sweep the script runs as before: a record only where --out says; pinn
    core beside a busy loop, its record says it waited for the core (rank_runqueue_share);
 e. `sweep status` shows a run's step while it runs (the run held with SIGSTOP, no sleep);
 f. a halving search over it (sweeps/pytorch-script-halving.yaml) replays in a second
-   directory, and its winner is the run trained straight through;
+   directory, and its winner is the run trained straight through; an asha search over
+   it decides the same at one and three runs at a time;
 g. bad input: a program that says it stops at rungs but trains on, evaluations out of
    order, a metric that is not a number, a write outside the run directory, a swept
    built-in key the program does not honour.
@@ -327,6 +328,32 @@ class PytorchScript(unittest.TestCase):
         self.assertEqual(p.returncode, 0, show(p))
         p = sweep("compare", os.path.join(out, "runs", rid), os.path.join(dirs[0], "runs", rid))
         self.assertIn("identical bit-for-bit: 36 steps", p.stdout, show(p))
+
+    def test_f2_an_asha_search_over_it_decides_the_same_at_parallel_1_and_3(self):
+        # The same script under asynchronous halving: the stop/resume protocol it already
+        # speaks is all asha needs, and one or three runs at a time decide the same.
+        grid = self.example_grid("pytorch-script-halving.yaml", "asha.yaml")
+        with open(grid, encoding="utf-8") as f:
+            g = yaml.safe_load(f)
+        g["search"]["kind"] = "asha"
+        g["launch"] = {"parallel": 3, "slots": 3}
+        with open(grid, "w", encoding="utf-8") as f:
+            yaml.safe_dump(g, f, sort_keys=False)
+        logs, dirs = [], []
+        for parallel in ("1", "3"):
+            out = os.path.join(self.tmp, "asha" + parallel)
+            p = sweep("run", grid, "--out", out, "--quiet", "--parallel", parallel)
+            self.assertEqual(p.returncode, 0, show(p))
+            with open(os.path.join(out, "search.log"), encoding="utf-8") as f:
+                logs.append(f.read())
+            dirs.append(out)
+        self.assertEqual(logs[0], logs[1])
+        self.assertIn("search asha ", logs[0])
+        self.assertIn("rung 1 steps 12: promoted trial ", logs[0])
+        self.assertTrue(logs[0].endswith("\ndone\n"), logs[0])
+        p = sweep("compare", dirs[0], dirs[1])
+        self.assertEqual(p.returncode, 0, show(p))
+        self.assertIn("9 pairs: 9 identical", p.stdout, show(p))
 
     # --- g. bad input
 
