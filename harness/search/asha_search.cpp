@@ -232,18 +232,24 @@ SweepSummary run_asha_search(const SweepSpec& spec, const std::vector<GridPoint>
 
   AshaFeed feed(spec, trials, steps, out_dir, head);
   SweepSummary total = run_fed(points, feed);
-  // A run trains once a rung: counted once, completed if it trained now and did not fail
-  // for good at a later rung (then it counts failed).
+  // A run trains once a rung: counted once, by its state now. Completed if it trained now
+  // and its last attempt did not fail, diverge or get interrupted (those count there); already
+  // done if it has its first rung's result and trained nothing now.
+  const auto states = scan_runs(out_dir);
+  const auto ended_badly = [&](const std::string& id) {
+    const auto st = states.find(id);
+    return st != states.end() && (st->second.state == RunStatus::failed || st->second.state == RunStatus::diverged ||
+                                  st->second.state == RunStatus::interrupted);
+  };
   std::set<std::string> trained;
   for (const std::string& id : total.completed_runs)
-    if (!feed.failed().count(id)) trained.insert(id);
+    if (!ended_badly(id)) trained.insert(id);
   total.completed_runs.assign(trained.begin(), trained.end());
   total.completed = int(trained.size());
-  // Already done: a run with its first rung's result that trained nothing now.
   std::set<std::string> skipped;
   for (const HalvingTrial& t : trials)
     for (const std::string& id : t.run_ids)
-      if (!trained.count(id) && feed.has_result(id, 0)) skipped.insert(id);
+      if (!trained.count(id) && !ended_badly(id) && feed.has_result(id, 0)) skipped.insert(id);
   total.skipped_runs.assign(skipped.begin(), skipped.end());
   total.skipped = int(skipped.size());
   if (total.stop_signal) return total;  // what ran is on disk; the next `sweep run` replays to here

@@ -146,6 +146,7 @@ TEST_F(AshaE2E, ARunThatFailsHoldsUpOnlyTheDecisionsThatWaitForIt) {
       "rung 0 steps 2: trial 4 run " + id + " has no result (failed; see sweep status); the decisions after it wait\n";
   EXPECT_CONTAINS(said, named);
   EXPECT_CONTAINS(said, "the asha search stopped short: 1 run(s) failed");
+  EXPECT_CONTAINS(said, ": 8 completed, 0 already done, 1 failed");  // each run once
   const std::string log = read_file(out / "search.log");
   EXPECT_CONTAINS(log, named);
   EXPECT_CONTAINS(log, "rung 0 steps 2: result 4 trial 3 ");
