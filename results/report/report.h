@@ -383,7 +383,28 @@ struct SearchProgress {
     double violation = 0;                   ///< summed constraint violation
   };
   std::vector<ParetoTrial> pareto;  ///< one per trial with runs; empty for a search on one metric
+  /// pbt: each member's schedule, from search.log: the values it trained with over each
+  /// span of steps, and whose checkpoint each span started from.
+  struct Span {
+    int64_t from = 1, to = 0;  ///< steps from..to (inclusive)
+    std::string inputs;        ///< "train.lr=0.0057 (x0.8) train.clip_norm=1.0 (next)", as the log says
+    std::map<std::string, std::string> values;  ///< key -> value, without the annotations
+    std::string run;                            ///< the run that trained it
+    int64_t from_member = -1;                   ///< whose checkpoint it forked from; -1: its own
+  };
+  struct Member {
+    std::string label;  ///< "member 3"
+    std::vector<Span> spans;
+    size_t rank = 0;           ///< at the final step (0: not ranked yet)
+    double final_value = NAN;  ///< its metric at the final step
+  };
+  std::vector<Member> members;
+  int64_t budget = 0;  ///< pbt: train.steps, as the header says
 };
+
+/// A pbt member's schedule in words, span by span: "steps 1-6: train.lr=0.0072
+/// train.clip_norm=0.5; steps 7-12 (from member 0 at step 6): train.lr=0.0057 (x0.8) ...".
+std::string pbt_schedule_text(const SearchProgress::Member& m);
 
 /// Everything a report shows, computed once so every format carries the same figures.
 struct ReportModel {

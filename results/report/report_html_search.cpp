@@ -5,6 +5,7 @@
 #include <algorithm>  // find, min, max
 #include <cmath>      // isfinite
 #include <cstdio>     // snprintf
+#include <cstdlib>    // strtod
 #include <map>
 
 #include "report_format.h"
@@ -139,6 +140,59 @@ std::string rungs(const ReportModel& m) {
          "steps it adds.</p>\n";
 }
 
+// Population-based training: for each numeric searched key, the value each member trained
+// with at every step (a fork is a jump, to the value its new span drew), and a table of
+// each member's schedule and whose checkpoint each span forked from.
+std::string pbt_view(const SearchProgress& sp) {
+  if (sp.members.empty()) return "";
+  std::string h = "<section id=\"pbt-schedules\">\n<h3>Each member's schedule</h3>\n";
+  for (const std::string& key : sp.keys) {
+    report_plot::LineChart c;
+    c.title = key + " each member trained with, by step";
+    c.y_label = key;
+    c.end_labels = false;
+    double lo = INFINITY, hi = -INFINITY;
+    for (const auto& m : sp.members) {
+      report_plot::Series s;
+      s.label = m.label + (m.rank ? " (final rank " + std::to_string(m.rank) + ")" : "") + ": " + pbt_schedule_text(m);
+      s.legend = m.label;
+      for (const auto& span : m.spans) {
+        const auto v = span.values.find(key);
+        char* end = nullptr;
+        const double x = v == span.values.end() ? NAN : std::strtod(v->second.c_str(), &end);
+        if (v == span.values.end() || end == v->second.c_str() || !std::isfinite(x)) continue;
+        s.x.push_back(double(span.from - 1)), s.y.push_back(x);
+        s.x.push_back(double(span.to)), s.y.push_back(x);
+        lo = std::min(lo, x), hi = std::max(hi, x);
+      }
+      // The palette's colours but its red, which marks the best.
+      static const char* const kNotRed[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b",
+                                            "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+      s.colour = kNotRed[size_t(&m - sp.members.data()) % (sizeof kNotRed / sizeof *kNotRed)];
+      if (m.rank == 1) s.colour = "#d62728", s.width = 3;
+      if (!s.x.empty()) c.series.push_back(std::move(s));
+    }
+    if (c.series.empty()) continue;  // a choice of words: the table says it
+    c.log_y = lo > 0 && hi / lo >= 10;
+    std::stable_partition(c.series.begin(), c.series.end(),
+                          [](const report_plot::Series& s) { return s.colour != "#d62728"; });
+    h += report_plot::chart_figure(c, report_plot::shared_scale({&c}));
+  }
+  h += "<p>" +
+       html_escape(
+           "Each line is a member: the value it trained with over each span of steps. At a decision a "
+           "member of the bottom " +
+           std::string("quantile forks from a top member's checkpoint and jumps to its new values; red is "
+                       "the best at the final step. Hover a line for its whole schedule.")) +
+       "</p>\n";
+  h += "<table class=\"pbt-schedules\">\n<thead><tr><th>member</th><th>final rank</th><th>" + html_escape(sp.metric) +
+       "</th><th>schedule</th></tr></thead>\n<tbody>\n";
+  for (const auto& m : sp.members)
+    h += "<tr>" + td(html_escape(m.label)) + td(m.rank ? std::to_string(m.rank) : "", "num") +
+         td(g6(m.final_value), "num") + td(html_escape(pbt_schedule_text(m))) + "</tr>\n";
+  return h + "</tbody>\n</table>\n</section>\n";
+}
+
 // A Pareto search: its trials on the first two metrics with the front joined, and a table
 // of the non-dominated trials.
 std::string pareto_view(const SearchProgress& sp) {
@@ -203,6 +257,7 @@ std::string search_section(const SweepRecords& sweep, const ReportModel& m) {
   h += pareto_view(sp);
   if (sp.kind == "random" || sp.kind == "tpe") h += slices(sweep, m);
   if (sp.kind == "halving" || sp.kind == "asha") h += rungs(m);
+  if (sp.kind == "pbt") h += pbt_view(sp);
   constexpr size_t kShown = 400;
   std::string text;
   for (size_t i = 0; i < sp.decisions.size() && i < kShown; ++i) text += sp.decisions[i] + "\n";

@@ -154,10 +154,21 @@ std::string json_search(const ReportModel& m) {
                     ",\"points\":" + jlist(pts) + ",\"fate\":" + jstr(p.fate) +
                     ",\"last_rung\":" + jint(int64_t(p.last_rung)) + "}");
   }
+  std::vector<std::string> members;
+  for (const auto& mem : m.search.members) {
+    std::vector<std::string> spans;
+    for (const auto& s : mem.spans)
+      spans.push_back("{\"from\":" + jint(s.from) + ",\"to\":" + jint(s.to) + ",\"inputs\":" + jstr(s.inputs) +
+                      ",\"run\":" + jstr(s.run) +
+                      ",\"from_member\":" + (s.from_member < 0 ? std::string("null") : jint(s.from_member)) + "}");
+    members.push_back("{\"label\":" + jstr(mem.label) +
+                      ",\"rank\":" + (mem.rank ? jint(int64_t(mem.rank)) : std::string("null")) +
+                      ",\"final\":" + jnum(mem.final_value) + ",\"spans\":" + jlist(spans) + "}");
+  }
   j += ",\"search\":{\"kind\":" + jstr(m.search.kind) + ",\"metric\":" + jstr(m.search.metric) +
        ",\"mode\":" + jstr(m.search.mode) + ",\"keys\":" + jlist(keys) + ",\"best_so_far\":" + jlist(points) +
        ",\"trials\":" + jlist(trials) + ",\"rungs\":" + jlist(rungs) + ",\"paths\":" + jlist(paths) +
-       ",\"decisions\":" + jlist(decisions) + pareto_json(m.search) + "}";
+       ",\"members\":" + jlist(members) + ",\"decisions\":" + jlist(decisions) + pareto_json(m.search) + "}";
   return j;
 }
 

@@ -388,6 +388,15 @@ std::string md_search(const ReportModel& m) {
                    std::to_string(r.promoted), g6(r.steps_spent)});
     s += "\n";
   }
+  if (!m.search.members.empty()) {
+    s += "Each member's schedule: the values it trained with over each span of steps, and whose checkpoint a "
+         "span forked from:\n\n" +
+         md_header({"member", "final rank", md(m.search.metric), "schedule"});
+    for (const auto& mem : m.search.members)
+      s += md_row(
+          {md(mem.label), mem.rank ? std::to_string(mem.rank) : "", g6(mem.final_value), md(pbt_schedule_text(mem))});
+    s += "\n";
+  }
   std::string text;
   for (const auto& d : m.search.decisions) text += d + "\n";
   s += "The decisions, as search.log has them:\n\n" + md_code(text) + "\n";

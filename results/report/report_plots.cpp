@@ -222,6 +222,12 @@ Scale shared_scale(const std::vector<const LineChart*>& charts) {
     for (const RefLine& l : c->lines) bulk.push_back({l.y}), all.push_back({l.y});
   }
   sc.y = log_y ? plot::log_limits(all) : plot::robust_limits(bulk.empty() ? all : bulk);
+  // Every point at one x (a figure recorded at a single step): a range around it, so the
+  // axis has ticks on both sides rather than one.
+  if (sc.any && sc.x_lo == sc.x_hi) {
+    const double d = std::max(1.0, std::fabs(sc.x_lo) * 0.05);
+    sc.x_lo -= d, sc.x_hi += d;
+  }
   return sc;
 }
 

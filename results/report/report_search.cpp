@@ -244,7 +244,83 @@ void read_asha(SearchProgress& p, double sign) {
   }
 }
 
+/// "k=v (how) k2=v2 ..." as a map k -> v (the annotations in parentheses left out).
+std::map<std::string, std::string> key_values(const std::string& inputs) {
+  std::map<std::string, std::string> out;
+  for (const std::string& w : split_words(inputs))
+    if (const size_t eq = w.find('='); eq != std::string::npos && eq > 0 && w[0] != '(')
+      out[w.substr(0, eq)] = w.substr(eq + 1);
+  return out;
+}
+
+/// A pbt search's log (run_pbt_search): "member J: INPUTS -> ID" starts each member's
+/// first span; "generation G step S: member J exploits member K (...): INPUTS -> ID" ends
+/// its span at S and starts one from K's checkpoint; "final step N: rank R member J run ID
+/// METRIC=X" ranks it. Each member's schedule, from the log alone.
+void read_pbt(SearchProgress& p) {
+  std::map<int64_t, size_t> at;  // member number -> index into p.members
+  const auto member = [&](int64_t j) -> SearchProgress::Member& {
+    auto [it, fresh] = at.emplace(j, p.members.size());
+    if (fresh) p.members.push_back({"member " + std::to_string(j), {}, 0, NAN});
+    return p.members[it->second];
+  };
+  for (const std::string& d : p.decisions) {
+    const auto w = split_words(d);
+    if (w.size() >= 4 && w[0] == "member" && d.find(" -> ") != std::string::npos) {
+      const size_t colon = d.find(": "), arrow = d.find(" -> ");
+      if (colon == std::string::npos || colon > arrow) continue;
+      SearchProgress::Span s;
+      s.inputs = d.substr(colon + 2, arrow - colon - 2);
+      s.values = key_values(s.inputs);
+      const auto ids = ids_after_arrow(d);
+      s.run = ids.empty() ? "" : ids.front();
+      member(std::atoll(w[1].c_str())).spans = {s};
+      if (p.keys.empty())
+        for (const auto& [k, v] : s.values) p.keys.push_back(k);
+      continue;
+    }
+    // generation G step S: member J exploits member K (run R, checkpoint D): INPUTS -> ID
+    if (w.size() >= 8 && w[0] == "generation" && w[2] == "step" && w[4] == "member" && w[6] == "exploits") {
+      const int64_t step = std::atoll(w[3].c_str());
+      const size_t open = d.find("): "), arrow = d.find(" -> ");
+      if (open == std::string::npos || arrow == std::string::npos || open > arrow) continue;
+      SearchProgress::Member& m = member(std::atoll(w[5].c_str()));
+      if (!m.spans.empty()) m.spans.back().to = step;
+      SearchProgress::Span s;
+      s.from = step + 1;
+      s.inputs = d.substr(open + 3, arrow - open - 3);
+      s.values = key_values(s.inputs);
+      const auto ids = ids_after_arrow(d);
+      s.run = ids.empty() ? "" : ids.front();
+      s.from_member = std::atoll(w[8].c_str());
+      m.spans.push_back(s);
+      continue;
+    }
+    // final step N: rank R member J run ID METRIC=X [best]
+    if (w.size() >= 7 && w[0] == "final" && w[1] == "step" && w[3] == "rank" && w[5] == "member") {
+      SearchProgress::Member& m = member(std::atoll(w[6].c_str()));
+      m.rank = size_t(std::atoll(w[4].c_str()));
+      m.final_value = metric_of(d, p.metric);
+      if (!m.spans.empty()) m.spans.back().to = std::atoll(w[2].substr(0, w[2].find(':')).c_str());
+    }
+  }
+  // A schedule still running ends where the budget does.
+  for (auto& m : p.members)
+    if (!m.spans.empty() && m.spans.back().to == 0) m.spans.back().to = p.budget;
+}
+
 }  // namespace
+
+std::string pbt_schedule_text(const SearchProgress::Member& m) {
+  std::string s;
+  for (const SearchProgress::Span& span : m.spans) {
+    s += (s.empty() ? "" : "; ") + std::string("steps ") + std::to_string(span.from) + "-" + std::to_string(span.to);
+    if (span.from_member >= 0)
+      s += " (from member " + std::to_string(span.from_member) + " at step " + std::to_string(span.from - 1) + ")";
+    s += ": " + span.inputs;
+  }
+  return s;
+}
 
 SearchProgress search_progress(const std::string& log, const std::vector<Record>& runs,
                                const std::vector<ReportRun>& figures) {
@@ -267,6 +343,7 @@ SearchProgress search_progress(const std::string& log, const std::vector<Record>
       p.metric =
           header_value(words, "metric", p.kind == "halving" || p.kind == "asha" ? "train_loss_end" : "objective");
       p.mode = header_value(words, "mode", "min");
+      p.budget = std::atoll(header_value(words, "budget", "0").c_str());
       p.constraints = split_commas(header_value(words, "constraints", ""));
       if (p.metric.find(',') != std::string::npos || !p.constraints.empty()) {
         p.metrics = split_commas(p.metric), p.modes = split_commas(p.mode);
@@ -327,6 +404,7 @@ SearchProgress search_progress(const std::string& log, const std::vector<Record>
   }
   if (p.kind == "halving") read_halving(p, sign);
   if (p.kind == "asha") read_asha(p, sign);
+  if (p.kind == "pbt") read_pbt(p);
   return p;
 }
 

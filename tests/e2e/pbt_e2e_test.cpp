@@ -96,6 +96,10 @@ TEST_F(PbtE2E, APbtSearchDecidesTheSameAtAnyParallelAndAfterAKilledDriver) {
   ASSERT_TRUE(sweep_cli({"report", one.string(), "--format", "md", "-o", (dir_ / "r.md").string()}, "r.log").ok());
   const std::string md = read_file(dir_ / "r.md");
   EXPECT_CONTAINS(md, "## Lineage");
+  // And each member's schedule: the values of each span of steps and whose checkpoint it forked from.
+  EXPECT_CONTAINS(md, "Each member's schedule");
+  EXPECT_CONTAINS(md, "| member 0 | ");
+  EXPECT_CONTAINS(md, " (from member ");
   if (a.at(best).lineage.kind == "forked") {
     EXPECT_CONTAINS(md, best + ": forked from " + a.at(best).lineage.parent_run_id + " at step " +
                             std::to_string(a.at(best).lineage.parent_step));

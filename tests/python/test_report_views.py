@@ -7,6 +7,7 @@ script on a copy of the page, and saved as a PNG for a person to look at.
   grid60        a 60-run grid: lr x warmup x clip norm x 2 seeds (30 groups)
   tpe40         a 40-trial tpe search where train.lr alone decides the objective
   halving       successive halving over 27 points (27x16, 9x50, 3x150 steps)
+  pbt           a real population-based search of the tiny model: each member's schedule
   program       tests/programs/linreg through a grid's program: section, with held-out
                 rows and metrics of its own (weight_error, eval within_0.1)
 
@@ -498,6 +499,40 @@ class ReportViews(unittest.TestCase):
         self.assertIn("train_loss_end against steps trained: each trial through its rungs", layout["plots"])
         self.assertIn("<h3>Trials by rung</h3>", html)
         self.assertIn("| 0 | 1 | 50 | 9 | 3 | 306 |", md)
+
+    def test_pbt_schedules(self):
+        # A real pbt search of the tiny model (24 steps, 6 members): each member's learning
+        # rate over the steps, forks as jumps, and a table of every schedule.
+        grid = os.path.join(self.tmp, "pbt.yaml")
+        with open(os.path.join(ROOT, "tests", "data", "tiny_run.yaml"), encoding="utf-8") as f:
+            model = yaml.safe_load(f)["model"]
+        with open(grid, "w") as f:
+            yaml.safe_dump({"name": "pbt", "base": {
+                "model": model,
+                "train": {"steps": 24, "micro_batch": 2, "schedule": "cosine", "warmup": 2, "eval_every": 6,
+                          "eval_batches": 1, "threads": 1, "checkpoint_every": 6, "keep_checkpoints": 4},
+                "data": {"eval_fraction": 0.1}},
+                "search": {"kind": "pbt", "population": 6, "interval": 6, "seed": 5, "metric": "final_eval_loss",
+                           "space": {"train.lr": {"loguniform": [1.0e-3, 3.0e-2]},
+                                     "train.clip_norm": {"choice": [0.5, 1.0, 2.0]}}},
+                "launch": {"parallel": 2, "slots": 2}}, f, sort_keys=False)
+        d = os.path.join(self.tmp, "pbt")
+        p = run([self.sweep, "run", grid, "--out", d, "--quiet"], timeout=600)
+        self.assertEqual(p.returncode, 0, show(p))
+        doc, layout, html, md = self.render("pbt", d)
+        members = doc["search"]["members"]
+        self.assertEqual(len(members), 6)
+        self.assertEqual(sorted(m["rank"] for m in members), [1, 2, 3, 4, 5, 6])
+        forks = [s for m in members for s in m["spans"] if s["from_member"] is not None]
+        self.assertGreaterEqual(len(forks), 3)
+        for m in members:  # the spans cover the steps, one after the other
+            self.assertEqual(m["spans"][0]["from"], 1)
+            self.assertEqual(m["spans"][-1]["to"], 24)
+            for a, b in zip(m["spans"], m["spans"][1:]):
+                self.assertEqual(b["from"], a["to"] + 1)
+        self.assertIn("train.lr against step: train.lr each member trained with, by step", layout["plots"])
+        self.assertIn('<table class="pbt-schedules">', html)
+        self.assertIn(" (from member ", md)
 
     def test_program_sweep_metrics_have_curves(self):
         linreg = os.path.join(BIN_DIR, "linreg")

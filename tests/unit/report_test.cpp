@@ -1427,6 +1427,60 @@ TEST(TensorBoardExport, Crc32cMatchesItsPublishedCheckValue) {
   EXPECT_EQ(masked_crc32c("123456789"), ((c >> 15) | (c << 17)) + 0xa282ead8u);
 }
 
+// A pbt search's log gives each member's schedule: its spans of steps, the values each
+// trained with (the log's words, annotations kept for the text) and whose checkpoint a
+// span forked from; the final ranking closes the last span.
+TEST(SearchProgress, PbtMembersScheduleIsReadSpanBySpanFromTheLog) {
+  const std::string log =
+      "# sweep search log\n"
+      "search pbt seed=5 population=3 interval=6 decisions_at=6,12 quantile=0.34 perturb=0.8,1.2 resample=0.25 "
+      "budget=18 metric=final_eval_loss mode=min\n"
+      "member 0: train.lr=0.007 train.clip_norm=0.5 -> 000000000000000a\n"
+      "member 1: train.lr=0.001 train.clip_norm=1.0 -> 000000000000000b\n"
+      "member 2: train.lr=0.004 train.clip_norm=0.5 -> 000000000000000c\n"
+      "generation 1 step 6: rank 1 member 0 run 000000000000000a final_eval_loss=3.8 top\n"
+      "generation 1 step 6: member 1 exploits member 0 (run 000000000000000a, checkpoint 36f2789d5623e42a): "
+      "train.lr=0.0056 (x0.8) train.clip_norm=1.0 (next) -> 000000000000000d\n"
+      "generation 1: decided\n"
+      "generation 2 step 12: member 2 exploits member 1 (run 000000000000000d, checkpoint 16f2789d5623e42a): "
+      "train.lr=0.03 (resampled) train.clip_norm=0.5 (previous) -> 000000000000000e\n"
+      "generation 2: decided\n"
+      "final step 18: rank 1 member 2 run 000000000000000e final_eval_loss=2.5 best\n"
+      "final step 18: rank 2 member 1 run 000000000000000d final_eval_loss=2.75\n"
+      "final step 18: rank 3 member 0 run 000000000000000a final_eval_loss=3\n"
+      "done\n";
+  const SearchProgress p = search_progress(log, {}, {});
+  EXPECT_EQ(p.kind, "pbt");
+  EXPECT_EQ(p.budget, 18);
+  EXPECT_EQ(p.keys, (std::vector<std::string>{"train.clip_norm", "train.lr"}));
+  ASSERT_EQ(p.members.size(), 3u);
+  const auto& m0 = p.members[0];
+  ASSERT_EQ(m0.spans.size(), 1u);
+  EXPECT_EQ(m0.spans[0].to, 18);
+  EXPECT_EQ(m0.rank, 3u);
+  EXPECT_EQ(m0.final_value, 3.0);
+  const auto& m1 = p.members[1];
+  ASSERT_EQ(m1.spans.size(), 2u);
+  EXPECT_EQ(m1.spans[0].to, 6);
+  EXPECT_EQ(m1.spans[1].from, 7);
+  EXPECT_EQ(m1.spans[1].to, 18);
+  EXPECT_EQ(m1.spans[1].from_member, 0);
+  EXPECT_EQ(m1.spans[1].run, "000000000000000d");
+  EXPECT_EQ(m1.spans[1].values.at("train.lr"), "0.0056");
+  const auto& m2 = p.members[2];
+  ASSERT_EQ(m2.spans.size(), 2u);
+  EXPECT_EQ(m2.spans[0].to, 12);
+  EXPECT_EQ(m2.rank, 1u);
+  EXPECT_EQ(pbt_schedule_text(m2),
+            "steps 1-12: train.lr=0.004 train.clip_norm=0.5; steps 13-18 (from member 1 at step 12): train.lr=0.03 "
+            "(resampled) train.clip_norm=0.5 (previous)");
+  // A search still running: the last span ends at the budget.
+  const SearchProgress q = search_progress(log.substr(0, log.find("final step")), {}, {});
+  ASSERT_EQ(q.members.size(), 3u);
+  EXPECT_EQ(q.members[0].spans.back().to, 18);
+  EXPECT_EQ(q.members[0].rank, 0u);
+}
+
 // The search section reads search.log back: a halving search's compute counts only the
 // steps each rung adds (a promoted run resumes), and its points are each rung's best.
 TEST(SearchProgress, HalvingSpendsOnlyEachRungsNewStepsAndShowsEachRungsBest) {
