@@ -278,6 +278,50 @@ TEST_F(SlurmE2E, HalvingAshaTpeAndPbtSearchesThroughArraysDecideAsTheyDoLocally)
   }
 }
 
+// An asha search through Slurm whose driver is SIGKILLed while runs it fed are queued or
+// running: the next driver re-attaches to them at the rung their stop_at file names (the
+// feed counts them handed out, so none starts twice) and ends with the log and bits of
+// the same search run locally.
+TEST_F(SlurmE2E, AnAshaDriverKilledWhileItsRunsAreInSlurmReattachesAndDecidesAsLocally) {
+  const std::string search = "search:\n  kind: asha\n  min_steps: 2\n  eta: 3\n";
+  const int slow_ms = 300;  // each step: a run stays in Slurm long enough to be found there
+  const std::string local = write("asha-local.yaml", sweep_test::halving_search_grid(search, slow_ms));
+  const std::string slurm =
+      write("asha-slurm.yaml",
+            sweep_test::halving_search_grid(search, slow_ms,
+                                            "launch: {launcher: slurm, parallel: 2, slurm: {mpi: none, poll_s: 1}}\n"));
+  ASSERT_TRUE(sweep_cli({"run", local, "--out", (dir_ / "local").string(), "--quiet"}, "local.log").ok())
+      << read_file(dir_ / "local.log");
+  const fs::path out = dir_ / "slurm";
+  sweep::SpawnRunner runner;
+  const int first = runner.start(sweep_argv({"run", slurm, "--out", out.string()}), (dir_ / "first.log").string());
+  const auto t0 = std::chrono::steady_clock::now();
+  bool reached = false, ended = false;
+  while (!reached && !ended && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(240)) {
+    reached = read_file(out / "search.log").find("rung 0 steps 2: result 2 ") != std::string::npos;
+    ended = !runner.wait_some(0.05).empty();
+  }
+  ASSERT_TRUE(reached) << "the driver ended before its second result: " << read_file(dir_ / "first.log");
+  // Killed as soon as a run it fed is in Slurm (its state says running).
+  const auto in_slurm = [&] {
+    std::error_code ec;
+    for (const auto& run : fs::directory_iterator(out / "runs", ec))
+      if (sweep::read_run_state(run.path().string()).state == sweep::RunStatus::running) return true;
+    return false;
+  };
+  while (!in_slurm() && runner.wait_some(0.05).empty()) {
+  }
+  runner.signal_group(first, SIGKILL);
+  EXPECT_EQ(sweep_test::wait_for(runner, first).signal, SIGKILL);
+  const auto again = sweep_cli({"run", slurm, "--out", out.string()}, "again.log");
+  ASSERT_TRUE(again.ok()) << read_file(dir_ / "again.log");
+  EXPECT_CONTAINS(read_file(dir_ / "again.log"), "slurm: re-attached to ");
+  EXPECT_EQ(read_file(out / "search.log"), read_file(dir_ / "local" / "search.log"));
+  const auto a = sweep_test::completed_records(dir_ / "local"), b = sweep_test::completed_records(out);
+  EXPECT_EQ(a.size(), b.size());
+  EXPECT_EQ(sweep_test::sweep_bit_difference(a, b), "");
+}
+
 // ---- Job arrays in operation: MaxArraySize, refusals, jobs that can never start, and a
 // driver killed mid-array. start-cluster.sh sets MaxArraySize=20 and a partition `short`
 // (MaxTime 1 minute).
