@@ -3,7 +3,8 @@
 27-point lr x warmup x clip-norm grid of sweeps/halving-search.yaml (real sweep-train runs
 on the synthetic data) as `search.kind: halving` and as `search.kind: asha`, with the same
 min_steps and eta, at each launch.parallel asked for, one run after the other on this
-machine. For each: the wall time of `sweep run` (timed here), how busy its workers were
+machine. For each: the wall time of `sweep run` (timed here), when the first run trained
+to the full budget finished (its "completed" line, timed here), how busy its workers were
 (sweep's own line: the attempts' summed wall time over parallel x wall), the training
 steps spent (every run's last recorded step, read with h5py: a promoted run resumes, so
 no step is trained twice), and the best objective of a run trained to the end (sweep
@@ -44,13 +45,22 @@ def run(bin_dir, text, tmp, name):
     with open(path, "w") as f:
         f.write(text)
     out = os.path.join(tmp, name)
+    # Not --quiet: the driver's "completed" lines, timed here as they come, say when the
+    # first run trained to the full budget finished.
     t0 = time.monotonic()
-    p = subprocess.run([os.path.join(bin_dir, "sweep"), "run", path, "--out", out, "--quiet", "--report-every", "0"],
-                       capture_output=True, text=True)
+    first_full = None
+    lines = []
+    with subprocess.Popen([os.path.join(bin_dir, "sweep"), "run", path, "--out", out, "--report-every", "0"],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        for line in proc.stdout:
+            lines.append(line)
+            if first_full is None and line.startswith("completed "):
+                first_full = time.monotonic() - t0
     wall = time.monotonic() - t0
-    if p.returncode != 0:
-        sys.exit(f"asha_bench: sweep run {name} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
-    busy = re.search(r"busy (\d+)% of", p.stdout)
+    stdout = "".join(lines)
+    if proc.returncode != 0:
+        sys.exit(f"asha_bench: sweep run {name} failed ({proc.returncode}):\n{stdout}")
+    busy = re.search(r"busy (\d+)% of", stdout)
     rep = subprocess.run([os.path.join(bin_dir, "sweep"), "report", out, "--format", "json", "-o", "-"],
                          capture_output=True, text=True, check=True)
     doc = json.loads(rep.stdout)
@@ -62,7 +72,8 @@ def run(bin_dir, text, tmp, name):
             steps += int(f["metrics"]["step"][-1])
     with open(os.path.join(out, "search.log")) as f:
         log = f.read()
-    return {"wall": wall, "busy": int(busy.group(1)) if busy else -1, "steps": steps, "best": best, "log": log}
+    return {"wall": wall, "first": first_full if first_full is not None else float("nan"),
+            "busy": int(busy.group(1)) if busy else -1, "steps": steps, "best": best, "log": log}
 
 
 def main():
@@ -74,8 +85,9 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
     ok = True
-    print("| parallel | search | wall | workers busy | steps trained | best objective | same search.log twice |")
-    print("|---|---|---|---|---|---|---|")
+    print("| parallel | search | wall | first full-budget run done | workers busy | steps trained | best objective "
+          "| same search.log twice |")
+    print("|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="asha_bench_") as tmp:
         for parallel in a.parallel:
             for kind in ("halving", "asha"):
@@ -85,7 +97,7 @@ def main():
                 same = first["log"] == second["log"]
                 ok &= same
                 for r in (first, second):
-                    print(f"| {parallel} | {kind} | {r['wall']:.1f} s | {r['busy']}% | {r['steps']} | "
+                    print(f"| {parallel} | {kind} | {r['wall']:.1f} s | {r['first']:.1f} s | {r['busy']}% | {r['steps']} | "
                           f"{r['best']:.5f} | {'yes' if same else 'NO'} |", flush=True)
     return 0 if ok else 1
 
