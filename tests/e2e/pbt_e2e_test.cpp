@@ -18,9 +18,9 @@ namespace {
 
 using sweep_test::read_file;
 
-/// The search of these tests (e2e_util.h), three runs at a time.
+/// The search of these tests (e2e_util.h): a population of 8, three runs at a time.
 std::string pbt_grid(int slow_ms) {
-  return sweep_test::pbt_search_grid(slow_ms, "launch: {parallel: 3, slots: 3, grace_s: 5}\n");
+  return sweep_test::pbt_search_grid(slow_ms, "launch: {parallel: 3, slots: 3, grace_s: 5}\n", 8);
 }
 
 /// The run of the line of search.log that starts with `prefix` ("... run ID ...").
@@ -51,7 +51,7 @@ TEST_F(PbtE2E, APbtSearchDecidesTheSameAtAnyParallelAndAfterAKilledDriver) {
       << read_file(dir_ / "three.log");
   const std::string log = read_file(one / "search.log");
   EXPECT_EQ(read_file(three / "search.log"), log);
-  EXPECT_CONTAINS(log, "search pbt seed=5 population=6 interval=6 decisions_at=6,12,18 quantile=0.25");
+  EXPECT_CONTAINS(log, "search pbt seed=5 population=8 interval=6 decisions_at=6,12,18 quantile=0.25");
   EXPECT_CONTAINS(log, "generation 3: decided\n");
   EXPECT_CONTAINS(log, " exploits member ");
   EXPECT_CONTAINS(log, "\ndone\n");
@@ -65,7 +65,7 @@ TEST_F(PbtE2E, APbtSearchDecidesTheSameAtAnyParallelAndAfterAKilledDriver) {
   std::set<std::string> first;
   for (const auto& [id, r] : a)
     if (log.find("-> " + id + "\n") < log.find("generation ")) first.insert(id);
-  EXPECT_EQ(first.size(), 6u);
+  EXPECT_EQ(first.size(), 8u);
   size_t forks = 0;
   for (const auto& [id, r] : a) {
     const auto parent = r.config.find("train.fork_parent");
@@ -82,7 +82,7 @@ TEST_F(PbtE2E, APbtSearchDecidesTheSameAtAnyParallelAndAfterAKilledDriver) {
     for (int hops = 0; hops < 10 && !first.count(up); ++hops) up = a.at(up).lineage.parent_run_id;
     EXPECT_TRUE(first.count(up)) << id << ": its lineage does not reach generation 0";
   }
-  EXPECT_GE(forks, 3u);  // the bottom 2 of 6 fork at each of 3 decisions (some may share a run)
+  EXPECT_GE(forks, 3u);  // the bottom 2 of 8 fork at each of 3 decisions (some may share a run)
 
   // The best member reproduces bit for bit.
   const std::string best = run_on_line(log, "final step 24: rank 1 ");

@@ -64,12 +64,12 @@ inline std::string tiny_model(const std::string& indent = "") {
 /// time on two slots, locally.
 inline const std::string kLocalLaunch = "launch: {parallel: 2, slots: 2}\n";
 
-/// A pbt search of the tiny model: a population of 6 over train.lr (log-uniform) and
+/// A pbt search of the tiny model: a population of `population` (6 unless given) over train.lr (log-uniform) and
 /// train.clip_norm (a choice) with a cosine schedule, 24 steps, decisions at steps 6, 12
 /// and 18 by the held-out loss; `launch` is its launch: line. Steps sleep `slow_ms` (no
 /// effect on the bits) so a driver can be killed half-way; directories compared must use
 /// the same. The pbt tests replay it locally; the Slurm tests run it through arrays.
-inline std::string pbt_search_grid(int slow_ms, const std::string& launch = kLocalLaunch) {
+inline std::string pbt_search_grid(int slow_ms, const std::string& launch = kLocalLaunch, int population = 6) {
   return "name: pbt\n"
          "base:\n" +
          tiny_model("  ") +
@@ -81,7 +81,9 @@ inline std::string pbt_search_grid(int slow_ms, const std::string& launch = kLoc
          "}\n"
          "search:\n"
          "  kind: pbt\n"
-         "  population: 6\n"
+         "  population: " +
+         std::to_string(population) +
+         "\n"
          "  interval: 6\n"
          "  quantile: 0.25\n"
          "  perturb: [0.8, 1.2]\n"
