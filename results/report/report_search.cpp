@@ -110,6 +110,22 @@ void pareto_trials(SearchProgress& p, const std::vector<Record>& runs, const std
 
 /// A halving search's rungs, each trial's path through them and the best after each rung,
 /// from its decisions.
+/// The path of `trial` ("trial J") in p.paths, made on its first mention (in bracket
+/// `bracket`); `path_of` maps each trial to its path's index.
+SearchProgress::Path& trial_path(SearchProgress& p, std::map<std::string, size_t>& path_of, const std::string& trial,
+                                 size_t bracket) {
+  auto [at, fresh] = path_of.emplace(trial, p.paths.size());
+  if (fresh) {
+    SearchProgress::Path path;
+    path.trial = SIZE_MAX;
+    for (size_t t = 0; t < p.trials.size(); ++t)
+      if (p.trials[t].label == trial) path.trial = t;
+    path.bracket = bracket;
+    p.paths.push_back(path);
+  }
+  return p.paths[at->second];
+}
+
 void read_halving(SearchProgress& p, double sign) {
   double compute = 0;
   std::map<std::string, size_t> runs_of_trial;  // "trial J" -> its run count
@@ -152,16 +168,7 @@ void read_halving(SearchProgress& p, double sign) {
         verdict = word;
     SearchProgress::Rung& r = p.rungs.back();
     ++r.trials, r.steps_spent += added, r.promoted += verdict == "promoted" ? 1 : 0;
-    auto [at, fresh] = path_of.emplace(trial, p.paths.size());
-    if (fresh) {
-      SearchProgress::Path path;
-      path.trial = SIZE_MAX;
-      for (size_t t = 0; t < p.trials.size(); ++t)
-        if (p.trials[t].label == trial) path.trial = t;
-      path.bracket = bracket;
-      p.paths.push_back(path);
-    }
-    SearchProgress::Path& path = p.paths[at->second];
+    SearchProgress::Path& path = trial_path(p, path_of, trial, bracket);
     path.points.emplace_back(int64_t(steps), v);
     path.fate = verdict, path.last_rung = rung_index;
   }
@@ -180,15 +187,7 @@ void read_asha(SearchProgress& p, double sign) {
   std::map<size_t, double> rung_best;           // rung -> sign x its best metric
   size_t top = 0;
   const auto path = [&](const std::string& trial) -> SearchProgress::Path& {
-    auto [at, fresh] = path_of.emplace(trial, p.paths.size());
-    if (fresh) {
-      SearchProgress::Path np;
-      np.trial = SIZE_MAX;
-      for (size_t t = 0; t < p.trials.size(); ++t)
-        if (p.trials[t].label == trial) np.trial = t;
-      p.paths.push_back(np);
-    }
-    return p.paths[at->second];
+    return trial_path(p, path_of, trial, 0);  // one bracket
   };
   for (const std::string& d : p.decisions) {
     const auto w = split_words(d);
