@@ -10,7 +10,7 @@
 
 #include "atomic_file.h"     // write_file_atomically
 #include "compare.h"         // truncate_record
-#include "halving_search.h"  // stale_trials_line
+#include "halving_search.h"  // stale_trials_line, trial_lines
 #include "record.h"          // read_record
 #include "report_format.h"   // report_fmt::g17
 #include "run_status.h"      // status_is
@@ -223,12 +223,7 @@ SweepSummary run_asha_search(const SweepSpec& spec, const std::vector<GridPoint>
           " mode=" + s.mode + " trials=" + std::to_string(trials.size()) + "\n";
   head += "rungs";
   for (int64_t st : steps) head += " " + std::to_string(st);
-  head += " (steps; a rung takes its results in the order its trials entered it)\n";
-  for (size_t j = 0; j < trials.size(); ++j) {
-    head += "trial " + std::to_string(j) + ": " + trials[j].inputs + " ->";
-    for (const auto& id : trials[j].run_ids) head += " " + id;
-    head += "\n";
-  }
+  head += " (steps; a rung takes its results in the order its trials entered it)\n" + trial_lines(trials);
 
   AshaFeed feed(spec, trials, steps, out_dir, head);
   SweepSummary total = run_fed(points, feed);

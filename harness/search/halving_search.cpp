@@ -63,6 +63,16 @@ std::string stale_trials_line(const std::vector<HalvingTrial>& trials,
          " trials ran: they start over from step 0 (their records and checkpoints are kept aside)";
 }
 
+std::string trial_lines(const std::vector<HalvingTrial>& trials) {
+  std::string lines;
+  for (size_t j = 0; j < trials.size(); ++j) {
+    lines += "trial " + std::to_string(j) + ": " + trials[j].inputs + " ->";
+    for (const auto& id : trials[j].run_ids) lines += " " + id;
+    lines += "\n";
+  }
+  return lines;
+}
+
 namespace {
 
 /// search.log's head: the search, its brackets and rungs, and each trial's values and runs.
@@ -80,12 +90,7 @@ std::string search_log_head(const SearchSpec& s, int64_t budget, const std::vect
     for (const HalvingRung& r : br.rungs) head += " " + std::to_string(r.trials) + "x" + std::to_string(r.steps);
     head += "\n";
   }
-  for (size_t j = 0; j < trials.size(); ++j) {
-    head += "trial " + std::to_string(j) + ": " + trials[j].inputs + " ->";
-    for (const auto& id : trials[j].run_ids) head += " " + id;
-    head += "\n";
-  }
-  return head;
+  return head + trial_lines(trials);
 }
 
 /// The trials `alive` at a rung of `steps`, best first by their runs' mean metric (signed

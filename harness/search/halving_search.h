@@ -41,6 +41,9 @@ bool has_rung_result(const std::string& dir, const std::string& id, int64_t step
 std::string stale_trials_line(const std::vector<HalvingTrial>& trials,
                               const std::unordered_map<std::string, RunState>& runs);
 
+/// search.log's line for each trial, halving's and asha's alike: "trial J: INPUTS -> ID ...".
+std::string trial_lines(const std::vector<HalvingTrial>& trials);
+
 /// Runs `points` with the runs named in the map stopping after those steps.
 using RunRung = std::function<SweepSummary(const std::vector<GridPoint>&, const std::map<std::string, int64_t>&)>;
 
