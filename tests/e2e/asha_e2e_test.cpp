@@ -37,6 +37,24 @@ std::string run_of_trial(const std::string& log, int trial) {
 class AshaE2E : public sweep_test::E2eTest {
  protected:
   AshaE2E() : E2eTest("asha_e2e") {}
+  /// `grid` run undisturbed into straight/: its search.log (empty when the run failed).
+  std::string run_straight(const std::string& grid) {
+    const auto rs = sweep_cli({"run", grid, "--out", (dir_ / "straight").string(), "--quiet"}, "straight.log");
+    EXPECT_TRUE(rs.ok()) << read_file(dir_ / "straight.log");
+    return rs.ok() ? read_file(dir_ / "straight" / "search.log") : "";
+  }
+  /// The crashed-once marker: there once crash_once's trainer has killed itself.
+  fs::path marker() const { return dir_ / "crashed-once"; }
+  /// A trainer that SIGKILLs itself on its first start whose arguments match the sh case
+  /// patterns `when`, and is sweep-train otherwise.
+  std::string crash_once(const std::string& when) {
+    const std::string m = marker().string();
+    const std::string crasher =
+        write("crash-once", "#!/bin/sh\ncase \"$*\" in " + when + ") [ -e '" + m + "' ] || { : > '" + m +
+                                "'; kill -9 $$; } ;; esac\nexec '" + sweep_test::bin("sweep-train") + "' \"$@\"\n");
+    fs::permissions(crasher, fs::perms::owner_all);
+    return crasher;
+  }
 };
 
 // One, two and four runs at a time make the same decisions (search.log) and the same
@@ -125,19 +143,13 @@ TEST_F(AshaE2E, AnAshaSearchDecidesTheSameAtParallel124AndAfterAKilledDriver) {
 // search did, with the same records.
 TEST_F(AshaE2E, ARunThatFailsHoldsUpOnlyTheDecisionsThatWaitForIt) {
   const std::string grid = write("asha.yaml", asha_grid(0));
-  ASSERT_TRUE(sweep_cli({"run", grid, "--out", (dir_ / "straight").string(), "--quiet"}, "straight.log").ok())
-      << read_file(dir_ / "straight.log");
-  const std::string undisturbed = read_file(dir_ / "straight" / "search.log");
+  const std::string undisturbed = run_straight(grid);
+  ASSERT_FALSE(undisturbed.empty());
   const auto straight = sweep_test::completed_records(dir_ / "straight");
   const std::string id = run_of_trial(undisturbed, 4);
   ASSERT_EQ(id.size(), 16u) << undisturbed;
 
-  const fs::path marker = dir_ / "crashed-once";
-  const std::string crasher =
-      write("crash-once", "#!/bin/sh\ncase \"$*\" in *runs/" + id + "*) [ -e '" + marker.string() + "' ] || { : > '" +
-                              marker.string() + "'; kill -9 $$; } ;; esac\nexec '" + sweep_test::bin("sweep-train") +
-                              "' \"$@\"\n");
-  fs::permissions(crasher, fs::perms::owner_all);
+  const std::string crasher = crash_once("*runs/" + id + "*");
   const fs::path out = dir_ / "crashed";
   const auto first = sweep_cli({"run", grid, "--out", out.string(), "--quiet", "--trainer", crasher}, "first.log");
   const std::string said = read_file(dir_ / "first.log");
@@ -164,9 +176,7 @@ TEST_F(AshaE2E, ARunThatFailsHoldsUpOnlyTheDecisionsThatWaitForIt) {
 // first rung's decisions are all taken and only the second rung's wait for it.
 TEST_F(AshaE2E, APromotedRunThatFailsKeepsTheResultOfTheRungItCameFrom) {
   const std::string grid = write("asha.yaml", asha_grid(0));
-  ASSERT_TRUE(sweep_cli({"run", grid, "--out", (dir_ / "straight").string(), "--quiet"}, "straight.log").ok())
-      << read_file(dir_ / "straight.log");
-  const std::string undisturbed = read_file(dir_ / "straight" / "search.log");
+  const std::string undisturbed = run_straight(grid);
   const size_t first = undisturbed.find("rung 0 steps 2: promoted trial ");
   ASSERT_NE(first, std::string::npos) << undisturbed;
   const std::string trial = undisturbed.substr(first + 31, undisturbed.find(' ', first + 31) - first - 31);
@@ -174,17 +184,12 @@ TEST_F(AshaE2E, APromotedRunThatFailsKeepsTheResultOfTheRungItCameFrom) {
   ASSERT_EQ(id.size(), 16u) << undisturbed;
 
   // Kills itself on the first resumed start of that run: its promotion.
-  const fs::path marker = dir_ / "crashed-once";
-  const std::string crasher =
-      write("crash-once", "#!/bin/sh\ncase \"$*\" in *runs/" + id + "*--resume*|*--resume*runs/" + id + "*) [ -e '" +
-                              marker.string() + "' ] || { : > '" + marker.string() +
-                              "'; kill -9 $$; } ;; esac\nexec '" + sweep_test::bin("sweep-train") + "' \"$@\"\n");
-  fs::permissions(crasher, fs::perms::owner_all);
+  const std::string crasher = crash_once("*runs/" + id + "*--resume*|*--resume*runs/" + id + "*");
   const fs::path out = dir_ / "crashed";
   const auto crashed = sweep_cli({"run", grid, "--out", out.string(), "--quiet", "--trainer", crasher}, "first.log");
   const std::string said = read_file(dir_ / "first.log");
   EXPECT_EQ(crashed.code, 1) << said;
-  EXPECT_TRUE(fs::exists(marker)) << said;
+  EXPECT_TRUE(fs::exists(marker())) << said;
   EXPECT_CONTAINS(said, "rung 1 steps 6: trial " + trial + " run " + id + " has no result (failed; see sweep status)");
   const std::string log = read_file(out / "search.log");
   // The first rung is whole: every result and promotion of the undisturbed search.
